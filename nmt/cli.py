@@ -1,0 +1,146 @@
+"""Command line: `nmt prepare|train|translate|evaluate|experiment`.
+
+Each subcommand parses its arguments and calls one function, which is also the Python API.
+User mistakes (NMTError) become one paragraph on stderr and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from nmt.errors import NMTError
+
+
+def _add_config_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("config", type=Path, help="YAML config, e.g. configs/quick.yaml")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override a config key (repeatable), value parsed as YAML: --set training.max_steps=200",
+    )
+
+
+def _buckets(text: str) -> list[int]:
+    try:
+        return [int(b) for b in text.split(",") if b.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got '{text}'") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="nmt", description="RNN encoder-decoders with and without attention, compared by sentence length."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    prepare = sub.add_parser("prepare", help="get the corpus, split it, train sentencepiece models")
+    _add_config_args(prepare)
+
+    train = sub.add_parser("train", help="train one model (use torchrun for several GPUs)")
+    _add_config_args(train)
+    train.add_argument("--run-dir", type=Path, default=None, help="where the run is written (default runs/<config name>)")
+    train.add_argument("--resume", action="store_true", help="continue from the run directory's latest checkpoint")
+
+    translate = sub.add_parser("translate", help="translate text with a trained run")
+    translate.add_argument("run_dir", type=Path)
+    translate.add_argument("-i", "--input", type=Path, default=None, help="input file (default stdin)")
+    translate.add_argument("-o", "--output", type=Path, default=None, help="output file (default stdout)")
+    translate.add_argument("--beam", type=int, default=None, help="beam size (1 = greedy; default from the run's config)")
+    translate.add_argument("--batch-size", type=int, default=None, help="sentences per batch")
+    translate.add_argument("--nbest", type=int, default=1, help="write the K best translations per line, tab-separated")
+    translate.add_argument("--checkpoint", type=Path, default=None, help="checkpoint file (default: the best one)")
+    translate.add_argument("--attention-plots", type=Path, default=None, metavar="DIR", help="write one attention heatmap PNG per sentence")
+    translate.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+
+    evaluate = sub.add_parser("evaluate", help="BLEU and chrF overall and by sentence length, with significance")
+    evaluate.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR")
+    evaluate.add_argument("--split", choices=["valid", "test"], default=None, help="split of the run's data (default test)")
+    evaluate.add_argument("--src", type=Path, default=None, help="source file to translate instead of a split")
+    evaluate.add_argument("--ref", type=Path, default=None, help="reference file for --src")
+    evaluate.add_argument("--buckets", type=_buckets, default=None, help="length cutoffs, default 10,20,30,40,50,60")
+    evaluate.add_argument("--by", choices=["source", "reference"], default=None, help="bucket by source (default) or reference length")
+    evaluate.add_argument("--beam", type=int, default=None, help="beam size (default from the run's config)")
+    evaluate.add_argument("--out", type=Path, default=None, help="output folder (default evaluation/ beside the first run)")
+    evaluate.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+
+    experiment = sub.add_parser("experiment", help="prepare, train every run, evaluate them together, report")
+    _add_config_args(experiment)
+    experiment.add_argument("--out", type=Path, default=None, help="output folder (default experiments/<config name>)")
+    experiment.add_argument("--force", action="store_true", help="redo every step, even finished ones")
+    return parser
+
+
+def run_command(args: argparse.Namespace) -> None:
+    """Dispatch parsed arguments to the function that does the work."""
+    if args.command == "prepare":
+        from nmt.config import load_config
+        from nmt.data.prepare import prepare, format_stats
+
+        config = load_config(args.config, args.overrides)
+        print(format_stats(prepare(config.data)))
+    elif args.command == "train":
+        from nmt.config import load_config
+        from nmt.training.trainer import train
+
+        config = load_config(args.config, args.overrides)
+        run_dir = args.run_dir or Path("runs") / args.config.stem
+        train(config, run_dir, resume=args.resume)
+    elif args.command == "translate":
+        from nmt.decoding.translate import translate_file
+
+        translate_file(
+            args.run_dir,
+            input_path=args.input,
+            output_path=args.output,
+            beam_size=args.beam,
+            batch_size=args.batch_size,
+            nbest=args.nbest,
+            checkpoint=args.checkpoint,
+            attention_plots=args.attention_plots,
+            device=args.device,
+        )
+    elif args.command == "evaluate":
+        from nmt.evaluate import evaluate_runs
+
+        if (args.src is None) != (args.ref is None):
+            raise NMTError("--src and --ref go together: give both files, or neither to use --split.")
+        if args.src is not None and args.split is not None:
+            raise NMTError("give either --split or --src/--ref, not both.")
+        evaluate_runs(
+            args.run_dirs,
+            split=args.split,
+            src_path=args.src,
+            ref_path=args.ref,
+            buckets=args.buckets,
+            by=args.by,
+            beam_size=args.beam,
+            out_dir=args.out,
+            device=args.device,
+        )
+    elif args.command == "experiment":
+        from nmt.experiment import run_experiment
+
+        out_dir = args.out or Path("experiments") / args.config.stem
+        run_experiment(args.config, args.overrides, out_dir, force=args.force)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `nmt` console script; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        run_command(args)
+    except NMTError as error:
+        print(f"nmt {args.command}: error: {error.message}", file=sys.stderr)
+        if error.hint:
+            print(error.hint, file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"nmt {args.command}: interrupted.", file=sys.stderr)
+        return 130
+    return 0

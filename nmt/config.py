@@ -1,0 +1,393 @@
+"""Configuration: YAML -> one validated dataclass per section -> the rest of the toolkit.
+
+Every key has a default, a type that is checked, and a comment in `configs/quick.yaml`.
+Unknown keys are refused with the nearest valid key suggested; `--set section.key=value`
+overrides are parsed as YAML, so they are typed exactly like the file.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import difflib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from nmt.errors import NMTError
+from nmt.fileio import atomic_write_text
+
+AttentionType = Literal["none", "additive", "dot", "scaled_dot", "general"]
+
+
+@dataclass
+class DataConfig:
+    """Where the parallel corpus comes from, how it is split, and its subword models."""
+
+    source: Literal["bible", "files", "huggingface"] = "bible"
+    dir: str = "data/prepared/bible-k-l"
+    cache_dir: str = "data/cache"
+    src_lang: str = "en"
+    tgt_lang: str = "fr"
+    # bible
+    bible_src: str = "k"
+    bible_tgt: str = "l"
+    bible_extra_translations: bool = False
+    valid_fraction: float = 0.02
+    test_fraction: float = 0.1
+    # files: a path prefix (PREFIX.src_lang / PREFIX.tgt_lang) or one .tsv / .jsonl file per split
+    train: str = ""
+    valid: str = ""
+    test: str = ""
+    # huggingface
+    hf_name: str = ""
+    hf_config: str = ""
+    hf_train_split: str = "train"
+    hf_valid_split: str = "validation"
+    hf_test_split: str = "test"
+    # fields of a JSON-lines / Hugging Face record; "" means translation.<src_lang> / <tgt_lang>
+    src_field: str = ""
+    tgt_field: str = ""
+    # filtering (training split only)
+    max_train_words: int = 0
+    max_train_pairs: int = 0
+    # subwords
+    vocab_size: int = 8000
+    subword_type: Literal["unigram", "bpe"] = "unigram"
+    joint_vocab: bool = True
+    character_coverage: float = 1.0
+
+    def validate(self) -> None:
+        _require(self.vocab_size >= 16, "data.vocab_size", "must be at least 16")
+        _require(0.0 < self.valid_fraction < 0.5, "data.valid_fraction", "must be in (0, 0.5)")
+        _require(0.0 < self.test_fraction < 0.5, "data.test_fraction", "must be in (0, 0.5)")
+        _require(self.max_train_words >= 0, "data.max_train_words", "must be >= 0 (0 = no limit)")
+        _require(self.max_train_pairs >= 0, "data.max_train_pairs", "must be >= 0 (0 = all)")
+        _require(
+            0.9 <= self.character_coverage <= 1.0, "data.character_coverage", "must be in [0.9, 1]"
+        )
+        if self.source == "files":
+            _require(bool(self.train), "data.train", "is required when data.source is 'files'")
+        if self.source == "huggingface":
+            _require(bool(self.hf_name), "data.hf_name", "is required when data.source is 'huggingface'")
+
+    @property
+    def src_field_path(self) -> str:
+        return self.src_field or f"translation.{self.src_lang}"
+
+    @property
+    def tgt_field_path(self) -> str:
+        return self.tgt_field or f"translation.{self.tgt_lang}"
+
+
+@dataclass
+class ModelConfig:
+    """Sizes and kind of the encoder-decoder; `attention: none` is the fixed-vector RNNencdec."""
+
+    attention: AttentionType = "additive"
+    cell: Literal["gru", "lstm"] = "gru"
+    embedding_size: int = 256
+    hidden_size: int = 512
+    attention_size: int = 512
+    maxout_size: int = 256
+    encoder_layers: int = 1
+    dropout: float = 0.0
+    tie_target_embeddings: bool = False
+    init: Literal["pytorch", "bahdanau"] = "pytorch"
+
+    def validate(self) -> None:
+        for key in ("embedding_size", "hidden_size", "attention_size", "encoder_layers"):
+            _require(getattr(self, key) >= 1, f"model.{key}", "must be >= 1")
+        _require(self.maxout_size >= 0, "model.maxout_size", "must be >= 0 (0 = tanh layer)")
+        _require(0.0 <= self.dropout < 1.0, "model.dropout", "must be in [0, 1)")
+
+
+@dataclass
+class TrainingConfig:
+    """The optimisation loop, validation, checkpoints and hardware."""
+
+    max_steps: int = 10000
+    batch_tokens: int = 3000
+    seed: int = 1
+    threads: int = 0
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    optimizer: Literal["adam", "adadelta"] = "adam"
+    learning_rate: float = 0.001
+    clip_grad_norm: float = 1.0
+    label_smoothing: float = 0.0
+    warmup_steps: int = 0
+    lr_decay_factor: float = 0.5
+    lr_patience: int = 0
+    validate_every: int = 500
+    valid_max_sentences: int = 500
+    checkpoint_every: int = 500
+    keep_last: int = 2
+    early_stopping_metric: Literal["bleu", "loss"] = "bleu"
+    patience: int = 0
+    log_every: int = 50
+    tensorboard: bool = False
+
+    def validate(self) -> None:
+        for key in ("max_steps", "batch_tokens", "validate_every", "checkpoint_every", "log_every"):
+            _require(getattr(self, key) >= 1, f"training.{key}", "must be >= 1")
+        for key in ("threads", "warmup_steps", "lr_patience", "patience", "keep_last"):
+            _require(getattr(self, key) >= 0, f"training.{key}", "must be >= 0")
+        _require(self.learning_rate > 0, "training.learning_rate", "must be > 0")
+        _require(0.0 <= self.label_smoothing < 1.0, "training.label_smoothing", "must be in [0, 1)")
+        _require(0.0 < self.lr_decay_factor <= 1.0, "training.lr_decay_factor", "must be in (0, 1]")
+        _require(self.valid_max_sentences >= 0, "training.valid_max_sentences", "must be >= 0 (0 = all)")
+
+
+@dataclass
+class DecodingConfig:
+    """Search settings for validation, `nmt translate` and `nmt evaluate`."""
+
+    beam_size: int = 5
+    length_penalty: Literal["none", "average", "gnmt"] = "gnmt"
+    alpha: float = 0.6
+    max_length_ratio: float = 2.0
+    max_length_offset: int = 10
+    batch_size: int = 64
+    max_input_tokens: int = 400
+    nbest: int = 1
+
+    def validate(self) -> None:
+        for key in ("beam_size", "batch_size", "max_input_tokens", "nbest"):
+            _require(getattr(self, key) >= 1, f"decoding.{key}", "must be >= 1")
+        _require(self.nbest <= self.beam_size, "decoding.nbest", "must be <= decoding.beam_size")
+        _require(self.max_length_ratio > 0, "decoding.max_length_ratio", "must be > 0")
+
+
+@dataclass
+class EvaluationConfig:
+    """Length buckets, significance testing and the split `nmt evaluate` scores."""
+
+    split: Literal["valid", "test"] = "test"
+    buckets: list[int] = field(default_factory=lambda: [10, 20, 30, 40, 50, 60])
+    by: Literal["source", "reference"] = "source"
+    bootstrap_samples: int = 1000
+    bootstrap_seed: int = 12345
+
+    def validate(self) -> None:
+        _require(
+            len(self.buckets) >= 1 and all(b > 0 for b in self.buckets)
+            and self.buckets == sorted(set(self.buckets)),
+            "evaluation.buckets",
+            "must be a non-empty list of increasing positive integers, e.g. [10, 20, 30]",
+        )
+        _require(self.bootstrap_samples >= 10, "evaluation.bootstrap_samples", "must be >= 10")
+
+
+SECTIONS: dict[str, type] = {
+    "data": DataConfig,
+    "model": ModelConfig,
+    "training": TrainingConfig,
+    "decoding": DecodingConfig,
+    "evaluation": EvaluationConfig,
+}
+
+
+@dataclass
+class Config:
+    """A whole configuration. `runs` names the runs of an experiment: name -> section overrides."""
+
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    training: TrainingConfig = field(default_factory=TrainingConfig)
+    decoding: DecodingConfig = field(default_factory=DecodingConfig)
+    evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
+    runs: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict, the inverse of `config_from_dict`."""
+        return dataclasses.asdict(self)
+
+    def for_run(self, name: str) -> Config:
+        """The configuration of one experiment run: this one with the run's overrides applied."""
+        if name not in self.runs:
+            raise NMTError(
+                f"unknown run '{name}'.", f"The config defines: {', '.join(self.runs) or 'no runs'}."
+            )
+        raw = self.to_dict()
+        raw["runs"] = {}
+        overrides = self.runs[name] or {}
+        if not isinstance(overrides, dict):
+            raise NMTError(f"runs.{name} must be a mapping of sections, e.g. {{model: {{attention: none}}}}.")
+        for section, values in overrides.items():
+            if section not in SECTIONS or not isinstance(values, dict):
+                raise NMTError(
+                    f"runs.{name}.{section}: expected one of the sections "
+                    f"{', '.join(SECTIONS)} holding a mapping of keys."
+                )
+            raw[section].update(values)
+        return config_from_dict(raw, f"runs.{name}")
+
+
+def _require(condition: bool, key: str, what: str) -> None:
+    if not condition:
+        raise NMTError(f"invalid value for '{key}': {what}.", "Fix it in the config or with --set.")
+
+
+def _type_name(tp: Any) -> str:
+    if typing.get_origin(tp) is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    return getattr(tp, "__name__", str(tp)).replace("typing.", "")
+
+
+def _check_type(value: Any, tp: Any, key: str) -> Any:
+    """Return `value` if it fits `tp` (ints are accepted as floats), else raise NMTError."""
+    origin = typing.get_origin(tp)
+    ok: bool
+    if origin is Literal:
+        ok = value in typing.get_args(tp)
+    elif origin is list:
+        (item_tp,) = typing.get_args(tp)
+        if not isinstance(value, list):
+            ok = False
+        else:
+            return [_check_type(v, item_tp, f"{key}[{i}]") for i, v in enumerate(value)]
+    elif origin is dict:
+        ok = isinstance(value, dict)
+    elif origin in (typing.Union, types.UnionType):
+        ok = any(_fits(value, a) for a in typing.get_args(tp))
+    elif tp is bool:
+        ok = isinstance(value, bool)
+    elif tp is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif tp is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    elif tp is str:
+        ok = isinstance(value, str)
+    elif tp is Any:
+        ok = True
+    else:
+        ok = isinstance(value, tp)
+    if not ok:
+        raise NMTError(
+            f"wrong type for '{key}': expected {_type_name(tp)}, got {value!r} "
+            f"({type(value).__name__}).",
+            "Fix it in the config or with --set.",
+        )
+    return value
+
+
+def _fits(value: Any, tp: Any) -> bool:
+    try:
+        _check_type(value, tp, "")
+    except NMTError:
+        return False
+    return True
+
+
+def _unknown_key(key: str, valid: list[str], prefix: str) -> NMTError:
+    full = f"{prefix}{key}"
+    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
+    suggestion = f" (did you mean '{prefix}{close[0]}'?)" if close else ""
+    return NMTError(
+        f"unknown key '{full}'{suggestion}.",
+        f"Valid keys{' of ' + prefix.rstrip('.') if prefix else ''}: {', '.join(valid)}.",
+    )
+
+
+def _build_section(cls: type, raw: Any, name: str) -> Any:
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise NMTError(f"section '{name}' must be a mapping of keys, got {raw!r}.")
+    hints = typing.get_type_hints(cls)
+    valid = [f.name for f in dataclasses.fields(cls)]
+    values = {}
+    for key, value in raw.items():
+        if key not in hints:
+            raise _unknown_key(str(key), valid, f"{name}.")
+        values[key] = _check_type(value, hints[key], f"{name}.{key}")
+    section = cls(**values)
+    section.validate()
+    return section
+
+
+def config_from_dict(raw: Any, source: str = "config") -> Config:
+    """Validate a nested dict (as read from YAML) into a Config. Raises NMTError naming the key."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise NMTError(f"{source}: the top level must be a mapping of sections, got {type(raw).__name__}.")
+    valid = list(SECTIONS) + ["runs"]
+    for key in raw:
+        if key not in valid:
+            raise _unknown_key(str(key), valid, "")
+    runs = raw.get("runs") or {}
+    if not isinstance(runs, dict):
+        raise NMTError("'runs' must map run names to section overrides, e.g. rnnsearch: {model: {attention: additive}}.")
+    config = Config(
+        **{name: _build_section(cls, raw.get(name), name) for name, cls in SECTIONS.items()},
+        runs=copy.deepcopy(runs),
+    )
+    for run_name in runs:  # each run must itself be a valid configuration
+        config.for_run(run_name)
+    return config
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """Split 'section.key=value' into (['section', 'key'], value parsed as YAML)."""
+    if "=" not in text:
+        raise NMTError(f"--set '{text}': expected section.key=value, e.g. --set model.hidden_size=256.")
+    path, _, value_text = text.partition("=")
+    keys = [k for k in path.strip().split(".") if k]
+    if len(keys) < 2:
+        raise NMTError(f"--set '{text}': the key must name a section and a key, e.g. training.max_steps.")
+    try:
+        value = yaml.safe_load(value_text) if value_text.strip() else ""
+    except yaml.YAMLError as exc:
+        raise NMTError(f"--set '{text}': the value is not valid YAML ({exc}).") from None
+    return keys, value
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Return a copy of `raw` with each 'a.b.c=value' override set (sections created as needed)."""
+    raw = copy.deepcopy(raw) if raw else {}
+    for text in overrides:
+        keys, value = parse_override(text)
+        node = raw
+        for key in keys[:-1]:
+            if not isinstance(node.get(key), dict):
+                node[key] = {}
+            node = node[key]
+        node[keys[-1]] = value
+    return raw
+
+
+def read_yaml(path: str | Path) -> Any:
+    """Read a YAML file, turning a missing file or a syntax error into an NMTError."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise NMTError(f"config file not found: {path}", "Check the path (configs/quick.yaml is the example).") from None
+    except UnicodeDecodeError as exc:
+        raise NMTError(f"{path}: not valid UTF-8 (byte {exc.start}).", "Save the file as UTF-8.") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise NMTError(f"{path}:{where} is not valid YAML: {getattr(exc, 'problem', exc)}.") from None
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
+    """Load a YAML config, apply `--set` overrides, and validate it."""
+    raw = read_yaml(path)
+    if raw is not None and not isinstance(raw, dict):
+        raise NMTError(f"{path}: the top level must be a mapping of sections (data, model, ...).")
+    return config_from_dict(apply_overrides(raw or {}, overrides or []), str(path))
+
+
+def save_config(config: Config, path: str | Path) -> None:
+    """Write the resolved config as YAML; `load_config` reads it back unchanged."""
+    atomic_write_text(path, yaml.safe_dump(config.to_dict(), sort_keys=False, allow_unicode=True))
