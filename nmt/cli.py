@@ -35,7 +35,8 @@ def _buckets(text: str) -> list[int]:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
     parser = argparse.ArgumentParser(
-        prog="nmt", description="RNN encoder-decoders with and without attention, compared by sentence length."
+        prog="nmt",
+        description="RNN encoder-decoders with and without attention, compared by sentence length.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -44,34 +45,67 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = sub.add_parser("train", help="train one model (use torchrun for several GPUs)")
     _add_config_args(train)
-    train.add_argument("--run-dir", type=Path, default=None, help="where the run is written (default runs/<config name>)")
-    train.add_argument("--resume", action="store_true", help="continue from the run directory's latest checkpoint")
+    train.add_argument(
+        "--run-dir", type=Path, default=None, help="where the run is written (default runs/<config name>)"
+    )
+    train.add_argument(
+        "--resume", action="store_true", help="continue from the run directory's latest checkpoint"
+    )
 
     translate = sub.add_parser("translate", help="translate text with a trained run")
     translate.add_argument("run_dir", type=Path)
     translate.add_argument("-i", "--input", type=Path, default=None, help="input file (default stdin)")
     translate.add_argument("-o", "--output", type=Path, default=None, help="output file (default stdout)")
-    translate.add_argument("--beam", type=int, default=None, help="beam size (1 = greedy; default from the run's config)")
+    translate.add_argument(
+        "--beam", type=int, default=None, help="beam size (1 = greedy; default from the run's config)"
+    )
     translate.add_argument("--batch-size", type=int, default=None, help="sentences per batch")
-    translate.add_argument("--nbest", type=int, default=1, help="write the K best translations per line, tab-separated")
-    translate.add_argument("--checkpoint", type=Path, default=None, help="checkpoint file (default: the best one)")
-    translate.add_argument("--attention-plots", type=Path, default=None, metavar="DIR", help="write one attention heatmap PNG per sentence")
+    translate.add_argument(
+        "--nbest", type=int, default=1, help="write the K best translations per line, tab-separated"
+    )
+    translate.add_argument(
+        "--checkpoint", type=Path, default=None, help="checkpoint file (default: the best one)"
+    )
+    translate.add_argument(
+        "--attention-plots",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="write one attention heatmap PNG per sentence",
+    )
     translate.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
 
-    evaluate = sub.add_parser("evaluate", help="BLEU and chrF overall and by sentence length, with significance")
+    evaluate = sub.add_parser(
+        "evaluate", help="BLEU and chrF overall and by sentence length, with significance"
+    )
     evaluate.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR")
-    evaluate.add_argument("--split", choices=["valid", "test"], default=None, help="split of the run's data (default test)")
-    evaluate.add_argument("--src", type=Path, default=None, help="source file to translate instead of a split")
+    evaluate.add_argument(
+        "--split", choices=["valid", "test"], default=None, help="split of the run's data (default test)"
+    )
+    evaluate.add_argument(
+        "--src", type=Path, default=None, help="source file to translate instead of a split"
+    )
     evaluate.add_argument("--ref", type=Path, default=None, help="reference file for --src")
-    evaluate.add_argument("--buckets", type=_buckets, default=None, help="length cutoffs, default 10,20,30,40,50,60")
-    evaluate.add_argument("--by", choices=["source", "reference"], default=None, help="bucket by source (default) or reference length")
+    evaluate.add_argument(
+        "--buckets", type=_buckets, default=None, help="length cutoffs, default 10,20,30,40,50,60"
+    )
+    evaluate.add_argument(
+        "--by",
+        choices=["source", "reference"],
+        default=None,
+        help="bucket by source (default) or reference length",
+    )
     evaluate.add_argument("--beam", type=int, default=None, help="beam size (default from the run's config)")
-    evaluate.add_argument("--out", type=Path, default=None, help="output folder (default evaluation/ beside the first run)")
+    evaluate.add_argument(
+        "--out", type=Path, default=None, help="output folder (default evaluation/ beside the first run)"
+    )
     evaluate.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
 
     experiment = sub.add_parser("experiment", help="prepare, train every run, evaluate them together, report")
     _add_config_args(experiment)
-    experiment.add_argument("--out", type=Path, default=None, help="output folder (default experiments/<config name>)")
+    experiment.add_argument(
+        "--out", type=Path, default=None, help="output folder (default experiments/<config name>)"
+    )
     experiment.add_argument("--force", action="store_true", help="redo every step, even finished ones")
     return parser
 
@@ -80,7 +114,7 @@ def run_command(args: argparse.Namespace) -> None:
     """Dispatch parsed arguments to the function that does the work."""
     if args.command == "prepare":
         from nmt.config import load_config
-        from nmt.data.prepare import prepare, format_stats
+        from nmt.data.prepare import format_stats, prepare
 
         config = load_config(args.config, args.overrides)
         print(format_stats(prepare(config.data)))

@@ -67,9 +67,7 @@ class DataConfig:
         _require(0.0 < self.test_fraction < 0.5, "data.test_fraction", "must be in (0, 0.5)")
         _require(self.max_train_words >= 0, "data.max_train_words", "must be >= 0 (0 = no limit)")
         _require(self.max_train_pairs >= 0, "data.max_train_pairs", "must be >= 0 (0 = all)")
-        _require(
-            0.9 <= self.character_coverage <= 1.0, "data.character_coverage", "must be in [0.9, 1]"
-        )
+        _require(0.9 <= self.character_coverage <= 1.0, "data.character_coverage", "must be in [0.9, 1]")
         if self.source == "files":
             _require(bool(self.train), "data.train", "is required when data.source is 'files'")
         if self.source == "huggingface":
@@ -175,7 +173,8 @@ class EvaluationConfig:
 
     def validate(self) -> None:
         _require(
-            len(self.buckets) >= 1 and all(b > 0 for b in self.buckets)
+            len(self.buckets) >= 1
+            and all(b > 0 for b in self.buckets)
             and self.buckets == sorted(set(self.buckets)),
             "evaluation.buckets",
             "must be a non-empty list of increasing positive integers, e.g. [10, 20, 30]",
@@ -270,8 +269,7 @@ def _check_type(value: Any, tp: Any, key: str) -> Any:
         ok = isinstance(value, tp)
     if not ok:
         raise NMTError(
-            f"wrong type for '{key}': expected {_type_name(tp)}, got {value!r} "
-            f"({type(value).__name__}).",
+            f"wrong type for '{key}': expected {_type_name(tp)}, got {value!r} ({type(value).__name__}).",
             "Fix it in the config or with --set.",
         )
     return value
@@ -324,7 +322,9 @@ def config_from_dict(raw: Any, source: str = "config") -> Config:
             raise _unknown_key(str(key), valid, "")
     runs = raw.get("runs") or {}
     if not isinstance(runs, dict):
-        raise NMTError("'runs' must map run names to section overrides, e.g. rnnsearch: {model: {attention: additive}}.")
+        raise NMTError(
+            "'runs' must map run names to section overrides, e.g. rnnsearch: {model: {attention: additive}}."
+        )
     config = Config(
         **{name: _build_section(cls, raw.get(name), name) for name, cls in SECTIONS.items()},
         runs=copy.deepcopy(runs),
@@ -369,7 +369,9 @@ def read_yaml(path: str | Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise NMTError(f"config file not found: {path}", "Check the path (configs/quick.yaml is the example).") from None
+        raise NMTError(
+            f"config file not found: {path}", "Check the path (configs/quick.yaml is the example)."
+        ) from None
     except UnicodeDecodeError as exc:
         raise NMTError(f"{path}: not valid UTF-8 (byte {exc.start}).", "Save the file as UTF-8.") from None
     try:
@@ -391,3 +393,16 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
 def save_config(config: Config, path: str | Path) -> None:
     """Write the resolved config as YAML; `load_config` reads it back unchanged."""
     atomic_write_text(path, yaml.safe_dump(config.to_dict(), sort_keys=False, allow_unicode=True))
+
+
+def config_diff(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ between two nested config dicts (e.g. ['model.hidden_size'])."""
+    keys = sorted(set(a) | set(b))
+    differing = []
+    for key in keys:
+        left, right = a.get(key), b.get(key)
+        if isinstance(left, dict) and isinstance(right, dict):
+            differing += config_diff(left, right, f"{prefix}{key}.")
+        elif left != right:
+            differing.append(f"{prefix}{key}")
+    return differing

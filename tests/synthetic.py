@@ -20,7 +20,9 @@ def reverse_pairs(n: int, min_len: int = 5, max_len: int = 40, seed: int = 0) ->
     return pairs
 
 
-def write_parallel(prefix: Path, pairs: list[tuple[str, str]], src_lang: str = "src", tgt_lang: str = "tgt") -> Path:
+def write_parallel(
+    prefix: Path, pairs: list[tuple[str, str]], src_lang: str = "src", tgt_lang: str = "tgt"
+) -> Path:
     """Write PREFIX.src_lang and PREFIX.tgt_lang, one sentence per line; return PREFIX."""
     prefix.parent.mkdir(parents=True, exist_ok=True)
     Path(f"{prefix}.{src_lang}").write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")

@@ -1,0 +1,66 @@
+"""Sentence-length buckets in the compare-mt style: `<10`, `[10,20)`, ..., `[50,60)`, `>=60`.
+
+A sentence's length is its number of whitespace-separated words, of the source by default
+(what most reproductions of Bahdanau et al. plot) or of the reference (what compare-mt uses).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from nmt.errors import NMTError
+
+BucketBy = Literal["source", "reference"]
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """Lengths in [low, high); `high` is None for the last, open-ended bucket."""
+
+    label: str
+    low: int
+    high: int | None
+
+    def contains(self, length: int) -> bool:
+        """Whether a sentence of `length` words falls in this bucket."""
+        return length >= self.low and (self.high is None or length < self.high)
+
+
+def make_buckets(cutoffs: Sequence[int]) -> list[Bucket]:
+    """Buckets from increasing positive cutoffs: [10, 20] -> `<10`, `[10,20)`, `>=20`."""
+    cutoffs = list(cutoffs)
+    if not cutoffs or any(c <= 0 for c in cutoffs) or cutoffs != sorted(set(cutoffs)):
+        raise NMTError(
+            f"invalid length buckets {cutoffs}: they must be increasing positive integers.",
+            "Give cutoffs such as --buckets 10,20,30,40,50,60 (or evaluation.buckets in the config).",
+        )
+    buckets = [Bucket(f"<{cutoffs[0]}", 0, cutoffs[0])]
+    buckets += [Bucket(f"[{lo},{hi})", lo, hi) for lo, hi in zip(cutoffs, cutoffs[1:])]
+    buckets.append(Bucket(f">={cutoffs[-1]}", cutoffs[-1], None))
+    return buckets
+
+
+def word_count(text: str) -> int:
+    """Number of whitespace-separated words in `text`."""
+    return len(text.split())
+
+
+def sentence_lengths(sources: Sequence[str], references: Sequence[str], by: BucketBy = "source") -> list[int]:
+    """The length each sentence is bucketed by: words of its source or of its reference."""
+    if by not in ("source", "reference"):
+        raise NMTError(f"unknown bucketing '{by}'.", "Bucket by 'source' or 'reference' length.")
+    texts = sources if by == "source" else references
+    return [word_count(t) for t in texts]
+
+
+def assign_buckets(lengths: Sequence[int], buckets: Sequence[Bucket]) -> list[int]:
+    """Index into `buckets` of each length (buckets cover [0, inf) without overlap)."""
+    indices = []
+    for length in lengths:
+        index = next((i for i, bucket in enumerate(buckets) if bucket.contains(length)), None)
+        if index is None:
+            raise ValueError(f"length {length} is in no bucket of {[b.label for b in buckets]}")
+        indices.append(index)
+    return indices

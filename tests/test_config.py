@@ -1,0 +1,147 @@
+"""Config validation, overrides and YAML round trips."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from nmt.config import (
+    SECTIONS,
+    Config,
+    apply_overrides,
+    config_diff,
+    config_from_dict,
+    load_config,
+    save_config,
+)
+from nmt.errors import NMTError
+
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
+
+def test_defaults_validate() -> None:
+    config = config_from_dict({})
+    assert config.model.attention == "additive"
+    assert config.data.source == "bible"
+    assert config.evaluation.buckets == [10, 20, 30, 40, 50, 60]
+
+
+def test_unknown_key_suggests_nearest() -> None:
+    with pytest.raises(
+        NMTError, match=r"unknown key 'model.hiden_size' \(did you mean 'model.hidden_size'\?\)"
+    ):
+        config_from_dict({"model": {"hiden_size": 256}})
+
+
+def test_unknown_section_suggests_nearest() -> None:
+    with pytest.raises(NMTError, match=r"did you mean 'training'"):
+        config_from_dict({"trainig": {}})
+
+
+@pytest.mark.parametrize(
+    ("raw", "key"),
+    [
+        ({"model": {"hidden_size": "big"}}, "model.hidden_size"),
+        ({"model": {"hidden_size": True}}, "model.hidden_size"),
+        ({"model": {"attention": "bahdanau"}}, "model.attention"),
+        ({"training": {"learning_rate": "fast"}}, "training.learning_rate"),
+        ({"evaluation": {"buckets": [10, "x"]}}, "evaluation.buckets[1]"),
+        ({"data": {"joint_vocab": "yes"}}, "data.joint_vocab"),
+    ],
+)
+def test_wrong_types_name_the_key(raw: dict, key: str) -> None:
+    with pytest.raises(NMTError, match=rf"wrong type for '{key.replace('[', '.').replace(']', '.')}"):
+        config_from_dict(raw)
+
+
+def test_invalid_values_name_the_key() -> None:
+    with pytest.raises(NMTError, match="training.max_steps"):
+        config_from_dict({"training": {"max_steps": 0}})
+    with pytest.raises(NMTError, match="evaluation.buckets"):
+        config_from_dict({"evaluation": {"buckets": [20, 10]}})
+    with pytest.raises(NMTError, match="data.train"):
+        config_from_dict({"data": {"source": "files"}})
+
+
+def test_int_accepted_where_float_expected() -> None:
+    config = config_from_dict({"training": {"learning_rate": 1}})
+    assert config.training.learning_rate == 1.0
+    assert isinstance(config.training.learning_rate, float)
+
+
+def test_overrides_are_typed_like_yaml() -> None:
+    raw = apply_overrides(
+        {"model": {"hidden_size": 512}},
+        [
+            "model.hidden_size=128",
+            "model.attention=none",
+            "evaluation.buckets=[5, 15]",
+            "data.joint_vocab=false",
+        ],
+    )
+    config = config_from_dict(raw)
+    assert config.model.hidden_size == 128
+    assert config.model.attention == "none"
+    assert config.evaluation.buckets == [5, 15]
+    assert config.data.joint_vocab is False
+
+
+def test_override_with_typo_is_refused() -> None:
+    with pytest.raises(NMTError, match="did you mean 'training.max_steps'"):
+        config_from_dict(apply_overrides({}, ["training.max_step=5"]))
+    with pytest.raises(NMTError, match="section.key=value"):
+        apply_overrides({}, ["training.max_steps"])
+
+
+def test_save_and_load_round_trip(tmp_path: Path) -> None:
+    config = load_config(CONFIGS / "quick.yaml", ["model.hidden_size=64", "training.seed=7"])
+    save_config(config, tmp_path / "config.yaml")
+    again = load_config(tmp_path / "config.yaml")
+    assert again == config
+    assert config_diff(again.to_dict(), config.to_dict()) == []
+
+
+def test_for_run_applies_run_overrides() -> None:
+    config = load_config(CONFIGS / "quick.yaml")
+    assert set(config.runs) == {"rnnencdec", "rnnsearch"}
+    fixed, attentive = config.for_run("rnnencdec"), config.for_run("rnnsearch")
+    assert fixed.model.attention == "none"
+    assert attentive.model.attention == "additive"
+    assert fixed.runs == {}
+    assert config_diff(fixed.to_dict(), attentive.to_dict()) == ["model.attention"]
+
+
+def test_bad_run_override_is_refused() -> None:
+    with pytest.raises(NMTError, match=r"unknown key 'model.atention'"):
+        config_from_dict({"runs": {"x": {"model": {"atention": "none"}}}})
+
+
+def test_missing_file_and_bad_yaml(tmp_path: Path) -> None:
+    with pytest.raises(NMTError, match="config file not found"):
+        load_config(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model:\n  hidden_size: [1,\n")
+    with pytest.raises(NMTError, match="line"):
+        load_config(bad)
+
+
+def test_example_config_lists_and_comments_every_key() -> None:
+    text = (CONFIGS / "quick.yaml").read_text()
+    lines = {line.strip().split(":")[0]: line for line in text.splitlines() if ":" in line}
+    for name, cls in SECTIONS.items():
+        assert f"{name}:" in text
+        for field in dataclasses.fields(cls):
+            assert field.name in lines, f"configs/quick.yaml does not list {name}.{field.name}"
+    sections = text.split("\nruns:")[0]
+    undocumented = [line for line in sections.splitlines() if line.startswith("  ") and "#" not in line]
+    assert undocumented == []
+
+
+def test_every_shipped_config_is_valid() -> None:
+    for path in sorted(CONFIGS.glob("*.yaml")):
+        config = load_config(path)
+        assert isinstance(config, Config)
+        for name in config.runs:
+            config.for_run(name)
