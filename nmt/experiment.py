@@ -1,0 +1,200 @@
+"""`nmt experiment`: prepare the data once, train every run, evaluate them together, write the report.
+
+Each step is skipped when it is already done with the same config, and a training run cut off
+part-way is resumed, so re-running after an interruption finishes the job; `force` redoes all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nmt.config import Config, config_diff, load_config, read_yaml, save_config
+from nmt.errors import NMTError
+from nmt.fileio import atomic_write_text
+
+
+def machine_description() -> dict[str, Any]:
+    """What the experiment ran on, for the report."""
+    cpu = platform.processor() or platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "platform": platform.platform(),
+    }
+
+
+class Timings:
+    """Wall time of each step, kept in a JSON file so skipped steps still report their first run's time."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.seconds: dict[str, float] = json.loads(path.read_text()) if path.exists() else {}
+
+    def record(self, step: str, seconds: float) -> None:
+        self.seconds[step] = round(seconds, 1)
+        atomic_write_text(self.path, json.dumps(self.seconds, indent=2))
+
+
+def _train_run(name: str, config: Config, run_dir: Path) -> str:
+    """Train one run unless it is finished; returns what was done ('trained', 'resumed', 'skipped')."""
+    from nmt.training.trainer import train
+
+    saved = run_dir / "config.yaml"
+    if saved.exists():
+        differing = config_diff(read_yaml(saved) or {}, config.to_dict())
+        if differing:
+            raise NMTError(
+                f"run '{name}' in {run_dir} was trained with a different config ({', '.join(differing)}).",
+                "Re-run with --force to redo it, or choose another --out folder.",
+            )
+        if (run_dir / "summary.json").exists():
+            return "skipped"
+        train(config, run_dir, resume=True)
+        return "resumed"
+    train(config, run_dir, resume=False)
+    return "trained"
+
+
+def _plot_long_sentence(run_dir: Path, config: Config, out_path: Path) -> str | None:
+    """Attention heatmap of the first test sentence of 50+ words (or the longest); returns the sentence."""
+    from nmt.data.prepare import load_prepared
+    from nmt.decoding.plots import plot_attention
+    from nmt.decoding.translate import Translator
+
+    pairs = load_prepared(config.data).pairs(config.evaluation.split)
+    if not pairs:
+        return None
+    long_sources = [src for src, _ in pairs if len(src.split()) >= 50]
+    source = long_sources[0] if long_sources else max((src for src, _ in pairs), key=lambda s: len(s.split()))
+    translator = Translator.from_run(run_dir, beam_size=1)
+    (translation,) = translator.translate([source], return_attention=True)
+    plot_attention(translation.attention, translation.src_pieces, translation.tgt_pieces, out_path)
+    return source
+
+
+def _parameter_counts(run_dirs: dict[str, Path]) -> dict[str, int | None]:
+    counts = {}
+    for name, run_dir in run_dirs.items():
+        summary = run_dir / "summary.json"
+        counts[name] = json.loads(summary.read_text()).get("parameters") if summary.exists() else None
+    return counts
+
+
+def _report(
+    config_path: Path,
+    overrides: list[str],
+    config: Config,
+    timings: Timings,
+    counts: dict[str, int | None],
+    evaluation_report: str,
+    attention_plot: str | None,
+) -> str:
+    machine = machine_description()
+    command = " ".join(["nmt experiment", str(config_path), *(f"--set {o}" for o in overrides)])
+    lines = [
+        "# Experiment report",
+        "",
+        f"Command: `{command}`",
+        "",
+        f"Machine: {machine['cpu']}, {machine['cores']} cores, torch threads {machine['torch_threads']}"
+        + (f", GPU {machine['gpu']}" if machine["gpu"] else ", no GPU")
+        + f"; Python {machine['python']}, torch {machine['torch']}.",
+        "",
+        f"Data: `{config.data.source}` ({config.data.bible_src} -> {config.data.bible_tgt} for the Bible), "
+        f"prepared in `{config.data.dir}`; scored on the `{config.evaluation.split}` split, "
+        f"buckets by {config.evaluation.by} length in words.",
+        "",
+        "| run | attention | parameters |",
+        "|---|---|---|",
+    ]
+    for name in config.runs:
+        count = counts.get(name)
+        lines.append(
+            f"| {name} | {config.for_run(name).model.attention} | {count:,} |"
+            if count
+            else f"| {name} | ? | ? |"
+        )
+    lines += ["", "| step | seconds |", "|---|---|"]
+    lines += [f"| {step} | {seconds:.0f} |" for step, seconds in timings.seconds.items()]
+    lines += ["", evaluation_report.strip(), ""]
+    if attention_plot:
+        lines += ["", f"![attention of one long test sentence]({attention_plot})", ""]
+    return "\n".join(lines)
+
+
+def run_experiment(
+    config_path: Path, overrides: list[str], out_dir: Path, force: bool = False
+) -> dict[str, Any]:
+    """Run the whole comparison described by `config_path`; returns the evaluation results (results.json)."""
+    from nmt.data.prepare import format_stats, prepare
+    from nmt.evaluate import evaluate_runs
+
+    config = load_config(config_path, overrides)
+    if not config.runs:
+        raise NMTError(
+            f"{config_path}: no runs to compare.",
+            "Add a 'runs:' section, e.g. runs: {rnnencdec: {model: {attention: none}}, rnnsearch: {}}.",
+        )
+    if force and out_dir.exists():
+        shutil.rmtree(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    save_config(config, out_dir / "config.yaml")
+    timings = Timings(out_dir / "timings.json")
+
+    start = time.perf_counter()
+    stats = prepare(config.data)
+    print(format_stats(stats))
+    timings.record("prepare", time.perf_counter() - start)
+
+    run_dirs = {name: out_dir / "runs" / name for name in config.runs}
+    for name, run_dir in run_dirs.items():
+        start = time.perf_counter()
+        print(f"\n== run {name} ({config.for_run(name).model.attention} attention) ==")
+        done = _train_run(name, config.for_run(name), run_dir)
+        if done != "skipped":
+            timings.record(f"train {name}", time.perf_counter() - start)
+        else:
+            print(f"run {name} already finished: skipped")
+
+    start = time.perf_counter()
+    results = evaluate_runs(list(run_dirs.values()), out_dir=out_dir)
+    timings.record("evaluate", time.perf_counter() - start)
+
+    attention_plot = None
+    attentive = [name for name in config.runs if config.for_run(name).model.attention != "none"]
+    if attentive:
+        plot_path = out_dir / "attention_long_sentence.png"
+        _plot_long_sentence(run_dirs[attentive[0]], config.for_run(attentive[0]), plot_path)
+        attention_plot = plot_path.name
+
+    evaluation_report = (out_dir / "report.md").read_text(encoding="utf-8")
+    report = _report(
+        config_path,
+        overrides,
+        config,
+        timings,
+        _parameter_counts(run_dirs),
+        evaluation_report,
+        attention_plot,
+    )
+    atomic_write_text(out_dir / "report.md", report)
+    print(f"\nReport: {out_dir / 'report.md'}")
+    return results
