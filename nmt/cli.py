@@ -10,6 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from nmt.config import load_config
 from nmt.errors import NMTError
 
 
@@ -113,16 +114,14 @@ def build_parser() -> argparse.ArgumentParser:
 def run_command(args: argparse.Namespace) -> None:
     """Dispatch parsed arguments to the function that does the work."""
     if args.command == "prepare":
-        from nmt.config import load_config
+        config = load_config(args.config, args.overrides)
         from nmt.data.prepare import format_stats, prepare
 
-        config = load_config(args.config, args.overrides)
         print(format_stats(prepare(config.data)))
     elif args.command == "train":
-        from nmt.config import load_config
+        config = load_config(args.config, args.overrides)
         from nmt.training.trainer import train
 
-        config = load_config(args.config, args.overrides)
         run_dir = args.run_dir or Path("runs") / args.config.stem
         train(config, run_dir, resume=args.resume)
     elif args.command == "translate":
@@ -140,12 +139,12 @@ def run_command(args: argparse.Namespace) -> None:
             device=args.device,
         )
     elif args.command == "evaluate":
-        from nmt.evaluate import evaluate_runs
-
         if (args.src is None) != (args.ref is None):
             raise NMTError("--src and --ref go together: give both files, or neither to use --split.")
         if args.src is not None and args.split is not None:
             raise NMTError("give either --split or --src/--ref, not both.")
+        from nmt.evaluate import evaluate_runs
+
         evaluate_runs(
             args.run_dirs,
             split=args.split,

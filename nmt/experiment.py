@@ -144,10 +144,10 @@ def run_experiment(
     config_path: Path, overrides: list[str], out_dir: Path, force: bool = False
 ) -> dict[str, Any]:
     """Run the whole comparison described by `config_path`; returns the evaluation results (results.json)."""
+    config = load_config(config_path, overrides)
     from nmt.data.prepare import format_stats, prepare
     from nmt.evaluate import evaluate_runs
 
-    config = load_config(config_path, overrides)
     if not config.runs:
         raise NMTError(
             f"{config_path}: no runs to compare.",

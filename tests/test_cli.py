@@ -1,0 +1,43 @@
+"""The command line: subcommands listed, user mistakes as one paragraph and exit status 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nmt.cli import main
+
+
+def test_help_lists_every_subcommand() -> None:
+    result = subprocess.run([sys.executable, "-m", "nmt", "--help"], capture_output=True, text=True, check=True)
+    for command in ("prepare", "train", "evaluate", "translate", "experiment"):
+        assert command in result.stdout
+
+
+def test_config_typo_is_one_paragraph_without_traceback(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("model:\n  hiden_size: 8\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "nmt", "prepare", str(config)], capture_output=True, text=True
+    )
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert "unknown key 'model.hiden_size' (did you mean 'model.hidden_size'?)" in result.stderr
+
+
+def test_bad_override_value(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["train", "configs/quick.yaml", "--set", "training.max_steps=many"]) == 2
+    assert "wrong type for 'training.max_steps'" in capsys.readouterr().err
+
+
+def test_missing_config_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["experiment", str(tmp_path / "missing.yaml")]) == 2
+    assert "config file not found" in capsys.readouterr().err
+
+
+def test_evaluate_src_without_ref(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["evaluate", str(tmp_path), "--src", "x.en"]) == 2
+    assert "--src and --ref go together" in capsys.readouterr().err
