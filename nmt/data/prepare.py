@@ -1,0 +1,178 @@
+"""`nmt prepare`: corpus -> split text files + sentencepiece models + stats, in `data.dir`.
+
+The folder is built beside its final place and swapped in at the end, so an interrupted
+prepare leaves the previous result (or nothing), never half of one. `prepared.json` records
+the DataConfig it was built from; a different config rebuilds it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nmt.config import DataConfig
+from nmt.data.corpus import SPLITS, Corpus, Pair, load_corpus, read_lines
+from nmt.data.subwords import SUBWORD_KEYS, Tokenizer, read_manifest
+from nmt.errors import NMTError
+from nmt.fileio import atomic_write_text
+
+FORMAT_VERSION = 2
+HISTOGRAM_CUTS = (10, 20, 30, 40, 50, 60)
+# Keys that say where things are kept, not what is in them: changing them must not rebuild.
+_LOCATION_KEYS = ("dir", "cache_dir")
+
+
+@dataclass
+class PreparedData:
+    """A prepared data folder: its split text files and its tokenizer."""
+
+    directory: Path
+    tokenizer: Tokenizer
+
+    def pairs(self, split: str) -> list[Pair]:
+        """Raw (source, target) text pairs of 'train', 'valid' or 'test'."""
+        if split not in SPLITS:
+            raise NMTError(f"unknown split '{split}'.", f"Use one of {', '.join(SPLITS)}.")
+        src = read_lines(self.directory / f"{split}.src")
+        tgt = read_lines(self.directory / f"{split}.tgt")
+        if len(src) != len(tgt):
+            raise NMTError(
+                f"{self.directory}/{split}.src has {len(src)} lines but {split}.tgt has {len(tgt)}.",
+                "The prepared folder was edited by hand: delete it and re-run `nmt prepare`.",
+            )
+        return list(zip(src, tgt, strict=True))
+
+
+def bucket_label(n_words: int, cuts: tuple[int, ...] = HISTOGRAM_CUTS) -> str:
+    """'<10', '[10,20)', ..., '>=60' for a length in words."""
+    if n_words < cuts[0]:
+        return f"<{cuts[0]}"
+    for low, high in zip(cuts, cuts[1:], strict=False):
+        if n_words < high:
+            return f"[{low},{high})"
+    return f">={cuts[-1]}"
+
+
+def length_histogram(pairs: list[Pair]) -> dict[str, int]:
+    """Source-length histogram in words, every bucket present (in order), empty ones as 0."""
+    labels = [bucket_label(n) for n in (0, *HISTOGRAM_CUTS)]
+    counts = dict.fromkeys(labels, 0)
+    for src, _ in pairs:
+        counts[bucket_label(len(src.split()))] += 1
+    return counts
+
+
+def _fingerprint(config: DataConfig) -> dict[str, Any]:
+    """What the prepared folder depends on: the DataConfig minus locations, plus input file stamps."""
+    resolved = {k: v for k, v in dataclasses.asdict(config).items() if k not in _LOCATION_KEYS}
+    paths: list[Path] = []
+    specs = [spec for spec in (config.train, config.valid, config.test) if spec]
+    if config.source == "files":
+        for spec in specs:
+            sides = [""] if spec.endswith((".tsv", ".jsonl")) else [f".{config.src_lang}", f".{config.tgt_lang}"]
+            paths.extend(Path(spec + side) for side in sides)
+    elif config.source == "huggingface":
+        paths = [Path(config.hf_name), *map(Path, specs)]
+    inputs = {}
+    for path in paths:
+        if path.is_file():
+            stat = path.stat()
+            inputs[str(path)] = [stat.st_size, stat.st_mtime_ns]
+    return {"format_version": FORMAT_VERSION, "data": resolved, "inputs": inputs}
+
+
+def _is_current(directory: Path, config: DataConfig) -> bool:
+    try:
+        recorded = json.loads((directory / "prepared.json").read_text(encoding="utf-8"))
+        manifest = read_manifest(directory)
+    except (OSError, ValueError, NMTError):
+        return False
+    if recorded != _fingerprint(config):
+        return False
+    if manifest.get("config") != {key: getattr(config, key) for key in SUBWORD_KEYS}:
+        return False
+    needed = [f"{s}.{side}" for s in SPLITS for side in ("src", "tgt")] + ["stats.json", *manifest["sha256"]]
+    return all((directory / name).is_file() for name in needed)
+
+
+def _stats(corpus: Corpus, tokenizer: Tokenizer, config: DataConfig) -> dict[str, Any]:
+    return {
+        "source": config.source,
+        "pairs": {s: len(corpus.splits[s]) for s in SPLITS},
+        "dropped_empty": dict(corpus.dropped_empty),
+        "filtered_long_train": corpus.filtered_long,
+        "capped_train": corpus.capped,
+        "extra_train_pairs": corpus.extra_train_pairs,
+        "src_vocab_size": tokenizer.src_vocab_size,
+        "tgt_vocab_size": tokenizer.tgt_vocab_size,
+        "source_words_histogram": {s: length_histogram(corpus.splits[s]) for s in SPLITS},
+    }
+
+
+def _build(directory: Path, config: DataConfig) -> None:
+    corpus = load_corpus(config)
+    for split in SPLITS:
+        pairs = corpus.splits[split]
+        atomic_write_text(directory / f"{split}.src", "".join(s + "\n" for s, _ in pairs))
+        atomic_write_text(directory / f"{split}.tgt", "".join(t + "\n" for _, t in pairs))
+    train = corpus.splits["train"]
+    tokenizer = Tokenizer.train([s for s, _ in train], [t for _, t in train], directory, config)
+    atomic_write_text(directory / "stats.json", json.dumps(_stats(corpus, tokenizer, config), indent=2) + "\n")
+    # Written last: its presence says the folder is complete.
+    atomic_write_text(directory / "prepared.json", json.dumps(_fingerprint(config), indent=2) + "\n")
+
+
+def prepare(config: DataConfig) -> dict[str, Any]:
+    """Build `data.dir` unless it already holds the result of this config; return its stats."""
+    directory = Path(config.dir)
+    if not _is_current(directory, config):
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.build-"))
+        try:
+            _build(tmp, config)
+            # mkdtemp/mkstemp make everything private; the prepared data is shared by every run.
+            tmp.chmod(0o755)
+            for path in tmp.iterdir():
+                path.chmod(0o644)
+            old = None
+            if directory.exists():
+                old = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.old-"))
+                os.replace(directory, old / "prev")
+            os.replace(tmp, directory)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return json.loads((directory / "stats.json").read_text(encoding="utf-8"))
+
+
+def load_prepared(config: DataConfig) -> PreparedData:
+    """The prepared data of `config`, preparing it first if needed."""
+    prepare(config)
+    return PreparedData(Path(config.dir), Tokenizer.load(Path(config.dir)))
+
+
+def format_stats(stats: dict[str, Any]) -> str:
+    """Pair counts per split and the source-length histogram, as a plain-text table."""
+    lines = [
+        f"source: {stats['source']}   vocab: src {stats['src_vocab_size']}, tgt {stats['tgt_vocab_size']}",
+        f"dropped empty pairs: {', '.join(f'{s} {n}' for s, n in stats['dropped_empty'].items())}; "
+        f"training pairs filtered as too long: {stats['filtered_long_train']}, "
+        f"left out by max_train_pairs: {stats['capped_train']}, "
+        f"extra translation pairs: {stats['extra_train_pairs']}",
+        "",
+    ]
+    histogram = stats["source_words_histogram"]
+    labels = list(next(iter(histogram.values())))
+    width = max(9, *(len(str(n)) + 2 for n in stats["pairs"].values()))
+    lines.append("source words".ljust(14) + "".join(s.rjust(width) for s in SPLITS))
+    for label in labels:
+        lines.append(label.ljust(14) + "".join(str(histogram[s][label]).rjust(width) for s in SPLITS))
+    lines.append("all".ljust(14) + "".join(str(stats["pairs"][s]).rjust(width) for s in SPLITS))
+    return "\n".join(lines)

