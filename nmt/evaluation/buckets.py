@@ -37,7 +37,7 @@ def make_buckets(cutoffs: Sequence[int]) -> list[Bucket]:
             "Give cutoffs such as --buckets 10,20,30,40,50,60 (or evaluation.buckets in the config).",
         )
     buckets = [Bucket(f"<{cutoffs[0]}", 0, cutoffs[0])]
-    buckets += [Bucket(f"[{lo},{hi})", lo, hi) for lo, hi in zip(cutoffs, cutoffs[1:])]
+    buckets += [Bucket(f"[{lo},{hi})", lo, hi) for lo, hi in zip(cutoffs[:-1], cutoffs[1:], strict=True)]
     buckets.append(Bucket(f">={cutoffs[-1]}", cutoffs[-1], None))
     return buckets
 

@@ -1,0 +1,283 @@
+"""`nmt evaluate`: translate a test set with each run, score all runs together, write the report.
+
+Translations are cached in RUN_DIR/hyps/, keyed by the checkpoint file (name, size, mtime), the
+exact source text and every decoding setting that changes the output, so re-running an
+evaluation (another bucketing, another run added) re-uses them instead of translating again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nmt.config import Config, load_config
+from nmt.errors import NMTError
+from nmt.evaluation.buckets import BucketBy
+from nmt.evaluation.report import format_table, results_dict, write_report
+from nmt.evaluation.scoring import score_systems
+from nmt.fileio import atomic_write_text
+
+HYPS_DIR = "hyps"
+CACHE_VERSION = 1
+# Decoding keys that cannot change a 1-best translation: left out of the cache key.
+_KEY_EXEMPT = ("batch_size", "nbest")
+
+
+@dataclass(frozen=True)
+class TestSet:
+    """What every run translates: parallel source and reference lines, and where they came from."""
+
+    sources: list[str]
+    references: list[str]
+    origin: str  # "split test of data/prepared/..." or "--src FILE"
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """A run directory as evaluation sees it: its name, config and the checkpoint it will use."""
+
+    name: str
+    run_dir: Path
+    config: Config
+    checkpoint: Path
+
+
+def read_text_lines(path: Path, option: str) -> list[str]:
+    """Lines of a UTF-8 file given as `option`; NMTError naming the file and line on bad input."""
+    try:
+        data = Path(path).read_bytes()
+    except (FileNotFoundError, IsADirectoryError):
+        raise NMTError(f"{option} {path}: no such file.", f"Give an existing text file to {option}.") from None
+    lines = data.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    out = []
+    for number, raw in enumerate(lines, 1):
+        try:
+            out.append(raw.decode("utf-8").removesuffix("\r"))
+        except UnicodeDecodeError as exc:
+            raise NMTError(
+                f"{option} {path}, line {number}: not valid UTF-8 (byte {exc.start} of the line).",
+                "Convert the file to UTF-8, e.g. `iconv -f latin1 -t utf-8 FILE`.",
+            ) from None
+    return out
+
+
+def file_test_set(src_path: Path, ref_path: Path) -> TestSet:
+    """Source and reference files given on the command line; they must have the same line count."""
+    sources, references = read_text_lines(src_path, "--src"), read_text_lines(ref_path, "--ref")
+    if len(sources) != len(references):
+        raise NMTError(
+            f"--src {src_path} has {len(sources)} lines but --ref {ref_path} has {len(references)}.",
+            "Give one reference line per source line.",
+        )
+    if not sources:
+        raise NMTError(f"--src {src_path} is empty: nothing to evaluate.", "Give a file with one sentence a line.")
+    return TestSet(sources, references, f"--src {src_path}")
+
+
+def split_test_set(config: Config, split: str) -> TestSet:
+    """The `split` pairs of a run's prepared data (prepared first if needed)."""
+    from nmt.data.prepare import load_prepared
+
+    pairs = load_prepared(config.data).pairs(split)
+    if not pairs:
+        raise NMTError(f"the {split} split of {config.data.dir} is empty.", "Use the other split or --src/--ref.")
+    return TestSet([s for s, _ in pairs], [t for _, t in pairs], f"split {split} of {config.data.dir}")
+
+
+def describe_runs(run_dirs: Sequence[Path]) -> list[RunInfo]:
+    """Config and default checkpoint of each run, named by folder name (made unique: name, name-2, ...)."""
+    from nmt.training.checkpoint import default_checkpoint
+
+    infos: list[RunInfo] = []
+    taken: set[str] = set()
+    for run_dir in map(Path, run_dirs):
+        config_path = run_dir / "config.yaml"
+        if not config_path.is_file():
+            raise NMTError(
+                f"{run_dir} is not a training run (no config.yaml).", "Pass the folders `nmt train` wrote."
+            )
+        name = run_dir.resolve().name
+        suffix = 2
+        while name in taken:
+            name = f"{run_dir.resolve().name}-{suffix}"
+            suffix += 1
+        taken.add(name)
+        infos.append(RunInfo(name, run_dir, load_config(config_path), default_checkpoint(run_dir)))
+    return infos
+
+
+def decoding_settings(config: Config, beam_size: int | None) -> dict[str, Any]:
+    """The run's decoding section with the beam override applied, minus keys that do not change output."""
+    settings = dataclasses.asdict(config.decoding)
+    if beam_size is not None:
+        settings["beam_size"] = beam_size
+    return {k: v for k, v in settings.items() if k not in _KEY_EXEMPT}
+
+
+def cache_key(checkpoint: Path, sources: Sequence[str], decoding: dict[str, Any]) -> dict[str, Any]:
+    """What a cached translation depends on; its sha256 names the cache file."""
+    stat = checkpoint.stat()
+    return {
+        "version": CACHE_VERSION,
+        "checkpoint": checkpoint.name,
+        "checkpoint_size": stat.st_size,
+        "checkpoint_mtime_ns": stat.st_mtime_ns,
+        "source_sha256": hashlib.sha256("\n".join(sources).encode("utf-8")).hexdigest(),
+        "n_sentences": len(sources),
+        "decoding": decoding,
+    }
+
+
+def _cache_path(run_dir: Path, key: dict[str, Any]) -> Path:
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode("utf-8")).hexdigest()
+    return run_dir / HYPS_DIR / f"{digest[:20]}.json"
+
+
+def read_cached(path: Path, key: dict[str, Any]) -> list[str] | None:
+    """Hypotheses cached under `key`, or None if absent, unreadable or stale."""
+    try:
+        cached = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(cached, dict) or cached.get("key") != key:
+        return None
+    hyps = cached.get("hypotheses")
+    if not isinstance(hyps, list) or len(hyps) != key["n_sentences"]:
+        return None
+    return [str(h) for h in hyps]
+
+
+def translate_cached(
+    run: RunInfo, test_set: TestSet, beam_size: int | None, device: str
+) -> tuple[list[str], Path, bool]:
+    """(hypotheses, cache file, whether it was a cache hit) of one run on the test set."""
+    decoding = decoding_settings(run.config, beam_size)
+    key = cache_key(run.checkpoint, test_set.sources, decoding)
+    path = _cache_path(run.run_dir, key)
+    hyps = read_cached(path, key)
+    if hyps is not None:
+        print(f"{run.name}: re-using cached translations {path}", file=sys.stderr)
+        return hyps, path, True
+    from nmt.decoding.translate import Translator
+
+    print(
+        f"{run.name}: translating {len(test_set.sources)} sentences with {run.checkpoint.name} "
+        f"(beam {decoding['beam_size']})",
+        file=sys.stderr,
+    )
+    translator = Translator.from_run(
+        run.run_dir,
+        checkpoint=run.checkpoint,
+        device=device,
+        beam_size=decoding["beam_size"],
+        batch_size=run.config.decoding.batch_size,
+    )
+    hyps = list(translator.translate(test_set.sources))
+    if len(hyps) != len(test_set.sources):
+        raise RuntimeError(f"{run.name}: {len(hyps)} translations for {len(test_set.sources)} sentences")
+    payload = {"key": key, "origin": test_set.origin, "hypotheses": hyps}
+    atomic_write_text(path, json.dumps(payload, ensure_ascii=False, indent=0) + "\n")
+    return hyps, path, False
+
+
+def default_out_dir(run_dirs: Sequence[Path]) -> Path:
+    """RUN_DIR/evaluation for one run; `evaluation/` in the runs' common parent for several."""
+    if len(run_dirs) == 1:
+        return Path(run_dirs[0]) / "evaluation"
+    common = Path(os.path.commonpath([str(Path(d).resolve()) for d in run_dirs]))
+    return common / "evaluation"
+
+
+def _write_lines(path: Path, lines: Sequence[str]) -> None:
+    # a hypothesis never holds a newline, but one stray one would shift every later line
+    atomic_write_text(path, "".join(line.replace("\n", " ") + "\n" for line in lines))
+
+
+def evaluate_runs(
+    run_dirs: Sequence[Path],
+    split: str | None = None,
+    src_path: Path | None = None,
+    ref_path: Path | None = None,
+    buckets: list[int] | None = None,
+    by: BucketBy | None = None,
+    beam_size: int | None = None,
+    out_dir: Path | None = None,
+    device: str = "auto",
+) -> dict[str, Any]:
+    """Translate (or re-use cached translations), score all runs together, write and print the report.
+
+    Defaults for split, buckets, `by` and the bootstrap come from the first run's `evaluation`
+    section. Returns the content of results.json.
+    """
+    if not run_dirs:
+        raise NMTError("no run directory given.", "Pass one or more folders written by `nmt train`.")
+    if (src_path is None) != (ref_path is None):
+        raise NMTError("--src and --ref go together: give both files, or neither to use --split.")
+    if beam_size is not None and beam_size < 1:
+        raise NMTError(f"--beam {beam_size}: the beam size must be at least 1.", "Use --beam 1 for greedy search.")
+    runs = describe_runs(run_dirs)
+    settings = runs[0].config.evaluation
+    split = split or settings.split
+    test_set = _common_test_set(runs, split, src_path, ref_path)
+
+    hypotheses: dict[str, list[str]] = {}
+    cache_files: dict[str, str] = {}
+    for run in runs:
+        hypotheses[run.name], path, _ = translate_cached(run, test_set, beam_size, device)
+        cache_files[run.name] = str(path)
+    evaluation = score_systems(
+        hypotheses,
+        test_set.sources,
+        test_set.references,
+        cutoffs=buckets or settings.buckets,
+        by=by or settings.by,
+        bootstrap_samples=settings.bootstrap_samples,
+        bootstrap_seed=settings.bootstrap_seed,
+    )
+    extra = {
+        "test_set": test_set.origin,
+        "runs": {
+            run.name: {
+                "run_dir": str(run.run_dir),
+                "checkpoint": str(run.checkpoint),
+                "beam_size": decoding_settings(run.config, beam_size)["beam_size"],
+                "hypotheses": cache_files[run.name],
+            }
+            for run in runs
+        },
+    }
+    out = Path(out_dir) if out_dir is not None else default_out_dir(run_dirs)
+    write_report(evaluation, out, extra)
+    _write_lines(out / "src.txt", test_set.sources)
+    _write_lines(out / "ref.txt", test_set.references)
+    for name, hyps in hypotheses.items():
+        _write_lines(out / f"{name}.hyp.txt", hyps)
+    print(format_table(evaluation))
+    print(f"\nreport written to {out}/")
+    return results_dict(evaluation, extra)
+
+
+def _common_test_set(runs: list[RunInfo], split: str, src_path: Path | None, ref_path: Path | None) -> TestSet:
+    if src_path is not None and ref_path is not None:
+        return file_test_set(src_path, ref_path)
+    by_dir: dict[str, TestSet] = {}
+    for run in runs:
+        if run.config.data.dir not in by_dir:
+            by_dir[run.config.data.dir] = split_test_set(run.config, split)
+    first, *others = by_dir.values()
+    for other in others:
+        if (other.sources, other.references) != (first.sources, first.references):
+            raise NMTError(
+                f"the runs were trained on different data: the {first.origin} differs from the {other.origin}.",
+                "Runs are compared on one test set: evaluate them with the same --src/--ref files.",
+            )
+    return first

@@ -1,0 +1,66 @@
+"""Length buckets: compare-mt labels, edges, source vs reference length, custom cutoffs."""
+
+from __future__ import annotations
+
+import pytest
+
+from nmt.errors import NMTError
+from nmt.evaluation.buckets import Bucket, assign_buckets, make_buckets, sentence_lengths, word_count
+
+DEFAULT = [10, 20, 30, 40, 50, 60]
+
+
+def _words(n: int) -> str:
+    return " ".join(f"w{i}" for i in range(n))
+
+
+def test_default_labels_and_bounds() -> None:
+    buckets = make_buckets(DEFAULT)
+    assert [b.label for b in buckets] == ["<10", "[10,20)", "[20,30)", "[30,40)", "[40,50)", "[50,60)", ">=60"]
+    assert buckets[0] == Bucket("<10", 0, 10)
+    assert buckets[-1] == Bucket(">=60", 60, None)
+
+
+@pytest.mark.parametrize(
+    ("length", "label"),
+    [(0, "<10"), (9, "<10"), (10, "[10,20)"), (19, "[10,20)"), (59, "[50,60)"), (60, ">=60"), (500, ">=60")],
+)
+def test_edges(length: int, label: str) -> None:
+    buckets = make_buckets(DEFAULT)
+    lengths = sentence_lengths([_words(length)], ["ref"], by="source")
+    assert lengths == [length]
+    assert buckets[assign_buckets(lengths, buckets)[0]].label == label
+
+
+def test_word_count_splits_on_any_whitespace() -> None:
+    assert word_count("  a\tb  c\n") == 3
+    assert word_count("") == 0
+
+
+def test_source_versus_reference_length() -> None:
+    buckets = make_buckets(DEFAULT)
+    sources, references = [_words(9), _words(25)], [_words(12), _words(61)]
+    by_source = assign_buckets(sentence_lengths(sources, references, "source"), buckets)
+    by_reference = assign_buckets(sentence_lengths(sources, references, "reference"), buckets)
+    assert [buckets[i].label for i in by_source] == ["<10", "[20,30)"]
+    assert [buckets[i].label for i in by_reference] == ["[10,20)", ">=60"]
+
+
+def test_custom_cutoffs() -> None:
+    buckets = make_buckets([5, 15])
+    assert [b.label for b in buckets] == ["<5", "[5,15)", ">=15"]
+    lengths = [4, 5, 14, 15]
+    assert assign_buckets(lengths, buckets) == [0, 1, 1, 2]
+    single = make_buckets([3])
+    assert [b.label for b in single] == ["<3", ">=3"]
+
+
+@pytest.mark.parametrize("cutoffs", [[], [20, 10], [10, 10], [0, 10], [-5]])
+def test_bad_cutoffs_are_user_errors(cutoffs: list[int]) -> None:
+    with pytest.raises(NMTError, match="increasing positive integers"):
+        make_buckets(cutoffs)
+
+
+def test_unknown_bucketing_is_a_user_error() -> None:
+    with pytest.raises(NMTError, match="unknown bucketing 'target'"):
+        sentence_lengths(["a"], ["b"], "target")  # type: ignore[arg-type]

@@ -1,0 +1,126 @@
+"""`nmt evaluate`: test-set files, run naming, the hypothesis cache, and two real runs end to end."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import sacrebleu
+
+from nmt.cli import main
+from nmt.config import Config, load_config, save_config
+from nmt.errors import NMTError
+from nmt.evaluate import cache_key, decoding_settings, default_out_dir, describe_runs, file_test_set
+from tests.synthetic import reverse_pairs, write_parallel
+
+
+def _fake_run(path: Path, beam_size: int = 5) -> Path:
+    """A run folder as far as evaluate's bookkeeping looks: config.yaml and a checkpoint file."""
+    config = Config()
+    config.decoding.beam_size = beam_size
+    save_config(config, path / "config.yaml")
+    (path / "checkpoints").mkdir(parents=True)
+    (path / "checkpoints" / "best.pt").write_bytes(b"weights")
+    return path
+
+
+def test_file_test_set_reads_parallel_files(tmp_path: Path) -> None:
+    (tmp_path / "s.txt").write_text("a b\nc d e\n", encoding="utf-8")
+    (tmp_path / "r.txt").write_text("x y\r\nz\n", encoding="utf-8")
+    test_set = file_test_set(tmp_path / "s.txt", tmp_path / "r.txt")
+    assert (test_set.sources, test_set.references) == (["a b", "c d e"], ["x y", "z"])
+
+
+def test_file_test_set_user_errors(tmp_path: Path) -> None:
+    (tmp_path / "s.txt").write_text("a\nb\nc\n", encoding="utf-8")
+    (tmp_path / "r.txt").write_text("a\nb\n", encoding="utf-8")
+    (tmp_path / "bad.txt").write_bytes(b"ok\nfine\ncaf\xe9\n")
+    with pytest.raises(NMTError, match=r"s.txt has 3 lines but --ref .*r.txt has 2"):
+        file_test_set(tmp_path / "s.txt", tmp_path / "r.txt")
+    with pytest.raises(NMTError, match=r"bad.txt, line 3: not valid UTF-8"):
+        file_test_set(tmp_path / "s.txt", tmp_path / "bad.txt")
+    with pytest.raises(NMTError, match=r"--src .*missing.txt: no such file"):
+        file_test_set(tmp_path / "missing.txt", tmp_path / "r.txt")
+
+
+def test_run_names_are_unique_and_out_dir_defaults(tmp_path: Path) -> None:
+    first = _fake_run(tmp_path / "a" / "rnnsearch")
+    second = _fake_run(tmp_path / "b" / "rnnsearch")
+    assert [r.name for r in describe_runs([first, second])] == ["rnnsearch", "rnnsearch-2"]
+    assert describe_runs([first])[0].checkpoint == first / "checkpoints" / "best.pt"
+    assert default_out_dir([first]) == first / "evaluation"
+    assert default_out_dir([first, second]) == tmp_path.resolve() / "evaluation"
+
+
+def test_not_a_run_is_a_user_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "s").write_text("a\n", encoding="utf-8")
+    assert main(["evaluate", str(tmp_path), "--src", str(tmp_path / "s"), "--ref", str(tmp_path / "s")]) == 2
+    assert "is not a training run (no config.yaml)" in capsys.readouterr().err
+
+
+def test_cache_key_follows_checkpoint_source_and_decoding(tmp_path: Path) -> None:
+    run = describe_runs([_fake_run(tmp_path / "run")])[0]
+    decoding = decoding_settings(run.config, None)
+    assert decoding["beam_size"] == 5 and "batch_size" not in decoding
+    key = cache_key(run.checkpoint, ["a b"], decoding)
+    assert cache_key(run.checkpoint, ["a b"], decoding) == key
+    assert cache_key(run.checkpoint, ["a c"], decoding) != key
+    assert cache_key(run.checkpoint, ["a b"], decoding_settings(run.config, 2)) != key
+    run.checkpoint.write_bytes(b"retrained weights")
+    assert cache_key(run.checkpoint, ["a b"], decoding) != key
+
+
+def _copy_run(trained: Path, dest: Path, beam_size: int) -> Path:
+    shutil.copytree(trained, dest)
+    config = load_config(dest / "config.yaml")
+    config.decoding.beam_size = beam_size
+    save_config(config, dest / "config.yaml")
+    return dest
+
+
+@pytest.mark.slow
+def test_two_runs_end_to_end_with_cache(
+    trained_reverse_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = [_copy_run(trained_reverse_run, tmp_path / "runs" / "beam2", 2),
+            _copy_run(trained_reverse_run, tmp_path / "runs" / "greedy", 1)]
+    prefix = write_parallel(tmp_path / "eval", reverse_pairs(30, 5, 12, seed=7))
+    src, ref = Path(f"{prefix}.src"), Path(f"{prefix}.tgt")
+    argv = ["evaluate", *map(str, runs), "--src", str(src), "--ref", str(ref), "--buckets", "8,10", "--device", "cpu"]
+
+    assert main(argv) == 0
+    out = tmp_path.resolve() / "runs" / "evaluation"
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert list(results["runs"]) == ["beam2", "greedy"]
+    references = ref.read_text(encoding="utf-8").splitlines()
+    for name, run in results["runs"].items():
+        hyps = (out / f"{name}.hyp.txt").read_text(encoding="utf-8").splitlines()
+        assert len(hyps) == run["n"] == 30
+        assert run["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [references]).score, abs=1e-6)
+        assert [b["label"] for b in run["buckets"]] == ["<8", "[8,10)", ">=10"]
+        assert sum(b["n"] for b in run["buckets"]) == 30
+    assert results["settings"]["runs"]["greedy"]["beam_size"] == 1
+    (comparison,) = results["comparisons"]
+    assert (comparison["a"], comparison["b"]) == ("beam2", "greedy")
+    assert (out / "report.md").is_file() and (out / "bleu_by_length.png").is_file()
+    first_output = capsys.readouterr()
+    assert "translating 30 sentences" in first_output.err and "all " in first_output.out
+    cache_files = {run: sorted((run / "hyps").iterdir()) for run in runs}
+    assert all(len(files) == 1 for files in cache_files.values())
+    stamps = {f: f.stat().st_mtime_ns for files in cache_files.values() for f in files}
+
+    # second call, other buckets: translations come from RUN_DIR/hyps/, the model is never built
+    import nmt.decoding.translate
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("translated again although the translations were cached")
+
+    monkeypatch.setattr(nmt.decoding.translate.Translator, "from_run", refuse)
+    assert main([*argv[:-4], "--buckets", "10", "--device", "cpu", "--out", str(tmp_path / "again")]) == 0
+    second = json.loads((tmp_path / "again" / "results.json").read_text(encoding="utf-8"))
+    assert second["runs"]["beam2"]["bleu"] == results["runs"]["beam2"]["bleu"]
+    assert [b["label"] for b in second["runs"]["beam2"]["buckets"]] == ["<10", ">=10"]
+    assert "re-using cached translations" in capsys.readouterr().err
+    assert {f: f.stat().st_mtime_ns for files in cache_files.values() for f in files} == stamps

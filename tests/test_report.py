@@ -1,0 +1,104 @@
+"""Reports: results.json schema, the Markdown and terminal tables, the PNG plot."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import matplotlib.image
+import pytest
+
+from nmt.evaluation.report import format_markdown, format_table, results_dict, write_report
+from nmt.evaluation.scoring import Evaluation, score_systems
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def evaluation() -> Evaluation:
+    """Two systems on 120 sentences of 1..45 words: the `[50,60)` and `>=60` buckets are empty."""
+    rng = random.Random(0)
+    sources = [" ".join(f"w{rng.randrange(100)}" for _ in range(rng.randint(1, 45))) for _ in range(120)]
+    references = [" ".join(reversed(s.split())) for s in sources]
+    good = [" ".join(w if rng.random() < 0.8 else "x" for w in r.split()) for r in references]
+    poor = [" ".join(w if rng.random() < 0.4 else "x" for w in r.split()) for r in references]
+    return score_systems({"rnnsearch": good, "rnnencdec": poor}, sources, references, bootstrap_samples=100)
+
+
+def test_results_json_schema(evaluation: Evaluation, tmp_path: Path) -> None:
+    paths = write_report(evaluation, tmp_path / "out", extra_settings={"beam_size": 5})
+    results = json.loads(paths["json"].read_text(encoding="utf-8"))
+    assert results == results_dict(evaluation, {"beam_size": 5})
+    assert set(results) == {"runs", "comparisons", "settings"}
+    assert list(results["runs"]) == ["rnnsearch", "rnnencdec"]
+    run = results["runs"]["rnnsearch"]
+    assert set(run) == {"bleu", "chrf", "signature", "chrf_signature", "n", "ci", "buckets"}
+    assert run["n"] == 120 and run["ci"][0] < run["bleu"] < run["ci"][1]
+    assert run["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp")
+    labels = [b["label"] for b in run["buckets"]]
+    assert labels == ["<10", "[10,20)", "[20,30)", "[30,40)", "[40,50)", "[50,60)", ">=60"]
+    for bucket in run["buckets"]:
+        assert set(bucket) == {"label", "low", "high", "n", "bleu", "ci"}
+    assert (run["buckets"][0]["low"], run["buckets"][0]["high"]) == (0, 10)
+    assert (run["buckets"][1]["low"], run["buckets"][1]["high"]) == (10, 20)
+    assert (run["buckets"][-1]["low"], run["buckets"][-1]["high"]) == (60, None)
+    assert run["buckets"][-1] == {"label": ">=60", "low": 60, "high": None, "n": 0, "bleu": None, "ci": None}
+    assert sum(b["n"] for b in run["buckets"]) == 120
+    (comparison,) = results["comparisons"]
+    assert set(comparison) == {"a", "b", "bleu_diff", "p", "buckets"}
+    assert (comparison["a"], comparison["b"]) == ("rnnsearch", "rnnencdec")
+    assert comparison["bleu_diff"] == pytest.approx(results["runs"]["rnnencdec"]["bleu"] - run["bleu"])
+    assert comparison["bleu_diff"] < 0 and comparison["p"] < 0.05
+    assert [set(b) for b in comparison["buckets"]] == [{"label", "bleu_diff", "p"}] * 7
+    assert comparison["buckets"][-1] == {"label": ">=60", "bleu_diff": None, "p": None}
+    settings = results["settings"]
+    assert settings["buckets"] == [10, 20, 30, 40, 50, 60] and settings["by"] == "source"
+    assert (settings["bootstrap_samples"], settings["bootstrap_seed"]) == (100, 12345)
+    assert settings["bleu_diff"] == "b - a" and settings["beam_size"] == 5
+
+
+def test_terminal_table(evaluation: Evaluation) -> None:
+    table = format_table(evaluation)
+    lines = table.splitlines()
+    assert lines[0].split() == ["bucket", "n", "rnnsearch", "BLEU", "[CI]", "rnnencdec", "BLEU", "[CI]",
+                                "rnnencdec", "-", "rnnsearch", "(p)"]
+    search, encdec = evaluation.systems
+    all_row = next(line for line in lines if line.startswith("all "))
+    assert f"{search.bleu:.2f} [{search.ci[0]:.2f}, {search.ci[1]:.2f}]" in all_row
+    assert f"{evaluation.comparisons[0].bleu_diff:+.2f} (p=" in all_row
+    empty_row = next(line for line in lines if line.startswith(">=60"))
+    assert empty_row.split() == [">=60", "0", "-", "-", "-"]
+    assert f"chrF rnnencdec: {encdec.chrf:.2f}" in table
+
+
+def test_markdown_report(evaluation: Evaluation) -> None:
+    markdown = format_markdown(evaluation)
+    rows = [line for line in markdown.splitlines() if line.startswith("| ")]
+    assert rows[0] == "| bucket | n | rnnsearch BLEU [CI] | rnnencdec BLEU [CI] | rnnencdec - rnnsearch (p) |"
+    bucket_rows = rows[1:9]
+    assert [r.split(" | ")[0] for r in bucket_rows] == [
+        "| <10", "| [10,20)", "| [20,30)", "| [30,40)", "| [40,50)", "| [50,60)", "| >=60", "| all"
+    ]
+    assert bucket_rows[-1].split(" | ")[1] == "120"
+    assert evaluation.systems[0].signature in markdown
+    assert evaluation.systems[0].chrf_signature in markdown
+    assert f"| rnnsearch | {evaluation.systems[0].chrf:.2f} |" in markdown
+
+
+def test_plot_is_a_valid_png(evaluation: Evaluation, tmp_path: Path) -> None:
+    paths = write_report(evaluation, tmp_path)
+    png = paths["plot"]
+    assert png.name == "bleu_by_length.png"
+    assert png.read_bytes()[:8] == PNG_MAGIC
+    image = matplotlib.image.imread(png)
+    assert image.shape[0] > 200 and image.shape[1] > 400
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bleu_by_length.png", "report.md", "results.json"]
+
+
+def test_single_system_has_no_comparisons(evaluation: Evaluation, tmp_path: Path) -> None:
+    single = Evaluation([evaluation.systems[0]], [], evaluation.cutoffs, evaluation.by,
+                        evaluation.bootstrap_samples, evaluation.bootstrap_seed)
+    results = json.loads(write_report(single, tmp_path)["json"].read_text(encoding="utf-8"))
+    assert results["comparisons"] == []
+    assert format_table(single).splitlines()[0].split() == ["bucket", "n", "rnnsearch", "BLEU", "[CI]"]

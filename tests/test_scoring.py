@@ -1,0 +1,202 @@
+"""Scoring: BLEU from summed statistics equals sacrebleu, bootstrap intervals, paired bootstrap."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import numpy as np
+import pytest
+import sacrebleu
+
+from nmt.errors import NMTError
+from nmt.evaluation.scoring import (
+    N_STATS,
+    CorpusScorer,
+    bleu_from_stats,
+    bootstrap_bleu,
+    bootstrap_ci,
+    paired_bootstrap,
+    paired_p_value,
+    score_systems,
+)
+
+VOCAB = [f"w{i}" for i in range(200)]
+
+
+def make_corpus(n: int, seed: int = 0, max_len: int = 70) -> tuple[list[str], list[str]]:
+    """Random sources of 1..max_len words; references are the reversed source words."""
+    rng = random.Random(seed)
+    sources = [" ".join(rng.choices(VOCAB, k=rng.randint(1, max_len))) for _ in range(n)]
+    return sources, [" ".join(reversed(s.split())) for s in sources]
+
+
+def corrupt(references: list[str], keep: float, seed: int = 1) -> list[str]:
+    """Replace each word with probability 1 - keep: a system of controlled quality."""
+    rng = random.Random(seed)
+    return [" ".join(w if rng.random() < keep else "zz" for w in r.split()) for r in references]
+
+
+@pytest.fixture(scope="module")
+def corpus() -> tuple[list[str], list[str]]:
+    return make_corpus(300)
+
+
+def test_bleu_from_stats_equals_sacrebleu_on_subsets(corpus: tuple[list[str], list[str]]) -> None:
+    _, references = corpus
+    hyps = corrupt(references, 0.6)
+    stats = CorpusScorer(references).sentence_stats(hyps)
+    assert stats.shape == (300, N_STATS)
+    rng = np.random.default_rng(0)
+    for size in (1, 2, 5, 40, 300):
+        rows = np.sort(rng.choice(300, size=size, replace=False))
+        expected = sacrebleu.corpus_bleu([hyps[i] for i in rows], [[references[i] for i in rows]]).score
+        assert float(bleu_from_stats(stats[rows].sum(axis=0))) == pytest.approx(expected, abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("hyps", "refs"),
+    [
+        (["a b c d e"], ["a b c d e"]),  # perfect
+        (["a b"], ["a b c d e f"]),  # too short: brevity penalty, no 3-/4-grams at all -> 0
+        (["a b c x y z q"], ["a b c d e"]),  # longer than ref, no 4-gram match: exp smoothing
+        (["a x b y c z"], ["a b c"]),  # only unigrams match: smoothing halves twice
+        (["x y z w"], ["a b c d"]),  # nothing matches -> 0
+        ([""], ["a b c"]),  # empty hypothesis
+        (["a b c d", "e f g h i j"], ["a b c d", "e f g x i j k l"]),
+    ],
+)
+def test_bleu_conventions_match_sacrebleu(hyps: list[str], refs: list[str]) -> None:
+    stats = CorpusScorer(refs).sentence_stats(hyps)
+    expected = sacrebleu.corpus_bleu(hyps, [refs]).score
+    assert float(bleu_from_stats(stats.sum(axis=0))) == pytest.approx(expected, abs=1e-6)
+
+
+def test_chrf_and_signatures(corpus: tuple[list[str], list[str]]) -> None:
+    _, references = corpus
+    hyps = corrupt(references, 0.7)
+    scorer = CorpusScorer(references)
+    assert scorer.chrf(hyps) == pytest.approx(sacrebleu.corpus_chrf(hyps, [references]).score, abs=1e-9)
+    assert "tok:13a" in scorer.bleu_signature and "smooth:exp" in scorer.bleu_signature
+    assert "nrefs:1" in scorer.bleu_signature
+    assert "nc:6" in scorer.chrf_signature
+
+
+def test_per_bucket_bleu_equals_sacrebleu_on_the_subset(corpus: tuple[list[str], list[str]]) -> None:
+    sources, references = corpus
+    hyps = corrupt(references, 0.7)
+    evaluation = score_systems({"sys": hyps}, sources, references, bootstrap_samples=100)
+    system = evaluation.systems[0]
+    assert system.bleu == pytest.approx(sacrebleu.corpus_bleu(hyps, [references]).score, abs=1e-6)
+    assert sum(b.n for b in system.buckets) == 300
+    for bucket_score in system.buckets:
+        rows = [i for i, s in enumerate(sources) if bucket_score.bucket.contains(len(s.split()))]
+        assert bucket_score.n == len(rows) > 0
+        expected = sacrebleu.corpus_bleu([hyps[i] for i in rows], [[references[i] for i in rows]]).score
+        assert bucket_score.bleu == pytest.approx(expected, abs=1e-6)
+
+
+def test_bucketing_by_reference_uses_reference_lengths() -> None:
+    sources = ["a b c", "a b c d e f g h i j k l"]
+    references = ["a b c d e f g h i j k l", "a b c"]
+    evaluation = score_systems({"s": references}, sources, references, cutoffs=[10], by="reference",
+                               bootstrap_samples=20)
+    first, second = evaluation.systems[0].buckets
+    assert (first.bucket.label, first.n, second.bucket.label, second.n) == ("<10", 1, ">=10", 1)
+    assert evaluation.by == "reference"
+
+
+def test_intervals_contain_the_estimate_and_are_deterministic(corpus: tuple[list[str], list[str]]) -> None:
+    sources, references = corpus
+    hyps = corrupt(references, 0.6)
+    first = score_systems({"s": hyps}, sources, references, bootstrap_samples=200, bootstrap_seed=7)
+    again = score_systems({"s": hyps}, sources, references, bootstrap_samples=200, bootstrap_seed=7)
+    other = score_systems({"s": hyps}, sources, references, bootstrap_samples=200, bootstrap_seed=8)
+    system = first.systems[0]
+    assert system.ci[0] < system.bleu < system.ci[1]
+    assert system.ci[1] - system.ci[0] < 10  # 300 sentences pin corpus BLEU to a few points
+    for bucket_score in system.buckets:
+        assert bucket_score.ci is not None and bucket_score.bleu is not None
+        assert bucket_score.ci[0] <= bucket_score.bleu <= bucket_score.ci[1]
+    assert first == again
+    assert other.systems[0].ci != system.ci
+
+
+def test_bootstrap_ci_direct(corpus: tuple[list[str], list[str]]) -> None:
+    _, references = corpus
+    stats = CorpusScorer(references).sentence_stats(corrupt(references, 0.5))
+    point = float(bleu_from_stats(stats.sum(axis=0)))
+    low, high = bootstrap_ci(stats, 300, seed=3)
+    assert low < point < high
+    assert bootstrap_ci(stats, 300, seed=3) == (low, high)
+
+
+def test_paired_bootstrap_system_against_itself(corpus: tuple[list[str], list[str]]) -> None:
+    sources, references = corpus
+    hyps = corrupt(references, 0.6)
+    stats = CorpusScorer(references).sentence_stats(hyps)
+    diff, p = paired_bootstrap(stats, stats, 200, seed=1)
+    assert diff == 0.0 and p == 1.0
+    evaluation = score_systems({"a": hyps, "b": list(hyps)}, sources, references, bootstrap_samples=200)
+    (comparison,) = evaluation.comparisons
+    assert (comparison.a, comparison.b, comparison.bleu_diff, comparison.p) == ("a", "b", 0.0, 1.0)
+    assert all(b.bleu_diff == 0.0 and b.p == 1.0 for b in comparison.buckets)
+
+
+def test_paired_bootstrap_good_against_garbled(corpus: tuple[list[str], list[str]]) -> None:
+    sources, references = corpus
+    good, garbled = corrupt(references, 0.8, seed=1), corrupt(references, 0.4, seed=2)
+    evaluation = score_systems({"good": good, "garbled": garbled}, sources, references, bootstrap_samples=500)
+    (comparison,) = evaluation.comparisons
+    expected = evaluation.systems[1].bleu - evaluation.systems[0].bleu  # b - a
+    assert comparison.bleu_diff == pytest.approx(expected, abs=1e-9)
+    assert comparison.bleu_diff < -20
+    assert comparison.p < 0.05
+    assert all(b.p is not None and b.p < 0.05 for b in comparison.buckets)
+
+
+def test_close_systems_are_not_significant(corpus: tuple[list[str], list[str]]) -> None:
+    _, references = corpus
+    stats_a = CorpusScorer(references).sentence_stats(corrupt(references, 0.6, seed=1))
+    stats_b = CorpusScorer(references).sentence_stats(corrupt(references, 0.6, seed=2))
+    _, p = paired_bootstrap(stats_a, stats_b, 500, seed=1)
+    assert p > 0.05
+
+
+def test_paired_p_value_is_two_sided() -> None:
+    better = np.full(99, 2.0)
+    worse = np.full(99, 1.0)
+    assert paired_p_value(worse, better) == pytest.approx(2 / 100)
+    assert paired_p_value(better, worse) == pytest.approx(2 / 100)
+
+
+def test_empty_bucket_has_no_score(corpus: tuple[list[str], list[str]]) -> None:
+    sources, references = make_corpus(50, max_len=30)
+    hyps = corrupt(references, 0.7)
+    evaluation = score_systems({"a": hyps, "b": corrupt(references, 0.5)}, sources, references,
+                               bootstrap_samples=50)
+    last = evaluation.systems[0].buckets[-1]
+    assert (last.bucket.label, last.n, last.bleu, last.ci) == (">=60", 0, None, None)
+    assert evaluation.comparisons[0].buckets[-1].bleu_diff is None
+    assert evaluation.comparisons[0].buckets[-1].p is None
+
+
+def test_bootstrap_is_fast() -> None:
+    rng = np.random.default_rng(0)
+    totals = rng.integers(4, 60, size=(3000, 1)) - np.arange(4)
+    stats = np.concatenate(
+        [totals[:, :1], totals[:, :1] + 1, totals // 2, totals], axis=1
+    ).astype(np.float64)
+    start = time.perf_counter()
+    samples = bootstrap_bleu([stats, stats], 1000, seed=0)
+    assert time.perf_counter() - start < 1.0
+    assert samples.shape == (2, 1000)
+    np.testing.assert_array_equal(samples[0], samples[1])  # paired: same resamples for both
+
+
+def test_mismatched_lengths_are_user_errors(corpus: tuple[list[str], list[str]]) -> None:
+    sources, references = corpus
+    with pytest.raises(NMTError, match="299 translations for 300 references"):
+        score_systems({"s": references[:-1]}, sources, references)
+    with pytest.raises(NMTError, match="evaluation set is empty"):
+        score_systems({"s": []}, [], [])
