@@ -1,0 +1,267 @@
+"""Batched greedy and beam search over any model with `encode`, `init_state` and `decode_step`.
+
+Every decision is made per sentence, from that sentence's own numbers: its own length limit, its own
+finished hypotheses, its own length penalty. Finished sentences leave the batch, so nothing depends on
+the batch's other members or its maximum length, and a sentence gets the same translation whatever
+batch it is decoded in (up to float noise in near-ties).
+
+Hypotheses always end with EOS: at a sentence's length limit only EOS may be chosen. `tokens` holds
+neither BOS nor EOS; the score counts EOS's log-probability, and a hypothesis' length is len(tokens) + 1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+from torch import Tensor, nn
+
+from nmt.special import BOS_ID, EOS_ID
+
+LengthPenalty = Literal["none", "average", "gnmt"]
+
+
+@dataclass
+class Hypothesis:
+    """One output sentence: token ids (no BOS/EOS), ranking score, attention and raw log-probability.
+
+    `score` is `log_prob` divided by the length penalty (greedy: the plain log-probability).
+    `attention` is tgt_len x src_len with tgt_len = len(tokens) + 1 (the EOS row) and src_len the
+    sentence's own source length including its EOS, or None when not requested or the model has none.
+    """
+
+    tokens: list[int]
+    score: float
+    attention: Tensor | None
+    log_prob: float
+
+
+def max_output_lengths(src_lengths: Tensor, ratio: float, offset: int) -> Tensor:
+    """Per-sentence output limit (tokens before EOS): floor(ratio * src_length) + offset, at least 1.
+
+    src_lengths: batch -> batch (long)
+    """
+    return ((src_lengths.float() * ratio).floor().long() + offset).clamp(min=1)
+
+
+def length_penalty_divisor(length: int, kind: LengthPenalty, alpha: float) -> float:
+    """What a hypothesis' log-probability is divided by: 1, its length, or GNMT's (5+len)^a / 6^a."""
+    return float(_divisors(torch.tensor([float(length)]), kind, alpha)[0])
+
+
+def _divisors(lengths: Tensor, kind: LengthPenalty, alpha: float) -> Tensor:
+    """length_penalty_divisor for a float tensor of lengths (any shape)."""
+    if kind == "none":
+        return torch.ones_like(lengths)
+    if kind == "average":
+        return lengths
+    if kind == "gnmt":
+        return ((5.0 + lengths) / 6.0) ** alpha
+    raise ValueError(f"unknown length penalty {kind!r}: expected none, average or gnmt")
+
+
+@contextlib.contextmanager
+def _eval_mode(model: nn.Module) -> Iterator[None]:
+    """Search settings, the caller's restored after: dropout off (it would make outputs random), no
+    gradients, and no TF32 on CUDA. cuDNN's RNNs use TF32 by default, whose ~1e-3 error, different
+    for different batch shapes, flipped near-tie beam choices between batch sizes (1 in 100 sentences
+    on an H200); full fp32 costs little, since the encoder runs once per batch."""
+    was_training = model.training
+    tf32 = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    model.eval()
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        with torch.inference_mode():
+            yield
+    finally:
+        model.train(was_training)
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = tf32
+
+
+def _only_eos(log_probs: Tensor, at_limit: Tensor) -> Tensor:
+    """Rows at their length limit keep only EOS's log-probability (in place); the others are unchanged.
+
+    log_probs: rows x ... x vocab, at_limit: rows (bool) -> log_probs
+    """
+    rows = at_limit.nonzero().squeeze(1)
+    if rows.numel() > 0:
+        eos = log_probs[rows, ..., EOS_ID].clone()
+        log_probs[rows] = -math.inf
+        log_probs[rows, ..., EOS_ID] = eos
+    return log_probs
+
+
+def _prepare(src: Tensor, src_lengths: Tensor, max_lengths: Tensor) -> tuple[Tensor, list[int]]:
+    if not (src.size(0) == src_lengths.size(0) == max_lengths.size(0)):
+        raise ValueError("src, src_lengths and max_lengths must have the same batch size")
+    return max_lengths.to(src.device), src_lengths.tolist()
+
+
+def greedy_hypotheses(
+    model: Any, src: Tensor, src_lengths: Tensor, max_lengths: Tensor, return_attention: bool = False
+) -> list[Hypothesis]:
+    """Greedy search: the most probable token at every step, for every sentence of the batch at once.
+
+    src: batch x src_len (padded, incl. EOS), src_lengths: batch, max_lengths: batch (tokens before EOS)
+    -> one Hypothesis per sentence, in input order; score = log_prob.
+    """
+    max_len, lengths = _prepare(src, src_lengths, max_lengths)
+    results: list[Hypothesis | None] = [None] * src.size(0)
+    with _eval_mode(model):
+        enc = model.encode(src, src_lengths)
+        state = model.init_state(enc)
+        active = torch.arange(src.size(0), device=src.device)  # input position of each row
+        prev = torch.full((src.size(0),), BOS_ID, dtype=torch.long, device=src.device)
+        scores = torch.zeros(src.size(0), device=src.device)
+        seqs = torch.empty(src.size(0), 0, dtype=torch.long, device=src.device)  # rows x t
+        attn_hist: Tensor | None = None  # rows x t x src_len
+        step = 0
+        while active.numel() > 0:
+            log_probs, state, attn = model.decode_step(prev, state, enc)  # rows x vocab
+            log_probs = _only_eos(log_probs.float(), max_len <= step)
+            tokens = log_probs.argmax(dim=-1)  # rows
+            scores = scores + log_probs.gather(1, tokens.unsqueeze(1)).squeeze(1)
+            seqs = torch.cat([seqs, tokens.unsqueeze(1)], dim=1)
+            if return_attention and attn is not None:
+                attn_hist = attn.float().unsqueeze(1) if attn_hist is None else torch.cat(
+                    [attn_hist, attn.float().unsqueeze(1)], dim=1
+                )
+            done = tokens == EOS_ID
+            step += 1
+            if not bool(done.any()):
+                prev = tokens
+                continue
+            done_rows = done.nonzero().squeeze(1)
+            for row, sent, toks, score in zip(
+                done_rows.tolist(), active[done_rows].tolist(), seqs[done_rows, :-1].tolist(),
+                scores[done_rows].tolist(), strict=True,
+            ):
+                attention = None if attn_hist is None else attn_hist[row, :, : lengths[sent]].cpu()
+                results[sent] = Hypothesis(toks, score, attention, score)
+            keep = (~done).nonzero().squeeze(1)
+            active, max_len, scores, seqs = active[keep], max_len[keep], scores[keep], seqs[keep]
+            attn_hist = None if attn_hist is None else attn_hist[keep]
+            enc, state, prev = enc.index_select(keep), state.index_select(keep), tokens[keep]
+    return [h for h in results if h is not None]
+
+
+def greedy_search(model: Any, src: Tensor, src_lengths: Tensor, max_lengths: Tensor) -> list[list[int]]:
+    """Greedy search returning only token ids (no BOS/EOS) per sentence, in input order.
+
+    src: batch x src_len (padded, incl. EOS), src_lengths: batch, max_lengths: batch
+    """
+    return [h.tokens for h in greedy_hypotheses(model, src, src_lengths, max_lengths)]
+
+
+def beam_search(
+    model: Any,
+    src: Tensor,
+    src_lengths: Tensor,
+    beam_size: int,
+    max_lengths: Tensor,
+    length_penalty: LengthPenalty = "gnmt",
+    alpha: float = 0.6,
+    nbest: int = 1,
+    return_attention: bool = False,
+) -> list[list[Hypothesis]]:
+    """Beam search over all sentences and beams at once; the `nbest` best hypotheses per sentence.
+
+    src: batch x src_len (padded, incl. EOS), src_lengths: batch, max_lengths: batch (tokens before EOS)
+    -> per sentence, in input order, up to `nbest` hypotheses sorted by score (best first).
+
+    Each step takes the 2k best continuations of the sentence's k beams (topk over beam x vocab);
+    those among the first k that end in EOS are finished, the k best others stay alive. A sentence is
+    done, once it has `nbest` finished hypotheses, when
+    - no alive beam can beat its nbest-th finished score: log-probabilities only fall, so an alive
+      beam can at best reach its log-probability over the largest divisor its length limit allows
+      (stopping at k finished hypotheses instead loses to greedy when k short ones end first); or
+    - the step's best candidate ends in EOS (the beam's best is finished; with k = 1 this is greedy);
+    and in any case at its length limit, where only EOS is allowed.
+    """
+    if beam_size < 1 or not 1 <= nbest <= beam_size:
+        raise ValueError(f"need beam_size >= 1 and 1 <= nbest <= beam_size, got {beam_size}, {nbest}")
+    length_penalty_divisor(1, length_penalty, alpha)  # rejects an unknown kind before any work
+    max_len, lengths = _prepare(src, src_lengths, max_lengths)
+    k, device = beam_size, src.device
+    finished: list[list[Hypothesis]] = [[] for _ in range(src.size(0))]
+    with _eval_mode(model):
+        enc = model.encode(src, src_lengths)
+        # Encoder outputs (and precomputed attention keys) are computed once and copied to every beam.
+        rows = torch.arange(src.size(0), device=device).repeat_interleave(k)
+        enc = enc.index_select(rows)
+        state = model.init_state(enc)
+        active = torch.arange(src.size(0), device=device)  # input position of each active sentence
+        scores = torch.full((src.size(0), k), -math.inf, device=device)  # sentences x beams
+        scores[:, 0] = 0.0  # all beams start identical: let only the first one expand at step 0
+        best_done = torch.full((src.size(0), nbest), -math.inf, device=device)  # best finished scores
+        max_divisor = _divisors(max_len.float() + 1.0, length_penalty, alpha)  # at the length limit, EOS incl.
+        seqs = torch.empty(src.size(0), k, 0, dtype=torch.long, device=device)  # sentences x beams x t
+        attn_hist: Tensor | None = None  # sentences x beams x t x src_len
+        prev = torch.full((src.size(0) * k,), BOS_ID, dtype=torch.long, device=device)
+        step = 0
+        while active.numel() > 0:
+            n = active.numel()
+            log_probs, state, attn = model.decode_step(prev, state, enc)  # n*k x vocab
+            vocab = log_probs.size(-1)
+            at_limit = max_len <= step  # n
+            log_probs = _only_eos(log_probs.float().view(n, k, vocab), at_limit)
+            candidates = (scores.unsqueeze(2) + log_probs).view(n, k * vocab)
+            top_scores, top_idx = candidates.topk(min(2 * k, k * vocab), dim=1)  # n x 2k, best first
+            top_beam, top_tok = top_idx // vocab, top_idx % vocab
+            is_eos = top_tok == EOS_ID
+            step_attn = None
+            if return_attention and attn is not None:
+                step_attn = attn.float().view(n, k, 1, -1)
+            # Finished: EOS among the k best candidates (each beam has one EOS candidate, so the 2k
+            # candidates always hold at least k others to keep alive).
+            ended = is_eos[:, :k] & torch.isfinite(top_scores[:, :k])  # n x k
+            if bool(ended.any()):
+                e_row, e_rank = ended.nonzero(as_tuple=True)
+                e_beam = top_beam[e_row, e_rank]
+                e_attn = None
+                if step_attn is not None:
+                    past = attn_hist[e_row, e_beam] if attn_hist is not None else step_attn[e_row, e_beam, :0]
+                    e_attn = torch.cat([past, step_attn[e_row, e_beam]], dim=1).cpu()
+                divisor = length_penalty_divisor(step + 1, length_penalty, alpha)
+                for i, (sent, toks, log_prob) in enumerate(
+                    zip(active[e_row].tolist(), seqs[e_row, e_beam].tolist(), top_scores[e_row, e_rank].tolist(),
+                        strict=True)
+                ):
+                    attention = None if e_attn is None else e_attn[i, :, : lengths[sent]]
+                    finished[sent].append(Hypothesis(toks, log_prob / divisor, attention, log_prob))
+                ended_scores = torch.where(ended, top_scores[:, :k] / divisor, -math.inf)
+                best_done = torch.cat([best_done, ended_scores], dim=1).topk(nbest, dim=1).values
+            # Alive: the k best candidates not ending in EOS (a stable sort keeps their score order).
+            alive_rank = torch.sort(is_eos.to(torch.uint8), dim=1, stable=True).indices[:, :k]
+            alive_beam = top_beam.gather(1, alive_rank)  # n x k: which old beam each new beam extends
+            alive_tok = top_tok.gather(1, alive_rank)
+            scores = top_scores.gather(1, alive_rank)
+            seqs = torch.cat([seqs.gather(1, alive_beam.unsqueeze(2).expand_as(seqs)), alive_tok.unsqueeze(2)], 2)
+            if step_attn is not None:
+                idx = alive_beam.view(n, k, 1, 1)
+                new_attn = step_attn.gather(1, idx.expand(n, k, 1, step_attn.size(3)))
+                attn_hist = new_attn if attn_hist is None else torch.cat(
+                    [attn_hist.gather(1, idx.expand_as(attn_hist)), new_attn], dim=2
+                )
+            reorder = (torch.arange(n, device=device).unsqueeze(1) * k + alive_beam).view(-1)  # n*k
+            step += 1
+            # max() of -inf scores is -inf: a sentence with no finite beam left is done too
+            out_of_reach = best_done[:, -1] >= scores.max(dim=1).values / max_divisor
+            best_ended = ended[:, 0] & torch.isfinite(best_done[:, -1])
+            done = at_limit | out_of_reach | best_ended
+            if bool(done.any()):
+                keep = (~done).nonzero().squeeze(1)
+                keep_rows = (keep.unsqueeze(1) * k + torch.arange(k, device=device)).view(-1)
+                reorder = reorder[keep_rows]
+                enc = enc.index_select(keep_rows)
+                active, max_len, max_divisor = active[keep], max_len[keep], max_divisor[keep]
+                best_done = best_done[keep]
+                scores, seqs, alive_tok = scores[keep], seqs[keep], alive_tok[keep]
+                attn_hist = None if attn_hist is None else attn_hist[keep]
+            state = state.index_select(reorder)
+            prev = alive_tok.reshape(-1)
+    return [sorted(hyps, key=lambda h: -h.score)[:nbest] for hyps in finished]

@@ -1,0 +1,259 @@
+"""Translation with a trained run: the Python API (`Translator`) and `nmt translate` (`translate_file`).
+
+    t = Translator.from_run("runs/x")
+    t.translate(["In the beginning God created the heaven and the earth."])
+
+Text goes through the run's own sentencepiece models on the way in and out. Sentences are sorted by
+length and batched; since search gives a sentence the same output whatever its batch, the output
+does not depend on the batch size or on which other lines share the input.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from torch import Tensor
+
+from nmt.config import DecodingConfig
+from nmt.data.batching import make_source_batch
+from nmt.decoding.search import (
+    Hypothesis,
+    beam_search,
+    greedy_hypotheses,
+    length_penalty_divisor,
+    max_output_lengths,
+)
+from nmt.errors import NMTError
+from nmt.fileio import atomic_open
+from nmt.training.checkpoint import load_run
+
+# Lines read, translated and written at a time: bounds memory whatever the input size.
+CHUNK_LINES = 1000
+
+
+@dataclass
+class Translation:
+    """One translation of one sentence.
+
+    `score` is the length-normalised log-probability search ranked by. `attention` is
+    (len(tgt_pieces) + 1) x (len(src_pieces) + 1): the extra row and column are the EOS tokens.
+    It is None unless asked for, and always None for a model without attention.
+    """
+
+    text: str
+    score: float
+    src_pieces: list[str]
+    tgt_pieces: list[str]
+    attention: Tensor | None = None
+
+
+def _warn(message: str) -> None:
+    print(f"nmt translate: warning: {message}", file=sys.stderr)
+
+
+class Translator:
+    """A trained model, its tokenizer and search settings; translates lists of sentences."""
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        decoding: DecodingConfig,
+        beam_size: int | None = None,
+        batch_size: int | None = None,
+    ) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.decoding = decoding
+        self.beam_size = decoding.beam_size if beam_size is None else beam_size
+        self.batch_size = decoding.batch_size if batch_size is None else batch_size
+        if self.beam_size < 1:
+            raise NMTError(f"beam size must be >= 1, got {self.beam_size}.", "Use --beam 1 for greedy search.")
+        if self.batch_size < 1:
+            raise NMTError(f"batch size must be >= 1, got {self.batch_size}.", "Use e.g. --batch-size 64.")
+        self.device = next(model.parameters()).device
+
+    @classmethod
+    def from_run(
+        cls,
+        run_dir: str | Path,
+        checkpoint: str | Path | None = None,
+        device: str = "auto",
+        beam_size: int | None = None,
+        batch_size: int | None = None,
+    ) -> Translator:
+        """Load a run directory (its best checkpoint unless `checkpoint` is given).
+
+        Beam and batch size default to the run's `decoding` config.
+        """
+        run = load_run(Path(run_dir), Path(checkpoint) if checkpoint is not None else None, device)
+        return cls(run.model, run.tokenizer, run.config.decoding, beam_size, batch_size)
+
+    @property
+    def has_attention(self) -> bool:
+        """False for RNNencdec (attention: none): there are no weights to return or plot."""
+        return bool(getattr(self.model, "has_attention", True))
+
+    def translate(
+        self, sentences: list[str], return_attention: bool = False, nbest: int = 1
+    ) -> list[str] | list[Translation] | list[list[Translation]]:
+        """Translate `sentences`, keeping their order.
+
+        Returns plain strings by default; `Translation`s (score, pieces, attention) with
+        `return_attention=True`; and with `nbest` > 1, a best-first list of `nbest` Translations per
+        sentence (an empty sentence gets one empty Translation).
+        """
+        results = self.translate_nbest(sentences, nbest=nbest, return_attention=return_attention)
+        if nbest > 1:
+            return results
+        if return_attention:
+            return [r[0] for r in results]
+        return [r[0].text for r in results]
+
+    def translate_nbest(
+        self, sentences: list[str], nbest: int = 1, return_attention: bool = False, first_line: int = 1
+    ) -> list[list[Translation]]:
+        """Up to `nbest` Translations per sentence, best first. Warnings name sentence i as line
+        `first_line + i`: a sentence longer than `decoding.max_input_tokens` pieces is cut to that."""
+        if not 1 <= nbest <= self.beam_size:
+            raise NMTError(
+                f"--nbest {nbest} needs 1 <= nbest <= beam size ({self.beam_size}).",
+                f"Use --beam {max(nbest, 1)} or more, or a smaller --nbest.",
+            )
+        limit = self.decoding.max_input_tokens
+        encoded: list[list[int]] = []
+        for i, sentence in enumerate(sentences):
+            ids = self.tokenizer.encode_src(sentence)
+            if len(ids) > limit:
+                _warn(
+                    f"line {first_line + i}: {len(ids)} source pieces, cut to the first {limit} "
+                    "(decoding.max_input_tokens)."
+                )
+                ids = ids[:limit]
+            encoded.append(ids)
+        results: list[list[Translation]] = [[Translation("", 0.0, [], [])] for _ in sentences]
+        # Longest first, so that each batch holds similar lengths and little padding.
+        order = sorted((i for i, ids in enumerate(encoded) if ids), key=lambda i: -len(encoded[i]))
+        want_attention = return_attention and self.has_attention
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start : start + self.batch_size]
+            hypotheses = self._search([encoded[i] for i in batch], nbest, want_attention)
+            for i, hyps in zip(batch, hypotheses, strict=True):
+                src_pieces = self.tokenizer.src_pieces(sentences[i])[:limit] if return_attention else []
+                results[i] = [
+                    Translation(
+                        self.tokenizer.decode_tgt(h.tokens),
+                        h.score,
+                        src_pieces,
+                        self.tokenizer.tgt_id_to_piece(h.tokens) if return_attention else [],
+                        h.attention,
+                    )
+                    for h in hyps
+                ]
+        return results
+
+    def _search(self, src_ids: list[list[int]], nbest: int, return_attention: bool) -> list[list[Hypothesis]]:
+        """Search one batch of encoded sentences -> up to `nbest` Hypotheses each."""
+        src, lengths = make_source_batch(src_ids)
+        cfg = self.decoding
+        max_lengths = max_output_lengths(lengths, cfg.max_length_ratio, cfg.max_length_offset)
+        src, lengths, max_lengths = src.to(self.device), lengths.to(self.device), max_lengths.to(self.device)
+        if self.beam_size == 1:
+            # Greedy is what beam 1 computes, at less cost; its score gets the same normalisation.
+            found = greedy_hypotheses(self.model, src, lengths, max_lengths, return_attention)
+            for h in found:
+                h.score = h.log_prob / length_penalty_divisor(len(h.tokens) + 1, cfg.length_penalty, cfg.alpha)
+            return [[h] for h in found]
+        return beam_search(
+            self.model, src, lengths, self.beam_size, max_lengths,
+            length_penalty=cfg.length_penalty, alpha=cfg.alpha, nbest=nbest, return_attention=return_attention,
+        )
+
+
+def _read_chunks(handle: IO[bytes], name: str) -> Iterator[tuple[int, list[str]]]:
+    """(first line number, up to CHUNK_LINES decoded lines without their line ends) from a binary stream.
+
+    Decoding line by line lets a UTF-8 error name its line.
+    """
+    chunk: list[str] = []
+    first = 1
+    for number, raw in enumerate(handle, start=1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise NMTError(
+                f"{name}: line {number} is not valid UTF-8 (byte {exc.start + 1} of the line: "
+                f"{raw[exc.start:exc.start + 1]!r}).",
+                "Convert the input to UTF-8 (e.g. iconv -f latin1 -t utf-8), or fix that line.",
+            ) from None
+        chunk.append(text.rstrip("\r\n"))
+        if len(chunk) == CHUNK_LINES:
+            yield first, chunk
+            first, chunk = number + 1, []
+    if chunk:
+        yield first, chunk
+
+
+def translate_file(
+    run_dir: str | Path,
+    input_path: str | Path | None = None,
+    output_path: str | Path | None = None,
+    beam_size: int | None = None,
+    batch_size: int | None = None,
+    nbest: int = 1,
+    checkpoint: str | Path | None = None,
+    attention_plots: str | Path | None = None,
+    device: str = "auto",
+) -> None:
+    """`nmt translate`: translate a file (default stdin) line by line into a file (default stdout).
+
+    Streams CHUNK_LINES lines at a time and keeps line order and count: an empty input line gives an
+    empty output line. With `nbest` K, each output line holds the K best translations separated by
+    tabs. An output file is written atomically: after an error there is no (partial) file.
+    `attention_plots` DIR receives one heatmap per non-empty line, named line-NNNNNN.png.
+    """
+    if input_path is not None and not Path(input_path).is_file():
+        raise NMTError(f"input file not found: {input_path}", "Check the path, or omit -i to read stdin.")
+    if output_path is not None and Path(output_path).is_dir():
+        raise NMTError(f"output path {output_path} is a directory.", "Give a file name with -o.")
+    translator = Translator.from_run(run_dir, checkpoint, device, beam_size, batch_size)
+    plots_dir = Path(attention_plots) if attention_plots is not None else None
+    if plots_dir is not None and not translator.has_attention:
+        _warn(f"{run_dir} is a model without attention (attention: none): there is nothing to plot.")
+        plots_dir = None
+    if plots_dir is not None:
+        plots_dir.mkdir(parents=True, exist_ok=True)
+
+    name = str(input_path) if input_path is not None else "<stdin>"
+    try:
+        with (
+            open(input_path, "rb") if input_path is not None else nullcontext(sys.stdin.buffer) as source,
+            atomic_open(output_path, "w") if output_path is not None else nullcontext(sys.stdout) as sink,
+        ):
+            for first, lines in _read_chunks(source, name):
+                results = translator.translate_nbest(lines, nbest, plots_dir is not None, first_line=first)
+                for offset, translations in enumerate(results):
+                    sink.write("\t".join(t.text for t in translations) + "\n")
+                    best = translations[0]
+                    if plots_dir is not None and best.attention is not None:
+                        _plot(best, plots_dir / f"line-{first + offset:06d}.png")
+                sink.flush()
+    except BrokenPipeError:
+        if output_path is not None:
+            raise
+        # The reader of stdout left (`nmt translate ... | head`): stop quietly, like other filters;
+        # stdout goes to devnull so that the interpreter's final flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _plot(translation: Translation, path: Path) -> None:
+    from nmt.decoding.plots import plot_attention  # matplotlib loads only when plots are asked for
+
+    assert translation.attention is not None
+    plot_attention(translation.attention, translation.src_pieces, translation.tgt_pieces, path)

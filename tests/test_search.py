@@ -1,0 +1,187 @@
+"""Greedy and beam search on a trained reverse-digits model: batch invariance, beam 1 == greedy, scores
+that are the model's own log-probabilities, n-best order, length penalties and length limits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from nmt.config import ModelConfig
+from nmt.data.batching import make_source_batch
+from nmt.decoding.search import (
+    Hypothesis,
+    beam_search,
+    greedy_hypotheses,
+    greedy_search,
+    length_penalty_divisor,
+    max_output_lengths,
+)
+from nmt.models import build_model
+from nmt.special import BOS_ID, EOS_ID
+from nmt.training.checkpoint import load_run
+from tests.synthetic import reverse_pairs
+
+
+@pytest.fixture(scope="module")
+def loaded(trained_reverse_run: Path) -> Any:
+    return load_run(trained_reverse_run, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def sources(loaded: Any) -> list[list[int]]:
+    """20 sources of 1-25 digits: shorter and longer than anything in training (5-12)."""
+    return [loaded.tokenizer.encode_src(src) for src, _ in reverse_pairs(20, 1, 25, seed=11)]
+
+
+def _batch(seqs: list[list[int]], ratio: float = 2.0, offset: int = 10) -> tuple[torch.Tensor, ...]:
+    src, lengths = make_source_batch(seqs)
+    return src, lengths, max_output_lengths(lengths, ratio, offset)
+
+
+def _alone(seqs: list[list[int]], search: Any) -> list[Any]:
+    return [search(*_batch([s]))[0] for s in seqs]
+
+
+def _assert_same(batched: list[Hypothesis], alone: list[Hypothesis]) -> None:
+    assert [h.tokens for h in batched] == [h.tokens for h in alone]
+    for b, a in zip(batched, alone, strict=True):
+        assert b.score == pytest.approx(a.score, abs=1e-4)
+
+
+def test_max_output_lengths() -> None:
+    assert max_output_lengths(torch.tensor([1, 10, 7]), 1.5, 2).tolist() == [3, 17, 12]
+    assert max_output_lengths(torch.tensor([1, 3]), 0.1, 0).tolist() == [1, 1]
+
+
+def test_length_penalty_divisors() -> None:
+    assert length_penalty_divisor(9, "none", 0.6) == 1.0
+    assert length_penalty_divisor(9, "average", 0.6) == 9.0
+    assert length_penalty_divisor(1, "gnmt", 0.6) == pytest.approx(1.0)
+    assert length_penalty_divisor(7, "gnmt", 1.0) == pytest.approx(2.0)
+    assert length_penalty_divisor(19, "gnmt", 0.5) == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="unknown length penalty"):
+        length_penalty_divisor(3, "wordcount", 0.6)  # type: ignore[arg-type]
+
+
+def test_greedy_is_the_same_alone_in_a_mixed_batch_and_in_any_order(loaded: Any, sources: list[list[int]]) -> None:
+    model = loaded.model
+    batched = greedy_hypotheses(model, *_batch(sources))
+    alone = _alone(sources, lambda *b: greedy_hypotheses(model, *b))
+    _assert_same(batched, alone)
+    reversed_batch = greedy_hypotheses(model, *_batch(sources[::-1]))[::-1]
+    _assert_same(reversed_batch, alone)
+    assert greedy_search(model, *_batch(sources)) == [h.tokens for h in alone]
+
+
+@pytest.mark.parametrize("penalty", ["none", "gnmt"])
+def test_beam_is_the_same_alone_in_a_mixed_batch_and_in_any_split(
+    loaded: Any, sources: list[list[int]], penalty: str
+) -> None:
+    def search(*batch: torch.Tensor) -> list[list[Hypothesis]]:
+        return beam_search(loaded.model, batch[0], batch[1], 5, batch[2], length_penalty=penalty, nbest=3)
+
+    batched = search(*_batch(sources))
+    alone = _alone(sources, search)
+    # other company: the odd sentences with the even ones, in another order
+    regrouped = search(*_batch(sources[1::2] + sources[::2]))
+    regrouped = [regrouped[len(sources) // 2 + i // 2] if i % 2 == 0 else regrouped[i // 2] for i in range(20)]
+    for hyps in (batched, regrouped):
+        for b, a in zip(hyps, alone, strict=True):
+            assert len(b) == len(a) == 3
+            _assert_same(b, a)
+
+
+@pytest.mark.parametrize("penalty", ["none", "average", "gnmt"])
+def test_beam_of_one_is_greedy(loaded: Any, sources: list[list[int]], penalty: str) -> None:
+    greedy = greedy_hypotheses(loaded.model, *_batch(sources))
+    beam = [h[0] for h in beam_search(loaded.model, *_batch(sources)[:2], 1, _batch(sources)[2], penalty)]
+    assert [h.tokens for h in beam] == [h.tokens for h in greedy]
+    assert [h.log_prob for h in beam] == pytest.approx([h.log_prob for h in greedy], abs=1e-4)
+
+
+def test_scores_are_the_model_log_probabilities_over_the_length_penalty(
+    loaded: Any, sources: list[list[int]]
+) -> None:
+    model = loaded.model
+    for penalty, alpha in (("none", 0.6), ("average", 0.6), ("gnmt", 1.0)):
+        for row, hyps in enumerate(beam_search(model, *_batch(sources)[:2], 4, _batch(sources)[2], penalty, alpha, 4)):
+            for h in hyps:
+                target = torch.tensor([[BOS_ID, *h.tokens, EOS_ID]])
+                src, lengths = make_source_batch([sources[row]])
+                with torch.no_grad():
+                    log_probs = model(src, lengths, target[:, :-1]).log_softmax(-1)
+                teacher_forced = log_probs[0].gather(1, target[0, 1:, None]).sum().item()
+                assert h.log_prob == pytest.approx(teacher_forced, abs=1e-3)
+                assert h.score == pytest.approx(h.log_prob / length_penalty_divisor(len(h.tokens) + 1, penalty, alpha))
+
+
+def test_beam_finds_at_least_the_greedy_log_probability(loaded: Any, sources: list[list[int]]) -> None:
+    greedy = greedy_hypotheses(loaded.model, *_batch(sources))
+    beam = [h[0] for h in beam_search(loaded.model, *_batch(sources)[:2], 5, _batch(sources)[2], "none")]
+    gains = [b.log_prob - g.log_prob for b, g in zip(beam, greedy, strict=True)]
+    assert min(gains) >= -1e-4
+    assert max(gains) > 1e-3, "beam search never beat greedy: it is not searching"
+
+
+def test_nbest_lists_are_distinct_and_sorted_best_first(loaded: Any, sources: list[list[int]]) -> None:
+    for penalty in ("none", "average", "gnmt"):
+        for hyps in beam_search(loaded.model, *_batch(sources)[:2], 5, _batch(sources)[2], penalty, nbest=5):
+            assert 1 <= len(hyps) <= 5
+            scores = [h.score for h in hyps]
+            assert scores == sorted(scores, reverse=True)
+            assert len({tuple(h.tokens) for h in hyps}) == len(hyps)
+    with pytest.raises(ValueError, match="nbest"):
+        beam_search(loaded.model, *_batch(sources)[:2], 2, _batch(sources)[2], nbest=3)
+
+
+def test_each_sentence_keeps_its_own_length_limit(loaded: Any, sources: list[list[int]]) -> None:
+    src, lengths, _ = _batch(sources)
+    limits = torch.tensor([1 + i % 4 if i % 3 else 60 for i in range(len(sources))])
+    for hyps in (
+        [[h] for h in greedy_hypotheses(loaded.model, src, lengths, limits)],
+        beam_search(loaded.model, src, lengths, 3, limits, nbest=3),
+    ):
+        for row, row_hyps in enumerate(hyps):
+            assert all(len(h.tokens) <= limits[row] for h in row_hyps)
+    # the unlimited sentences are untouched by their cut-short neighbours
+    free = [i for i in range(len(sources)) if i % 3 == 0]
+    unlimited = greedy_search(loaded.model, src, lengths, torch.full((len(sources),), 60))
+    limited = greedy_search(loaded.model, src, lengths, limits)
+    assert [limited[i] for i in free] == [unlimited[i] for i in free]
+    assert any(len(unlimited[i]) > limits[i] for i in range(len(sources)) if i % 3)
+
+
+def test_attention_rows_are_alignments_over_the_own_source(loaded: Any, sources: list[list[int]]) -> None:
+    hyps = beam_search(loaded.model, *_batch(sources)[:2], 3, _batch(sources)[2], return_attention=True)
+    greedy = greedy_hypotheses(loaded.model, *_batch(sources), return_attention=True)
+    for row, (best, g) in enumerate(zip([h[0] for h in hyps], greedy, strict=True)):
+        n = len(sources[row]) + 1  # with EOS
+        for h in (best, g):
+            assert h.attention is not None and h.attention.shape == (len(h.tokens) + 1, n)
+            torch.testing.assert_close(h.attention.sum(1), torch.ones(len(h.tokens) + 1), atol=1e-4, rtol=0)
+    # within the trained lengths, output token i is read from about source position n - 2 - i (reversal;
+    # a bidirectional annotation also knows its neighbours, so one position off is an alignment too)
+    trained = [loaded.tokenizer.encode_src(src) for src, _ in reverse_pairs(20, 5, 12, seed=12)]
+    mirrored = total = 0
+    for seq, h in zip(trained, beam_search(loaded.model, *_batch(trained)[:2], 3, _batch(trained)[2],
+                                           return_attention=True), strict=True):
+        n = len(seq) + 1
+        for i in range(min(len(h[0].tokens), n - 1)):
+            mirrored += abs(int(h[0].attention[i].argmax()) - (n - 2 - i)) <= 1
+            total += 1
+    assert mirrored / total > 0.85
+
+
+def test_search_needs_no_attention_and_leaves_the_training_mode(sources: list[list[int]]) -> None:
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(attention="none", embedding_size=8, hidden_size=8, maxout_size=4, dropout=0.5), 30, 30)
+    model.train()
+    src, lengths, limits = _batch(sources[:4], 1.0, 2)
+    first = beam_search(model, src, lengths, 2, limits, return_attention=True)
+    assert model.training
+    assert all(h[0].attention is None for h in first)
+    again = beam_search(model, src, lengths, 2, limits, return_attention=True)  # dropout is off while searching
+    assert [h[0].tokens for h in again] == [h[0].tokens for h in first]

@@ -1,0 +1,163 @@
+"""`nmt translate` and the Translator API on a trained reverse-digits run: line order and count, correct
+outputs, streaming, n-best, bad input, attention plots."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+import nmt.decoding.translate as translate_module
+from nmt.cli import main
+from nmt.config import ModelConfig
+from nmt.decoding.translate import Translation, Translator, translate_file
+from nmt.models import build_model
+from tests.synthetic import reverse_pairs
+
+PAIRS = reverse_pairs(24, 5, 8, seed=5)
+# empty lines first, in the middle and last: each must come out as an empty line in its place
+LINES = ["", *[s for s, _ in PAIRS[:12]], "", *[s for s, _ in PAIRS[12:]], ""]
+REFERENCES = ["", *[t for _, t in PAIRS[:12]], "", *[t for _, t in PAIRS[12:]], ""]
+
+
+def _write(path: Path, lines: list[str]) -> Path:
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def _read(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").split("\n")[:-1]
+
+
+def test_cli_keeps_line_order_and_count_and_reverses_digits(trained_reverse_run: Path, tmp_path: Path) -> None:
+    source = _write(tmp_path / "in.txt", LINES)
+    assert main(["translate", str(trained_reverse_run), "-i", str(source), "-o", str(tmp_path / "out.txt")]) == 0
+    out = _read(tmp_path / "out.txt")
+    assert len(out) == len(LINES)
+    assert [i for i, line in enumerate(out) if not line] == [0, 13, 26]
+    correct = sum(o == r for o, r in zip(out, REFERENCES, strict=True) if r)
+    assert correct >= 0.7 * len(PAIRS)
+    # the same outputs from the Python API, from other batch sizes and from smaller streamed chunks
+    assert Translator.from_run(trained_reverse_run).translate(LINES) == out
+    assert main(["translate", str(trained_reverse_run), "-i", str(source), "-o", str(tmp_path / "b1.txt"),
+                 "--batch-size", "1"]) == 0
+    assert _read(tmp_path / "b1.txt") == out
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(translate_module, "CHUNK_LINES", 5)
+        translate_file(trained_reverse_run, source, tmp_path / "chunks.txt", batch_size=3)
+    assert _read(tmp_path / "chunks.txt") == out
+
+
+def test_stdin_to_stdout_through_python_m_nmt(trained_reverse_run: Path) -> None:
+    lines = ["1 2 3 4 5", "", "9 8 7 6 5 4"]
+    done = subprocess.run(
+        [sys.executable, "-m", "nmt", "translate", str(trained_reverse_run), "--beam", "1"],
+        input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.split("\n")
+    assert out[-1] == "" and len(out) == 4 and out[1] == ""
+    assert out[:3] == Translator.from_run(trained_reverse_run, beam_size=1).translate(lines)
+
+
+def test_nbest_writes_k_tab_separated_translations(trained_reverse_run: Path, tmp_path: Path) -> None:
+    source = _write(tmp_path / "in.txt", LINES[:6])
+    out = tmp_path / "out.txt"
+    assert main(["translate", str(trained_reverse_run), "-i", str(source), "-o", str(out), "--beam", "3",
+                 "--nbest", "3"]) == 0
+    best = Translator.from_run(trained_reverse_run, beam_size=3).translate(LINES[:6])
+    rows = _read(out)
+    assert rows[0] == ""
+    for row, first in zip(rows[1:], best[1:], strict=True):
+        fields = row.split("\t")
+        assert len(fields) == 3 and fields[0] == first and len(set(fields)) == 3
+    assert main(["translate", str(trained_reverse_run), "-i", str(source), "--beam", "2", "--nbest", "3"]) == 2
+
+
+def test_invalid_utf8_names_the_line_and_leaves_no_output_file(
+    trained_reverse_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "in.txt"
+    source.write_bytes(b"1 2 3 4 5\n6 7 8 9 0\n1 2 \xe9 3\n4 5 6 7 8\n")
+    out = tmp_path / "out.txt"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(translate_module, "CHUNK_LINES", 2)  # the first chunk is translated before the error
+        assert main(["translate", str(trained_reverse_run), "-i", str(source), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "line 3" in err and "UTF-8" in err and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == [source]
+
+
+def test_an_over_long_line_is_cut_with_a_warning(
+    trained_reverse_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = _write(tmp_path / "in.txt", ["1 2 3 4 5", " ".join(["7"] * 450), "3 4 5 6 7"])
+    out = tmp_path / "out.txt"
+    assert main(["translate", str(trained_reverse_run), "-i", str(source), "-o", str(out), "--beam", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "line 2: 450 source pieces, cut to the first 400" in err
+    assert "line 1" not in err and "line 3" not in err
+    rows = _read(out)
+    assert len(rows) == 3 and rows[0] and rows[2]
+
+
+def test_attention_plots_one_png_per_sentence(trained_reverse_run: Path, tmp_path: Path) -> None:
+    source = _write(tmp_path / "in.txt", ["1 2 3 4 5", "", "9 8 7 6 5 4"])
+    plots = tmp_path / "plots"
+    assert main(["translate", str(trained_reverse_run), "-i", str(source), "-o", str(tmp_path / "out.txt"),
+                 "--attention-plots", str(plots)]) == 0
+    assert sorted(p.name for p in plots.iterdir()) == ["line-000001.png", "line-000003.png"]
+    assert (plots / "line-000001.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_model_without_attention_warns_that_there_is_nothing_to_plot(
+    trained_reverse_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a run directory of an (untrained) RNNencdec with the same tokenizer
+    run = tmp_path / "encdec"
+    shutil.copytree(trained_reverse_run / "tokenizer", run / "tokenizer")
+    config = yaml.safe_load((trained_reverse_run / "config.yaml").read_text(encoding="utf-8"))
+    config["model"]["attention"] = "none"
+    (run / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    (run / "checkpoints").mkdir()
+    vocab = Translator.from_run(trained_reverse_run).tokenizer.tgt_vocab_size
+    model = build_model(ModelConfig(**config["model"]), vocab, vocab)
+    torch.save({"model": model.state_dict(), "step": 0}, run / "checkpoints" / "best.pt")
+
+    source = _write(tmp_path / "in.txt", ["1 2 3 4 5", "6 7 8"])
+    plots = tmp_path / "plots"
+    out = tmp_path / "out.txt"
+    assert main(["translate", str(run), "-i", str(source), "-o", str(out), "--attention-plots", str(plots)]) == 0
+    assert "nothing to plot" in capsys.readouterr().err
+    assert len(_read(out)) == 2 and not plots.exists()
+
+
+def test_a_run_without_checkpoint_is_a_clear_error(
+    trained_reverse_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "untrained"
+    shutil.copytree(trained_reverse_run / "tokenizer", run / "tokenizer")
+    shutil.copy(trained_reverse_run / "config.yaml", run / "config.yaml")
+    assert main(["translate", str(run), "-i", str(_write(tmp_path / "in.txt", ["1 2"]))]) == 2
+    assert "no checkpoint" in capsys.readouterr().err
+
+
+def test_python_api_two_lines_and_translation_details(trained_reverse_run: Path) -> None:
+    t = Translator.from_run(trained_reverse_run)
+    assert t.translate(["1 2 3 4 5 6", ""]) == ["6 5 4 3 2 1", ""]
+
+    (detail,) = t.translate(["1 2 3 4 5 6"], return_attention=True)
+    assert isinstance(detail, Translation) and detail.text == "6 5 4 3 2 1"
+    assert len(detail.src_pieces) == 6 and len(detail.tgt_pieces) == 6 and detail.score < 0
+    assert detail.attention is not None and detail.attention.shape == (7, 7)
+    # the last source digits are read first, the first ones last: an anti-diagonal
+    peaks = detail.attention[:6].argmax(dim=1).tolist()
+    assert peaks == sorted(peaks, reverse=True) and peaks[0] >= 4 and peaks[-1] <= 1
+
+    (alternatives,) = t.translate(["1 2 3 4 5 6"], nbest=2)
+    assert [a.text for a in alternatives][0] == "6 5 4 3 2 1" and alternatives[0].score >= alternatives[1].score
