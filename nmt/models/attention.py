@@ -1,0 +1,163 @@
+"""Context providers: where each decoder step's context vector comes from.
+
+Every provider turns the encoder states into an `EncoderOutput` once per batch (the attention keys,
+or the fixed vector), then hands the decoder one context per step. The attention scores:
+
+- additive (Bahdanau): e_ij = v^T tanh(W s_{i-1} + U h_j)
+- dot: e_ij = (W_q s_{i-1}) . (W_k h_j), both projected to d = attention_size (Vaswani-style,
+  since the annotations are 2n wide and the decoder state n wide)
+- scaled_dot: the dot score / sqrt(d)
+- general (Luong): e_ij = s_{i-1}^T W h_j; W h_j is precomputed, so the query is the raw state
+- none (Cho et al.): no scores; c = tanh(V [fwd_T ; bwd_1]) is the context at every step.
+
+The query projection W (or W_q) is exposed as `query_weight` so that the decoder can fuse it with
+its recurrent matmul: one matmul of s_{i-1} per step gives both.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from nmt.models.encoder import EncoderOutput, EncoderStates
+
+
+class ContextProvider(nn.Module):
+    """Interface of the decoder's context source (attention or fixed vector)."""
+
+    context_size: int  # width of c_i
+    init_size: int  # width of the vector s_0 is computed from
+    query_size: int  # rows of `query_weight` (0: the raw state is the query, or there is none)
+    has_attention: bool
+
+    def prepare(self, states: EncoderStates) -> EncoderOutput:
+        """Everything that does not depend on the decoder step, computed once per batch."""
+        raise NotImplementedError
+
+    def query_weight(self) -> Tensor | None:
+        """query_size x n matrix applied to s_{i-1} (fused into the decoder's recurrent matmul)."""
+        return None
+
+    def attend(self, query: Tensor, enc: EncoderOutput) -> tuple[Tensor, Tensor]:
+        """query: batch x q -> context batch x context_size, weights batch x src_len."""
+        raise NotImplementedError
+
+
+class Attention(ContextProvider):
+    """Shared part of the attention types: keys once per batch, masked softmax, weighted sum."""
+
+    has_attention = True
+
+    def __init__(self, state_size: int, annotation_size: int, key_size: int) -> None:
+        super().__init__()
+        self.context_size = annotation_size
+        self.init_size = state_size  # s_0 = tanh(W_s bwd_1), bwd_1 is n wide
+        self.key_proj = nn.Linear(annotation_size, key_size, bias=False)
+
+    def prepare(self, states: EncoderStates) -> EncoderOutput:
+        """Precompute the keys (U h_j): batch x src_len x key_size."""
+        return EncoderOutput(
+            mask=states.mask,
+            lengths=states.lengths,
+            init_input=states.bwd_first,
+            annotations=states.annotations,
+            keys=self.key_proj(states.annotations),
+        )
+
+    def scores(self, query: Tensor, keys: Tensor) -> Tensor:
+        """query: batch x q, keys: batch x src_len x k -> unmasked scores batch x src_len."""
+        raise NotImplementedError
+
+    def attend(self, query: Tensor, enc: EncoderOutput) -> tuple[Tensor, Tensor]:
+        """Masked softmax over real source positions; padded positions get exactly zero weight."""
+        assert enc.keys is not None and enc.annotations is not None
+        scores = self.scores(query, enc.keys)  # batch x src_len
+        # the most negative finite value, not -inf: exp() of it is still exactly 0 next to any real
+        # score, and a row with no real position cannot turn into NaN
+        scores = scores.masked_fill(~enc.mask, torch.finfo(scores.dtype).min)
+        weights = torch.softmax(scores, dim=-1)
+        context = torch.bmm(weights.unsqueeze(1).to(enc.annotations.dtype), enc.annotations).squeeze(1)
+        return context, weights
+
+
+class AdditiveAttention(Attention):
+    """Bahdanau: e_ij = v^T tanh(W s_{i-1} + U h_j)."""
+
+    def __init__(self, state_size: int, annotation_size: int, attention_size: int) -> None:
+        super().__init__(state_size, annotation_size, attention_size)
+        self.query_size = attention_size
+        self.query_proj = nn.Linear(state_size, attention_size, bias=False)
+        self.v = nn.Parameter(torch.empty(attention_size))
+        nn.init.uniform_(self.v, -1.0 / math.sqrt(attention_size), 1.0 / math.sqrt(attention_size))
+
+    def query_weight(self) -> Tensor:
+        return self.query_proj.weight
+
+    def scores(self, query: Tensor, keys: Tensor) -> Tensor:
+        hidden = torch.tanh(keys + query.unsqueeze(1))  # batch x src_len x att
+        return torch.matmul(hidden, self.v.to(hidden.dtype))
+
+
+class DotAttention(Attention):
+    """(W_q s) . (W_k h) over d = attention_size dims, divided by sqrt(d) when `scaled`."""
+
+    def __init__(self, state_size: int, annotation_size: int, attention_size: int, scaled: bool) -> None:
+        super().__init__(state_size, annotation_size, attention_size)
+        self.query_size = attention_size
+        self.query_proj = nn.Linear(state_size, attention_size, bias=False)
+        self.scale = 1.0 / math.sqrt(attention_size) if scaled else 1.0
+
+    def query_weight(self) -> Tensor:
+        return self.query_proj.weight
+
+    def scores(self, query: Tensor, keys: Tensor) -> Tensor:
+        raw = torch.bmm(keys, query.unsqueeze(2).to(keys.dtype)).squeeze(2)  # batch x src_len
+        return raw * self.scale if self.scale != 1.0 else raw
+
+
+class GeneralAttention(Attention):
+    """Luong's general score s^T W h: W h_j is the precomputed key, the raw state the query."""
+
+    def __init__(self, state_size: int, annotation_size: int) -> None:
+        super().__init__(state_size, annotation_size, state_size)
+        self.query_size = 0
+
+    def scores(self, query: Tensor, keys: Tensor) -> Tensor:
+        return torch.bmm(keys, query.unsqueeze(2).to(keys.dtype)).squeeze(2)
+
+
+class FixedContext(ContextProvider):
+    """Cho et al.'s RNNencdec: one c = tanh(V [fwd_T ; bwd_1]) per sentence, nothing else."""
+
+    has_attention = False
+
+    def __init__(self, state_size: int, annotation_size: int) -> None:
+        super().__init__()
+        self.context_size = annotation_size  # c sits exactly where RNNsearch's c_i sits
+        self.init_size = annotation_size  # s_0 = tanh(W_s c)
+        self.query_size = 0
+        self.summary = nn.Linear(2 * state_size, annotation_size)
+
+    def prepare(self, states: EncoderStates) -> EncoderOutput:
+        """c: batch x 2n. The annotations are dropped so that they cannot reach the decoder."""
+        context = torch.tanh(self.summary(torch.cat([states.fwd_last, states.bwd_first], dim=-1)))
+        return EncoderOutput(mask=states.mask, lengths=states.lengths, init_input=context, context=context)
+
+    def attend(self, query: Tensor, enc: EncoderOutput) -> tuple[Tensor, Tensor]:
+        raise ValueError("the fixed-context model (attention: none) has no attention weights")
+
+
+def build_context_provider(attention: str, state_size: int, annotation_size: int, attention_size: int
+                           ) -> ContextProvider:
+    """The provider for `model.attention` (none | additive | dot | scaled_dot | general)."""
+    if attention == "none":
+        return FixedContext(state_size, annotation_size)
+    if attention == "additive":
+        return AdditiveAttention(state_size, annotation_size, attention_size)
+    if attention in ("dot", "scaled_dot"):
+        return DotAttention(state_size, annotation_size, attention_size, scaled=attention == "scaled_dot")
+    if attention == "general":
+        return GeneralAttention(state_size, annotation_size)
+    raise ValueError(f"unknown attention type {attention!r}")

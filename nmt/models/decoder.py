@@ -1,0 +1,186 @@
+"""The one decoder of both models; its context comes from a pluggable `ContextProvider`.
+
+Step i (Bahdanau et al. 2014, appendix A), with c_i from attention or the fixed vector c:
+    c_i = context(s_{i-1})
+    t_i = U_o s_{i-1} + V_o E y_{i-1} + C_o c_i ; maxout over pairs ; logits = W_o t_i
+    s_i = RNN(s_{i-1}, [E y_{i-1} ; c_i])      (c_i enters every gate)
+The RNN is an nn.GRU / nn.LSTM: the fixed-vector model runs it fused over the whole target, the
+attention model uses its weights with the cell math written out, so both share one set of weights.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from nmt.models.attention import ContextProvider
+from nmt.models.encoder import EncoderOutput, gated_update
+from nmt.special import PAD_ID
+
+
+@dataclass
+class DecoderState:
+    """s_{i-1} (and the LSTM memory) for a batch of hypotheses."""
+
+    hidden: Tensor  # batch x n
+    cell: Tensor | None = None  # batch x n, LSTM only
+
+    def index_select(self, index: Tensor) -> DecoderState:
+        """Rows `index` of the state (beam search expansion and back-pointers)."""
+        cell = None if self.cell is None else self.cell.index_select(0, index)
+        return DecoderState(self.hidden.index_select(0, index), cell)
+
+
+def rnn_cell(gi: Tensor, gh: Tensor, state: DecoderState) -> DecoderState:
+    """One GRU/LSTM update of the decoder state. gi, gh: batch x (3n | 4n), including their biases."""
+    return DecoderState(*gated_update(gi, gh, state.hidden, state.cell))
+
+
+class Decoder(nn.Module):
+    """Conditional RNN decoder with Bahdanau's deep output (maxout, or a tanh layer if maxout_size=0)."""
+
+    def __init__(
+        self,
+        vocab_size: int,
+        embedding_size: int,
+        hidden_size: int,
+        provider: ContextProvider,
+        cell: str = "gru",
+        maxout_size: int = 0,
+        dropout: float = 0.0,
+        tie_embeddings: bool = False,
+    ) -> None:
+        super().__init__()
+        self.hidden_size = hidden_size
+        self.embedding_size = embedding_size
+        self.maxout_size = maxout_size
+        self.is_lstm = cell == "lstm"
+        self.provider = provider
+        self.embedding = nn.Embedding(vocab_size, embedding_size, padding_idx=PAD_ID)
+        self.dropout = nn.Dropout(dropout)
+        rnn_class = nn.LSTM if self.is_lstm else nn.GRU
+        self.rnn = rnn_class(embedding_size + provider.context_size, hidden_size, batch_first=True)
+        self.init_proj = nn.Linear(provider.init_size, hidden_size)  # W_s
+        # the tanh variant is embedding_size wide, so it can always be tied to the embeddings
+        readout_size = 2 * maxout_size if maxout_size > 0 else embedding_size
+        self.output_input_size = maxout_size if maxout_size > 0 else embedding_size
+        self.readout_state = nn.Linear(hidden_size, readout_size)  # U_o (+ bias)
+        self.readout_embedding = nn.Linear(embedding_size, readout_size, bias=False)  # V_o
+        self.readout_context = nn.Linear(provider.context_size, readout_size, bias=False)  # C_o
+        self.output = nn.Linear(self.output_input_size, vocab_size)  # W_o
+        if tie_embeddings:
+            if self.output_input_size != embedding_size:
+                raise ValueError(
+                    f"tied target embeddings need maxout_size ({maxout_size}) == embedding_size "
+                    f"({embedding_size}) or maxout_size 0"
+                )
+            self.output.weight = self.embedding.weight
+
+    def init_state(self, enc: EncoderOutput) -> DecoderState:
+        """s_0 = tanh(W_s x), x = bwd_1 (attention) or c (fixed vector); LSTM memory starts at zero."""
+        hidden = torch.tanh(self.init_proj(enc.init_input))  # batch x n
+        return DecoderState(hidden, torch.zeros_like(hidden) if self.is_lstm else None)
+
+    def _logits(self, states: Tensor, embedded: Tensor, contexts: Tensor) -> Tensor:
+        """Deep output: (... x n, ... x m, ... x ctx broadcastable) -> logits ... x vocab."""
+        pre = self.readout_state(states) + self.readout_embedding(embedded) + self.readout_context(contexts)
+        if self.maxout_size > 0:
+            hidden = pre.unflatten(-1, (self.maxout_size, 2)).amax(dim=-1)
+        else:
+            hidden = torch.tanh(pre)
+        return self.output(self.dropout(hidden))
+
+    def _input_weights(self) -> tuple[Tensor, Tensor, Tensor]:
+        """The RNN input weight split into its embedding and context columns, and the input bias."""
+        weight = self.rnn.weight_ih_l0  # gates x (m + ctx)
+        return weight[:, : self.embedding_size], weight[:, self.embedding_size :], self.rnn.bias_ih_l0
+
+    def forward(
+        self, tgt_in: Tensor, enc: EncoderOutput, return_attention: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        """Teacher forcing. tgt_in: batch x tgt_len -> logits batch x tgt_len x vocab, and the
+        attention weights batch x tgt_len x src_len when asked."""
+        if return_attention and not self.provider.has_attention:
+            raise ValueError("return_attention: the fixed-context model (attention: none) has no attention")
+        embedded = self.dropout(self.embedding(tgt_in))  # batch x tgt_len x m
+        state = self.init_state(enc)
+        if not self.provider.has_attention:
+            states = self._fixed_states(embedded, enc, state)
+            assert enc.context is not None
+            return self._logits(states, embedded, enc.context.unsqueeze(1)), None
+        states, contexts, weights = self._attention_states(embedded, enc, state, return_attention)
+        return self._logits(states, embedded, contexts), weights
+
+    def _fixed_states(self, embedded: Tensor, enc: EncoderOutput, state: DecoderState) -> Tensor:
+        """s_0..s_{T-1} (batch x T x n) from ONE fused RNN call over [E y ; c]."""
+        assert enc.context is not None
+        batch, steps, _ = embedded.shape
+        if steps == 1:  # s_0 alone: the RNN's update at the last step is never read
+            return state.hidden.unsqueeze(1)
+        context = enc.context.unsqueeze(1).expand(batch, steps - 1, enc.context.size(-1))
+        inputs = torch.cat([embedded[:, :-1], context.to(embedded.dtype)], dim=-1)
+        h0 = state.hidden.unsqueeze(0).contiguous()  # 1 x batch x n
+        hx = (h0, torch.zeros_like(h0)) if self.is_lstm else h0
+        outputs, _ = self.rnn(inputs, hx)  # batch x (T-1) x n
+        return torch.cat([state.hidden.unsqueeze(1).to(outputs.dtype), outputs], dim=1)
+
+    def _attention_states(
+        self, embedded: Tensor, enc: EncoderOutput, state: DecoderState, keep_weights: bool
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
+        """The step loop: s_{i-1} (batch x T x n), c_i (batch x T x ctx), weights (batch x T x src_len)."""
+        w_emb, w_ctx, b_ih = self._input_weights()
+        inputs = F.linear(embedded, w_emb, b_ih)  # batch x T x gates: all steps in one matmul
+        w_ctx_t = w_ctx.t()
+        gates = self.rnn.weight_hh_l0.size(0)
+        w_query = self.provider.query_weight()
+        if w_query is None:
+            fused_w, fused_b = self.rnn.weight_hh_l0, self.rnn.bias_hh_l0
+        else:  # one matmul of s_{i-1} per step gives the recurrent gates and the query
+            fused_w = torch.cat([self.rnn.weight_hh_l0, w_query], dim=0)
+            fused_b = torch.cat([self.rnn.bias_hh_l0, self.rnn.bias_hh_l0.new_zeros(w_query.size(0))])
+        fused_w_t = fused_w.t()
+        steps = embedded.size(1)
+        states, contexts, weights = [], [], []
+        # unbind/split rather than indexing: one gradient concatenation instead of a zero-filled copy of
+        # the whole tensor per step
+        for i, step_inputs in enumerate(inputs.unbind(1)):
+            projected = torch.addmm(fused_b, state.hidden, fused_w_t)  # batch x (gates + q)
+            if w_query is None:
+                recurrent, query = projected, state.hidden
+            else:
+                recurrent, query = projected.split([gates, w_query.size(0)], dim=1)
+            context, alpha = self.provider.attend(query, enc)
+            states.append(state.hidden)
+            contexts.append(context)
+            if keep_weights:
+                weights.append(alpha)
+            if i + 1 < steps:  # s_T is never read
+                gi = torch.addmm(step_inputs, context.to(inputs.dtype), w_ctx_t)
+                state = rnn_cell(gi, recurrent, state)
+        attention = torch.stack(weights, dim=1) if keep_weights else None
+        return torch.stack(states, dim=1), torch.stack(contexts, dim=1), attention
+
+    def decode_step(
+        self, prev_tokens: Tensor, state: DecoderState, enc: EncoderOutput
+    ) -> tuple[Tensor, DecoderState, Tensor | None]:
+        """prev_tokens: batch -> log-probs batch x vocab (float32, or float64 for a double model), s_i, weights batch x src_len | None."""
+        embedded = self.dropout(self.embedding(prev_tokens))  # batch x m
+        hidden = state.hidden
+        recurrent = F.linear(hidden, self.rnn.weight_hh_l0, self.rnn.bias_hh_l0)  # batch x gates
+        alpha: Tensor | None = None
+        if self.provider.has_attention:
+            w_query = self.provider.query_weight()
+            query = hidden if w_query is None else F.linear(hidden, w_query)
+            context, alpha = self.provider.attend(query, enc)
+        else:
+            assert enc.context is not None
+            context = enc.context
+        logits = self._logits(hidden, embedded, context)
+        w_emb, w_ctx, b_ih = self._input_weights()
+        gi = F.linear(embedded, w_emb, b_ih) + F.linear(context.to(embedded.dtype), w_ctx)
+        # float32 at least: half-precision log-probs would make beam scores tie and drift
+        log_probs = F.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
+        return log_probs, rnn_cell(gi, recurrent, state), alpha

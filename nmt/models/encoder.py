@@ -1,0 +1,155 @@
+"""Source embeddings + bidirectional RNN -> one annotation h_j = [fwd_j ; bwd_j] per source token."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields, replace
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from nmt.special import PAD_ID
+
+
+@dataclass
+class EncoderOutput:
+    """What the decoder may read of a source batch; every tensor has the batch as its first dim.
+
+    `annotations` is None for the fixed-vector model, so that nothing but `context` reaches its decoder.
+    """
+
+    mask: Tensor  # batch x src_len, True at real tokens
+    lengths: Tensor  # batch (long, on the model's device)
+    init_input: Tensor  # batch x d: what s_0 is computed from (bwd_1, or the fixed context c)
+    annotations: Tensor | None = None  # batch x src_len x 2n
+    keys: Tensor | None = None  # batch x src_len x k: the attention keys (U h_j), computed once
+    context: Tensor | None = None  # batch x 2n: RNNencdec's fixed context vector c
+
+    def index_select(self, index: Tensor) -> EncoderOutput:
+        """Rows `index` of every tensor (beam search: expand to batch*beam, reorder by back-pointers)."""
+        changes = {
+            f.name: getattr(self, f.name).index_select(0, index)
+            for f in fields(self)
+            if getattr(self, f.name) is not None
+        }
+        return replace(self, **changes)
+
+
+@dataclass
+class EncoderStates:
+    """The raw encoder result, before the decoder's context provider has seen it."""
+
+    annotations: Tensor  # batch x src_len x 2n, zero at padding
+    mask: Tensor  # batch x src_len, True at real tokens
+    lengths: Tensor  # batch (long, on the model's device)
+    fwd_last: Tensor  # batch x n: forward state at the last real token (fwd_T)
+    bwd_first: Tensor  # batch x n: backward state at the first token (bwd_1)
+
+
+def gated_update(gi: Tensor, gh: Tensor, h: Tensor, c: Tensor | None) -> tuple[Tensor, Tensor | None]:
+    """One GRU (c is None) or LSTM step in PyTorch's gate order, on the last dim.
+
+    gi, gh: ... x 3n (GRU) or ... x 4n (LSTM), the input and recurrent pre-activations with their biases.
+    """
+    n = h.size(-1)
+    if c is None:
+        # split, not slicing: the backward of a split is one concatenation, not a zero-filled copy per slice
+        gi_rz, gi_n = gi.split([2 * n, n], dim=-1)
+        gh_rz, gh_n = gh.split([2 * n, n], dim=-1)
+        reset, update = torch.sigmoid(gi_rz + gh_rz).chunk(2, dim=-1)
+        candidate = torch.tanh(gi_n + reset * gh_n)
+        return candidate + update * (h - candidate), None
+    in_gate, forget, cand, out_gate = (gi + gh).chunk(4, dim=-1)
+    c = torch.sigmoid(forget) * c + torch.sigmoid(in_gate) * torch.tanh(cand)
+    return torch.sigmoid(out_gate) * torch.tanh(c), c
+
+
+class BidirectionalLayer(nn.Module):
+    """Both directions of one layer, stepped together (direction is a leading dim of 2).
+
+    A direction's state does not move while it reads padding, so the backward direction starts at each
+    sentence's own last token and the result is the same alone or in a padded batch.
+    """
+
+    def __init__(self, input_size: int, hidden_size: int, cell: str) -> None:
+        super().__init__()
+        gates = (4 if cell == "lstm" else 3) * hidden_size
+        self.is_lstm = cell == "lstm"
+        self.hidden_size = hidden_size
+        self.weight_ih = nn.Parameter(torch.empty(2, gates, input_size))
+        self.weight_hh = nn.Parameter(torch.empty(2, gates, hidden_size))
+        self.bias_ih = nn.Parameter(torch.empty(2, 1, gates))
+        self.bias_hh = nn.Parameter(torch.empty(2, 1, gates))
+        bound = 1.0 / math.sqrt(hidden_size)  # nn.GRU / nn.LSTM's default init
+        for param in self.parameters():
+            nn.init.uniform_(param, -bound, bound)
+
+    def forward(self, inputs: Tensor, mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """inputs: batch x src_len x in, mask: batch x src_len -> annotations batch x src_len x 2n (zero
+        at padding), fwd_last and bwd_first: batch x n."""
+        batch, steps, _ = inputs.shape
+        gates = self.weight_ih.size(1)
+        # every input projection of both directions in one matmul
+        projected = F.linear(inputs, self.weight_ih.flatten(0, 1)).view(batch, steps, 2, gates)
+        # time-major, the backward direction reversed: step t reads position t forwards, steps-1-t backwards
+        per_step = torch.stack([projected[:, :, 0], projected[:, :, 1].flip(1)])  # 2 x batch x steps x gates
+        per_step = (per_step + self.bias_ih.unsqueeze(2)).permute(2, 0, 1, 3).contiguous()
+        step_mask = torch.stack([mask, mask.flip(1)]).permute(2, 0, 1).unsqueeze(-1)  # steps x 2 x batch x 1
+        h = inputs.new_zeros(2, batch, self.hidden_size)
+        c = torch.zeros_like(h) if self.is_lstm else None
+        w_hh_t = self.weight_hh.transpose(1, 2)
+        outputs = []
+        for gi, real in zip(per_step.unbind(0), step_mask.unbind(0), strict=True):
+            gh = torch.baddbmm(self.bias_hh, h, w_hh_t)  # 2 x batch x gates
+            new_h, new_c = gated_update(gi, gh, h, c)
+            h = torch.where(real, new_h, h)
+            if c is not None and new_c is not None:
+                c = torch.where(real, new_c, c)
+            outputs.append(h)
+        states = torch.stack(outputs, dim=2)  # 2 x batch x steps x n
+        annotations = torch.cat([states[0], states[1].flip(1)], dim=-1) * mask.unsqueeze(-1)
+        # the states held after the last step: fwd at the last real token, bwd at the first
+        return annotations, h[0], h[1]
+
+
+class Encoder(nn.Module):
+    """Embeddings and a stack of bidirectional GRU/LSTM layers whose states never see padding."""
+
+    def __init__(
+        self,
+        vocab_size: int,
+        embedding_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        cell: str = "gru",
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.hidden_size = hidden_size
+        self.embedding = nn.Embedding(vocab_size, embedding_size, padding_idx=PAD_ID)
+        self.dropout = nn.Dropout(dropout)
+        self.layers = nn.ModuleList(
+            BidirectionalLayer(embedding_size if k == 0 else 2 * hidden_size, hidden_size, cell)
+            for k in range(num_layers)
+        )
+
+    @property
+    def output_size(self) -> int:
+        """Width of one annotation (2n)."""
+        return 2 * self.hidden_size
+
+    def forward(self, src: Tensor, src_lengths: Tensor) -> EncoderStates:
+        """src: batch x src_len (PAD right padding), src_lengths: batch -> annotations and final states."""
+        src_len = src.size(1)
+        lengths_cpu = src_lengths.detach().to("cpu", torch.long)
+        if int(lengths_cpu.min()) < 1 or int(lengths_cpu.max()) > src_len:
+            raise ValueError(f"src_lengths must lie in [1, {src_len}], got {lengths_cpu.tolist()}")
+        lengths = src_lengths.to(src.device, torch.long)
+        mask = torch.arange(src_len, device=src.device).unsqueeze(0) < lengths.unsqueeze(1)
+        hidden = self.dropout(self.embedding(src))  # batch x src_len x emb
+        for k, layer in enumerate(self.layers):
+            if k > 0:
+                hidden = self.dropout(hidden)
+            hidden, fwd_last, bwd_first = layer(hidden, mask)
+        return EncoderStates(hidden, mask, lengths, fwd_last, bwd_first)

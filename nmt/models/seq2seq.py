@@ -1,0 +1,137 @@
+"""Encoder + context provider + decoder, built from `ModelConfig`: RNNsearch or RNNencdec."""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from nmt.config import ModelConfig
+from nmt.errors import NMTError
+from nmt.models.attention import Attention, build_context_provider
+from nmt.models.decoder import Decoder, DecoderState
+from nmt.models.encoder import Encoder, EncoderOutput
+from nmt.special import EOS_ID, PAD_ID
+
+
+class Seq2Seq(nn.Module):
+    """The whole translation model: `forward` for teacher forcing, `encode`/`init_state`/`decode_step`
+    for search. `forward` equals init_state + decode_step fed the reference tokens."""
+
+    def __init__(self, config: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> None:
+        super().__init__()
+        self.config = config
+        self.src_vocab_size = src_vocab_size
+        self.tgt_vocab_size = tgt_vocab_size
+        self.encoder = Encoder(
+            src_vocab_size,
+            config.embedding_size,
+            config.hidden_size,
+            num_layers=config.encoder_layers,
+            cell=config.cell,
+            dropout=config.dropout,
+        )
+        provider = build_context_provider(
+            config.attention, config.hidden_size, self.encoder.output_size, config.attention_size
+        )
+        self.decoder = Decoder(
+            tgt_vocab_size,
+            config.embedding_size,
+            config.hidden_size,
+            provider,
+            cell=config.cell,
+            maxout_size=config.maxout_size,
+            dropout=config.dropout,
+            tie_embeddings=config.tie_target_embeddings,
+        )
+        if config.init == "bahdanau":
+            init_bahdanau(self)
+
+    @property
+    def has_attention(self) -> bool:
+        """False for RNNencdec (attention: none)."""
+        return self.decoder.provider.has_attention
+
+    def encode(self, src: Tensor, src_lengths: Tensor) -> EncoderOutput:
+        """src: batch x src_len (ids + EOS, PAD right padding), src_lengths: batch -> the encoder output
+        with the attention keys (or the fixed context) precomputed."""
+        return self.decoder.provider.prepare(self.encoder(src, src_lengths))
+
+    def init_state(self, enc: EncoderOutput) -> DecoderState:
+        """s_0 for every row of `enc`."""
+        return self.decoder.init_state(enc)
+
+    def decode_step(
+        self, prev_tokens: Tensor, state: DecoderState, enc: EncoderOutput
+    ) -> tuple[Tensor, DecoderState, Tensor | None]:
+        """prev_tokens: batch (long) -> log-probs batch x tgt_vocab (float32), the next state, and the
+        attention weights batch x src_len (None for attention none)."""
+        return self.decoder.decode_step(prev_tokens, state, enc)
+
+    def forward(
+        self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, return_attention: bool = False
+    ) -> Tensor | tuple[Tensor, Tensor]:
+        """Teacher forcing. tgt_in: batch x tgt_len (BOS + ids, padded) -> logits batch x tgt_len x
+        tgt_vocab, plus attention batch x tgt_len x src_len when asked (ValueError for attention none)."""
+        if return_attention and not self.has_attention:
+            raise ValueError("return_attention: the fixed-context model (attention: none) has no attention")
+        logits, attention = self.decoder(tgt_in, self.encode(src, src_lengths), return_attention)
+        if return_attention:
+            assert attention is not None
+            return logits, attention
+        return logits
+
+    def describe(self) -> str:
+        """One line: which model, its sizes, and its parameter count."""
+        c = self.config
+        name = "RNNsearch" if self.has_attention else "RNNencdec"
+        return (
+            f"{name} (attention {c.attention}, {c.cell.upper()}, {c.encoder_layers}-layer encoder, "
+            f"embeddings {c.embedding_size}, hidden {c.hidden_size}, attention {c.attention_size}, "
+            f"maxout {c.maxout_size}, vocab {self.src_vocab_size}/{self.tgt_vocab_size}): "
+            f"{count_parameters(self):,} parameters"
+        )
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Number of trainable parameters; a tied weight counts once."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def build_model(config: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> Seq2Seq:
+    """The model `config` describes, for the given vocabulary sizes."""
+    special = max(PAD_ID, EOS_ID) + 1
+    for name, size in (("source", src_vocab_size), ("target", tgt_vocab_size)):
+        if size <= special:
+            raise ValueError(f"{name} vocabulary size {size} leaves no room beyond the {special} special ids")
+    if config.tie_target_embeddings and config.maxout_size not in (0, config.embedding_size):
+        raise NMTError(
+            f"model.tie_target_embeddings needs model.maxout_size ({config.maxout_size}) equal to "
+            f"model.embedding_size ({config.embedding_size}): the output layer reads the maxout units.",
+            "Set model.maxout_size to the embedding size (or 0 for a tanh layer), or untie the embeddings.",
+        )
+    return Seq2Seq(config, src_vocab_size, tgt_vocab_size)
+
+
+def init_bahdanau(model: Seq2Seq) -> None:
+    """Bahdanau et al.'s init: orthogonal recurrent matrices (per gate), N(0, 0.001^2) for the
+    alignment projections, zero v and biases, N(0, 0.01^2) for every other weight."""
+    provider = model.decoder.provider
+    alignment = (
+        {id(p) for name, p in provider.named_parameters() if name != "v"}
+        if isinstance(provider, Attention)
+        else set()
+    )
+    for name, param in model.named_parameters():
+        leaf = name.rsplit(".", 1)[-1]
+        if leaf.startswith("weight_hh"):  # gates x n, or 2 x gates x n for both encoder directions
+            hidden = param.size(-1)
+            for block in param.data.view(-1, hidden).split(hidden, dim=0):
+                nn.init.orthogonal_(block)
+        elif leaf.startswith("bias") or leaf == "v":
+            nn.init.zeros_(param)
+        elif id(param) in alignment:
+            nn.init.normal_(param, std=0.001)
+        else:
+            nn.init.normal_(param, std=0.01)
+    for embedding in (model.encoder.embedding, model.decoder.embedding):
+        embedding.weight.data[PAD_ID].zero_()
+

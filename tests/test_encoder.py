@@ -1,0 +1,99 @@
+"""Encoder: packed bidirectional RNN whose annotations do not depend on padding."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from nmt.models.encoder import Encoder, EncoderOutput
+from nmt.special import PAD_ID
+
+
+def _padded_batch() -> tuple[torch.Tensor, torch.Tensor]:
+    """Three sentences of lengths 4, 7, 2, right-padded with PAD."""
+    gen = torch.Generator().manual_seed(0)
+    lengths = torch.tensor([4, 7, 2])
+    src = torch.randint(4, 30, (3, 7), generator=gen)
+    for row, length in enumerate(lengths.tolist()):
+        src[row, length:] = PAD_ID
+    return src, lengths
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+@pytest.mark.parametrize("layers", [1, 2])
+def test_annotations_do_not_depend_on_padding(cell: str, layers: int) -> None:
+    torch.manual_seed(0)
+    encoder = Encoder(30, 8, 6, num_layers=layers, cell=cell).eval()
+    src, lengths = _padded_batch()
+    batch = encoder(src, lengths)
+    for row, length in enumerate(lengths.tolist()):
+        alone = encoder(src[row : row + 1, :length], lengths[row : row + 1])
+        torch.testing.assert_close(batch.annotations[row, :length], alone.annotations[0], atol=1e-6, rtol=0)
+        torch.testing.assert_close(batch.fwd_last[row], alone.fwd_last[0], atol=1e-6, rtol=0)
+        torch.testing.assert_close(batch.bwd_first[row], alone.bwd_first[0], atol=1e-6, rtol=0)
+        assert torch.all(batch.annotations[row, length:] == 0)
+
+
+def test_final_states_are_the_annotation_halves_at_the_sentence_ends() -> None:
+    torch.manual_seed(0)
+    encoder = Encoder(30, 8, 6, num_layers=2).eval()
+    src, lengths = _padded_batch()
+    out = encoder(src, lengths)
+    assert out.annotations.shape == (3, 7, 12)
+    for row, length in enumerate(lengths.tolist()):
+        torch.testing.assert_close(out.fwd_last[row], out.annotations[row, length - 1, :6])
+        torch.testing.assert_close(out.bwd_first[row], out.annotations[row, 0, 6:])
+    assert out.mask.tolist() == [[j < n for j in range(7)] for n in (4, 7, 2)]
+    assert out.lengths.tolist() == [4, 7, 2]
+
+
+def test_backward_direction_reads_the_sentence_right_to_left() -> None:
+    torch.manual_seed(0)
+    encoder = Encoder(30, 8, 6).eval()
+    src = torch.tensor([[5, 6, 7, 8]])
+    out = encoder(src, torch.tensor([4]))
+    # the backward half at position 3 has seen only the last token; so has the forward half of [8] alone
+    alone = encoder(torch.tensor([[8]]), torch.tensor([1]))
+    torch.testing.assert_close(out.annotations[0, 3, 6:], alone.annotations[0, 0, 6:])
+    assert not torch.allclose(out.annotations[0, 0, 6:], alone.annotations[0, 0, 6:])
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_layers_match_torch_bidirectional_rnn_on_unpadded_input(cell: str) -> None:
+    torch.manual_seed(0)
+    encoder = Encoder(30, 8, 6, num_layers=2, cell=cell).eval()
+    reference = (nn.GRU if cell == "gru" else nn.LSTM)(8, 6, num_layers=2, bidirectional=True, batch_first=True)
+    with torch.no_grad():
+        for k, layer in enumerate(encoder.layers):
+            for direction, suffix in enumerate(("", "_reverse")):
+                for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+                    target = getattr(reference, f"{name}_l{k}{suffix}")
+                    target.copy_(getattr(layer, name)[direction].reshape(target.shape))
+    src = torch.randint(4, 30, (2, 5))
+    out = encoder(src, torch.tensor([5, 5]))
+    expected, final = reference(encoder.embedding(src))
+    final_h = final[0] if cell == "lstm" else final
+    torch.testing.assert_close(out.annotations, expected)
+    torch.testing.assert_close(out.fwd_last, final_h[-2])
+    torch.testing.assert_close(out.bwd_first, final_h[-1])
+
+
+def test_bad_lengths_are_refused() -> None:
+    encoder = Encoder(30, 8, 6)
+    src, _ = _padded_batch()
+    with pytest.raises(ValueError, match="src_lengths"):
+        encoder(src, torch.tensor([4, 8, 2]))
+    with pytest.raises(ValueError, match="src_lengths"):
+        encoder(src, torch.tensor([4, 0, 2]))
+
+
+def test_encoder_output_index_select_reorders_rows_and_keeps_missing_fields() -> None:
+    mask = torch.tensor([[True, False], [True, True]])
+    out = EncoderOutput(mask=mask, lengths=torch.tensor([1, 2]), init_input=torch.tensor([[1.0], [2.0]]),
+                        context=torch.tensor([[10.0], [20.0]]))
+    picked = out.index_select(torch.tensor([1, 1, 0]))
+    assert picked.mask.tolist() == [[True, True], [True, True], [True, False]]
+    assert picked.lengths.tolist() == [2, 2, 1]
+    assert picked.context is not None and picked.context[:, 0].tolist() == [20.0, 20.0, 10.0]
+    assert picked.annotations is None and picked.keys is None

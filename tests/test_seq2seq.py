@@ -1,0 +1,220 @@
+"""The whole model: build_model, padding invariance, teacher forcing == search steps, sizes, init, learning."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from nmt.config import ModelConfig
+from nmt.errors import NMTError
+from nmt.models import Seq2Seq, build_model, count_parameters
+from nmt.special import BOS_ID, EOS_ID, PAD_ID
+
+ALL_ATTENTION = ["none", "additive", "dot", "scaled_dot", "general"]
+
+
+def _tiny(attention: str = "additive", cell: str = "gru", **overrides: int | bool) -> Seq2Seq:
+    torch.manual_seed(0)
+    sizes = {"embedding_size": 8, "hidden_size": 10, "attention_size": 9, "maxout_size": 6, **overrides}
+    return build_model(ModelConfig(attention=attention, cell=cell, **sizes), 20, 17).eval()
+
+
+def _batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """src (lengths 3, 7, 5, EOS-terminated, PAD-padded) and BOS-started padded targets."""
+    gen = torch.Generator().manual_seed(3)
+    src_lengths = torch.tensor([3, 7, 5])
+    src = torch.randint(4, 20, (3, 7), generator=gen)
+    tgt = torch.randint(4, 17, (3, 6), generator=gen)
+    tgt[:, 0] = BOS_ID
+    for row, (n, m) in enumerate(zip(src_lengths.tolist(), [4, 6, 2], strict=True)):
+        src[row, n - 1] = EOS_ID
+        src[row, n:] = PAD_ID
+        tgt[row, m:] = PAD_ID
+    return src, src_lengths, tgt
+
+
+@pytest.mark.parametrize("attention", ALL_ATTENTION)
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_a_sentence_scores_the_same_alone_and_in_a_padded_batch(attention: str, cell: str) -> None:
+    model = _tiny(attention, cell, encoder_layers=2)
+    src, lengths, tgt = _batch()
+    batch_lp = model(src, lengths, tgt).log_softmax(-1)
+    for row, (n, m) in enumerate(zip(lengths.tolist(), [4, 6, 2], strict=True)):
+        alone = model(src[row : row + 1, :n], lengths[row : row + 1], tgt[row : row + 1, :m]).log_softmax(-1)
+        torch.testing.assert_close(batch_lp[row, :m], alone[0], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("attention", ALL_ATTENTION)
+def test_forward_equals_step_by_step_decoding(attention: str) -> None:
+    model = _tiny(attention)
+    src, lengths, tgt = _batch()
+    if attention == "none":
+        logits, attention_weights = model(src, lengths, tgt), None
+        with pytest.raises(ValueError, match="no attention"):
+            model(src, lengths, tgt, return_attention=True)
+    else:
+        logits, attention_weights = model(src, lengths, tgt, return_attention=True)
+        assert attention_weights.shape == (3, 6, 7)
+    enc = model.encode(src, lengths)
+    state = model.init_state(enc)
+    for i in range(tgt.size(1)):
+        log_probs, state, weights = model.decode_step(tgt[:, i], state, enc)
+        assert log_probs.dtype == torch.float32
+        torch.testing.assert_close(log_probs, logits[:, i].log_softmax(-1), atol=1e-5, rtol=0)
+        if attention_weights is None:
+            assert weights is None
+        else:
+            torch.testing.assert_close(weights, attention_weights[:, i], atol=1e-6, rtol=0)
+
+
+def test_beam_style_expansion_reuses_the_encoder_output() -> None:
+    model = _tiny("additive", "lstm")
+    src, lengths, tgt = _batch()
+    enc = model.encode(src, lengths)
+    state = model.init_state(enc)
+    expand = torch.tensor([2, 2, 0, 1, 1])  # rows in any order, repeated like beams
+    log_probs, _, weights = model.decode_step(tgt[expand, 0], state.index_select(expand),
+                                              enc.index_select(expand))
+    reference, _, ref_weights = model.decode_step(tgt[:, 0], state, enc)
+    torch.testing.assert_close(log_probs, reference[expand])
+    torch.testing.assert_close(weights, ref_weights[expand])
+
+
+def test_fixed_model_sees_the_source_only_through_c() -> None:
+    src, lengths, tgt = _batch()
+    other_src = torch.randint(4, 20, (3, 4))
+    other_lengths = torch.tensor([4, 2, 3])
+    for attention, should_match in (("none", True), ("additive", False)):
+        model = _tiny(attention)
+        enc = model.encode(src, lengths)
+        other = model.encode(other_src, other_lengths)
+        # force the second source's encoding to the first one's c (and s_0 source)
+        forced = type(other)(mask=other.mask, lengths=other.lengths, init_input=enc.init_input,
+                             annotations=other.annotations, keys=other.keys, context=enc.context)
+        same = torch.allclose(model.decoder(tgt, enc)[0], model.decoder(tgt, forced)[0])
+        assert same is should_match
+
+
+def test_paper_sizes_give_the_parameter_count_of_appendix_a() -> None:
+    v, m, n, n_att, l = 30000, 620, 1000, 1000, 500  # noqa: E741 -- the paper's names
+    config = ModelConfig(attention="additive", embedding_size=m, hidden_size=n, attention_size=n_att,
+                         maxout_size=l)
+    with torch.device("meta"):  # count without allocating 90M weights
+        model = build_model(config, v, v)
+    gru = lambda inp: 3 * n * inp + 3 * n * n + 2 * 3 * n  # noqa: E731 -- W, U and PyTorch's two biases
+    encoder = v * m + 2 * gru(m)
+    decoder = (
+        v * m  # target embeddings E
+        + gru(m + 2 * n)  # s_i = GRU(s_{i-1}, [E y_{i-1}; c_i])
+        + n * n + n  # W_s (s_0 = tanh(W_s bwd_1))
+        + n_att * n + n_att * 2 * n + n_att  # W_a, U_a, v_a
+        + 2 * l * n + 2 * l  # U_o and the deep-output bias
+        + 2 * l * m  # V_o
+        + 2 * l * 2 * n  # C_o
+        + v * l + v  # W_o and the output bias
+    )
+    assert count_parameters(model) == encoder + decoder == 80_451_000
+    with torch.device("meta"):
+        fixed = build_model(ModelConfig(attention="none", embedding_size=m, hidden_size=n, maxout_size=l), v, v)
+    # RNNencdec trades the alignment model for c = tanh(V [fwd_T; bwd_1]) and a wider W_s (c is 2n wide)
+    alignment = n_att * n + n_att * 2 * n + n_att
+    assert count_parameters(fixed) == encoder + decoder - alignment + (2 * n * 2 * n + 2 * n) + n * n
+    assert "80,451,000 parameters" in model.describe() and model.describe().startswith("RNNsearch")
+
+
+def test_tied_embeddings_count_once_and_mismatch_is_a_config_error() -> None:
+    untied = _tiny(maxout_size=8)
+    tied = _tiny(maxout_size=8, tie_target_embeddings=True)
+    assert tied.decoder.output.weight is tied.decoder.embedding.weight
+    assert count_parameters(untied) - count_parameters(tied) == 17 * 8  # one vocab x embedding matrix
+    tied_tanh = _tiny(maxout_size=0, tie_target_embeddings=True)  # the tanh readout is embedding-wide
+    assert tied_tanh.decoder.output.weight is tied_tanh.decoder.embedding.weight
+    with pytest.raises(NMTError, match="maxout_size"):
+        build_model(ModelConfig(maxout_size=100, embedding_size=64, tie_target_embeddings=True), 20, 17)
+    with pytest.raises(ValueError, match="vocabulary size"):
+        build_model(ModelConfig(), 4, 17)
+
+
+def test_dropout_acts_in_training_only() -> None:
+    src, lengths, tgt = _batch()
+    plain = _tiny("additive", encoder_layers=2)
+    dropped = _tiny("additive", encoder_layers=2, dropout=0.5)
+    dropped.load_state_dict(plain.state_dict())
+    torch.testing.assert_close(dropped(src, lengths, tgt), plain(src, lengths, tgt))
+    dropped.train()
+    first, second = dropped(src, lengths, tgt), dropped(src, lengths, tgt)
+    assert not torch.allclose(first, second)
+    assert _describe_kind(dropped) == "RNNsearch" and _describe_kind(_tiny("none")) == "RNNencdec"
+
+
+def _describe_kind(model: Seq2Seq) -> str:
+    return model.describe().split(" ", 1)[0]
+
+
+def test_bahdanau_init() -> None:
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(init="bahdanau", embedding_size=200, hidden_size=100, attention_size=150,
+                                    maxout_size=50), 300, 300)
+    w_hh = model.decoder.rnn.weight_hh_l0
+    for block in w_hh.detach().split(100):
+        torch.testing.assert_close(block @ block.t(), torch.eye(100), atol=1e-5, rtol=0)
+    attention = model.decoder.provider
+    for weight in (attention.query_proj.weight, attention.key_proj.weight):
+        assert 0.0008 < weight.std().item() < 0.0012
+    assert torch.all(attention.v == 0)
+    for name, param in model.named_parameters():
+        if "bias" in name:
+            assert torch.all(param == 0), name
+    for weight in (model.encoder.embedding.weight, model.decoder.rnn.weight_ih_l0, model.decoder.output.weight):
+        assert 0.009 < weight[1:].std().item() < 0.011
+    assert torch.all(model.encoder.embedding.weight[PAD_ID] == 0)
+
+
+def _reverse_data(n: int, length: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`n` sequences of `length` tokens in 4..13, EOS-terminated, and their reversals (BOS-in / EOS-out)."""
+    gen = torch.Generator().manual_seed(seed)
+    body = torch.randint(4, 14, (n, length), generator=gen)
+    eos = torch.full((n, 1), EOS_ID)
+    src = torch.cat([body, eos], 1)
+    tgt_in = torch.cat([torch.full((n, 1), BOS_ID), body.flip(1)], 1)
+    tgt_out = torch.cat([body.flip(1), eos], 1)
+    return src, torch.full((n,), length + 1), tgt_in, tgt_out
+
+
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """Tiny matrices gain nothing from threads, and spinning threads crawl on a shared 2-core machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("attention", ["additive", "none"])
+def test_a_tiny_model_learns_to_reverse_sequences(attention: str, one_thread: None) -> None:
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(attention=attention, embedding_size=16, hidden_size=32, attention_size=32,
+                                    maxout_size=16), 14, 14)
+    src, lengths, tgt_in, tgt_out = _reverse_data(8, 5, seed=1)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.02)
+    model.train()
+    for _ in range(120):
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(src, lengths, tgt_in).flatten(0, 1), tgt_out.flatten())
+        loss.backward()
+        optimizer.step()
+    model.eval()
+    with torch.no_grad():  # greedy decoding from BOS must reproduce every reversal
+        enc = model.encode(src, lengths)
+        state = model.init_state(enc)
+        tokens = torch.full((8,), BOS_ID)
+        output = []
+        for _ in range(tgt_out.size(1)):
+            log_probs, state, _ = model.decode_step(tokens, state, enc)
+            tokens = log_probs.argmax(-1)
+            output.append(tokens)
+    assert loss.item() < 0.05
+    assert torch.equal(torch.stack(output, 1), tgt_out)
