@@ -1,0 +1,185 @@
+"""Checkpoints: atomic save, safe load, the RNG states that make resume exact, and `load_run`.
+
+A step checkpoint holds everything the loop needs to continue bit for bit (model, optimiser,
+schedule, grad scaler, position in the epoch's batch list, early-stopping state, every RNG);
+`best.pt` holds only what translation needs (weights, step, score, config).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from nmt.config import Config, load_config
+from nmt.errors import NMTError
+from nmt.fileio import atomic_open
+
+CHECKPOINT_DIR = "checkpoints"
+BEST_NAME = "best.pt"
+_STEP_RE = re.compile(r"^step_(\d{8})\.pt$")
+
+
+def resolve_device(name: str) -> torch.device:
+    """'auto' -> CUDA when available, else CPU; 'cuda' without a GPU is a user mistake."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise NMTError(
+            f"device '{name}' was asked for but torch sees no CUDA GPU (torch {torch.__version__}).",
+            "Use --device cpu / training.device: cpu, or install a CUDA build of torch.",
+        )
+    try:
+        return torch.device(name)
+    except RuntimeError:
+        raise NMTError(f"unknown device '{name}'.", "Use auto, cpu or cuda.") from None
+
+
+def step_checkpoint_name(step: int) -> str:
+    """File name of the periodic checkpoint taken after `step` updates."""
+    return f"step_{step:08d}.pt"
+
+
+def step_checkpoints(run_dir: Path) -> list[Path]:
+    """The run's periodic checkpoints, oldest first."""
+    folder = Path(run_dir) / CHECKPOINT_DIR
+    if not folder.is_dir():
+        return []
+    found = [p for p in folder.iterdir() if _STEP_RE.match(p.name)]
+    return sorted(found, key=lambda p: int(_STEP_RE.match(p.name).group(1)))  # type: ignore[union-attr]
+
+
+def latest_step_checkpoint(run_dir: Path) -> Path | None:
+    """The periodic checkpoint with the highest step, or None."""
+    found = step_checkpoints(run_dir)
+    return found[-1] if found else None
+
+
+def prune_step_checkpoints(run_dir: Path, keep_last: int) -> None:
+    """Delete all but the newest `keep_last` periodic checkpoints (0 keeps them all)."""
+    if keep_last <= 0:
+        return
+    for path in step_checkpoints(run_dir)[:-keep_last]:
+        path.unlink(missing_ok=True)
+
+
+def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
+    """Write `state` with torch.save through a temporary file, so a kill never leaves half a file."""
+    with atomic_open(path, "wb") as handle:
+        torch.save(state, handle)
+
+
+def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """Read a checkpoint written by `save_checkpoint`; anything unreadable becomes an NMTError."""
+    path = Path(path)
+    if not path.is_file():
+        raise NMTError(f"checkpoint not found: {path}", "Check the path, or list the run's checkpoints/ folder.")
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as exc:  # torch raises many types for a damaged zip/pickle
+        raise NMTError(
+            f"checkpoint {path} is unreadable or corrupt ({type(exc).__name__}: {str(exc)[:200]}).",
+            "Delete it and use another checkpoint of the run (checkpoints/step_*.pt), or retrain.",
+        ) from None
+    if not isinstance(state, dict) or "model" not in state:
+        raise NMTError(f"{path} is not an nmt checkpoint (no model weights in it).", "Point to a file in RUN_DIR/checkpoints/.")
+    return state
+
+
+def capture_rng() -> dict[str, Any]:
+    """Every RNG the loop draws from, in a form torch.load(weights_only=True) accepts."""
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    return {
+        "python": random.getstate(),
+        "numpy": {
+            "kind": kind,
+            "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached": float(cached),
+        },
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    }
+
+
+def restore_rng(state: dict[str, Any]) -> None:
+    """Put back the RNG states saved by `capture_rng` (CUDA ones only when this machine has the same GPUs)."""
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    saved = state["numpy"]
+    np.random.set_state(
+        (saved["kind"], saved["keys"].cpu().numpy().astype(np.uint32), saved["pos"], saved["has_gauss"], saved["cached"])
+    )
+    torch.set_rng_state(state["torch"].cpu())
+    cuda_states = state.get("cuda") or []
+    if cuda_states and torch.cuda.is_available() and len(cuda_states) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all([s.cpu() for s in cuda_states])
+
+
+@dataclass
+class LoadedRun:
+    """A trained run ready to translate: its config, tokenizer and model (eval mode, on `device`)."""
+
+    run_dir: Path
+    config: Config
+    model: Any  # nmt.models.seq2seq.Seq2Seq
+    tokenizer: Any  # nmt.data.subwords.Tokenizer
+    checkpoint: Path
+    step: int
+
+
+def default_checkpoint(run_dir: Path) -> Path:
+    """best.pt if the run has one, else its latest periodic checkpoint."""
+    best = Path(run_dir) / CHECKPOINT_DIR / BEST_NAME
+    if best.is_file():
+        return best
+    latest = latest_step_checkpoint(run_dir)
+    if latest is None:
+        raise NMTError(
+            f"{run_dir} has no checkpoint ({CHECKPOINT_DIR}/{BEST_NAME} or {CHECKPOINT_DIR}/step_*.pt).",
+            "Train it first (nmt train CONFIG --run-dir ...), or --resume an interrupted run.",
+        )
+    return latest
+
+
+def load_run(run_dir: Path, checkpoint: Path | None = None, device: str = "auto") -> LoadedRun:
+    """Load a run directory's config, tokenizer copy and model weights for translation or evaluation."""
+    from nmt.data.subwords import Tokenizer
+    from nmt.models.seq2seq import build_model
+
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise NMTError(f"run directory not found: {run_dir}", "Pass the --run-dir a training run wrote.")
+    config_path = run_dir / "config.yaml"
+    if not config_path.is_file():
+        raise NMTError(f"{config_path} is missing, so {run_dir} is not a complete run.", "Pass the folder `nmt train` wrote.")
+    config = load_config(config_path)
+    tokenizer_dir = run_dir / "tokenizer"
+    try:
+        tokenizer = Tokenizer.load(tokenizer_dir)
+    except NMTError:
+        raise
+    except Exception as exc:
+        raise NMTError(
+            f"cannot load the tokenizer copy in {tokenizer_dir} ({type(exc).__name__}: {exc}).",
+            "The run directory is incomplete; retrain, or copy the tokenizer files back from the data dir.",
+        ) from None
+    path = Path(checkpoint) if checkpoint is not None else default_checkpoint(run_dir)
+    target = resolve_device(device)
+    state = load_checkpoint(path, map_location=target)
+    model = build_model(config.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
+    try:
+        model.load_state_dict(state["model"])
+    except RuntimeError as exc:
+        raise NMTError(
+            f"{path} does not fit the model described by {config_path}: {str(exc).splitlines()[0]}",
+            "Use a checkpoint of this run, or the config it was trained with.",
+        ) from None
+    model.to(target).eval()
+    return LoadedRun(run_dir, config, model, tokenizer, path, int(state.get("step", 0)))

@@ -1,0 +1,95 @@
+"""Data-parallel training under torchrun: who this process is, and the few collectives the loop needs.
+
+Without torchrun (WORLD_SIZE unset or 1) every helper is a no-op on a single process, so the
+loop has one code path.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from nmt.errors import NMTError
+from nmt.training.checkpoint import resolve_device
+
+
+@dataclass
+class DistContext:
+    """This process's place in the job and the device it trains on."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    device: torch.device
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def broadcast(self, obj: Any) -> Any:
+        """Rank 0's `obj` on every rank (picklable objects)."""
+        if not self.enabled:
+            return obj
+        holder = [obj]
+        dist.broadcast_object_list(holder, src=0)
+        return holder[0]
+
+    def gather(self, obj: Any) -> list[Any]:
+        """Every rank's `obj`, in rank order, on every rank."""
+        if not self.enabled:
+            return [obj]
+        out: list[Any] = [None] * self.world_size
+        dist.all_gather_object(out, obj)
+        return out
+
+    def sum(self, values: list[float]) -> list[float]:
+        """Element-wise sum of `values` over ranks (float64, so token counts stay exact)."""
+        if not self.enabled:
+            return list(values)
+        tensor = torch.tensor(values, dtype=torch.float64, device=self.device)
+        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+        return tensor.tolist()
+
+    def any(self, flag: bool) -> bool:
+        """True on every rank if it is True on one of them."""
+        return self.sum([1.0 if flag else 0.0])[0] > 0 if self.enabled else flag
+
+    def close(self) -> None:
+        """Leave the process group (if this process joined one)."""
+        if self.enabled and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def setup_distributed(device_name: str) -> DistContext:
+    """Join the torchrun job described by RANK / WORLD_SIZE / LOCAL_RANK (nccl on CUDA, gloo on CPU)."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    device = resolve_device(device_name)
+    if world_size <= 1:
+        return DistContext(0, 1, 0, device)
+    try:
+        rank = int(os.environ["RANK"])
+        local_rank = int(os.environ.get("LOCAL_RANK", rank))
+    except (KeyError, ValueError):
+        raise NMTError(
+            f"WORLD_SIZE={world_size} is set but RANK/LOCAL_RANK are missing or not integers.",
+            "Start multi-process training with torchrun --nproc_per_node=N -m nmt train CONFIG.",
+        ) from None
+    if device.type == "cuda":
+        if local_rank >= torch.cuda.device_count():
+            raise NMTError(
+                f"LOCAL_RANK {local_rank} but only {torch.cuda.device_count()} GPU(s) are visible.",
+                "Use --nproc_per_node no larger than the number of GPUs.",
+            )
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    return DistContext(rank, world_size, local_rank, device)

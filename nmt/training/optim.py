@@ -1,0 +1,88 @@
+"""Optimisers, the learning-rate schedule (linear warm-up x reduce-on-plateau) and the best-score tracker.
+
+The schedule is one small object rather than two torch schedulers, because LambdaLR would
+overwrite every plateau decay on its next step; its whole state is a few numbers, saved in
+each checkpoint so that a resumed run continues exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from nmt.config import TrainingConfig
+
+# The paper's Adadelta learning rate; used when the config keeps the (Adam) default.
+ADADELTA_DEFAULT_LR = 1.0
+
+
+def base_learning_rate(config: TrainingConfig) -> float:
+    """The configured learning rate; for adadelta the paper's 1.0 unless one was set."""
+    if config.optimizer == "adadelta" and config.learning_rate == TrainingConfig.learning_rate:
+        return ADADELTA_DEFAULT_LR
+    return config.learning_rate
+
+
+def build_optimizer(parameters: Any, config: TrainingConfig) -> torch.optim.Optimizer:
+    """Adam, or Adadelta with Bahdanau et al.'s rho 0.95 and eps 1e-6."""
+    lr = base_learning_rate(config)
+    if config.optimizer == "adadelta":
+        return torch.optim.Adadelta(parameters, lr=lr, rho=0.95, eps=1e-6)
+    return torch.optim.Adam(parameters, lr=lr)
+
+
+def is_better(score: float, best: float | None, metric: str) -> bool:
+    """BLEU improves upwards, loss downwards; anything beats no score yet."""
+    if best is None:
+        return True
+    return score > best if metric == "bleu" else score < best
+
+
+class LRSchedule:
+    """lr(step) = base * min(1, step / warmup_steps) * plateau_scale."""
+
+    def __init__(self, config: TrainingConfig) -> None:
+        self.base = base_learning_rate(config)
+        self.warmup_steps = config.warmup_steps
+        self.patience = config.lr_patience
+        self.factor = config.lr_decay_factor
+        self.metric = config.early_stopping_metric
+        self.scale = 1.0
+        self.best: float | None = None
+        self.bad_validations = 0
+
+    def lr(self, step: int) -> float:
+        """Learning rate for update number `step` (1-based)."""
+        warm = min(1.0, step / self.warmup_steps) if self.warmup_steps > 0 else 1.0
+        return self.base * warm * self.scale
+
+    def apply(self, optimizer: torch.optim.Optimizer, step: int) -> float:
+        """Set every parameter group's lr for update `step`; return it."""
+        lr = self.lr(step)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        return lr
+
+    def observe(self, score: float) -> bool:
+        """Feed a validation score; decay the lr after `lr_patience` bad ones. Returns True on a decay."""
+        if self.patience <= 0 or math.isnan(score):
+            return False
+        if is_better(score, self.best, self.metric):
+            self.best, self.bad_validations = score, 0
+            return False
+        self.bad_validations += 1
+        if self.bad_validations >= self.patience:
+            self.scale *= self.factor
+            self.bad_validations = 0
+            return True
+        return False
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"scale": self.scale, "best": self.best, "bad_validations": self.bad_validations}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.scale = float(state["scale"])
+        self.best = state["best"]
+        self.bad_validations = int(state["bad_validations"])

@@ -1,0 +1,268 @@
+"""The run directory: refusing to clobber another run, resume checks, tokenizer copy, environment, log.
+
+Everything here that can refuse a run does so before anything is written, so a mistake never
+overwrites a previous run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nmt.config import Config, load_config, save_config
+from nmt.errors import NMTError
+from nmt.fileio import atomic_open, atomic_write_text
+from nmt.training.checkpoint import CHECKPOINT_DIR, latest_step_checkpoint
+
+# Keys that may change between a run and its --resume: they do not change what is learned.
+RESUMABLE_KEYS = frozenset(
+    f"training.{key}"
+    for key in (
+        "max_steps", "patience", "validate_every", "checkpoint_every", "log_every", "threads", "device", "tensorboard",
+    )
+)
+RUN_MARKERS = ("config.yaml", "summary.json", "log.jsonl", CHECKPOINT_DIR)
+
+
+def _flatten(raw: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in raw.items():
+        if isinstance(value, dict) and value:
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def config_differences(old: Config, new: Config) -> list[str]:
+    """Dotted keys whose values differ between two configs (`runs` names experiment runs, not this one)."""
+    a, b = old.to_dict(), new.to_dict()
+    a.pop("runs", None)
+    b.pop("runs", None)
+    fa, fb = _flatten(a), _flatten(b)
+    return sorted(k for k in fa.keys() | fb.keys() if fa.get(k) != fb.get(k))
+
+
+def check_run_dir(run_dir: Path, config: Config, resume: bool) -> Path | None:
+    """Refuse unusable run directories; return the checkpoint to resume from (None: start at step 0)."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise NMTError(f"--run-dir {run_dir} exists and is not a directory.", "Choose another --run-dir.")
+    config_path = run_dir / "config.yaml"
+    if not resume:
+        if config_path.is_file():
+            try:
+                differing = config_differences(load_config(config_path), config)
+            except NMTError:
+                differing = ["(unreadable config.yaml)"]
+            if differing:
+                raise NMTError(
+                    f"{run_dir} holds another run (its config.yaml differs in: {', '.join(differing[:10])}).",
+                    "Use another --run-dir; nothing was overwritten.",
+                )
+        present = [name for name in RUN_MARKERS if (run_dir / name).exists()]
+        if present:
+            state = "a finished run" if (run_dir / "summary.json").exists() else "a partial run"
+            raise NMTError(
+                f"{run_dir} already holds {state} ({', '.join(present)}).",
+                "Add --resume to continue it, or use another --run-dir; nothing was overwritten.",
+            )
+        return None
+    if not config_path.is_file():
+        raise NMTError(
+            f"--resume: {config_path} does not exist, so there is no run to resume in {run_dir}.",
+            "Drop --resume to start a new run there, or point --run-dir at an existing run.",
+        )
+    differing = [k for k in config_differences(load_config(config_path), config) if k not in RESUMABLE_KEYS]
+    if differing:
+        raise NMTError(
+            f"--resume: the config differs from the one {run_dir} was trained with in: {', '.join(differing)}.",
+            f"Only {', '.join(sorted(RESUMABLE_KEYS))} may change on resume; "
+            "restore the other keys or start a new run in another --run-dir.",
+        )
+    return latest_step_checkpoint(run_dir)
+
+
+def check_writable(run_dir: Path) -> None:
+    """Create `run_dir` and prove a file can be written in it."""
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=run_dir, prefix=".write-test-"):
+            pass
+    except OSError as exc:
+        raise NMTError(
+            f"cannot write to the run directory {run_dir} ({exc.strerror or exc}).",
+            "Choose a writable --run-dir or fix its permissions.",
+        ) from None
+
+
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def tokenizer_fingerprint(files: list[Path]) -> dict[str, str]:
+    """File name -> sha256 of every file a tokenizer is made of."""
+    return {Path(p).name: sha256_file(Path(p)) for p in files}
+
+
+def check_tokenizer(tokenizer: Any, run_dir: Path) -> None:
+    """On resume: the data dir's tokenizer must be the one the run started with (RUN_DIR/tokenizer/)."""
+    copy = run_dir / "tokenizer"
+    if not copy.is_dir():
+        return
+    saved = tokenizer_fingerprint([p for p in copy.iterdir() if p.is_file()])
+    now = tokenizer_fingerprint(tokenizer.files())
+    changed = sorted(name for name in saved.keys() | now.keys() if saved.get(name) != now.get(name))
+    if changed:
+        raise NMTError(
+            f"--resume: the tokenizer in {tokenizer.directory} differs from the copy in {copy} "
+            f"that the run was trained with (differing files: {', '.join(changed)}).",
+            "Re-run nmt prepare with the run's original data settings, or start a new run.",
+        )
+
+
+def check_subword_settings(tokenizer: Any, config: Config) -> None:
+    """The prepared tokenizer must have been trained with this config's data.* subword settings."""
+    from nmt.data.subwords import SUBWORD_KEYS, read_manifest
+
+    manifest_path = Path(tokenizer.directory) / "tokenizer.json"
+    recorded = read_manifest(tokenizer.directory).get("config", {})
+    differing = [
+        f"data.{key} (tokenizer {recorded[key]!r}, config {getattr(config.data, key)!r})"
+        for key in SUBWORD_KEYS
+        if key in recorded and recorded[key] != getattr(config.data, key)
+    ]
+    too_big = [
+        f"{side} vocabulary {size} > data.vocab_size {config.data.vocab_size}"
+        for side, size in (("source", tokenizer.src_vocab_size), ("target", tokenizer.tgt_vocab_size))
+        if size > config.data.vocab_size
+    ]
+    if differing or too_big:
+        raise NMTError(
+            f"the tokenizer in {manifest_path} does not match the config: {'; '.join(differing + too_big)}.",
+            "Run `nmt prepare` with this config (or point data.dir at data prepared with it).",
+        )
+
+
+def copy_tokenizer(tokenizer: Any, run_dir: Path) -> None:
+    """Copy the tokenizer files (models + tokenizer.json with their sha256) into RUN_DIR/tokenizer/."""
+    target = run_dir / "tokenizer"
+    target.mkdir(parents=True, exist_ok=True)
+    for path in tokenizer.files():
+        with open(path, "rb") as source, atomic_open(target / Path(path).name, "wb") as dest:
+            shutil.copyfileobj(source, dest)
+
+
+def write_environment(run_dir: Path, device: torch.device, world_size: int) -> None:
+    """Record library versions and hardware in RUN_DIR/environment.json."""
+    import sacrebleu
+    import sentencepiece
+
+    import nmt
+
+    info = {
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+        "sentencepiece": sentencepiece.__version__,
+        "sacrebleu": sacrebleu.__version__,
+        "nmt": nmt.__version__,
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "device": str(device),
+        "cuda": torch.version.cuda,
+        "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+        "world_size": world_size,
+        "torch_threads": torch.get_num_threads(),
+    }
+    atomic_write_text(run_dir / "environment.json", json.dumps(info, indent=2) + "\n")
+
+
+def set_up(
+    run_dir: Path, config: Config, tokenizer: Any, resume: bool, device: torch.device, world_size: int
+) -> Path | None:
+    """Check everything, then write config.yaml, environment.json and tokenizer/. Returns the checkpoint
+    to resume from (None: start at step 0). Nothing is written unless every check passes."""
+    check_subword_settings(tokenizer, config)
+    checkpoint = check_run_dir(run_dir, config, resume)
+    if resume:
+        check_tokenizer(tokenizer, run_dir)
+    if config.training.tensorboard:
+        summary_writer_class()
+    check_writable(run_dir)
+    if resume:
+        (run_dir / "summary.json").unlink(missing_ok=True)  # the run is unfinished again until it ends
+    write_config(config, run_dir)
+    write_environment(run_dir, device, world_size)
+    copy_tokenizer(tokenizer, run_dir)
+    return checkpoint
+
+
+def summary_writer_class() -> Any:
+    """torch's TensorBoard SummaryWriter, imported only when asked for (tensorboard is optional)."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        raise NMTError(
+            "training.tensorboard is on but the tensorboard package is not installed.",
+            "pip install tensorboard, or set training.tensorboard: false.",
+        ) from None
+    return SummaryWriter
+
+
+def write_config(config: Config, run_dir: Path) -> None:
+    """RUN_DIR/config.yaml, loadable by nmt.config.load_config."""
+    save_config(config, run_dir / "config.yaml")
+
+
+class RunLog:
+    """RUN_DIR/log.jsonl: one JSON object per logging or validation event."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def truncate_after(self, step: int) -> None:
+        """Drop events after `step`: those steps are redone by a resumed run."""
+        if not self.path.is_file():
+            return
+        kept = [
+            line for line in self.path.read_text(encoding="utf-8").splitlines()
+            if line.strip() and _event_step(line) <= step
+        ]
+        atomic_write_text(self.path, "".join(line + "\n" for line in kept))
+
+    def write(self, event: dict[str, Any]) -> None:
+        """Append one event and flush it to disk."""
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(event) + "\n")
+
+    def events(self) -> list[dict[str, Any]]:
+        """All events so far."""
+        if not self.path.is_file():
+            return []
+        return [json.loads(line) for line in self.path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _event_step(line: str) -> int:
+    try:
+        return int(json.loads(line).get("step", 0))
+    except (ValueError, AttributeError):
+        return sys.maxsize  # a half-written last line from a kill: drop it
+
+
+def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
+    """RUN_DIR/summary.json, written atomically at the end of training."""
+    with atomic_open(run_dir / "summary.json", "w") as handle:
+        handle.write(json.dumps(summary, indent=2) + "\n")

@@ -1,0 +1,407 @@
+"""`nmt train`: the training loop, with validation, early stopping, mixed precision, DDP and exact resume.
+
+Exactness on resume comes from three things: batches are a pure function of (seed, epoch) and the
+checkpoint records the position in the epoch's list; every RNG state is saved and restored; and
+the running log accumulators are saved too, so the resumed run logs the very same numbers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.nn.parallel import DistributedDataParallel
+
+from nmt.config import Config
+from nmt.errors import NMTError
+from nmt.training import rundir
+from nmt.training.checkpoint import (
+    BEST_NAME,
+    CHECKPOINT_DIR,
+    capture_rng,
+    latest_step_checkpoint,
+    load_checkpoint,
+    prune_step_checkpoints,
+    restore_rng,
+    save_checkpoint,
+    step_checkpoint_name,
+)
+from nmt.training.distributed import DistContext, setup_distributed
+from nmt.training.optim import LRSchedule, build_optimizer, is_better
+from nmt.training.signals import StopRequest
+from nmt.training.validation import ValidationResult, build_valid_set, safe_exp, token_loss_sum, validate
+
+
+def train(config: Config, run_dir: Path, resume: bool = False) -> dict[str, Any]:
+    """Train the model `config` describes into `run_dir` (continue it with resume=True); return summary.json."""
+    ctx = setup_distributed(config.training.device)
+    try:
+        return Trainer(config, Path(run_dir), resume, ctx).run()
+    finally:
+        ctx.close()
+
+
+def seed_everything(seed: int) -> None:
+    """Seed python's random, numpy and torch (all devices)."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def resolve_precision(name: str, device: torch.device) -> torch.dtype | None:
+    """Autocast dtype: None (fp32) on CPU or with fp32; auto -> bf16 where supported, else fp16."""
+    if device.type != "cuda" or name == "fp32":
+        return None
+    if name == "auto":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if name == "bf16" and not torch.cuda.is_bf16_supported():
+        raise NMTError("training.precision is bf16 but this GPU does not support bfloat16.", "Use fp16 or auto.")
+    return torch.bfloat16 if name == "bf16" else torch.float16
+
+
+class Trainer:
+    """One training run: set up (or restore) everything, then `run` the loop."""
+
+    def __init__(self, config: Config, run_dir: Path, resume: bool, ctx: DistContext) -> None:
+        self.config, self.run_dir, self.ctx = config, run_dir, ctx
+        self.tc = tc = config.training
+        self.device = ctx.device
+        self.started = time.monotonic()
+        if tc.threads > 0:
+            torch.set_num_threads(tc.threads)
+        seed_everything(tc.seed)
+        self._load_data()
+        from nmt.models.seq2seq import build_model, count_parameters
+
+        # Built before anything is written, so that a config the model refuses leaves no partial run.
+        self.model = build_model(config.model, self.tokenizer.src_vocab_size, self.tokenizer.tgt_vocab_size)
+        self.model.to(self.device)
+        self.parameters = count_parameters(self.model)
+        resume_from = self._check_and_write(resume)
+        if ctx.rank > 0:
+            torch.manual_seed(tc.seed + 1000 * ctx.rank)  # own dropout masks per rank; init came from rank 0
+        self.wrapped: torch.nn.Module = self.model
+        if ctx.enabled:
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.wrapped = DistributedDataParallel(self.model, device_ids=ids)
+        self.optimizer = build_optimizer(self.model.parameters(), tc)
+        self.schedule = LRSchedule(tc)
+        self.amp_dtype = resolve_precision(tc.precision, self.device)
+        self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp_dtype == torch.float16)
+        self.step = self.position = self.saved_step = 0
+        self.epoch = 1
+        self.best_score: float | None = None
+        self.best_step = 0
+        self.bad_validations = 0
+        self.acc = {"loss": 0.0, "tokens": 0.0, "seconds": 0.0}
+        self.elapsed_before = 0.0
+        self.last_validation: dict[str, Any] | None = None
+        self.batches: list[list[int]] | None = None
+        self.log = rundir.RunLog(run_dir / "log.jsonl")
+        self._say(self.model.describe())
+        if resume_from is not None:
+            self._restore(resume_from)
+        elif ctx.is_main and resume:
+            self.log.truncate_after(0)
+        self.lr = self.schedule.lr(self.step + 1)
+        self.writer = self._tensorboard()
+        self._interval_started = time.monotonic()
+
+    # ---- setup ------------------------------------------------------------------------------
+    def _load_data(self) -> None:
+        from nmt.data.batching import TokenBatchSampler
+        from nmt.data.prepare import load_prepared, prepare
+
+        if self.ctx.enabled:  # rank 0 prepares alone; the others would race it on the same folder
+            failure = None
+            if self.ctx.is_main:
+                try:
+                    prepare(self.config.data)
+                except NMTError as error:
+                    failure = (error.message, error.hint)
+            failure = self.ctx.broadcast(failure)
+            if failure is not None:
+                raise NMTError(*failure)
+        data = load_prepared(self.config.data)
+        self.tokenizer = data.tokenizer
+        pairs = data.pairs("train")
+        if not pairs:
+            raise NMTError(f"the training split of {self.config.data.dir} is empty.", "Check data.* and re-run nmt prepare.")
+        self.src = [self.tokenizer.encode_src(s) for s, _ in pairs]
+        self.tgt = [self.tokenizer.encode_tgt(t) for _, t in pairs]
+        self.sampler = TokenBatchSampler(
+            [len(s) for s in self.src], [len(t) for t in self.tgt], self.tc.batch_tokens, seed=self.tc.seed
+        )
+        self.valid = build_valid_set(data.pairs("valid"), self.tokenizer, self.tc.valid_max_sentences)
+
+    def _check_and_write(self, resume: bool) -> Path | None:
+        """Rank 0 refuses bad run dirs before writing anything; every rank learns the outcome."""
+        outcome: tuple[str, Any] = ("ok", None)
+        if self.ctx.is_main:
+            try:
+                checkpoint = rundir.set_up(self.run_dir, self.config, self.tokenizer, resume, self.device,
+                                           self.ctx.world_size)
+                outcome = ("ok", checkpoint)
+            except NMTError as error:
+                outcome = ("error", (error.message, error.hint))
+        kind, value = self.ctx.broadcast(outcome)
+        if kind == "error":
+            raise NMTError(*value)
+        return value
+
+    def _restore(self, path: Path) -> None:
+        state = load_checkpoint(path, map_location=self.device)
+        sizes = (state.get("src_vocab_size"), state.get("tgt_vocab_size"))
+        if sizes != (self.tokenizer.src_vocab_size, self.tokenizer.tgt_vocab_size):
+            raise NMTError(
+                f"{path} was trained with vocabularies {sizes} but the tokenizer has "
+                f"{(self.tokenizer.src_vocab_size, self.tokenizer.tgt_vocab_size)}.",
+                "Point data.dir at the data the run was trained on, or start a new run.",
+            )
+        try:
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.schedule.load_state_dict(state["schedule"])
+            self.scaler.load_state_dict(state["scaler"])
+            self.step, self.epoch, self.position = state["step"], state["epoch"], state["position"]
+            self.best_score, self.best_step = state["best_score"], state["best_step"]
+            self.bad_validations = state["bad_validations"]
+            self.acc = dict(state["log_acc"])
+            self.elapsed_before = state["elapsed_s"]
+            rngs = state["rng"]
+        except (RuntimeError, ValueError, KeyError) as exc:
+            raise NMTError(f"{path} is not a resumable checkpoint of this model ({type(exc).__name__}: "
+                           f"{str(exc).splitlines()[0]}).",
+                           "Resume with the config the run was trained with, or delete that file.") from None
+        self.saved_step = self.step
+        self.last_validation = state.get("last_validation")
+        if self.ctx.is_main:
+            self.log.truncate_after(self.step)
+        restore_rng(rngs[self.ctx.rank] if self.ctx.rank < len(rngs) else rngs[0])
+        self._say(f"resumed from {path} at step {self.step} (epoch {self.epoch})")
+
+    def _tensorboard(self) -> Any:
+        if not (self.tc.tensorboard and self.ctx.is_main):
+            return None
+        return rundir.summary_writer_class()(log_dir=str(self.run_dir / "tensorboard"), purge_step=self.step + 1)
+
+    # ---- the loop ---------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        """Train until max_steps, early stopping, or a signal (checkpoint, then KeyboardInterrupt)."""
+        self._say(f"{len(self.src):,} training pairs, {len(self.valid.references):,} validation sentences, "
+                  f"device {self.device}, {self.ctx.world_size} process(es)")
+        if self.ctx.enabled:
+            print(f"rank {self.ctx.rank}/{self.ctx.world_size}: training on {self.device}, "
+                  f"{len(self._epoch_batches(self.epoch))} batches per epoch in its shard", flush=True)
+        progress = self._progress_bar()
+        stopped_by = "max_steps"
+        try:
+            with StopRequest(self._say) as stop_request:
+                if self.tc.patience > 0 and self.bad_validations >= self.tc.patience:
+                    stopped_by = "early_stopping"
+                while stopped_by == "max_steps" and self.step < self.tc.max_steps:
+                    if self.ctx.any(stop_request.requested):
+                        self._save_step_checkpoint()
+                        raise KeyboardInterrupt
+                    self._train_step(self._next_batch())
+                    self.step += 1
+                    if progress is not None:
+                        progress.update(1)
+                    if self.step % self.tc.log_every == 0:
+                        self._log_training(progress)
+                    if self.step % self.tc.validate_every == 0 and self._validate():
+                        stopped_by = "early_stopping"
+                    if self.step % self.tc.checkpoint_every == 0 or stopped_by != "max_steps":
+                        self._save_step_checkpoint()
+                if self.saved_step != self.step:
+                    self._save_step_checkpoint()
+        finally:
+            if progress is not None:
+                progress.close()
+            if self.writer is not None:
+                self.writer.close()
+        return self._finish(stopped_by)
+
+    def _next_batch(self) -> list[int]:
+        if self.batches is None:
+            self.batches = self._epoch_batches(self.epoch)
+        while self.position >= len(self.batches):
+            self.epoch, self.position = self.epoch + 1, 0
+            self.batches = self._epoch_batches(self.epoch)
+        indices = self.batches[self.position]
+        self.position += 1
+        return indices
+
+    def _epoch_batches(self, epoch: int) -> list[list[int]]:
+        from nmt.data.batching import shard
+
+        batches = self.sampler.epoch(epoch)
+        if self.ctx.enabled:
+            batches = shard(batches, self.ctx.rank, self.ctx.world_size)
+        if not batches:
+            raise NMTError(
+                f"an epoch has no batches for {self.ctx.world_size} process(es) ({len(self.src)} training pairs).",
+                "Use more training data, a smaller training.batch_tokens, or fewer processes.",
+            )
+        return batches
+
+    def _autocast(self) -> contextlib.AbstractContextManager[Any]:
+        if self.amp_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type="cuda", dtype=self.amp_dtype)
+
+    def _train_step(self, indices: list[int]) -> None:
+        from nmt.data.batching import make_batch
+
+        batch = make_batch([self.src[i] for i in indices], [self.tgt[i] for i in indices], indices).to(self.device)
+        self.lr = self.schedule.apply(self.optimizer, self.step + 1)
+        self.optimizer.zero_grad(set_to_none=True)
+        self.wrapped.train()
+        with self._autocast():
+            logits = self.wrapped(batch.src, batch.src_lengths, batch.tgt_in)
+        loss_sum = token_loss_sum(logits, batch.tgt_out, self.tc.label_smoothing)
+        total_loss, total_tokens = self.ctx.sum([float(loss_sum.detach()), float(batch.n_tgt_tokens)])
+        if not math.isfinite(total_loss):
+            self._diverged(f"the training loss is {total_loss}")
+        # DDP averages gradients over ranks: scale so the result is the mean over all ranks' tokens.
+        loss = loss_sum * (self.ctx.world_size / total_tokens)
+        self.scaler.scale(loss).backward()
+        self.scaler.unscale_(self.optimizer)
+        clip = self.tc.clip_grad_norm if self.tc.clip_grad_norm > 0 else math.inf
+        norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip))
+        if not math.isfinite(norm) and not self.scaler.is_enabled():
+            self._diverged(f"the gradient norm is {norm}")
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.acc["loss"] += total_loss
+        self.acc["tokens"] += total_tokens
+
+    def _diverged(self, what: str) -> None:
+        last = latest_step_checkpoint(self.run_dir)
+        raise NMTError(
+            f"training diverged at step {self.step + 1} (epoch {self.epoch}): {what}; nothing was saved "
+            f"from this state. Last good checkpoint: {last or 'none'}.",
+            "Lower training.learning_rate, keep training.clip_grad_norm > 0 or use training.precision: fp32, "
+            "then --resume (or start again).",
+        )
+
+    # ---- logging, validation, checkpoints ------------------------------------------------------
+    def _log_training(self, progress: Any) -> None:
+        seconds = self.acc["seconds"] + (time.monotonic() - self._interval_started)
+        loss = self.acc["loss"] / max(self.acc["tokens"], 1.0)
+        event = {
+            "event": "train", "step": self.step, "epoch": self.epoch, "loss": loss, "ppl": safe_exp(loss),
+            "tgt_tokens_per_s": self.acc["tokens"] / max(seconds, 1e-9), "lr": self.lr,
+            "elapsed_s": self._elapsed(),
+        }
+        self.acc = {"loss": 0.0, "tokens": 0.0, "seconds": 0.0}
+        self._interval_started = time.monotonic()
+        if not self.ctx.is_main:
+            return
+        self.log.write(event)
+        self._scalars({"train/loss": loss, "train/tgt_tokens_per_s": event["tgt_tokens_per_s"], "train/lr": self.lr})
+        if progress is not None:
+            progress.set_postfix(loss=f"{loss:.3f}", tok_s=f"{event['tgt_tokens_per_s']:.0f}", lr=f"{self.lr:.2e}")
+        else:
+            print(f"step {self.step}/{self.tc.max_steps} epoch {self.epoch} loss {loss:.4f} ppl {event['ppl']:.2f} "
+                  f"{event['tgt_tokens_per_s']:.0f} tgt tok/s lr {self.lr:.3g}", flush=True)
+
+    def _elapsed(self) -> float:
+        return self.elapsed_before + time.monotonic() - self.started
+
+    def _validate(self) -> bool:
+        """Validate on rank 0, share the result, update best/plateau/early stopping. True = stop."""
+        result: ValidationResult | None = None
+        began = time.monotonic()
+        if self.ctx.is_main:
+            result = validate(self.model, self.valid, self.tokenizer, self.config, self.device, self._autocast)
+        result = self.ctx.broadcast(result)
+        self._interval_started += time.monotonic() - began  # throughput counts training time only
+        assert result is not None
+        metric = self.tc.early_stopping_metric
+        score = result.score(metric)
+        if is_better(score, self.best_score, metric):
+            self.best_score, self.best_step, self.bad_validations = score, self.step, 0
+            if self.ctx.is_main:
+                save_checkpoint(self.run_dir / CHECKPOINT_DIR / BEST_NAME, self._best_state(score))
+        else:
+            self.bad_validations += 1
+        decayed = self.schedule.observe(score)
+        self.last_validation = {
+            "step": self.step, "valid_loss": result.loss, "valid_ppl": result.ppl, "valid_bleu": result.bleu,
+        }
+        if self.ctx.is_main:
+            self.log.write({
+                "event": "valid", "step": self.step, "epoch": self.epoch, "lr": self.lr,
+                "valid_loss": result.loss, "valid_ppl": result.ppl, "valid_bleu": result.bleu,
+                "bleu_signature": result.signature, "valid_sentences": result.sentences,
+                "best_step": self.best_step, "best_score": self.best_score, "lr_decayed": decayed,
+                "elapsed_s": self._elapsed(),
+            })
+            self._scalars({"valid/loss": result.loss, "valid/ppl": result.ppl, "valid/bleu": result.bleu})
+            self._say(f"validation at step {self.step}: loss {result.loss:.4f} ppl {result.ppl:.2f} "
+                      f"BLEU {result.bleu:.2f} (best {metric} {self.best_score:.4g} at step {self.best_step})")
+        return self.tc.patience > 0 and self.bad_validations >= self.tc.patience
+
+    def _best_state(self, score: float) -> dict[str, Any]:
+        return {
+            "model": self.model.state_dict(), "step": self.step, "score": score,
+            "metric": self.tc.early_stopping_metric, "config": self.config.to_dict(),
+            "src_vocab_size": self.tokenizer.src_vocab_size, "tgt_vocab_size": self.tokenizer.tgt_vocab_size,
+        }
+
+    def _save_step_checkpoint(self) -> None:
+        rngs = self.ctx.gather(capture_rng())
+        self.saved_step = self.step
+        if not self.ctx.is_main:
+            return
+        seconds = self.acc["seconds"] + time.monotonic() - self._interval_started
+        state = {
+            **self._best_state(self.best_score if self.best_score is not None else math.nan),
+            "optimizer": self.optimizer.state_dict(), "schedule": self.schedule.state_dict(),
+            "scaler": self.scaler.state_dict(), "epoch": self.epoch, "position": self.position,
+            "best_score": self.best_score, "best_step": self.best_step, "bad_validations": self.bad_validations,
+            "log_acc": {**self.acc, "seconds": seconds}, "elapsed_s": self._elapsed(), "rng": rngs,
+            "last_validation": self.last_validation, "world_size": self.ctx.world_size,
+        }
+        save_checkpoint(self.run_dir / CHECKPOINT_DIR / step_checkpoint_name(self.step), state)
+        prune_step_checkpoints(self.run_dir, self.tc.keep_last)
+
+    def _finish(self, stopped_by: str) -> dict[str, Any]:
+        summary = {
+            "final_step": self.step, "epoch": self.epoch, "stopped_by": stopped_by,
+            "best_step": self.best_step, "best_score": self.best_score,
+            "early_stopping_metric": self.tc.early_stopping_metric, "last_validation": self.last_validation,
+            "wall_time_s": self._elapsed(), "parameters": self.parameters,
+            "model": "RNNsearch" if self.model.has_attention else "RNNencdec",
+            "device": str(self.device), "world_size": self.ctx.world_size,
+        }
+        if self.ctx.is_main:
+            rundir.write_summary(self.run_dir, summary)
+            self._say(f"finished at step {self.step} ({stopped_by}); best {self.tc.early_stopping_metric} "
+                      f"{self.best_score} at step {self.best_step}; run dir {self.run_dir}")
+        return summary
+
+    # ---- small helpers ----------------------------------------------------------------------
+    def _say(self, text: str) -> None:
+        if self.ctx.is_main:
+            print(text, flush=True)
+
+    def _scalars(self, values: dict[str, float]) -> None:
+        if self.writer is not None:
+            for name, value in values.items():
+                self.writer.add_scalar(name, value, self.step)
+
+    def _progress_bar(self) -> Any:
+        if not (self.ctx.is_main and sys.stdout.isatty()):
+            return None
+        from tqdm import tqdm
+
+        return tqdm(total=self.tc.max_steps, initial=self.step, unit="step", dynamic_ncols=True)

@@ -1,0 +1,117 @@
+"""Validation: loss and perplexity by teacher forcing, and greedy-decoded sacrebleu BLEU."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import sacrebleu
+import torch
+import torch.nn.functional as F
+
+from nmt.config import Config
+from nmt.special import PAD_ID
+
+
+@dataclass
+class ValidSet:
+    """The encoded validation sentences and their raw references (the first valid_max_sentences)."""
+
+    src: list[list[int]]
+    tgt: list[list[int]]
+    references: list[str]
+
+
+@dataclass
+class ValidationResult:
+    """Scores of one validation pass."""
+
+    loss: float
+    ppl: float
+    bleu: float
+    signature: str
+    sentences: int
+
+    def score(self, metric: str) -> float:
+        """The early-stopping metric's value."""
+        return self.bleu if metric == "bleu" else self.loss
+
+
+def token_loss_sum(logits: torch.Tensor, tgt_out: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
+    """Summed cross-entropy over real (non-padding) target tokens, computed in fp32.
+
+    logits: batch x tgt_len x vocab, tgt_out: batch x tgt_len -> scalar
+    """
+    return F.cross_entropy(
+        logits.float().reshape(-1, logits.size(-1)),
+        tgt_out.reshape(-1),
+        ignore_index=PAD_ID,
+        label_smoothing=label_smoothing,
+        reduction="sum",
+    )
+
+
+def safe_exp(value: float) -> float:
+    """exp that reports overflow as inf instead of raising."""
+    try:
+        return math.exp(value)
+    except OverflowError:
+        return math.inf
+
+
+def build_valid_set(pairs: list[tuple[str, str]], tokenizer: Any, max_sentences: int) -> ValidSet:
+    """Encode the first `max_sentences` validation pairs (0 = all)."""
+    if max_sentences > 0:
+        pairs = pairs[:max_sentences]
+    return ValidSet(
+        [tokenizer.encode_src(s) for s, _ in pairs],
+        [tokenizer.encode_tgt(t) for _, t in pairs],
+        [t for _, t in pairs],
+    )
+
+
+def validate(
+    model: Any, valid: ValidSet, tokenizer: Any, config: Config, device: torch.device, autocast: Any
+) -> ValidationResult:
+    """Teacher-forced loss/perplexity and greedy BLEU of `model` (the bare model, not a DDP wrapper).
+
+    `autocast` is a zero-argument callable returning the mixed-precision context (or a null one).
+    """
+    from nmt.data.batching import TokenBatchSampler, make_batch, make_source_batch
+    from nmt.decoding.search import greedy_search, max_output_lengths
+
+    src_lengths = [len(s) for s in valid.src]
+    tgt_lengths = [len(t) for t in valid.tgt]
+    batches = TokenBatchSampler(
+        src_lengths, tgt_lengths, config.training.batch_tokens, seed=0, shuffle=False
+    ).epoch(0)
+    hypotheses: dict[int, str] = {}
+    loss_sum, tokens = 0.0, 0
+    was_training = model.training
+    model.eval()
+    try:
+        for indices in batches:
+            batch = make_batch(
+                [valid.src[i] for i in indices], [valid.tgt[i] for i in indices], indices
+            ).to(device)
+            with torch.no_grad(), autocast():
+                logits = model(batch.src, batch.src_lengths, batch.tgt_in)
+                loss_sum += float(token_loss_sum(logits, batch.tgt_out))
+            tokens += int(batch.n_tgt_tokens)
+            src, lengths = make_source_batch([valid.src[i] for i in indices])
+            max_lengths = max_output_lengths(
+                lengths, config.decoding.max_length_ratio, config.decoding.max_length_offset
+            )
+            with autocast():
+                outputs = greedy_search(model, src.to(device), lengths.to(device), max_lengths.to(device))
+            for index, ids in zip(indices, outputs, strict=True):
+                hypotheses[index] = tokenizer.decode_tgt(ids)
+    finally:
+        model.train(was_training)
+    ordered = [hypotheses[i] for i in range(len(valid.references))]
+    metric = sacrebleu.BLEU()
+    bleu = metric.corpus_score(ordered, [valid.references])
+    loss = loss_sum / max(tokens, 1)
+    return ValidationResult(loss, safe_exp(loss), float(bleu.score), str(metric.get_signature()), len(ordered))
+

@@ -1,0 +1,212 @@
+"""nmt.training.trainer: what a run writes, what it refuses, and the optimiser/schedule rules."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from nmt.config import Config, TrainingConfig, config_from_dict, load_config
+from nmt.data.subwords import Tokenizer
+from nmt.errors import NMTError
+from nmt.models.seq2seq import build_model, count_parameters
+from nmt.training.optim import LRSchedule, build_optimizer, is_better
+from nmt.training.trainer import resolve_precision, train
+from tests.conftest import reverse_task_config
+
+TINY_MODEL = {"embedding_size": 16, "hidden_size": 32, "attention_size": 32, "maxout_size": 16}
+
+
+@pytest.fixture(scope="module")
+def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("reverse_data")
+
+
+def tiny(data_root: Path, **training: Any) -> Config:
+    """A config that trains in about a second: 200 pairs of 4-8 digits, a 30k-parameter model."""
+    settings = {
+        "max_steps": 6, "validate_every": 3, "checkpoint_every": 2, "log_every": 2, "keep_last": 2,
+        "valid_max_sentences": 10, "batch_tokens": 300, **training,
+    }
+    return reverse_task_config(data_root, n_train=200, min_len=4, max_len=8, model=TINY_MODEL, training=settings)
+
+
+def with_changes(config: Config, **sections: dict[str, Any]) -> Config:
+    raw = config.to_dict()
+    for name, values in sections.items():
+        raw[name].update(values)
+    return config_from_dict(raw)
+
+
+def events(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run_dir / "log.jsonl").read_text().splitlines()]
+
+
+def snapshot(run_dir: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(run_dir)): p.read_bytes() for p in sorted(run_dir.rglob("*")) if p.is_file()}
+
+
+def test_a_run_writes_the_documented_run_directory(data_root: Path, tmp_path: Path) -> None:
+    config = tiny(data_root, max_steps=12, learning_rate=0.01, validate_every=6, checkpoint_every=4, log_every=4)
+    run = tmp_path / "run"
+    summary = train(config, run)
+
+    assert load_config(run / "config.yaml") == config
+    env = json.loads((run / "environment.json").read_text())
+    assert env["torch"] == torch.__version__ and env["device"] == "cpu" and env["cpu_count"] >= 1
+    tokenizer = Tokenizer.load(run / "tokenizer")
+    assert tokenizer.encode_src("1 2 3") == Tokenizer.load(data_root / "prepared").encode_src("1 2 3")
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [
+        "best.pt", "step_00000008.pt", "step_00000012.pt"
+    ]
+    log = events(run)
+    train_events = [e for e in log if e["event"] == "train"]
+    valid_events = [e for e in log if e["event"] == "valid"]
+    assert [e["step"] for e in train_events] == [4, 8, 12]
+    assert [e["step"] for e in valid_events] == [6, 12]
+    assert train_events[-1]["loss"] < train_events[0]["loss"]
+    for e in train_events:
+        assert e["ppl"] == pytest.approx(math.exp(e["loss"])) and e["tgt_tokens_per_s"] > 0 and e["lr"] == 0.01
+    assert all("nrefs:1" in e["bleu_signature"] and 0 <= e["valid_bleu"] <= 100 for e in valid_events)
+
+    on_disk = json.loads((run / "summary.json").read_text())
+    assert on_disk == json.loads(json.dumps(summary))
+    assert summary["final_step"] == 12 and summary["stopped_by"] == "max_steps"
+    model = build_model(config.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
+    assert summary["parameters"] == count_parameters(model)
+    best = torch.load(run / "checkpoints" / "best.pt", weights_only=True)
+    assert best["step"] == summary["best_step"] and best["score"] == summary["best_score"]
+    assert best["score"] == max(e["valid_bleu"] for e in valid_events)
+
+
+def test_existing_runs_are_never_overwritten(data_root: Path, tmp_path: Path) -> None:
+    config = tiny(data_root, max_steps=2)
+    run = tmp_path / "run"
+    train(config, run)
+    before = snapshot(run)
+    with pytest.raises(NMTError, match="already holds a finished run.*") as same:
+        train(config, run)
+    assert "--resume" in same.value.hint
+    with pytest.raises(NMTError, match=r"holds another run .*model\.hidden_size"):
+        train(with_changes(config, model={"hidden_size": 48}), run)
+    (run / "summary.json").unlink()
+    with pytest.raises(NMTError, match="partial run"):
+        train(config, run)
+    before.pop("summary.json")
+    assert snapshot(run) == before
+
+
+def test_resume_refuses_a_changed_config_but_accepts_the_allowed_keys(data_root: Path, tmp_path: Path) -> None:
+    config = tiny(data_root, max_steps=2)
+    run = tmp_path / "run"
+    train(config, run)
+    changed = with_changes(config, training={"learning_rate": 0.5}, data={"vocab_size": 30})
+    with pytest.raises(NMTError, match=r"data\.vocab_size, training\.learning_rate"):
+        train(changed, run, resume=True)
+    longer = with_changes(config, training={"max_steps": 4, "log_every": 1, "validate_every": 4, "patience": 3})
+    summary = train(longer, run, resume=True)
+    assert summary["final_step"] == 4
+    assert load_config(run / "config.yaml").training.max_steps == 4
+    assert [e["step"] for e in events(run) if e["event"] == "train"] == [2, 3, 4]
+
+
+def test_resume_needs_a_run(data_root: Path, tmp_path: Path) -> None:
+    with pytest.raises(NMTError, match="no run to resume"):
+        train(tiny(data_root), tmp_path / "empty", resume=True)
+
+
+def test_unwritable_run_dir_is_refused(data_root: Path, tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.raises(NMTError, match="cannot write to the run directory"):
+        train(tiny(data_root, max_steps=1), blocker / "run")
+    with pytest.raises(NMTError, match="not a directory"):
+        train(tiny(data_root, max_steps=1), blocker)
+
+
+def test_corrupt_checkpoint_and_changed_tokenizer_refuse_resume(data_root: Path, tmp_path: Path) -> None:
+    config = tiny(data_root, max_steps=2, validate_every=1)
+    run = tmp_path / "run"
+    train(config, run)
+    manifest = run / "tokenizer" / "tokenizer.json"
+    original = manifest.read_bytes()
+    manifest.write_bytes(original + b"\n")
+    with pytest.raises(NMTError, match="tokenizer.*differs.*tokenizer.json"):
+        train(config, run, resume=True)
+    manifest.write_bytes(original)
+    latest = run / "checkpoints" / "step_00000002.pt"
+    latest.write_bytes(latest.read_bytes()[:100])
+    with pytest.raises(NMTError, match="step_00000002.pt is unreadable or corrupt"):
+        train(config, run, resume=True)
+    weights_only = run / "checkpoints" / "step_00000003.pt"
+    weights_only.write_bytes((run / "checkpoints" / "best.pt").read_bytes())
+    with pytest.raises(NMTError, match="step_00000003.pt is not a resumable checkpoint"):
+        train(config, run, resume=True)
+
+
+def test_divergence_stops_without_saving_the_bad_state(data_root: Path, tmp_path: Path) -> None:
+    config = tiny(data_root, max_steps=30, learning_rate=1e30, clip_grad_norm=0.0, checkpoint_every=1,
+                  validate_every=100)
+    run = tmp_path / "run"
+    with pytest.raises(NMTError, match="training diverged at step") as error:
+        train(config, run)
+    assert "Last good checkpoint" in error.value.message
+    for path in (run / "checkpoints").glob("step_*.pt"):
+        weights = torch.load(path, weights_only=True)["model"]
+        assert all(torch.isfinite(w).all() for w in weights.values()), path
+    assert not (run / "summary.json").exists()
+
+
+def test_early_stopping_when_the_score_stops_improving(data_root: Path, tmp_path: Path) -> None:
+    # A learning rate this small leaves the model unchanged, so the second score cannot beat the first.
+    config = tiny(data_root, max_steps=20, learning_rate=1e-12, validate_every=1, patience=1,
+                  early_stopping_metric="loss")
+    summary = train(config, tmp_path / "run")
+    assert summary["stopped_by"] == "early_stopping"
+    assert summary["final_step"] == 2 and summary["best_step"] == 1
+    assert (tmp_path / "run" / "checkpoints" / "step_00000002.pt").is_file()
+
+
+def test_tensorboard_without_the_package_is_a_clear_error(data_root: Path, tmp_path: Path) -> None:
+    try:
+        import torch.utils.tensorboard  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("tensorboard is installed")
+    with pytest.raises(NMTError, match="tensorboard") as error:
+        train(tiny(data_root, tensorboard=True), tmp_path / "run")
+    assert "pip install tensorboard" in error.value.hint
+    assert not (tmp_path / "run").exists()
+
+
+def test_learning_rate_schedule_warms_up_and_decays_on_plateau() -> None:
+    schedule = LRSchedule(TrainingConfig(learning_rate=0.01, warmup_steps=4, lr_patience=2, lr_decay_factor=0.5,
+                                         early_stopping_metric="bleu"))
+    assert [schedule.lr(s) for s in (1, 2, 4, 10)] == pytest.approx([0.0025, 0.005, 0.01, 0.01])
+    assert [schedule.observe(s) for s in (10.0, 9.0, 11.0, 11.0, 10.0)] == [False, False, False, False, True]
+    assert schedule.lr(10) == pytest.approx(0.005)
+    restored = LRSchedule(TrainingConfig(learning_rate=0.01, warmup_steps=4, lr_patience=2))
+    restored.load_state_dict(schedule.state_dict())
+    assert restored.lr(10) == schedule.lr(10) and restored.state_dict() == schedule.state_dict()
+    off = LRSchedule(TrainingConfig(lr_patience=0))
+    assert not any(off.observe(s) for s in (5.0, 4.0, 3.0, 2.0)) and off.lr(1) == 0.001
+
+
+def test_optimisers_and_comparisons() -> None:
+    params = [torch.nn.Parameter(torch.zeros(2))]
+    adadelta = build_optimizer(params, TrainingConfig(optimizer="adadelta"))
+    group = adadelta.param_groups[0]
+    assert isinstance(adadelta, torch.optim.Adadelta)
+    assert (group["lr"], group["rho"], group["eps"]) == (1.0, 0.95, 1e-6)
+    assert build_optimizer(params, TrainingConfig(optimizer="adadelta", learning_rate=0.5)).param_groups[0]["lr"] == 0.5
+    adam = build_optimizer(params, TrainingConfig(learning_rate=0.002))
+    assert isinstance(adam, torch.optim.Adam) and adam.param_groups[0]["lr"] == 0.002
+    assert is_better(2.0, 1.0, "bleu") and not is_better(2.0, 1.0, "loss") and is_better(0.0, None, "loss")
+    assert not is_better(1.0, 1.0, "bleu")
+    assert resolve_precision("auto", torch.device("cpu")) is None
+    assert resolve_precision("fp16", torch.device("cpu")) is None
