@@ -1,0 +1,186 @@
+"""Analytic FLOP counts of the two models, term by term, for model FLOP utilisation (MFU).
+
+Only matrix products are counted (2 FLOPs per multiply-add), as in every MFU figure: they are the
+work a matmul peak measures, and what `torch.utils.flop_counter.FlopCounterMode` counts. Left out, as
+elementwise and each well under 1% of the total at the bench sizes (hidden 512, attention 512, 8k
+vocabulary, ~40 tokens a sentence): the gate sigmoids/tanh and state update (~10n per step),
+attention's add + tanh over src_len x a and its masked softmax (~2 S a + 5 S per step), the maxout max,
+the (log-)softmax / cross-entropy over the vocabulary (~4V per step), bias adds, Adam's update
+(~10 FLOPs per parameter per step) and the gradient-norm clip. Embedding lookups are not products at
+all, which is also why the source vocabulary size does not appear below.
+
+Notation: m = embedding_size, n = hidden_size, G = gates x n (3n GRU, 4n LSTM), a = attention_size,
+C = 2n (annotation / context width), R = readout width (2 x maxout_size, or m for the tanh layer),
+D = width entering the output layer (maxout_size or m), V = target vocabulary, S = source tokens
+(incl. EOS), T = target tokens (incl. EOS). A product of (rows x k) by (k x cols) costs 2 rows k cols.
+
+Training counts one forward (the terms below, written as the implementation runs them: the recurrent
+update of the last target step is never computed, RNNencdec's readout of its fixed context is one
+product per sentence) and a backward of twice the forward: each product has one gradient product for
+its input and one for its weight, every input of every product needs its gradient.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from torch import Tensor, nn
+
+from nmt.config import ModelConfig
+
+BACKWARD_FACTOR = 2.0  # d(input) and d(weight): two products of the forward product's size
+
+
+def _sizes(cfg: ModelConfig) -> dict[str, int]:
+    """The widths of the notation above."""
+    n, m = cfg.hidden_size, cfg.embedding_size
+    return {
+        "n": n,
+        "m": m,
+        "G": (4 if cfg.cell == "lstm" else 3) * n,
+        "C": 2 * n,
+        "R": 2 * cfg.maxout_size if cfg.maxout_size > 0 else m,
+        "D": cfg.maxout_size if cfg.maxout_size > 0 else m,
+        # key width: the attention size, except Luong's general score, whose keys W h_j live in state space
+        "K": n if cfg.attention == "general" else cfg.attention_size,
+        # query projection rows (0 for general: the raw state is the query; 0 for none: no query)
+        "Q": cfg.attention_size if cfg.attention in ("additive", "dot", "scaled_dot") else 0,
+    }
+
+
+def encoder_flops(cfg: ModelConfig, src_len: int) -> dict[str, float]:
+    """Forward FLOPs of encoding one sentence of `src_len` tokens, and of what the decoder computes
+    once per sentence from it (attention keys or the fixed context, and s_0). Padding-free: the
+    encoder runs on packed sequences."""
+    z = _sizes(cfg)
+    n, G, C, S = z["n"], z["G"], z["C"], src_len
+    terms: dict[str, float] = {}
+    for layer in range(cfg.encoder_layers):
+        width = cfg.embedding_size if layer == 0 else C
+        # two directions, each: input projection and recurrent product at every source token
+        terms[f"encoder_l{layer}_input"] = 2 * 2.0 * S * width * G
+        terms[f"encoder_l{layer}_recurrent"] = 2 * 2.0 * S * n * G
+    if cfg.attention == "none":
+        terms["fixed_context"] = 2.0 * C * C  # c = tanh(V [fwd_T ; bwd_1]), V: C x 2n
+        terms["init_state"] = 2.0 * C * n  # s_0 = tanh(W_s c)
+    else:
+        terms["attention_keys"] = 2.0 * S * C * z["K"]  # U h_j, once per sentence
+        terms["init_state"] = 2.0 * n * n  # s_0 = tanh(W_s bwd_1)
+    return terms
+
+
+def _attention_step(cfg: ModelConfig, src_len: int) -> dict[str, float]:
+    """One query's products against S keys: the scores and the weighted sum of annotations."""
+    z = _sizes(cfg)
+    if cfg.attention == "none":
+        return {}
+    # additive: v^T over the tanh'd S x a hidden; dot / general: the S keys times the query
+    return {"attention_scores": 2.0 * src_len * z["K"], "attention_context": 2.0 * src_len * z["C"]}
+
+
+def decoder_training_flops(cfg: ModelConfig, tgt_vocab: int, src_len: int, tgt_len: int) -> dict[str, float]:
+    """Forward FLOPs of the teacher-forced decoder over `tgt_len` steps attending to `src_len` tokens."""
+    z = _sizes(cfg)
+    n, m, G, C, R, D = z["n"], z["m"], z["G"], z["C"], z["R"], z["D"]
+    T = tgt_len
+    updates = max(T - 1, 0)  # s_1 .. s_{T-1}: s_T would never be read
+    terms: dict[str, float] = {}
+    if cfg.attention == "none":
+        # one fused RNN call over [E y ; c] for T-1 steps
+        terms["decoder_input"] = 2.0 * updates * (m + C) * G
+        terms["decoder_recurrent"] = 2.0 * updates * n * G
+        terms["readout"] = 2.0 * T * (n + m) * R + 2.0 * C * R  # C_o c once: c is the same at every step
+    else:
+        terms["decoder_input"] = (
+            2.0 * T * m * G + 2.0 * updates * C * G
+        )  # E y: all steps at once; c_i: per update
+        # s_{i-1} times [W_hh ; W_query] at every step (the query of step T is needed, its update is not)
+        terms["decoder_recurrent"] = 2.0 * T * n * (G + z["Q"])
+        for name, value in _attention_step(cfg, src_len).items():
+            terms[name] = T * value
+        terms["readout"] = 2.0 * T * (n + m + C) * R
+    terms["output"] = 2.0 * T * D * tgt_vocab
+    return terms
+
+
+def forward_flops(cfg: ModelConfig, tgt_vocab: int, src_len: int, tgt_len: int) -> dict[str, float]:
+    """Every forward term of one sentence pair in training (encoder + decoder)."""
+    return {**encoder_flops(cfg, src_len), **decoder_training_flops(cfg, tgt_vocab, src_len, tgt_len)}
+
+
+def training_flops(
+    cfg: ModelConfig, tgt_vocab: int, src_lengths: Sequence[int], tgt_lengths: Sequence[int]
+) -> float:
+    """Forward + backward FLOPs of a set of sentence pairs at their real lengths (no padding).
+
+    Lengths count EOS (source) and the target tokens predicted (incl. EOS)."""
+    if len(src_lengths) != len(tgt_lengths):
+        raise ValueError(f"{len(src_lengths)} source lengths but {len(tgt_lengths)} target lengths")
+    forward = sum(
+        sum(forward_flops(cfg, tgt_vocab, s, t).values())
+        for s, t in zip(src_lengths, tgt_lengths, strict=True)
+    )
+    return (1.0 + BACKWARD_FACTOR) * forward
+
+
+def training_flops_per_token(
+    cfg: ModelConfig, tgt_vocab: int, src_lengths: Sequence[int], tgt_lengths: Sequence[int]
+) -> float:
+    """Training FLOPs per real target token over the given pairs."""
+    tokens = sum(tgt_lengths)
+    if tokens <= 0:
+        raise ValueError("no target tokens")
+    return training_flops(cfg, tgt_vocab, src_lengths, tgt_lengths) / tokens
+
+
+def decode_step_flops(cfg: ModelConfig, tgt_vocab: int, src_len: int) -> float:
+    """FLOPs of one search step (`decode_step`) for one hypothesis attending to `src_len` tokens.
+
+    Unlike training, every product runs each step: the state update, and for RNNencdec the readout
+    and input products of its fixed c (the step function does not keep them across steps)."""
+    z = _sizes(cfg)
+    n, m, G, C, R, D = z["n"], z["m"], z["G"], z["C"], z["R"], z["D"]
+    flops = 2.0 * (m + C) * G + 2.0 * n * (G + z["Q"]) + 2.0 * (n + m + C) * R + 2.0 * D * tgt_vocab
+    return flops + sum(_attention_step(cfg, src_len).values())
+
+
+def decode_state_flops(cfg: ModelConfig) -> float:
+    """FLOPs of s_0 for one hypothesis (`init_state`; beam search computes it for every beam)."""
+    z = _sizes(cfg)
+    return 2.0 * (z["C"] if cfg.attention == "none" else z["n"]) * z["n"]
+
+
+def search_encode_flops(cfg: ModelConfig, src_len: int) -> float:
+    """FLOPs of `encode` for one sentence in search (the encoder and keys or c; s_0 is counted per
+    hypothesis by `decode_state_flops`)."""
+    terms = encoder_flops(cfg, src_len)
+    return sum(terms.values()) - terms["init_state"]
+
+
+class SearchFlopCounter(nn.Module):
+    """A model seen through search's interface (`encode`, `init_state`, `decode_step`), adding up the
+    analytic FLOPs of every row it computes into `flops`: each beam hypothesis counts, padding does not
+    (attention is counted at each row's real source length)."""
+
+    def __init__(self, model: Any, cfg: ModelConfig, tgt_vocab: int) -> None:
+        super().__init__()
+        self.model, self.cfg = model, cfg  # a submodule, so that search's eval()/train() reach it
+        self.step_base = decode_step_flops(cfg, tgt_vocab, 0)
+        self.step_per_src_token = decode_step_flops(cfg, tgt_vocab, 1) - self.step_base
+        self.flops = 0.0
+
+    def encode(self, src: Tensor, src_lengths: Tensor) -> Any:
+        """The model's `encode`, counted per sentence at its real length."""
+        self.flops += sum(search_encode_flops(self.cfg, int(n)) for n in src_lengths.tolist())
+        return self.model.encode(src, src_lengths)
+
+    def init_state(self, enc: Any) -> Any:
+        """The model's `init_state`, counted per row."""
+        self.flops += enc.lengths.numel() * decode_state_flops(self.cfg)
+        return self.model.init_state(enc)
+
+    def decode_step(self, prev_tokens: Tensor, state: Any, enc: Any) -> Any:
+        """The model's `decode_step`, counted per row at the row's source length."""
+        self.flops += prev_tokens.numel() * self.step_base + self.step_per_src_token * int(enc.lengths.sum())
+        return self.model.decode_step(prev_tokens, state, enc)

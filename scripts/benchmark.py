@@ -1,0 +1,443 @@
+"""Training and decoding speed against this machine's own matmul peak (issue 7).
+
+    python scripts/benchmark.py [--config configs/bench.yaml] [--out FILE] [--quick] [--device auto]
+
+Each phase runs in a fresh child process, so that each phase's peak resident memory is its own:
+training of RNNsearch and RNNencdec on real Bible batches (the trainer's length-bucketed token
+batches; forward, loss, backward, clip, Adam step; target tokens/s after warm-up), then greedy and
+beam-5 decoding of test sentences. MFU = achieved FLOP/s / the matmul peak (fp32 at the same thread
+count; bf16 on CUDA, where training runs in bf16) measured in the same child right before and after
+the timed work, so that a machine whose load drifts during the run still gives a ratio of two
+measurements taken together. The FLOPs are the analytic count of nmt/flops.py at the real lengths:
+padding is not useful work; in beam search every hypothesis computed counts.
+
+Decoding uses the weights the training phase ends with unless `--trained DIR` names trained runs
+(DIR/rnnsearch, DIR/rnnencdec): output lengths, and so decoding speed, depend on the weights, which is
+why the JSON records the hypothesis/reference length ratio. `--profile` prints torch.profiler's top
+operators for a few steps of each phase.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from nmt.config import Config, load_config
+from nmt.errors import NMTError
+from nmt.fileio import atomic_write_text
+from nmt.flops import SearchFlopCounter, training_flops
+
+RUNS = ("rnnsearch", "rnnencdec")
+# Steady state: a few warm-up steps, then at least min_steps and min_seconds of timed steps.
+DEFAULT_PLAN: dict[str, Any] = {
+    "warmup_steps": 3,
+    "min_steps": 10,
+    "min_seconds": 30.0,
+    "peak_seconds": 1.5,
+    "decode_sentences": 500,
+}
+QUICK_PLAN: dict[str, Any] = {
+    "warmup_steps": 1,
+    "min_steps": 2,
+    "min_seconds": 0.0,
+    "peak_seconds": 0.3,
+    "decode_sentences": 32,
+}
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def measure_peak_gflops(device: torch.device, seconds: float) -> float:
+    """Best matmul rate (GFLOP/s) of large square products: fp32 on CPU, bf16 on CUDA."""
+    size, dtype = (8192, torch.bfloat16) if device.type == "cuda" else (2048, torch.float32)
+    a = torch.randn(size, size, device=device, dtype=dtype)
+    b = torch.randn(size, size, device=device, dtype=dtype)
+    best = 0.0
+    torch.mm(a, b)  # first call: allocation and kernel choice
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        _sync(device)
+        start = time.perf_counter()
+        for _ in range(4 if device.type == "cuda" else 1):
+            torch.mm(a, b)
+        _sync(device)
+        elapsed = (time.perf_counter() - start) / (4 if device.type == "cuda" else 1)
+        best = max(best, 2.0 * size**3 / elapsed / 1e9)
+    return best
+
+
+def _peak_rss_mb() -> float:
+    """This process's peak resident set size (ru_maxrss is in KiB on Linux, bytes on macOS)."""
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / 2**20 if sys.platform == "darwin" else rss / 1024
+
+
+def _setup_child(threads: int, seed: int) -> None:
+    torch.set_num_threads(threads)
+    torch.manual_seed(seed)
+
+
+def _profile(fn: Any, device: torch.device, title: str) -> None:
+    """Print torch.profiler's top operators (by self time) of running `fn()`."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        fn()
+    sort = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    print(f"\n=== profile: {title} ===\n{prof.key_averages().table(sort_by=sort, row_limit=18)}", flush=True)
+
+
+# ---- training -------------------------------------------------------------------------------------
+def train_phase(
+    config: Config, device_name: str, threads: int, plan: dict[str, Any], weights_path: str, profile: bool
+) -> dict[str, Any]:
+    """Child process: train steps on real batches; tokens/s and FLOPs of the timed steps, the matmul
+    peak just before and after them, peak RSS."""
+    from nmt.data.batching import TokenBatchSampler, make_batch, padding_fraction
+    from nmt.data.prepare import load_prepared
+    from nmt.models import build_model
+    from nmt.training.checkpoint import resolve_device
+    from nmt.training.optim import build_optimizer
+    from nmt.training.trainer import resolve_precision
+    from nmt.training.validation import token_loss_sum
+
+    _setup_child(threads, config.training.seed)
+    device = resolve_device(device_name)
+    prepared = load_prepared(config.data)
+    tok = prepared.tokenizer
+    pairs = prepared.pairs("train")
+    src = [tok.encode_src(s) for s, _ in pairs]
+    tgt = [tok.encode_tgt(t) for _, t in pairs]
+    # the trainer's own batches: length-sorted pools cut to the token budget, in shuffled order
+    sampler = TokenBatchSampler(
+        [len(s) for s in src], [len(t) for t in tgt], config.training.batch_tokens, config.training.seed
+    )
+    batches = sampler.epoch(1)
+    model = build_model(config.model, tok.src_vocab_size, tok.tgt_vocab_size).to(device).train()
+    optimizer = build_optimizer(model.parameters(), config.training)
+    amp = resolve_precision(config.training.precision, device)
+    clip = config.training.clip_grad_norm if config.training.clip_grad_norm > 0 else float("inf")
+
+    def step(indices: list[int]) -> None:
+        batch = make_batch([src[i] for i in indices], [tgt[i] for i in indices], indices).to(device)
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
+            logits = model(batch.src, batch.src_lengths, batch.tgt_in)
+        loss = token_loss_sum(logits, batch.tgt_out, config.training.label_smoothing) / batch.n_tgt_tokens
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        optimizer.step()
+
+    warmup = plan["warmup_steps"]
+    for indices in batches[:warmup]:
+        step(indices)
+    peaks = [measure_peak_gflops(device, plan["peak_seconds"])]
+    timed: list[list[int]] = []
+    start = time.perf_counter()
+    while len(timed) < plan["min_steps"] or (
+        time.perf_counter() - start < plan["min_seconds"] and len(timed) < len(batches) - warmup
+    ):
+        timed.append(batches[warmup + len(timed)])
+        step(timed[-1])
+        _sync(device)
+    seconds = time.perf_counter() - start
+    peaks.append(measure_peak_gflops(device, plan["peak_seconds"]))
+    if profile:
+        _profile(
+            lambda: [step(i) for i in batches[warmup + len(timed) :][:3]],
+            device,
+            f"training {config.model.attention}",
+        )
+    src_lens = [len(src[i]) + 1 for b in timed for i in b]  # + EOS
+    tgt_lens = [len(tgt[i]) + 1 for b in timed for i in b]  # predicted tokens incl. EOS
+    tokens = sum(tgt_lens)
+    flops = training_flops(config.model, tok.tgt_vocab_size, src_lens, tgt_lens)
+    torch.save(model.state_dict(), weights_path)
+    return {
+        "tgt_tokens_per_s": tokens / seconds,
+        "flops_per_token": flops / tokens,
+        "achieved_gflops": flops / seconds / 1e9,
+        "mfu": flops / seconds / 1e9 / max(peaks),
+        "peak_gflops_before_after": peaks,
+        "steps": len(timed),
+        "seconds": seconds,
+        "tgt_tokens_per_batch": tokens / len(timed),
+        "padding_fraction": padding_fraction(timed, [len(s) for s in src], [len(t) for t in tgt]),
+        "precision": str(amp).replace("torch.", "") if amp is not None else "fp32",
+        "peak_rss_mb": _peak_rss_mb(),
+        **(
+            {"peak_device_mb": torch.cuda.max_memory_allocated(device) / 2**20}
+            if device.type == "cuda"
+            else {}
+        ),
+    }
+
+
+# ---- decoding -------------------------------------------------------------------------------------
+def decode_phase(
+    config: Config,
+    run: str,
+    device_name: str,
+    threads: int,
+    plan: dict[str, Any],
+    weights_path: str,
+    weights_label: str,
+    trained_dir: str,
+    profile: bool,
+) -> dict[str, Any]:
+    """Child process: greedy and beam search over test sentences; sentences/s, tokens/s, FLOPs, peak RSS."""
+    from nmt.data.batching import make_source_batch
+    from nmt.data.prepare import load_prepared
+    from nmt.decoding.search import beam_search, greedy_search, max_output_lengths
+    from nmt.models import build_model
+    from nmt.training.checkpoint import load_run, resolve_device
+
+    _setup_child(threads, config.training.seed)
+    device = resolve_device(device_name)
+    if trained_dir:
+        loaded = load_run(Path(trained_dir) / run, device=device_name)
+        model, tok, weights = loaded.model, loaded.tokenizer, str(loaded.checkpoint)
+    else:
+        tok = load_prepared(config.data).tokenizer
+        model = build_model(config.model, tok.src_vocab_size, tok.tgt_vocab_size)
+        model.load_state_dict(torch.load(weights_path, map_location="cpu"))
+        model.to(device)
+        weights = weights_label
+    pairs = load_prepared(config.data).pairs("test")
+    sentences = plan["decode_sentences"]
+    chosen = pairs[:: max(1, len(pairs) // sentences)][:sentences]  # spread over the split's order
+    src = sorted((tok.encode_src(s) for s, _ in chosen), key=len)  # as `nmt translate` does: by length
+    ref_tokens = sum(len(tok.encode_tgt(t)) + 1 for _, t in chosen)
+    dc = config.decoding
+    batches = [make_source_batch(src[i : i + dc.batch_size]) for i in range(0, len(src), dc.batch_size)]
+    counting = SearchFlopCounter(model, config.model, tok.tgt_vocab_size)
+
+    def search(beam: int, only: list[tuple[Tensor, Tensor]]) -> int:
+        produced = 0
+        for ids, lengths in only:
+            limits = max_output_lengths(lengths, dc.max_length_ratio, dc.max_length_offset)
+            ids, lengths_dev = ids.to(device), lengths.to(device)
+            if beam == 1:
+                outputs = greedy_search(counting, ids, lengths_dev, limits)
+            else:
+                outputs = [
+                    h[0].tokens
+                    for h in beam_search(
+                        counting, ids, lengths_dev, beam, limits, dc.length_penalty, dc.alpha
+                    )
+                ]
+            produced += sum(len(o) + 1 for o in outputs)  # + EOS
+        _sync(device)
+        return produced
+
+    result: dict[str, Any] = {"weights": weights, "sentences": len(src)}
+    peaks = []
+    for name, beam in (("greedy", 1), ("beam5", 5)):
+        search(beam, batches[:1])  # warm-up
+        peaks.append(measure_peak_gflops(device, plan["peak_seconds"]))
+        counting.flops = 0.0
+        start = time.perf_counter()
+        produced = search(beam, batches)
+        seconds = time.perf_counter() - start
+        result[f"{name}_sent_per_s"] = len(src) / seconds
+        result[f"{name}_tok_per_s"] = produced / seconds
+        result[f"{name}_achieved_gflops"] = counting.flops / seconds / 1e9
+        result[f"{name}_length_ratio"] = produced / ref_tokens
+        if profile:
+            _profile(lambda b=beam: search(b, batches[len(batches) // 2 :][:1]), device, f"{name} {run}")
+    peaks.append(measure_peak_gflops(device, plan["peak_seconds"]))
+    for name in ("greedy", "beam5"):
+        result[f"{name}_mfu"] = result[f"{name}_achieved_gflops"] / max(peaks)
+    result["peak_gflops_around"] = peaks
+    result["peak_rss_mb"] = _peak_rss_mb()
+    return result
+
+
+# ---- the run --------------------------------------------------------------------------------------
+def in_child(fn: Any, *args: Any) -> dict[str, Any]:
+    """Run fn(*args) in a fresh (spawned) process, so that its peak RSS is its own."""
+    with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
+        return pool.submit(fn, *args).result()
+
+
+def machine_info(device: torch.device, threads: int) -> dict[str, Any]:
+    """What the figures were measured on."""
+    info: dict[str, Any] = {
+        "platform": platform.platform(),
+        "processor": _cpu_name(),
+        "cpus": os.cpu_count(),
+        "threads": threads,
+        "device": device.type,
+        "python": platform.python_version(),
+    }
+    if device.type == "cuda":
+        info["gpu"] = torch.cuda.get_device_name(device)
+    return info
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def format_table(report: dict[str, Any]) -> str:
+    """The JSON's figures as a plain-text table."""
+    peak = report["peak_gflops"]
+    lines = [
+        f"peak matmul: {peak:.0f} GFLOP/s ({report['machine']['device']}, "
+        f"{report['machine']['threads']} threads, torch {report['torch']})",
+        "",
+        f"{'training':<11}{'tgt tok/s':>11}{'MFLOP/tok':>11}{'MFU':>7}{'padding':>9}{'RSS MB':>9}",
+    ]
+    for run, t in report["train"].items():
+        lines.append(
+            f"{run:<11}{t['tgt_tokens_per_s']:>11,.0f}{t['flops_per_token'] / 1e6:>11.1f}"
+            f"{t['mfu']:>7.3f}{t['padding_fraction']:>9.2f}{t['peak_rss_mb']:>9.0f}"
+        )
+    lines += [
+        "",
+        f"{'decoding':<11}{'greedy sent/s':>14}{'tok/s':>8}{'MFU':>7}{'beam5 sent/s':>14}"
+        f"{'tok/s':>8}{'MFU':>7}{'len g/b':>10}{'RSS MB':>9}",
+    ]
+    for run, d in report["decode"].items():
+        ratios = f"{d['greedy_length_ratio']:.2f}/{d['beam5_length_ratio']:.2f}"
+        lines.append(
+            f"{run:<11}{d['greedy_sent_per_s']:>14.1f}{d['greedy_tok_per_s']:>8.0f}{d['greedy_mfu']:>7.3f}"
+            f"{d['beam5_sent_per_s']:>14.1f}{d['beam5_tok_per_s']:>8.0f}{d['beam5_mfu']:>7.3f}"
+            f"{ratios:>10}{d['peak_rss_mb']:>9.0f}"
+        )
+    weights = {d["weights"] for d in report["decode"].values()}
+    lines += [
+        "",
+        f"decoded with weights: {', '.join(sorted(weights))}; len g/b: output / reference target tokens",
+    ]
+    return "\n".join(lines)
+
+
+def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
+    """All phases; the report in the issue's schema (plus details)."""
+    from nmt.data.prepare import prepare
+    from nmt.training.checkpoint import resolve_device
+
+    config = load_config(args.config)
+    missing = [run for run in RUNS if run not in config.runs]
+    if missing:
+        raise NMTError(
+            f"{args.config} defines no run named {', '.join(missing)}.",
+            "Use configs/bench.yaml, or add runs rnnsearch and rnnencdec to the config.",
+        )
+    if args.trained is not None:
+        absent = [
+            str(args.trained / run) for run in RUNS if not (args.trained / run / "config.yaml").is_file()
+        ]
+        if absent:
+            raise NMTError(
+                f"--trained {args.trained}: no trained run in {', '.join(absent)}.",
+                "Pass the folder holding the runs rnnsearch/ and rnnencdec/ (e.g. EXPERIMENT/runs).",
+            )
+    device = resolve_device(args.device)
+    threads = args.threads or torch.get_num_threads()
+    torch.set_num_threads(threads)
+    prepare(config.data)  # once here, not raced by the children
+    plan = QUICK_PLAN if args.quick else {**DEFAULT_PLAN, "decode_sentences": args.sentences}
+    train: dict[str, Any] = {}
+    decode: dict[str, Any] = {}
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="nmt-bench-") as tmp:
+        for run in RUNS:
+            print(f"[{time.perf_counter() - started:4.0f}s] training {run} ...", flush=True)
+            train[run] = in_child(
+                train_phase,
+                config.for_run(run),
+                str(device),
+                threads,
+                plan,
+                str(Path(tmp) / f"{run}.pt"),
+                args.profile,
+            )
+        for run in RUNS:
+            print(f"[{time.perf_counter() - started:4.0f}s] decoding {run} ...", flush=True)
+            label = f"the benchmark's own training ({plan['warmup_steps'] + train[run]['steps']} steps)"
+            decode[run] = in_child(
+                decode_phase,
+                config.for_run(run),
+                run,
+                str(device),
+                threads,
+                plan,
+                str(Path(tmp) / f"{run}.pt"),
+                label,
+                args.trained or "",
+                args.profile,
+            )
+    peaks = [p for t in train.values() for p in t["peak_gflops_before_after"]]
+    peaks += [p for d in decode.values() for p in d["peak_gflops_around"]]
+    return {
+        "peak_gflops": max(peaks),
+        "train": train,
+        "decode": decode,
+        "machine": machine_info(device, threads),
+        "torch": torch.__version__,
+        "seconds": time.perf_counter() - started,
+        "settings": {
+            "config": str(args.config),
+            "quick": args.quick,
+            **plan,
+            "batch_tokens": config.training.batch_tokens,
+            "decode_batch_size": config.decoding.batch_size,
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", type=Path, default=Path("configs/bench.yaml"))
+    parser.add_argument("--out", type=Path, default=Path("benchmark.json"), help="JSON report path")
+    parser.add_argument("--quick", action="store_true", help="a rough run in under a minute")
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's own choice)")
+    parser.add_argument("--sentences", type=int, default=500, help="test sentences to decode")
+    parser.add_argument(
+        "--trained",
+        type=Path,
+        default=None,
+        help="folder holding trained runs rnnsearch/ and rnnencdec/ to decode with",
+    )
+    parser.add_argument("--profile", action="store_true", help="print torch.profiler tables per phase")
+    args = parser.parse_args(argv)
+    try:
+        report = run_benchmark(args)
+    except NMTError as error:
+        print(f"benchmark: error: {error.message}", file=sys.stderr)
+        if error.hint:
+            print(error.hint, file=sys.stderr)
+        return 2
+    atomic_write_text(args.out, json.dumps(report, indent=2) + "\n")
+    print("\n" + format_table(report) + f"\n\nwritten to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
