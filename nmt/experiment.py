@@ -7,6 +7,7 @@ part-way is resumed, so re-running after an interruption finishes the job; `forc
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import shutil
@@ -73,21 +74,41 @@ def _train_run(name: str, config: Config, run_dir: Path) -> str:
     return "trained"
 
 
-def _plot_long_sentence(run_dir: Path, config: Config, out_path: Path) -> str | None:
-    """Attention heatmap of the first test sentence of 50+ words (or the longest); returns the sentence."""
+def attention_entropy(weights: torch.Tensor) -> tuple[float, float]:
+    """Mean entropy in nats of the rows of `weights` (tgt_len x src_len), and its mean ratio to the
+    entropy of uniform weights, log(src_len): near 0 means one-hot (saturated), 1 means uniform."""
+    rows = weights.double().clamp_min(1e-12)
+    entropy = -(rows * rows.log()).sum(dim=-1)  # tgt_len
+    uniform = math.log(weights.size(-1)) if weights.size(-1) > 1 else 1.0
+    return float(entropy.mean()), float(entropy.mean() / uniform)
+
+
+def _attention_diagnostics(
+    run_dir: Path, config: Config, plot_path: Path | None, sentences: int = 200
+) -> dict[str, float]:
+    """Mean attention entropy over the first test sentences (greedy), and, if `plot_path` is given,
+    the heatmap of the first test sentence of 50+ words (or the longest one)."""
     from nmt.data.prepare import load_prepared
     from nmt.decoding.plots import plot_attention
     from nmt.decoding.translate import Translator
 
-    pairs = load_prepared(config.data).pairs(config.evaluation.split)
-    if not pairs:
-        return None
-    long_sources = [src for src, _ in pairs if len(src.split()) >= 50]
-    source = long_sources[0] if long_sources else max((src for src, _ in pairs), key=lambda s: len(s.split()))
+    sources = [src for src, _ in load_prepared(config.data).pairs(config.evaluation.split)]
     translator = Translator.from_run(run_dir, beam_size=1)
-    (translation,) = translator.translate([source], return_attention=True)
-    plot_attention(translation.attention, translation.src_pieces, translation.tgt_pieces, out_path)
-    return source
+    entropies = [
+        attention_entropy(t.attention)
+        for t in translator.translate(sources[:sentences], return_attention=True)
+        if t.attention is not None
+    ]
+    if plot_path is not None and sources:
+        long_sources = [src for src in sources if len(src.split()) >= 50]
+        source = long_sources[0] if long_sources else max(sources, key=lambda s: len(s.split()))
+        (translation,) = translator.translate([source], return_attention=True)
+        plot_attention(translation.attention, translation.src_pieces, translation.tgt_pieces, plot_path)
+    return {
+        "sentences": len(entropies),
+        "mean_entropy_nats": sum(e for e, _ in entropies) / max(len(entropies), 1),
+        "mean_entropy_vs_uniform": sum(r for _, r in entropies) / max(len(entropies), 1),
+    }
 
 
 def _parameter_counts(run_dirs: dict[str, Path]) -> dict[str, int | None]:
@@ -105,6 +126,7 @@ def _report(
     timings: Timings,
     counts: dict[str, int | None],
     evaluation_report: str,
+    attention: dict[str, dict[str, float]],
     attention_plot: str | None,
 ) -> str:
     machine = machine_description()
@@ -118,8 +140,9 @@ def _report(
         + (f", GPU {machine['gpu']}" if machine["gpu"] else ", no GPU")
         + f"; Python {machine['python']}, torch {machine['torch']}.",
         "",
-        f"Data: `{config.data.source}` ({config.data.bible_src} -> {config.data.bible_tgt} for the Bible), "
-        f"prepared in `{config.data.dir}`; scored on the `{config.evaluation.split}` split, "
+        f"Data: `{config.data.source}`"
+        + (f" ({config.data.bible_src} -> {config.data.bible_tgt})" if config.data.source == "bible" else "")
+        + f", prepared in `{config.data.dir}`; scored on the `{config.evaluation.split}` split, "
         f"buckets by {config.evaluation.by} length in words.",
         "",
         "| run | attention | parameters |",
@@ -134,6 +157,16 @@ def _report(
         )
     lines += ["", "| step | seconds |", "|---|---|"]
     lines += [f"| {step} | {seconds:.0f} |" for step, seconds in timings.seconds.items()]
+    if attention:
+        lines += [
+            "",
+            "| run | mean attention entropy (nats) | relative to uniform weights |",
+            "|---|---|---|",
+        ]
+        lines += [
+            f"| {name} | {a['mean_entropy_nats']:.3f} | {a['mean_entropy_vs_uniform']:.3f} |"
+            for name, a in attention.items()
+        ]
     lines += ["", evaluation_report.strip(), ""]
     if attention_plot:
         lines += ["", f"![attention of one long test sentence]({attention_plot})", ""]
@@ -178,12 +211,13 @@ def run_experiment(
     results = evaluate_runs(list(run_dirs.values()), out_dir=out_dir)
     timings.record("evaluate", time.perf_counter() - start)
 
-    attention_plot = None
     attentive = [name for name in config.runs if config.for_run(name).model.attention != "none"]
-    if attentive:
-        plot_path = out_dir / "attention_long_sentence.png"
-        _plot_long_sentence(run_dirs[attentive[0]], config.for_run(attentive[0]), plot_path)
-        attention_plot = plot_path.name
+    attention_plot = "attention_long_sentence.png" if attentive else None
+    results["attention"] = {}
+    for index, name in enumerate(attentive):
+        plot_path = out_dir / attention_plot if index == 0 and attention_plot else None
+        results["attention"][name] = _attention_diagnostics(run_dirs[name], config.for_run(name), plot_path)
+    atomic_write_text(out_dir / "results.json", json.dumps(results, indent=2))
 
     evaluation_report = (out_dir / "report.md").read_text(encoding="utf-8")
     report = _report(
@@ -193,6 +227,7 @@ def run_experiment(
         timings,
         _parameter_counts(run_dirs),
         evaluation_report,
+        results["attention"],
         attention_plot,
     )
     atomic_write_text(out_dir / "report.md", report)

@@ -1,0 +1,100 @@
+"""`nmt experiment`: every shipped config runs end to end (shortened, on local files), and re-runs resume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nmt.config import load_config
+from nmt.errors import NMTError
+from nmt.experiment import attention_entropy, run_experiment
+from tests.synthetic import reverse_pairs, write_parallel
+
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
+
+def shortened(config_path: Path, root: Path) -> list[str]:
+    """Overrides that point a config's data at local reverse-digit files and cut training to 2 steps."""
+    for name, n, seed in (("train", 200, 0), ("valid", 20, 1), ("test", 30, 2)):
+        write_parallel(root / name, reverse_pairs(n, 3, 12, seed=seed))
+    overrides = [
+        "data.source=files",
+        f"data.dir={root / 'prepared'}",
+        "data.src_lang=src",
+        "data.tgt_lang=tgt",
+        f"data.train={root / 'train'}",
+        f"data.valid={root / 'valid'}",
+        f"data.test={root / 'test'}",
+        "data.vocab_size=25",
+        "data.subword_type=bpe",
+        "data.joint_vocab=true",
+        "training.max_steps=2",
+        "training.validate_every=2",
+        "training.checkpoint_every=2",
+        "training.valid_max_sentences=5",
+        "training.batch_tokens=400",
+        "training.device=cpu",
+        "decoding.batch_size=16",
+    ]
+    for run, sections in load_config(config_path).runs.items():
+        if "dir" in (sections.get("data") or {}):  # runs with their own data folder (the -30 / -50 runs)
+            overrides.append(f"runs.{run}.data.dir={root / ('prepared-' + run)}")
+    return overrides
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["quick", "paper", "paper-bible", "attention-scaling"])
+def test_shipped_config_runs_shortened(name: str, tmp_path: Path) -> None:
+    config_path = CONFIGS / f"{name}.yaml"
+    out = tmp_path / "out"
+    results = run_experiment(config_path, shortened(config_path, tmp_path / "data"), out)
+    config = load_config(config_path)
+    assert set(results["runs"]) == set(config.runs)
+    for run in config.runs:
+        assert (out / "runs" / run / "summary.json").is_file()
+        assert results["runs"][run]["buckets"][0]["label"] == "<10"
+    saved = json.loads((out / "results.json").read_text())
+    attentive = {run for run in config.runs if config.for_run(run).model.attention != "none"}
+    assert set(saved["attention"]) == attentive
+    for stats in saved["attention"].values():
+        assert 0.0 <= stats["mean_entropy_vs_uniform"] <= 1.0
+    report = (out / "report.md").read_text()
+    assert "| bucket" in report or "bucket" in report
+    assert (out / "bleu_by_length.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    if attentive:
+        assert (out / "attention_long_sentence.png").is_file()
+
+
+@pytest.mark.slow
+def test_rerun_skips_finished_runs_and_refuses_changed_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config_path = CONFIGS / "quick.yaml"
+    overrides = shortened(config_path, tmp_path / "data")
+    out = tmp_path / "out"
+    run_experiment(config_path, overrides, out)
+    summary = out / "runs" / "rnnsearch" / "summary.json"
+    first = summary.stat().st_mtime_ns
+    capsys.readouterr()
+    run_experiment(config_path, overrides, out)
+    assert "run rnnsearch already finished: skipped" in capsys.readouterr().out
+    assert summary.stat().st_mtime_ns == first
+    with pytest.raises(NMTError, match="model.hidden_size"):
+        run_experiment(config_path, [*overrides, "model.hidden_size=32"], out)
+    run_experiment(config_path, [*overrides, "model.hidden_size=32"], out, force=True)
+    assert summary.stat().st_mtime_ns != first
+
+
+def test_attention_entropy_values() -> None:
+    import torch
+
+    uniform = torch.full((3, 4), 0.25)
+    entropy, ratio = attention_entropy(uniform)
+    assert entropy == pytest.approx(torch.log(torch.tensor(4.0)).item())
+    assert ratio == pytest.approx(1.0)
+    one_hot = torch.eye(4)[:3]
+    entropy, ratio = attention_entropy(one_hot)
+    assert entropy == pytest.approx(0.0, abs=1e-9)
+    assert ratio == pytest.approx(0.0, abs=1e-9)
