@@ -50,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--run-dir", type=Path, default=None, help="where the run is written (default runs/<config name>)"
     )
     train.add_argument(
+        "--run", default=None, metavar="NAME", help="train one of the config's experiment runs (its `runs:` entry)"
+    )
+    train.add_argument(
         "--resume", action="store_true", help="continue from the run directory's latest checkpoint"
     )
 
@@ -120,9 +123,17 @@ def run_command(args: argparse.Namespace) -> None:
         print(format_stats(prepare(config.data)))
     elif args.command == "train":
         config = load_config(args.config, args.overrides)
+        if args.run is not None:
+            config = config.for_run(args.run)
+        elif config.runs:
+            print(
+                f"note: {args.config} defines runs ({', '.join(config.runs)}); training its top-level settings. "
+                "Use --run NAME to train one of them.",
+                file=sys.stderr,
+            )
         from nmt.training.trainer import train
 
-        run_dir = args.run_dir or Path("runs") / args.config.stem
+        run_dir = args.run_dir or Path("runs") / (args.run or args.config.stem)
         train(config, run_dir, resume=args.resume)
     elif args.command == "translate":
         from nmt.decoding.translate import translate_file
@@ -172,6 +183,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"nmt {args.command}: error: {error.message}", file=sys.stderr)
         if error.hint:
             print(error.hint, file=sys.stderr)
+        return 2
+    except OSError as error:  # a path the user gave that cannot be read or written
+        where = f" {error.filename}" if error.filename else ""
+        print(f"nmt {args.command}: error:{where}: {error.strerror or error}", file=sys.stderr)
+        print("Check that the path exists, is writable and that the disk has space.", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"nmt {args.command}: interrupted.", file=sys.stderr)

@@ -102,6 +102,11 @@ class ModelConfig:
             _require(getattr(self, key) >= 1, f"model.{key}", "must be >= 1")
         _require(self.maxout_size >= 0, "model.maxout_size", "must be >= 0 (0 = tanh layer)")
         _require(0.0 <= self.dropout < 1.0, "model.dropout", "must be in [0, 1)")
+        _require(
+            not self.tie_target_embeddings or self.maxout_size in (0, self.embedding_size),
+            "model.tie_target_embeddings",
+            "needs model.maxout_size equal to model.embedding_size, or 0 (a tanh layer as wide as the embeddings)",
+        )
 
 
 @dataclass
@@ -115,7 +120,7 @@ class TrainingConfig:
     device: Literal["auto", "cpu", "cuda"] = "auto"
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
     optimizer: Literal["adam", "adadelta"] = "adam"
-    learning_rate: float = 0.001
+    learning_rate: float = 0.0  # 0 = the optimiser's default (Adam 0.001, Adadelta 1.0)
     clip_grad_norm: float = 1.0
     label_smoothing: float = 0.0
     warmup_steps: int = 0
@@ -135,7 +140,7 @@ class TrainingConfig:
             _require(getattr(self, key) >= 1, f"training.{key}", "must be >= 1")
         for key in ("threads", "warmup_steps", "lr_patience", "patience", "keep_last"):
             _require(getattr(self, key) >= 0, f"training.{key}", "must be >= 0")
-        _require(self.learning_rate > 0, "training.learning_rate", "must be > 0")
+        _require(self.learning_rate >= 0, "training.learning_rate", "must be >= 0 (0 = the optimiser's default)")
         _require(0.0 <= self.label_smoothing < 1.0, "training.label_smoothing", "must be in [0, 1)")
         _require(0.0 < self.lr_decay_factor <= 1.0, "training.lr_decay_factor", "must be in (0, 1]")
         _require(self.valid_max_sentences >= 0, "training.valid_max_sentences", "must be >= 0 (0 = all)")
@@ -159,6 +164,8 @@ class DecodingConfig:
             _require(getattr(self, key) >= 1, f"decoding.{key}", "must be >= 1")
         _require(self.nbest <= self.beam_size, "decoding.nbest", "must be <= decoding.beam_size")
         _require(self.max_length_ratio > 0, "decoding.max_length_ratio", "must be > 0")
+        _require(self.max_length_offset >= 0, "decoding.max_length_offset", "must be >= 0")
+        _require(self.alpha >= 0, "decoding.alpha", "must be >= 0")
 
 
 @dataclass

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from nmt.config import Config, config_diff, load_config, read_yaml, save_config
+from nmt.config import Config, load_config, save_config
 from nmt.errors import NMTError
 from nmt.fileio import atomic_write_text
 
@@ -56,22 +56,25 @@ class Timings:
 
 def _train_run(name: str, config: Config, run_dir: Path) -> str:
     """Train one run unless it is finished; returns what was done ('trained', 'resumed', 'skipped')."""
+    from nmt.training.rundir import learning_differences
     from nmt.training.trainer import train
 
     saved = run_dir / "config.yaml"
-    if saved.exists():
-        differing = config_diff(read_yaml(saved) or {}, config.to_dict())
-        if differing:
-            raise NMTError(
-                f"run '{name}' in {run_dir} was trained with a different config ({', '.join(differing)}).",
-                "Re-run with --force to redo it, or choose another --out folder.",
-            )
-        if (run_dir / "summary.json").exists():
-            return "skipped"
-        train(config, run_dir, resume=True)
-        return "resumed"
-    train(config, run_dir, resume=False)
-    return "trained"
+    if not saved.exists():
+        train(config, run_dir, resume=False)
+        return "trained"
+    previous = load_config(saved)
+    differing = learning_differences(previous, config)
+    if differing:
+        raise NMTError(
+            f"run '{name}' in {run_dir} was trained with a different config ({', '.join(differing)}).",
+            "Re-run with --force to redo it, or choose another --out folder.",
+        )
+    finished = (run_dir / "summary.json").exists()
+    if finished and previous.training.max_steps == config.training.max_steps:
+        return "skipped"
+    train(config, run_dir, resume=True)
+    return "resumed"
 
 
 def attention_entropy(weights: torch.Tensor) -> tuple[float, float]:
@@ -193,8 +196,9 @@ def run_experiment(
     timings = Timings(out_dir / "timings.json")
 
     start = time.perf_counter()
-    stats = prepare(config.data)
-    print(format_stats(stats))
+    data_sections = {run.data.dir: run.data for run in (config.for_run(name) for name in config.runs)}
+    for data in data_sections.values():  # each data folder the runs use, once
+        print(format_stats(prepare(data)))
     timings.record("prepare", time.perf_counter() - start)
 
     run_dirs = {name: out_dir / "runs" / name for name in config.runs}
@@ -208,7 +212,7 @@ def run_experiment(
             print(f"run {name} already finished: skipped")
 
     start = time.perf_counter()
-    results = evaluate_runs(list(run_dirs.values()), out_dir=out_dir)
+    results = evaluate_runs(list(run_dirs.values()), out_dir=out_dir, beam_size=config.decoding.beam_size)
     timings.record("evaluate", time.perf_counter() - start)
 
     attentive = [name for name in config.runs if config.for_run(name).model.attention != "none"]

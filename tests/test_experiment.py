@@ -61,7 +61,9 @@ def test_shipped_config_runs_shortened(name: str, tmp_path: Path) -> None:
     for stats in saved["attention"].values():
         assert 0.0 <= stats["mean_entropy_vs_uniform"] <= 1.0
     report = (out / "report.md").read_text()
-    assert "| bucket" in report or "bucket" in report
+    assert "| bucket | n |" in report
+    for label in ("<10", "[10,20)", "[20,30)", "[30,40)", "[40,50)", "[50,60)", ">=60"):
+        assert f"| {label} |" in report
     assert (out / "bleu_by_length.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     if attentive:
         assert (out / "attention_long_sentence.png").is_file()

@@ -134,7 +134,7 @@ def test_tied_embeddings_count_once_and_mismatch_is_a_config_error() -> None:
     assert tied_tanh.decoder.output.weight is tied_tanh.decoder.embedding.weight
     with pytest.raises(NMTError, match="maxout_size"):
         build_model(ModelConfig(maxout_size=100, embedding_size=64, tie_target_embeddings=True), 20, 17)
-    with pytest.raises(ValueError, match="vocabulary size"):
+    with pytest.raises(NMTError, match="vocabulary has 4 entries"):
         build_model(ModelConfig(), 4, 17)
 
 

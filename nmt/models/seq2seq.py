@@ -71,8 +71,6 @@ class Seq2Seq(nn.Module):
     ) -> Tensor | tuple[Tensor, Tensor]:
         """Teacher forcing. tgt_in: batch x tgt_len (BOS + ids, padded) -> logits batch x tgt_len x
         tgt_vocab, plus attention batch x tgt_len x src_len when asked (ValueError for attention none)."""
-        if return_attention and not self.has_attention:
-            raise ValueError("return_attention: the fixed-context model (attention: none) has no attention")
         logits, attention = self.decoder(tgt_in, self.encode(src, src_lengths), return_attention)
         if return_attention:
             assert attention is not None
@@ -101,13 +99,11 @@ def build_model(config: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -
     special = max(PAD_ID, EOS_ID) + 1
     for name, size in (("source", src_vocab_size), ("target", tgt_vocab_size)):
         if size <= special:
-            raise ValueError(f"{name} vocabulary size {size} leaves no room beyond the {special} special ids")
-    if config.tie_target_embeddings and config.maxout_size not in (0, config.embedding_size):
-        raise NMTError(
-            f"model.tie_target_embeddings needs model.maxout_size ({config.maxout_size}) equal to "
-            f"model.embedding_size ({config.embedding_size}): the output layer reads the maxout units.",
-            "Set model.maxout_size to the embedding size (or 0 for a tanh layer), or untie the embeddings.",
-        )
+            raise NMTError(
+                f"the {name} vocabulary has {size} entries, leaving no room beyond the {special} special ids.",
+                "Raise data.vocab_size, or use a larger training corpus.",
+            )
+    config.validate()  # a ModelConfig built in code has not been through the YAML checks
     return Seq2Seq(config, src_vocab_size, tgt_vocab_size)
 
 

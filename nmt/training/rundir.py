@@ -6,7 +6,6 @@ overwrites a previous run.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform
@@ -18,29 +17,29 @@ from typing import Any
 
 import torch
 
-from nmt.config import Config, load_config, save_config
+from nmt.config import Config, config_diff, load_config, save_config
 from nmt.errors import NMTError
-from nmt.fileio import atomic_open, atomic_write_text
+from nmt.fileio import atomic_open, atomic_write_text, sha256_file
 from nmt.training.checkpoint import CHECKPOINT_DIR, latest_step_checkpoint
 
 # Keys that may change between a run and its --resume: they do not change what is learned.
+# (Validation decodes greedily within the length limits, so the other decoding keys do not matter.)
 RESUMABLE_KEYS = frozenset(
-    f"training.{key}"
-    for key in (
-        "max_steps", "patience", "validate_every", "checkpoint_every", "log_every", "threads", "device", "tensorboard",
-    )
+    [
+        *(
+            f"training.{key}"
+            for key in (
+                "max_steps", "patience", "validate_every", "checkpoint_every", "log_every", "threads", "device",
+                "tensorboard", "keep_last",
+            )
+        ),
+        *(f"decoding.{key}" for key in ("beam_size", "length_penalty", "alpha", "batch_size", "nbest")),
+        *(f"evaluation.{key}" for key in ("split", "buckets", "by", "bootstrap_samples", "bootstrap_seed")),
+        "data.dir",
+        "data.cache_dir",
+    ]
 )
 RUN_MARKERS = ("config.yaml", "summary.json", "log.jsonl", CHECKPOINT_DIR)
-
-
-def _flatten(raw: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in raw.items():
-        if isinstance(value, dict) and value:
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
 
 
 def config_differences(old: Config, new: Config) -> list[str]:
@@ -48,8 +47,12 @@ def config_differences(old: Config, new: Config) -> list[str]:
     a, b = old.to_dict(), new.to_dict()
     a.pop("runs", None)
     b.pop("runs", None)
-    fa, fb = _flatten(a), _flatten(b)
-    return sorted(k for k in fa.keys() | fb.keys() if fa.get(k) != fb.get(k))
+    return config_diff(a, b)
+
+
+def learning_differences(old: Config, new: Config) -> list[str]:
+    """The differing keys that change what a run learns (all but RESUMABLE_KEYS)."""
+    return [key for key in config_differences(old, new) if key not in RESUMABLE_KEYS]
 
 
 def check_run_dir(run_dir: Path, config: Config, resume: bool) -> Path | None:
@@ -81,7 +84,7 @@ def check_run_dir(run_dir: Path, config: Config, resume: bool) -> Path | None:
             f"--resume: {config_path} does not exist, so there is no run to resume in {run_dir}.",
             "Drop --resume to start a new run there, or point --run-dir at an existing run.",
         )
-    differing = [k for k in config_differences(load_config(config_path), config) if k not in RESUMABLE_KEYS]
+    differing = learning_differences(load_config(config_path), config)
     if differing:
         raise NMTError(
             f"--resume: the config differs from the one {run_dir} was trained with in: {', '.join(differing)}.",
@@ -102,15 +105,6 @@ def check_writable(run_dir: Path) -> None:
             f"cannot write to the run directory {run_dir} ({exc.strerror or exc}).",
             "Choose a writable --run-dir or fix its permissions.",
         ) from None
-
-
-def sha256_file(path: Path) -> str:
-    """Hex sha256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def tokenizer_fingerprint(files: list[Path]) -> dict[str, str]:
@@ -248,12 +242,6 @@ class RunLog:
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(event) + "\n")
 
-    def events(self) -> list[dict[str, Any]]:
-        """All events so far."""
-        if not self.path.is_file():
-            return []
-        return [json.loads(line) for line in self.path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
 
 def _event_step(line: str) -> int:
     try:
@@ -264,5 +252,4 @@ def _event_step(line: str) -> int:
 
 def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
     """RUN_DIR/summary.json, written atomically at the end of training."""
-    with atomic_open(run_dir / "summary.json", "w") as handle:
-        handle.write(json.dumps(summary, indent=2) + "\n")
+    atomic_write_text(run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
