@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from nmt.config import Config, load_config
+from nmt.data.corpus import read_lines
 from nmt.errors import NMTError
 from nmt.evaluation.buckets import BucketBy
 from nmt.evaluation.report import format_table, results_dict, write_report
@@ -49,30 +50,10 @@ class RunInfo:
     checkpoint: Path
 
 
-def read_text_lines(path: Path, option: str) -> list[str]:
-    """Lines of a UTF-8 file given as `option`; NMTError naming the file and line on bad input."""
-    try:
-        data = Path(path).read_bytes()
-    except (FileNotFoundError, IsADirectoryError):
-        raise NMTError(f"{option} {path}: no such file.", f"Give an existing text file to {option}.") from None
-    lines = data.split(b"\n")
-    if lines[-1] == b"":
-        lines.pop()
-    out = []
-    for number, raw in enumerate(lines, 1):
-        try:
-            out.append(raw.decode("utf-8").removesuffix("\r"))
-        except UnicodeDecodeError as exc:
-            raise NMTError(
-                f"{option} {path}, line {number}: not valid UTF-8 (byte {exc.start} of the line).",
-                "Convert the file to UTF-8, e.g. `iconv -f latin1 -t utf-8 FILE`.",
-            ) from None
-    return out
-
-
 def file_test_set(src_path: Path, ref_path: Path) -> TestSet:
     """Source and reference files given on the command line; they must have the same line count."""
-    sources, references = read_text_lines(src_path, "--src"), read_text_lines(ref_path, "--ref")
+    sources = read_lines(src_path, "--src", "Give an existing text file to --src.")
+    references = read_lines(ref_path, "--ref", "Give an existing text file to --ref.")
     if len(sources) != len(references):
         raise NMTError(
             f"--src {src_path} has {len(sources)} lines but --ref {ref_path} has {len(references)}.",

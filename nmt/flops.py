@@ -51,8 +51,9 @@ def _sizes(cfg: ModelConfig) -> dict[str, int]:
 
 def encoder_flops(cfg: ModelConfig, src_len: int) -> dict[str, float]:
     """Forward FLOPs of encoding one sentence of `src_len` tokens, and of what the decoder computes
-    once per sentence from it (attention keys or the fixed context, and s_0). Padding-free: the
-    encoder runs on packed sequences."""
+    once per sentence from it (attention keys or the fixed context, and s_0). At the real length: the
+    encoder does run every step of the padded batch (with masking), but that padded compute is not
+    useful work and is left out of MFU on purpose."""
     z = _sizes(cfg)
     n, G, C, S = z["n"], z["G"], z["C"], src_len
     terms: dict[str, float] = {}

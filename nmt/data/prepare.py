@@ -20,6 +20,7 @@ from nmt.config import DataConfig
 from nmt.data.corpus import SPLITS, Corpus, Pair, load_corpus, read_lines
 from nmt.data.subwords import SUBWORD_KEYS, Tokenizer, read_manifest
 from nmt.errors import NMTError
+from nmt.evaluation.buckets import assign_buckets, make_buckets, word_count
 from nmt.fileio import atomic_write_text
 
 FORMAT_VERSION = 2
@@ -49,22 +50,12 @@ class PreparedData:
         return list(zip(src, tgt, strict=True))
 
 
-def bucket_label(n_words: int, cuts: tuple[int, ...] = HISTOGRAM_CUTS) -> str:
-    """'<10', '[10,20)', ..., '>=60' for a length in words."""
-    if n_words < cuts[0]:
-        return f"<{cuts[0]}"
-    for low, high in zip(cuts, cuts[1:], strict=False):
-        if n_words < high:
-            return f"[{low},{high})"
-    return f">={cuts[-1]}"
-
-
 def length_histogram(pairs: list[Pair]) -> dict[str, int]:
-    """Source-length histogram in words, every bucket present (in order), empty ones as 0."""
-    labels = [bucket_label(n) for n in (0, *HISTOGRAM_CUTS)]
-    counts = dict.fromkeys(labels, 0)
-    for src, _ in pairs:
-        counts[bucket_label(len(src.split()))] += 1
+    """Source-length histogram in words over the evaluation's buckets, every bucket present (in order)."""
+    buckets = make_buckets(HISTOGRAM_CUTS)
+    counts = dict.fromkeys((b.label for b in buckets), 0)
+    for index in assign_buckets([word_count(src) for src, _ in pairs], buckets):
+        counts[buckets[index].label] += 1
     return counts
 
 

@@ -6,7 +6,6 @@ model other than the one it was trained with.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 from collections.abc import Iterable
@@ -17,16 +16,12 @@ import sentencepiece as spm
 
 from nmt.config import DataConfig
 from nmt.errors import NMTError
-from nmt.fileio import atomic_open, atomic_write_text
+from nmt.fileio import atomic_open, atomic_write_text, sha256_file
 from nmt.special import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 MANIFEST = "tokenizer.json"
 SUBWORD_KEYS = ("subword_type", "vocab_size", "character_coverage", "joint_vocab")
 _SPECIAL = {PAD_ID, BOS_ID, EOS_ID}
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _train_model(lines: Iterable[str], path: Path, config: DataConfig) -> None:
@@ -91,7 +86,7 @@ class Tokenizer:
         manifest = {
             "src_model": src_file,
             "tgt_model": tgt_file,
-            "sha256": {name: _sha256(out_dir / name) for name in sorted({src_file, tgt_file})},
+            "sha256": {name: sha256_file(out_dir / name) for name in sorted({src_file, tgt_file})},
             "src_vocab_size": tokenizer.src_vocab_size,
             "tgt_vocab_size": tokenizer.tgt_vocab_size,
             "special_ids": {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID},
@@ -109,7 +104,7 @@ class Tokenizer:
             path = directory / name
             if not path.exists():
                 raise NMTError(f"{path}: sentencepiece model missing.", f"Re-run `nmt prepare` or copy it beside {MANIFEST}.")
-            if _sha256(path) != digest:
+            if sha256_file(path) != digest:
                 raise NMTError(
                     f"{path}: sha256 differs from the one recorded in {directory / MANIFEST}.",
                     "The model was replaced after training: re-run `nmt prepare` (and retrain).",

@@ -176,8 +176,8 @@ class Translator:
         )
 
 
-def _read_chunks(handle: IO[bytes], name: str) -> Iterator[tuple[int, list[str]]]:
-    """(first line number, up to CHUNK_LINES decoded lines without their line ends) from a binary stream.
+def _read_chunks(handle: IO[bytes], name: str, chunk_lines: int) -> Iterator[tuple[int, list[str]]]:
+    """(first line number, up to `chunk_lines` decoded lines without their line ends) from a binary stream.
 
     Decoding line by line lets a UTF-8 error name its line.
     """
@@ -193,7 +193,7 @@ def _read_chunks(handle: IO[bytes], name: str) -> Iterator[tuple[int, list[str]]
                 "Convert the input to UTF-8 (e.g. iconv -f latin1 -t utf-8), or fix that line.",
             ) from None
         chunk.append(text.rstrip("\r\n"))
-        if len(chunk) == CHUNK_LINES:
+        if len(chunk) == chunk_lines:
             yield first, chunk
             first, chunk = number + 1, []
     if chunk:
@@ -213,9 +213,10 @@ def translate_file(
 ) -> None:
     """`nmt translate`: translate a file (default stdin) line by line into a file (default stdout).
 
-    Streams CHUNK_LINES lines at a time and keeps line order and count: an empty input line gives an
-    empty output line. With `nbest` K, each output line holds the K best translations separated by
-    tabs. An output file is written atomically: after an error there is no (partial) file.
+    Streams CHUNK_LINES lines at a time (one at a time from a terminal, so that each typed line is
+    answered at once) and keeps line order and count: an empty input line gives an empty output line.
+    With `nbest` K, each output line holds the K best translations separated by tabs. An output file
+    is written atomically: after an error there is no (partial) file.
     `attention_plots` DIR receives one heatmap per non-empty line, named line-NNNNNN.png.
     """
     if input_path is not None and not Path(input_path).is_file():
@@ -236,7 +237,8 @@ def translate_file(
             open(input_path, "rb") if input_path is not None else nullcontext(sys.stdin.buffer) as source,
             atomic_open(output_path, "w") if output_path is not None else nullcontext(sys.stdout) as sink,
         ):
-            for first, lines in _read_chunks(source, name):
+            chunk_lines = 1 if source.isatty() else CHUNK_LINES
+            for first, lines in _read_chunks(source, name, chunk_lines):
                 results = translator.translate_nbest(lines, nbest, plots_dir is not None, first_line=first)
                 for offset, translations in enumerate(results):
                     sink.write("\t".join(t.text for t in translations) + "\n")

@@ -141,20 +141,6 @@ def paired_p_value(samples_a: np.ndarray, samples_b: np.ndarray) -> float:
     return float(min(1.0, 2.0 * (tail + 1) / (n + 1)))
 
 
-def bootstrap_ci(stats: np.ndarray, n_samples: int, seed: int, level: float = 0.95) -> tuple[float, float]:
-    """Bootstrap interval of corpus BLEU for one system's sentence statistics."""
-    return percentile_interval(bootstrap_bleu([stats], n_samples, seed)[0], level)
-
-
-def paired_bootstrap(
-    stats_a: np.ndarray, stats_b: np.ndarray, n_samples: int, seed: int
-) -> tuple[float, float]:
-    """(BLEU(b) - BLEU(a), two-sided p-value) by paired bootstrap resampling of the sentences."""
-    samples = bootstrap_bleu([stats_a, stats_b], n_samples, seed)
-    diff = float(bleu_from_stats(stats_b.sum(axis=0)) - bleu_from_stats(stats_a.sum(axis=0)))
-    return diff, paired_p_value(samples[0], samples[1])
-
-
 @dataclass(frozen=True)
 class BucketScore:
     """BLEU of one system on the sentences of one bucket; `bleu` and `ci` are None if it is empty."""

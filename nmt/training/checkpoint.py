@@ -17,8 +17,10 @@ import numpy as np
 import torch
 
 from nmt.config import Config, load_config
+from nmt.data.subwords import Tokenizer
 from nmt.errors import NMTError
 from nmt.fileio import atomic_open
+from nmt.models.seq2seq import Seq2Seq, build_model
 
 CHECKPOINT_DIR = "checkpoints"
 BEST_NAME = "best.pt"
@@ -128,8 +130,8 @@ class LoadedRun:
 
     run_dir: Path
     config: Config
-    model: Any  # nmt.models.seq2seq.Seq2Seq
-    tokenizer: Any  # nmt.data.subwords.Tokenizer
+    model: Seq2Seq
+    tokenizer: Tokenizer
     checkpoint: Path
     step: int
 
@@ -150,9 +152,6 @@ def default_checkpoint(run_dir: Path) -> Path:
 
 def load_run(run_dir: Path, checkpoint: Path | None = None, device: str = "auto") -> LoadedRun:
     """Load a run directory's config, tokenizer copy and model weights for translation or evaluation."""
-    from nmt.data.subwords import Tokenizer
-    from nmt.models.seq2seq import build_model
-
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise NMTError(f"run directory not found: {run_dir}", "Pass the --run-dir a training run wrote.")

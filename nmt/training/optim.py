@@ -14,15 +14,15 @@ import torch
 
 from nmt.config import TrainingConfig
 
-# The paper's Adadelta learning rate; used when the config keeps the (Adam) default.
-ADADELTA_DEFAULT_LR = 1.0
+# What training.learning_rate: 0 stands for: Adam's usual 0.001, and Adadelta's 1.0 as in Bahdanau et al.
+DEFAULT_LEARNING_RATES = {"adam": 0.001, "adadelta": 1.0}
 
 
 def base_learning_rate(config: TrainingConfig) -> float:
-    """The configured learning rate; for adadelta the paper's 1.0 unless one was set."""
-    if config.optimizer == "adadelta" and config.learning_rate == TrainingConfig.learning_rate:
-        return ADADELTA_DEFAULT_LR
-    return config.learning_rate
+    """training.learning_rate, or the optimiser's default when it is 0."""
+    if config.learning_rate > 0:
+        return config.learning_rate
+    return DEFAULT_LEARNING_RATES[config.optimizer]
 
 
 def build_optimizer(parameters: Any, config: TrainingConfig) -> torch.optim.Optimizer:

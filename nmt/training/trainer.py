@@ -12,15 +12,20 @@ import math
 import random
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
 from torch.nn.parallel import DistributedDataParallel
+from tqdm import tqdm
 
 from nmt.config import Config
+from nmt.data.batching import TokenBatchSampler, make_batch, shard
+from nmt.data.prepare import load_prepared, prepare
 from nmt.errors import NMTError
+from nmt.models.seq2seq import build_model, count_parameters
 from nmt.training import rundir
 from nmt.training.checkpoint import (
     BEST_NAME,
@@ -37,6 +42,8 @@ from nmt.training.distributed import DistContext, setup_distributed
 from nmt.training.optim import LRSchedule, build_optimizer, is_better
 from nmt.training.signals import StopRequest
 from nmt.training.validation import ValidationResult, build_valid_set, safe_exp, token_loss_sum, validate
+
+T = TypeVar("T")
 
 
 def train(config: Config, run_dir: Path, resume: bool = False) -> dict[str, Any]:
@@ -78,13 +85,11 @@ class Trainer:
             torch.set_num_threads(tc.threads)
         seed_everything(tc.seed)
         self._load_data()
-        from nmt.models.seq2seq import build_model, count_parameters
-
-        # Built before anything is written, so that a config the model refuses leaves no partial run.
+        # Everything is built, and a resumed checkpoint loaded, before the run dir is written: a config the
+        # model refuses or an unusable checkpoint must leave the previous run (and its summary.json) as it was.
         self.model = build_model(config.model, self.tokenizer.src_vocab_size, self.tokenizer.tgt_vocab_size)
         self.model.to(self.device)
         self.parameters = count_parameters(self.model)
-        resume_from = self._check_and_write(resume)
         if ctx.rank > 0:
             torch.manual_seed(tc.seed + 1000 * ctx.rank)  # own dropout masks per rank; init came from rank 0
         self.wrapped: torch.nn.Module = self.model
@@ -106,19 +111,20 @@ class Trainer:
         self.batches: list[list[int]] | None = None
         self.log = rundir.RunLog(run_dir / "log.jsonl")
         self._say(self.model.describe())
-        if resume_from is not None:
-            self._restore(resume_from)
-        elif ctx.is_main and resume:
-            self.log.truncate_after(0)
+        resume_from = self._agreed(lambda: rundir.check_run_dir(run_dir, config, resume))
+        rng = self._agreed(lambda: self._restore(resume_from), on_all_ranks=True) if resume_from else None
+        self._agreed(lambda: rundir.set_up(run_dir, config, self.tokenizer, resume, self.device, ctx.world_size))
+        if ctx.is_main and resume:
+            self.log.truncate_after(self.step)  # the steps after the checkpoint are redone
+        if rng is not None:
+            restore_rng(rng)
+            self._say(f"resumed from {resume_from} at step {self.step} (epoch {self.epoch})")
         self.lr = self.schedule.lr(self.step + 1)
         self.writer = self._tensorboard()
         self._interval_started = time.monotonic()
 
     # ---- setup ------------------------------------------------------------------------------
     def _load_data(self) -> None:
-        from nmt.data.batching import TokenBatchSampler
-        from nmt.data.prepare import load_prepared, prepare
-
         if self.ctx.enabled:  # rank 0 prepares alone; the others would race it on the same folder
             failure = None
             if self.ctx.is_main:
@@ -141,22 +147,27 @@ class Trainer:
         )
         self.valid = build_valid_set(data.pairs("valid"), self.tokenizer, self.tc.valid_max_sentences)
 
-    def _check_and_write(self, resume: bool) -> Path | None:
-        """Rank 0 refuses bad run dirs before writing anything; every rank learns the outcome."""
+    def _agreed(self, action: Callable[[], T], on_all_ranks: bool = False) -> T:
+        """Run `action` on rank 0 (or on every rank); an NMTError on any rank is raised on all of them,
+        so no rank waits forever in a collective. Returns rank 0's result (every rank's own, if on_all_ranks)."""
         outcome: tuple[str, Any] = ("ok", None)
-        if self.ctx.is_main:
+        if on_all_ranks or self.ctx.is_main:
             try:
-                checkpoint = rundir.set_up(self.run_dir, self.config, self.tokenizer, resume, self.device,
-                                           self.ctx.world_size)
-                outcome = ("ok", checkpoint)
+                outcome = ("ok", action())
             except NMTError as error:
                 outcome = ("error", (error.message, error.hint))
-        kind, value = self.ctx.broadcast(outcome)
+        if on_all_ranks:
+            errors = [e for e in self.ctx.gather(outcome[1] if outcome[0] == "error" else None) if e is not None]
+            kind, value = ("error", errors[0]) if errors else outcome
+        else:
+            kind, value = self.ctx.broadcast(outcome)
         if kind == "error":
             raise NMTError(*value)
         return value
 
-    def _restore(self, path: Path) -> None:
+    def _restore(self, path: Path) -> dict[str, Any]:
+        """Load step checkpoint `path` into the model, optimiser and loop state, refusing one this run cannot
+        continue; writes nothing. Returns this rank's saved RNG state, for the caller to restore last."""
         state = load_checkpoint(path, map_location=self.device)
         sizes = (state.get("src_vocab_size"), state.get("tgt_vocab_size"))
         if sizes != (self.tokenizer.src_vocab_size, self.tokenizer.tgt_vocab_size):
@@ -169,23 +180,30 @@ class Trainer:
             self.model.load_state_dict(state["model"])
             self.optimizer.load_state_dict(state["optimizer"])
             self.schedule.load_state_dict(state["schedule"])
-            self.scaler.load_state_dict(state["scaler"])
+            if state["scaler"]:  # {} = saved with the scaler disabled (fp32, bf16 or CPU): keep the fresh one
+                self.scaler.load_state_dict(state["scaler"])
             self.step, self.epoch, self.position = state["step"], state["epoch"], state["position"]
             self.best_score, self.best_step = state["best_score"], state["best_step"]
             self.bad_validations = state["bad_validations"]
             self.acc = dict(state["log_acc"])
             self.elapsed_before = state["elapsed_s"]
             rngs = state["rng"]
+            saved_world_size = state["world_size"]
         except (RuntimeError, ValueError, KeyError) as exc:
             raise NMTError(f"{path} is not a resumable checkpoint of this model ({type(exc).__name__}: "
                            f"{str(exc).splitlines()[0]}).",
                            "Resume with the config the run was trained with, or delete that file.") from None
+        if saved_world_size != self.ctx.world_size:
+            # Each process trains on its own shard of every epoch's batches, so another count cannot continue it.
+            raise NMTError(
+                f"{path} was saved by a run with {saved_world_size} process(es) but this run has "
+                f"{self.ctx.world_size}.",
+                f"Resume with {saved_world_size} process(es) (torchrun --nproc_per_node={saved_world_size}, "
+                "or plain `nmt train` for 1), or start a new run.",
+            )
         self.saved_step = self.step
         self.last_validation = state.get("last_validation")
-        if self.ctx.is_main:
-            self.log.truncate_after(self.step)
-        restore_rng(rngs[self.ctx.rank] if self.ctx.rank < len(rngs) else rngs[0])
-        self._say(f"resumed from {path} at step {self.step} (epoch {self.epoch})")
+        return rngs[self.ctx.rank]
 
     def _tensorboard(self) -> Any:
         if not (self.tc.tensorboard and self.ctx.is_main):
@@ -240,8 +258,6 @@ class Trainer:
         return indices
 
     def _epoch_batches(self, epoch: int) -> list[list[int]]:
-        from nmt.data.batching import shard
-
         batches = self.sampler.epoch(epoch)
         if self.ctx.enabled:
             batches = shard(batches, self.ctx.rank, self.ctx.world_size)
@@ -258,8 +274,6 @@ class Trainer:
         return torch.autocast(device_type="cuda", dtype=self.amp_dtype)
 
     def _train_step(self, indices: list[int]) -> None:
-        from nmt.data.batching import make_batch
-
         batch = make_batch([self.src[i] for i in indices], [self.tgt[i] for i in indices], indices).to(self.device)
         self.lr = self.schedule.apply(self.optimizer, self.step + 1)
         self.optimizer.zero_grad(set_to_none=True)
@@ -402,6 +416,4 @@ class Trainer:
     def _progress_bar(self) -> Any:
         if not (self.ctx.is_main and sys.stdout.isatty()):
             return None
-        from tqdm import tqdm
-
         return tqdm(total=self.tc.max_steps, initial=self.step, unit="step", dynamic_ncols=True)

@@ -11,12 +11,14 @@ import torch
 import torch.nn.functional as F
 
 from nmt.config import Config
+from nmt.data.batching import TokenBatchSampler, make_batch, make_source_batch
+from nmt.decoding.search import greedy_search, max_output_lengths
 from nmt.special import PAD_ID
 
 
 @dataclass
 class ValidSet:
-    """The encoded validation sentences and their raw references (the first valid_max_sentences)."""
+    """The encoded validation sentences and their raw references (up to valid_max_sentences, spread over the split)."""
 
     src: list[list[int]]
     tgt: list[list[int]]
@@ -60,10 +62,20 @@ def safe_exp(value: float) -> float:
         return math.inf
 
 
+def evenly_spaced(pairs: list[tuple[str, str]], max_sentences: int) -> list[tuple[str, str]]:
+    """At most `max_sentences` pairs taken at an even stride through `pairs` (0 = all), always the same ones.
+
+    A stride rather than the first N: a corpus in document order (the Bible: Genesis, Exodus, ...) would
+    otherwise be validated on one book's style and vocabulary.
+    """
+    if max_sentences <= 0:
+        return pairs
+    return pairs[:: max(1, len(pairs) // max_sentences)][:max_sentences]
+
+
 def build_valid_set(pairs: list[tuple[str, str]], tokenizer: Any, max_sentences: int) -> ValidSet:
-    """Encode the first `max_sentences` validation pairs (0 = all)."""
-    if max_sentences > 0:
-        pairs = pairs[:max_sentences]
+    """Encode `max_sentences` validation pairs spread evenly over the split (0 = all)."""
+    pairs = evenly_spaced(pairs, max_sentences)
     return ValidSet(
         [tokenizer.encode_src(s) for s, _ in pairs],
         [tokenizer.encode_tgt(t) for _, t in pairs],
@@ -78,9 +90,6 @@ def validate(
 
     `autocast` is a zero-argument callable returning the mixed-precision context (or a null one).
     """
-    from nmt.data.batching import TokenBatchSampler, make_batch, make_source_batch
-    from nmt.decoding.search import greedy_search, max_output_lengths
-
     src_lengths = [len(s) for s in valid.src]
     tgt_lengths = [len(t) for t in valid.tgt]
     batches = TokenBatchSampler(
