@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import platform
 import shutil
 import time
 from pathlib import Path
@@ -18,28 +16,9 @@ from typing import Any
 import torch
 
 from nmt.config import Config, load_config, save_config
+from nmt.environment import describe_environment
 from nmt.errors import NMTError
 from nmt.fileio import atomic_write_text
-
-
-def machine_description() -> dict[str, Any]:
-    """What the experiment ran on, for the report."""
-    cpu = platform.processor() or platform.machine()
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "platform": platform.platform(),
-    }
 
 
 class Timings:
@@ -132,14 +111,14 @@ def _report(
     attention: dict[str, dict[str, float]],
     attention_plot: str | None,
 ) -> str:
-    machine = machine_description()
+    machine = describe_environment(torch.device("cuda") if torch.cuda.is_available() else None)
     command = " ".join(["nmt experiment", str(config_path), *(f"--set {o}" for o in overrides)])
     lines = [
         "# Experiment report",
         "",
         f"Command: `{command}`",
         "",
-        f"Machine: {machine['cpu']}, {machine['cores']} cores, torch threads {machine['torch_threads']}"
+        f"Machine: {machine['cpu']}, {machine['cpu_count']} cores, torch threads {machine['torch_threads']}"
         + (f", GPU {machine['gpu']}" if machine["gpu"] else ", no GPU")
         + f"; Python {machine['python']}, torch {machine['torch']}.",
         "",

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import resource
 import sys
 import tempfile
@@ -36,6 +34,7 @@ import torch
 from torch import Tensor
 
 from nmt.config import Config, load_config
+from nmt.environment import describe_environment
 from nmt.errors import NMTError
 from nmt.fileio import atomic_write_text
 from nmt.flops import SearchFlopCounter, training_flops
@@ -289,27 +288,7 @@ def in_child(fn: Any, *args: Any) -> dict[str, Any]:
 
 def machine_info(device: torch.device, threads: int) -> dict[str, Any]:
     """What the figures were measured on."""
-    info: dict[str, Any] = {
-        "platform": platform.platform(),
-        "processor": _cpu_name(),
-        "cpus": os.cpu_count(),
-        "threads": threads,
-        "device": device.type,
-        "python": platform.python_version(),
-    }
-    if device.type == "cuda":
-        info["gpu"] = torch.cuda.get_device_name(device)
-    return info
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
+    return {**describe_environment(device), "threads": threads, "device": device.type}
 
 
 def format_table(report: dict[str, Any]) -> str:

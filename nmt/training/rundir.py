@@ -7,8 +7,6 @@ overwrites a previous run.
 from __future__ import annotations
 
 import json
-import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -18,6 +16,7 @@ from typing import Any
 import torch
 
 from nmt.config import Config, config_diff, load_config, save_config
+from nmt.environment import describe_environment
 from nmt.errors import NMTError
 from nmt.fileio import atomic_open, atomic_write_text, sha256_file
 from nmt.training.checkpoint import CHECKPOINT_DIR, latest_step_checkpoint
@@ -162,25 +161,7 @@ def copy_tokenizer(tokenizer: Any, run_dir: Path) -> None:
 
 def write_environment(run_dir: Path, device: torch.device, world_size: int) -> None:
     """Record library versions and hardware in RUN_DIR/environment.json."""
-    import sacrebleu
-    import sentencepiece
-
-    import nmt
-
-    info = {
-        "python": sys.version.split()[0],
-        "torch": torch.__version__,
-        "sentencepiece": sentencepiece.__version__,
-        "sacrebleu": sacrebleu.__version__,
-        "nmt": nmt.__version__,
-        "platform": platform.platform(),
-        "cpu_count": os.cpu_count(),
-        "device": str(device),
-        "cuda": torch.version.cuda,
-        "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
-        "world_size": world_size,
-        "torch_threads": torch.get_num_threads(),
-    }
+    info = {**describe_environment(device), "device": str(device), "world_size": world_size}
     atomic_write_text(run_dir / "environment.json", json.dumps(info, indent=2) + "\n")
 
 
