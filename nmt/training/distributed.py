@@ -62,6 +62,11 @@ class DistContext:
         """True on every rank if it is True on one of them."""
         return self.sum([1.0 if flag else 0.0])[0] > 0 if self.enabled else flag
 
+    def barrier(self) -> None:
+        """Wait until every rank gets here (no-op in a single process)."""
+        if self.enabled:
+            dist.barrier()
+
     def close(self) -> None:
         """Leave the process group (if this process joined one)."""
         if self.enabled and dist.is_initialized():

@@ -50,7 +50,9 @@ def train(config: Config, run_dir: Path, resume: bool = False) -> dict[str, Any]
     """Train the model `config` describes into `run_dir` (continue it with resume=True); return summary.json."""
     ctx = setup_distributed(config.training.device)
     try:
-        return Trainer(config, Path(run_dir), resume, ctx).run()
+        summary = Trainer(config, Path(run_dir), resume, ctx).run()
+        ctx.barrier()  # no rank leaves the process group while another still uses it
+        return summary
     finally:
         ctx.close()
 
