@@ -115,13 +115,18 @@ def wait_for(path: Path, process: subprocess.Popen[str], timeout: float = 90.0) 
         time.sleep(0.05)
 
 
-@pytest.mark.slow
-def test_sigkill_mid_training_then_resume_finishes_like_a_straight_run(tmp_path: Path) -> None:
-    config = config_for(tmp_path / "data", max_steps=120, checkpoint_every=5, validate_every=40, threads=1)
+def launch(tmp_path: Path, **training: int) -> tuple[Config, Path, Path, subprocess.Popen[str]]:
+    """Write a one-thread reverse-task config and start `nmt train` on it in a subprocess."""
+    config = config_for(tmp_path / "data", threads=1, **training)
     config_path = tmp_path / "config.yaml"
     save_config(config, config_path)
     run_dir = tmp_path / "run"
-    process = start_training(config_path, run_dir)
+    return config, config_path, run_dir, start_training(config_path, run_dir)
+
+
+@pytest.mark.slow
+def test_sigkill_mid_training_then_resume_finishes_like_a_straight_run(tmp_path: Path) -> None:
+    config, config_path, run_dir, process = launch(tmp_path, max_steps=120, checkpoint_every=5, validate_every=40)
     wait_for(run_dir / "checkpoints" / "step_00000010.pt", process)
     process.kill()
     process.wait()
@@ -143,11 +148,7 @@ def test_sigkill_mid_training_then_resume_finishes_like_a_straight_run(tmp_path:
 
 @pytest.mark.slow
 def test_sigint_saves_a_checkpoint_and_exits_130(tmp_path: Path) -> None:
-    config = config_for(tmp_path / "data", max_steps=400, checkpoint_every=1000, validate_every=1000, threads=1)
-    config_path = tmp_path / "config.yaml"
-    save_config(config, config_path)
-    run_dir = tmp_path / "run"
-    process = start_training(config_path, run_dir)
+    _, _, run_dir, process = launch(tmp_path, max_steps=400, checkpoint_every=1000, validate_every=1000)
     wait_for(run_dir / "log.jsonl", process)
     process.send_signal(signal.SIGINT)
     output, _ = process.communicate(timeout=60)
