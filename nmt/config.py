@@ -55,6 +55,8 @@ class DataConfig:
     # filtering (training split only)
     max_train_words: int = 0
     max_train_pairs: int = 0
+    # valid/test pairs whose source sentence is also a training source measure memory, not translation
+    drop_train_overlap: bool = True
     # subwords
     vocab_size: int = 8000
     subword_type: Literal["unigram", "bpe"] = "unigram"

@@ -21,7 +21,8 @@ from nmt.config import Config, load_config
 from nmt.data.corpus import read_lines
 from nmt.errors import NMTError
 from nmt.evaluation.buckets import BucketBy
-from nmt.evaluation.report import format_table, results_dict, write_report
+from nmt.evaluation.effect import check_effect, format_checks, long_sentence_bleu
+from nmt.evaluation.report import format_table, write_report
 from nmt.evaluation.scoring import score_systems
 from nmt.fileio import atomic_write_text
 
@@ -94,6 +95,14 @@ def describe_runs(run_dirs: Sequence[Path]) -> list[RunInfo]:
         taken.add(name)
         infos.append(RunInfo(name, run_dir, load_config(config_path), default_checkpoint(run_dir)))
     return infos
+
+
+def effect_pairs(runs: Sequence[RunInfo]) -> list[tuple[str, str]]:
+    """(fixed-vector run, attention run) names to check for the long-sentence effect: the runs without
+    attention and those with it, paired in the order given (rnnencdec-30 with rnnsearch-30, ...)."""
+    baselines = [run.name for run in runs if run.config.model.attention == "none"]
+    attentive = [run.name for run in runs if run.config.model.attention != "none"]
+    return list(zip(baselines, attentive, strict=False))
 
 
 def decoding_settings(config: Config, beam_size: int | None) -> dict[str, Any]:
@@ -236,15 +245,20 @@ def evaluate_runs(
             for run in runs
         },
     }
+    pairs = effect_pairs(runs)
+    long_bleu = long_sentence_bleu(hypotheses, test_set.sources, test_set.references, evaluation.by) if pairs else {}
+    effect = {pair: check_effect(evaluation, long_bleu, *pair) for pair in pairs}
     out = Path(out_dir) if out_dir is not None else default_out_dir(run_dirs)
-    write_report(evaluation, out, extra)
+    results = write_report(evaluation, out, extra, effect)
     _write_lines(out / "src.txt", test_set.sources)
     _write_lines(out / "ref.txt", test_set.references)
     for name, hyps in hypotheses.items():
         _write_lines(out / f"{name}.hyp.txt", hyps)
     print(format_table(evaluation))
+    for (baseline, attention), checks in effect.items():
+        print("\n" + format_checks(checks, baseline, attention).replace("**", ""), end="")
     print(f"\nreport written to {out}/")
-    return results_dict(evaluation, extra)
+    return results
 
 
 def _common_test_set(runs: list[RunInfo], split: str, src_path: Path | None, ref_path: Path | None) -> TestSet:

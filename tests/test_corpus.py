@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import sqlite3
@@ -234,7 +235,7 @@ def test_max_train_words_and_pairs_filter_training_only(tmp_path: Path) -> None:
     pairs = reverse_pairs(300, min_len=1, max_len=30, seed=3)
     prefix = write_parallel(tmp_path / "d", pairs, "en", "fr")
     config = data_config(source="files", train=str(prefix), test=str(prefix), valid=str(prefix),
-                         max_train_words=10, max_train_pairs=50)
+                         max_train_words=10, max_train_pairs=50, drop_train_overlap=False)
     corpus = load_corpus(config)
     assert corpus.splits["test"] == pairs  # evaluation data is never filtered
     assert len(corpus.splits["train"]) == 50
@@ -242,6 +243,23 @@ def test_max_train_words_and_pairs_filter_training_only(tmp_path: Path) -> None:
     short = [p for p in pairs if len(p[0].split()) <= 10]
     assert corpus.filtered_long == 300 - len(short) and corpus.capped == len(short) - 50
     assert load_corpus(config).splits["train"] == corpus.splits["train"]
+
+
+def test_valid_and_test_pairs_seen_in_training_are_dropped(tmp_path: Path) -> None:
+    train = [("and the lord spake", "et l'eternel parla"), ("in the beginning", "au commencement")]
+    held_out = [("and the lord spake", "l'eternel dit"), ("a new verse", "un verset nouveau")]
+    files = {name: write_parallel(tmp_path / name, pairs, "en", "fr")
+             for name, pairs in (("train", train), ("held", held_out))}
+    config = data_config(source="files", train=str(files["train"]), valid=str(files["held"]), test=str(files["held"]))
+    corpus = load_corpus(config)
+    assert corpus.splits["test"] == corpus.splits["valid"] == [("a new verse", "un verset nouveau")]
+    assert corpus.overlap_dropped == {"valid": 1, "test": 1}
+    assert corpus.splits["train"] == train
+    kept = load_corpus(dataclasses.replace(config, drop_train_overlap=False))
+    assert kept.splits["test"] == held_out and kept.overlap_dropped == {"valid": 0, "test": 0}
+    only_seen = write_parallel(tmp_path / "seen", train[:1], "en", "fr")
+    with pytest.raises(NMTError, match=r"the valid split is empty .*1 also in training"):
+        load_corpus(dataclasses.replace(config, valid=str(only_seen)))
 
 
 def test_bad_inputs_raise_errors_naming_file_and_line(tmp_path: Path) -> None:

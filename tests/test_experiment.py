@@ -67,6 +67,13 @@ def test_shipped_config_runs_shortened(name: str, tmp_path: Path) -> None:
     assert (out / "bleu_by_length.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     if attentive:
         assert (out / "attention_long_sentence.png").is_file()
+    # the fixed-vector runs are checked against the attention runs, pairwise in config order
+    baselines = [run for run in config.runs if run not in attentive]
+    pairs = [(e["baseline"], e["attention"]) for e in saved.get("effect", [])]
+    assert pairs == list(zip(baselines, [run for run in config.runs if run in attentive], strict=False))
+    for entry in saved.get("effect", []):
+        assert len(entry["checks"]) == 4
+        assert f"## Does the table show the effect? ({entry['baseline']} vs {entry['attention']})" in report
 
 
 @pytest.mark.slow

@@ -27,9 +27,9 @@ def evaluation() -> Evaluation:
 
 
 def test_results_json_schema(evaluation: Evaluation, tmp_path: Path) -> None:
-    paths = write_report(evaluation, tmp_path / "out", extra_settings={"beam_size": 5})
-    results = json.loads(paths["json"].read_text(encoding="utf-8"))
-    assert results == results_dict(evaluation, {"beam_size": 5})
+    returned = write_report(evaluation, tmp_path / "out", extra_settings={"beam_size": 5})
+    results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    assert results == returned == results_dict(evaluation, {"beam_size": 5})
     assert set(results) == {"runs", "comparisons", "settings"}
     assert list(results["runs"]) == ["rnnsearch", "rnnencdec"]
     run = results["runs"]["rnnsearch"]
@@ -87,9 +87,8 @@ def test_markdown_report(evaluation: Evaluation) -> None:
 
 
 def test_plot_is_a_valid_png(evaluation: Evaluation, tmp_path: Path) -> None:
-    paths = write_report(evaluation, tmp_path)
-    png = paths["plot"]
-    assert png.name == "bleu_by_length.png"
+    write_report(evaluation, tmp_path)
+    png = tmp_path / "bleu_by_length.png"
     assert png.read_bytes()[:8] == PNG_MAGIC
     image = matplotlib.image.imread(png)
     assert image.shape[0] > 200 and image.shape[1] > 400
@@ -99,6 +98,7 @@ def test_plot_is_a_valid_png(evaluation: Evaluation, tmp_path: Path) -> None:
 def test_single_system_has_no_comparisons(evaluation: Evaluation, tmp_path: Path) -> None:
     single = Evaluation([evaluation.systems[0]], [], evaluation.cutoffs, evaluation.by,
                         evaluation.bootstrap_samples, evaluation.bootstrap_seed)
-    results = json.loads(write_report(single, tmp_path)["json"].read_text(encoding="utf-8"))
+    write_report(single, tmp_path)
+    results = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
     assert results["comparisons"] == []
     assert format_table(single).splitlines()[0].split() == ["bucket", "n", "rnnsearch", "BLEU", "[CI]"]

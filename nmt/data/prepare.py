@@ -99,6 +99,7 @@ def _stats(corpus: Corpus, tokenizer: Tokenizer, config: DataConfig) -> dict[str
         "dropped_empty": dict(corpus.dropped_empty),
         "filtered_long_train": corpus.filtered_long,
         "capped_train": corpus.capped,
+        "overlap_dropped": dict(corpus.overlap_dropped),
         "extra_train_pairs": corpus.extra_train_pairs,
         "src_vocab_size": tokenizer.src_vocab_size,
         "tgt_vocab_size": tokenizer.tgt_vocab_size,
@@ -156,7 +157,9 @@ def format_stats(stats: dict[str, Any]) -> str:
         f"dropped empty pairs: {', '.join(f'{s} {n}' for s, n in stats['dropped_empty'].items())}; "
         f"training pairs filtered as too long: {stats['filtered_long_train']}, "
         f"left out by max_train_pairs: {stats['capped_train']}, "
-        f"extra translation pairs: {stats['extra_train_pairs']}",
+        f"extra translation pairs: {stats['extra_train_pairs']}; "
+        f"valid/test pairs dropped as their source is in training: "
+        f"{', '.join(f'{s} {n}' for s, n in stats['overlap_dropped'].items())}",
         "",
     ]
     histogram = stats["source_words_histogram"]

@@ -6,12 +6,14 @@ All files are written atomically, so an interrupted run never leaves half a repo
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
 
+from nmt.evaluation.effect import Check, checks_dict, format_checks
 from nmt.evaluation.scoring import Comparison, Evaluation, SystemScore
 from nmt.fileio import atomic_open, atomic_write_text
 
@@ -159,13 +161,25 @@ def plot_bleu_by_length(evaluation: Evaluation, path: str | Path) -> None:
 
 
 def write_report(
-    evaluation: Evaluation, out_dir: str | Path, extra_settings: dict[str, Any] | None = None
-) -> dict[str, Path]:
-    """Write results.json, report.md and bleu_by_length.png into `out_dir`; return their paths."""
+    evaluation: Evaluation,
+    out_dir: str | Path,
+    extra_settings: dict[str, Any] | None = None,
+    effect: Mapping[tuple[str, str], Sequence[Check]] | None = None,
+) -> dict[str, Any]:
+    """Write results.json, report.md and bleu_by_length.png into `out_dir`; return results.json's content.
+
+    `effect` maps (fixed-vector run, attention run) to the checks of nmt/evaluation/effect.py.
+    """
     out_dir = Path(out_dir)
-    paths = {"json": out_dir / RESULTS_JSON, "markdown": out_dir / REPORT_MD, "plot": out_dir / PLOT_PNG}
     results = results_dict(evaluation, extra_settings)
-    atomic_write_text(paths["json"], json.dumps(results, indent=2, ensure_ascii=False) + "\n")
-    atomic_write_text(paths["markdown"], format_markdown(evaluation))
-    plot_bleu_by_length(evaluation, paths["plot"])
-    return paths
+    markdown = format_markdown(evaluation)
+    if effect:
+        results["effect"] = [
+            {"baseline": baseline, "attention": attention, "checks": checks_dict(checks)}
+            for (baseline, attention), checks in effect.items()
+        ]
+        markdown += "".join("\n" + format_checks(checks, *pair) for pair, checks in effect.items())
+    atomic_write_text(out_dir / RESULTS_JSON, json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    atomic_write_text(out_dir / REPORT_MD, markdown)
+    plot_bleu_by_length(evaluation, out_dir / PLOT_PNG)
+    return results
