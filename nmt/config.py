@@ -136,6 +136,8 @@ class TrainingConfig:
     patience: int = 0
     log_every: int = 50
     tensorboard: bool = False
+    # keep additive attention's tanh out of memory and recompute it in the backward pass
+    recompute_attention: bool = False
 
     def validate(self) -> None:
         for key in ("max_steps", "batch_tokens", "validate_every", "checkpoint_every", "log_every"):

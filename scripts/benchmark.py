@@ -1,6 +1,6 @@
 """Training and decoding speed against this machine's own matmul peak (issue 7).
 
-    python scripts/benchmark.py [--config configs/bench.yaml] [--out FILE] [--quick] [--device auto]
+    python scripts/benchmark.py [--config configs/bench.yaml] [--set k=v ...] [--out FILE] [--quick] [--device auto]
 
 Each phase runs in a fresh child process, so that each phase's peak resident memory is its own:
 training of RNNsearch and RNNencdec on real Bible batches (the trainer's length-bucketed token
@@ -134,6 +134,7 @@ def train_phase(
     )
     batches = sampler.epoch(1)
     model = build_model(config.model, tok.src_vocab_size, tok.tgt_vocab_size).to(device).train()
+    model.recompute_attention(config.training.recompute_attention)
     optimizer = build_optimizer(model.parameters(), config.training)
     amp = resolve_precision(config.training.precision, device)
     clip = config.training.clip_grad_norm if config.training.clip_grad_norm > 0 else float("inf")
@@ -331,7 +332,7 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
     from nmt.data.prepare import prepare
     from nmt.training.checkpoint import resolve_device
 
-    config = load_config(args.config)
+    config = load_config(args.config, args.set)
     missing = [run for run in RUNS if run not in config.runs]
     if missing:
         raise NMTError(
@@ -394,6 +395,8 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
         "seconds": time.perf_counter() - started,
         "settings": {
             "config": str(args.config),
+            "overrides": list(args.set),
+            "recompute_attention": config.training.recompute_attention,
             "quick": args.quick,
             **plan,
             "batch_tokens": config.training.batch_tokens,
@@ -417,6 +420,10 @@ def main(argv: list[str] | None = None) -> int:
         help="folder holding trained runs rnnsearch/ and rnnencdec/ to decode with",
     )
     parser.add_argument("--profile", action="store_true", help="print torch.profiler tables per phase")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+        help="override a config key (repeatable), e.g. --set training.recompute_attention=true",
+    )
     args = parser.parse_args(argv)
     try:
         report = run_benchmark(args)

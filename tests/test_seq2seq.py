@@ -83,6 +83,36 @@ def test_beam_style_expansion_reuses_the_encoder_output() -> None:
     torch.testing.assert_close(weights, ref_weights[expand])
 
 
+def _loss_and_saved_bytes(model: Seq2Seq) -> tuple[list[torch.Tensor], int]:
+    """Gradients of a teacher-forced loss, and the bytes of the distinct storages autograd kept for
+    the backward pass (a tensor saved twice, such as the keys at every step, counts once)."""
+    src, lengths, tgt = _batch()
+    storages: dict[int, int] = {}
+
+    def keep(tensor: torch.Tensor) -> torch.Tensor:
+        storage = tensor.untyped_storage()
+        storages[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    model.zero_grad()
+    with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
+        logits = model(src, lengths, tgt)
+    F.cross_entropy(logits.flatten(0, 1), tgt.roll(-1, 1).flatten(), ignore_index=PAD_ID).backward()
+    return [p.grad.clone() for p in model.parameters() if p.grad is not None], sum(storages.values())
+
+
+def test_recomputed_attention_gives_bitwise_equal_gradients_and_keeps_less() -> None:
+    model = _tiny("additive", attention_size=64).train()
+    stored, stored_bytes = _loss_and_saved_bytes(model)
+    model.recompute_attention(True)
+    recomputed, recomputed_bytes = _loss_and_saved_bytes(model)
+    assert len(stored) == len(recomputed) == len(list(model.parameters()))
+    assert all(torch.equal(a, b) for a, b in zip(stored, recomputed, strict=True))
+    tanh_bytes = 3 * 7 * 64 * 4 * 6  # batch x src_len x att floats, one per target step
+    # what it keeps instead, the query of each step (batch x att), is a small fraction of that
+    assert stored_bytes - recomputed_bytes >= 0.75 * tanh_bytes
+
+
 def test_fixed_model_sees_the_source_only_through_c() -> None:
     src, lengths, tgt = _batch()
     other_src = torch.randint(4, 20, (3, 4))

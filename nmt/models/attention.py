@@ -20,6 +20,7 @@ import math
 
 import torch
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 from nmt.models.encoder import EncoderOutput, EncoderStates
 
@@ -83,7 +84,12 @@ class Attention(ContextProvider):
 
 
 class AdditiveAttention(Attention):
-    """Bahdanau: e_ij = v^T tanh(W s_{i-1} + U h_j)."""
+    """Bahdanau: e_ij = v^T tanh(W s_{i-1} + U h_j).
+
+    With `recompute` set (training.recompute_attention), training keeps no tanh output per step
+    (batch x src_len x att, the largest activation of the model) and recomputes it in the backward
+    pass: the same operations on the same inputs, so the gradients are bitwise the same.
+    """
 
     def __init__(self, state_size: int, annotation_size: int, attention_size: int) -> None:
         super().__init__(state_size, annotation_size, attention_size)
@@ -91,11 +97,19 @@ class AdditiveAttention(Attention):
         self.query_proj = nn.Linear(state_size, attention_size, bias=False)
         self.v = nn.Parameter(torch.empty(attention_size))
         nn.init.uniform_(self.v, -1.0 / math.sqrt(attention_size), 1.0 / math.sqrt(attention_size))
+        self.recompute = False
 
     def query_weight(self) -> Tensor:
         return self.query_proj.weight
 
     def scores(self, query: Tensor, keys: Tensor) -> Tensor:
+        if self.recompute and torch.is_grad_enabled():
+            scores = checkpoint(self._scores, query, keys, use_reentrant=False)
+            assert isinstance(scores, Tensor)
+            return scores
+        return self._scores(query, keys)
+
+    def _scores(self, query: Tensor, keys: Tensor) -> Tensor:
         hidden = torch.tanh(keys + query.unsqueeze(1))  # batch x src_len x att
         return torch.matmul(hidden, self.v.to(hidden.dtype))
 

@@ -6,7 +6,7 @@ from torch import Tensor, nn
 
 from nmt.config import ModelConfig
 from nmt.errors import NMTError
-from nmt.models.attention import Attention, build_context_provider
+from nmt.models.attention import AdditiveAttention, Attention, build_context_provider
 from nmt.models.decoder import Decoder, DecoderState
 from nmt.models.encoder import Encoder, EncoderOutput
 from nmt.special import EOS_ID, PAD_ID
@@ -44,6 +44,11 @@ class Seq2Seq(nn.Module):
         )
         if config.init == "bahdanau":
             init_bahdanau(self)
+
+    def recompute_attention(self, enabled: bool) -> None:
+        """Trade time for memory in training: see AdditiveAttention (other scores keep nothing large)."""
+        if isinstance(self.decoder.provider, AdditiveAttention):
+            self.decoder.provider.recompute = enabled
 
     @property
     def has_attention(self) -> bool:

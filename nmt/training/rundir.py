@@ -29,7 +29,7 @@ RESUMABLE_KEYS = frozenset(
             f"training.{key}"
             for key in (
                 "max_steps", "patience", "validate_every", "checkpoint_every", "log_every", "threads", "device",
-                "tensorboard", "keep_last",
+                "tensorboard", "keep_last", "recompute_attention",
             )
         ),
         *(f"decoding.{key}" for key in ("beam_size", "length_penalty", "alpha", "batch_size", "nbest")),

@@ -90,6 +90,7 @@ class Trainer:
         # Everything is built, and a resumed checkpoint loaded, before the run dir is written: a config the
         # model refuses or an unusable checkpoint must leave the previous run (and its summary.json) as it was.
         self.model = build_model(config.model, self.tokenizer.src_vocab_size, self.tokenizer.tgt_vocab_size)
+        self.model.recompute_attention(config.training.recompute_attention)
         self.model.to(self.device)
         self.parameters = count_parameters(self.model)
         if ctx.rank > 0:
