@@ -83,6 +83,17 @@ def test_beam_style_expansion_reuses_the_encoder_output() -> None:
     torch.testing.assert_close(weights, ref_weights[expand])
 
 
+@pytest.mark.parametrize("attention", ALL_ATTENTION)
+def test_target_mask_gives_the_logits_of_real_positions_only(attention: str) -> None:
+    model = _tiny(attention)
+    src, lengths, tgt = _batch()
+    real = tgt != PAD_ID
+    full = model(src, lengths, tgt)
+    picked = model(src, lengths, tgt, target_mask=real)
+    assert picked.shape == (int(real.sum()), 17)
+    torch.testing.assert_close(picked, full[real], atol=1e-6, rtol=0)
+
+
 def _loss_and_saved_bytes(model: Seq2Seq) -> tuple[list[torch.Tensor], int]:
     """Gradients of a teacher-forced loss, and the bytes of the distinct storages autograd kept for
     the backward pass (a tensor saved twice, such as the keys at every step, counts once)."""

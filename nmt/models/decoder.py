@@ -99,10 +99,18 @@ class Decoder(nn.Module):
         return weight[:, : self.embedding_size], weight[:, self.embedding_size :], self.rnn.bias_ih_l0
 
     def forward(
-        self, tgt_in: Tensor, enc: EncoderOutput, return_attention: bool = False
+        self,
+        tgt_in: Tensor,
+        enc: EncoderOutput,
+        return_attention: bool = False,
+        target_mask: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """Teacher forcing. tgt_in: batch x tgt_len -> logits batch x tgt_len x vocab, and the
-        attention weights batch x tgt_len x src_len when asked."""
+        attention weights batch x tgt_len x src_len when asked.
+
+        With `target_mask` (batch x tgt_len, bool) the logits are n_true x vocab, for the masked
+        positions only in row-major order: training skips the output layer on padding.
+        """
         if return_attention and not self.provider.has_attention:
             raise ValueError("return_attention: the fixed-context model (attention: none) has no attention")
         embedded = self.dropout(self.embedding(tgt_in))  # batch x tgt_len x m
@@ -110,8 +118,14 @@ class Decoder(nn.Module):
         if not self.provider.has_attention:
             states = self._fixed_states(embedded, enc, state)
             assert enc.context is not None
-            return self._logits(states, embedded, enc.context.unsqueeze(1)), None
+            context = enc.context.unsqueeze(1)  # batch x 1 x ctx, the same c at every step
+            if target_mask is not None:
+                context = context.expand(-1, tgt_in.size(1), -1)[target_mask]
+                return self._logits(states[target_mask], embedded[target_mask], context), None
+            return self._logits(states, embedded, context), None
         states, contexts, weights = self._attention_states(embedded, enc, state, return_attention)
+        if target_mask is not None:
+            states, embedded, contexts = states[target_mask], embedded[target_mask], contexts[target_mask]
         return self._logits(states, embedded, contexts), weights
 
     def _fixed_states(self, embedded: Tensor, enc: EncoderOutput, state: DecoderState) -> Tensor:

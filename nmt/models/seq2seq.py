@@ -72,11 +72,17 @@ class Seq2Seq(nn.Module):
         return self.decoder.decode_step(prev_tokens, state, enc)
 
     def forward(
-        self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, return_attention: bool = False
+        self,
+        src: Tensor,
+        src_lengths: Tensor,
+        tgt_in: Tensor,
+        return_attention: bool = False,
+        target_mask: Tensor | None = None,
     ) -> Tensor | tuple[Tensor, Tensor]:
         """Teacher forcing. tgt_in: batch x tgt_len (BOS + ids, padded) -> logits batch x tgt_len x
-        tgt_vocab, plus attention batch x tgt_len x src_len when asked (ValueError for attention none)."""
-        logits, attention = self.decoder(tgt_in, self.encode(src, src_lengths), return_attention)
+        tgt_vocab, plus attention batch x tgt_len x src_len when asked (ValueError for attention none).
+        With `target_mask` (batch x tgt_len, bool): logits n_true x tgt_vocab of the masked positions."""
+        logits, attention = self.decoder(tgt_in, self.encode(src, src_lengths), return_attention, target_mask)
         if return_attention:
             assert attention is not None
             return logits, attention

@@ -26,6 +26,7 @@ from nmt.data.batching import TokenBatchSampler, make_batch, shard
 from nmt.data.prepare import load_prepared, prepare
 from nmt.errors import NMTError
 from nmt.models.seq2seq import build_model, count_parameters
+from nmt.special import PAD_ID
 from nmt.training import rundir
 from nmt.training.checkpoint import (
     BEST_NAME,
@@ -282,8 +283,10 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         self.wrapped.train()
         with self._autocast():
-            logits = self.wrapped(batch.src, batch.src_lengths, batch.tgt_in)
-        loss_sum = token_loss_sum(logits, batch.tgt_out, self.tc.label_smoothing)
+            # the output layer and the loss on real target positions only: padding is never computed
+            real = batch.tgt_out != PAD_ID
+            logits = self.wrapped(batch.src, batch.src_lengths, batch.tgt_in, target_mask=real)
+        loss_sum = token_loss_sum(logits, batch.tgt_out[real], self.tc.label_smoothing)
         total_loss, total_tokens = self.ctx.sum([float(loss_sum.detach()), float(batch.n_tgt_tokens)])
         if not math.isfinite(total_loss):
             self._diverged(f"the training loss is {total_loss}")

@@ -43,7 +43,8 @@ class ValidationResult:
 def token_loss_sum(logits: torch.Tensor, tgt_out: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
     """Summed cross-entropy over real (non-padding) target tokens, computed in fp32.
 
-    logits: batch x tgt_len x vocab, tgt_out: batch x tgt_len -> scalar
+    logits: batch x tgt_len x vocab, tgt_out: batch x tgt_len -> scalar (or n x vocab and n, the
+    real positions already picked out)
     """
     return F.cross_entropy(
         logits.float().reshape(-1, logits.size(-1)),
