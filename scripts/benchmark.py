@@ -116,11 +116,10 @@ def train_phase(
     from nmt.data.batching import TokenBatchSampler, make_batch, padding_fraction
     from nmt.data.prepare import load_prepared
     from nmt.models import build_model
-    from nmt.special import PAD_ID
     from nmt.training.checkpoint import resolve_device
     from nmt.training.optim import build_optimizer
     from nmt.training.trainer import resolve_precision
-    from nmt.training.validation import token_loss_sum
+    from nmt.training.validation import batch_loss_sum
 
     _setup_child(threads, config.training.seed)
     device = resolve_device(device_name)
@@ -144,9 +143,7 @@ def train_phase(
         batch = make_batch([src[i] for i in indices], [tgt[i] for i in indices], indices).to(device)
         optimizer.zero_grad(set_to_none=True)
         with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
-            real = batch.tgt_out != PAD_ID
-            logits = model(batch.src, batch.src_lengths, batch.tgt_in, target_mask=real)
-        loss = token_loss_sum(logits, batch.tgt_out[real], config.training.label_smoothing) / batch.n_tgt_tokens
+            loss = batch_loss_sum(model, batch, config.training.label_smoothing) / batch.n_tgt_tokens
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         optimizer.step()

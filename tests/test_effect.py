@@ -7,7 +7,7 @@ import random
 import sacrebleu
 
 from nmt.evaluation.effect import check_effect, format_checks, long_sentence_bleu
-from nmt.evaluation.scoring import score_systems
+from nmt.evaluation.scoring import Evaluation, score_systems
 
 
 def corrupt(reference: str, keep: float, rng: random.Random) -> str:
@@ -36,11 +36,14 @@ def test_long_sentence_bleu_is_corpus_bleu_of_the_40_plus_subset() -> None:
     assert long_bleu["search"] > 2 * long_bleu["encdec"]
 
 
-def test_a_collapsing_baseline_and_a_flat_attention_run_pass_every_check() -> None:
-    hypotheses, sources, references = systems()
+def scored(hypotheses: dict[str, list[str]], sources: list[str], references: list[str]) -> tuple[Evaluation, dict[str, float]]:
+    """The bucket evaluation and the 40+ BLEU of `hypotheses`, as the evaluation command computes them."""
     evaluation = score_systems(hypotheses, sources, references, bootstrap_samples=200)
-    long_bleu = long_sentence_bleu(hypotheses, sources, references, "source")
-    checks = check_effect(evaluation, long_bleu, baseline="encdec", attention="search")
+    return evaluation, long_sentence_bleu(hypotheses, sources, references, "source")
+
+
+def test_a_collapsing_baseline_and_a_flat_attention_run_pass_every_check() -> None:
+    checks = check_effect(*scored(*systems()), baseline="encdec", attention="search")
     assert [c.passed for c in checks] == [True, True, True, True], checks
     assert "[40,50)" in checks[0].evidence and "[10,20)" not in checks[0].evidence
     assert "| yes |" in format_checks(checks, "encdec", "search")
@@ -48,15 +51,11 @@ def test_a_collapsing_baseline_and_a_flat_attention_run_pass_every_check() -> No
 
 def test_swapped_roles_fail_the_checks_they_should() -> None:
     hypotheses, sources, references = systems()
-    evaluation = score_systems(hypotheses, sources, references, bootstrap_samples=200)
-    long_bleu = long_sentence_bleu(hypotheses, sources, references, "source")
     # Calling the flat system the baseline: it neither collapses nor trails in long buckets.
-    swapped = check_effect(evaluation, long_bleu, baseline="search", attention="encdec")
+    swapped = check_effect(*scored(hypotheses, sources, references), baseline="search", attention="encdec")
     assert [c.passed for c in swapped] == [False, False, False, True], swapped
     assert "**no**" in format_checks(swapped, "search", "encdec")
     # Two identical systems: no bucket differs, so nothing is above and nothing significant.
-    same = score_systems({"a": hypotheses["search"], "b": hypotheses["search"]}, sources, references,
-                         bootstrap_samples=200)
-    checks = check_effect(same, long_sentence_bleu({"a": hypotheses["search"], "b": hypotheses["search"]},
-                                                   sources, references, "source"), "a", "b")
+    same = {"a": hypotheses["search"], "b": hypotheses["search"]}
+    checks = check_effect(*scored(same, sources, references), "a", "b")
     assert not checks[0].passed and not checks[3].passed

@@ -26,7 +26,6 @@ from nmt.data.batching import TokenBatchSampler, make_batch, shard
 from nmt.data.prepare import load_prepared, prepare
 from nmt.errors import NMTError
 from nmt.models.seq2seq import build_model, count_parameters
-from nmt.special import PAD_ID
 from nmt.training import rundir
 from nmt.training.checkpoint import (
     BEST_NAME,
@@ -42,7 +41,7 @@ from nmt.training.checkpoint import (
 from nmt.training.distributed import DistContext, setup_distributed
 from nmt.training.optim import LRSchedule, build_optimizer, is_better
 from nmt.training.signals import StopRequest
-from nmt.training.validation import ValidationResult, build_valid_set, safe_exp, token_loss_sum, validate
+from nmt.training.validation import ValidationResult, batch_loss_sum, build_valid_set, safe_exp, validate
 
 T = TypeVar("T")
 
@@ -283,10 +282,7 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         self.wrapped.train()
         with self._autocast():
-            # the output layer and the loss on real target positions only: padding is never computed
-            real = batch.tgt_out != PAD_ID
-            logits = self.wrapped(batch.src, batch.src_lengths, batch.tgt_in, target_mask=real)
-        loss_sum = token_loss_sum(logits, batch.tgt_out[real], self.tc.label_smoothing)
+            loss_sum = batch_loss_sum(self.wrapped, batch, self.tc.label_smoothing)
         total_loss, total_tokens = self.ctx.sum([float(loss_sum.detach()), float(batch.n_tgt_tokens)])
         if not math.isfinite(total_loss):
             self._diverged(f"the training loss is {total_loss}")

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from nmt.config import Config
-from nmt.data.batching import TokenBatchSampler, make_batch, make_source_batch
+from nmt.data.batching import Batch, TokenBatchSampler, make_batch, make_source_batch
 from nmt.decoding.search import greedy_search, max_output_lengths
 from nmt.special import PAD_ID
 
@@ -53,6 +53,17 @@ def token_loss_sum(logits: torch.Tensor, tgt_out: torch.Tensor, label_smoothing:
         label_smoothing=label_smoothing,
         reduction="sum",
     )
+
+
+def batch_loss_sum(model: Any, batch: Batch, label_smoothing: float = 0.0) -> torch.Tensor:
+    """Teacher-forced summed cross-entropy of `batch` over its real target tokens -> scalar.
+
+    The deep output, vocabulary projection and softmax run on those positions only: padding is
+    never projected onto the vocabulary.
+    """
+    real = batch.tgt_out != PAD_ID  # batch x tgt_len
+    logits = model(batch.src, batch.src_lengths, batch.tgt_in, target_mask=real)  # n_real x vocab
+    return token_loss_sum(logits, batch.tgt_out[real], label_smoothing)
 
 
 def safe_exp(value: float) -> float:
@@ -106,8 +117,7 @@ def validate(
                 [valid.src[i] for i in indices], [valid.tgt[i] for i in indices], indices
             ).to(device)
             with torch.no_grad(), autocast():
-                logits = model(batch.src, batch.src_lengths, batch.tgt_in)
-                loss_sum += float(token_loss_sum(logits, batch.tgt_out))
+                loss_sum += float(batch_loss_sum(model, batch))
             tokens += int(batch.n_tgt_tokens)
             src, lengths = make_source_batch([valid.src[i] for i in indices])
             max_lengths = max_output_lengths(
