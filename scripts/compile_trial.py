@@ -1,0 +1,105 @@
+"""Does torch.compile pay for the recurrent steps on this machine? (issue 7)
+
+    python scripts/compile_trial.py [--config configs/bench.yaml] [--steps 12] [--threads 2] [--rounds 2]
+
+Both models run their time steps in Python loops (the encoder's two directions, RNNsearch's decoder):
+per step a few library matrix products and, between them, the elementwise work of the gate update
+and of attention (tanh, masked softmax). Only that elementwise work is what `torch.compile`
+(inductor, dynamic shapes) can fuse, so this trial compiles exactly those functions, the GRU/LSTM
+gate update and `Attention.attend`, and times forward + backward on the same real Bible batches,
+eager and compiled in alternating rounds in one process (round-to-round spread = the noise). It
+prints target tokens/s per round and the largest gradient difference between the two. The toolkit
+keeps eager mode unless this shows a clear win (README, Performance).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import time
+from collections.abc import Iterator
+
+import torch
+
+import nmt.models.decoder as decoder_module
+import nmt.models.encoder as encoder_module
+from nmt.config import load_config
+from nmt.data.batching import Batch, TokenBatchSampler, make_batch
+from nmt.data.prepare import load_prepared
+from nmt.models import build_model
+from nmt.models.attention import Attention
+from nmt.training.validation import batch_loss_sum
+
+WARMUP_STEPS = 2  # the compiled rounds compile (and recompile for new shapes) here
+
+
+@contextlib.contextmanager
+def compiled_steps() -> Iterator[None]:
+    """Swap in compiled versions of the gate update and of the attention step, restored on exit."""
+    gated_update, attend = encoder_module.gated_update, Attention.attend
+    fast_update = torch.compile(gated_update, dynamic=True)
+    encoder_module.gated_update = decoder_module.gated_update = fast_update
+    Attention.attend = torch.compile(attend, dynamic=True)  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        encoder_module.gated_update = decoder_module.gated_update = gated_update
+        Attention.attend = attend  # type: ignore[method-assign]
+
+
+def timed_round(model: torch.nn.Module, batches: list[Batch]) -> tuple[float, dict[str, torch.Tensor]]:
+    """Target tokens/s of forward + backward over batches[WARMUP_STEPS:], and the last batch's gradients."""
+    for batch in batches[:WARMUP_STEPS]:
+        model.zero_grad(set_to_none=True)
+        batch_loss_sum(model, batch, 0.0).backward()
+    tokens, start = 0, time.perf_counter()
+    for batch in batches[WARMUP_STEPS:]:
+        model.zero_grad(set_to_none=True)
+        batch_loss_sum(model, batch, 0.0).backward()
+        tokens += int(batch.n_tgt_tokens)
+    rate = tokens / (time.perf_counter() - start)
+    grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+    return rate, grads
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--config", default="configs/bench.yaml")
+    parser.add_argument("--steps", type=int, default=12, help="batches per round, warm-up included")
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--rounds", type=int, default=2, help="eager/compiled round pairs per model")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    config = load_config(args.config)
+    prepared = load_prepared(config.data)
+    tok = prepared.tokenizer
+    pairs = prepared.pairs("train")
+    src = [tok.encode_src(s) for s, _ in pairs]
+    tgt = [tok.encode_tgt(t) for _, t in pairs]
+    sampler = TokenBatchSampler(
+        [len(s) for s in src], [len(t) for t in tgt], config.training.batch_tokens, config.training.seed
+    )
+    batches = [
+        make_batch([src[i] for i in b], [tgt[i] for i in b], b) for b in sampler.epoch(1)[: args.steps]
+    ]
+    for attention in ("additive", "none"):
+        torch.manual_seed(config.training.seed)
+        model_config = dataclasses.replace(config.model, attention=attention)
+        model = build_model(model_config, tok.src_vocab_size, tok.tgt_vocab_size).train()
+        for round_ in range(1, args.rounds + 1):
+            eager, eager_grads = timed_round(model, batches)
+            with compiled_steps():
+                compiled, compiled_grads = timed_round(model, batches)
+            diff = max((compiled_grads[k] - eager_grads[k]).abs().max().item() for k in eager_grads)
+            print(
+                f"attention {attention:8s} round {round_}: eager {eager:6.0f} tgt tok/s, compiled "
+                f"{compiled:6.0f} ({compiled / eager - 1:+.1%}), max gradient difference {diff:.1e}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
