@@ -97,12 +97,14 @@ def describe_runs(run_dirs: Sequence[Path]) -> list[RunInfo]:
     return infos
 
 
-def effect_pairs(runs: Sequence[RunInfo]) -> list[tuple[str, str]]:
+def effect_pairs(runs: Sequence[RunInfo]) -> tuple[list[tuple[str, str]], list[str]]:
     """(fixed-vector run, attention run) names to check for the long-sentence effect: the runs without
-    attention and those with it, paired in the order given (rnnencdec-30 with rnnsearch-30, ...)."""
+    attention and those with it, paired in the order given (rnnencdec-30 with rnnsearch-30, ...);
+    and the names of the runs left without a partner."""
     baselines = [run.name for run in runs if run.config.model.attention == "none"]
     attentive = [run.name for run in runs if run.config.model.attention != "none"]
-    return list(zip(baselines, attentive, strict=False))
+    paired = min(len(baselines), len(attentive))
+    return list(zip(baselines[:paired], attentive[:paired], strict=True)), baselines[paired:] + attentive[paired:]
 
 
 def decoding_settings(config: Config, beam_size: int | None) -> dict[str, Any]:
@@ -245,7 +247,7 @@ def evaluate_runs(
             for run in runs
         },
     }
-    pairs = effect_pairs(runs)
+    pairs, unpaired = effect_pairs(runs)
     long_bleu = long_sentence_bleu(hypotheses, test_set.sources, test_set.references, evaluation.by) if pairs else {}
     effect = {pair: check_effect(evaluation, long_bleu, *pair) for pair in pairs}
     out = Path(out_dir) if out_dir is not None else default_out_dir(run_dirs)
@@ -257,6 +259,11 @@ def evaluate_runs(
     print(format_table(evaluation))
     for (baseline, attention), checks in effect.items():
         print("\n" + format_checks(checks, baseline, attention).replace("**", ""), end="")
+    if pairs and unpaired:
+        print(
+            f"\nnot checked for the effect: {', '.join(unpaired)} (runs without attention pair with runs "
+            "with attention in the order given; give as many of each to check them all)"
+        )
     print(f"\nreport written to {out}/")
     return results
 

@@ -12,14 +12,22 @@ import sacrebleu
 from nmt.cli import main
 from nmt.config import Config, load_config, save_config
 from nmt.errors import NMTError
-from nmt.evaluate import cache_key, decoding_settings, default_out_dir, describe_runs, file_test_set
+from nmt.evaluate import (
+    cache_key,
+    decoding_settings,
+    default_out_dir,
+    describe_runs,
+    effect_pairs,
+    file_test_set,
+)
 from tests.synthetic import reverse_pairs, write_parallel
 
 
-def _fake_run(path: Path, beam_size: int = 5) -> Path:
+def _fake_run(path: Path, beam_size: int = 5, attention: str = "additive") -> Path:
     """A run folder as far as evaluate's bookkeeping looks: config.yaml and a checkpoint file."""
     config = Config()
     config.decoding.beam_size = beam_size
+    config.model.attention = attention
     save_config(config, path / "config.yaml")
     (path / "checkpoints").mkdir(parents=True)
     (path / "checkpoints" / "best.pt").write_bytes(b"weights")
@@ -53,6 +61,15 @@ def test_run_names_are_unique_and_out_dir_defaults(tmp_path: Path) -> None:
     assert describe_runs([first])[0].checkpoint == first / "checkpoints" / "best.pt"
     assert default_out_dir([first]) == first / "evaluation"
     assert default_out_dir([first, second]) == tmp_path.resolve() / "evaluation"
+
+
+def test_effect_pairs_follow_the_given_order_and_name_the_unpaired(tmp_path: Path) -> None:
+    kinds = {"search-30": "additive", "encdec-30": "none", "search-50": "dot", "encdec-50": "none", "extra": "general"}
+    runs = describe_runs([_fake_run(tmp_path / name, attention=kind) for name, kind in kinds.items()])
+    pairs, unpaired = effect_pairs(runs)
+    assert pairs == [("encdec-30", "search-30"), ("encdec-50", "search-50")]
+    assert unpaired == ["extra"]
+    assert effect_pairs(runs[:1]) == ([], ["search-30"])
 
 
 def test_not_a_run_is_a_user_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
