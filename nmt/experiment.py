@@ -26,7 +26,15 @@ class Timings:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.seconds: dict[str, float] = json.loads(path.read_text()) if path.exists() else {}
+        self.seconds: dict[str, float] = {}
+        if path.exists():
+            try:
+                self.seconds = {str(k): float(v) for k, v in json.loads(path.read_text()).items()}
+            except (ValueError, AttributeError) as exc:
+                raise NMTError(
+                    f"{path} is not the step timings `nmt experiment` writes ({type(exc).__name__}: {exc}).",
+                    "Delete it (the next run records the times again), or re-run with --force.",
+                ) from None
 
     def record(self, step: str, seconds: float) -> None:
         self.seconds[step] = round(seconds, 1)
@@ -35,7 +43,7 @@ class Timings:
 
 def _train_run(name: str, config: Config, run_dir: Path) -> str:
     """Train one run unless it is finished; returns what was done ('trained', 'resumed', 'skipped')."""
-    from nmt.training.rundir import learning_differences
+    from nmt.training.rundir import config_differences, learning_differences
     from nmt.training.trainer import train
 
     saved = run_dir / "config.yaml"
@@ -51,6 +59,9 @@ def _train_run(name: str, config: Config, run_dir: Path) -> str:
         )
     finished = (run_dir / "summary.json").exists()
     if finished and previous.training.max_steps == config.training.max_steps:
+        # evaluation reads decoding and evaluation settings from the run's config.yaml: keep it current
+        if config_differences(previous, config):
+            save_config(config, saved)
         return "skipped"
     train(config, run_dir, resume=True)
     return "resumed"
@@ -155,6 +166,16 @@ def _report(
     return "\n".join(lines)
 
 
+def _check_is_experiment_folder(out_dir: Path) -> None:
+    """--force deletes the folder: only ever one that `nmt experiment` wrote (it starts with timings.json)."""
+    if not out_dir.is_dir() or (any(out_dir.iterdir()) and not (out_dir / "timings.json").is_file()):
+        raise NMTError(
+            f"--force would delete {out_dir}, which is not an experiment folder (no timings.json); "
+            "nothing was deleted.",
+            "Give --out a new folder or one an earlier `nmt experiment` wrote.",
+        )
+
+
 def run_experiment(
     config_path: Path, overrides: list[str], out_dir: Path, force: bool = False
 ) -> dict[str, Any]:
@@ -169,6 +190,7 @@ def run_experiment(
             "Add a 'runs:' section, e.g. runs: {rnnencdec: {model: {attention: none}}, rnnsearch: {}}.",
         )
     if force and out_dir.exists():
+        _check_is_experiment_folder(out_dir)
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     save_config(config, out_dir / "config.yaml")
@@ -191,7 +213,7 @@ def run_experiment(
             print(f"run {name} already finished: skipped")
 
     start = time.perf_counter()
-    results = evaluate_runs(list(run_dirs.values()), out_dir=out_dir, beam_size=config.decoding.beam_size)
+    results = evaluate_runs(list(run_dirs.values()), out_dir=out_dir)  # each run's own decoding section
     timings.record("evaluate", time.perf_counter() - start)
 
     attentive = [name for name in config.runs if config.for_run(name).model.attention != "none"]

@@ -9,7 +9,7 @@ import pytest
 
 from nmt.config import load_config
 from nmt.errors import NMTError
-from nmt.experiment import attention_entropy, run_experiment
+from nmt.experiment import Timings, attention_entropy, run_experiment
 from tests.synthetic import reverse_pairs, write_parallel
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
@@ -90,10 +90,32 @@ def test_rerun_skips_finished_runs_and_refuses_changed_config(
     run_experiment(config_path, overrides, out)
     assert "run rnnsearch already finished: skipped" in capsys.readouterr().out
     assert summary.stat().st_mtime_ns == first
+    # a decoding change needs no training, but evaluation must use it: each run's own beam, from its config
+    results = run_experiment(config_path, [*overrides, "runs.rnnsearch.decoding.beam_size=1"], out)
+    assert summary.stat().st_mtime_ns == first
+    assert load_config(out / "runs" / "rnnsearch" / "config.yaml").decoding.beam_size == 1
+    beams = {name: run["beam_size"] for name, run in results["settings"]["runs"].items()}
+    assert beams == {"rnnencdec": 5, "rnnsearch": 1}
     with pytest.raises(NMTError, match="model.hidden_size"):
         run_experiment(config_path, [*overrides, "model.hidden_size=32"], out)
     run_experiment(config_path, [*overrides, "model.hidden_size=32"], out, force=True)
     assert summary.stat().st_mtime_ns != first
+
+
+def test_force_only_deletes_experiment_folders(tmp_path: Path) -> None:
+    precious = tmp_path / "notes"
+    precious.mkdir()
+    (precious / "thesis.tex").write_text("keep me", encoding="utf-8")
+    with pytest.raises(NMTError, match=r"--force would delete .*notes, which is not an experiment folder"):
+        run_experiment(CONFIGS / "quick.yaml", [], precious, force=True)
+    assert (precious / "thesis.tex").read_text(encoding="utf-8") == "keep me"
+
+
+def test_unreadable_timings_is_a_user_error(tmp_path: Path) -> None:
+    (tmp_path / "timings.json").write_text('{"prepare": 1', encoding="utf-8")
+    with pytest.raises(NMTError, match=r"timings.json is not the step timings") as error:
+        Timings(tmp_path / "timings.json")
+    assert "Delete it" in error.value.hint
 
 
 def test_attention_entropy_values() -> None:

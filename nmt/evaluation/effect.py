@@ -4,7 +4,8 @@ attention run, each with the numbers it rests on.
 1. the attention run scores above the fixed-vector run in every bucket from 20 words up;
 2. the fixed-vector run's BLEU on all sentences of 40+ words is at most half of its best bucket;
 3. the attention run's BLEU on 40+ words is at least three quarters of its best bucket;
-4. the paired bootstrap gives p < 0.05 in every bucket from 30 words up that holds 50+ sentences.
+4. the attention run is above the fixed-vector run with paired-bootstrap p < 0.05 in every bucket from
+   30 words up that holds 50+ sentences.
 
 "BLEU on 40+ words" is corpus BLEU over every sentence of 40 words or more, one number rather than
 one per bucket, so that a bucket of 20 sentences cannot decide a check on its own.
@@ -104,9 +105,9 @@ def check_effect(
     ]
     checks.append(
         Check(
-            f"p < {ALPHA:g} in every bucket from {SIGNIFICANT_FROM_WORDS} words with "
+            f"{attention} above with p < {ALPHA:g} in every bucket from {SIGNIFICANT_FROM_WORDS} words with "
             f"{SIGNIFICANT_MIN_SENTENCES}+ sentences",
-            bool(tested) and all(p < ALPHA for _, p, _ in tested),
+            bool(tested) and all(p < ALPHA and diff > 0 for _, p, diff in tested),
             ", ".join(f"{label}: {diff:+.2f} (p={p:.3f})" for label, p, diff in tested) or "no such bucket",
         )
     )
