@@ -28,9 +28,12 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
 
 def _buckets(text: str) -> list[int]:
     try:
-        return [int(b) for b in text.split(",") if b.strip()]
+        cutoffs = [int(b) for b in text.split(",") if b.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got '{text}'") from None
+    if not cutoffs:
+        raise argparse.ArgumentTypeError("expected at least one length cutoff, e.g. 10,20,30,40,50,60")
+    return cutoffs
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,7 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     translate.add_argument("--batch-size", type=int, default=None, help="sentences per batch")
     translate.add_argument(
-        "--nbest", type=int, default=1, help="write the K best translations per line, tab-separated"
+        "--nbest",
+        type=int,
+        default=None,
+        help="write the K best translations per line, tab-separated (default: the run's decoding.nbest)",
     )
     translate.add_argument(
         "--checkpoint", type=Path, default=None, help="checkpoint file (default: the best one)"
@@ -84,7 +90,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR")
     evaluate.add_argument(
-        "--split", choices=["valid", "test"], default=None, help="split of the run's data (default test)"
+        "--split",
+        choices=["valid", "test"],
+        default=None,
+        help="split of the runs' data (default: the first run's evaluation.split)",
     )
     evaluate.add_argument(
         "--src", type=Path, default=None, help="source file to translate instead of a split"
@@ -101,7 +110,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument("--beam", type=int, default=None, help="beam size (default from the run's config)")
     evaluate.add_argument(
-        "--out", type=Path, default=None, help="output folder (default evaluation/ beside the first run)"
+        "--out",
+        type=Path,
+        default=None,
+        help="output folder (default: RUN_DIR/evaluation for one run, the runs' common parent/evaluation for several)",
     )
     evaluate.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
 

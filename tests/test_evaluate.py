@@ -142,3 +142,10 @@ def test_two_runs_end_to_end_with_cache(
     assert [b["label"] for b in second["runs"]["beam2"]["buckets"]] == ["<10", ">=10"]
     assert "re-using cached translations" in capsys.readouterr().err
     assert {f: f.stat().st_mtime_ns for files in cache_files.values() for f in files} == stamps
+
+
+def test_empty_bucket_list_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["evaluate", "some-run", "--buckets", ","])
+    assert exit_info.value.code == 2
+    assert "expected at least one length cutoff" in capsys.readouterr().err

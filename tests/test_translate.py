@@ -17,7 +17,7 @@ import yaml
 
 import nmt.decoding.translate as translate_module
 from nmt.cli import main
-from nmt.config import ModelConfig
+from nmt.config import ModelConfig, load_config, save_config
 from nmt.decoding.translate import Translation, Translator, translate_file
 from nmt.models import build_model
 from tests.synthetic import reverse_pairs
@@ -100,6 +100,19 @@ def test_nbest_writes_k_tab_separated_translations(trained_reverse_run: Path, tm
         fields = row.split("\t")
         assert len(fields) == 3 and fields[0] == first and len(set(fields)) == 3
     assert main(["translate", str(trained_reverse_run), "-i", str(source), "--beam", "2", "--nbest", "3"]) == 2
+
+
+def test_nbest_defaults_to_the_runs_config_within_the_beam(trained_reverse_run: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(trained_reverse_run, run)
+    config = load_config(run / "config.yaml")
+    config.decoding.beam_size, config.decoding.nbest = 3, 2
+    save_config(config, run / "config.yaml")
+    source = _write(tmp_path / "in.txt", LINES[1:4])
+    for extra, fields in (([], 2), (["--beam", "1"], 1)):
+        out = tmp_path / f"out{fields}.txt"
+        assert main(["translate", str(run), "-i", str(source), "-o", str(out), *extra]) == 0
+        assert [len(row.split("\t")) for row in _read(out)] == [fields] * 3
 
 
 def test_invalid_utf8_names_the_line_and_leaves_no_output_file(

@@ -206,7 +206,7 @@ def translate_file(
     output_path: str | Path | None = None,
     beam_size: int | None = None,
     batch_size: int | None = None,
-    nbest: int = 1,
+    nbest: int | None = None,
     checkpoint: str | Path | None = None,
     attention_plots: str | Path | None = None,
     device: str = "auto",
@@ -215,7 +215,8 @@ def translate_file(
 
     Streams CHUNK_LINES lines at a time (one at a time from a terminal, so that each typed line is
     answered at once) and keeps line order and count: an empty input line gives an empty output line.
-    With `nbest` K, each output line holds the K best translations separated by tabs. An output file
+    With `nbest` K (default: the run's decoding.nbest, at most the beam size), each output line holds
+    the K best translations separated by tabs. An output file
     is written atomically: after an error there is no (partial) file.
     `attention_plots` DIR receives one heatmap per non-empty line, named line-NNNNNN.png.
     """
@@ -224,6 +225,8 @@ def translate_file(
     if output_path is not None and Path(output_path).is_dir():
         raise NMTError(f"output path {output_path} is a directory.", "Give a file name with -o.")
     translator = Translator.from_run(run_dir, checkpoint, device, beam_size, batch_size)
+    if nbest is None:
+        nbest = min(translator.decoding.nbest, translator.beam_size)
     plots_dir = Path(attention_plots) if attention_plots is not None else None
     if plots_dir is not None and not translator.has_attention:
         _warn(f"{run_dir} is a model without attention (attention: none): there is nothing to plot.")
