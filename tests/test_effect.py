@@ -60,4 +60,16 @@ def test_swapped_roles_fail_the_checks_they_should() -> None:
     # Two identical systems: no bucket differs, so nothing is above and nothing significant.
     same = {"a": hypotheses["search"], "b": hypotheses["search"]}
     checks = check_effect(*scored(same, sources, references), "a", "b")
-    assert not checks[0].passed and not checks[3].passed
+    assert checks[0].passed is False and checks[3].passed is False
+
+
+def test_checks_without_the_sentences_they_speak_of_cannot_tell() -> None:
+    hypotheses, sources, references = systems()
+    short = [i for i, s in enumerate(sources) if len(s.split()) < 20]
+    subset = {name: [lines[i] for i in short] for name, lines in hypotheses.items()}
+    checks = check_effect(
+        *scored(subset, [sources[i] for i in short], [references[i] for i in short]), "encdec", "search"
+    )
+    assert [c.passed for c in checks] == [None, None, None, None], checks
+    assert checks[1].evidence == "no sentence of 40+ words" and checks[3].evidence == "no such bucket"
+    assert "| cannot tell |" in format_checks(checks, "encdec", "search")

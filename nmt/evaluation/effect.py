@@ -13,6 +13,7 @@ one per bucket, so that a bucket of 20 sentences cannot decide a check on its ow
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -36,7 +37,7 @@ class Check:
     """One claim about a (fixed-vector, attention) pair, whether the scores bear it out, and why."""
 
     claim: str
-    passed: bool
+    passed: bool | None  # None: the scores cannot decide it (no bucket or sentence it speaks of)
     evidence: str
 
 
@@ -78,7 +79,7 @@ def check_effect(
     checks = [
         Check(
             f"{attention} above {baseline} in every bucket from {ABOVE_FROM_WORDS} words",
-            bool(long_pairs) and all(diff > 0 for _, diff in long_pairs),
+            all(diff > 0 for _, diff in long_pairs) if long_pairs else None,
             ", ".join(f"{label}: {diff:+.2f}" for label, diff in long_pairs) or "no such bucket",
         )
     ]
@@ -87,10 +88,15 @@ def check_effect(
         (attention, att, ATTENTION_MIN_RATIO, False),
     ):
         best, label = _best_bucket(system)
-        ratio = long_bleu[name] / best if best > 0 else float("nan")
+        claim = f"{name} on {LONG_WORDS}+ words {'at most' if at_most else 'at least'} {limit:g} x its best bucket"
+        if math.isnan(long_bleu[name]) or best <= 0:
+            why = f"no sentence of {LONG_WORDS}+ words" if math.isnan(long_bleu[name]) else "BLEU 0 in every bucket"
+            checks.append(Check(claim, None, why))
+            continue
+        ratio = long_bleu[name] / best
         checks.append(
             Check(
-                f"{name} on {LONG_WORDS}+ words {'at most' if at_most else 'at least'} {limit:g} x its best bucket",
+                claim,
                 ratio <= limit if at_most else ratio >= limit,
                 f"{long_bleu[name]:.2f} on {LONG_WORDS}+ vs {best:.2f} on {label}: {ratio:.2f}",
             )
@@ -107,7 +113,7 @@ def check_effect(
         Check(
             f"{attention} above with p < {ALPHA:g} in every bucket from {SIGNIFICANT_FROM_WORDS} words with "
             f"{SIGNIFICANT_MIN_SENTENCES}+ sentences",
-            bool(tested) and all(p < ALPHA and diff > 0 for _, p, diff in tested),
+            all(p < ALPHA and diff > 0 for _, p, diff in tested) if tested else None,
             ", ".join(f"{label}: {diff:+.2f} (p={p:.3f})" for label, p, diff in tested) or "no such bucket",
         )
     )
@@ -127,5 +133,6 @@ def format_checks(checks: Sequence[Check], baseline: str, attention: str) -> str
         "| check | holds | numbers |",
         "|---|---|---|",
     ]
-    lines += [f"| {c.claim} | {'yes' if c.passed else '**no**'} | {c.evidence} |" for c in checks]
+    verdicts = {True: "yes", False: "**no**", None: "cannot tell"}
+    lines += [f"| {c.claim} | {verdicts[c.passed]} | {c.evidence} |" for c in checks]
     return "\n".join(lines) + "\n"
