@@ -108,13 +108,29 @@ def _profile(fn: Any, device: torch.device, title: str) -> None:
 
 
 # ---- training -------------------------------------------------------------------------------------
+def training_batches(config: Config) -> tuple[Any, list[list[int]], list[list[int]], list[list[int]]]:
+    """The tokenizer, the training split as piece ids (sources, targets) and epoch 1 of the trainer's own
+    batches: length-sorted pools cut to the token budget, in shuffled order."""
+    from nmt.data.batching import TokenBatchSampler
+    from nmt.data.prepare import load_prepared
+
+    prepared = load_prepared(config.data)
+    tok = prepared.tokenizer
+    pairs = prepared.pairs("train")
+    src = [tok.encode_src(s) for s, _ in pairs]
+    tgt = [tok.encode_tgt(t) for _, t in pairs]
+    sampler = TokenBatchSampler(
+        [len(s) for s in src], [len(t) for t in tgt], config.training.batch_tokens, config.training.seed
+    )
+    return tok, src, tgt, sampler.epoch(1)
+
+
 def train_phase(
     config: Config, device_name: str, threads: int, plan: dict[str, Any], weights_path: str, profile: bool
 ) -> dict[str, Any]:
     """Child process: train steps on real batches; tokens/s and FLOPs of the timed steps, the matmul
     peak just before and after them, peak RSS."""
-    from nmt.data.batching import TokenBatchSampler, make_batch, padding_fraction
-    from nmt.data.prepare import load_prepared
+    from nmt.data.batching import make_batch, padding_fraction
     from nmt.models import build_model
     from nmt.training.checkpoint import resolve_device
     from nmt.training.optim import build_optimizer
@@ -123,16 +139,7 @@ def train_phase(
 
     _setup_child(threads, config.training.seed)
     device = resolve_device(device_name)
-    prepared = load_prepared(config.data)
-    tok = prepared.tokenizer
-    pairs = prepared.pairs("train")
-    src = [tok.encode_src(s) for s, _ in pairs]
-    tgt = [tok.encode_tgt(t) for _, t in pairs]
-    # the trainer's own batches: length-sorted pools cut to the token budget, in shuffled order
-    sampler = TokenBatchSampler(
-        [len(s) for s in src], [len(t) for t in tgt], config.training.batch_tokens, config.training.seed
-    )
-    batches = sampler.epoch(1)
+    tok, src, tgt, batches = training_batches(config)
     model = build_model(config.model, tok.src_vocab_size, tok.tgt_vocab_size).to(device).train()
     model.recompute_attention(config.training.recompute_attention)
     optimizer = build_optimizer(model.parameters(), config.training)

@@ -21,12 +21,12 @@ import time
 from collections.abc import Iterator
 
 import torch
+from benchmark import training_batches  # scripts/ is on sys.path when this script runs
 
 import nmt.models.decoder as decoder_module
 import nmt.models.encoder as encoder_module
 from nmt.config import load_config
-from nmt.data.batching import Batch, TokenBatchSampler, make_batch
-from nmt.data.prepare import load_prepared
+from nmt.data.batching import Batch, make_batch
 from nmt.models import build_model
 from nmt.models.attention import Attention
 from nmt.training.validation import batch_loss_sum
@@ -74,17 +74,8 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     config = load_config(args.config)
-    prepared = load_prepared(config.data)
-    tok = prepared.tokenizer
-    pairs = prepared.pairs("train")
-    src = [tok.encode_src(s) for s, _ in pairs]
-    tgt = [tok.encode_tgt(t) for _, t in pairs]
-    sampler = TokenBatchSampler(
-        [len(s) for s in src], [len(t) for t in tgt], config.training.batch_tokens, config.training.seed
-    )
-    batches = [
-        make_batch([src[i] for i in b], [tgt[i] for i in b], b) for b in sampler.epoch(1)[: args.steps]
-    ]
+    tok, src, tgt, epoch = training_batches(config)
+    batches = [make_batch([src[i] for i in b], [tgt[i] for i in b], b) for b in epoch[: args.steps]]
     for attention in ("additive", "none"):
         torch.manual_seed(config.training.seed)
         model_config = dataclasses.replace(config.model, attention=attention)
