@@ -54,7 +54,7 @@ class Translation:
 
 
 def _warn(message: str) -> None:
-    print(f"nmt translate: warning: {message}", file=sys.stderr)
+    print(f"warning: {message}", file=sys.stderr)  # also shown by nmt evaluate and nmt experiment
 
 
 class Translator:

@@ -1,6 +1,7 @@
 """Reports of an Evaluation: results.json, report.md, bleu_by_length.png and a terminal table.
 
-All files are written atomically, so an interrupted run never leaves half a report.
+Each file is written atomically, so none is ever half written; an interrupted run can leave some files
+new and the others from the previous evaluation in the same folder.
 """
 
 from __future__ import annotations
