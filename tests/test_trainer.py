@@ -115,6 +115,11 @@ def test_resume_refuses_a_changed_config_but_accepts_the_allowed_keys(data_root:
     assert summary["final_step"] == 4
     assert load_config(run / "config.yaml").training.max_steps == 4
     assert [e["step"] for e in events(run) if e["event"] == "train"] == [2, 3, 4]
+    before = snapshot(run)
+    with pytest.raises(NMTError, match=r"already at step 4, past training\.max_steps 3") as shorter:
+        train(with_changes(longer, training={"max_steps": 3}), run, resume=True)
+    assert "another --run-dir" in shorter.value.hint
+    assert snapshot(run) == before
 
 
 def test_resume_needs_a_run(data_root: Path, tmp_path: Path) -> None:
@@ -156,7 +161,7 @@ def test_corrupt_checkpoint_and_changed_tokenizer_refuse_resume(data_root: Path,
     weights_only = run / "checkpoints" / "step_00000003.pt"
     weights_only.write_bytes((run / "checkpoints" / "best.pt").read_bytes())
     with pytest.raises(NMTError, match="step_00000003.pt is not a resumable checkpoint"):
-        train(config, run, resume=True)
+        train(with_changes(config, training={"max_steps": 3}), run, resume=True)
     assert_previous_run_intact()
     weights_only.unlink()
     latest.write_bytes(intact)

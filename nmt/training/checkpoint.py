@@ -47,13 +47,21 @@ def step_checkpoint_name(step: int) -> str:
     return f"step_{step:08d}.pt"
 
 
+def checkpoint_step(path: Path) -> int:
+    """The step in a periodic checkpoint's file name (step_00000300.pt -> 300)."""
+    match = _STEP_RE.match(path.name)
+    if match is None:
+        raise ValueError(f"{path.name} is not a periodic checkpoint name")
+    return int(match.group(1))
+
+
 def step_checkpoints(run_dir: Path) -> list[Path]:
     """The run's periodic checkpoints, oldest first."""
     folder = Path(run_dir) / CHECKPOINT_DIR
     if not folder.is_dir():
         return []
     found = [p for p in folder.iterdir() if _STEP_RE.match(p.name)]
-    return sorted(found, key=lambda p: int(_STEP_RE.match(p.name).group(1)))  # type: ignore[union-attr]
+    return sorted(found, key=checkpoint_step)
 
 
 def latest_step_checkpoint(run_dir: Path) -> Path | None:

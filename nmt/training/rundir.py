@@ -19,7 +19,7 @@ from nmt.config import Config, config_diff, load_config, save_config
 from nmt.environment import describe_environment
 from nmt.errors import NMTError
 from nmt.fileio import atomic_open, atomic_write_text, sha256_file
-from nmt.training.checkpoint import CHECKPOINT_DIR, latest_step_checkpoint
+from nmt.training.checkpoint import CHECKPOINT_DIR, checkpoint_step, latest_step_checkpoint
 
 # Keys that may change between a run and its --resume: they do not change what is learned.
 # (Validation decodes greedily within the length limits, so the other decoding keys do not matter.)
@@ -90,7 +90,14 @@ def check_run_dir(run_dir: Path, config: Config, resume: bool) -> Path | None:
             f"Only {', '.join(sorted(RESUMABLE_KEYS))} may change on resume; "
             "restore the other keys or start a new run in another --run-dir.",
         )
-    return latest_step_checkpoint(run_dir)
+    latest = latest_step_checkpoint(run_dir)
+    if latest is not None and checkpoint_step(latest) > config.training.max_steps:
+        raise NMTError(
+            f"--resume: {run_dir} is already at step {checkpoint_step(latest)}, past training.max_steps "
+            f"{config.training.max_steps}; a run cannot go back, and nothing was changed.",
+            "Give training.max_steps at least that step, or train a new run in another --run-dir.",
+        )
+    return latest
 
 
 def check_writable(run_dir: Path) -> None:
