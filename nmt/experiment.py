@@ -30,7 +30,7 @@ class Timings:
         if path.exists():
             try:
                 self.seconds = {str(k): float(v) for k, v in json.loads(path.read_text()).items()}
-            except (ValueError, AttributeError) as exc:
+            except (ValueError, TypeError, AttributeError) as exc:  # not JSON, not an object, not numbers
                 raise NMTError(
                     f"{path} is not the step timings `nmt experiment` writes ({type(exc).__name__}: {exc}).",
                     "Delete it (the next run records the times again), or re-run with --force.",
@@ -43,7 +43,7 @@ class Timings:
 
 def _train_run(name: str, config: Config, run_dir: Path) -> str:
     """Train one run unless it is finished; returns what was done ('trained', 'resumed', 'skipped')."""
-    from nmt.training.rundir import config_differences, learning_differences
+    from nmt.training.rundir import config_differences, learning_differences, write_config
     from nmt.training.trainer import train
 
     saved = run_dir / "config.yaml"
@@ -61,7 +61,7 @@ def _train_run(name: str, config: Config, run_dir: Path) -> str:
     if finished and previous.training.max_steps == config.training.max_steps:
         # evaluation reads decoding and evaluation settings from the run's config.yaml: keep it current
         if config_differences(previous, config):
-            save_config(config, saved)
+            write_config(config, run_dir)
         return "skipped"
     train(config, run_dir, resume=True)
     return "resumed"

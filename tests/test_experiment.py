@@ -111,11 +111,17 @@ def test_force_only_deletes_experiment_folders(tmp_path: Path) -> None:
     assert (precious / "thesis.tex").read_text(encoding="utf-8") == "keep me"
 
 
-def test_unreadable_timings_is_a_user_error(tmp_path: Path) -> None:
-    (tmp_path / "timings.json").write_text('{"prepare": 1', encoding="utf-8")
+@pytest.mark.parametrize("text", ['{"prepare": 1', '[1, 2]', '{"prepare": null}', '{"prepare": "soon"}'])
+def test_unreadable_timings_is_a_user_error(tmp_path: Path, text: str) -> None:
+    (tmp_path / "timings.json").write_text(text, encoding="utf-8")
     with pytest.raises(NMTError, match=r"timings.json is not the step timings") as error:
         Timings(tmp_path / "timings.json")
     assert "Delete it" in error.value.hint
+
+
+def test_timings_read_back_what_they_recorded(tmp_path: Path) -> None:
+    Timings(tmp_path / "timings.json").record("prepare", 12.345)
+    assert Timings(tmp_path / "timings.json").seconds == {"prepare": 12.3}
 
 
 def test_attention_entropy_values() -> None:

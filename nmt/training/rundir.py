@@ -91,9 +91,10 @@ def check_run_dir(run_dir: Path, config: Config, resume: bool) -> Path | None:
             "restore the other keys or start a new run in another --run-dir.",
         )
     latest = latest_step_checkpoint(run_dir)
-    if latest is not None and checkpoint_step(latest) > config.training.max_steps:
+    reached = checkpoint_step(latest) if latest is not None else 0
+    if reached > config.training.max_steps:
         raise NMTError(
-            f"--resume: {run_dir} is already at step {checkpoint_step(latest)}, past training.max_steps "
+            f"--resume: {run_dir} is already at step {reached}, past training.max_steps "
             f"{config.training.max_steps}; a run cannot go back, and nothing was changed.",
             "Give training.max_steps at least that step, or train a new run in another --run-dir.",
         )
