@@ -88,7 +88,15 @@ class DataConfig:
 class ModelConfig:
     """Sizes and kind of the encoder-decoder; `attention: none` is the fixed-vector RNNencdec."""
 
+    @property
+    def bidirectional_encoder(self) -> bool:
+        """Every model reads the source both ways except the paper's RNNencdec (one forward RNN)."""
+        return self.attention != "none" or self.fixed_context == "both_ends"
+
     attention: AttentionType = "additive"
+    # attention none: c = tanh(V h_T) of a forward-only encoder (Cho et al.; Bahdanau et al.'s RNNencdec),
+    # or both_ends: c = tanh(V [fwd_T ; bwd_1]) of the bidirectional encoder (an ablation, stronger)
+    fixed_context: Literal["last_state", "both_ends"] = "last_state"
     cell: Literal["gru", "lstm"] = "gru"
     embedding_size: int = 256
     hidden_size: int = 512

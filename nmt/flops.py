@@ -10,13 +10,14 @@ the (log-)softmax / cross-entropy over the vocabulary (~4V per step), bias adds,
 all, which is also why the source vocabulary size does not appear below.
 
 Notation: m = embedding_size, n = hidden_size, G = gates x n (3n GRU, 4n LSTM), a = attention_size,
-C = 2n (annotation / context width), R = readout width (2 x maxout_size, or m for the tanh layer),
+d = encoder directions (2, or 1 for the paper's forward-only RNNencdec), C = d n (annotation / context
+width), R = readout width (2 x maxout_size, or m for the tanh layer),
 D = width entering the output layer (maxout_size or m), V = target vocabulary, S = source tokens
 (incl. EOS), T = target tokens (incl. EOS). A product of (rows x k) by (k x cols) costs 2 rows k cols.
 
 Training counts one forward (the terms below, written as the implementation runs them: the recurrent
-update of the last target step is never computed, RNNencdec's readout of its fixed context is one
-product per sentence) and a backward of twice the forward: each product has one gradient product for
+update of the last target step is never computed, RNNencdec's input-gate and readout products of its
+fixed context are one product each per sentence) and a backward of twice the forward: each product has one gradient product for
 its input and one for its weight, every input of every product needs its gradient.
 """
 
@@ -35,11 +36,13 @@ BACKWARD_FACTOR = 2.0  # d(input) and d(weight): two products of the forward pro
 def _sizes(cfg: ModelConfig) -> dict[str, int]:
     """The widths of the notation above."""
     n, m = cfg.hidden_size, cfg.embedding_size
+    directions = 2 if cfg.bidirectional_encoder else 1
     return {
         "n": n,
         "m": m,
+        "d": directions,
         "G": (4 if cfg.cell == "lstm" else 3) * n,
-        "C": 2 * n,
+        "C": directions * n,
         "R": 2 * cfg.maxout_size if cfg.maxout_size > 0 else m,
         "D": cfg.maxout_size if cfg.maxout_size > 0 else m,
         # key width: the attention size, except Luong's general score, whose keys W h_j live in state space
@@ -55,15 +58,17 @@ def encoder_flops(cfg: ModelConfig, src_len: int) -> dict[str, float]:
     encoder does run every step of the padded batch (with masking), but that padded compute is not
     useful work and is left out of MFU on purpose."""
     z = _sizes(cfg)
-    n, G, C, S = z["n"], z["G"], z["C"], src_len
+    n, d, G, C, R, S = z["n"], z["d"], z["G"], z["C"], z["R"], src_len
     terms: dict[str, float] = {}
     for layer in range(cfg.encoder_layers):
         width = cfg.embedding_size if layer == 0 else C
-        # two directions, each: input projection and recurrent product at every source token
-        terms[f"encoder_l{layer}_input"] = 2 * 2.0 * S * width * G
-        terms[f"encoder_l{layer}_recurrent"] = 2 * 2.0 * S * n * G
+        # each direction: input projection and recurrent product at every source token
+        terms[f"encoder_l{layer}_input"] = d * 2.0 * S * width * G
+        terms[f"encoder_l{layer}_recurrent"] = d * 2.0 * S * n * G
     if cfg.attention == "none":
-        terms["fixed_context"] = 2.0 * C * C  # c = tanh(V [fwd_T ; bwd_1]), V: C x 2n
+        terms["fixed_context"] = 2.0 * C * C  # c = tanh(V h_T) or tanh(V [fwd_T ; bwd_1]), V: C x C
+        terms["context_gates"] = 2.0 * C * G  # W_ctx c, the same at every decoder step
+        terms["context_readout"] = 2.0 * C * R  # C_o c, likewise
         terms["init_state"] = 2.0 * C * n  # s_0 = tanh(W_s c)
     else:
         terms["attention_keys"] = 2.0 * S * C * z["K"]  # U h_j, once per sentence
@@ -88,10 +93,10 @@ def decoder_training_flops(cfg: ModelConfig, tgt_vocab: int, src_len: int, tgt_l
     updates = max(T - 1, 0)  # s_1 .. s_{T-1}: s_T would never be read
     terms: dict[str, float] = {}
     if cfg.attention == "none":
-        # one fused RNN call over [E y ; c] for T-1 steps
-        terms["decoder_input"] = 2.0 * updates * (m + C) * G
+        # E y for T-1 steps; W_ctx c and C_o c are once per sentence (encoder_flops)
+        terms["decoder_input"] = 2.0 * updates * m * G
         terms["decoder_recurrent"] = 2.0 * updates * n * G
-        terms["readout"] = 2.0 * T * (n + m) * R + 2.0 * C * R  # C_o c once: c is the same at every step
+        terms["readout"] = 2.0 * T * (n + m) * R
     else:
         terms["decoder_input"] = (
             2.0 * T * m * G + 2.0 * updates * C * G
@@ -138,11 +143,12 @@ def training_flops_per_token(
 def decode_step_flops(cfg: ModelConfig, tgt_vocab: int, src_len: int) -> float:
     """FLOPs of one search step (`decode_step`) for one hypothesis attending to `src_len` tokens.
 
-    Unlike training, every product runs each step: the state update, and for RNNencdec the readout
-    and input products of its fixed c (the step function does not keep them across steps)."""
+    Unlike training, every product runs each step, the state update included; RNNencdec's products of
+    its fixed c come from `encode` (`search_encode_flops`)."""
     z = _sizes(cfg)
     n, m, G, C, R, D = z["n"], z["m"], z["G"], z["C"], z["R"], z["D"]
-    flops = 2.0 * (m + C) * G + 2.0 * n * (G + z["Q"]) + 2.0 * (n + m + C) * R + 2.0 * D * tgt_vocab
+    context = 0 if cfg.attention == "none" else C  # c_i's input-gate and readout products
+    flops = 2.0 * (m + context) * G + 2.0 * n * (G + z["Q"]) + 2.0 * (n + m + context) * R + 2.0 * D * tgt_vocab
     return flops + sum(_attention_step(cfg, src_len).values())
 
 
@@ -153,8 +159,8 @@ def decode_state_flops(cfg: ModelConfig) -> float:
 
 
 def search_encode_flops(cfg: ModelConfig, src_len: int) -> float:
-    """FLOPs of `encode` for one sentence in search (the encoder and keys or c; s_0 is counted per
-    hypothesis by `decode_state_flops`)."""
+    """FLOPs of `encode` for one sentence in search (the encoder and keys, or c and its products; s_0
+    is counted per hypothesis by `decode_state_flops`)."""
     terms = encoder_flops(cfg, src_len)
     return sum(terms.values()) - terms["init_state"]
 

@@ -95,17 +95,29 @@ def test_general_score_is_the_bilinear_form_on_the_raw_state() -> None:
     torch.testing.assert_close(scores, expected)
 
 
-def test_fixed_context_is_tanh_of_the_final_states_and_hides_the_annotations() -> None:
+def test_fixed_context_is_tanh_of_the_last_forward_state_and_hides_the_annotations() -> None:
     torch.manual_seed(0)
-    provider = FixedContext(N, ANN)
+    provider = FixedContext(N, N)  # the paper's form: c = tanh(V h_T), n wide
+    states = _states()
+    states.bwd_first = None  # a forward-only encoder has no backward state
+    enc = provider.prepare(states)
+    expected = torch.tanh(states.fwd_last @ provider.summary.weight.t() + provider.summary.bias)
+    torch.testing.assert_close(enc.context, expected)
+    assert provider.summary.in_features == N
+    assert enc.context.shape == (3, N) and enc.init_input is enc.context
+    assert enc.annotations is None and enc.keys is None
+    with pytest.raises(ValueError, match="no attention"):
+        provider.attend(torch.zeros(3, N), enc)
+
+
+def test_both_ends_fixed_context_reads_the_last_forward_and_first_backward_states() -> None:
+    torch.manual_seed(0)
+    provider = FixedContext(N, ANN, "both_ends")
     states = _states()
     enc = provider.prepare(states)
     expected = torch.tanh(provider.summary(torch.cat([states.fwd_last, states.bwd_first], 1)))
     torch.testing.assert_close(enc.context, expected)
-    assert enc.context.shape == (3, ANN) and enc.init_input is enc.context
-    assert enc.annotations is None and enc.keys is None
-    with pytest.raises(ValueError, match="no attention"):
-        provider.attend(torch.zeros(3, N), enc)
+    assert enc.context.shape == (3, ANN) and enc.annotations is None
 
 
 def test_unknown_attention_type_is_refused() -> None:

@@ -74,7 +74,7 @@ def test_first_step_follows_appendix_a_by_hand() -> None:
 @pytest.mark.parametrize("cell", ["gru", "lstm"])
 def test_teacher_forcing_equals_step_by_step(kind: str, cell: str) -> None:
     decoder = _decoder(kind, cell)
-    enc = decoder.provider.prepare(_states())
+    enc = decoder.precompute(decoder.provider.prepare(_states()))
     tgt = torch.tensor([[2, 5, 6, 7, 0], [2, 9, 4, 10, 8]])
     logits, attention = decoder(tgt, enc, return_attention=kind != "none")
     state = decoder.init_state(enc)
@@ -90,7 +90,7 @@ def test_teacher_forcing_equals_step_by_step(kind: str, cell: str) -> None:
 def test_single_step_target() -> None:
     for kind in ("none", "additive"):
         decoder = _decoder(kind)
-        enc = decoder.provider.prepare(_states())
+        enc = decoder.precompute(decoder.provider.prepare(_states()))
         logits, _ = decoder(torch.tensor([[2], [2]]), enc)
         log_probs, _, _ = decoder.decode_step(torch.tensor([2, 2]), decoder.init_state(enc), enc)
         torch.testing.assert_close(log_probs, torch.log_softmax(logits[:, 0], -1))
@@ -99,7 +99,7 @@ def test_single_step_target() -> None:
 def test_tanh_readout_without_maxout() -> None:
     decoder = _decoder(maxout=0)
     assert decoder.output.in_features == M
-    enc = decoder.provider.prepare(_states())
+    enc = decoder.precompute(decoder.provider.prepare(_states()))
     state = decoder.init_state(enc)
     context, _ = decoder.provider.attend(state.hidden @ decoder.provider.query_weight().t(), enc)
     ey = decoder.embedding(torch.tensor([2, 2]))
@@ -111,12 +111,38 @@ def test_tanh_readout_without_maxout() -> None:
 def test_fixed_context_decoder_has_no_attention_and_starts_from_c() -> None:
     decoder = _decoder("none", "lstm")
     assert isinstance(decoder.provider, FixedContext)
-    enc = decoder.provider.prepare(_states())
+    enc = decoder.precompute(decoder.provider.prepare(_states()))
     state = decoder.init_state(enc)
     torch.testing.assert_close(state.hidden, torch.tanh(decoder.init_proj(enc.context)))
     assert torch.all(state.cell == 0)
     with pytest.raises(ValueError, match="no attention"):
         decoder(torch.tensor([[2, 5]]).expand(2, 2), enc, return_attention=True)
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_fixed_context_precomputed_steps_equal_the_fused_rnn(cell: str) -> None:
+    """W_ctx c and C_o c computed once per sentence give the logits and gradients of the fused nn.GRU
+    over [E y ; c], which recomputes c's products at every step."""
+    decoder = _decoder("none", cell).double()
+    tgt = torch.tensor([[2, 5, 6, 7, 0], [2, 9, 4, 10, 8]])
+    weights = torch.randn(2, 5, VOCAB, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    results = []
+    for fused in (False, True):
+        decoder.zero_grad()
+        decoder.fused_fixed_steps = fused
+        states = _states()
+        fwd_last = states.fwd_last.double().requires_grad_()
+        states.fwd_last, states.annotations = fwd_last, states.annotations.double()
+        logits, _ = decoder(tgt, decoder.precompute(decoder.provider.prepare(states)))
+        (logits * weights).sum().backward()
+        grads = {name: p.grad.clone() for name, p in decoder.named_parameters() if p.grad is not None}
+        results.append((logits.detach(), fwd_last.grad, grads))
+    (logits_a, input_grad_a, grads_a), (logits_b, input_grad_b, grads_b) = results
+    torch.testing.assert_close(logits_a, logits_b, atol=1e-10, rtol=0)
+    torch.testing.assert_close(input_grad_a, input_grad_b, atol=1e-10, rtol=0)
+    assert grads_a.keys() == grads_b.keys() and "rnn.weight_ih_l0" in grads_a
+    for name in grads_a:
+        torch.testing.assert_close(grads_a[name], grads_b[name], atol=1e-10, rtol=0)
 
 
 def test_tied_output_shares_the_embedding_matrix() -> None:

@@ -79,6 +79,27 @@ def test_layers_match_torch_bidirectional_rnn_on_unpadded_input(cell: str) -> No
     torch.testing.assert_close(out.bwd_first, final_h[-1])
 
 
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_forward_only_encoder_matches_torch_rnn_and_ignores_padding(cell: str) -> None:
+    """The paper's RNNencdec encoder: one forward RNN, h_T = its state after each sentence's last token."""
+    torch.manual_seed(0)
+    encoder = Encoder(30, 8, 6, cell=cell, bidirectional=False).eval()
+    assert encoder.output_size == 6 and encoder.layers[0].weight_ih.shape[0] == 1
+    reference = (nn.GRU if cell == "gru" else nn.LSTM)(8, 6, batch_first=True)
+    with torch.no_grad():
+        for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+            target = getattr(reference, f"{name}_l0")
+            target.copy_(getattr(encoder.layers[0], name)[0].reshape(target.shape))
+    src, lengths = _padded_batch()
+    out = encoder(src, lengths)
+    assert out.bwd_first is None and out.annotations.shape == (3, 7, 6)
+    for row, length in enumerate(lengths.tolist()):
+        expected, _ = reference(encoder.embedding(src[row : row + 1, :length]))
+        torch.testing.assert_close(out.annotations[row, :length], expected[0], atol=1e-6, rtol=0)
+        torch.testing.assert_close(out.fwd_last[row], expected[0, -1], atol=1e-6, rtol=0)
+        assert torch.all(out.annotations[row, length:] == 0)
+
+
 def test_bad_lengths_are_refused() -> None:
     encoder = Encoder(30, 8, 6)
     src, _ = _padded_batch()

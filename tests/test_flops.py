@@ -42,10 +42,13 @@ from nmt.special import PAD_ID
 SRC_VOCAB, TGT_VOCAB = 53, 61
 
 
-def small_config(attention: str, cell: str = "gru", layers: int = 1, maxout: int = 6) -> ModelConfig:
+def small_config(
+    attention: str, cell: str = "gru", layers: int = 1, maxout: int = 6, fixed_context: str = "last_state"
+) -> ModelConfig:
     """Widths that are all different, so that a term with the wrong width cannot match by chance."""
     return ModelConfig(
         attention=attention,  # type: ignore[arg-type]
+        fixed_context=fixed_context,  # type: ignore[arg-type]
         cell=cell,  # type: ignore[arg-type]
         embedding_size=8,
         hidden_size=16,
@@ -79,7 +82,8 @@ def v_product_flops(cfg: ModelConfig, batch: Batch) -> float:
 def zero_state_gradient_flops(cfg: ModelConfig, batch: Batch) -> float:
     """The encoder's skipped d(h_0) products: one (batch x G) by (G x n) per layer and direction."""
     gates = (4 if cfg.cell == "lstm" else 3) * cfg.hidden_size
-    return cfg.encoder_layers * 2 * 2.0 * batch.src.size(0) * gates * cfg.hidden_size
+    directions = 2 if cfg.bidirectional_encoder else 1
+    return cfg.encoder_layers * directions * 2.0 * batch.src.size(0) * gates * cfg.hidden_size
 
 
 def counted(fn: Callable[[], object]) -> int:
@@ -94,23 +98,25 @@ CASES = [
     ("none", "gru", 1),
     ("additive", "gru", 1),
     ("additive", "gru", 2),
+    ("none", "lstm", 2),
     ("dot", "gru", 1),
     ("general", "gru", 1),
     ("additive", "lstm", 1),
 ]
 
 
-@pytest.mark.parametrize(("attention", "cell", "layers"), CASES)
-def test_forward_count_matches_flop_counter(attention: str, cell: str, layers: int) -> None:
+@pytest.mark.parametrize(("attention", "cell", "layers", "fixed_context"),
+                         [(*case, "last_state") for case in CASES] + [("none", "gru", 2, "both_ends")])
+def test_forward_count_matches_flop_counter(attention: str, cell: str, layers: int, fixed_context: str) -> None:
     torch.manual_seed(0)
-    cfg = small_config(attention, cell, layers)
+    cfg = small_config(attention, cell, layers, fixed_context=fixed_context)
     model = build_model(cfg, SRC_VOCAB, TGT_VOCAB)
     batch = small_batch()
     measured = counted(lambda: model(batch.src, batch.src_lengths, batch.tgt_in))
     assert measured == batch_forward_flops(cfg, batch) - v_product_flops(cfg, batch)
 
 
-@pytest.mark.parametrize(("attention", "cell", "layers"), CASES[:3])
+@pytest.mark.parametrize(("attention", "cell", "layers"), CASES[:4])
 def test_training_count_matches_flop_counter(attention: str, cell: str, layers: int) -> None:
     torch.manual_seed(0)
     cfg = small_config(attention, cell, layers)
@@ -193,9 +199,17 @@ def test_training_terms_by_hand() -> None:
     enc = encoder_flops(cfg, 30)
     assert enc["encoder_l0_input"] == 2 * 2 * 30 * 256 * 1536
     assert enc["attention_keys"] == 2 * 30 * 1024 * 512
-    fixed = decoder_training_flops(ModelConfig(attention="none", maxout_size=256), 8000, 30, 40)
-    assert fixed["readout"] == 2 * 40 * (512 + 256) * 512 + 2 * 1024 * 512  # C_o c once per sentence
+    fixed_cfg = ModelConfig(attention="none", maxout_size=256)  # the paper's form: forward encoder, c n wide
+    fixed = decoder_training_flops(fixed_cfg, 8000, 30, 40)
+    assert fixed["readout"] == 2 * 40 * (512 + 256) * 512
+    assert fixed["decoder_input"] == 2 * 39 * 256 * 1536  # E y only: W_ctx c is once per sentence
     assert "attention_scores" not in fixed
+    fixed_enc = encoder_flops(fixed_cfg, 30)
+    assert fixed_enc["encoder_l0_input"] == 2 * 30 * 256 * 1536  # one direction
+    assert fixed_enc["fixed_context"] == 2 * 512 * 512
+    assert fixed_enc["context_gates"] == 2 * 512 * 1536 and fixed_enc["context_readout"] == 2 * 512 * 512
+    both = encoder_flops(ModelConfig(attention="none", maxout_size=256, fixed_context="both_ends"), 30)
+    assert both["encoder_l0_input"] == 2 * 2 * 30 * 256 * 1536 and both["fixed_context"] == 2 * 1024 * 1024
 
 
 def test_per_token_is_a_length_weighted_mean() -> None:

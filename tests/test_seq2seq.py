@@ -134,7 +134,8 @@ def test_fixed_model_sees_the_source_only_through_c() -> None:
         other = model.encode(other_src, other_lengths)
         # force the second source's encoding to the first one's c (and s_0 source)
         forced = type(other)(mask=other.mask, lengths=other.lengths, init_input=enc.init_input,
-                             annotations=other.annotations, keys=other.keys, context=enc.context)
+                             annotations=other.annotations, keys=other.keys, context=enc.context,
+                             context_gates=enc.context_gates, context_readout=enc.context_readout)
         same = torch.allclose(model.decoder(tgt, enc)[0], model.decoder(tgt, forced)[0])
         assert same is should_match
 
@@ -160,9 +161,25 @@ def test_paper_sizes_give_the_parameter_count_of_appendix_a() -> None:
     assert count_parameters(model) == encoder + decoder == 80_451_000
     with torch.device("meta"):
         fixed = build_model(ModelConfig(attention="none", embedding_size=m, hidden_size=n, maxout_size=l), v, v)
-    # RNNencdec trades the alignment model for c = tanh(V [fwd_T; bwd_1]) and a wider W_s (c is 2n wide)
+        both_ends = build_model(
+            ModelConfig(attention="none", fixed_context="both_ends", embedding_size=m, hidden_size=n, maxout_size=l),
+            v, v,
+        )
+    # The paper's RNNencdec: ONE forward RNN of n units, c = tanh(V h_T) n wide, so every matrix that
+    # reads c is n (not 2n) columns wide, and there is no alignment model.
+    paper_encdec = (
+        v * m + gru(m)  # source embeddings, forward GRU
+        + n * n + n  # V
+        + v * m + gru(m + n)  # E; s_i = GRU(s_{i-1}, [E y_{i-1}; c])
+        + n * n + n  # W_s (s_0 = tanh(W_s c))
+        + 2 * l * n + 2 * l + 2 * l * m + 2 * l * n  # U_o (+ bias), V_o, C_o
+        + v * l + v  # W_o and the output bias
+    )
+    assert count_parameters(fixed) == paper_encdec == 69_585_000
+    # the both-ends ablation: RNNsearch's encoder and widths, c = tanh(V [fwd_T; bwd_1]) instead of attention
     alignment = n_att * n + n_att * 2 * n + n_att
-    assert count_parameters(fixed) == encoder + decoder - alignment + (2 * n * 2 * n + 2 * n) + n * n
+    assert count_parameters(both_ends) == encoder + decoder - alignment + (2 * n * 2 * n + 2 * n) + n * n
+    assert "forward encoder" in fixed.describe() and "c from last_state" in fixed.describe()
     assert "80,451,000 parameters" in model.describe() and model.describe().startswith("RNNsearch")
 
 

@@ -8,7 +8,9 @@ or the fixed vector), then hands the decoder one context per step. The attention
   since the annotations are 2n wide and the decoder state n wide)
 - scaled_dot: the dot score / sqrt(d)
 - general (Luong): e_ij = s_{i-1}^T W h_j; W h_j is precomputed, so the query is the raw state
-- none (Cho et al.): no scores; c = tanh(V [fwd_T ; bwd_1]) is the context at every step.
+- none (Cho et al.): no scores; one fixed c is the context at every step: c = tanh(V h_T) from a
+  forward-only encoder (`fixed_context: last_state`, the paper's RNNencdec), or c = tanh(V [fwd_T ; bwd_1])
+  from the bidirectional encoder (`fixed_context: both_ends`, an ablation).
 
 The query projection W (or W_q) is exposed as `query_weight` so that the decoder can fuse it with
 its recurrent matmul: one matmul of s_{i-1} per step gives both.
@@ -59,6 +61,7 @@ class Attention(ContextProvider):
 
     def prepare(self, states: EncoderStates) -> EncoderOutput:
         """Precompute the keys (U h_j): batch x src_len x key_size."""
+        assert states.bwd_first is not None, "attention reads a bidirectional encoder"
         return EncoderOutput(
             mask=states.mask,
             lengths=states.lengths,
@@ -143,31 +146,49 @@ class GeneralAttention(Attention):
 
 
 class FixedContext(ContextProvider):
-    """Cho et al.'s RNNencdec: one c = tanh(V [fwd_T ; bwd_1]) per sentence, nothing else."""
+    """Cho et al.'s RNNencdec: one c per sentence, nothing else.
+
+    `last_state` (the paper's form): c = tanh(V h_T), h_T the forward encoder's state after the last
+    source token; c is n wide (annotation_size is n: the encoder is forward only).
+    `both_ends`: c = tanh(V [fwd_T ; bwd_1]) from the bidirectional encoder, 2n wide; bwd_1 has just
+    read the first source words, so the decoder gets the start of the sentence fresh (a stronger model).
+    """
 
     has_attention = False
 
-    def __init__(self, state_size: int, annotation_size: int) -> None:
+    def __init__(self, state_size: int, annotation_size: int, summary: str = "last_state") -> None:
         super().__init__()
         self.context_size = annotation_size  # c sits exactly where RNNsearch's c_i sits
         self.init_size = annotation_size  # s_0 = tanh(W_s c)
         self.query_size = 0
-        self.summary = nn.Linear(2 * state_size, annotation_size)
+        self.both_ends = summary == "both_ends"
+        self.summary = nn.Linear((2 if self.both_ends else 1) * state_size, annotation_size)  # V
 
     def prepare(self, states: EncoderStates) -> EncoderOutput:
-        """c: batch x 2n. The annotations are dropped so that they cannot reach the decoder."""
-        context = torch.tanh(self.summary(torch.cat([states.fwd_last, states.bwd_first], dim=-1)))
+        """c: batch x ctx. The annotations are dropped so that they cannot reach the decoder."""
+        if self.both_ends:
+            assert states.bwd_first is not None, "both_ends needs the bidirectional encoder"
+            summary_input = torch.cat([states.fwd_last, states.bwd_first], dim=-1)
+        else:
+            summary_input = states.fwd_last
+        context = torch.tanh(self.summary(summary_input))
         return EncoderOutput(mask=states.mask, lengths=states.lengths, init_input=context, context=context)
 
     def attend(self, query: Tensor, enc: EncoderOutput) -> tuple[Tensor, Tensor]:
         raise ValueError("the fixed-context model (attention: none) has no attention weights")
 
 
-def build_context_provider(attention: str, state_size: int, annotation_size: int, attention_size: int
-                           ) -> ContextProvider:
-    """The provider for `model.attention` (none | additive | dot | scaled_dot | general)."""
+def build_context_provider(
+    attention: str,
+    state_size: int,
+    annotation_size: int,
+    attention_size: int,
+    fixed_context: str = "last_state",
+) -> ContextProvider:
+    """The provider for `model.attention` (none | additive | dot | scaled_dot | general); `fixed_context`
+    (last_state | both_ends) is the summary of attention none."""
     if attention == "none":
-        return FixedContext(state_size, annotation_size)
+        return FixedContext(state_size, annotation_size, fixed_context)
     if attention == "additive":
         return AdditiveAttention(state_size, annotation_size, attention_size)
     if attention in ("dot", "scaled_dot"):

@@ -4,13 +4,15 @@ Step i (Bahdanau et al. 2014, appendix A), with c_i from attention or the fixed 
     c_i = context(s_{i-1})
     t_i = U_o s_{i-1} + V_o E y_{i-1} + C_o c_i ; maxout over pairs ; logits = W_o t_i
     s_i = RNN(s_{i-1}, [E y_{i-1} ; c_i])      (c_i enters every gate)
-The RNN is an nn.GRU / nn.LSTM: the fixed-vector model runs it fused over the whole target, the
-attention model uses its weights with the cell math written out, so both share one set of weights.
+The RNN is an nn.GRU / nn.LSTM whose weights both models share. The attention model steps it with
+the cell math written out. The fixed-vector model's c is the same at every step, so its products with
+the input-gate and readout weights are computed once per sentence (`precompute`); on a CPU its steps
+then run with the cell math written out too, on CUDA as one fused (cuDNN) call over [E y ; c].
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -71,6 +73,8 @@ class Decoder(nn.Module):
         self.readout_embedding = nn.Linear(embedding_size, readout_size, bias=False)  # V_o
         self.readout_context = nn.Linear(provider.context_size, readout_size, bias=False)  # C_o
         self.output = nn.Linear(self.output_input_size, vocab_size)  # W_o
+        # fixed-vector training: None = the fused nn.GRU on CUDA, the precomputed steps elsewhere
+        self.fused_fixed_steps: bool | None = None
         if tie_embeddings:
             if self.output_input_size != embedding_size:
                 raise ValueError(
@@ -84,9 +88,21 @@ class Decoder(nn.Module):
         hidden = torch.tanh(self.init_proj(enc.init_input))  # batch x n
         return DecoderState(hidden, torch.zeros_like(hidden) if self.is_lstm else None)
 
-    def _logits(self, states: Tensor, embedded: Tensor, contexts: Tensor) -> Tensor:
-        """Deep output: (... x n, ... x m, ... x ctx broadcastable) -> logits ... x vocab."""
-        pre = self.readout_state(states) + self.readout_embedding(embedded) + self.readout_context(contexts)
+    def precompute(self, enc: EncoderOutput) -> EncoderOutput:
+        """The fixed context's products with the input-gate and readout weights, once per sentence
+        (the attention model's contexts change every step: nothing to do)."""
+        if enc.context is None:
+            return enc
+        _, w_ctx, b_ih = self._input_weights()
+        return replace(
+            enc,
+            context_gates=F.linear(enc.context, w_ctx, b_ih),  # batch x gates
+            context_readout=self.readout_context(enc.context),  # batch x readout
+        )
+
+    def _logits(self, states: Tensor, embedded: Tensor, context_readout: Tensor) -> Tensor:
+        """Deep output: (... x n, ... x m, ... x readout broadcastable, C_o c_i) -> logits ... x vocab."""
+        pre = self.readout_state(states) + self.readout_embedding(embedded) + context_readout
         if self.maxout_size > 0:
             hidden = pre.unflatten(-1, (self.maxout_size, 2)).amax(dim=-1)
         else:
@@ -116,23 +132,42 @@ class Decoder(nn.Module):
         embedded = self.dropout(self.embedding(tgt_in))  # batch x tgt_len x m
         state = self.init_state(enc)
         if not self.provider.has_attention:
-            states = self._fixed_states(embedded, enc, state)
-            assert enc.context is not None
-            context = enc.context.unsqueeze(1)  # batch x 1 x ctx, the same c at every step
+            assert enc.context_readout is not None, "call precompute(enc) first (Seq2Seq.encode does)"
+            fused = embedded.is_cuda if self.fused_fixed_steps is None else self.fused_fixed_steps
+            states = self._fixed_states_fused(embedded, enc, state) if fused else self._fixed_states(
+                embedded, enc, state
+            )
+            readout = enc.context_readout.unsqueeze(1)  # batch x 1 x readout, the same C_o c at every step
             if target_mask is not None:
-                context = context.expand(-1, tgt_in.size(1), -1)[target_mask]
-                return self._logits(states[target_mask], embedded[target_mask], context), None
-            return self._logits(states, embedded, context), None
+                readout = readout.expand(-1, tgt_in.size(1), -1)[target_mask]
+                return self._logits(states[target_mask], embedded[target_mask], readout), None
+            return self._logits(states, embedded, readout), None
         states, contexts, weights = self._attention_states(embedded, enc, state, return_attention)
         if target_mask is not None:
             states, embedded, contexts = states[target_mask], embedded[target_mask], contexts[target_mask]
-        return self._logits(states, embedded, contexts), weights
+        return self._logits(states, embedded, self.readout_context(contexts)), weights
 
     def _fixed_states(self, embedded: Tensor, enc: EncoderOutput, state: DecoderState) -> Tensor:
-        """s_0..s_{T-1} (batch x T x n) from ONE fused RNN call over [E y ; c]."""
+        """s_0..s_{T-1} (batch x T x n): E y's gate inputs for all steps in one matmul, W_ctx c + b_ih
+        added from `precompute`, then one recurrent product per step."""
+        assert enc.context_gates is not None
+        if embedded.size(1) == 1:  # s_0 alone: the RNN's update at the last step is never read
+            return state.hidden.unsqueeze(1)
+        w_emb, _, _ = self._input_weights()
+        inputs = F.linear(embedded[:, :-1], w_emb) + enc.context_gates.unsqueeze(1)  # batch x (T-1) x gates
+        w_hh_t = self.rnn.weight_hh_l0.t()
+        states = [state.hidden]
+        for step_inputs in inputs.unbind(1):
+            state = rnn_cell(step_inputs, torch.addmm(self.rnn.bias_hh_l0, state.hidden, w_hh_t), state)
+            states.append(state.hidden)
+        return torch.stack(states, dim=1)
+
+    def _fixed_states_fused(self, embedded: Tensor, enc: EncoderOutput, state: DecoderState) -> Tensor:
+        """The same states from ONE fused RNN call over [E y ; c] (cuDNN on CUDA; c's input product is
+        then recomputed at every step, which costs less there than a launch per step)."""
         assert enc.context is not None
         batch, steps, _ = embedded.shape
-        if steps == 1:  # s_0 alone: the RNN's update at the last step is never read
+        if steps == 1:
             return state.hidden.unsqueeze(1)
         context = enc.context.unsqueeze(1).expand(batch, steps - 1, enc.context.size(-1))
         inputs = torch.cat([embedded[:, :-1], context.to(embedded.dtype)], dim=-1)
@@ -185,16 +220,17 @@ class Decoder(nn.Module):
         hidden = state.hidden
         recurrent = F.linear(hidden, self.rnn.weight_hh_l0, self.rnn.bias_hh_l0)  # batch x gates
         alpha: Tensor | None = None
+        w_emb, w_ctx, b_ih = self._input_weights()
         if self.provider.has_attention:
             w_query = self.provider.query_weight()
             query = hidden if w_query is None else F.linear(hidden, w_query)
             context, alpha = self.provider.attend(query, enc)
+            logits = self._logits(hidden, embedded, self.readout_context(context))
+            gi = F.linear(embedded, w_emb, b_ih) + F.linear(context.to(embedded.dtype), w_ctx)
         else:
-            assert enc.context is not None
-            context = enc.context
-        logits = self._logits(hidden, embedded, context)
-        w_emb, w_ctx, b_ih = self._input_weights()
-        gi = F.linear(embedded, w_emb, b_ih) + F.linear(context.to(embedded.dtype), w_ctx)
+            assert enc.context_gates is not None and enc.context_readout is not None
+            logits = self._logits(hidden, embedded, enc.context_readout)
+            gi = F.linear(embedded, w_emb) + enc.context_gates
         # float32 at least: half-precision log-probs would make beam scores tie and drift
         log_probs = F.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
         return log_probs, rnn_cell(gi, recurrent, state), alpha

@@ -1,4 +1,8 @@
-"""Source embeddings + bidirectional RNN -> one annotation h_j = [fwd_j ; bwd_j] per source token."""
+"""Source embeddings + RNN -> one annotation per source token.
+
+Bidirectional (RNNsearch, and RNNencdec's `both_ends` summary): h_j = [fwd_j ; bwd_j], 2n wide.
+Forward only (the paper's RNNencdec): h_j = fwd_j, n wide; its last state h_T becomes the fixed c.
+"""
 
 from __future__ import annotations
 
@@ -24,7 +28,11 @@ class EncoderOutput:
     init_input: Tensor  # batch x d: what s_0 is computed from (bwd_1, or the fixed context c)
     annotations: Tensor | None = None  # batch x src_len x 2n
     keys: Tensor | None = None  # batch x src_len x k: the attention keys (U h_j), computed once
-    context: Tensor | None = None  # batch x 2n: RNNencdec's fixed context vector c
+    context: Tensor | None = None  # batch x ctx: RNNencdec's fixed context vector c
+    # RNNencdec only: c's products with the decoder's input-gate and readout weights (and their
+    # biases), the same at every target step, so computed once per sentence (Decoder.precompute)
+    context_gates: Tensor | None = None  # batch x gates
+    context_readout: Tensor | None = None  # batch x readout
 
     def index_select(self, index: Tensor) -> EncoderOutput:
         """Rows `index` of every tensor (beam search: expand to batch*beam, reorder by back-pointers)."""
@@ -40,11 +48,11 @@ class EncoderOutput:
 class EncoderStates:
     """The raw encoder result, before the decoder's context provider has seen it."""
 
-    annotations: Tensor  # batch x src_len x 2n, zero at padding
+    annotations: Tensor  # batch x src_len x 2n (n forward only), zero at padding
     mask: Tensor  # batch x src_len, True at real tokens
     lengths: Tensor  # batch (long, on the model's device)
     fwd_last: Tensor  # batch x n: forward state at the last real token (fwd_T)
-    bwd_first: Tensor  # batch x n: backward state at the first token (bwd_1)
+    bwd_first: Tensor | None  # batch x n: backward state at the first token (bwd_1); None forward only
 
 
 def gated_update(gi: Tensor, gh: Tensor, h: Tensor, c: Tensor | None) -> tuple[Tensor, Tensor | None]:
@@ -65,56 +73,62 @@ def gated_update(gi: Tensor, gh: Tensor, h: Tensor, c: Tensor | None) -> tuple[T
     return torch.sigmoid(out_gate) * torch.tanh(c), c
 
 
-class BidirectionalLayer(nn.Module):
-    """Both directions of one layer, stepped together (direction is a leading dim of 2).
+class RecurrentLayer(nn.Module):
+    """One encoder layer: a forward RNN, or both directions stepped together (direction is a leading dim).
 
     A direction's state does not move while it reads padding, so the backward direction starts at each
-    sentence's own last token and the result is the same alone or in a padded batch.
+    sentence's own last token, the forward state stops at it, and the result is the same alone or in a
+    padded batch.
     """
 
-    def __init__(self, input_size: int, hidden_size: int, cell: str) -> None:
+    def __init__(self, input_size: int, hidden_size: int, cell: str, bidirectional: bool = True) -> None:
         super().__init__()
         gates = (4 if cell == "lstm" else 3) * hidden_size
         self.is_lstm = cell == "lstm"
         self.hidden_size = hidden_size
-        self.weight_ih = nn.Parameter(torch.empty(2, gates, input_size))
-        self.weight_hh = nn.Parameter(torch.empty(2, gates, hidden_size))
-        self.bias_ih = nn.Parameter(torch.empty(2, 1, gates))
-        self.bias_hh = nn.Parameter(torch.empty(2, 1, gates))
+        self.directions = 2 if bidirectional else 1
+        self.weight_ih = nn.Parameter(torch.empty(self.directions, gates, input_size))
+        self.weight_hh = nn.Parameter(torch.empty(self.directions, gates, hidden_size))
+        self.bias_ih = nn.Parameter(torch.empty(self.directions, 1, gates))
+        self.bias_hh = nn.Parameter(torch.empty(self.directions, 1, gates))
         bound = 1.0 / math.sqrt(hidden_size)  # nn.GRU / nn.LSTM's default init
         for param in self.parameters():
             nn.init.uniform_(param, -bound, bound)
 
-    def forward(self, inputs: Tensor, mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """inputs: batch x src_len x in, mask: batch x src_len -> annotations batch x src_len x 2n (zero
-        at padding), fwd_last and bwd_first: batch x n."""
+    def forward(self, inputs: Tensor, mask: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
+        """inputs: batch x src_len x in, mask: batch x src_len -> annotations batch x src_len x (2n | n)
+        (zero at padding), fwd_last batch x n, bwd_first batch x n (None forward only)."""
         batch, steps, _ = inputs.shape
-        gates = self.weight_ih.size(1)
-        # every input projection of both directions in one matmul
-        projected = F.linear(inputs, self.weight_ih.flatten(0, 1)).view(batch, steps, 2, gates)
+        directions, gates = self.weight_ih.shape[:2]
+        # every input projection of every direction in one matmul
+        projected = F.linear(inputs, self.weight_ih.flatten(0, 1)).view(batch, steps, directions, gates)
         # time-major, the backward direction reversed: step t reads position t forwards, steps-1-t backwards
-        per_step = torch.stack([projected[:, :, 0], projected[:, :, 1].flip(1)])  # 2 x batch x steps x gates
+        per_direction = [projected[:, :, 0]] + ([projected[:, :, 1].flip(1)] if directions == 2 else [])
+        per_step = torch.stack(per_direction)  # directions x batch x steps x gates
         per_step = (per_step + self.bias_ih.unsqueeze(2)).permute(2, 0, 1, 3).contiguous()
-        step_mask = torch.stack([mask, mask.flip(1)]).permute(2, 0, 1).unsqueeze(-1)  # steps x 2 x batch x 1
-        h = inputs.new_zeros(2, batch, self.hidden_size)
+        step_mask = torch.stack([mask, mask.flip(1)][:directions]).permute(2, 0, 1).unsqueeze(-1)
+        h = inputs.new_zeros(directions, batch, self.hidden_size)
         c = torch.zeros_like(h) if self.is_lstm else None
         w_hh_t = self.weight_hh.transpose(1, 2)
         outputs = []
         for gi, real in zip(per_step.unbind(0), step_mask.unbind(0), strict=True):
-            gh = torch.baddbmm(self.bias_hh, h, w_hh_t)  # 2 x batch x gates
+            gh = torch.baddbmm(self.bias_hh, h, w_hh_t)  # directions x batch x gates
             new_h, new_c = gated_update(gi, gh, h, c)
             h = torch.where(real, new_h, h)
             if c is not None and new_c is not None:
                 c = torch.where(real, new_c, c)
             outputs.append(h)
-        states = torch.stack(outputs, dim=2)  # 2 x batch x steps x n
+        states = torch.stack(outputs, dim=2)  # directions x batch x steps x n
+        if directions == 1:
+            return states[0] * mask.unsqueeze(-1), h[0], None
         annotations = torch.cat([states[0], states[1].flip(1)], dim=-1) * mask.unsqueeze(-1)
         # the states held after the last step: fwd at the last real token, bwd at the first
         return annotations, h[0], h[1]
 
 
 class Encoder(nn.Module):
-    """Embeddings and a stack of bidirectional GRU/LSTM layers whose states never see padding."""
+    """Embeddings and a stack of GRU/LSTM layers (bidirectional, or forward only) whose states never
+    see padding."""
 
     def __init__(
         self,
@@ -124,20 +138,22 @@ class Encoder(nn.Module):
         num_layers: int = 1,
         cell: str = "gru",
         dropout: float = 0.0,
+        bidirectional: bool = True,
     ) -> None:
         super().__init__()
         self.hidden_size = hidden_size
+        self.directions = 2 if bidirectional else 1
         self.embedding = nn.Embedding(vocab_size, embedding_size, padding_idx=PAD_ID)
         self.dropout = nn.Dropout(dropout)
         self.layers = nn.ModuleList(
-            BidirectionalLayer(embedding_size if k == 0 else 2 * hidden_size, hidden_size, cell)
+            RecurrentLayer(embedding_size if k == 0 else self.output_size, hidden_size, cell, bidirectional)
             for k in range(num_layers)
         )
 
     @property
     def output_size(self) -> int:
-        """Width of one annotation (2n)."""
-        return 2 * self.hidden_size
+        """Width of one annotation (2n, or n forward only)."""
+        return self.directions * self.hidden_size
 
     def forward(self, src: Tensor, src_lengths: Tensor) -> EncoderStates:
         """src: batch x src_len (PAD right padding), src_lengths: batch -> annotations and final states."""

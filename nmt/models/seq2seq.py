@@ -28,9 +28,14 @@ class Seq2Seq(nn.Module):
             num_layers=config.encoder_layers,
             cell=config.cell,
             dropout=config.dropout,
+            bidirectional=config.bidirectional_encoder,
         )
         provider = build_context_provider(
-            config.attention, config.hidden_size, self.encoder.output_size, config.attention_size
+            config.attention,
+            config.hidden_size,
+            self.encoder.output_size,
+            config.attention_size,
+            config.fixed_context,
         )
         self.decoder = Decoder(
             tgt_vocab_size,
@@ -58,7 +63,7 @@ class Seq2Seq(nn.Module):
     def encode(self, src: Tensor, src_lengths: Tensor) -> EncoderOutput:
         """src: batch x src_len (ids + EOS, PAD right padding), src_lengths: batch -> the encoder output
         with the attention keys (or the fixed context) precomputed."""
-        return self.decoder.provider.prepare(self.encoder(src, src_lengths))
+        return self.decoder.precompute(self.decoder.provider.prepare(self.encoder(src, src_lengths)))
 
     def init_state(self, enc: EncoderOutput) -> DecoderState:
         """s_0 for every row of `enc`."""
@@ -92,8 +97,10 @@ class Seq2Seq(nn.Module):
         """One line: which model, its sizes, and its parameter count."""
         c = self.config
         name = "RNNsearch" if self.has_attention else "RNNencdec"
+        encoder = "bidirectional" if c.bidirectional_encoder else "forward"
+        summary = "" if self.has_attention else f", c from {c.fixed_context}"
         return (
-            f"{name} (attention {c.attention}, {c.cell.upper()}, {c.encoder_layers}-layer encoder, "
+            f"{name} (attention {c.attention}{summary}, {c.cell.upper()}, {c.encoder_layers}-layer {encoder} encoder, "
             f"embeddings {c.embedding_size}, hidden {c.hidden_size}, attention {c.attention_size}, "
             f"maxout {c.maxout_size}, vocab {self.src_vocab_size}/{self.tgt_vocab_size}): "
             f"{count_parameters(self):,} parameters"
