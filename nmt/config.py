@@ -134,6 +134,8 @@ class TrainingConfig:
     clip_grad_norm: float = 1.0
     label_smoothing: float = 0.0
     warmup_steps: int = 0
+    # constant, or cosine: from the base lr after the warm-up down to 0 at max_steps
+    lr_schedule: Literal["constant", "cosine"] = "constant"
     lr_decay_factor: float = 0.5
     lr_patience: int = 0
     validate_every: int = 500

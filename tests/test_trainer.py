@@ -232,6 +232,14 @@ def test_learning_rate_schedule_warms_up_and_decays_on_plateau() -> None:
     assert not any(off.observe(s) for s in (5.0, 4.0, 3.0, 2.0)) and off.lr(1) == 0.001
 
 
+def test_cosine_schedule_falls_from_the_base_after_warm_up_to_zero_at_max_steps() -> None:
+    schedule = LRSchedule(TrainingConfig(learning_rate=0.01, warmup_steps=10, max_steps=110, lr_schedule="cosine"))
+    assert [schedule.lr(s) for s in (5, 10, 60, 110)] == pytest.approx([0.005, 0.01, 0.005, 0.0], abs=1e-12)
+    lrs = [schedule.lr(s) for s in range(10, 111)]
+    assert all(a > b for a, b in zip(lrs, lrs[1:], strict=False))  # strictly falling after the warm-up
+    assert schedule.lr(500) == 0.0  # a resumed run past max_steps stays at the end of the schedule
+
+
 def test_optimisers_and_comparisons() -> None:
     params = [torch.nn.Parameter(torch.zeros(2))]
     adadelta = build_optimizer(params, TrainingConfig(optimizer="adadelta"))

@@ -1,4 +1,5 @@
-"""Optimisers, the learning-rate schedule (linear warm-up x reduce-on-plateau) and the best-score tracker.
+"""Optimisers, the learning-rate schedule (linear warm-up x optional cosine decay x reduce-on-plateau)
+and the best-score tracker.
 
 The schedule is one small object rather than two torch schedulers, because LambdaLR would
 overwrite every plateau decay on its next step; its whole state is a few numbers, saved in
@@ -41,10 +42,17 @@ def is_better(score: float, best: float | None, metric: str) -> bool:
 
 
 class LRSchedule:
-    """lr(step) = base * min(1, step / warmup_steps) * plateau_scale."""
+    """lr(step) = base * min(1, step / warmup_steps) * decay(step) * plateau_scale.
+
+    decay is 1 (`lr_schedule: constant`), or for `cosine` half a cosine from 1 after the warm-up to 0 at
+    max_steps: a run ends at a small step size whatever its validation curve did, so where it ends does
+    not hang on when a plateau decay happened to fire.
+    """
 
     def __init__(self, config: TrainingConfig) -> None:
         self.base = base_learning_rate(config)
+        self.cosine = config.lr_schedule == "cosine"
+        self.max_steps = config.max_steps
         self.warmup_steps = config.warmup_steps
         self.patience = config.lr_patience
         self.factor = config.lr_decay_factor
@@ -56,7 +64,12 @@ class LRSchedule:
     def lr(self, step: int) -> float:
         """Learning rate for update number `step` (1-based)."""
         warm = min(1.0, step / self.warmup_steps) if self.warmup_steps > 0 else 1.0
-        return self.base * warm * self.scale
+        decay = 1.0
+        if self.cosine:
+            span = max(self.max_steps - self.warmup_steps, 1)
+            progress = min(max((step - self.warmup_steps) / span, 0.0), 1.0)
+            decay = 0.5 * (1.0 + math.cos(math.pi * progress))
+        return self.base * warm * decay * self.scale
 
     def apply(self, optimizer: torch.optim.Optimizer, step: int) -> float:
         """Set every parameter group's lr for update `step`; return it."""
