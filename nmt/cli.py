@@ -1,4 +1,4 @@
-"""Command line: `nmt prepare|train|translate|evaluate|experiment`.
+"""Command line: `nmt prepare|train|translate|evaluate|curve|experiment`.
 
 Each subcommand parses its arguments and calls one function, which is also the Python API.
 User mistakes (NMTError) become one paragraph on stderr and exit status 2, never a traceback.
@@ -117,6 +117,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
 
+    curve = sub.add_parser("curve", help="greedy BLEU by sentence length of every kept checkpoint, against step")
+    curve.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR")
+    curve.add_argument(
+        "--split", choices=["valid", "test"], default=None, help="default: the first run's evaluation.split"
+    )
+    curve.add_argument(
+        "--sentences-per-bucket",
+        type=int,
+        default=None,
+        metavar="N",
+        help="sample size per bucket, 0 = all (default: evaluation.curve_sentences_per_bucket)",
+    )
+    curve.add_argument("--out", type=Path, default=None, help="output folder (default as for evaluate)")
+    curve.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+
     experiment = sub.add_parser("experiment", help="prepare, train every run, evaluate them together, report")
     _add_config_args(experiment)
     experiment.add_argument(
@@ -178,6 +193,12 @@ def run_command(args: argparse.Namespace) -> None:
             beam_size=args.beam,
             out_dir=args.out,
             device=args.device,
+        )
+    elif args.command == "curve":
+        from nmt.learning_curve import learning_curves
+
+        learning_curves(
+            args.run_dirs, out_dir=args.out, split=args.split, per_bucket=args.sentences_per_bucket, device=args.device
         )
     elif args.command == "experiment":
         from nmt.experiment import run_experiment

@@ -191,6 +191,8 @@ class EvaluationConfig:
     by: Literal["source", "reference"] = "source"
     bootstrap_samples: int = 1000
     bootstrap_seed: int = 12345
+    # learning curve (`nmt curve`): greedy BLEU per bucket of each kept checkpoint on a fixed sample
+    curve_sentences_per_bucket: int = 100
 
     def validate(self) -> None:
         _require(
@@ -201,6 +203,9 @@ class EvaluationConfig:
             "must be a non-empty list of increasing positive integers, e.g. [10, 20, 30]",
         )
         _require(self.bootstrap_samples >= 10, "evaluation.bootstrap_samples", "must be >= 10")
+        _require(
+            self.curve_sentences_per_bucket >= 0, "evaluation.curve_sentences_per_bucket", "must be >= 0 (0 = all)"
+        )
 
 
 SECTIONS: dict[str, type] = {

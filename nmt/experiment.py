@@ -1,4 +1,5 @@
-"""`nmt experiment`: prepare the data once, train every run, evaluate them together, write the report.
+"""`nmt experiment`: prepare the data once, train every run, evaluate them together, draw each run's
+learning curve by length, write the report.
 
 Each step is skipped when it is already done with the same config, and a training run cut off
 part-way is resumed, so re-running after an interruption finishes the job; `force` redoes all.
@@ -121,6 +122,8 @@ def _report(
     evaluation_report: str,
     attention: dict[str, dict[str, float]],
     attention_plot: str | None,
+    curve_report: str,
+    curve_plot: str,
 ) -> str:
     machine = describe_environment(torch.device("cuda") if torch.cuda.is_available() else None)
     command = " ".join(["nmt experiment", str(config_path), *(f"--set {o}" for o in overrides)])
@@ -163,6 +166,7 @@ def _report(
     lines += ["", evaluation_report.strip(), ""]
     if attention_plot:
         lines += ["", f"![attention of one long test sentence]({attention_plot})", ""]
+    lines += ["", curve_report.strip(), "", f"![learning curve by sentence length]({curve_plot})", ""]
     return "\n".join(lines)
 
 
@@ -183,6 +187,7 @@ def run_experiment(
     config = load_config(config_path, overrides)
     from nmt.data.prepare import format_stats, prepare
     from nmt.evaluate import evaluate_runs
+    from nmt.learning_curve import CURVE_MD, CURVE_PNG, learning_curves
 
     if not config.runs:
         raise NMTError(
@@ -224,6 +229,10 @@ def run_experiment(
         results["attention"][name] = _attention_diagnostics(run_dirs[name], config.for_run(name), plot_path)
     atomic_write_text(out_dir / "results.json", json.dumps(results, indent=2))
 
+    start = time.perf_counter()
+    learning_curves(list(run_dirs.values()), out_dir=out_dir)  # every checkpoint the runs kept
+    timings.record("learning curve", time.perf_counter() - start)
+
     evaluation_report = (out_dir / "report.md").read_text(encoding="utf-8")
     report = _report(
         config_path,
@@ -234,6 +243,8 @@ def run_experiment(
         evaluation_report,
         results["attention"],
         attention_plot,
+        (out_dir / CURVE_MD).read_text(encoding="utf-8"),
+        CURVE_PNG,
     )
     atomic_write_text(out_dir / "report.md", report)
     print(f"\nReport: {out_dir / 'report.md'}")

@@ -67,6 +67,14 @@ def test_shipped_config_runs_shortened(name: str, tmp_path: Path) -> None:
     assert (out / "bleu_by_length.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     if attentive:
         assert (out / "attention_long_sentence.png").is_file()
+    # the learning curve: every run's kept checkpoints (here the one at step 2), in the report with its plot
+    curves = json.loads((out / "learning_curve.json").read_text())
+    assert {name: [p["step"] for p in c["checkpoints"]] for name, c in curves["runs"].items()} == {
+        run: [2] for run in config.runs
+    }
+    assert "# Learning curve by sentence length" in report and "](learning_curve.png)" in report
+    assert (out / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "learning curve" in json.loads((out / "timings.json").read_text())
     # the fixed-vector runs are checked against the attention runs, pairwise in config order
     baselines = [run for run in config.runs if run not in attentive]
     pairs = [(e["baseline"], e["attention"]) for e in saved.get("effect", [])]

@@ -33,7 +33,9 @@ RESUMABLE_KEYS = frozenset(
             )
         ),
         *(f"decoding.{key}" for key in ("beam_size", "length_penalty", "alpha", "batch_size", "nbest")),
-        *(f"evaluation.{key}" for key in ("split", "buckets", "by", "bootstrap_samples", "bootstrap_seed")),
+        *(f"evaluation.{key}" for key in (
+            "split", "buckets", "by", "bootstrap_samples", "bootstrap_seed", "curve_sentences_per_bucket",
+        )),
         "data.dir",
         "data.cache_dir",
     ]

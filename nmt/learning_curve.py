@@ -1,0 +1,232 @@
+"""`nmt curve`: greedy BLEU per length bucket of every kept checkpoint of a run, against training step.
+
+It shows when a model learns sentences of each length, and whether a fall with length is still
+closing or has settled when training stops. To stay cheap, each checkpoint translates a fixed
+sample of the evaluation split, stratified by bucket: in each bucket, the
+`evaluation.curve_sentences_per_bucket` sentences whose sha256 of "source TAB reference" is
+smallest (all of a smaller bucket). The rule needs no seed, does not depend on the order of the
+file, and gives every checkpoint and every run of the same data the same sentences. Scores are
+sacrebleu corpus BLEU per bucket (nmt/evaluation/scoring.py), without bootstrap: the curve is read
+for its trend, the intervals of the final model are in `nmt evaluate`'s report.
+
+Translations are cached in RUN_DIR/hyps/ exactly as `nmt evaluate` caches them (keyed by the
+checkpoint file, the sample's text and the decoding settings), so a checkpoint already scored is
+not translated again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from matplotlib import colormaps
+from matplotlib.figure import Figure
+
+from nmt.errors import NMTError
+from nmt.evaluate import TestSet, default_out_dir, describe_runs, split_test_set, translate_cached
+from nmt.evaluation.buckets import BucketBy, assign_buckets, make_buckets, sentence_lengths
+from nmt.evaluation.scoring import CorpusScorer, bleu_from_stats
+from nmt.fileio import atomic_open, atomic_write_text
+
+CURVE_JSON = "learning_curve.json"
+CURVE_MD = "learning_curve.md"
+CURVE_PNG = "learning_curve.png"
+SELECTION = "those with the smallest sha256 of 'source TAB reference'; all of a smaller bucket"
+
+
+def curve_sample(
+    sources: Sequence[str],
+    references: Sequence[str],
+    cutoffs: Sequence[int],
+    by: BucketBy,
+    per_bucket: int,
+) -> list[int]:
+    """Indices (increasing) of the curve's sample: up to `per_bucket` sentences of each bucket (0 = all),
+    those whose sha256 of "source TAB reference" is smallest, the index breaking ties of duplicates."""
+    buckets = make_buckets(cutoffs)
+    members = assign_buckets(sentence_lengths(sources, references, by), buckets)
+    chosen: list[int] = []
+    for index in range(len(buckets)):
+        rows = [i for i, member in enumerate(members) if member == index]
+        if per_bucket and len(rows) > per_bucket:
+            rows = sorted(rows, key=lambda i: (_digest(sources[i], references[i]), i))[:per_bucket]
+        chosen += rows
+    return sorted(chosen)
+
+
+def _digest(source: str, reference: str) -> str:
+    return hashlib.sha256(f"{source}\t{reference}".encode()).hexdigest()
+
+
+def bucket_bleu(
+    hypotheses: Sequence[str],
+    sources: Sequence[str],
+    references: Sequence[str],
+    cutoffs: Sequence[int],
+    by: BucketBy,
+) -> tuple[dict[str, float | None], float]:
+    """Corpus BLEU of each bucket (None when it is empty), and of all the sentences given."""
+    buckets = make_buckets(cutoffs)
+    stats = CorpusScorer(references).sentence_stats(hypotheses)  # n x N_STATS
+    members = np.asarray(assign_buckets(sentence_lengths(sources, references, by), buckets))
+    scores: dict[str, float | None] = {}
+    for index, bucket in enumerate(buckets):
+        rows = stats[members == index]
+        scores[bucket.label] = float(bleu_from_stats(rows.sum(axis=0))) if len(rows) else None
+    return scores, float(bleu_from_stats(stats.sum(axis=0)))
+
+
+def learning_curves(
+    run_dirs: Sequence[Path],
+    out_dir: Path | None = None,
+    split: str | None = None,
+    per_bucket: int | None = None,
+    device: str = "auto",
+) -> dict[str, Any]:
+    """Score every kept periodic checkpoint (RUN_DIR/checkpoints/step_*.pt) of each run greedily on the
+    fixed sample, and write learning_curve.json, .md and .png (one panel per run) into `out_dir`.
+
+    Split, buckets, bucketing and sample size default to the first run's `evaluation` section
+    (`curve_sentences_per_bucket`). Returns the content of learning_curve.json.
+    """
+    from nmt.training.checkpoint import checkpoint_step, step_checkpoints
+
+    if not run_dirs:
+        raise NMTError("no run directory given.", "Pass one or more folders written by `nmt train`.")
+    if per_bucket is not None and per_bucket < 0:
+        raise NMTError(
+            f"--sentences-per-bucket {per_bucket}: it must be >= 0.", "Give a count, or 0 for every sentence."
+        )
+    runs = describe_runs(run_dirs)
+    settings = runs[0].config.evaluation
+    split = split or settings.split
+    per_bucket = settings.curve_sentences_per_bucket if per_bucket is None else per_bucket
+    cutoffs, by = list(settings.buckets), settings.by
+    labels = [bucket.label for bucket in make_buckets(cutoffs)]
+    samples: dict[str, TestSet] = {}  # data dir -> the sample of its split
+    curves: dict[str, Any] = {}
+    for run in runs:
+        checkpoints = step_checkpoints(run.run_dir)
+        if not checkpoints:
+            raise NMTError(
+                f"{run.run_dir} has no periodic checkpoints (checkpoints/step_*.pt) to draw a curve from.",
+                "Train it with training.keep_last: 0 to keep every training.checkpoint_every checkpoint.",
+            )
+        _note_pruned(run.name, run.config.training, checkpoints)
+        if run.config.data.dir not in samples:
+            full = split_test_set(run.config, split)
+            rows = curve_sample(full.sources, full.references, cutoffs, by, per_bucket)
+            samples[run.config.data.dir] = TestSet(
+                [full.sources[i] for i in rows], [full.references[i] for i in rows], f"sample of the {full.origin}"
+            )
+        sample = samples[run.config.data.dir]
+        members = assign_buckets(sentence_lengths(sample.sources, sample.references, by), make_buckets(cutoffs))
+        points = []
+        for path in checkpoints:
+            hyps, cache, cached = translate_cached(
+                dataclasses.replace(run, checkpoint=path), sample, beam_size=1, device=device
+            )
+            bleu, sample_bleu = bucket_bleu(hyps, sample.sources, sample.references, cutoffs, by)
+            points.append(
+                {
+                    "step": checkpoint_step(path),
+                    "checkpoint": str(path),
+                    "hypotheses": str(cache),
+                    "cached": cached,
+                    "bleu": bleu,
+                    "sample_bleu": sample_bleu,
+                }
+            )
+        curves[run.name] = {
+            "run_dir": str(run.run_dir),
+            "attention": run.config.model.attention,
+            "sentences": sample.origin,
+            "n": {label: members.count(i) for i, label in enumerate(labels)},
+            "n_sample": len(sample.sources),
+            "checkpoints": points,
+        }
+    results = {
+        "split": split,
+        "buckets": cutoffs,
+        "by": by,
+        "sentences_per_bucket": per_bucket,
+        "selection": SELECTION,
+        "beam_size": 1,
+        "runs": curves,
+    }
+    out = Path(out_dir) if out_dir is not None else default_out_dir(run_dirs)
+    atomic_write_text(out / CURVE_JSON, json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    atomic_write_text(out / CURVE_MD, format_curve_markdown(results))
+    plot_learning_curves(results, out / CURVE_PNG)
+    print(format_curve_markdown(results))
+    print(f"learning curve written to {out}/")
+    return results
+
+
+def _note_pruned(name: str, training: Any, checkpoints: list[Path]) -> None:
+    """Say so when training.keep_last deleted checkpoints the curve could have used."""
+    from nmt.training.checkpoint import checkpoint_step
+
+    expected = checkpoint_step(checkpoints[-1]) // training.checkpoint_every
+    if training.keep_last and len(checkpoints) < expected:
+        print(
+            f"{name}: only {len(checkpoints)} checkpoints kept (training.keep_last {training.keep_last}); "
+            "train with training.keep_last: 0 to keep one every training.checkpoint_every steps for the curve",
+            file=sys.stderr,
+        )
+
+
+def format_curve_markdown(results: dict[str, Any]) -> str:
+    """learning_curve.md: one table per run, a row per checkpoint, a column per non-empty bucket (with its n)."""
+    each = f"up to {results['sentences_per_bucket']}" if results["sentences_per_bucket"] else "all"
+    lines = [
+        "# Learning curve by sentence length",
+        "",
+        f"Greedy BLEU of each kept checkpoint on a fixed sample of the {results['split']} split, bucketed by "
+        f"{results['by']} length in words: {each} sentences per bucket ({results['selection']}). "
+        "'sample' is BLEU over the whole sample, which over-weights the rarer lengths.",
+    ]
+    for name, curve in results["runs"].items():
+        labels = [label for label, n in curve["n"].items() if n > 0]
+        header = ["step", *(f"{label} (n={curve['n'][label]})" for label in labels), f"sample (n={curve['n_sample']})"]
+        lines += ["", f"## {name} (attention: {curve['attention']})", ""]
+        lines += ["| " + " | ".join(header) + " |", "|" + "|".join(["---:"] * len(header)) + "|"]
+        for point in curve["checkpoints"]:
+            cells = [f"{point['bleu'][label]:.2f}" for label in labels]
+            lines.append(f"| {point['step']} | " + " | ".join(cells) + f" | {point['sample_bleu']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_learning_curves(results: dict[str, Any], path: str | Path) -> None:
+    """One panel per run, sharing the BLEU axis: BLEU against step, one line per bucket, short to long
+    from light to dark."""
+    curves = results["runs"]
+    figure = Figure(figsize=(5.5 * len(curves) + 1.5, 4.5))
+    panels = figure.subplots(1, len(curves), sharey=True, squeeze=False)[0]
+    for axes, (name, curve) in zip(panels, curves.items(), strict=True):
+        steps = [point["step"] for point in curve["checkpoints"]]
+        labels = [label for label, n in curve["n"].items() if n > 0]
+        for index, label in enumerate(labels):
+            bleu = [point["bleu"][label] for point in curve["checkpoints"]]
+            colour = _shade(index, len(labels))
+            axes.plot(steps, bleu, marker="o", color=colour, label=f"{label} (n={curve['n'][label]})")
+        axes.set_title(f"{name} (attention: {curve['attention']})")
+        axes.set_xlabel("training step")
+        axes.grid(alpha=0.3)
+    panels[0].set_ylabel(f"greedy BLEU, by {results['by']} length")
+    panels[0].set_ylim(bottom=0)
+    panels[-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, title="bucket (words)")
+    figure.tight_layout()
+    with atomic_open(path, "wb") as handle:
+        figure.savefig(handle, format="png", dpi=120)
+
+
+def _shade(index: int, count: int) -> tuple[float, float, float, float]:
+    # viridis from yellow (shortest) to dark blue (longest), skipping its palest end
+    return colormaps["viridis_r"](0.1 + 0.9 * index / max(count - 1, 1))

@@ -1,0 +1,114 @@
+"""`nmt curve`: the fixed sample, BLEU per bucket of every kept checkpoint, the cache, the files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nmt.cli import main
+from nmt.errors import NMTError
+from nmt.evaluation.buckets import assign_buckets, make_buckets, sentence_lengths
+from nmt.learning_curve import curve_sample, learning_curves
+from nmt.training.checkpoint import checkpoint_step, step_checkpoints
+from tests.conftest import reverse_task_config
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+CUTOFFS = [7, 10]  # the reverse task's 5-12 digit sentences: <7, [7,10), >=10
+PER_BUCKET = 8
+
+
+@pytest.fixture(scope="module")
+def curve_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny RNNsearch trained 100 steps on reversing 5-12 digits, with all four checkpoints kept (25..100)."""
+    from nmt.training.trainer import train
+
+    root = tmp_path_factory.mktemp("curve_run")
+    config = reverse_task_config(
+        root / "data",
+        training={"max_steps": 100, "checkpoint_every": 25, "keep_last": 0, "validate_every": 100, "batch_tokens": 1000},
+    )
+    config.evaluation.buckets = CUTOFFS
+    config.evaluation.curve_sentences_per_bucket = PER_BUCKET
+    train(config, root / "run", resume=False)
+    return root / "run"
+
+
+def test_sample_is_fixed_stratified_and_order_free() -> None:
+    sources = [" ".join("1" * n) + f" {i}" for i, n in enumerate([3] * 5 + [12] * 30 + [25] * 2)]
+    references = [f"ref {i}" for i in range(len(sources))]
+    rows = curve_sample(sources, references, [10, 20], "source", per_bucket=10)
+    assert rows == curve_sample(sources, references, [10, 20], "source", per_bucket=10)
+    assert rows == sorted(rows)
+    members = assign_buckets(sentence_lengths(sources, references), make_buckets([10, 20]))
+    assert [sum(members[i] == b for i in rows) for b in range(3)] == [5, 10, 2]  # small buckets kept whole
+    # the same sentences are chosen whatever the order of the file
+    order = list(reversed(range(len(sources))))
+    again = curve_sample([sources[i] for i in order], [references[i] for i in order], [10, 20], "source", 10)
+    assert sorted(sources[order[i]] for i in again) == sorted(sources[i] for i in rows)
+    assert curve_sample(sources, references, [10, 20], "source", per_bucket=0) == list(range(len(sources)))
+
+
+def test_curve_scores_every_kept_checkpoint_and_caches(
+    curve_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    results = learning_curves([curve_run], out_dir=tmp_path / "out", device="cpu")
+    curve = results["runs"]["run"]
+    saved_steps = [checkpoint_step(path) for path in step_checkpoints(curve_run)]
+    assert saved_steps == [25, 50, 75, 100]
+    assert [point["step"] for point in curve["checkpoints"]] == saved_steps
+    # every bucket is in the sample, each capped at PER_BUCKET (the 40 test sentences hold more of each)
+    assert list(curve["n"]) == ["<7", "[7,10)", ">=10"]
+    assert list(curve["n"].values()) == [PER_BUCKET] * 3 and curve["n_sample"] == 3 * PER_BUCKET
+    first, last = curve["checkpoints"][0], curve["checkpoints"][-1]
+    assert not first["cached"]
+    assert last["sample_bleu"] > first["sample_bleu"] + 30
+    for label in curve["n"]:
+        assert last["bleu"][label] > first["bleu"][label] + 20
+    assert last["sample_bleu"] > 50
+
+    saved = json.loads((tmp_path / "out" / "learning_curve.json").read_text(encoding="utf-8"))
+    assert saved == results
+    table = (tmp_path / "out" / "learning_curve.md").read_text(encoding="utf-8")
+    assert "| step | <7 (n=8) | [7,10) (n=8) | >=10 (n=8) | sample (n=24) |" in table
+    assert f"| 100 | {last['bleu']['<7']:.2f} |" in table
+    assert (tmp_path / "out" / "learning_curve.png").read_bytes()[:8] == PNG_MAGIC
+
+    # a second call translates nothing: every checkpoint's greedy output comes from RUN_DIR/hyps/
+    from nmt.decoding.translate import Translator
+
+    def no_decoding(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a cached checkpoint was translated again")
+
+    monkeypatch.setattr(Translator, "from_run", no_decoding)
+    again = learning_curves([curve_run], out_dir=tmp_path / "again", device="cpu")
+    assert all(point["cached"] for point in again["runs"]["run"]["checkpoints"])
+    assert [p["bleu"] for p in again["runs"]["run"]["checkpoints"]] == [p["bleu"] for p in curve["checkpoints"]]
+
+
+def test_cli_curve_and_its_errors(curve_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "cli"
+    assert main(["curve", str(curve_run), "--out", str(out), "--sentences-per-bucket", "0", "--device", "cpu"]) == 0
+    saved = json.loads((out / "learning_curve.json").read_text(encoding="utf-8"))
+    assert saved["sentences_per_bucket"] == 0 and saved["runs"]["run"]["n_sample"] == 40  # the whole split
+    assert main(["curve", str(curve_run), "--out", str(out), "--sentences-per-bucket", "-1"]) == 2
+    assert "it must be >= 0" in capsys.readouterr().err
+    bare = tmp_path / "bare"
+    (bare / "checkpoints").mkdir(parents=True)
+    (bare / "config.yaml").write_text((curve_run / "config.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    (bare / "checkpoints" / "best.pt").write_bytes((curve_run / "checkpoints" / "best.pt").read_bytes())
+    with pytest.raises(NMTError, match="no periodic checkpoints"):
+        learning_curves([bare], out_dir=tmp_path / "none")
+    assert not (tmp_path / "none").exists()
+
+
+def test_sample_size_key_is_validated_and_free_to_change_on_resume(tmp_path: Path) -> None:
+    from nmt.config import load_config
+    from nmt.training.rundir import learning_differences
+
+    quick = Path(__file__).resolve().parent.parent / "configs" / "quick.yaml"
+    with pytest.raises(NMTError, match="evaluation.curve_sentences_per_bucket"):
+        load_config(quick, ["evaluation.curve_sentences_per_bucket=-1"])
+    changed = load_config(quick, ["evaluation.curve_sentences_per_bucket=0"])
+    assert learning_differences(load_config(quick), changed) == []
