@@ -110,7 +110,9 @@ def test_for_run_applies_run_overrides() -> None:
     assert fixed.model.attention == "none"
     assert attentive.model.attention == "additive"
     assert fixed.runs == {}
-    assert config_diff(fixed.to_dict(), attentive.to_dict()) == ["model.attention"]
+    # the same data, sizes and optimiser: only the attention and the number of steps differ
+    assert config_diff(fixed.to_dict(), attentive.to_dict()) == ["model.attention", "training.max_steps"]
+    assert (fixed.training.max_steps, attentive.training.max_steps) == (2400, 600)
 
 
 def test_bad_run_override_is_refused() -> None:
