@@ -19,11 +19,15 @@ from tests.conftest import reverse_task_config
 from tests.synthetic import reverse_pairs
 
 MODEL = {"embedding_size": 32, "hidden_size": 64, "attention_size": 64, "maxout_size": 32}
-# 500 steps of 1000 padded tokens: ~40 s on one free core. The plateau decay halves the lr after a
-# validation loss spike, which is what lets the attention model settle at (near) perfect reversal.
+# 500 steps of 1000 padded tokens: ~40 s on one free core. The cosine schedule brings the lr down to 0
+# by the last step whatever the loss did on the way, so the end point does not hang on when a plateau
+# decay happened to fire (which differs between CPUs' floating-point paths). Measured on a 2-core AMD
+# EPYC, seeds 1-3, 1 thread: RNNsearch exact 0.967-0.993 (long 0.95-0.988), digits on 30-40 0.991-0.999;
+# RNNencdec digits 0.344-0.483 on 5-15 and 0.141-0.161 on 30-40 (chance 0.1).
 TRAINING = {
-    "max_steps": 500, "batch_tokens": 1000, "learning_rate": 0.01, "lr_patience": 1, "early_stopping_metric": "loss",
-    "validate_every": 100, "valid_max_sentences": 40, "checkpoint_every": 500, "log_every": 100, "threads": 1,
+    "max_steps": 500, "batch_tokens": 1000, "learning_rate": 0.01, "warmup_steps": 50, "lr_schedule": "cosine",
+    "early_stopping_metric": "loss", "validate_every": 100, "valid_max_sentences": 40, "checkpoint_every": 500,
+    "log_every": 100, "threads": 1,
 }
 SHORT, LONG = (5, 15), (30, 40)
 
@@ -77,6 +81,7 @@ def test_rnnsearch_reverses_long_sequences(data_root: Path) -> None:
 @pytest.mark.slow
 def test_rnnencdec_is_clearly_worse_on_long_sequences(data_root: Path) -> None:
     scores = exact_match_by_length(data_root, "none")
-    # Measured: about 0.45 of the digits right on 5-15 digits, 0.18 on 30-40 (chance 0.1).
-    assert scores["digits_short"] >= 0.3
-    assert scores["digits_long"] <= scores["digits_short"] - 0.15
+    # well above chance (0.1) on short sequences, near it on long ones (measured values above)
+    assert scores["digits_short"] >= 0.25
+    assert scores["digits_long"] <= 0.25
+    assert scores["digits_long"] <= scores["digits_short"] - 0.12
