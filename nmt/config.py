@@ -181,6 +181,9 @@ class EvaluationConfig:
     by: Literal["source", "reference"] = "source"
     bootstrap_samples: int = 1000
     bootstrap_seed: int = 12345
+    # sacrebleu's tokenizer and case folding (both change scores; the signature shows them)
+    tokenize: Literal["13a", "intl", "char", "zh", "ja-mecab", "none"] = "13a"
+    lowercase: bool = False
 
     def validate(self) -> None:
         _require(
@@ -372,6 +375,24 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
             node = node[key]
         node[keys[-1]] = value
     return raw
+
+
+def override_sections(config: Config, overrides: list[str], sections: tuple[str, ...], command: str) -> Config:
+    """`config` with `--set` overrides of the named sections only, validated.
+
+    A trained run's model, data and training settings are fixed by its weights: `nmt translate` and
+    `nmt evaluate` change only how it decodes (and evaluate how it is scored).
+    """
+    for text in overrides:
+        keys, _ = parse_override(text)
+        if keys[0] not in sections:
+            allowed = ", ".join(f"{section}.*" for section in sections)
+            raise NMTError(
+                f"--set {text}: {command} takes only {allowed} keys; {keys[0]}.* settings are fixed "
+                "when a run is trained.",
+                "Train a new run with `nmt train CONFIG --set ...` to change them.",
+            )
+    return config_from_dict(apply_overrides(config.to_dict(), overrides), "--set")
 
 
 def read_yaml(path: str | Path) -> Any:

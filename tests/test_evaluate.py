@@ -120,6 +120,16 @@ def test_two_runs_end_to_end_with_cache(
         assert [b["label"] for b in run["buckets"]] == ["<8", "[8,10)", ">=10"]
         assert sum(b["n"] for b in run["buckets"]) == 30
     assert results["settings"]["runs"]["greedy"]["beam_size"] == 1
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert f"- test set: --src {src}, 30 sentences" in report
+    assert "- greedy: `" in report and "checkpoint best.pt (step " in report
+    assert ", beam 1, length penalty gnmt (alpha 0.6)" in report and "## Examples" in report
+    # `nmt score` on the same translations goes through the same scoring path: the same numbers
+    hyp_files = [str(out / f"{name}.hyp.txt") for name in results["runs"]]
+    assert main(["score", "--ref", str(ref), "--src", str(src), *hyp_files, "--names", "beam2,greedy",
+                 "--buckets", "8,10", "--out", str(tmp_path / "scored")]) == 0
+    scored = json.loads((tmp_path / "scored" / "results.json").read_text(encoding="utf-8"))
+    assert scored["runs"] == results["runs"] and scored["comparisons"] == results["comparisons"]
     (comparison,) = results["comparisons"]
     assert (comparison["a"], comparison["b"]) == ("beam2", "greedy")
     assert (out / "report.md").is_file() and (out / "bleu_by_length.png").is_file()
