@@ -386,7 +386,7 @@ def override_sections(config: Config, overrides: list[str], sections: tuple[str,
     for text in overrides:
         keys, _ = parse_override(text)
         if keys[0] not in sections:
-            allowed = ", ".join(f"{section}.*" for section in sections)
+            allowed = " or ".join(f"{section}.*" for section in sections)
             raise NMTError(
                 f"--set {text}: {command} takes only {allowed} keys; {keys[0]}.* settings are fixed "
                 "when a run is trained.",

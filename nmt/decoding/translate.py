@@ -254,7 +254,7 @@ def translate_file(
             for first, lines in _read_chunks(source, name, chunk_lines):
                 results = translator.translate_nbest(lines, nbest, plots_dir is not None, first_line=first)
                 for offset, translations in enumerate(results):
-                    if scores:
+                    if scores and lines[offset].strip():  # an empty line stays empty, without a score
                         sink.write("\t".join(f"{t.text}\t{t.score:.4f}" for t in translations) + "\n")
                     else:
                         sink.write("\t".join(t.text for t in translations) + "\n")
