@@ -260,7 +260,7 @@ def translate_file(
                         sink.write("\t".join(t.text for t in translations) + "\n")
                     best = translations[0]
                     if plots_dir is not None and best.attention is not None:
-                        _plot(best, plots_dir / f"line-{first + offset:06d}.png")
+                        _plot(best, plots_dir / f"line-{first + offset:06d}.png", lines[offset])
                 sink.flush()
     except BrokenPipeError:
         if output_path is not None:
@@ -270,8 +270,8 @@ def translate_file(
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
-def _plot(translation: Translation, path: Path) -> None:
+def _plot(translation: Translation, path: Path, source: str) -> None:
     from nmt.decoding.plots import plot_attention  # matplotlib loads only when plots are asked for
 
     assert translation.attention is not None
-    plot_attention(translation.attention, translation.src_pieces, translation.tgt_pieces, path)
+    plot_attention(translation.attention, translation.src_pieces, translation.tgt_pieces, path, title=source)
