@@ -43,6 +43,13 @@ class DataConfig:
     train: str = ""
     valid: str = ""
     test: str = ""
+    # files: or a source and a target file per split, named freely (OpenNMT-py style)
+    train_src: str = ""
+    train_tgt: str = ""
+    valid_src: str = ""
+    valid_tgt: str = ""
+    test_src: str = ""
+    test_tgt: str = ""
     # huggingface
     hf_name: str = ""
     hf_config: str = ""
@@ -70,8 +77,21 @@ class DataConfig:
         _require(self.max_train_words >= 0, "data.max_train_words", "must be >= 0 (0 = no limit)")
         _require(self.max_train_pairs >= 0, "data.max_train_pairs", "must be >= 0 (0 = all)")
         _require(0.9 <= self.character_coverage <= 1.0, "data.character_coverage", "must be in [0.9, 1]")
+        for split in ("train", "valid", "test"):
+            src, tgt = getattr(self, f"{split}_src"), getattr(self, f"{split}_tgt")
+            _require(bool(src) == bool(tgt), f"data.{split}_src", f"and data.{split}_tgt go together: give both or neither")
+            _require(
+                not (src and getattr(self, split)),
+                f"data.{split}",
+                f"cannot be given with data.{split}_src / data.{split}_tgt: give the prefix or the two files",
+            )
         if self.source == "files":
-            _require(bool(self.train), "data.train", "is required when data.source is 'files'")
+            _require(
+                bool(self.train or self.train_src),
+                "data.train",
+                "is required when data.source is 'files' (a path prefix, a .tsv / .jsonl file, or "
+                "data.train_src and data.train_tgt)",
+            )
         if self.source == "huggingface":
             _require(bool(self.hf_name), "data.hf_name", "is required when data.source is 'huggingface'")
 
