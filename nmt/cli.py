@@ -57,6 +57,16 @@ def _names(text: str) -> list[str]:
     return [name.strip() for name in text.split(",")]
 
 
+def _steps(text: str) -> list[int]:
+    try:
+        steps = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated step numbers, got '{text}'") from None
+    if not steps:
+        raise argparse.ArgumentTypeError("expected step numbers, e.g. 600,900")
+    return steps
+
+
 def _buckets(text: str) -> list[int]:
     try:
         cutoffs = [int(b) for b in text.split(",") if b.strip()]
@@ -199,6 +209,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="an evaluation setting (repeatable): --set evaluation.tokenize=intl --set evaluation.lowercase=true",
     )
 
+    average = sub.add_parser(
+        "average", help="average a run's last periodic checkpoints into one (for translate/evaluate --checkpoint)"
+    )
+    average.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a folder written by `nmt train`")
+    choice = average.add_mutually_exclusive_group(required=True)
+    choice.add_argument("--last", type=int, default=None, metavar="N", help="average the newest N step_*.pt")
+    choice.add_argument(
+        "--steps", type=_steps, default=None, metavar="A,B,...", help="average the checkpoints of these steps"
+    )
+    average.add_argument(
+        "-o", "--output", type=Path, default=None, help="output file (default RUN_DIR/checkpoints/averaged.pt)"
+    )
+
     experiment = sub.add_parser("experiment", help="prepare, train every run, evaluate them together, report")
     _add_config_args(experiment)
     experiment.add_argument(
@@ -281,6 +304,13 @@ def run_command(args: argparse.Namespace) -> None:
             baseline=args.baseline,
             overrides=args.overrides,
         )
+    elif args.command == "average":
+        from nmt.training.averaging import average_checkpoints
+        from nmt.training.checkpoint import describe_checkpoint
+
+        path = average_checkpoints(args.run_dir, last=args.last, steps=args.steps, output=args.output)
+        print(f"wrote {path}: {describe_checkpoint(path)}")
+        print(f"use it with: nmt translate {args.run_dir} --checkpoint {path}")
     elif args.command == "experiment":
         from nmt.experiment import run_experiment
 

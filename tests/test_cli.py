@@ -15,7 +15,7 @@ from nmt.cli import build_parser, main
 
 def test_help_lists_every_subcommand() -> None:
     result = subprocess.run([sys.executable, "-m", "nmt", "--help"], capture_output=True, text=True, check=True)
-    for command in ("prepare", "train", "evaluate", "score", "translate", "experiment"):
+    for command in ("prepare", "train", "evaluate", "score", "average", "translate", "experiment"):
         assert command in result.stdout
 
 

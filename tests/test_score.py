@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -121,7 +122,7 @@ def test_user_errors(files: dict[str, Path], tmp_path: Path, capsys: pytest.Capt
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err
-    assert len(__import__("re").findall(message, err)) == 1, err
+    assert len(re.findall(message, err)) == 1, err
     assert not (tmp_path / "o").exists()  # nothing written
 
 
