@@ -1,9 +1,10 @@
 """`nmt evaluate` and `nmt score`: two front doors to one scoring and report path (`score_and_report`).
 
 `nmt evaluate` translates a test set with each run first; `nmt score` takes translations from files,
-whatever system made them. Translations are cached in RUN_DIR/hyps/, keyed by the checkpoint file (name, size, mtime), the
-exact source text and every decoding setting that changes the output, so re-running an
-evaluation (another bucketing, another run added) re-uses them instead of translating again.
+whatever system made them. Evaluate's translations are cached in RUN_DIR/hyps/, keyed by the
+checkpoint file (name, size, mtime), the exact source text and every decoding setting that changes
+the output, so re-running an evaluation (another bucketing, another run added) re-uses them instead
+of translating again.
 """
 
 from __future__ import annotations
@@ -315,6 +316,11 @@ def score_files(
     if baseline is not None and baseline not in system_names:
         raise NMTError(
             f"--baseline {baseline}: no such system.", f"The systems are: {', '.join(system_names)}."
+        )
+    if baseline is not None and len(system_names) < 2:
+        raise NMTError(
+            f"--baseline {baseline}: there is no other system to check it against.",
+            "Give the attention system's translations too, or leave --baseline out.",
         )
     hypotheses: dict[str, list[str]] = {}
     for name, path in zip(system_names, hyp_paths, strict=True):
