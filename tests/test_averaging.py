@@ -68,7 +68,7 @@ def test_the_last_two_are_averaged_and_translate_and_evaluate_take_it(
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--last", "5"], r"--last 5: .* has 3 periodic checkpoints \(steps: 2, 4, 6\)"),
+        (["--last", "5"], r"--last 5: .* has 3 periodic checkpoint\(s\) \(steps: 2, 4, 6\)"),
         (["--last", "1"], r"averaging needs at least 2 checkpoints"),
         (["--steps", "2,3"], r"has no checkpoint of step 3 \(it has: 2, 4, 6\)"),
         (["--steps", "4,4"], r"at least 2 different steps"),

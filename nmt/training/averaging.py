@@ -37,7 +37,7 @@ def choose_checkpoints(run_dir: Path, last: int | None, steps: Sequence[int] | N
             raise NMTError(f"--last {last}: averaging needs at least 2 checkpoints.", "Use --last 2 or more.")
         if last > len(available):
             raise NMTError(
-                f"--last {last}: {run_dir} has {len(available)} periodic checkpoints (steps: {have}).",
+                f"--last {last}: {run_dir} has {len(available)} periodic checkpoint(s) (steps: {have}).",
                 "training.keep_last decides how many a run keeps (0 keeps all): train with a higher one to "
                 "average more, or use a smaller --last.",
             )
