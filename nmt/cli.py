@@ -1,4 +1,4 @@
-"""Command line: `nmt prepare|train|translate|evaluate|curve|experiment`.
+"""Command line: `nmt prepare|train|translate|evaluate|score|average|curve|experiment`.
 
 Each subcommand parses its arguments and calls one function, which is also the Python API.
 User mistakes (NMTError) become one paragraph on stderr and exit status 2, never a traceback.
@@ -10,8 +10,18 @@ import argparse
 import sys
 from pathlib import Path
 
+from nmt import __version__
 from nmt.config import load_config
 from nmt.errors import NMTError
+
+# What `nmt translate --help` says about the checkpoint it uses by default.
+CHECKPOINT_HELP = (
+    "checkpoint file (default: RUN_DIR/checkpoints/best.pt, the validation with the best "
+    "training.early_stopping_metric: greedy BLEU on the valid split by default, or loss; with a tiny "
+    "valid set BLEU is noise and loss chooses better. A run without best.pt uses its latest step_*.pt. "
+    "`nmt evaluate` reports the step and score of the checkpoint it used)"
+)
+DEVICE_HELP = "where the model runs: auto (CUDA when present, else CPU), cpu or cuda"
 
 
 def _add_config_args(parser: argparse.ArgumentParser) -> None:
@@ -24,6 +34,37 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
         metavar="SECTION.KEY=VALUE",
         help="override a config key (repeatable), value parsed as YAML: --set training.max_steps=200",
     )
+
+
+def _add_decoding_args(parser: argparse.ArgumentParser, sections: str) -> None:
+    """--set for decode-time settings and --threads, shared by translate and evaluate."""
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help=f"change a {sections} setting of the run for this command only (repeatable, value parsed "
+        "as YAML): --set decoding.beam_size=10 --set decoding.length_penalty=none; model, data and "
+        "training settings are fixed by the trained weights",
+    )
+    parser.add_argument(
+        "--threads", type=int, default=0, help="torch CPU threads (default 0: torch's choice, one per core)"
+    )
+
+
+def _names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",")]
+
+
+def _steps(text: str) -> list[int]:
+    try:
+        steps = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated step numbers, got '{text}'") from None
+    if not steps:
+        raise argparse.ArgumentTypeError("expected step numbers, e.g. 600,900")
+    return steps
 
 
 def _buckets(text: str) -> list[int]:
@@ -42,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="nmt",
         description="RNN encoder-decoders with and without attention, compared by sentence length.",
     )
+    parser.add_argument("--version", action="version", version=f"nmt {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     prepare = sub.add_parser("prepare", help="get the corpus, split it, train sentencepiece models")
@@ -60,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     translate = sub.add_parser("translate", help="translate text with a trained run")
-    translate.add_argument("run_dir", type=Path)
+    translate.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a folder written by `nmt train`")
     translate.add_argument("-i", "--input", type=Path, default=None, help="input file (default stdin)")
     translate.add_argument("-o", "--output", type=Path, default=None, help="output file (default stdout)")
     translate.add_argument(
@@ -74,8 +116,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="write the K best translations per line, tab-separated (default: the run's decoding.nbest)",
     )
     translate.add_argument(
-        "--checkpoint", type=Path, default=None, help="checkpoint file (default: the best one)"
+        "--scores",
+        action="store_true",
+        help="follow each translation with a tab and its model score (log-probability / length penalty)",
     )
+    translate.add_argument("--checkpoint", type=Path, default=None, help=CHECKPOINT_HELP)
     translate.add_argument(
         "--attention-plots",
         type=Path,
@@ -83,12 +128,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="write one attention heatmap PNG per sentence",
     )
-    translate.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    _add_decoding_args(translate, "decoding.*")
+    translate.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help=DEVICE_HELP)
 
     evaluate = sub.add_parser(
         "evaluate", help="BLEU and chrF overall and by sentence length, with significance"
     )
-    evaluate.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR")
+    evaluate.add_argument(
+        "run_dirs", type=Path, nargs="+", metavar="RUN_DIR", help="folders written by `nmt train`, scored together"
+    )
     evaluate.add_argument(
         "--split",
         choices=["valid", "test"],
@@ -115,7 +163,64 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="output folder (default: RUN_DIR/evaluation for one run, the runs' common parent/evaluation for several)",
     )
-    evaluate.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    evaluate.add_argument(
+        "--checkpoint",
+        default=None,
+        metavar="NAME",
+        help="checkpoint file name in each RUN_DIR/checkpoints/ (e.g. averaged.pt), or a path for one run "
+        "(default: each run's best.pt, else its latest step_*.pt)",
+    )
+    _add_decoding_args(evaluate, "decoding.* or evaluation.*")
+    evaluate.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help=DEVICE_HELP)
+
+    score = sub.add_parser(
+        "score", help="BLEU and chrF by sentence length of any system's translations (files), with significance"
+    )
+    score.add_argument("hyps", type=Path, nargs="+", metavar="HYP", help="translation files, one line per reference line")
+    score.add_argument("--ref", type=Path, required=True, help="reference file, one sentence a line")
+    score.add_argument(
+        "--src", type=Path, default=None, help="source file (needed to bucket by source length, and shown in the examples)"
+    )
+    score.add_argument(
+        "--names", type=_names, default=None, help="system names, comma-separated, one per HYP (default: file names)"
+    )
+    score.add_argument(
+        "--buckets", type=_buckets, default=None, help="length cutoffs, default 10,20,30,40,50,60"
+    )
+    score.add_argument(
+        "--by",
+        choices=["source", "reference"],
+        default=None,
+        help="bucket by source (default with --src) or reference length (default without)",
+    )
+    score.add_argument(
+        "--baseline",
+        default=None,
+        metavar="NAME",
+        help="the fixed-vector (no attention) system: check the long-sentence effect against every other system",
+    )
+    score.add_argument("--out", type=Path, default=Path("evaluation"), help="output folder (default ./evaluation)")
+    score.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="evaluation.KEY=VALUE",
+        help="an evaluation setting (repeatable): --set evaluation.tokenize=intl --set evaluation.lowercase=true",
+    )
+
+    average = sub.add_parser(
+        "average", help="average a run's last periodic checkpoints into one (for translate/evaluate --checkpoint)"
+    )
+    average.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a folder written by `nmt train`")
+    choice = average.add_mutually_exclusive_group(required=True)
+    choice.add_argument("--last", type=int, default=None, metavar="N", help="average the newest N step_*.pt")
+    choice.add_argument(
+        "--steps", type=_steps, default=None, metavar="A,B,...", help="average the checkpoints of these steps"
+    )
+    average.add_argument(
+        "-o", "--output", type=Path, default=None, help="output file (default RUN_DIR/checkpoints/averaged.pt)"
+    )
 
     curve = sub.add_parser("curve", help="greedy BLEU by sentence length of every kept checkpoint, against step")
     curve.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR")
@@ -165,6 +270,7 @@ def run_command(args: argparse.Namespace) -> None:
     elif args.command == "translate":
         from nmt.decoding.translate import translate_file
 
+        _set_threads(args.threads)
         translate_file(
             args.run_dir,
             input_path=args.input,
@@ -175,6 +281,8 @@ def run_command(args: argparse.Namespace) -> None:
             checkpoint=args.checkpoint,
             attention_plots=args.attention_plots,
             device=args.device,
+            overrides=args.overrides,
+            scores=args.scores,
         )
     elif args.command == "evaluate":
         if (args.src is None) != (args.ref is None):
@@ -183,6 +291,7 @@ def run_command(args: argparse.Namespace) -> None:
             raise NMTError("give either --split or --src/--ref, not both.")
         from nmt.evaluate import evaluate_runs
 
+        _set_threads(args.threads)
         evaluate_runs(
             args.run_dirs,
             split=args.split,
@@ -193,6 +302,8 @@ def run_command(args: argparse.Namespace) -> None:
             beam_size=args.beam,
             out_dir=args.out,
             device=args.device,
+            overrides=args.overrides,
+            checkpoint=args.checkpoint,
         )
     elif args.command == "curve":
         from nmt.learning_curve import learning_curves
@@ -200,11 +311,41 @@ def run_command(args: argparse.Namespace) -> None:
         learning_curves(
             args.run_dirs, out_dir=args.out, split=args.split, per_bucket=args.sentences_per_bucket, device=args.device
         )
+    elif args.command == "score":
+        from nmt.evaluate import score_files
+
+        score_files(
+            args.ref,
+            args.hyps,
+            src_path=args.src,
+            names=args.names,
+            buckets=args.buckets,
+            by=args.by,
+            out_dir=args.out,
+            baseline=args.baseline,
+            overrides=args.overrides,
+        )
+    elif args.command == "average":
+        from nmt.training.averaging import average_checkpoints
+        from nmt.training.checkpoint import describe_checkpoint
+
+        path = average_checkpoints(args.run_dir, last=args.last, steps=args.steps, output=args.output)
+        print(f"wrote {path}: {describe_checkpoint(path)}")
+        print(f"use it with: nmt translate {args.run_dir} --checkpoint {path}")
     elif args.command == "experiment":
         from nmt.experiment import run_experiment
 
         out_dir = args.out or Path("experiments") / args.config.stem
         run_experiment(args.config, args.overrides, out_dir, force=args.force)
+
+
+def _set_threads(threads: int) -> None:
+    if threads < 0:
+        raise NMTError(f"--threads {threads}: give 0 (torch's choice) or a positive count.")
+    if threads > 0:
+        import torch
+
+        torch.set_num_threads(threads)
 
 
 def main(argv: list[str] | None = None) -> int:

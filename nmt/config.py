@@ -43,6 +43,13 @@ class DataConfig:
     train: str = ""
     valid: str = ""
     test: str = ""
+    # files: or a source and a target file per split, named freely (OpenNMT-py style)
+    train_src: str = ""
+    train_tgt: str = ""
+    valid_src: str = ""
+    valid_tgt: str = ""
+    test_src: str = ""
+    test_tgt: str = ""
     # huggingface
     hf_name: str = ""
     hf_config: str = ""
@@ -70,8 +77,21 @@ class DataConfig:
         _require(self.max_train_words >= 0, "data.max_train_words", "must be >= 0 (0 = no limit)")
         _require(self.max_train_pairs >= 0, "data.max_train_pairs", "must be >= 0 (0 = all)")
         _require(0.9 <= self.character_coverage <= 1.0, "data.character_coverage", "must be in [0.9, 1]")
+        for split in ("train", "valid", "test"):
+            src, tgt = getattr(self, f"{split}_src"), getattr(self, f"{split}_tgt")
+            _require(bool(src) == bool(tgt), f"data.{split}_src", f"and data.{split}_tgt go together: give both or neither")
+            _require(
+                not (src and getattr(self, split)),
+                f"data.{split}",
+                f"cannot be given with data.{split}_src / data.{split}_tgt: give the prefix or the two files",
+            )
         if self.source == "files":
-            _require(bool(self.train), "data.train", "is required when data.source is 'files'")
+            _require(
+                bool(self.train or self.train_src),
+                "data.train",
+                "is required when data.source is 'files' (a path prefix, a .tsv / .jsonl file, or "
+                "data.train_src and data.train_tgt)",
+            )
         if self.source == "huggingface":
             _require(bool(self.hf_name), "data.hf_name", "is required when data.source is 'huggingface'")
 
@@ -193,6 +213,9 @@ class EvaluationConfig:
     bootstrap_seed: int = 12345
     # learning curve (`nmt curve`): greedy BLEU per bucket of each kept checkpoint on a fixed sample
     curve_sentences_per_bucket: int = 100
+    # sacrebleu's tokenizer and case folding (both change scores; the signature shows them)
+    tokenize: Literal["13a", "intl", "char", "zh", "ja-mecab", "none"] = "13a"
+    lowercase: bool = False
 
     def validate(self) -> None:
         _require(
@@ -387,6 +410,24 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
             node = node[key]
         node[keys[-1]] = value
     return raw
+
+
+def override_sections(config: Config, overrides: list[str], sections: tuple[str, ...], command: str) -> Config:
+    """`config` with `--set` overrides of the named sections only, validated.
+
+    A trained run's model, data and training settings are fixed by its weights: `nmt translate` and
+    `nmt evaluate` change only how it decodes (and evaluate how it is scored).
+    """
+    for text in overrides:
+        keys, _ = parse_override(text)
+        if keys[0] not in sections:
+            allowed = " or ".join(f"{section}.*" for section in sections)
+            raise NMTError(
+                f"--set {text}: {command} takes only {allowed} keys; {keys[0]}.* settings are fixed "
+                "when a run is trained.",
+                "Train a new run with `nmt train CONFIG --set ...` to change them.",
+            )
+    return config_from_dict(apply_overrides(config.to_dict(), overrides), "--set")
 
 
 def read_yaml(path: str | Path) -> Any:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 import shutil
 import time
 from pathlib import Path
@@ -97,7 +98,7 @@ def _attention_diagnostics(
         long_sources = [src for src in sources if len(src.split()) >= 50]
         source = long_sources[0] if long_sources else max(sources, key=lambda s: len(s.split()))
         (translation,) = translator.translate([source], return_attention=True)
-        plot_attention(translation.attention, translation.src_pieces, translation.tgt_pieces, plot_path)
+        plot_attention(translation.attention, translation.src_pieces, translation.tgt_pieces, plot_path, source)
     return {
         "sentences": len(entropies),
         "mean_entropy_nats": sum(e for e, _ in entropies) / max(len(entropies), 1),
@@ -124,9 +125,15 @@ def _report(
     attention_plot: str | None,
     curve_report: str,
     curve_plot: str,
+    out_dir: Path | None = None,
 ) -> str:
     machine = describe_environment(torch.device("cuda") if torch.cuda.is_available() else None)
-    command = " ".join(["nmt experiment", str(config_path), *(f"--set {o}" for o in overrides)])
+    # the command that reproduces this report: config, overrides and the output folder
+    command = shlex.join(
+        ["nmt", "experiment", str(config_path)]
+        + [part for o in overrides for part in ("--set", o)]
+        + (["--out", str(out_dir)] if out_dir is not None else [])
+    )
     lines = [
         "# Experiment report",
         "",
@@ -245,6 +252,7 @@ def run_experiment(
         attention_plot,
         (out_dir / CURVE_MD).read_text(encoding="utf-8"),
         CURVE_PNG,
+        out_dir=out_dir,
     )
     atomic_write_text(out_dir / "report.md", report)
     print(f"\nReport: {out_dir / 'report.md'}")

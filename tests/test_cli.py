@@ -2,19 +2,38 @@
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from nmt.cli import main
+from nmt import __version__
+from nmt.cli import build_parser, main
 
 
 def test_help_lists_every_subcommand() -> None:
     result = subprocess.run([sys.executable, "-m", "nmt", "--help"], capture_output=True, text=True, check=True)
-    for command in ("prepare", "train", "evaluate", "translate", "experiment"):
+    for command in ("prepare", "train", "evaluate", "score", "average", "translate", "experiment"):
         assert command in result.stdout
+
+
+def test_every_argument_of_every_subcommand_has_help() -> None:
+    parser = build_parser()
+    (subparsers,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    for name, sub in subparsers.choices.items():
+        for action in sub._actions:
+            assert action.help, f"nmt {name}: {action.dest} has no help"
+    translate_help = subparsers.choices["translate"].format_help()
+    assert "early_stopping_metric" in translate_help and "best.pt" in translate_help
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"nmt {__version__}"
 
 
 def test_config_typo_is_one_paragraph_without_traceback(tmp_path: Path) -> None:

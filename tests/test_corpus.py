@@ -207,6 +207,26 @@ def test_files_prefix_tsv_and_jsonl_give_the_same_pairs(tmp_path: Path) -> None:
     assert all(r == results[0] for r in results)
 
 
+def test_separate_source_and_target_files_beside_the_prefix_form(tmp_path: Path) -> None:
+    pairs = reverse_pairs(30, seed=4)
+    prefix = write_parallel(tmp_path / "train", pairs, "en", "fr")
+    (tmp_path / "src-train.txt").write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
+    (tmp_path / "tgt-train.txt").write_text("".join(t + "\n" for _, t in pairs), encoding="utf-8")
+    separate = files_corpus(data_config(
+        source="files", train_src=str(tmp_path / "src-train.txt"), train_tgt=str(tmp_path / "tgt-train.txt"),
+        test_src=str(tmp_path / "src-train.txt"), test_tgt=str(tmp_path / "tgt-train.txt"), valid=str(prefix),
+    ))
+    assert separate.splits["train"] == separate.splits["test"] == separate.splits["valid"] == pairs
+    with pytest.raises(NMTError, match=r"data.valid_src.*and data.valid_tgt go together"):
+        data_config(source="files", train=str(prefix), valid_src="a")
+    with pytest.raises(NMTError, match=r"'data.train'.*cannot be given with data.train_src"):
+        data_config(source="files", train=str(prefix), train_src="a", train_tgt="b")
+    # a prefix whose files are named otherwise: the message explains the rule and the alternative
+    with pytest.raises(NMTError, match=r"corpus file not found: .*src-train.en") as error:
+        files_corpus(data_config(source="files", train=str(tmp_path / "src-train")))
+    assert "read as a path prefix" in error.value.hint and "data.train_src / data.train_tgt" in error.value.hint
+
+
 def test_blank_tsv_and_jsonl_lines_are_dropped_and_counted(tmp_path: Path) -> None:
     (tmp_path / "a.tsv").write_text("one\tun\n\ntwo\tdeux\n  \n", encoding="utf-8")
     (tmp_path / "a.jsonl").write_text('{"translation": {"en": "one", "fr": "un"}}\n\n', encoding="utf-8")

@@ -72,6 +72,23 @@ def test_effect_pairs_follow_the_given_order_and_name_the_unpaired(tmp_path: Pat
     assert effect_pairs(runs[:1]) == ([], ["search-30"])
 
 
+def test_decode_time_overrides_change_the_cache_key_and_refuse_learning_keys(tmp_path: Path) -> None:
+    run_dir = _fake_run(tmp_path / "run")
+    (run,) = describe_runs([run_dir], ["decoding.beam_size=2", "decoding.alpha=1.0", "evaluation.by=reference"])
+    assert (run.config.decoding.beam_size, run.config.decoding.alpha, run.config.evaluation.by) == (2, 1.0, "reference")
+    plain = describe_runs([run_dir])[0]
+    assert cache_key(run.checkpoint, ["a"], decoding_settings(run.config, None)) != cache_key(
+        plain.checkpoint, ["a"], decoding_settings(plain.config, None)
+    )
+    with pytest.raises(NMTError, match=r"nmt evaluate takes only decoding.\* or evaluation.\* keys") as error:
+        describe_runs([run_dir], ["training.max_steps=5"])
+    assert "fixed when a run is trained" in error.value.message
+    with pytest.raises(NMTError, match=r"has no .*averaged.pt"):
+        describe_runs([run_dir], checkpoint="averaged.pt")
+    (run_dir / "checkpoints" / "averaged.pt").write_bytes(b"w")
+    assert describe_runs([run_dir], checkpoint="averaged.pt")[0].checkpoint == run_dir / "checkpoints" / "averaged.pt"
+
+
 def test_not_a_run_is_a_user_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "s").write_text("a\n", encoding="utf-8")
     assert main(["evaluate", str(tmp_path), "--src", str(tmp_path / "s"), "--ref", str(tmp_path / "s")]) == 2
@@ -120,6 +137,16 @@ def test_two_runs_end_to_end_with_cache(
         assert [b["label"] for b in run["buckets"]] == ["<8", "[8,10)", ">=10"]
         assert sum(b["n"] for b in run["buckets"]) == 30
     assert results["settings"]["runs"]["greedy"]["beam_size"] == 1
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert f"- test set: --src {src}, 30 sentences" in report
+    assert "- greedy: `" in report and "checkpoint best.pt (step " in report
+    assert ", beam 1, length penalty gnmt (alpha 0.6)" in report and "## Examples" in report
+    # `nmt score` on the same translations goes through the same scoring path: the same numbers
+    hyp_files = [str(out / f"{name}.hyp.txt") for name in results["runs"]]
+    assert main(["score", "--ref", str(ref), "--src", str(src), *hyp_files, "--names", "beam2,greedy",
+                 "--buckets", "8,10", "--out", str(tmp_path / "scored")]) == 0
+    scored = json.loads((tmp_path / "scored" / "results.json").read_text(encoding="utf-8"))
+    assert scored["runs"] == results["runs"] and scored["comparisons"] == results["comparisons"]
     (comparison,) = results["comparisons"]
     assert (comparison["a"], comparison["b"]) == ("beam2", "greedy")
     assert (out / "report.md").is_file() and (out / "bleu_by_length.png").is_file()

@@ -62,6 +62,10 @@ def test_shipped_config_runs_shortened(name: str, tmp_path: Path) -> None:
         assert 0.0 <= stats["mean_entropy_vs_uniform"] <= 1.0 + 1e-6  # 1 = uniform weights
     report = (out / "report.md").read_text()
     assert "| bucket | n |" in report
+    overrides = shortened(config_path, tmp_path / "data")
+    command = " ".join(["nmt experiment", str(config_path), *(f"--set {o}" for o in overrides), "--out", str(out)])
+    assert f"Command: `{command}`" in report  # what reproduces the run, its output folder included
+    assert "What was scored:" in report and "checkpoint best.pt (step " in report and "## Examples" in report
     for label in ("<10", "[10,20)", "[20,30)", "[30,40)", "[40,50)", "[50,60)", ">=60"):
         assert f"| {label} |" in report
     assert (out / "bleu_by_length.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from tqdm import tqdm
 
 from nmt.config import Config, TrainingConfig, config_from_dict, load_config
 from nmt.data.prepare import load_prepared, prepare
@@ -17,7 +20,7 @@ from nmt.errors import NMTError
 from nmt.models.seq2seq import build_model, count_parameters
 from nmt.training.checkpoint import load_checkpoint, save_checkpoint
 from nmt.training.optim import LRSchedule, build_optimizer, is_better
-from nmt.training.trainer import resolve_precision, train
+from nmt.training.trainer import format_duration, format_score, resolve_precision, train
 from nmt.training.validation import build_valid_set
 from tests.conftest import reverse_task_config
 
@@ -84,6 +87,41 @@ def test_a_run_writes_the_documented_run_directory(data_root: Path, tmp_path: Pa
     best = torch.load(run / "checkpoints" / "best.pt", weights_only=True)
     assert best["step"] == summary["best_step"] and best["score"] == summary["best_score"]
     assert best["score"] == max(e["valid_bleu"] for e in valid_events)
+
+
+def test_progress_lines_are_rounded_and_carry_elapsed_time_and_eta(
+    data_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    train(tiny(data_root, max_steps=6, validate_every=3, log_every=2), tmp_path / "run")
+    out = capsys.readouterr().out
+    steps = [line for line in out.splitlines() if line.startswith("step ")]
+    assert len(steps) == 3 and all(re.search(r" elapsed \d+s eta (\d+s|\?)$", line) for line in steps)
+    assert steps[-1].endswith("eta 0s")
+    for line in out.splitlines():
+        if "best bleu" in line:  # "best bleu 0.33", never a long float
+            assert re.search(r"best bleu \d+\.\d\d at step [1-9]", line), line
+    assert re.search(r"finished at step 6 \(max_steps\) after \d+s; best bleu \d+\.\d\d at step", out)
+    train(tiny(data_root, max_steps=2, validate_every=5), tmp_path / "unvalidated")
+    finished = capsys.readouterr().out.splitlines()[-1]
+    assert "no validation ran (training.validate_every 5)" in finished and "None" not in finished
+    assert format_duration(75) == "1m15s" and format_duration(3 * 3600 + 125) == "3h02m"
+    assert format_duration(math.nan) == "?" and format_score(0.33478099148693474, "bleu") == "0.33"
+
+
+def test_messages_go_above_the_progress_bar(
+    data_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import nmt.training.trainer as trainer_module
+
+    above: list[str] = []
+    monkeypatch.setattr(trainer_module.Trainer, "_progress_bar", lambda self: tqdm(total=4, file=io.StringIO()))
+    monkeypatch.setattr(trainer_module.tqdm, "write", lambda text, *a, **k: above.append(text))
+    train(tiny(data_root, max_steps=4, validate_every=2), tmp_path / "run")
+    assert [line.split(":")[0] for line in above if line.startswith("validation")] == [
+        "validation at step 2", "validation at step 4"
+    ]
+    out = capsys.readouterr().out
+    assert "validation at step" not in out and "finished at step 4" in out  # after the bar closed: plain print
 
 
 def test_existing_runs_are_never_overwritten(data_root: Path, tmp_path: Path) -> None:

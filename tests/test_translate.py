@@ -102,6 +102,34 @@ def test_nbest_writes_k_tab_separated_translations(trained_reverse_run: Path, tm
     assert main(["translate", str(trained_reverse_run), "-i", str(source), "--beam", "2", "--nbest", "3"]) == 2
 
 
+def test_nbest_with_scores_and_decode_time_settings(
+    trained_reverse_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = _write(tmp_path / "in.txt", LINES[:6])
+    out = tmp_path / "out.txt"
+    assert main(["translate", str(trained_reverse_run), "-i", str(source), "-o", str(out), "--nbest", "2",
+                 "--scores", "--set", "decoding.beam_size=3", "--set", "decoding.length_penalty=none",
+                 "--threads", "1"]) == 0
+    translator = Translator.from_run(trained_reverse_run, beam_size=3)
+    translator.decoding.length_penalty = "none"
+    expected = translator.translate(LINES[:6], nbest=2)
+    rows = _read(out)
+    assert rows[0] == ""  # an empty line stays empty
+    for row, hyps in zip(rows[1:], expected[1:], strict=True):
+        text_a, score_a, text_b, score_b = row.split("\t")
+        assert (text_a, text_b) == (hyps[0].text, hyps[1].text)
+        assert (float(score_a), float(score_b)) == (pytest.approx(hyps[0].score, abs=1e-4),
+                                                    pytest.approx(hyps[1].score, abs=1e-4))
+        assert float(score_a) >= float(score_b) and float(score_a) < 0
+    assert torch.get_num_threads() == 1
+    # decode-time --set is decoding.* only: the weights fix the model and the training
+    assert main(["translate", str(trained_reverse_run), "-i", str(source), "--set", "model.hidden_size=8"]) == 2
+    err = capsys.readouterr().err
+    assert "--set model.hidden_size=8: nmt translate takes only decoding.* keys" in err
+    assert main(["translate", str(trained_reverse_run), "-i", str(source), "--set", "decoding.beam_size=0"]) == 2
+    assert "invalid value for 'decoding.beam_size'" in capsys.readouterr().err
+
+
 def test_nbest_defaults_to_the_runs_config_within_the_beam(trained_reverse_run: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
     shutil.copytree(trained_reverse_run, run)

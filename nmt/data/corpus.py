@@ -287,7 +287,17 @@ def read_parallel(spec: str, config: DataConfig) -> list[Pair]:
             pairs.append(_record_pair(record, config, f"{spec}, line {number}"))
         return pairs
     src_path, tgt_path = Path(f"{spec}.{config.src_lang}"), Path(f"{spec}.{config.tgt_lang}")
-    src, tgt = read_lines(src_path), read_lines(tgt_path)
+    hint = (
+        f"'{spec}' is read as a path prefix: the files are PREFIX.<data.src_lang> and PREFIX.<data.tgt_lang> "
+        f"({src_path.name} and {tgt_path.name}); a .tsv or .jsonl name is read as one file. For files "
+        "named otherwise give data.train_src / data.train_tgt (valid_, test_ alike)."
+    )
+    return read_aligned(src_path, tgt_path, hint)
+
+
+def read_aligned(src_path: Path, tgt_path: Path, hint: str = "Check data.*_src / data.*_tgt.") -> list[Pair]:
+    """Pairs from a source file and its line-aligned target file."""
+    src, tgt = read_lines(src_path, hint=hint), read_lines(tgt_path, hint=hint)
     if len(src) != len(tgt):
         raise NMTError(
             f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}.",
@@ -317,11 +327,17 @@ def _assemble(loaders: dict[str, Callable[[], list[Pair]] | None], config: DataC
 
 
 def files_corpus(config: DataConfig) -> Corpus:
-    """The `files` source: one spec per split; an empty valid/test is carved from train."""
-    loaders = {
-        split: (lambda spec=spec: read_parallel(spec, config)) if spec else None
-        for split, spec in (("train", config.train), ("valid", config.valid), ("test", config.test))
-    }
+    """The `files` source: one spec (or a source and a target file) per split; an empty valid/test is
+    carved from train."""
+    loaders: dict[str, Callable[[], list[Pair]] | None] = {}
+    for split in SPLITS:
+        spec, src, tgt = getattr(config, split), getattr(config, f"{split}_src"), getattr(config, f"{split}_tgt")
+        if spec:
+            loaders[split] = lambda spec=spec: read_parallel(spec, config)
+        elif src:
+            loaders[split] = lambda src=src, tgt=tgt: read_aligned(Path(src), Path(tgt))
+        else:
+            loaders[split] = None
     return _assemble(loaders, config)
 
 

@@ -68,6 +68,8 @@ def _fingerprint(config: DataConfig) -> dict[str, Any]:
         for spec in specs:
             sides = [""] if spec.endswith((".tsv", ".jsonl")) else [f".{config.src_lang}", f".{config.tgt_lang}"]
             paths.extend(Path(spec + side) for side in sides)
+        paths += [Path(getattr(config, f"{split}_{side}")) for split in SPLITS for side in ("src", "tgt")
+                  if getattr(config, f"{split}_{side}")]
     elif config.source == "huggingface":
         paths = [Path(config.hf_name), *map(Path, specs)]
     inputs = {}

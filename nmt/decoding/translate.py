@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +20,7 @@ from typing import IO, Any
 
 from torch import Tensor
 
-from nmt.config import DecodingConfig
+from nmt.config import DecodingConfig, load_config, override_sections
 from nmt.data.batching import make_source_batch
 from nmt.decoding.search import (
     Hypothesis,
@@ -87,13 +87,15 @@ class Translator:
         device: str = "auto",
         beam_size: int | None = None,
         batch_size: int | None = None,
+        decoding: DecodingConfig | None = None,
     ) -> Translator:
-        """Load a run directory (its best checkpoint unless `checkpoint` is given).
+        """Load a run directory (its default checkpoint unless `checkpoint` is given).
 
-        Beam and batch size default to the run's `decoding` config.
+        Search settings come from `decoding` (default: the run's `decoding` config); `beam_size` and
+        `batch_size` override it.
         """
         run = load_run(Path(run_dir), Path(checkpoint) if checkpoint is not None else None, device)
-        return cls(run.model, run.tokenizer, run.config.decoding, beam_size, batch_size)
+        return cls(run.model, run.tokenizer, decoding or run.config.decoding, beam_size, batch_size)
 
     @property
     def has_attention(self) -> bool:
@@ -210,21 +212,29 @@ def translate_file(
     checkpoint: str | Path | None = None,
     attention_plots: str | Path | None = None,
     device: str = "auto",
+    overrides: Sequence[str] = (),
+    scores: bool = False,
 ) -> None:
     """`nmt translate`: translate a file (default stdin) line by line into a file (default stdout).
 
     Streams CHUNK_LINES lines at a time (one at a time from a terminal, so that each typed line is
     answered at once) and keeps line order and count: an empty input line gives an empty output line.
     With `nbest` K (default: the run's decoding.nbest, at most the beam size), each output line holds
-    the K best translations separated by tabs. An output file
-    is written atomically: after an error there is no (partial) file.
+    the K best translations separated by tabs; with `scores`, each translation is followed by a tab and
+    its model score (the log-probability search ranked by, divided by the length penalty). An output
+    file is written atomically: after an error there is no (partial) file.
     `attention_plots` DIR receives one heatmap per non-empty line, named line-NNNNNN.png.
+    `overrides` are `--set decoding.KEY=VALUE` settings; the run's other settings are fixed.
     """
     if input_path is not None and not Path(input_path).is_file():
         raise NMTError(f"input file not found: {input_path}", "Check the path, or omit -i to read stdin.")
     if output_path is not None and Path(output_path).is_dir():
         raise NMTError(f"output path {output_path} is a directory.", "Give a file name with -o.")
-    translator = Translator.from_run(run_dir, checkpoint, device, beam_size, batch_size)
+    decoding = None
+    if overrides:
+        run_config = load_config(Path(run_dir) / "config.yaml")
+        decoding = override_sections(run_config, list(overrides), ("decoding",), "nmt translate").decoding
+    translator = Translator.from_run(run_dir, checkpoint, device, beam_size, batch_size, decoding)
     if nbest is None:
         nbest = min(translator.decoding.nbest, translator.beam_size)
     plots_dir = Path(attention_plots) if attention_plots is not None else None
@@ -244,10 +254,13 @@ def translate_file(
             for first, lines in _read_chunks(source, name, chunk_lines):
                 results = translator.translate_nbest(lines, nbest, plots_dir is not None, first_line=first)
                 for offset, translations in enumerate(results):
-                    sink.write("\t".join(t.text for t in translations) + "\n")
+                    if scores and lines[offset].strip():  # an empty line stays empty, without a score
+                        sink.write("\t".join(f"{t.text}\t{t.score:.4f}" for t in translations) + "\n")
+                    else:
+                        sink.write("\t".join(t.text for t in translations) + "\n")
                     best = translations[0]
                     if plots_dir is not None and best.attention is not None:
-                        _plot(best, plots_dir / f"line-{first + offset:06d}.png")
+                        _plot(best, plots_dir / f"line-{first + offset:06d}.png", lines[offset])
                 sink.flush()
     except BrokenPipeError:
         if output_path is not None:
@@ -257,8 +270,8 @@ def translate_file(
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
-def _plot(translation: Translation, path: Path) -> None:
+def _plot(translation: Translation, path: Path, source: str) -> None:
     from nmt.decoding.plots import plot_attention  # matplotlib loads only when plots are asked for
 
     assert translation.attention is not None
-    plot_attention(translation.attention, translation.src_pieces, translation.tgt_pieces, path)
+    plot_attention(translation.attention, translation.src_pieces, translation.tgt_pieces, path, title=source)

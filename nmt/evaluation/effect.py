@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from nmt.evaluation.buckets import BucketBy, sentence_lengths
-from nmt.evaluation.scoring import CorpusScorer, Evaluation, SystemScore, bleu_from_stats
+from nmt.evaluation.scoring import CorpusScorer, Evaluation, SystemScore, Tokenize, bleu_from_stats
 
 ABOVE_FROM_WORDS = 20
 LONG_WORDS = 40
@@ -46,12 +46,14 @@ def long_sentence_bleu(
     sources: Sequence[str],
     references: Sequence[str],
     by: BucketBy,
+    tokenize: Tokenize = "13a",
+    lowercase: bool = False,
 ) -> dict[str, float]:
     """Corpus BLEU of each system on the sentences of LONG_WORDS words or more (NaN if there are none)."""
     rows = np.flatnonzero(np.asarray(sentence_lengths(sources, references, by)) >= LONG_WORDS)
     if rows.size == 0:
         return dict.fromkeys(hypotheses, float("nan"))
-    scorer = CorpusScorer(references)
+    scorer = CorpusScorer(references, tokenize, lowercase)
     return {
         name: float(bleu_from_stats(scorer.sentence_stats(lines)[rows].sum(axis=0)))
         for name, lines in hypotheses.items()

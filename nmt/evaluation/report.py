@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
+from nmt.evaluation.buckets import assign_buckets, make_buckets, sentence_lengths
 from nmt.evaluation.effect import Check, checks_dict, format_checks
 from nmt.evaluation.scoring import Comparison, Evaluation, SystemScore
 from nmt.fileio import atomic_open, atomic_write_text
@@ -21,6 +22,7 @@ from nmt.fileio import atomic_open, atomic_write_text
 RESULTS_JSON = "results.json"
 REPORT_MD = "report.md"
 PLOT_PNG = "bleu_by_length.png"
+EXAMPLES_PER_BUCKET = 2
 
 
 def results_dict(evaluation: Evaluation, extra_settings: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -42,6 +44,8 @@ def results_dict(evaluation: Evaluation, extra_settings: dict[str, Any] | None =
         "bootstrap_samples": evaluation.bootstrap_samples,
         "bootstrap_seed": evaluation.bootstrap_seed,
         "confidence": evaluation.confidence,
+        "tokenize": evaluation.tokenize,
+        "lowercase": evaluation.lowercase,
         "bleu_diff": "b - a",
         "p": "two-sided paired bootstrap resampling (Koehn 2004)",
     }
@@ -115,13 +119,15 @@ def format_table(evaluation: Evaluation) -> str:
     return "\n".join(lines)
 
 
-def format_markdown(evaluation: Evaluation) -> str:
-    """report.md: the bucket table, chrF and the sacrebleu signatures."""
+def format_markdown(evaluation: Evaluation, scored: Sequence[str] = ()) -> str:
+    """report.md: what was scored (one line each, if given), the bucket table, chrF and the sacrebleu
+    signatures."""
     header, rows = table_rows(evaluation)
     by = "source" if evaluation.by == "source" else "reference"
-    lines = [
-        "# BLEU by sentence length",
-        "",
+    lines = ["# BLEU by sentence length", ""]
+    if scored:
+        lines += ["What was scored:", "", *(f"- {line}" for line in scored), ""]
+    lines += [
         f"Sentences bucketed by {by} length in words. BLEU is sacrebleu corpus BLEU on each bucket, "
         f"with a {evaluation.confidence:.0%} bootstrap interval ({evaluation.bootstrap_samples} resamples, "
         f"seed {evaluation.bootstrap_seed}). Differences are b - a with two-sided paired bootstrap p-values.",
@@ -137,20 +143,79 @@ def format_markdown(evaluation: Evaluation) -> str:
     return "\n".join(lines)
 
 
+def _cell_text(text: str) -> str:
+    """A sentence as a Markdown table cell: pipes and HTML escaped, never empty."""
+    escaped = text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+    return escaped or "(empty)"
+
+
+def pick_examples(
+    evaluation: Evaluation, sources: Sequence[str] | None, references: Sequence[str], per_bucket: int
+) -> list[tuple[str, list[int]]]:
+    """(bucket label, sentence indices) of up to `per_bucket` sentences of each non-empty bucket, drawn
+    with `evaluation.bootstrap_seed`: the same sentences for the same test set and settings."""
+    lengths = sentence_lengths(sources if sources is not None else references, references, evaluation.by)
+    buckets = make_buckets(evaluation.cutoffs)
+    members = np.asarray(assign_buckets(lengths, buckets))
+    rng = np.random.default_rng([evaluation.bootstrap_seed, len(references)])
+    picked = []
+    for index, bucket in enumerate(buckets):
+        rows = np.flatnonzero(members == index)
+        if rows.size:
+            chosen = rng.choice(rows, size=min(per_bucket, rows.size), replace=False)
+            picked.append((bucket.label, sorted(int(i) for i in chosen)))
+    return picked
+
+
+def format_examples(
+    evaluation: Evaluation,
+    hypotheses: Mapping[str, Sequence[str]],
+    sources: Sequence[str] | None,
+    references: Sequence[str],
+    per_bucket: int = EXAMPLES_PER_BUCKET,
+) -> str:
+    """A Markdown section: per length bucket, a few sentences with source, reference and each system's
+    output one under the other, so that a reader sees what the scores mean."""
+    lines = [
+        "## Examples",
+        "",
+        f"Up to {per_bucket} sentences per bucket, picked at random with seed {evaluation.bootstrap_seed} "
+        "(evaluation.bootstrap_seed); sentence numbers count lines from 1.",
+    ]
+    for label, indices in pick_examples(evaluation, sources, references, per_bucket):
+        for i in indices:
+            words = len((sources[i] if evaluation.by == "source" and sources is not None else references[i]).split())
+            lines += ["", f"### {label}: sentence {i + 1} ({words} {evaluation.by} words)", "", "| | |", "|---|---|"]
+            if sources is not None:
+                lines.append(f"| source | {_cell_text(sources[i])} |")
+            lines.append(f"| reference | {_cell_text(references[i])} |")
+            lines += [f"| {_cell_text(name)} | {_cell_text(outputs[i])} |" for name, outputs in hypotheses.items()]
+    return "\n".join(lines) + "\n"
+
+
+def plotted_buckets(evaluation: Evaluation) -> list[int]:
+    """Indices of the buckets the plot shows: those holding at least one sentence."""
+    return [i for i, b in enumerate(evaluation.systems[0].buckets) if b.n > 0]
+
+
 def plot_bleu_by_length(evaluation: Evaluation, path: str | Path) -> None:
-    """Line plot of BLEU per length bucket, one line per run with its CI band; n under each tick."""
+    """Line plot of BLEU per length bucket, one line per run with its CI band; n under each tick.
+
+    Buckets without a sentence get no slot on the x axis.
+    """
     first = evaluation.systems[0]
-    x = np.arange(len(first.buckets))
+    kept = plotted_buckets(evaluation)
+    x = np.arange(len(kept))
     figure = Figure(figsize=(8, 4.5))
     axes = figure.add_subplot()
     for system in evaluation.systems:
-        # empty buckets become NaN: gaps in the line rather than fake zeros
-        bleu = np.array([np.nan if b.bleu is None else b.bleu for b in system.buckets])
-        low = np.array([np.nan if b.ci is None else b.ci[0] for b in system.buckets])
-        high = np.array([np.nan if b.ci is None else b.ci[1] for b in system.buckets])
+        buckets = [system.buckets[i] for i in kept]
+        bleu = np.array([b.bleu for b in buckets], dtype=np.float64)
+        low = np.array([b.ci[0] for b in buckets if b.ci is not None])
+        high = np.array([b.ci[1] for b in buckets if b.ci is not None])
         (line,) = axes.plot(x, bleu, marker="o", label=f"{system.name} (all: {system.bleu:.2f})")
         axes.fill_between(x, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
-    axes.set_xticks(x, [f"{b.bucket.label}\nn={b.n}" for b in first.buckets])
+    axes.set_xticks(x, [f"{first.buckets[i].bucket.label}\nn={first.buckets[i].n}" for i in kept])
     axes.set_xlabel(f"{evaluation.by} length (words)")
     axes.set_ylabel("BLEU")
     axes.set_ylim(bottom=0)
@@ -166,20 +231,25 @@ def write_report(
     out_dir: str | Path,
     extra_settings: dict[str, Any] | None = None,
     effect: Mapping[tuple[str, str], Sequence[Check]] | None = None,
+    scored: Sequence[str] = (),
+    examples: str = "",
 ) -> dict[str, Any]:
     """Write results.json, report.md and bleu_by_length.png into `out_dir`; return results.json's content.
 
-    `effect` maps (fixed-vector run, attention run) to the checks of nmt/evaluation/effect.py.
+    `effect` maps (fixed-vector run, attention run) to the checks of nmt/evaluation/effect.py; `scored`
+    says what each system is (one line each) and `examples` is a `format_examples` section.
     """
     out_dir = Path(out_dir)
     results = results_dict(evaluation, extra_settings)
-    markdown = format_markdown(evaluation)
+    markdown = format_markdown(evaluation, scored)
     if effect:
         results["effect"] = [
             {"baseline": baseline, "attention": attention, "checks": checks_dict(checks)}
             for (baseline, attention), checks in effect.items()
         ]
         markdown += "".join("\n" + format_checks(checks, *pair) for pair, checks in effect.items())
+    if examples:
+        markdown += "\n" + examples
     atomic_write_text(out_dir / RESULTS_JSON, json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     atomic_write_text(out_dir / REPORT_MD, markdown)
     plot_bleu_by_length(evaluation, out_dir / PLOT_PNG)

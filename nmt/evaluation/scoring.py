@@ -4,13 +4,15 @@ Each sentence's BLEU sufficient statistics (hypothesis and reference length, n-g
 totals for n = 1..4) are extracted once; a corpus score is a function of their column sums.
 Bootstrap resampling then only sums statistics (a count matrix times a stats matrix), so
 1000 resamples of thousands of sentences take milliseconds. The score computed from summed
-statistics reproduces sacrebleu's corpus BLEU exactly (13a tokenizer, exp smoothing, brevity penalty).
+statistics reproduces sacrebleu's corpus BLEU exactly (any of its tokenizers, exp smoothing, brevity
+penalty).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from sacrebleu.metrics import BLEU, CHRF
@@ -23,22 +25,33 @@ MAX_ORDER = 4
 N_STATS = 2 + 2 * MAX_ORDER
 # Resample in chunks so that the count matrix stays small for large test sets.
 _CHUNK_CELLS = 4_000_000
+# sacrebleu's tokenizers that need no download; "none" is for data tokenized beforehand.
+Tokenize = Literal["13a", "intl", "char", "zh", "ja-mecab", "none"]
+# sacrebleu's rule for "did you forget to detokenize": this many hypotheses ending in " ."
+_TOKENIZED_LINES = 100
 
 
 class CorpusScorer:
-    """sacrebleu BLEU (13a, exp smoothing) and chrF against one set of references, shared by all systems.
+    """sacrebleu BLEU (exp smoothing) and chrF against one set of references, shared by all systems.
 
-    The references are tokenized and their n-grams counted once, at construction.
+    The references are tokenized and their n-grams counted once, at construction. sacrebleu's own
+    "forgot to detokenize" warning is off (it would come once per call); see `looks_tokenized`.
     """
 
-    def __init__(self, references: Sequence[str]) -> None:
+    def __init__(self, references: Sequence[str], tokenize: Tokenize = "13a", lowercase: bool = False) -> None:
         if not references:
             raise NMTError(
                 "the evaluation set is empty: no sentences to score.", "Check the split or --src/--ref."
             )
         self.n = len(references)
-        self._bleu = BLEU(references=[list(references)])
-        self._chrf = CHRF(references=[list(references)])
+        try:
+            self._bleu = BLEU(references=[list(references)], tokenize=tokenize, lowercase=lowercase, force=True)
+        except (ImportError, RuntimeError) as exc:  # ja-mecab without its packages
+            raise NMTError(
+                f"evaluation.tokenize {tokenize} cannot be used here: {' '.join(str(exc).split())}",
+                "Install its extra (pip install 'sacrebleu[ja]' for ja-mecab), or choose another tokenizer.",
+            ) from None
+        self._chrf = CHRF(references=[list(references)], lowercase=lowercase)
 
     def sentence_stats(self, hypotheses: Sequence[str]) -> np.ndarray:
         """BLEU sufficient statistics of each sentence.  # n_sentences x N_STATS (float64, integral)
@@ -70,6 +83,17 @@ class CorpusScorer:
                 f"{len(hypotheses)} translations for {self.n} references: they must be parallel.",
                 "Give one line per reference sentence (delete stale cached hypotheses in RUN_DIR/hyps/).",
             )
+
+
+def looks_tokenized(hypotheses: Mapping[str, Sequence[str]], tokenize: Tokenize = "13a") -> list[str]:
+    """Systems whose output looks tokenized (sacrebleu's test: 100+ lines ending in " ."), so that the
+    caller can warn once; never with tokenize "none", which says the data is tokenized on purpose."""
+    if tokenize == "none":
+        return []
+    return [
+        name for name, lines in hypotheses.items()
+        if sum(line.endswith(" .") for line in lines) >= _TOKENIZED_LINES
+    ]
 
 
 def bleu_from_stats(stats: np.ndarray) -> np.ndarray:
@@ -196,6 +220,8 @@ class Evaluation:
     bootstrap_samples: int
     bootstrap_seed: int
     confidence: float = 0.95
+    tokenize: Tokenize = "13a"
+    lowercase: bool = False
 
 
 def score_systems(
@@ -206,11 +232,14 @@ def score_systems(
     by: BucketBy = "source",
     bootstrap_samples: int = 1000,
     bootstrap_seed: int = 12345,
+    tokenize: Tokenize = "13a",
+    lowercase: bool = False,
 ) -> Evaluation:
     """Score every system overall and per length bucket; compare every pair (a before b).
 
     `hypotheses` maps a system name to one line per source sentence. Bootstrap resamples are
     drawn per subset (overall, each bucket) from `bootstrap_seed`, and shared by all systems.
+    `tokenize` and `lowercase` are sacrebleu's; the signatures show them.
     """
     if not hypotheses:
         raise NMTError("no systems to score.", "Give at least one run directory.")
@@ -219,7 +248,7 @@ def score_systems(
             f"{len(sources)} source lines against {len(references)} references.",
             "Give one reference line per source line.",
         )
-    scorer = CorpusScorer(references)
+    scorer = CorpusScorer(references, tokenize, lowercase)
     buckets = make_buckets(cutoffs)
     names = list(hypotheses)
     stats = [scorer.sentence_stats(hypotheses[name]) for name in names]
@@ -260,7 +289,10 @@ def score_systems(
                 for bucket, sub in zip(buckets, scored[1:], strict=True)
             ]
             comparisons.append(Comparison(names[a], names[b], diff, p, bucket_diffs))
-    return Evaluation(systems, comparisons, list(cutoffs), by, bootstrap_samples, bootstrap_seed)
+    return Evaluation(
+        systems, comparisons, list(cutoffs), by, bootstrap_samples, bootstrap_seed,
+        tokenize=tokenize, lowercase=lowercase,
+    )
 
 
 @dataclass(frozen=True)

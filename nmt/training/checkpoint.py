@@ -158,6 +158,25 @@ def default_checkpoint(run_dir: Path) -> Path:
     return latest
 
 
+def describe_checkpoint(path: Path) -> str:
+    """A checkpoint for reports: its file, its step, and what chose it (best.pt) or what it averages.
+
+    best.pt is the step with the best validation score by training.early_stopping_metric; a BLEU
+    under 1 (a tiny or hard validation set) says little, so the text says so.
+    """
+    state = load_checkpoint(path)
+    text = f"{Path(path).name} (step {int(state.get('step', 0))}"
+    averaged = state.get("averaged_steps")
+    if averaged:
+        text += f", the average of steps {', '.join(str(int(s)) for s in averaged)}"
+    elif Path(path).name == BEST_NAME and isinstance(state.get("score"), (int, float)):
+        metric, score = state.get("metric", "bleu"), float(state["score"])
+        text += f", best validation {metric} {score:.2f}"
+        if metric == "bleu" and score < 1.0:
+            text += "; a BLEU this low chooses by noise: consider training.early_stopping_metric: loss"
+    return text + ")"
+
+
 def load_run(run_dir: Path, checkpoint: Path | None = None, device: str = "auto") -> LoadedRun:
     """Load a run directory's config, tokenizer copy and model weights for translation or evaluation."""
     run_dir = Path(run_dir)

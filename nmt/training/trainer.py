@@ -57,6 +57,25 @@ def train(config: Config, run_dir: Path, resume: bool = False) -> dict[str, Any]
         ctx.close()
 
 
+def format_duration(seconds: float) -> str:
+    """'42s', '12m05s' or '3h02m'; '?' when unknown (NaN)."""
+    if not math.isfinite(seconds):
+        return "?"
+    whole = round(max(seconds, 0.0))
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+
+
+def format_score(score: float | None, metric: str) -> str:
+    """A validation score as a person reads it: BLEU to 2 decimals, loss to 4."""
+    if score is None:
+        return "none"
+    return f"{score:.2f}" if metric == "bleu" else f"{score:.4f}"
+
+
 def seed_everything(seed: int) -> None:
     """Seed python's random, numpy and torch (all devices)."""
     random.seed(seed)
@@ -83,6 +102,7 @@ class Trainer:
         self.tc = tc = config.training
         self.device = ctx.device
         self.started = time.monotonic()
+        self._progress: Any = None  # the terminal's progress bar while the loop runs: messages go above it
         if tc.threads > 0:
             torch.set_num_threads(tc.threads)
         seed_everything(tc.seed)
@@ -221,7 +241,8 @@ class Trainer:
         if self.ctx.enabled:
             print(f"rank {self.ctx.rank}/{self.ctx.world_size}: training on {self.device}, "
                   f"{len(self._epoch_batches(self.epoch))} batches per epoch in its shard", flush=True)
-        progress = self._progress_bar()
+        progress = self._progress = self._progress_bar()
+        self._session_start = (self.step, time.monotonic())  # this process's pace gives the ETA
         stopped_by = "max_steps"
         try:
             with StopRequest(self._say) as stop_request:
@@ -246,6 +267,7 @@ class Trainer:
         finally:
             if progress is not None:
                 progress.close()
+            self._progress = None
             if self.writer is not None:
                 self.writer.close()
         return self._finish(stopped_by)
@@ -327,10 +349,17 @@ class Trainer:
             progress.set_postfix(loss=f"{loss:.3f}", tok_s=f"{event['tgt_tokens_per_s']:.0f}", lr=f"{self.lr:.2e}")
         else:
             print(f"step {self.step}/{self.tc.max_steps} epoch {self.epoch} loss {loss:.4f} ppl {event['ppl']:.2f} "
-                  f"{event['tgt_tokens_per_s']:.0f} tgt tok/s lr {self.lr:.3g}", flush=True)
+                  f"{event['tgt_tokens_per_s']:.0f} tgt tok/s lr {self.lr:.3g} elapsed "
+                  f"{format_duration(event['elapsed_s'])} eta {format_duration(self._eta())}", flush=True)
 
     def _elapsed(self) -> float:
         return self.elapsed_before + time.monotonic() - self.started
+
+    def _eta(self) -> float:
+        """Seconds to max_steps at this process's pace so far, validations included."""
+        first_step, began = self._session_start
+        done = self.step - first_step
+        return (time.monotonic() - began) / done * (self.tc.max_steps - self.step) if done > 0 else math.nan
 
     def _validate(self) -> bool:
         """Validate on rank 0, share the result, update best/plateau/early stopping. True = stop."""
@@ -363,7 +392,8 @@ class Trainer:
             })
             self._scalars({"valid/loss": result.loss, "valid/ppl": result.ppl, "valid/bleu": result.bleu})
             self._say(f"validation at step {self.step}: loss {result.loss:.4f} ppl {result.ppl:.2f} "
-                      f"BLEU {result.bleu:.2f} (best {metric} {self.best_score:.4g} at step {self.best_step})")
+                      f"BLEU {result.bleu:.2f} (best {metric} {format_score(self.best_score, metric)} "
+                      f"at step {self.best_step})")
         return self.tc.patience > 0 and self.bad_validations >= self.tc.patience
 
     def _best_state(self, score: float) -> dict[str, Any]:
@@ -401,13 +431,23 @@ class Trainer:
         }
         if self.ctx.is_main:
             rundir.write_summary(self.run_dir, summary)
-            self._say(f"finished at step {self.step} ({stopped_by}); best {self.tc.early_stopping_metric} "
-                      f"{self.best_score} at step {self.best_step}; run dir {self.run_dir}")
+            metric = self.tc.early_stopping_metric
+            best = (
+                f"best {metric} {format_score(self.best_score, metric)} at step {self.best_step}"
+                if self.best_score is not None
+                else f"no validation ran (training.validate_every {self.tc.validate_every})"
+            )
+            self._say(f"finished at step {self.step} ({stopped_by}) after {format_duration(self._elapsed())}; "
+                      f"{best}; run dir {self.run_dir}")
         return summary
 
     # ---- small helpers ----------------------------------------------------------------------
     def _say(self, text: str) -> None:
-        if self.ctx.is_main:
+        if not self.ctx.is_main:
+            return
+        if self._progress is not None:
+            tqdm.write(text)  # above the bar, which a plain print would break into two
+        else:
             print(text, flush=True)
 
     def _scalars(self, values: dict[str, float]) -> None:

@@ -1,0 +1,85 @@
+"""`nmt average`: the mean of a run's periodic checkpoints, usable by translate and evaluate."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from nmt.cli import main
+from nmt.decoding.translate import Translator
+from nmt.errors import NMTError
+from nmt.evaluate import describe_runs
+from nmt.training.averaging import average_checkpoints
+from nmt.training.checkpoint import describe_checkpoint
+from nmt.training.trainer import train
+from tests.conftest import reverse_task_config
+
+TINY_MODEL = {"embedding_size": 16, "hidden_size": 32, "attention_size": 32, "maxout_size": 16}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny run that keeps its checkpoints of steps 2, 4 and 6."""
+    root = tmp_path_factory.mktemp("average")
+    config = reverse_task_config(root / "data", n_train=200, min_len=4, max_len=8, model=TINY_MODEL, training={
+        "max_steps": 6, "validate_every": 3, "checkpoint_every": 2, "log_every": 2, "keep_last": 0,
+        "valid_max_sentences": 10, "batch_tokens": 300,
+    })
+    train(config, root / "run")
+    return root / "run"
+
+
+def _weights(path: Path) -> dict[str, torch.Tensor]:
+    return torch.load(path, weights_only=True)["model"]
+
+
+def test_the_last_two_are_averaged_and_translate_and_evaluate_take_it(
+    run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["average", str(run), "--last", "2"]) == 0
+    averaged = run / "checkpoints" / "averaged.pt"
+    assert "averaged.pt (step 6, the average of steps 4, 6)" in capsys.readouterr().out
+    four, six = _weights(run / "checkpoints" / "step_00000004.pt"), _weights(run / "checkpoints" / "step_00000006.pt")
+    mean = _weights(averaged)
+    assert set(mean) == set(six)
+    for key in six:
+        assert mean[key].dtype == six[key].dtype
+        torch.testing.assert_close(mean[key], (four[key] + six[key]) / 2)
+    assert any(not torch.equal(mean[key], six[key]) for key in six)  # not just the newest copied
+    lines = ["1 2 3 4", "5 6 7 8 9"]
+    assert len(Translator.from_run(run, checkpoint=averaged).translate(lines)) == 2
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert main(["translate", str(run), "-i", str(source), "-o", str(tmp_path / "out.txt"),
+                 "--checkpoint", str(averaged)]) == 0
+    assert len((tmp_path / "out.txt").read_text(encoding="utf-8").splitlines()) == 2
+    (info,) = describe_runs([run], checkpoint="averaged.pt")
+    assert info.checkpoint == averaged
+    # by step list, to another file; the run's own names are refused
+    out = average_checkpoints(run, steps=[2, 6], output=tmp_path / "two-six.pt")
+    assert describe_checkpoint(out) == "two-six.pt (step 6, the average of steps 2, 6)"
+    with pytest.raises(NMTError, match="that name is the run's own"):
+        average_checkpoints(run, last=2, output=run / "checkpoints" / "best.pt")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--last", "5"], r"--last 5: .* has 3 periodic checkpoint\(s\) \(steps: 2, 4, 6\)"),
+        (["--last", "1"], r"averaging needs at least 2 checkpoints"),
+        (["--steps", "2,3"], r"has no checkpoint of step 3 \(it has: 2, 4, 6\)"),
+        (["--steps", "4,4"], r"at least 2 different steps"),
+    ],
+)
+def test_user_errors(run: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
+    assert main(["average", str(run), *argv, "-o", str(run / "other.pt")]) == 2
+    assert re.search(message, capsys.readouterr().err)
+    assert not (run / "other.pt").exists()
+
+
+def test_best_checkpoint_names_its_step_and_metric(run: Path) -> None:
+    text = describe_checkpoint(run / "checkpoints" / "best.pt")
+    assert re.fullmatch(r"best\.pt \(step [36], best validation bleu \d+\.\d\d.*\)", text)

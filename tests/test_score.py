@@ -1,0 +1,179 @@
+"""`nmt score`: any system's translation files scored by length through evaluate's scoring path."""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import re
+from pathlib import Path
+
+import pytest
+import sacrebleu
+
+from nmt.cli import main
+from nmt.evaluation.report import format_examples, pick_examples, plotted_buckets
+from nmt.evaluation.scoring import score_systems
+
+VOCAB = [f"w{i}" for i in range(80)]
+
+
+def _write(path: Path, lines: list[str]) -> Path:
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+@pytest.fixture()
+def files(tmp_path: Path) -> dict[str, Path]:
+    """Sources of 1..45 words, references = reversed sources, a good and a poor system."""
+    rng = random.Random(3)
+    sources = [" ".join(rng.choices(VOCAB, k=rng.randint(1, 45))) for _ in range(150)]
+    references = [" ".join(reversed(s.split())) for s in sources]
+    good = [" ".join(w if rng.random() < 0.85 else "x" for w in r.split()) for r in references]
+    poor = [" ".join(w if rng.random() < 0.3 else "x" for w in r.split()) for r in references]
+    return {
+        "src": _write(tmp_path / "test.src", sources),
+        "ref": _write(tmp_path / "test.ref", references),
+        "good": _write(tmp_path / "search.hyp.txt", good),
+        "poor": _write(tmp_path / "encdec.txt", poor),
+    }
+
+
+def test_score_two_files_with_source(files: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    argv = ["score", "--ref", str(files["ref"]), "--src", str(files["src"]), str(files["poor"]), str(files["good"]),
+            "--buckets", "10,20,30", "--out", str(out), "--set", "evaluation.bootstrap_samples=100"]
+    assert main(argv) == 0
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert set(results) == {"runs", "comparisons", "settings"}  # the schema of `nmt evaluate`
+    assert list(results["runs"]) == ["encdec", "search"]  # named by file, .txt / .hyp.txt dropped
+    references = files["ref"].read_text(encoding="utf-8").splitlines()
+    for name, key in (("encdec", "poor"), ("search", "good")):
+        hyps = files[key].read_text(encoding="utf-8").splitlines()
+        assert results["runs"][name]["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [references]).score)
+        assert (out / f"{name}.hyp.txt").read_text(encoding="utf-8").splitlines() == hyps
+        assert results["settings"]["runs"][name] == {"hypotheses": str(files[key])}
+    assert [b["label"] for b in results["runs"]["search"]["buckets"]] == ["<10", "[10,20)", "[20,30)", ">=30"]
+    (comparison,) = results["comparisons"]
+    assert (comparison["a"], comparison["b"]) == ("encdec", "search") and comparison["p"] < 0.05
+    settings = results["settings"]
+    assert (settings["by"], settings["bootstrap_samples"], settings["tokenize"]) == ("source", 100, "13a")
+    assert "effect" not in results
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert f"- test set: --src {files['src']}, 150 sentences" in report
+    assert f"- search: `{files['good']}`" in report
+    assert "## Examples" in report and "| source |" in report
+    assert (out / "bleu_by_length.png").is_file() and (out / "src.txt").is_file()
+
+
+def test_baseline_runs_the_effect_checks_against_every_other_system(files: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    argv = ["score", "--ref", str(files["ref"]), "--src", str(files["src"]), str(files["poor"]), str(files["good"]),
+            str(files["good"]), "--names", "encdec,search,copy", "--baseline", "encdec", "--out", str(out),
+            "--set", "evaluation.bootstrap_samples=50"]
+    assert main(argv) == 0
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert [(e["baseline"], e["attention"]) for e in results["effect"]] == [("encdec", "search"), ("encdec", "copy")]
+    assert results["effect"][0]["checks"][0]["passed"] is True  # search above encdec from 20 words
+    assert "Does the table show the effect? (encdec vs search)" in (out / "report.md").read_text(encoding="utf-8")
+
+
+def test_without_source_buckets_by_reference(files: dict[str, Path], tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    assert main(["score", "--ref", str(files["ref"]), str(files["good"]), "--out", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert results["settings"]["by"] == "reference"
+    assert results["settings"]["test_set"] == f"--ref {files['ref']}"
+    assert not (out / "src.txt").exists()
+    assert "| source |" not in (out / "report.md").read_text(encoding="utf-8")
+    assert main(["score", "--ref", str(files["ref"]), str(files["good"]), "--by", "source"]) == 2
+    assert "--by source needs the source sentences" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ("short", r"encdec.txt has 149 lines but --ref .*test.ref has 150"),
+        ("empty", r"HYP .*encdec.txt is empty"),
+        ("names", r"--names gives 1 names for 2 translation files"),
+        ("baseline", r"--baseline nobody: no such system"),
+        ("learning", r"--set model.hidden_size=8: nmt score takes only evaluation.\* keys"),
+        ("src", r"--src .*test.src has 150 lines but --ref .*test.ref has 149"),
+    ],
+)
+def test_user_errors(files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                     change: str, message: str) -> None:
+    argv = ["score", "--ref", str(files["ref"]), str(files["poor"]), str(files["good"]), "--out", str(tmp_path / "o")]
+    lines = files["poor"].read_text(encoding="utf-8").splitlines()
+    if change == "short":
+        _write(files["poor"], lines[:-1])
+    elif change == "empty":
+        files["poor"].write_text("", encoding="utf-8")
+    elif change == "names":
+        argv += ["--names", "one"]
+    elif change == "baseline":
+        argv += ["--baseline", "nobody"]
+    elif change == "learning":
+        argv += ["--set", "model.hidden_size=8"]
+    elif change == "src":
+        _write(files["ref"], files["ref"].read_text(encoding="utf-8").splitlines()[:-1])
+        argv += ["--src", str(files["src"])]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert len(re.findall(message, err)) == 1, err
+    assert not (tmp_path / "o").exists()  # nothing written
+
+
+def test_tokenize_and_lowercase_change_scores_and_signature(tmp_path: Path) -> None:
+    references = ["The cat sat, on the mat.", "A Dog ran home!"] * 5
+    hyps = ["the cat sat , on the mat .", "a dog ran home !"] * 5
+    ref, hyp = _write(tmp_path / "r", references), _write(tmp_path / "h", hyps)
+    argv = ["score", "--ref", str(ref), str(hyp), "--names", "sys", "--set", "evaluation.bootstrap_samples=20"]
+    assert main([*argv, "--out", str(tmp_path / "a")]) == 0
+    assert main([*argv, "--out", str(tmp_path / "b"), "--set", "evaluation.lowercase=true",
+                 "--set", "evaluation.tokenize=intl"]) == 0
+    plain = json.loads((tmp_path / "a" / "results.json").read_text())["runs"]["sys"]
+    folded = json.loads((tmp_path / "b" / "results.json").read_text())["runs"]["sys"]
+    assert plain["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [references]).score)
+    expected = sacrebleu.corpus_bleu(hyps, [references], lowercase=True, tokenize="intl").score
+    assert folded["bleu"] == pytest.approx(expected) and folded["bleu"] > plain["bleu"]
+    assert "case:lc" in folded["signature"] and "tok:intl" in folded["signature"]
+    assert "case:mixed" in plain["signature"] and "tok:13a" in plain["signature"]
+
+
+def test_tokenized_output_is_warned_about_once(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    references = [f"sentence number {i}." for i in range(120)]
+    tokenized = [f"sentence number {i} ." for i in range(120)]
+    ref = _write(tmp_path / "r", references)
+    hyps = [str(_write(tmp_path / f"h{k}", tokenized)) for k in range(3)]
+    with caplog.at_level(logging.WARNING):
+        assert main(["score", "--ref", str(ref), *hyps, "--buckets", "2,3", "--out", str(tmp_path / "o"),
+                     "--baseline", "h0"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("as tokenized text does") == 1 and "h0, h1, h2" in err
+    assert "detokenize" not in caplog.text  # sacrebleu's own warning, once per system and call, is off
+    assert main(["score", "--ref", str(ref), *hyps, "--out", str(tmp_path / "o"),
+                 "--set", "evaluation.tokenize=none"]) == 0
+    assert "tokenized text" not in capsys.readouterr().err
+
+
+def test_examples_are_reproducible_and_cover_each_non_empty_bucket() -> None:
+    rng = random.Random(0)
+    sources = [" ".join(rng.choices(VOCAB, k=rng.randint(1, 25))) for _ in range(60)]
+    references = [s.replace("w1", "w|1") for s in sources]
+    evaluation = score_systems({"a": references, "b": sources}, sources, references, bootstrap_samples=10)
+    picked = pick_examples(evaluation, sources, references, 2)
+    assert [label for label, _ in picked] == ["<10", "[10,20)", "[20,30)"]  # no empty bucket
+    assert all(len(indices) == 2 for _, indices in picked)
+    assert picked == pick_examples(evaluation, sources, references, 2)
+    for label, indices in picked:
+        bucket = next(b.bucket for b in evaluation.systems[0].buckets if b.bucket.label == label)
+        assert all(bucket.contains(len(sources[i].split())) for i in indices)
+    text = format_examples(evaluation, {"a": references, "b": sources}, sources, references)
+    first = picked[0][1][0]
+    assert f"### <10: sentence {first + 1} ({len(sources[first].split())} source words)" in text
+    assert "w|1" not in text  # a pipe would split the table cell
+    assert plotted_buckets(evaluation) == [0, 1, 2]
