@@ -223,7 +223,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     curve = sub.add_parser("curve", help="greedy BLEU by sentence length of every kept checkpoint, against step")
-    curve.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR")
+    curve.add_argument(
+        "run_dirs", type=Path, nargs="+", metavar="RUN_DIR", help="run directories whose step_*.pt checkpoints to score"
+    )
     curve.add_argument(
         "--split", choices=["valid", "test"], default=None, help="default: the first run's evaluation.split"
     )
@@ -235,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="sample size per bucket, 0 = all (default: evaluation.curve_sentences_per_bucket)",
     )
     curve.add_argument("--out", type=Path, default=None, help="output folder (default as for evaluate)")
-    curve.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    curve.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help=DEVICE_HELP)
 
     experiment = sub.add_parser("experiment", help="prepare, train every run, evaluate them together, report")
     _add_config_args(experiment)
