@@ -181,6 +181,8 @@ class EvaluationConfig:
     by: Literal["source", "reference"] = "source"
     bootstrap_samples: int = 1000
     bootstrap_seed: int = 12345
+    # a bucket (and the set of 40+ words) speaks in the effect checks only with this many sentences
+    min_bucket_sentences: int = 50
 
     def validate(self) -> None:
         _require(
@@ -191,6 +193,7 @@ class EvaluationConfig:
             "must be a non-empty list of increasing positive integers, e.g. [10, 20, 30]",
         )
         _require(self.bootstrap_samples >= 10, "evaluation.bootstrap_samples", "must be >= 10")
+        _require(self.min_bucket_sentences >= 1, "evaluation.min_bucket_sentences", "must be >= 1")
 
 
 SECTIONS: dict[str, type] = {

@@ -248,8 +248,10 @@ def evaluate_runs(
         },
     }
     pairs, unpaired = effect_pairs(runs)
-    long_bleu = long_sentence_bleu(hypotheses, test_set.sources, test_set.references, evaluation.by) if pairs else {}
-    effect = {pair: check_effect(evaluation, long_bleu, *pair) for pair in pairs}
+    effect = {}
+    if pairs:
+        long = long_sentence_bleu(hypotheses, test_set.sources, test_set.references, evaluation.by)
+        effect = {pair: check_effect(evaluation, long, *pair, settings.min_bucket_sentences) for pair in pairs}
     out = Path(out_dir) if out_dir is not None else default_out_dir(run_dirs)
     results = write_report(evaluation, out, extra, effect)
     _write_lines(out / "src.txt", test_set.sources)
