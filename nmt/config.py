@@ -387,13 +387,25 @@ def read_yaml(path: str | Path) -> Any:
             f"config file not found: {path}", "Check the path (configs/quick.yaml is the example)."
         ) from None
     except UnicodeDecodeError as exc:
-        raise NMTError(f"{path}: not valid UTF-8 (byte {exc.start}).", "Save the file as UTF-8.") from None
+        line = exc.object[: exc.start].count(b"\n") + 1
+        column = exc.start - (exc.object.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise NMTError(
+            f"{path}: not valid UTF-8 (line {line}, byte {column} of the line).", "Save the file as UTF-8."
+        ) from None
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise NMTError(f"{path}:{where} is not valid YAML: {getattr(exc, 'problem', exc)}.") from None
+        # PyYAML's context says where the construct it could not finish began, e.g. an unclosed bracket:
+        # often the place to fix, since the problem mark is then at the end of the file.
+        context, context_mark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+        started = (
+            f" ({context} that starts at line {context_mark.line + 1}, column {context_mark.column + 1})"
+            if context and context_mark
+            else ""
+        )
+        raise NMTError(f"{path}:{where} is not valid YAML: {getattr(exc, 'problem', exc)}{started}.") from None
 
 
 def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:

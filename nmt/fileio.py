@@ -63,3 +63,11 @@ def sha256_file(path: str | Path) -> str:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """Whether two paths name one existing file (same device and inode: links and spellings included)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet): writing it cannot clobber the other
+        return False

@@ -125,6 +125,14 @@ def test_missing_file_and_bad_yaml(tmp_path: Path) -> None:
     bad.write_text("model:\n  hidden_size: [1,\n")
     with pytest.raises(NMTError, match="line"):
         load_config(bad)
+    # An unclosed bracket: PyYAML notices at the end of the file, the message also says where it opened.
+    bad.write_text("model:\n  hidden_size: 8\n  buckets: [10, 20\ntraining:\n  max_steps: 3\n")
+    with pytest.raises(NMTError) as error:
+        load_config(bad)
+    assert "(while parsing a flow sequence that starts at line 3, column 12)" in error.value.message
+    bad.write_bytes(b"model:\n  hidden_size: 8 # caf\xe9\n")
+    with pytest.raises(NMTError, match=r"not valid UTF-8 \(line 2, byte 23 of the line\)"):
+        load_config(bad)
 
 
 def test_example_config_lists_and_comments_every_key() -> None:

@@ -262,6 +262,18 @@ def test_valid_and_test_pairs_seen_in_training_are_dropped(tmp_path: Path) -> No
         load_corpus(dataclasses.replace(config, valid=str(only_seen)))
 
 
+def test_a_byte_order_mark_is_stripped_and_counted(tmp_path: Path) -> None:
+    pairs = reverse_pairs(30, seed=3)
+    prefix = write_parallel(tmp_path / "win", pairs, "en", "fr")
+    source = Path(f"{prefix}.en")
+    source.write_bytes(b"\xef\xbb\xbf" + source.read_bytes())
+    (tmp_path / "win.tsv").write_bytes(b"\xef\xbb\xbf" + "".join(f"{s}\t{t}\n" for s, t in pairs).encode())
+    for spec, files in ((str(prefix), [str(source)]), (str(tmp_path / "win.tsv"), [str(tmp_path / "win.tsv")])):
+        corpus = files_corpus(data_config(source="files", train=spec, valid=spec, test=spec))
+        assert corpus.splits["train"] == pairs  # the first source sentence without the mark
+        assert corpus.bom_files == files  # once, though the file serves three splits
+
+
 def test_bad_inputs_raise_errors_naming_file_and_line(tmp_path: Path) -> None:
     (tmp_path / "a.en").write_text("one\ntwo\nthree\n", encoding="utf-8")
     (tmp_path / "a.fr").write_text("un\ndeux\n", encoding="utf-8")
@@ -269,7 +281,7 @@ def test_bad_inputs_raise_errors_naming_file_and_line(tmp_path: Path) -> None:
         files_corpus(data_config(source="files", train=str(tmp_path / "a")))
     (tmp_path / "b.en").write_bytes(b"ok\nfine\ncaf\xe9\n")
     (tmp_path / "b.fr").write_text("ok\nbien\ncafe\n", encoding="utf-8")
-    with pytest.raises(NMTError, match=r"b\.en, line 3: not valid UTF-8"):
+    with pytest.raises(NMTError, match=r"b\.en, line 3: not valid UTF-8 \(byte 4 of the line\)"):
         files_corpus(data_config(source="files", train=str(tmp_path / "b")))
     with pytest.raises(NMTError, match=r"corpus file not found: .*missing\.en"):
         files_corpus(data_config(source="files", train=str(tmp_path / "missing")))

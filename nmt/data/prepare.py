@@ -101,6 +101,7 @@ def _stats(corpus: Corpus, tokenizer: Tokenizer, config: DataConfig) -> dict[str
         "capped_train": corpus.capped,
         "overlap_dropped": dict(corpus.overlap_dropped),
         "extra_train_pairs": corpus.extra_train_pairs,
+        "bom_stripped": corpus.bom_files,
         "src_vocab_size": tokenizer.src_vocab_size,
         "tgt_vocab_size": tokenizer.tgt_vocab_size,
         "source_words_histogram": {s: length_histogram(corpus.splits[s]) for s in SPLITS},
@@ -160,8 +161,11 @@ def format_stats(stats: dict[str, Any]) -> str:
         f"extra translation pairs: {stats['extra_train_pairs']}; "
         f"valid/test pairs dropped as their source is in training: "
         f"{', '.join(f'{s} {n}' for s, n in stats['overlap_dropped'].items())}",
-        "",
     ]
+    boms = stats.get("bom_stripped") or []  # absent from stats.json written before it was counted
+    if boms:
+        lines.append(f"byte-order marks stripped from the start of {len(boms)} file(s): {', '.join(boms)}")
+    lines.append("")
     histogram = stats["source_words_histogram"]
     labels = list(next(iter(histogram.values())))
     width = max(9, *(len(str(n)) + 2 for n in stats["pairs"].values()))

@@ -22,6 +22,7 @@ from torch import Tensor
 
 from nmt.config import DecodingConfig
 from nmt.data.batching import make_source_batch
+from nmt.data.corpus import UTF8_BOM
 from nmt.decoding.search import (
     Hypothesis,
     beam_search,
@@ -30,7 +31,7 @@ from nmt.decoding.search import (
     max_output_lengths,
 )
 from nmt.errors import NMTError
-from nmt.fileio import atomic_open
+from nmt.fileio import atomic_open, same_file
 from nmt.training.checkpoint import load_run
 
 # Lines read, translated and written at a time: bounds memory whatever the input size.
@@ -107,7 +108,8 @@ class Translator:
 
         Returns plain strings by default; `Translation`s (score, pieces, attention) with
         `return_attention=True`; and with `nbest` > 1, a best-first list of `nbest` Translations per
-        sentence (an empty sentence gets one empty Translation).
+        sentence (an empty sentence gets `nbest` empty ones). A plain string is refused (TypeError):
+        iterating it would translate each of its characters.
         """
         results = self.translate_nbest(sentences, nbest=nbest, return_attention=return_attention)
         if nbest > 1:
@@ -121,10 +123,20 @@ class Translator:
     ) -> list[list[Translation]]:
         """Up to `nbest` Translations per sentence, best first. Warnings name sentence i as line
         `first_line + i`: a sentence longer than `decoding.max_input_tokens` pieces is cut to that."""
-        if not 1 <= nbest <= self.beam_size:
+        if isinstance(sentences, str):
+            raise TypeError(
+                "Translator.translate takes a list of sentences, not a str: "
+                f"wrap one sentence in a list, translate([{sentences[:30]!r}])."
+            )
+        if nbest < 1:
+            raise NMTError(
+                f"--nbest {nbest}: the number of translations written per line must be at least 1.",
+                "Give --nbest 1 for the best translation only, or K (up to the beam size) for the K best.",
+            )
+        if nbest > self.beam_size:
             raise NMTError(
                 f"--nbest {nbest} needs 1 <= nbest <= beam size ({self.beam_size}).",
-                f"Use --beam {max(nbest, 1)} or more, or a smaller --nbest.",
+                f"Use --beam {nbest} or more, or a smaller --nbest.",
             )
         limit = self.decoding.max_input_tokens
         encoded: list[list[int]] = []
@@ -137,7 +149,8 @@ class Translator:
                 )
                 ids = ids[:limit]
             encoded.append(ids)
-        results: list[list[Translation]] = [[Translation("", 0.0, [], [])] for _ in sentences]
+        # an empty line gets `nbest` empty translations, so that every output line has as many fields
+        results = [[Translation("", 0.0, [], []) for _ in range(nbest)] for _ in sentences]
         # Longest first, so that each batch holds similar lengths and little padding.
         order = sorted((i for i, ids in enumerate(encoded) if ids), key=lambda i: -len(encoded[i]))
         want_attention = return_attention and self.has_attention
@@ -179,11 +192,14 @@ class Translator:
 def _read_chunks(handle: IO[bytes], name: str, chunk_lines: int) -> Iterator[tuple[int, list[str]]]:
     """(first line number, up to `chunk_lines` decoded lines without their line ends) from a binary stream.
 
-    Decoding line by line lets a UTF-8 error name its line.
+    Decoding line by line lets a UTF-8 error name its line. A byte-order mark that opens the stream
+    is not part of the first sentence: it is dropped.
     """
     chunk: list[str] = []
     first = 1
     for number, raw in enumerate(handle, start=1):
+        if number == 1:
+            raw = raw.removeprefix(UTF8_BOM)
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -224,6 +240,11 @@ def translate_file(
         raise NMTError(f"input file not found: {input_path}", "Check the path, or omit -i to read stdin.")
     if output_path is not None and Path(output_path).is_dir():
         raise NMTError(f"output path {output_path} is a directory.", "Give a file name with -o.")
+    if input_path is not None and output_path is not None and same_file(input_path, output_path):
+        raise NMTError(
+            f"-o {output_path} is the input file {input_path}: the translation would replace it.",
+            "Write the translation to another file; nothing was written.",
+        )
     translator = Translator.from_run(run_dir, checkpoint, device, beam_size, batch_size)
     if nbest is None:
         nbest = min(translator.decoding.nbest, translator.beam_size)
