@@ -10,6 +10,10 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import hashlib
+import json
+import os
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -22,6 +26,8 @@ from nmt.errors import NMTError
 from nmt.fileio import atomic_write_text
 
 AttentionType = Literal["none", "additive", "dot", "scaled_dot", "general"]
+# DataConfig keys that hold paths, relative to the working directory unless absolute.
+_DATA_PATH_KEYS = ("dir", "cache_dir", "train", "valid", "test")
 
 
 @dataclass
@@ -29,7 +35,7 @@ class DataConfig:
     """Where the parallel corpus comes from, how it is split, and its subword models."""
 
     source: Literal["bible", "files", "huggingface"] = "bible"
-    dir: str = "data/prepared/bible-k-l"
+    dir: str = ""  # "" = derived from the corpus and its settings (see default_dir)
     cache_dir: str = "data/cache"
     src_lang: str = "en"
     tgt_lang: str = "fr"
@@ -63,6 +69,27 @@ class DataConfig:
     joint_vocab: bool = True
     character_coverage: float = 1.0
 
+    def __post_init__(self) -> None:
+        # not a field: whether `dir` was derived, so that a `runs:` entry with other data derives its own
+        self.dir_derived = not self.dir
+        if self.dir_derived:
+            self.dir = self.default_dir()
+
+    def default_dir(self) -> str:
+        """data/prepared/NAME-HASH: NAME says the corpus (bible-k-l, files-<train file>, hf-<dataset>),
+        HASH covers every key that changes the prepared data (absolute paths), so that two corpora, or
+        one corpus prepared two ways, never share a folder."""
+        if self.source == "bible":
+            name = f"bible-{self.bible_src}-{self.bible_tgt}"
+        elif self.source == "files":
+            name = "files-" + Path(self.train).name.removesuffix(".tsv").removesuffix(".jsonl")
+        else:
+            name = "hf-" + (Path(self.hf_name).name or "dataset")
+        settings = dataclasses.asdict(dataclasses.replace(self, dir="-").absolute())
+        settings.pop("dir"), settings.pop("cache_dir")
+        digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()[:8]
+        return f"data/prepared/{re.sub(r'[^A-Za-z0-9._-]+', '_', name)}-{digest}"
+
     def validate(self) -> None:
         _require(self.vocab_size >= 16, "data.vocab_size", "must be at least 16")
         _require(0.0 < self.valid_fraction < 0.5, "data.valid_fraction", "must be in (0, 0.5)")
@@ -74,6 +101,15 @@ class DataConfig:
             _require(bool(self.train), "data.train", "is required when data.source is 'files'")
         if self.source == "huggingface":
             _require(bool(self.hf_name), "data.hf_name", "is required when data.source is 'huggingface'")
+
+    def absolute(self) -> DataConfig:
+        """A copy with every path made absolute (against the working directory), so that a run's
+        config.yaml finds its data from any folder: data.dir, cache_dir, train/valid/test, and hf_name
+        when it names a local folder or file."""
+        paths = {key: os.path.abspath(getattr(self, key)) for key in _DATA_PATH_KEYS if getattr(self, key)}
+        if self.source == "huggingface" and os.path.exists(self.hf_name):
+            paths["hf_name"] = os.path.abspath(self.hf_name)
+        return dataclasses.replace(self, **paths)
 
     @property
     def src_field_path(self) -> str:
@@ -231,6 +267,8 @@ class Config:
         overrides = self.runs[name] or {}
         if not isinstance(overrides, dict):
             raise NMTError(f"runs.{name} must be a mapping of sections, e.g. {{model: {{attention: none}}}}.")
+        if self.data.dir_derived:
+            raw["data"]["dir"] = ""  # derived again from the run's own data settings
         for section, values in overrides.items():
             if section not in SECTIONS or not isinstance(values, dict):
                 raise NMTError(

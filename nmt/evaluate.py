@@ -67,12 +67,13 @@ def file_test_set(src_path: Path, ref_path: Path) -> TestSet:
 
 def split_test_set(config: Config, split: str) -> TestSet:
     """The `split` pairs of a run's prepared data (prepared first if needed)."""
-    from nmt.data.prepare import load_prepared
+    from nmt.data.prepare import describe_source, load_prepared
 
     pairs = load_prepared(config.data).pairs(split)
     if not pairs:
         raise NMTError(f"the {split} split of {config.data.dir} is empty.", "Use the other split or --src/--ref.")
-    return TestSet([s for s, _ in pairs], [t for _, t in pairs], f"split {split} of {config.data.dir}")
+    origin = f"split {split} of {config.data.dir}, prepared from {describe_source(config.data)}"
+    return TestSet([s for s, _ in pairs], [t for _, t in pairs], origin)
 
 
 def describe_runs(run_dirs: Sequence[Path]) -> list[RunInfo]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import socket
 import sqlite3
 import zipfile
 from pathlib import Path
@@ -339,3 +340,23 @@ def test_huggingface_unreachable_hub_is_a_user_error_with_hint(offline: None) ->
         huggingface_corpus(data_config(source="huggingface", hf_name="some-user/some-missing-corpus"))
     assert "some-user/some-missing-corpus" in error.value.message
     assert "data.source: files" in error.value.hint
+
+
+def test_an_unreachable_hub_fails_in_seconds_naming_offline_mode_and_local_files(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import time
+
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    with socket.socket() as probe:  # a port nobody listens on: the hub "cannot be reached"
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    start = time.monotonic()
+    with pytest.raises(NMTError) as error:
+        huggingface_corpus(data_config(source="huggingface", hf_name="some-user/some-missing-corpus"))
+    assert time.monotonic() - start < 5
+    assert f"the hub (127.0.0.1:{port}) cannot be reached" in error.value.message
+    assert "HF_HUB_OFFLINE=1" in error.value.hint and "hf_name a local dataset folder" in error.value.hint

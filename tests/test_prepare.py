@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -64,10 +65,10 @@ def test_prepare_is_idempotent_and_rebuilds_on_change(tmp_path: Path) -> None:
     stamp = model.stat().st_mtime_ns
     assert prepare(config) == prepare(config)
     assert model.stat().st_mtime_ns == stamp  # re-used, not rebuilt
-    moved = config_from_dict({"data": {**vars(config), "cache_dir": str(tmp_path / "elsewhere")}}).data
+    moved = config_from_dict({"data": {**dataclasses.asdict(config), "cache_dir": str(tmp_path / "elsewhere")}}).data
     prepare(moved)
     assert model.stat().st_mtime_ns == stamp  # where the cache lives does not change the data
-    bigger = config_from_dict({"data": {**vars(config), "vocab_size": 45}}).data
+    bigger = config_from_dict({"data": {**dataclasses.asdict(config), "vocab_size": 45}}).data
     assert prepare(bigger)["pairs"] == prepare(config)["pairs"]
     manifest = json.loads((tmp_path / "prepared/tokenizer.json").read_text())
     assert manifest["config"]["vocab_size"] == 40

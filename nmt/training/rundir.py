@@ -6,6 +6,7 @@ overwrites a previous run.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import sys
@@ -42,8 +43,9 @@ RUN_MARKERS = ("config.yaml", "summary.json", "log.jsonl", CHECKPOINT_DIR)
 
 
 def config_differences(old: Config, new: Config) -> list[str]:
-    """Dotted keys whose values differ between two configs (`runs` names experiment runs, not this one)."""
-    a, b = old.to_dict(), new.to_dict()
+    """Dotted keys whose values differ between two configs (`runs` names experiment runs, not this one);
+    data paths are compared as absolute paths, as write_config records them."""
+    a, b = with_absolute_paths(old).to_dict(), with_absolute_paths(new).to_dict()
     a.pop("runs", None)
     b.pop("runs", None)
     return config_diff(a, b)
@@ -205,9 +207,15 @@ def summary_writer_class() -> Any:
     return SummaryWriter
 
 
+def with_absolute_paths(config: Config) -> Config:
+    """A copy of `config` whose data paths are absolute (see DataConfig.absolute)."""
+    return dataclasses.replace(config, data=config.data.absolute())
+
+
 def write_config(config: Config, run_dir: Path) -> None:
-    """RUN_DIR/config.yaml, loadable by nmt.config.load_config."""
-    save_config(config, run_dir / "config.yaml")
+    """RUN_DIR/config.yaml, loadable by nmt.config.load_config. Its data paths are absolute, so that
+    evaluating or resuming the run works from any working directory."""
+    save_config(with_absolute_paths(config), run_dir / "config.yaml")
 
 
 class RunLog:
