@@ -24,7 +24,7 @@ from nmt.evaluation.buckets import BucketBy
 from nmt.evaluation.effect import check_effect, format_checks, long_sentence_bleu
 from nmt.evaluation.report import format_table, write_report
 from nmt.evaluation.scoring import score_systems
-from nmt.fileio import atomic_write_text
+from nmt.fileio import atomic_write_text, same_file
 
 HYPS_DIR = "hyps"
 CACHE_VERSION = 1
@@ -218,6 +218,7 @@ def evaluate_runs(
     if beam_size is not None and beam_size < 1:
         raise NMTError(f"--beam {beam_size}: the beam size must be at least 1.", "Use --beam 1 for greedy search.")
     runs = describe_runs(run_dirs)
+    _refuse_overwriting_inputs(Path(out_dir) if out_dir is not None else default_out_dir(run_dirs), runs, src_path, ref_path)
     settings = runs[0].config.evaluation
     split = split or settings.split
     test_set = _common_test_set(runs, split, src_path, ref_path)
@@ -286,3 +287,16 @@ def _common_test_set(runs: list[RunInfo], split: str, src_path: Path | None, ref
                 "Runs are compared on one test set: evaluate them with the same --src/--ref files.",
             )
     return first
+
+
+def _refuse_overwriting_inputs(out: Path, runs: Sequence[RunInfo], src_path: Path | None, ref_path: Path | None) -> None:
+    """Refuse an --out folder where the report's files would replace --src or --ref."""
+    written = [out / name for name in ("results.json", "report.md", "bleu_by_length.png", "src.txt", "ref.txt")]
+    written += [out / f"{run.name}.hyp.txt" for run in runs]
+    for flag, given in (("--src", src_path), ("--ref", ref_path)):
+        clash = next((path for path in written if given is not None and same_file(path, given)), None)
+        if clash is not None:
+            raise NMTError(
+                f"{flag} {given} is the file {clash} that the report writes: it would be replaced.",
+                "Give another --out folder; nothing was written.",
+            )

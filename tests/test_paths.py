@@ -12,6 +12,7 @@ import yaml
 
 from nmt.config import config_from_dict, load_config
 from nmt.data.prepare import prepare
+from nmt.errors import NMTError
 from nmt.evaluate import evaluate_runs
 from nmt.training.trainer import train
 from tests.synthetic import reverse_pairs, write_parallel
@@ -117,3 +118,30 @@ def test_editing_a_file_inside_a_local_dataset_folder_re_prepares(tmp_path: Path
     stamp = (folder / "sub" / "train.jsonl").stat().st_mtime_ns
     os.utime(folder / "sub" / "train.jsonl", ns=(stamp + 10**9, stamp + 10**9))
     assert sum(prepare(config)["pairs"].values()) == 80
+
+
+def test_evaluate_never_writes_over_its_src_or_ref(trained_reverse_run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "eval"
+    out.mkdir()
+    (out / "src.txt").write_text("1 2 3\n", encoding="utf-8")
+    (out / "ref.txt").write_bytes(b"\xef\xbb\xbf3 2 1\r\n")  # the report's ref.txt would rewrite it
+    (tmp_path / "other.txt").write_text("1 2 3\n", encoding="utf-8")
+    with pytest.raises(NMTError, match=r"--src .*src\.txt is the file .* that the report writes"):
+        evaluate_runs([trained_reverse_run], src_path=out / "src.txt", ref_path=out / "ref.txt", out_dir=out)
+    with pytest.raises(NMTError, match=r"--ref .*ref\.txt is the file"):
+        evaluate_runs([trained_reverse_run], src_path=tmp_path / "other.txt", ref_path=out / "ref.txt", out_dir=out)
+    assert sorted(p.name for p in out.iterdir()) == ["ref.txt", "src.txt"]
+    assert (out / "ref.txt").read_bytes() == b"\xef\xbb\xbf3 2 1\r\n"
+
+
+def test_a_new_run_refuses_a_folder_holding_any_file_a_run_writes(tmp_path: Path) -> None:
+    from nmt.training.rundir import RUN_MARKERS, check_run_dir
+
+    config = config_from_dict({})
+    for name in RUN_MARKERS:
+        folder = tmp_path / name.replace(".", "_")
+        folder.mkdir()
+        (folder / name).write_text("mine\n")  # a file or folder of the user's with that name
+        with pytest.raises(NMTError, match=rf"(already holds a (partial|finished) run \({name}\)|holds another run)"):
+            check_run_dir(folder, config, resume=False)
+        assert (folder / name).read_text() == "mine\n"

@@ -7,8 +7,11 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from nmt.config import DataConfig, config_from_dict
 from nmt.data.prepare import format_stats, load_prepared, prepare
+from nmt.errors import NMTError
 from tests.synthetic import reverse_pairs, write_parallel
 
 
@@ -83,3 +86,26 @@ def test_prepare_is_idempotent_and_rebuilds_on_change(tmp_path: Path) -> None:
     target.write_text("\n".join(target.read_text().splitlines()[:200]) + "\n")
     os.utime(source, ns=(stamp + 10**9, stamp + 10**9))
     assert prepare(bigger)["pairs"]["train"] < before
+
+
+def test_prepare_never_replaces_a_folder_holding_user_files_or_the_corpus(tmp_path: Path) -> None:
+    config, _ = setup(tmp_path)
+    corpus = tmp_path / "corpus"
+    before = {p.name: p.read_bytes() for p in corpus.iterdir()}
+    # data.dir naming the corpus folder itself, or a folder of other files: refused, nothing touched
+    for folder in (corpus, tmp_path):
+        with pytest.raises(NMTError, match="did not write"):
+            prepare(dataclasses.replace(config, dir=str(folder)))
+        assert {p.name: p.read_bytes() for p in corpus.iterdir()} == before
+    # a prepared folder (it has prepared.json) that the corpus was later moved into
+    prepare(config)
+    inside = tmp_path / "prepared" / "mine"
+    inside.mkdir()
+    for name in before:
+        (inside / name).write_bytes(before[name])
+    moved = dataclasses.replace(config, train=str(inside / "all"), vocab_size=45)
+    with pytest.raises(NMTError, match="lie one inside the other"):
+        prepare(moved)
+    assert (inside / "all.en").read_bytes() == before["all.en"]
+    with pytest.raises(NMTError, match="is not a folder"):
+        prepare(dataclasses.replace(config, dir=str(corpus / "all.en")))

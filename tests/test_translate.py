@@ -138,6 +138,13 @@ def test_the_output_may_not_be_the_input_file(
         assert main(["translate", str(trained_reverse_run), "-i", "in.txt", "-o", output]) == 2
         assert source.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "link.txt"]
+    # nor a file of the run it translates with
+    run = tmp_path / "run"
+    shutil.copytree(trained_reverse_run, run)
+    for name in ("config.yaml", "checkpoints/best.pt", "tokenizer/tokenizer.json"):
+        kept = (run / name).read_bytes()
+        assert main(["translate", str(run), "-i", "in.txt", "-o", str(run / name)]) == 2
+        assert (run / name).read_bytes() == kept
 
 
 def test_nbest_defaults_to_the_runs_config_within_the_beam(trained_reverse_run: Path, tmp_path: Path) -> None:

@@ -133,10 +133,48 @@ def _build(directory: Path, config: DataConfig) -> None:
     atomic_write_text(directory / "prepared.json", json.dumps(_fingerprint(config), indent=2) + "\n")
 
 
+def _input_paths(config: DataConfig) -> list[Path]:
+    """Every file or folder the corpus is read from (globs expanded); for the Bible, its download cache."""
+    if config.source == "bible":
+        return [Path(config.cache_dir)]
+    specs = [spec for spec in (config.train, config.valid, config.test) if spec]
+    if config.source == "files":
+        return [
+            Path(spec + side)
+            for spec in specs
+            for side in ([""] if spec.endswith((".tsv", ".jsonl")) else [f".{config.src_lang}", f".{config.tgt_lang}"])
+        ]
+    return [Path(p) for spec in [config.hf_name, *specs] for p in (glob.glob(spec) if glob.has_magic(spec) else [spec])]
+
+
+def _check_replaceable(directory: Path, config: DataConfig) -> None:
+    """Refuse a data.dir whose replacement would delete what the user keeps there: a folder that
+    `nmt prepare` did not write, or one that holds the corpus (or lies in a dataset folder it reads)."""
+    if directory.exists() and not directory.is_dir():
+        raise NMTError(f"data.dir {directory} exists and is not a folder.", "Point data.dir at a folder.")
+    if directory.is_dir() and any(directory.iterdir()) and not (directory / "prepared.json").is_file():
+        raise NMTError(
+            f"data.dir {directory} holds files that `nmt prepare` did not write (it has no prepared.json); "
+            "preparing replaces the whole folder, so nothing was done.",
+            "Point data.dir at a new or empty folder, or at one that nmt prepare wrote.",
+        )
+    here = Path(os.path.abspath(directory))
+    for path in _input_paths(config):
+        there = Path(os.path.abspath(path))
+        inside_input = config.source == "huggingface" and there.is_dir() and there in here.parents
+        if here == there or here in there.parents or inside_input:
+            raise NMTError(
+                f"data.dir {directory} and the input {path} lie one inside the other: preparing replaces "
+                "data.dir whole, which would delete the input (or make the prepared data part of the corpus).",
+                "Point data.dir at a folder apart from the corpus files and data.cache_dir; nothing was done.",
+            )
+
+
 def prepare(config: DataConfig) -> dict[str, Any]:
     """Build `data.dir` unless it already holds the result of this config; return its stats."""
     directory = Path(config.dir)
     if not _is_current(directory, config):
+        _check_replaceable(directory, config)
         directory.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.build-"))
         try:

@@ -240,11 +240,15 @@ def translate_file(
         raise NMTError(f"input file not found: {input_path}", "Check the path, or omit -i to read stdin.")
     if output_path is not None and Path(output_path).is_dir():
         raise NMTError(f"output path {output_path} is a directory.", "Give a file name with -o.")
-    if input_path is not None and output_path is not None and same_file(input_path, output_path):
-        raise NMTError(
-            f"-o {output_path} is the input file {input_path}: the translation would replace it.",
-            "Write the translation to another file; nothing was written.",
-        )
+    if output_path is not None:
+        run = Path(run_dir)
+        read = [input_path, checkpoint, run / "config.yaml", *run.glob("checkpoints/*.pt"), *run.glob("tokenizer/*")]
+        clash = next((path for path in read if path is not None and same_file(path, output_path)), None)
+        if clash is not None:
+            raise NMTError(
+                f"-o {output_path} is {clash}, which nmt translate reads: the translation would replace it.",
+                "Write the translation to another file; nothing was written.",
+            )
     translator = Translator.from_run(run_dir, checkpoint, device, beam_size, batch_size)
     if nbest is None:
         nbest = min(translator.decoding.nbest, translator.beam_size)

@@ -39,7 +39,8 @@ RESUMABLE_KEYS = frozenset(
         "data.cache_dir",
     ]
 )
-RUN_MARKERS = ("config.yaml", "summary.json", "log.jsonl", CHECKPOINT_DIR)
+# What a run writes at its top level: a new run refuses a folder holding any of them (nothing is overwritten).
+RUN_MARKERS = ("config.yaml", "summary.json", "log.jsonl", CHECKPOINT_DIR, "environment.json", "tokenizer", "tensorboard")
 
 
 def config_differences(old: Config, new: Config) -> list[str]:
