@@ -276,7 +276,22 @@ class Config:
                     f"{', '.join(SECTIONS)} holding a mapping of keys."
                 )
             raw[section].update(values)
-        return config_from_dict(raw, f"runs.{name}")
+        try:
+            return config_from_dict(raw, f"runs.{name}")
+        except NMTError as error:
+            raise _in_run(error, name) from None
+
+
+_SECTION_KEY = re.compile(r"'((?:" + "|".join(SECTIONS) + r")\.[^']+)'")
+
+
+def _in_run(error: NMTError, name: str) -> NMTError:
+    """`error` about the config of run `name` (its section overrides applied): each key it quotes is named
+    where it sits, runs.NAME.section.key."""
+    message = _SECTION_KEY.sub(lambda m: f"'runs.{name}.{m.group(1)}'", error.message)
+    if message == error.message:
+        message = f"runs.{name}: {message}"
+    return NMTError(message, f"{error.hint} (runs.{name} applies its keys over the top-level sections.)".strip())
 
 
 def _require(condition: bool, key: str, what: str) -> None:
@@ -451,7 +466,13 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
     raw = read_yaml(path)
     if raw is not None and not isinstance(raw, dict):
         raise NMTError(f"{path}: the top level must be a mapping of sections (data, model, ...).")
-    return config_from_dict(apply_overrides(raw or {}, overrides or []), str(path))
+    try:
+        return config_from_dict(apply_overrides(raw or {}, overrides or []), str(path))
+    except NMTError as error:
+        if error.message.startswith(str(path)):
+            raise
+        where = f"{path} (with --set {' '.join(overrides)})" if overrides else str(path)
+        raise NMTError(f"{where}: {error.message}", error.hint) from None
 
 
 def save_config(config: Config, path: str | Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -113,9 +114,20 @@ def test_for_run_applies_run_overrides() -> None:
     assert config_diff(fixed.to_dict(), attentive.to_dict()) == ["model.attention"]
 
 
-def test_bad_run_override_is_refused() -> None:
-    with pytest.raises(NMTError, match=r"unknown key 'model.atention'"):
+def test_bad_run_override_is_refused_naming_where_the_key_sits(tmp_path: Path) -> None:
+    with pytest.raises(NMTError, match=r"unknown key 'runs\.x\.model\.atention' \(did you mean 'runs\.x\.model\.attention'"):
         config_from_dict({"runs": {"x": {"model": {"atention": "none"}}}})
+    with pytest.raises(NMTError, match=r"invalid value for 'runs\.x\.data\.vocab_size'"):
+        config_from_dict({"runs": {"x": {"data": {"vocab_size": 3}}}})
+    with pytest.raises(NMTError, match=r"wrong type for 'runs\.x\.training\.max_steps'"):
+        config_from_dict({"runs": {"x": {"training": {"max_steps": "many"}}}})
+    # and the file it is in, with the --set overrides that went into it
+    path = tmp_path / "exp.yaml"
+    path.write_text("runs:\n  x:\n    model: {hidden_size: 0}\n")
+    with pytest.raises(NMTError, match=rf"^{re.escape(str(path))}: invalid value for 'runs\.x\.model\.hidden_size'"):
+        load_config(path)
+    with pytest.raises(NMTError, match=rf"^{re.escape(str(path))} \(with --set model.cell=gru\): invalid value"):
+        load_config(path, ["model.cell=gru"])
 
 
 def test_missing_file_and_bad_yaml(tmp_path: Path) -> None:
