@@ -94,7 +94,7 @@ class DataConfig:
         _require(self.vocab_size >= 16, "data.vocab_size", "must be at least 16")
         _require(0.0 < self.valid_fraction < 0.5, "data.valid_fraction", "must be in (0, 0.5)")
         _require(0.0 < self.test_fraction < 0.5, "data.test_fraction", "must be in (0, 0.5)")
-        _require(self.max_train_words >= 0, "data.max_train_words", "must be >= 0 (0 = no limit)")
+        _require(self.max_train_words >= 0, "data.max_train_words", "must be >= 0 (0 = at most 250 words)")
         _require(self.max_train_pairs >= 0, "data.max_train_pairs", "must be >= 0 (0 = all)")
         _require(0.9 <= self.character_coverage <= 1.0, "data.character_coverage", "must be in [0.9, 1]")
         if self.source == "files":

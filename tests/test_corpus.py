@@ -246,6 +246,20 @@ def test_max_train_words_and_pairs_filter_training_only(tmp_path: Path) -> None:
     assert load_corpus(config).splits["train"] == corpus.splits["train"]
 
 
+def test_memory_bounds_drop_huge_lines_and_over_long_training_pairs(tmp_path: Path) -> None:
+    pairs = reverse_pairs(50, seed=9)
+    huge = "9 " * (corpus_module.MAX_LINE_CHARS // 2 + 1)  # one side over MAX_LINE_CHARS characters
+    long = " ".join(["5"] * (corpus_module.TRAIN_WORDS_CEILING + 1))  # under it, but too many words to train on
+    train = write_parallel(tmp_path / "train", [*pairs, (huge, "9"), (long, long)], "en", "fr")
+    test = write_parallel(tmp_path / "test", [pairs[0], ("1", huge), (long, long)], "en", "fr")
+    config = data_config(source="files", train=str(train), valid=str(test), test=str(test), drop_train_overlap=False)
+    corpus = load_corpus(config)
+    assert corpus.dropped_overlong == {"train": 1, "valid": 1, "test": 1}
+    assert corpus.splits["train"] == pairs and corpus.filtered_long == 1  # max_train_words 0: the ceiling
+    assert corpus.splits["test"] == [pairs[0], (long, long)]  # evaluation keeps long sentences
+    assert load_corpus(dataclasses.replace(config, max_train_words=1000)).splits["train"] == [*pairs, (long, long)]
+
+
 def test_valid_and_test_pairs_seen_in_training_are_dropped(tmp_path: Path) -> None:
     train = [("and the lord spake", "et l'eternel parla"), ("in the beginning", "au commencement")]
     held_out = [("and the lord spake", "l'eternel dit"), ("a new verse", "un verset nouveau")]

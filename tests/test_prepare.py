@@ -48,6 +48,9 @@ def test_prepare_writes_splits_tokenizer_and_correct_stats(tmp_path: Path) -> No
     assert f"all{'':11}" in table and str(stats["pairs"]["train"]) in table and "[50,60)" in table
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".prepared")]  # no leftovers
     assert stats["bom_stripped"] == [] and "byte-order" not in table
+    assert stats["dropped_overlong"] == {"train": 0, "valid": 0, "test": 0} and "characters" not in table
+    dropped = format_stats({**stats, "dropped_overlong": {"train": 2, "valid": 0, "test": 1}})
+    assert "pairs dropped with a side over 65,536 characters: train 2, valid 0, test 1" in dropped
 
 
 def test_prepare_summary_counts_stripped_byte_order_marks(tmp_path: Path) -> None:

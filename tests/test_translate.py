@@ -119,6 +119,35 @@ def test_a_plain_string_is_not_translated_character_by_character(trained_reverse
     assert len(translator.translate(["1 2 3"])) == 1
 
 
+def test_an_endless_line_is_read_in_bounded_pieces_and_cut(
+    trained_reverse_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(translate_module, "MAX_LINE_BYTES", 16)
+    reads: list[int] = []
+    original = translate_module._read_line
+
+    def spy(handle):  # type: ignore[no-untyped-def]
+        line, cut = original(handle)
+        reads.append(len(line))
+        return line, cut
+
+    monkeypatch.setattr(translate_module, "_read_line", spy)
+    long = " ".join(["7"] * 100)  # 199 bytes
+    source = tmp_path / "in.txt"
+    # the cut falls inside "é" (2 bytes): it moves back to the character boundary, no UTF-8 error
+    source.write_bytes(f"1 2 3\n{long}\n1 2 3 4 5 6 7 8é 9\n4 5 6\n".encode())
+    out = tmp_path / "out.txt"
+    assert main(["translate", str(trained_reverse_run), "-i", str(source), "-o", str(out), "--beam", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "line 2 has 200 bytes: only its first 16 are translated" in err
+    assert "line 3 has 20 bytes: only its first 15 are translated" in err
+    expected = Translator.from_run(trained_reverse_run, beam_size=1).translate(
+        ["1 2 3", long[:16], "1 2 3 4 5 6 7 8", "4 5 6"]
+    )
+    assert _read(out) == expected
+    assert max(reads) <= 17  # never more than MAX_LINE_BYTES (+ the newline) of a line at once
+
+
 def test_a_byte_order_mark_is_not_part_of_the_first_line(trained_reverse_run: Path, tmp_path: Path) -> None:
     source = tmp_path / "bom.txt"
     source.write_bytes(b"\xef\xbb\xbf" + b"1 2 3 4 5\n6 7 8 9\n")

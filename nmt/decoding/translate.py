@@ -36,6 +36,9 @@ from nmt.training.checkpoint import load_run
 
 # Lines read, translated and written at a time: bounds memory whatever the input size.
 CHUNK_LINES = 1000
+# Bytes of one input line kept (the rest is skipped, with a warning), so that one endless line cannot fill
+# memory; far more than decoding.max_input_tokens pieces ever need.
+MAX_LINE_BYTES = 1 << 16
 
 
 @dataclass
@@ -196,8 +199,13 @@ def _read_chunks(handle: IO[bytes], name: str, chunk_lines: int) -> Iterator[tup
     is not part of the first sentence: it is dropped.
     """
     chunk: list[str] = []
-    first = 1
-    for number, raw in enumerate(handle, start=1):
+    first = number = 1
+    while True:
+        raw, cut_from = _read_line(handle)
+        if not raw:
+            break
+        if cut_from:
+            _warn(f"{name}: line {number} has {cut_from:,} bytes: only its first {len(raw) - 1:,} are translated.")
         if number == 1:
             raw = raw.removeprefix(UTF8_BOM)
         try:
@@ -212,8 +220,33 @@ def _read_chunks(handle: IO[bytes], name: str, chunk_lines: int) -> Iterator[tup
         if len(chunk) == chunk_lines:
             yield first, chunk
             first, chunk = number + 1, []
+        number += 1
     if chunk:
         yield first, chunk
+
+
+def _read_line(handle: IO[bytes]) -> tuple[bytes, int]:
+    """(the next line of `handle`, b"" at the end; its length in bytes if it was cut, else 0).
+
+    At most MAX_LINE_BYTES of a line are kept, cut back to a character boundary; the rest of a longer
+    line is read in pieces and dropped, so memory stays bounded however long the line.
+    """
+    line = handle.readline(MAX_LINE_BYTES + 1)
+    if len(line) <= MAX_LINE_BYTES or line.endswith(b"\n"):
+        return line, 0
+    length = len(line)
+    while True:
+        rest = handle.readline(MAX_LINE_BYTES)
+        length += len(rest)
+        if not rest or rest.endswith(b"\n"):
+            break
+    kept = line[:MAX_LINE_BYTES]
+    try:
+        kept.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.reason == "unexpected end of data":  # a character cut in two; other errors are reported later
+            kept = kept[: exc.start]
+    return kept + b"\n", length
 
 
 def translate_file(
