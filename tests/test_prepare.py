@@ -112,3 +112,31 @@ def test_prepare_never_replaces_a_folder_holding_user_files_or_the_corpus(tmp_pa
     assert (inside / "all.en").read_bytes() == before["all.en"]
     with pytest.raises(NMTError, match="is not a folder"):
         prepare(dataclasses.replace(config, dir=str(corpus / "all.en")))
+
+
+def test_ctrl_c_during_the_swap_waits_until_the_new_folder_is_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import signal
+
+    import nmt.data.prepare as prepare_module
+
+    config, _ = setup(tmp_path)
+    prepare(config)
+    bigger = dataclasses.replace(config, vocab_size=45)
+    renames: list[str] = []
+    real_replace = os.replace
+
+    def interrupted_replace(src: str | Path, dst: str | Path) -> None:
+        if Path(dst).name == "prev":  # Ctrl-C as the old folder is moved aside, before the new one is in
+            os.kill(os.getpid(), signal.SIGINT)
+        renames.append(Path(dst).name)
+        real_replace(src, dst)
+
+    monkeypatch.setattr(prepare_module.os, "replace", interrupted_replace)
+    with pytest.raises(KeyboardInterrupt):
+        prepare(bigger)
+    monkeypatch.undo()
+    assert renames[-2:] == ["prev", "prepared"]
+    assert json.loads((tmp_path / "prepared/tokenizer.json").read_text())["config"]["vocab_size"] == 45
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".prepared")]  # nothing left aside

@@ -1,7 +1,7 @@
 """`nmt prepare`: corpus -> split text files + sentencepiece models + stats, in `data.dir`.
 
-The folder is built beside its final place and swapped in at the end, so an interrupted
-prepare leaves the previous result (or nothing), never half of one. `prepared.json` records
+The folder is built beside its final place and swapped in at the end (Ctrl-C waits for the swap),
+so an interrupted prepare leaves the previous result or the new one, never half of one. `prepared.json` records
 the DataConfig it was built from; a different config rebuilds it.
 """
 
@@ -23,7 +23,7 @@ from nmt.data.corpus import MAX_LINE_CHARS, SPLITS, Corpus, Pair, load_corpus, r
 from nmt.data.subwords import SUBWORD_KEYS, Tokenizer, read_manifest
 from nmt.errors import NMTError
 from nmt.evaluation.buckets import assign_buckets, make_buckets, word_count
-from nmt.fileio import atomic_write_text
+from nmt.fileio import atomic_write_text, interrupts_deferred
 
 FORMAT_VERSION = 2
 HISTOGRAM_CUTS = (10, 20, 30, 40, 50, 60)
@@ -178,21 +178,23 @@ def prepare(config: DataConfig) -> dict[str, Any]:
         _check_replaceable(directory, config)
         directory.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.build-"))
+        old = None
         try:
             _build(tmp, config)
             # mkdtemp/mkstemp make everything private; the prepared data is shared by every run.
             tmp.chmod(0o755)
             for path in tmp.iterdir():
                 path.chmod(0o644)
-            old = None
-            if directory.exists():
-                old = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.old-"))
-                os.replace(directory, old / "prev")
-            os.replace(tmp, directory)
-            if old is not None:
-                shutil.rmtree(old, ignore_errors=True)
+            # Ctrl-C between the two renames would leave no data.dir at all: it waits until both are done.
+            with interrupts_deferred():
+                if directory.exists():
+                    old = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.old-"))
+                    os.replace(directory, old / "prev")
+                os.replace(tmp, directory)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
     return json.loads((directory / "stats.json").read_text(encoding="utf-8"))
 
 
