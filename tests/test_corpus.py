@@ -306,6 +306,9 @@ def test_bad_inputs_raise_errors_naming_file_and_line(tmp_path: Path) -> None:
     (tmp_path / "d.jsonl").write_text('{"translation": {"en": "a", "fr": "b"}}\n{"translation": {"en": "c"}}\n')
     with pytest.raises(NMTError, match=r"d\.jsonl, line 2: no field 'translation\.fr'"):
         files_corpus(data_config(source="files", train=str(tmp_path / "d.jsonl")))
+    (tmp_path / "f.jsonl").write_text('{"translation": {"en": "a", "fr": "b"}}\n{"translation": {"en" "c"}}\n')
+    with pytest.raises(NMTError, match=r"f\.jsonl, line 2: invalid JSON \(Expecting ':' delimiter, character 23 of"):
+        files_corpus(data_config(source="files", train=str(tmp_path / "f.jsonl")))
     (tmp_path / "e.en").write_text("\n \n", encoding="utf-8")
     (tmp_path / "e.fr").write_text("x\ny\n", encoding="utf-8")
     with pytest.raises(NMTError, match="the train split is empty.*2 empty pairs dropped"):

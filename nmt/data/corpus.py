@@ -307,7 +307,10 @@ def read_parallel(spec: str, config: DataConfig, bom_files: list[str] | None = N
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise NMTError(f"{spec}, line {number}: invalid JSON ({exc.msg}).", "One JSON object per line.") from None
+                raise NMTError(
+                    f"{spec}, line {number}: invalid JSON ({exc.msg}, character {exc.colno} of the line).",
+                    "One JSON object per line.",
+                ) from None
             pairs.append(_record_pair(record, config, f"{spec}, line {number}"))
         return pairs
     src_path, tgt_path = Path(f"{spec}.{config.src_lang}"), Path(f"{spec}.{config.tgt_lang}")
