@@ -145,3 +145,32 @@ def test_a_new_run_refuses_a_folder_holding_any_file_a_run_writes(tmp_path: Path
         with pytest.raises(NMTError, match=rf"(already holds a (partial|finished) run \({name}\)|holds another run)"):
             check_run_dir(folder, config, resume=False)
         assert (folder / name).read_text() == "mine\n"
+
+
+def test_an_experiment_never_replaces_its_own_config_file(tmp_path: Path) -> None:
+    from nmt.experiment import run_experiment
+
+    out = tmp_path / "exp"
+    out.mkdir()
+    config_path = out / "config.yaml"
+    config_path.write_text("runs:\n  a: {}\n  b: {model: {attention: none}}\n", encoding="utf-8")
+    kept = config_path.read_bytes()
+    with pytest.raises(NMTError, match="your config would be replaced"):
+        run_experiment(config_path, ["training.max_steps=2"], out)
+    (out / "timings.json").write_text("{}")  # an experiment folder, which --force deletes whole
+    mine = out / "mine.yaml"
+    mine.write_bytes(kept)
+    with pytest.raises(NMTError, match="after --force deletes the folder"):
+        run_experiment(mine, [], out, force=True)
+    assert config_path.read_bytes() == kept and mine.read_bytes() == kept
+    assert sorted(p.name for p in out.iterdir()) == ["config.yaml", "mine.yaml", "timings.json"]
+
+
+def test_a_run_inside_the_prepared_data_folder_is_refused(tmp_path: Path) -> None:
+    from nmt.training.rundir import check_run_dir
+
+    config = config_from_dict({"data": {"dir": str(tmp_path / "prepared")}})
+    for run_dir in (tmp_path / "prepared", tmp_path / "prepared" / "run"):
+        with pytest.raises(NMTError, match="which nmt prepare replaces whole"):
+            check_run_dir(run_dir, config, resume=False)
+    assert check_run_dir(tmp_path / "run", config, resume=False) is None

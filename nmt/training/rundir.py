@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -61,6 +62,13 @@ def check_run_dir(run_dir: Path, config: Config, resume: bool) -> Path | None:
     """Refuse unusable run directories; return the checkpoint to resume from (None: start at step 0)."""
     if run_dir.exists() and not run_dir.is_dir():
         raise NMTError(f"--run-dir {run_dir} exists and is not a directory.", "Choose another --run-dir.")
+    data_dir = Path(os.path.abspath(config.data.dir))
+    if Path(os.path.abspath(run_dir)) == data_dir or data_dir in Path(os.path.abspath(run_dir)).parents:
+        raise NMTError(
+            f"--run-dir {run_dir} lies in data.dir {config.data.dir}, which nmt prepare replaces whole when it "
+            "rebuilds the data: the run would be deleted.",
+            "Choose a --run-dir outside the prepared data folder.",
+        )
     config_path = run_dir / "config.yaml"
     if not resume:
         if config_path.is_file():
