@@ -86,7 +86,8 @@ class DataConfig:
         else:
             name = "hf-" + (Path(self.hf_name).name or "dataset")
         settings = dataclasses.asdict(dataclasses.replace(self, dir="-").absolute())
-        settings.pop("dir"), settings.pop("cache_dir")
+        for location in ("dir", "cache_dir"):  # where things are kept, not what is in them
+            del settings[location]
         digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()[:8]
         return f"data/prepared/{re.sub(r'[^A-Za-z0-9._-]+', '_', name)}-{digest}"
 

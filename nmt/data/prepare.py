@@ -1,8 +1,8 @@
 """`nmt prepare`: corpus -> split text files + sentencepiece models + stats, in `data.dir`.
 
 The folder is built beside its final place and swapped in at the end (Ctrl-C waits for the swap),
-so an interrupted prepare leaves the previous result or the new one, never half of one. `prepared.json` records
-the DataConfig it was built from; a different config rebuilds it.
+so an interrupted prepare leaves the previous result or the new one, never half of one.
+`prepared.json` records the DataConfig it was built from; a different config rebuilds it.
 """
 
 from __future__ import annotations
@@ -66,21 +66,23 @@ def _fingerprint(config: DataConfig) -> dict[str, Any]:
     every input file, each file inside an input folder included."""
     # absolute paths, so that a config spelling them from another folder (a run's config.yaml) matches
     resolved = {k: v for k, v in dataclasses.asdict(config.absolute()).items() if k not in _LOCATION_KEYS}
-    paths: list[Path] = []
-    specs = [spec for spec in (config.train, config.valid, config.test) if spec]
-    if config.source == "files":
-        for spec in specs:
-            sides = [""] if spec.endswith((".tsv", ".jsonl")) else [f".{config.src_lang}", f".{config.tgt_lang}"]
-            paths.extend(Path(spec + side) for side in sides)
-    elif config.source == "huggingface":
-        # a local dataset folder or data files (glob patterns and folders too); a hub name stamps nothing
-        for spec in [config.hf_name, *specs]:
-            paths.extend(map(Path, sorted(glob.glob(spec))) if glob.has_magic(spec) else [Path(spec)])
     inputs = {}
-    for file in itertools.chain.from_iterable(map(_files_at, paths)):
+    for file in itertools.chain.from_iterable(map(_files_at, _corpus_paths(config))):
         stat = file.stat()
         inputs[os.path.abspath(file)] = [stat.st_size, stat.st_mtime_ns]
     return {"format_version": FORMAT_VERSION, "data": resolved, "inputs": inputs}
+
+
+def _corpus_paths(config: DataConfig) -> list[Path]:
+    """The files and folders a `files` or `huggingface` corpus is read from (globs expanded; a hub name,
+    which is no path, gives nothing that exists); none for the Bible, which is checked by its sha256."""
+    specs = [spec for spec in (config.train, config.valid, config.test) if spec]
+    if config.source == "files":
+        sides = [f".{config.src_lang}", f".{config.tgt_lang}"]
+        return [Path(spec + side) for spec in specs for side in ([""] if spec.endswith((".tsv", ".jsonl")) else sides)]
+    if config.source == "huggingface":
+        return [Path(p) for spec in [config.hf_name, *specs] for p in (sorted(glob.glob(spec)) or [spec])]
+    return []
 
 
 def _files_at(path: Path) -> list[Path]:
@@ -134,20 +136,6 @@ def _build(directory: Path, config: DataConfig) -> None:
     atomic_write_text(directory / "prepared.json", json.dumps(_fingerprint(config), indent=2) + "\n")
 
 
-def _input_paths(config: DataConfig) -> list[Path]:
-    """Every file or folder the corpus is read from (globs expanded); for the Bible, its download cache."""
-    if config.source == "bible":
-        return [Path(config.cache_dir)]
-    specs = [spec for spec in (config.train, config.valid, config.test) if spec]
-    if config.source == "files":
-        return [
-            Path(spec + side)
-            for spec in specs
-            for side in ([""] if spec.endswith((".tsv", ".jsonl")) else [f".{config.src_lang}", f".{config.tgt_lang}"])
-        ]
-    return [Path(p) for spec in [config.hf_name, *specs] for p in (glob.glob(spec) if glob.has_magic(spec) else [spec])]
-
-
 def _check_replaceable(directory: Path, config: DataConfig) -> None:
     """Refuse a data.dir whose replacement would delete what the user keeps there: a folder that
     `nmt prepare` did not write, or one that holds the corpus (or lies in a dataset folder it reads)."""
@@ -160,7 +148,8 @@ def _check_replaceable(directory: Path, config: DataConfig) -> None:
             "Point data.dir at a new or empty folder, or at one that nmt prepare wrote.",
         )
     here = Path(os.path.abspath(directory))
-    for path in _input_paths(config):
+    inputs = _corpus_paths(config) if config.source != "bible" else [Path(config.cache_dir)]
+    for path in inputs:
         there = Path(os.path.abspath(path))
         inside_input = config.source == "huggingface" and there.is_dir() and there in here.parents
         if here == there or here in there.parents or inside_input:
