@@ -65,6 +65,7 @@ def readme_torchrun_command() -> list[str]:
     return shlex.split(line, comments=True)
 
 
+@pytest.mark.slow
 def test_readme_torchrun_command_runs_as_printed(tmp_path: Path) -> None:
     # The README's command with 2 processes for its 4 and a tiny config for its own; every other
     # argument as printed, run from a fresh folder so that the default run dir is runs/<run name>.
