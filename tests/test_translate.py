@@ -148,6 +148,20 @@ def test_an_endless_line_is_read_in_bounded_pieces_and_cut(
     assert max(reads) <= 17  # never more than MAX_LINE_BYTES (+ the newline) of a line at once
 
 
+def test_a_huge_sentence_from_python_is_cut_before_encoding(
+    trained_reverse_run: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(translate_module, "MAX_LINE_BYTES", 16)
+    translator = Translator.from_run(trained_reverse_run, beam_size=1)
+    sentences = ["1 2 3", " ".join(["7"] * 100)]
+    encoded: list[int] = []
+    original = translator.tokenizer.encode_src
+    monkeypatch.setattr(translator.tokenizer, "encode_src", lambda text: encoded.append(len(text)) or original(text))
+    assert translator.translate(sentences) == translator.translate(["1 2 3", "7 7 7 7 7 7 7 7 "])
+    assert "line 2: 199 characters, cut to the first 16" in capsys.readouterr().err
+    assert max(encoded) == 16 and sentences[1] == " ".join(["7"] * 100)  # the caller's list is untouched
+
+
 def test_a_byte_order_mark_is_not_part_of_the_first_line(trained_reverse_run: Path, tmp_path: Path) -> None:
     source = tmp_path / "bom.txt"
     source.write_bytes(b"\xef\xbb\xbf" + b"1 2 3 4 5\n6 7 8 9\n")

@@ -142,8 +142,12 @@ class Translator:
                 f"Use --beam {nbest} or more, or a smaller --nbest.",
             )
         limit = self.decoding.max_input_tokens
+        sentences = list(sentences)  # the caller's list stays as it was
         encoded: list[list[int]] = []
         for i, sentence in enumerate(sentences):
+            if len(sentence) > MAX_LINE_BYTES:  # a huge line is cut before encoding: its pieces would be cut
+                _warn(f"line {first_line + i}: {len(sentence):,} characters, cut to the first {MAX_LINE_BYTES:,}.")
+                sentence = sentences[i] = sentence[:MAX_LINE_BYTES]
             ids = self.tokenizer.encode_src(sentence)
             if len(ids) > limit:
                 _warn(
