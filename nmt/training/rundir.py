@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from nmt.config import Config, config_diff, load_config, save_config
+from nmt.config import Config, EvaluationConfig, config_diff, load_config, save_config
 from nmt.environment import describe_environment
 from nmt.errors import NMTError
 from nmt.fileio import atomic_open, atomic_write_text, sha256_file
@@ -35,7 +35,7 @@ RESUMABLE_KEYS = frozenset(
             )
         ),
         *(f"decoding.{key}" for key in ("beam_size", "length_penalty", "alpha", "batch_size", "nbest")),
-        *(f"evaluation.{key}" for key in ("split", "buckets", "by", "bootstrap_samples", "bootstrap_seed")),
+        *(f"evaluation.{f.name}" for f in dataclasses.fields(EvaluationConfig)),  # scoring only
         "data.dir",
         "data.cache_dir",
     ]
