@@ -114,6 +114,9 @@ def test_editing_a_file_inside_a_local_dataset_folder_re_prepares(tmp_path: Path
     }}).data
     before = prepare(config)["pairs"]
     assert sum(before.values()) == 120
+    built = (tmp_path / "prepared" / "prepared.json").stat().st_mtime_ns
+    prepare(config)
+    assert (tmp_path / "prepared" / "prepared.json").stat().st_mtime_ns == built  # unchanged: re-used
     write(folder / "sub" / "train.jsonl", pairs[:80])
     stamp = (folder / "sub" / "train.jsonl").stat().st_mtime_ns
     os.utime(folder / "sub" / "train.jsonl", ns=(stamp + 10**9, stamp + 10**9))
