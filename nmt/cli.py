@@ -94,8 +94,14 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--run-dir", type=Path, default=None, help="where the run is written (default runs/<config name>)"
     )
+    # --run-name first: torchrun reads `--run` as an abbreviation of its own --run-path and stops
     train.add_argument(
-        "--run", default=None, metavar="NAME", help="train one of the config's experiment runs (its `runs:` entry)"
+        "--run-name",
+        "--run",
+        dest="run",
+        default=None,
+        metavar="NAME",
+        help="train one of the config's experiment runs (its `runs:` entry); under torchrun spell it --run-name",
     )
     train.add_argument(
         "--resume", action="store_true", help="continue from the run directory's latest checkpoint"
@@ -262,7 +268,7 @@ def run_command(args: argparse.Namespace) -> None:
         elif config.runs:
             print(
                 f"note: {args.config} defines runs ({', '.join(config.runs)}); training its top-level settings. "
-                "Use --run NAME to train one of them.",
+                "Use --run-name NAME to train one of them.",
                 file=sys.stderr,
             )
         from nmt.training.trainer import train

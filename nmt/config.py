@@ -10,6 +10,10 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import hashlib
+import json
+import os
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -22,6 +26,8 @@ from nmt.errors import NMTError
 from nmt.fileio import atomic_write_text
 
 AttentionType = Literal["none", "additive", "dot", "scaled_dot", "general"]
+# DataConfig keys that hold paths, relative to the working directory unless absolute.
+_DATA_PATH_KEYS = ("dir", "cache_dir", "train", "valid", "test")
 
 
 @dataclass
@@ -29,7 +35,7 @@ class DataConfig:
     """Where the parallel corpus comes from, how it is split, and its subword models."""
 
     source: Literal["bible", "files", "huggingface"] = "bible"
-    dir: str = "data/prepared/bible-k-l"
+    dir: str = ""  # "" = derived from the corpus and its settings (see default_dir)
     cache_dir: str = "data/cache"
     src_lang: str = "en"
     tgt_lang: str = "fr"
@@ -70,11 +76,33 @@ class DataConfig:
     joint_vocab: bool = True
     character_coverage: float = 1.0
 
+    def __post_init__(self) -> None:
+        # not a field: whether `dir` was derived, so that a `runs:` entry with other data derives its own
+        self.dir_derived = not self.dir
+        if self.dir_derived:
+            self.dir = self.default_dir()
+
+    def default_dir(self) -> str:
+        """data/prepared/NAME-HASH: NAME says the corpus (bible-k-l, files-<train file>, hf-<dataset>),
+        HASH covers every key that changes the prepared data (absolute paths), so that two corpora, or
+        one corpus prepared two ways, never share a folder."""
+        if self.source == "bible":
+            name = f"bible-{self.bible_src}-{self.bible_tgt}"
+        elif self.source == "files":
+            name = "files-" + Path(self.train).name.removesuffix(".tsv").removesuffix(".jsonl")
+        else:
+            name = "hf-" + (Path(self.hf_name).name or "dataset")
+        settings = dataclasses.asdict(dataclasses.replace(self, dir="-").absolute())
+        for location in ("dir", "cache_dir"):  # where things are kept, not what is in them
+            del settings[location]
+        digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()[:8]
+        return f"data/prepared/{re.sub(r'[^A-Za-z0-9._-]+', '_', name)}-{digest}"
+
     def validate(self) -> None:
         _require(self.vocab_size >= 16, "data.vocab_size", "must be at least 16")
         _require(0.0 < self.valid_fraction < 0.5, "data.valid_fraction", "must be in (0, 0.5)")
         _require(0.0 < self.test_fraction < 0.5, "data.test_fraction", "must be in (0, 0.5)")
-        _require(self.max_train_words >= 0, "data.max_train_words", "must be >= 0 (0 = no limit)")
+        _require(self.max_train_words >= 0, "data.max_train_words", "must be >= 0 (0 = at most 250 words)")
         _require(self.max_train_pairs >= 0, "data.max_train_pairs", "must be >= 0 (0 = all)")
         _require(0.9 <= self.character_coverage <= 1.0, "data.character_coverage", "must be in [0.9, 1]")
         for split in ("train", "valid", "test"):
@@ -94,6 +122,15 @@ class DataConfig:
             )
         if self.source == "huggingface":
             _require(bool(self.hf_name), "data.hf_name", "is required when data.source is 'huggingface'")
+
+    def absolute(self) -> DataConfig:
+        """A copy with every path made absolute (against the working directory), so that a run's
+        config.yaml finds its data from any folder: data.dir, cache_dir, train/valid/test, and hf_name
+        when it names a local folder or file."""
+        paths = {key: os.path.abspath(getattr(self, key)) for key in _DATA_PATH_KEYS if getattr(self, key)}
+        if self.source == "huggingface" and os.path.exists(self.hf_name):
+            paths["hf_name"] = os.path.abspath(self.hf_name)
+        return dataclasses.replace(self, **paths)
 
     @property
     def src_field_path(self) -> str:
@@ -216,6 +253,8 @@ class EvaluationConfig:
     # sacrebleu's tokenizer and case folding (both change scores; the signature shows them)
     tokenize: Literal["13a", "intl", "char", "zh", "ja-mecab", "none"] = "13a"
     lowercase: bool = False
+    # a bucket (and the set of 40+ words) speaks in the effect checks only with this many sentences
+    min_bucket_sentences: int = 50
 
     def validate(self) -> None:
         _require(
@@ -229,6 +268,7 @@ class EvaluationConfig:
         _require(
             self.curve_sentences_per_bucket >= 0, "evaluation.curve_sentences_per_bucket", "must be >= 0 (0 = all)"
         )
+        _require(self.min_bucket_sentences >= 1, "evaluation.min_bucket_sentences", "must be >= 1")
 
 
 SECTIONS: dict[str, type] = {
@@ -266,6 +306,8 @@ class Config:
         overrides = self.runs[name] or {}
         if not isinstance(overrides, dict):
             raise NMTError(f"runs.{name} must be a mapping of sections, e.g. {{model: {{attention: none}}}}.")
+        if self.data.dir_derived:
+            raw["data"]["dir"] = ""  # derived again from the run's own data settings
         for section, values in overrides.items():
             if section not in SECTIONS or not isinstance(values, dict):
                 raise NMTError(
@@ -273,7 +315,22 @@ class Config:
                     f"{', '.join(SECTIONS)} holding a mapping of keys."
                 )
             raw[section].update(values)
-        return config_from_dict(raw, f"runs.{name}")
+        try:
+            return config_from_dict(raw, f"runs.{name}")
+        except NMTError as error:
+            raise _in_run(error, name) from None
+
+
+_SECTION_KEY = re.compile(r"'((?:" + "|".join(SECTIONS) + r")\.[^']+)'")
+
+
+def _in_run(error: NMTError, name: str) -> NMTError:
+    """`error` about the config of run `name` (its section overrides applied): each key it quotes is named
+    where it sits, runs.NAME.section.key."""
+    message = _SECTION_KEY.sub(lambda m: f"'runs.{name}.{m.group(1)}'", error.message)
+    if message == error.message:
+        message = f"runs.{name}: {message}"
+    return NMTError(message, f"{error.hint} (runs.{name} applies its keys over the top-level sections.)".strip())
 
 
 def _require(condition: bool, key: str, what: str) -> None:
@@ -440,13 +497,25 @@ def read_yaml(path: str | Path) -> Any:
             f"config file not found: {path}", "Check the path (configs/quick.yaml is the example)."
         ) from None
     except UnicodeDecodeError as exc:
-        raise NMTError(f"{path}: not valid UTF-8 (byte {exc.start}).", "Save the file as UTF-8.") from None
+        line = exc.object[: exc.start].count(b"\n") + 1
+        column = exc.start - (exc.object.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise NMTError(
+            f"{path}: not valid UTF-8 (line {line}, byte {column} of the line).", "Save the file as UTF-8."
+        ) from None
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise NMTError(f"{path}:{where} is not valid YAML: {getattr(exc, 'problem', exc)}.") from None
+        # PyYAML's context says where the construct it could not finish began, e.g. an unclosed bracket:
+        # often the place to fix, since the problem mark is then at the end of the file.
+        context, context_mark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+        started = (
+            f" ({context} that starts at line {context_mark.line + 1}, column {context_mark.column + 1})"
+            if context and context_mark
+            else ""
+        )
+        raise NMTError(f"{path}:{where} is not valid YAML: {getattr(exc, 'problem', exc)}{started}.") from None
 
 
 def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
@@ -454,7 +523,13 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
     raw = read_yaml(path)
     if raw is not None and not isinstance(raw, dict):
         raise NMTError(f"{path}: the top level must be a mapping of sections (data, model, ...).")
-    return config_from_dict(apply_overrides(raw or {}, overrides or []), str(path))
+    try:
+        return config_from_dict(apply_overrides(raw or {}, overrides or []), str(path))
+    except NMTError as error:
+        if error.message.startswith(str(path)):
+            raise
+        where = f"{path} (with --set {' '.join(overrides)})" if overrides else str(path)
+        raise NMTError(f"{where}: {error.message}", error.hint) from None
 
 
 def save_config(config: Config, path: str | Path) -> None:

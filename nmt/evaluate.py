@@ -26,7 +26,7 @@ from nmt.evaluation.buckets import BucketBy
 from nmt.evaluation.effect import check_effect, format_checks, long_sentence_bleu
 from nmt.evaluation.report import format_examples, format_table, write_report
 from nmt.evaluation.scoring import looks_tokenized, score_systems
-from nmt.fileio import atomic_write_text
+from nmt.fileio import atomic_write_text, same_file
 
 HYPS_DIR = "hyps"
 CACHE_VERSION = 1
@@ -73,12 +73,13 @@ def file_test_set(src_path: Path, ref_path: Path) -> TestSet:
 
 def split_test_set(config: Config, split: str) -> TestSet:
     """The `split` pairs of a run's prepared data (prepared first if needed)."""
-    from nmt.data.prepare import load_prepared
+    from nmt.data.prepare import describe_source, load_prepared
 
     pairs = load_prepared(config.data).pairs(split)
     if not pairs:
         raise NMTError(f"the {split} split of {config.data.dir} is empty.", "Use the other split or --src/--ref.")
-    return TestSet([s for s, _ in pairs], [t for _, t in pairs], f"split {split} of {config.data.dir}")
+    origin = f"split {split} of {config.data.dir}, prepared from {describe_source(config.data)}"
+    return TestSet([s for s, _ in pairs], [t for _, t in pairs], origin)
 
 
 def _unique(name: str, taken: set[str]) -> str:
@@ -246,6 +247,7 @@ def evaluate_runs(
     if beam_size is not None and beam_size < 1:
         raise NMTError(f"--beam {beam_size}: the beam size must be at least 1.", "Use --beam 1 for greedy search.")
     runs = describe_runs(run_dirs, overrides, checkpoint)
+    _refuse_overwriting_inputs(Path(out_dir) if out_dir is not None else default_out_dir(run_dirs), runs, src_path, ref_path)
     settings = runs[0].config.evaluation
     split = split or settings.split
     test_set = _common_test_set(runs, split, src_path, ref_path)
@@ -399,14 +401,12 @@ def score_and_report(
         tokenize=settings.tokenize,
         lowercase=settings.lowercase,
     )
-    long_bleu = (
-        long_sentence_bleu(
+    effect = {}
+    if pairs:
+        long = long_sentence_bleu(
             hypotheses, sources, test_set.references, evaluation.by, settings.tokenize, settings.lowercase
         )
-        if pairs
-        else {}
-    )
-    effect = {pair: check_effect(evaluation, long_bleu, *pair) for pair in pairs}
+        effect = {pair: check_effect(evaluation, long, *pair, settings.min_bucket_sentences) for pair in pairs}
     examples = format_examples(evaluation, hypotheses, test_set.sources, test_set.references)
     extra = {"test_set": test_set.origin, "runs": systems}
     results = write_report(evaluation, out, extra, effect, scored, examples)
@@ -439,3 +439,16 @@ def _common_test_set(runs: list[RunInfo], split: str, src_path: Path | None, ref
                 "Runs are compared on one test set: evaluate them with the same --src/--ref files.",
             )
     return first
+
+
+def _refuse_overwriting_inputs(out: Path, runs: Sequence[RunInfo], src_path: Path | None, ref_path: Path | None) -> None:
+    """Refuse an --out folder where the report's files would replace --src or --ref."""
+    written = [out / name for name in ("results.json", "report.md", "bleu_by_length.png", "src.txt", "ref.txt")]
+    written += [out / f"{run.name}.hyp.txt" for run in runs]
+    for flag, given in (("--src", src_path), ("--ref", ref_path)):
+        clash = next((path for path in written if given is not None and same_file(path, given)), None)
+        if clash is not None:
+            raise NMTError(
+                f"{flag} {given} is the file {clash} that the report writes: it would be replaced.",
+                "Give another --out folder; nothing was written.",
+            )

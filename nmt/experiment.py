@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shlex
 import shutil
 import time
@@ -20,7 +21,7 @@ import torch
 from nmt.config import Config, load_config, save_config
 from nmt.environment import describe_environment
 from nmt.errors import NMTError
-from nmt.fileio import atomic_write_text
+from nmt.fileio import atomic_write_text, same_file
 
 
 class Timings:
@@ -187,6 +188,18 @@ def _check_is_experiment_folder(out_dir: Path) -> None:
         )
 
 
+def _check_config_kept(config_path: Path, out_dir: Path, force: bool) -> None:
+    """Refuse an --out that would replace the config file given (OUT/config.yaml is written; --force
+    deletes OUT first)."""
+    inside = Path(os.path.abspath(out_dir)) in Path(os.path.abspath(config_path)).parents
+    if same_file(config_path, out_dir / "config.yaml") or (force and inside):
+        raise NMTError(
+            f"{config_path} lies in the --out folder {out_dir}, where the experiment writes its own config.yaml"
+            f"{' after --force deletes the folder' if force else ''}: your config would be replaced.",
+            "Give another --out, or copy the config out of that folder first; nothing was written.",
+        )
+
+
 def run_experiment(
     config_path: Path, overrides: list[str], out_dir: Path, force: bool = False
 ) -> dict[str, Any]:
@@ -201,6 +214,7 @@ def run_experiment(
             f"{config_path}: no runs to compare.",
             "Add a 'runs:' section, e.g. runs: {rnnencdec: {model: {attention: none}}, rnnsearch: {}}.",
         )
+    _check_config_kept(config_path, out_dir, force)
     if force and out_dir.exists():
         _check_is_experiment_folder(out_dir)
         shutil.rmtree(out_dir)

@@ -8,7 +8,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import signal
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -63,3 +65,29 @@ def sha256_file(path: str | Path) -> str:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """Whether two paths name one existing file (same device and inode: links and spellings included)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet): writing it cannot clobber the other
+        return False
+
+
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Hold back Ctrl-C (SIGINT) until the block is done, so that a few renames meant to happen together
+    do; the interrupt is raised as KeyboardInterrupt right after. Only the main thread can do this; in
+    other threads the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if received:
+        raise KeyboardInterrupt

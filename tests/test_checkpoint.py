@@ -110,8 +110,11 @@ def test_load_run_errors(trained_reverse_run: Path, tmp_path: Path) -> None:
     shutil.copy(trained_reverse_run / "checkpoints" / "best.pt", copy / "checkpoints" / "step_00000001.pt")
     assert load_run(copy, device="cpu").checkpoint.name == "step_00000001.pt"
     (copy / "config.yaml").write_text((copy / "config.yaml").read_text().replace("hidden_size: 64", "hidden_size: 48"))
-    with pytest.raises(NMTError, match="does not fit the model"):
+    with pytest.raises(NMTError, match="does not fit the model") as error:
         load_run(copy, device="cpu")
+    # which sizes differ, not torch's message cut off at "Error(s) in loading state_dict for Seq2Seq:"
+    assert "model.hidden_size 64 in the checkpoint, 48 in the config" in error.value.message
+    assert "more weights of other sizes" in error.value.message and "Error(s)" not in error.value.message
     (copy / "config.yaml").unlink()
     with pytest.raises(NMTError, match="config.yaml is missing"):
         load_run(copy)

@@ -52,6 +52,16 @@ def test_bad_override_value(capsys: pytest.CaptureFixture[str]) -> None:
     assert "wrong type for 'training.max_steps'" in capsys.readouterr().err
 
 
+def test_run_selector_has_a_torchrun_safe_name_and_keeps_the_old_one() -> None:
+    for flag in ("--run-name", "--run"):
+        assert build_parser().parse_args(["train", "c.yaml", flag, "rnnsearch-50"]).run == "rnnsearch-50"
+
+
+def test_unknown_run_name_lists_the_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["train", "configs/quick.yaml", "--run-name", "rnnsaerch"]) == 2
+    assert "unknown run 'rnnsaerch'" in capsys.readouterr().err
+
+
 def test_missing_config_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["experiment", str(tmp_path / "missing.yaml")]) == 2
     assert "config file not found" in capsys.readouterr().err

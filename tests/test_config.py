@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -115,9 +116,20 @@ def test_for_run_applies_run_overrides() -> None:
     assert (fixed.training.max_steps, attentive.training.max_steps) == (2400, 600)
 
 
-def test_bad_run_override_is_refused() -> None:
-    with pytest.raises(NMTError, match=r"unknown key 'model.atention'"):
+def test_bad_run_override_is_refused_naming_where_the_key_sits(tmp_path: Path) -> None:
+    with pytest.raises(NMTError, match=r"unknown key 'runs\.x\.model\.atention' \(did you mean 'runs\.x\.model\.attention'"):
         config_from_dict({"runs": {"x": {"model": {"atention": "none"}}}})
+    with pytest.raises(NMTError, match=r"invalid value for 'runs\.x\.data\.vocab_size'"):
+        config_from_dict({"runs": {"x": {"data": {"vocab_size": 3}}}})
+    with pytest.raises(NMTError, match=r"wrong type for 'runs\.x\.training\.max_steps'"):
+        config_from_dict({"runs": {"x": {"training": {"max_steps": "many"}}}})
+    # and the file it is in, with the --set overrides that went into it
+    path = tmp_path / "exp.yaml"
+    path.write_text("runs:\n  x:\n    model: {hidden_size: 0}\n")
+    with pytest.raises(NMTError, match=rf"^{re.escape(str(path))}: invalid value for 'runs\.x\.model\.hidden_size'"):
+        load_config(path)
+    with pytest.raises(NMTError, match=rf"^{re.escape(str(path))} \(with --set model.cell=gru\): invalid value"):
+        load_config(path, ["model.cell=gru"])
 
 
 def test_missing_file_and_bad_yaml(tmp_path: Path) -> None:
@@ -126,6 +138,14 @@ def test_missing_file_and_bad_yaml(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("model:\n  hidden_size: [1,\n")
     with pytest.raises(NMTError, match="line"):
+        load_config(bad)
+    # An unclosed bracket: PyYAML notices at the end of the file, the message also says where it opened.
+    bad.write_text("model:\n  hidden_size: 8\n  buckets: [10, 20\ntraining:\n  max_steps: 3\n")
+    with pytest.raises(NMTError) as error:
+        load_config(bad)
+    assert "(while parsing a flow sequence that starts at line 3, column 12)" in error.value.message
+    bad.write_bytes(b"model:\n  hidden_size: 8 # caf\xe9\n")
+    with pytest.raises(NMTError, match=r"not valid UTF-8 \(line 2, byte 23 of the line\)"):
         load_config(bad)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import socket
 import sqlite3
 import zipfile
 from pathlib import Path
@@ -265,6 +266,20 @@ def test_max_train_words_and_pairs_filter_training_only(tmp_path: Path) -> None:
     assert load_corpus(config).splits["train"] == corpus.splits["train"]
 
 
+def test_memory_bounds_drop_huge_lines_and_over_long_training_pairs(tmp_path: Path) -> None:
+    pairs = reverse_pairs(50, seed=9)
+    huge = "9 " * (corpus_module.MAX_LINE_CHARS // 2 + 1)  # one side over MAX_LINE_CHARS characters
+    long = " ".join(["5"] * (corpus_module.TRAIN_WORDS_CEILING + 1))  # under it, but too many words to train on
+    train = write_parallel(tmp_path / "train", [*pairs, (huge, "9"), (long, long)], "en", "fr")
+    test = write_parallel(tmp_path / "test", [pairs[0], ("1", huge), (long, long)], "en", "fr")
+    config = data_config(source="files", train=str(train), valid=str(test), test=str(test), drop_train_overlap=False)
+    corpus = load_corpus(config)
+    assert corpus.dropped_overlong == {"train": 1, "valid": 1, "test": 1}
+    assert corpus.splits["train"] == pairs and corpus.filtered_long == 1  # max_train_words 0: the ceiling
+    assert corpus.splits["test"] == [pairs[0], (long, long)]  # evaluation keeps long sentences
+    assert load_corpus(dataclasses.replace(config, max_train_words=1000)).splits["train"] == [*pairs, (long, long)]
+
+
 def test_valid_and_test_pairs_seen_in_training_are_dropped(tmp_path: Path) -> None:
     train = [("and the lord spake", "et l'eternel parla"), ("in the beginning", "au commencement")]
     held_out = [("and the lord spake", "l'eternel dit"), ("a new verse", "un verset nouveau")]
@@ -282,6 +297,18 @@ def test_valid_and_test_pairs_seen_in_training_are_dropped(tmp_path: Path) -> No
         load_corpus(dataclasses.replace(config, valid=str(only_seen)))
 
 
+def test_a_byte_order_mark_is_stripped_and_counted(tmp_path: Path) -> None:
+    pairs = reverse_pairs(30, seed=3)
+    prefix = write_parallel(tmp_path / "win", pairs, "en", "fr")
+    source = Path(f"{prefix}.en")
+    source.write_bytes(b"\xef\xbb\xbf" + source.read_bytes())
+    (tmp_path / "win.tsv").write_bytes(b"\xef\xbb\xbf" + "".join(f"{s}\t{t}\n" for s, t in pairs).encode())
+    for spec, files in ((str(prefix), [str(source)]), (str(tmp_path / "win.tsv"), [str(tmp_path / "win.tsv")])):
+        corpus = files_corpus(data_config(source="files", train=spec, valid=spec, test=spec))
+        assert corpus.splits["train"] == pairs  # the first source sentence without the mark
+        assert corpus.bom_files == files  # once, though the file serves three splits
+
+
 def test_bad_inputs_raise_errors_naming_file_and_line(tmp_path: Path) -> None:
     (tmp_path / "a.en").write_text("one\ntwo\nthree\n", encoding="utf-8")
     (tmp_path / "a.fr").write_text("un\ndeux\n", encoding="utf-8")
@@ -289,7 +316,7 @@ def test_bad_inputs_raise_errors_naming_file_and_line(tmp_path: Path) -> None:
         files_corpus(data_config(source="files", train=str(tmp_path / "a")))
     (tmp_path / "b.en").write_bytes(b"ok\nfine\ncaf\xe9\n")
     (tmp_path / "b.fr").write_text("ok\nbien\ncafe\n", encoding="utf-8")
-    with pytest.raises(NMTError, match=r"b\.en, line 3: not valid UTF-8"):
+    with pytest.raises(NMTError, match=r"b\.en, line 3: not valid UTF-8 \(byte 4 of the line\)"):
         files_corpus(data_config(source="files", train=str(tmp_path / "b")))
     with pytest.raises(NMTError, match=r"corpus file not found: .*missing\.en"):
         files_corpus(data_config(source="files", train=str(tmp_path / "missing")))
@@ -299,6 +326,9 @@ def test_bad_inputs_raise_errors_naming_file_and_line(tmp_path: Path) -> None:
     (tmp_path / "d.jsonl").write_text('{"translation": {"en": "a", "fr": "b"}}\n{"translation": {"en": "c"}}\n')
     with pytest.raises(NMTError, match=r"d\.jsonl, line 2: no field 'translation\.fr'"):
         files_corpus(data_config(source="files", train=str(tmp_path / "d.jsonl")))
+    (tmp_path / "f.jsonl").write_text('{"translation": {"en": "a", "fr": "b"}}\n{"translation": {"en" "c"}}\n')
+    with pytest.raises(NMTError, match=r"f\.jsonl, line 2: invalid JSON \(Expecting ':' delimiter, character 23 of"):
+        files_corpus(data_config(source="files", train=str(tmp_path / "f.jsonl")))
     (tmp_path / "e.en").write_text("\n \n", encoding="utf-8")
     (tmp_path / "e.fr").write_text("x\ny\n", encoding="utf-8")
     with pytest.raises(NMTError, match="the train split is empty.*2 empty pairs dropped"):
@@ -347,3 +377,23 @@ def test_huggingface_unreachable_hub_is_a_user_error_with_hint(offline: None) ->
         huggingface_corpus(data_config(source="huggingface", hf_name="some-user/some-missing-corpus"))
     assert "some-user/some-missing-corpus" in error.value.message
     assert "data.source: files" in error.value.hint
+
+
+def test_an_unreachable_hub_fails_in_seconds_naming_offline_mode_and_local_files(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import time
+
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    with socket.socket() as probe:  # a port nobody listens on: the hub "cannot be reached"
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    start = time.monotonic()
+    with pytest.raises(NMTError) as error:
+        huggingface_corpus(data_config(source="huggingface", hf_name="some-user/some-missing-corpus"))
+    assert time.monotonic() - start < 5
+    assert f"the hub (127.0.0.1:{port}) cannot be reached" in error.value.message
+    assert "HF_HUB_OFFLINE=1" in error.value.hint and "hf_name a local dataset folder" in error.value.hint

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import socket
 import subprocess
 import sys
@@ -55,6 +57,48 @@ def test_torchrun_two_cpu_processes(tmp_path: Path) -> None:
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == [
         "best.pt", "step_00000020.pt", "step_00000030.pt"
     ]
+
+
+def readme_torchrun_command() -> list[str]:
+    """The README's torchrun command line, split as the shell splits it (its trailing comment dropped)."""
+    (line,) = re.findall(r"^torchrun .*$", (REPO / "README.md").read_text(encoding="utf-8"), re.MULTILINE)
+    return shlex.split(line, comments=True)
+
+
+@pytest.mark.slow
+def test_readme_torchrun_command_runs_as_printed(tmp_path: Path) -> None:
+    # The README's command with 2 processes for its 4 and a tiny config for its own; every other
+    # argument as printed, run from a fresh folder so that the default run dir is runs/<run name>.
+    command = readme_torchrun_command()
+    assert command[:5] == ["torchrun", "--nproc_per_node=4", "-m", "nmt", "train"], command
+    assert command[6:] == ["--run-name", "rnnsearch-50"], command
+    config = reverse_task_config(
+        tmp_path / "data", n_train=100, min_len=4, max_len=6,
+        model={"embedding_size": 8, "hidden_size": 16, "attention_size": 16, "maxout_size": 8},
+        training={"max_steps": 4, "validate_every": 4, "checkpoint_every": 4, "log_every": 2,
+                  "valid_max_sentences": 4, "batch_tokens": 200},
+    )
+    config.runs = {"rnnsearch-50": {"model": {"attention": "dot"}}, "rnnencdec-50": {"model": {"attention": "none"}}}
+    config_path = tmp_path / "paper-bible.yaml"
+    save_config(config, config_path)
+    command[1], command[5] = "--nproc_per_node=2", str(config_path)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    bin_dir = str(Path(sys.executable).parent)  # where the environment's torchrun lives
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "PET_MASTER_PORT": str(port),
+           "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
+    work = tmp_path / "work"
+    work.mkdir()
+    result = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "rank 1/2: training on cpu" in output
+    summary = json.loads((work / "runs" / "rnnsearch-50" / "summary.json").read_text())
+    assert summary["world_size"] == 2 and summary["final_step"] == 4
+    saved = (work / "runs" / "rnnsearch-50" / "config.yaml").read_text()
+    assert "attention: dot" in saved  # the run's own entry, not the top level (additive)
+    assert sorted(p.name for p in (work / "runs").iterdir()) == ["rnnsearch-50"]
 
 
 def _one_ddp_step(rank: int, config: Config, tmp_path: Path, port: int) -> None:

@@ -1,13 +1,24 @@
-"""The four long-sentence checks on synthetic systems whose length profile is known."""
+"""The long-sentence checks on synthetic systems whose length profile is known."""
 
 from __future__ import annotations
 
 import random
 
+import pytest
 import sacrebleu
 
-from nmt.evaluation.effect import check_effect, format_checks, long_sentence_bleu
-from nmt.evaluation.scoring import Evaluation, score_systems
+from nmt.config import config_from_dict
+from nmt.errors import NMTError
+from nmt.evaluation.buckets import make_buckets
+from nmt.evaluation.effect import LongSentences, check_effect, format_checks, long_sentence_bleu
+from nmt.evaluation.scoring import (
+    BucketComparison,
+    BucketScore,
+    Comparison,
+    Evaluation,
+    SystemScore,
+    score_systems,
+)
 
 
 def corrupt(reference: str, keep: float, rng: random.Random) -> str:
@@ -16,27 +27,28 @@ def corrupt(reference: str, keep: float, rng: random.Random) -> str:
 
 
 def systems(seed: int = 0) -> tuple[dict[str, list[str]], list[str], list[str]]:
-    """600 sentences of 1-70 words: 'search' keeps 70% of words at every length, 'encdec' keeps 90%
-    of short sentences' words and ever fewer as sentences grow (10% at 70 words)."""
+    """600 sentences of 1-70 words (every bucket holds 70+): 'search' keeps 70% of words at every
+    length, 'encdec' keeps 90% of short sentences' words and ever fewer as sentences grow (70% at 17 words, 10% from 55)."""
     rng = random.Random(seed)
     sources = [" ".join(f"w{rng.randrange(300)}" for _ in range(rng.randint(1, 70))) for _ in range(600)]
     references = [" ".join(reversed(s.split())) for s in sources]
     search = [corrupt(r, 0.7, rng) for r in references]
-    encdec = [corrupt(r, max(0.1, 0.9 - 0.8 * (len(r.split()) - 10) / 60), rng) for r in references]
+    encdec = [corrupt(r, max(0.1, 0.9 - 0.8 * (len(r.split()) - 5) / 50), rng) for r in references]
     return {"encdec": encdec, "search": search}, sources, references
 
 
 def test_long_sentence_bleu_is_corpus_bleu_of_the_40_plus_subset() -> None:
     hypotheses, sources, references = systems()
-    long_bleu = long_sentence_bleu(hypotheses, sources, references, "source")
+    long = long_sentence_bleu(hypotheses, sources, references, "source")
     rows = [i for i, s in enumerate(sources) if len(s.split()) >= 40]
+    assert long.n == len(rows)
     for name, lines in hypotheses.items():
         expected = sacrebleu.corpus_bleu([lines[i] for i in rows], [[references[i] for i in rows]]).score
-        assert abs(long_bleu[name] - expected) < 1e-9
-    assert long_bleu["search"] > 2 * long_bleu["encdec"]
+        assert abs(long.bleu[name] - expected) < 1e-9
+    assert long.bleu["search"] > 2 * long.bleu["encdec"]
 
 
-def scored(hypotheses: dict[str, list[str]], sources: list[str], references: list[str]) -> tuple[Evaluation, dict[str, float]]:
+def scored(hypotheses: dict[str, list[str]], sources: list[str], references: list[str]) -> tuple[Evaluation, LongSentences]:
     """The bucket evaluation and the 40+ BLEU of `hypotheses`, as the evaluation command computes them."""
     evaluation = score_systems(hypotheses, sources, references, bootstrap_samples=200)
     return evaluation, long_sentence_bleu(hypotheses, sources, references, "source")
@@ -44,32 +56,130 @@ def scored(hypotheses: dict[str, list[str]], sources: list[str], references: lis
 
 def test_a_collapsing_baseline_and_a_flat_attention_run_pass_every_check() -> None:
     checks = check_effect(*scored(*systems()), baseline="encdec", attention="search")
-    assert [c.passed for c in checks] == [True, True, True, True], checks
-    assert "[40,50)" in checks[0].evidence and "[10,20)" not in checks[0].evidence
+    assert [c.passed for c in checks] == [True, True, True], checks
+    assert "[20,30)" in checks[0].evidence and "[10,20)" not in checks[0].evidence
+    assert "(p=0.010)" in checks[0].evidence  # 200 resamples: 0.010 is the smallest p
     assert "| yes |" in format_checks(checks, "encdec", "search")
+    assert "cannot show" not in format_checks(checks, "encdec", "search")
 
 
 def test_swapped_roles_fail_the_checks_they_should() -> None:
     hypotheses, sources, references = systems()
     # Calling the flat system the baseline: it neither collapses nor trails in long buckets, and the
-    # differences from 30 words are significant the wrong way round, which is no support either.
+    # differences from 20 words are significant the wrong way round, which is no support either.
     swapped = check_effect(*scored(hypotheses, sources, references), baseline="search", attention="encdec")
-    assert [c.passed for c in swapped] == [False, False, False, False], swapped
-    assert "[40,50): -29.10 (p=0.010)" in swapped[3].evidence  # 200 resamples: 0.010 is the smallest p
+    assert [c.passed for c in swapped] == [False, False, False], swapped
     assert "**no**" in format_checks(swapped, "search", "encdec")
-    # Two identical systems: no bucket differs, so nothing is above and nothing significant.
+    # Two identical systems: no bucket differs, so nothing is ahead.
     same = {"a": hypotheses["search"], "b": hypotheses["search"]}
-    checks = check_effect(*scored(same, sources, references), "a", "b")
-    assert checks[0].passed is False and checks[3].passed is False
+    assert check_effect(*scored(same, sources, references), "a", "b")[0].passed is False
 
 
-def test_checks_without_the_sentences_they_speak_of_cannot_tell() -> None:
+def test_ahead_needs_significance_not_a_bare_difference() -> None:
+    hypotheses, sources, references = systems()
+    rng = random.Random(5)
+    # 'b' is the reference on 3% of the sentences: positive differences, far from p < 0.05
+    nudged = [line if rng.random() < 0.97 else ref for line, ref in zip(hypotheses["search"], references, strict=True)]
+    evaluation, long = scored({"a": hypotheses["search"], "b": nudged}, sources, references)
+    (comparison,) = evaluation.comparisons
+    from_20 = [b for b in comparison.buckets if b.bucket.low >= 20]
+    assert all(b.bleu_diff is not None and b.bleu_diff > 0 for b in from_20)
+    assert any(b.p is not None and b.p >= 0.05 for b in from_20)
+    assert check_effect(evaluation, long, "a", "b")[0].passed is False
+
+
+def test_buckets_with_too_few_sentences_do_not_speak() -> None:
+    hypotheses, sources, references = systems()
+    # Three short sentences the baseline translates perfectly: a bucket of 3 must not be its "best".
+    sources = ["a b c", "d e", "f g h i"] + [s for s in sources if len(s.split()) >= 10]
+    references = [" ".join(reversed(s.split())) for s in sources]
+    n_short = 3
+    keep = [i for i, s in enumerate(systems()[1]) if len(s.split()) >= 10]
+    encdec = references[:n_short] + [hypotheses["encdec"][i] for i in keep]
+    search = ["x"] * n_short + [hypotheses["search"][i] for i in keep]
+    evaluation, long = scored({"encdec": encdec, "search": search}, sources, references)
+    assert evaluation.systems[0].buckets[0].n == 3
+    assert evaluation.systems[0].buckets[0].bleu == pytest.approx(100.0)
+    checks = check_effect(evaluation, long, "encdec", "search")
+    assert [c.passed for c in checks] == [True, True, True], checks
+    assert "on <10" not in checks[1].evidence and "on [10,20)" in checks[1].evidence
+    # were every bucket to speak, the 3 sentences would be the baseline's best bucket
+    assert "on <10 (3)" in check_effect(evaluation, long, "encdec", "search", min_sentences=1)[1].evidence
+    # With a threshold above every bucket's size, no bucket speaks: nothing can be told.
+    largest = max(b.n for b in evaluation.systems[0].buckets)
+    strict = check_effect(evaluation, long, "encdec", "search", min_sentences=largest + 1)
+    assert [c.passed for c in strict] == [None, None, None], strict
+    assert "too few sentences to count: [20,30)" in strict[0].evidence
+    assert strict[1].evidence == f"no bucket with {largest + 1}+ sentences"
+
+
+def hand_made(base_buckets: list[tuple[int, float, tuple[float, float]]], base_bleu: float = 10.0) -> Evaluation:
+    """An Evaluation with a baseline of the given (n, BLEU, CI) per bucket (cutoffs 10..60) and an
+    attention run 10 BLEU above it with p = 0.001 everywhere."""
+    buckets = make_buckets([10, 20, 30, 40, 50, 60])
+
+    def system(name: str, rows: list[tuple[int, float, tuple[float, float]]], bleu: float) -> SystemScore:
+        scores = [BucketScore(b, n, x, ci) for b, (n, x, ci) in zip(buckets, rows, strict=True)]
+        return SystemScore(name, bleu, 30.0, "sig", "sig", sum(n for n, _, _ in rows), (bleu - 1, bleu + 1), scores)
+
+    att_rows = [(n, x + 10, (lo + 10, hi + 10)) for n, x, (lo, hi) in base_buckets]
+    comparison = Comparison(
+        "base", "att", 10.0, 0.001, [BucketComparison(b, 10.0, 0.001) for b in buckets]
+    )
+    return Evaluation(
+        [system("base", base_buckets, base_bleu), system("att", att_rows, base_bleu + 10)],
+        [comparison],
+        [10, 20, 30, 40, 50, 60],
+        "source",
+        1000,
+        1,
+    )
+
+
+def test_the_fixed_vector_fall_must_lie_beyond_the_best_buckets_interval() -> None:
+    rows = [(60, 12.0, (10.0, 14.0))] + [(100, 8.0, (7.0, 9.0))] * 3 + [(60, 5.0, (3.0, 7.0))] * 3
+    long = LongSentences(180, {"base": 5.5, "att": 15.5})
+    assert check_effect(hand_made(rows), long, "base", "att")[1].passed is True
+    # The same ratio (5.5 / 12 = 0.46) with a best bucket whose interval reaches down to 5: noise.
+    rows[0] = (60, 12.0, (5.0, 19.0))
+    check = check_effect(hand_made(rows), long, "base", "att")[1]
+    assert check.passed is False and "reaches down to 5.00" in check.evidence
+    # 40+ words held by 12 sentences: neither ratio check may speak
+    few = check_effect(hand_made(rows), LongSentences(12, long.bleu), "base", "att")
+    assert [c.passed for c in few] == [True, None, None]
+    assert few[1].evidence == "40+ words: 12 sentences, fewer than evaluation.min_bucket_sentences = 50"
+
+
+def test_a_system_under_1_bleu_makes_every_check_cannot_tell() -> None:
+    rows = [(60, 0.9, (0.1, 1.6))] + [(100, 0.2, (0.0, 0.4))] * 3 + [(60, 0.1, (0.0, 0.3))] * 3
+    long = LongSentences(180, {"base": 0.1, "att": 10.1})
+    checks = check_effect(hand_made(rows, base_bleu=0.28), long, "base", "att")
+    assert [c.passed for c in checks] == [None, None, None], checks
+    assert all("base scores 0.28 BLEU on all sentences (under 1" in c.evidence for c in checks)
+
+
+def test_checks_without_the_sentences_they_speak_of_cannot_tell_and_say_so_once() -> None:
     hypotheses, sources, references = systems()
     short = [i for i, s in enumerate(sources) if len(s.split()) < 20]
     subset = {name: [lines[i] for i in short] for name, lines in hypotheses.items()}
     checks = check_effect(
         *scored(subset, [sources[i] for i in short], [references[i] for i in short]), "encdec", "search"
     )
-    assert [c.passed for c in checks] == [None, None, None, None], checks
-    assert checks[1].evidence == "no sentence of 40+ words" and checks[3].evidence == "no such bucket"
-    assert "| cannot tell |" in format_checks(checks, "encdec", "search")
+    assert [c.passed for c in checks] == [None, None, None], checks
+    assert checks[0].evidence == "no sentence of 20+ words" and checks[1].evidence == "no sentence of 40+ words"
+    text = format_checks(checks, "encdec", "search")
+    assert "| cannot tell |" in text
+    assert text.count("This test set cannot show all of it") == 1
+    assert "no sentence of 20+ words (check 1); no sentence of 40+ words (checks 2, 3)." in text
+
+
+def test_min_bucket_sentences_is_a_validated_key() -> None:
+    assert config_from_dict({}).evaluation.min_bucket_sentences == 50
+    assert config_from_dict({"evaluation": {"min_bucket_sentences": 20}}).evaluation.min_bucket_sentences == 20
+    with pytest.raises(NMTError, match="evaluation.min_bucket_sentences"):
+        config_from_dict({"evaluation": {"min_bucket_sentences": 0}})
+    # it only changes how runs are scored: a finished run is re-scored, never refused or retrained
+    from nmt.training.rundir import learning_differences
+
+    changed = config_from_dict({"evaluation": {"min_bucket_sentences": 20}})
+    assert learning_differences(config_from_dict({}), changed) == []

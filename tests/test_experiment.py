@@ -84,7 +84,7 @@ def test_shipped_config_runs_shortened(name: str, tmp_path: Path) -> None:
     pairs = [(e["baseline"], e["attention"]) for e in saved.get("effect", [])]
     assert pairs == list(zip(baselines, [run for run in config.runs if run in attentive], strict=False))
     for entry in saved.get("effect", []):
-        assert len(entry["checks"]) == 4
+        assert len(entry["checks"]) == 3
         assert f"## Does the table show the effect? ({entry['baseline']} vs {entry['attention']})" in report
 
 

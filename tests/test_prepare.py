@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
 
+import pytest
+
 from nmt.config import DataConfig, config_from_dict
 from nmt.data.prepare import format_stats, load_prepared, prepare
+from nmt.errors import NMTError
 from tests.synthetic import reverse_pairs, write_parallel
 
 
@@ -43,6 +47,21 @@ def test_prepare_writes_splits_tokenizer_and_correct_stats(tmp_path: Path) -> No
     table = format_stats(stats)
     assert f"all{'':11}" in table and str(stats["pairs"]["train"]) in table and "[50,60)" in table
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".prepared")]  # no leftovers
+    assert stats["bom_stripped"] == [] and "byte-order" not in table
+    assert stats["dropped_overlong"] == {"train": 0, "valid": 0, "test": 0} and "characters" not in table
+    dropped = format_stats({**stats, "dropped_overlong": {"train": 2, "valid": 0, "test": 1}})
+    assert "pairs dropped with a side over 65,536 characters: train 2, valid 0, test 1" in dropped
+
+
+def test_prepare_summary_counts_stripped_byte_order_marks(tmp_path: Path) -> None:
+    config, pairs = setup(tmp_path)
+    source = tmp_path / "corpus/all.en"
+    source.write_bytes(b"\xef\xbb\xbf" + source.read_bytes())
+    stats = prepare(config)
+    assert stats["bom_stripped"] == [str(source)]
+    assert f"byte-order marks stripped from the start of 1 file(s): {source}" in format_stats(stats)
+    everything = [p for split in ("train", "valid", "test") for p in load_prepared(config).pairs(split)]
+    assert pairs[0] in everything and not any(s.startswith("\ufeff") for s, _ in everything)
 
 
 def test_prepare_is_idempotent_and_rebuilds_on_change(tmp_path: Path) -> None:
@@ -52,10 +71,10 @@ def test_prepare_is_idempotent_and_rebuilds_on_change(tmp_path: Path) -> None:
     stamp = model.stat().st_mtime_ns
     assert prepare(config) == prepare(config)
     assert model.stat().st_mtime_ns == stamp  # re-used, not rebuilt
-    moved = config_from_dict({"data": {**vars(config), "cache_dir": str(tmp_path / "elsewhere")}}).data
+    moved = config_from_dict({"data": {**dataclasses.asdict(config), "cache_dir": str(tmp_path / "elsewhere")}}).data
     prepare(moved)
     assert model.stat().st_mtime_ns == stamp  # where the cache lives does not change the data
-    bigger = config_from_dict({"data": {**vars(config), "vocab_size": 45}}).data
+    bigger = config_from_dict({"data": {**dataclasses.asdict(config), "vocab_size": 45}}).data
     assert prepare(bigger)["pairs"] == prepare(config)["pairs"]
     manifest = json.loads((tmp_path / "prepared/tokenizer.json").read_text())
     assert manifest["config"]["vocab_size"] == 40
@@ -70,3 +89,54 @@ def test_prepare_is_idempotent_and_rebuilds_on_change(tmp_path: Path) -> None:
     target.write_text("\n".join(target.read_text().splitlines()[:200]) + "\n")
     os.utime(source, ns=(stamp + 10**9, stamp + 10**9))
     assert prepare(bigger)["pairs"]["train"] < before
+
+
+def test_prepare_never_replaces_a_folder_holding_user_files_or_the_corpus(tmp_path: Path) -> None:
+    config, _ = setup(tmp_path)
+    corpus = tmp_path / "corpus"
+    before = {p.name: p.read_bytes() for p in corpus.iterdir()}
+    # data.dir naming the corpus folder itself, or a folder of other files: refused, nothing touched
+    for folder in (corpus, tmp_path):
+        with pytest.raises(NMTError, match="did not write"):
+            prepare(dataclasses.replace(config, dir=str(folder)))
+        assert {p.name: p.read_bytes() for p in corpus.iterdir()} == before
+    # a prepared folder (it has prepared.json) that the corpus was later moved into
+    prepare(config)
+    inside = tmp_path / "prepared" / "mine"
+    inside.mkdir()
+    for name in before:
+        (inside / name).write_bytes(before[name])
+    moved = dataclasses.replace(config, train=str(inside / "all"), vocab_size=45)
+    with pytest.raises(NMTError, match="lie one inside the other"):
+        prepare(moved)
+    assert (inside / "all.en").read_bytes() == before["all.en"]
+    with pytest.raises(NMTError, match="is not a folder"):
+        prepare(dataclasses.replace(config, dir=str(corpus / "all.en")))
+
+
+def test_ctrl_c_during_the_swap_waits_until_the_new_folder_is_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import signal
+
+    import nmt.data.prepare as prepare_module
+
+    config, _ = setup(tmp_path)
+    prepare(config)
+    bigger = dataclasses.replace(config, vocab_size=45)
+    renames: list[str] = []
+    real_replace = os.replace
+
+    def interrupted_replace(src: str | Path, dst: str | Path) -> None:
+        if Path(dst).name == "prev":  # Ctrl-C as the old folder is moved aside, before the new one is in
+            os.kill(os.getpid(), signal.SIGINT)
+        renames.append(Path(dst).name)
+        real_replace(src, dst)
+
+    monkeypatch.setattr(prepare_module.os, "replace", interrupted_replace)
+    with pytest.raises(KeyboardInterrupt):
+        prepare(bigger)
+    monkeypatch.undo()
+    assert renames[-2:] == ["prev", "prepared"]
+    assert json.loads((tmp_path / "prepared/tokenizer.json").read_text())["config"]["vocab_size"] == 45
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".prepared")]  # nothing left aside

@@ -20,6 +20,7 @@ from nmt.errors import NMTError
 from nmt.models.seq2seq import build_model, count_parameters
 from nmt.training.checkpoint import load_checkpoint, save_checkpoint
 from nmt.training.optim import LRSchedule, build_optimizer, is_better
+from nmt.training.rundir import with_absolute_paths
 from nmt.training.trainer import format_duration, format_score, resolve_precision, train
 from nmt.training.validation import build_valid_set
 from tests.conftest import reverse_task_config
@@ -61,7 +62,7 @@ def test_a_run_writes_the_documented_run_directory(data_root: Path, tmp_path: Pa
     run = tmp_path / "run"
     summary = train(config, run)
 
-    assert load_config(run / "config.yaml") == config
+    assert load_config(run / "config.yaml") == with_absolute_paths(config)  # data paths made absolute
     env = json.loads((run / "environment.json").read_text())
     assert env["torch"] == torch.__version__ and env["device"] == "cpu" and env["cpu_count"] >= 1
     tokenizer = Tokenizer.load(run / "tokenizer")

@@ -95,7 +95,7 @@ def test_nbest_writes_k_tab_separated_translations(trained_reverse_run: Path, tm
                  "--nbest", "3"]) == 0
     best = Translator.from_run(trained_reverse_run, beam_size=3).translate(LINES[:6])
     rows = _read(out)
-    assert rows[0] == ""
+    assert rows[0] == "\t\t"  # an empty line too has its 3 (empty) fields
     for row, first in zip(rows[1:], best[1:], strict=True):
         fields = row.split("\t")
         assert len(fields) == 3 and fields[0] == first and len(set(fields)) == 3
@@ -128,6 +128,94 @@ def test_nbest_with_scores_and_decode_time_settings(
     assert "--set model.hidden_size=8: nmt translate takes only decoding.* keys" in err
     assert main(["translate", str(trained_reverse_run), "-i", str(source), "--set", "decoding.beam_size=0"]) == 2
     assert "invalid value for 'decoding.beam_size'" in capsys.readouterr().err
+
+
+def test_nbest_0_is_refused_with_a_hint_about_nbest(
+    trained_reverse_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = _write(tmp_path / "in.txt", LINES[:3])
+    assert main(["translate", str(trained_reverse_run), "-i", str(source), "--nbest", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "--nbest 0: the number of translations written per line must be at least 1" in err
+    assert "Give --nbest 1" in err and "--beam" not in err
+
+
+def test_a_plain_string_is_not_translated_character_by_character(trained_reverse_run: Path) -> None:
+    translator = Translator.from_run(trained_reverse_run, beam_size=1)
+    with pytest.raises(TypeError, match=r"translate\(\['1 2 3'\]\)"):
+        translator.translate("1 2 3")
+    assert len(translator.translate(["1 2 3"])) == 1
+
+
+def test_an_endless_line_is_read_in_bounded_pieces_and_cut(
+    trained_reverse_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(translate_module, "MAX_LINE_BYTES", 16)
+    reads: list[int] = []
+    original = translate_module._read_line
+
+    def spy(handle):  # type: ignore[no-untyped-def]
+        line, cut = original(handle)
+        reads.append(len(line))
+        return line, cut
+
+    monkeypatch.setattr(translate_module, "_read_line", spy)
+    long = " ".join(["7"] * 100)  # 199 bytes
+    source = tmp_path / "in.txt"
+    # the cut falls inside "é" (2 bytes): it moves back to the character boundary, no UTF-8 error
+    source.write_bytes(f"1 2 3\n{long}\n1 2 3 4 5 6 7 8é 9\n4 5 6\n".encode())
+    out = tmp_path / "out.txt"
+    assert main(["translate", str(trained_reverse_run), "-i", str(source), "-o", str(out), "--beam", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "line 2 has 200 bytes: only its first 16 are translated" in err
+    assert "line 3 has 20 bytes: only its first 15 are translated" in err
+    expected = Translator.from_run(trained_reverse_run, beam_size=1).translate(
+        ["1 2 3", long[:16], "1 2 3 4 5 6 7 8", "4 5 6"]
+    )
+    assert _read(out) == expected
+    assert max(reads) <= 17  # never more than MAX_LINE_BYTES (+ the newline) of a line at once
+
+
+def test_a_huge_sentence_from_python_is_cut_before_encoding(
+    trained_reverse_run: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(translate_module, "MAX_LINE_BYTES", 16)
+    translator = Translator.from_run(trained_reverse_run, beam_size=1)
+    sentences = ["1 2 3", " ".join(["7"] * 100)]
+    encoded: list[int] = []
+    original = translator.tokenizer.encode_src
+    monkeypatch.setattr(translator.tokenizer, "encode_src", lambda text: encoded.append(len(text)) or original(text))
+    assert translator.translate(sentences) == translator.translate(["1 2 3", "7 7 7 7 7 7 7 7 "])
+    assert "line 2: 199 characters, cut to the first 16" in capsys.readouterr().err
+    assert max(encoded) == 16 and sentences[1] == " ".join(["7"] * 100)  # the caller's list is untouched
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_line(trained_reverse_run: Path, tmp_path: Path) -> None:
+    source = tmp_path / "bom.txt"
+    source.write_bytes(b"\xef\xbb\xbf" + b"1 2 3 4 5\n6 7 8 9\n")
+    out = tmp_path / "out.txt"
+    assert main(["translate", str(trained_reverse_run), "-i", str(source), "-o", str(out), "--beam", "1"]) == 0
+    assert _read(out) == Translator.from_run(trained_reverse_run, beam_size=1).translate(["1 2 3 4 5", "6 7 8 9"])
+
+
+def test_the_output_may_not_be_the_input_file(
+    trained_reverse_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = _write(tmp_path / "in.txt", LINES[:3])
+    before = source.read_bytes()
+    os.link(source, tmp_path / "link.txt")
+    monkeypatch.chdir(tmp_path)
+    for output in (str(source), "./in.txt", "link.txt"):
+        assert main(["translate", str(trained_reverse_run), "-i", "in.txt", "-o", output]) == 2
+        assert source.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "link.txt"]
+    # nor a file of the run it translates with
+    run = tmp_path / "run"
+    shutil.copytree(trained_reverse_run, run)
+    for name in ("config.yaml", "checkpoints/best.pt", "tokenizer/tokenizer.json"):
+        kept = (run / name).read_bytes()
+        assert main(["translate", str(run), "-i", "in.txt", "-o", str(run / name)]) == 2
+        assert (run / name).read_bytes() == kept
 
 
 def test_nbest_defaults_to_the_runs_config_within_the_beam(trained_reverse_run: Path, tmp_path: Path) -> None:

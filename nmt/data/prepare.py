@@ -1,13 +1,15 @@
 """`nmt prepare`: corpus -> split text files + sentencepiece models + stats, in `data.dir`.
 
-The folder is built beside its final place and swapped in at the end, so an interrupted
-prepare leaves the previous result (or nothing), never half of one. `prepared.json` records
-the DataConfig it was built from; a different config rebuilds it.
+The folder is built beside its final place and swapped in at the end (Ctrl-C waits for the swap),
+so an interrupted prepare leaves the previous result or the new one, never half of one.
+`prepared.json` records the DataConfig it was built from; a different config rebuilds it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import glob
+import itertools
 import json
 import os
 import shutil
@@ -17,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from nmt.config import DataConfig
-from nmt.data.corpus import SPLITS, Corpus, Pair, load_corpus, read_lines
+from nmt.data.corpus import MAX_LINE_CHARS, SPLITS, Corpus, Pair, load_corpus, read_lines
 from nmt.data.subwords import SUBWORD_KEYS, Tokenizer, read_manifest
 from nmt.errors import NMTError
 from nmt.evaluation.buckets import assign_buckets, make_buckets, word_count
-from nmt.fileio import atomic_write_text
+from nmt.fileio import atomic_write_text, interrupts_deferred
 
 FORMAT_VERSION = 2
 HISTOGRAM_CUTS = (10, 20, 30, 40, 50, 60)
@@ -60,24 +62,36 @@ def length_histogram(pairs: list[Pair]) -> dict[str, int]:
 
 
 def _fingerprint(config: DataConfig) -> dict[str, Any]:
-    """What the prepared folder depends on: the DataConfig minus locations, plus input file stamps."""
-    resolved = {k: v for k, v in dataclasses.asdict(config).items() if k not in _LOCATION_KEYS}
-    paths: list[Path] = []
+    """What the prepared folder depends on: the DataConfig minus locations, plus the size and mtime of
+    every input file, each file inside an input folder included."""
+    # absolute paths, so that a config spelling them from another folder (a run's config.yaml) matches
+    resolved = {k: v for k, v in dataclasses.asdict(config.absolute()).items() if k not in _LOCATION_KEYS}
+    inputs = {}
+    for file in itertools.chain.from_iterable(map(_files_at, _corpus_paths(config))):
+        stat = file.stat()
+        inputs[os.path.abspath(file)] = [stat.st_size, stat.st_mtime_ns]
+    return {"format_version": FORMAT_VERSION, "data": resolved, "inputs": inputs}
+
+
+def _corpus_paths(config: DataConfig) -> list[Path]:
+    """The files and folders a `files` or `huggingface` corpus is read from (globs expanded; a hub name,
+    which is no path, gives nothing that exists); none for the Bible, which is checked by its sha256."""
     specs = [spec for spec in (config.train, config.valid, config.test) if spec]
     if config.source == "files":
-        for spec in specs:
-            sides = [""] if spec.endswith((".tsv", ".jsonl")) else [f".{config.src_lang}", f".{config.tgt_lang}"]
-            paths.extend(Path(spec + side) for side in sides)
-        paths += [Path(getattr(config, f"{split}_{side}")) for split in SPLITS for side in ("src", "tgt")
-                  if getattr(config, f"{split}_{side}")]
-    elif config.source == "huggingface":
-        paths = [Path(config.hf_name), *map(Path, specs)]
-    inputs = {}
-    for path in paths:
-        if path.is_file():
-            stat = path.stat()
-            inputs[str(path)] = [stat.st_size, stat.st_mtime_ns]
-    return {"format_version": FORMAT_VERSION, "data": resolved, "inputs": inputs}
+        sides = [f".{config.src_lang}", f".{config.tgt_lang}"]
+        paths = [Path(spec + side) for spec in specs for side in ([""] if spec.endswith((".tsv", ".jsonl")) else sides)]
+        return paths + [Path(getattr(config, f"{split}_{side}")) for split in SPLITS for side in ("src", "tgt")
+                        if getattr(config, f"{split}_{side}")]
+    if config.source == "huggingface":
+        return [Path(p) for spec in [config.hf_name, *specs] for p in (sorted(glob.glob(spec)) or [spec])]
+    return []
+
+
+def _files_at(path: Path) -> list[Path]:
+    """The file `path`, every file below the folder `path`, or nothing if it does not exist."""
+    if path.is_dir():
+        return sorted(p for p in path.rglob("*") if p.is_file())
+    return [path] if path.is_file() else []
 
 
 def _is_current(directory: Path, config: DataConfig) -> bool:
@@ -103,6 +117,8 @@ def _stats(corpus: Corpus, tokenizer: Tokenizer, config: DataConfig) -> dict[str
         "capped_train": corpus.capped,
         "overlap_dropped": dict(corpus.overlap_dropped),
         "extra_train_pairs": corpus.extra_train_pairs,
+        "bom_stripped": corpus.bom_files,
+        "dropped_overlong": dict(corpus.dropped_overlong),
         "src_vocab_size": tokenizer.src_vocab_size,
         "tgt_vocab_size": tokenizer.tgt_vocab_size,
         "source_words_histogram": {s: length_histogram(corpus.splits[s]) for s in SPLITS},
@@ -122,27 +138,54 @@ def _build(directory: Path, config: DataConfig) -> None:
     atomic_write_text(directory / "prepared.json", json.dumps(_fingerprint(config), indent=2) + "\n")
 
 
+def _check_replaceable(directory: Path, config: DataConfig) -> None:
+    """Refuse a data.dir whose replacement would delete what the user keeps there: a folder that
+    `nmt prepare` did not write, or one that holds the corpus (or lies in a dataset folder it reads)."""
+    if directory.exists() and not directory.is_dir():
+        raise NMTError(f"data.dir {directory} exists and is not a folder.", "Point data.dir at a folder.")
+    if directory.is_dir() and any(directory.iterdir()) and not (directory / "prepared.json").is_file():
+        raise NMTError(
+            f"data.dir {directory} holds files that `nmt prepare` did not write (it has no prepared.json); "
+            "preparing replaces the whole folder, so nothing was done.",
+            "Point data.dir at a new or empty folder, or at one that nmt prepare wrote.",
+        )
+    here = Path(os.path.abspath(directory))
+    inputs = _corpus_paths(config) if config.source != "bible" else [Path(config.cache_dir)]
+    for path in inputs:
+        there = Path(os.path.abspath(path))
+        inside_input = config.source == "huggingface" and there.is_dir() and there in here.parents
+        if here == there or here in there.parents or inside_input:
+            raise NMTError(
+                f"data.dir {directory} and the input {path} lie one inside the other: preparing replaces "
+                "data.dir whole, which would delete the input (or make the prepared data part of the corpus).",
+                "Point data.dir at a folder apart from the corpus files and data.cache_dir; nothing was done.",
+            )
+
+
 def prepare(config: DataConfig) -> dict[str, Any]:
     """Build `data.dir` unless it already holds the result of this config; return its stats."""
     directory = Path(config.dir)
     if not _is_current(directory, config):
+        _check_replaceable(directory, config)
         directory.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.build-"))
+        old = None
         try:
             _build(tmp, config)
             # mkdtemp/mkstemp make everything private; the prepared data is shared by every run.
             tmp.chmod(0o755)
             for path in tmp.iterdir():
                 path.chmod(0o644)
-            old = None
-            if directory.exists():
-                old = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.old-"))
-                os.replace(directory, old / "prev")
-            os.replace(tmp, directory)
-            if old is not None:
-                shutil.rmtree(old, ignore_errors=True)
+            # Ctrl-C between the two renames would leave no data.dir at all: it waits until both are done.
+            with interrupts_deferred():
+                if directory.exists():
+                    old = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.old-"))
+                    os.replace(directory, old / "prev")
+                os.replace(tmp, directory)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
     return json.loads((directory / "stats.json").read_text(encoding="utf-8"))
 
 
@@ -150,6 +193,21 @@ def load_prepared(config: DataConfig) -> PreparedData:
     """The prepared data of `config`, preparing it first if needed."""
     prepare(config)
     return PreparedData(Path(config.dir), Tokenizer.load(Path(config.dir)))
+
+
+def describe_source(config: DataConfig) -> str:
+    """Which corpus files or dataset `config` reads, in words (for reports)."""
+    if config.source == "bible":
+        extra = ", and the other public-domain translations of training verses" * config.bible_extra_translations
+        return f"the Bible db in {config.cache_dir}, translations {config.bible_src} -> {config.bible_tgt}{extra}"
+    specs = [(split, spec) for split, spec in zip(SPLITS, (config.train, config.valid, config.test), strict=True) if spec]
+    if config.source == "files":
+        sides = f"{{.{config.src_lang},.{config.tgt_lang}}}"
+        return "files " + ", ".join(
+            f"{split} {spec if spec.endswith(('.tsv', '.jsonl')) else spec + sides}" for split, spec in specs
+        )
+    files = "".join(f", {split} {spec}" for split, spec in specs)
+    return f"Hugging Face dataset {config.hf_name}" + (f" ({config.hf_config})" if config.hf_config else "") + files
 
 
 def format_stats(stats: dict[str, Any]) -> str:
@@ -162,8 +220,17 @@ def format_stats(stats: dict[str, Any]) -> str:
         f"extra translation pairs: {stats['extra_train_pairs']}; "
         f"valid/test pairs dropped as their source is in training: "
         f"{', '.join(f'{s} {n}' for s, n in stats['overlap_dropped'].items())}",
-        "",
     ]
+    overlong = stats.get("dropped_overlong") or {}  # absent from stats.json written before it was counted
+    if any(overlong.values()):
+        lines.append(
+            f"pairs dropped with a side over {MAX_LINE_CHARS:,} characters: "
+            + ", ".join(f"{s} {n}" for s, n in overlong.items())
+        )
+    boms = stats.get("bom_stripped") or []
+    if boms:
+        lines.append(f"byte-order marks stripped from the start of {len(boms)} file(s): {', '.join(boms)}")
+    lines.append("")
     histogram = stats["source_words_histogram"]
     labels = list(next(iter(histogram.values())))
     width = max(9, *(len(str(n)) + 2 for n in stats["pairs"].values()))

@@ -22,6 +22,7 @@ from torch import Tensor
 
 from nmt.config import DecodingConfig, load_config, override_sections
 from nmt.data.batching import make_source_batch
+from nmt.data.corpus import UTF8_BOM
 from nmt.decoding.search import (
     Hypothesis,
     beam_search,
@@ -30,11 +31,14 @@ from nmt.decoding.search import (
     max_output_lengths,
 )
 from nmt.errors import NMTError
-from nmt.fileio import atomic_open
+from nmt.fileio import atomic_open, same_file
 from nmt.training.checkpoint import load_run
 
 # Lines read, translated and written at a time: bounds memory whatever the input size.
 CHUNK_LINES = 1000
+# Bytes of one input line kept (the rest is skipped, with a warning), so that one endless line cannot fill
+# memory; far more than decoding.max_input_tokens pieces ever need.
+MAX_LINE_BYTES = 1 << 16
 
 
 @dataclass
@@ -109,7 +113,8 @@ class Translator:
 
         Returns plain strings by default; `Translation`s (score, pieces, attention) with
         `return_attention=True`; and with `nbest` > 1, a best-first list of `nbest` Translations per
-        sentence (an empty sentence gets one empty Translation).
+        sentence (an empty sentence gets `nbest` empty ones). A plain string is refused (TypeError):
+        iterating it would translate each of its characters.
         """
         results = self.translate_nbest(sentences, nbest=nbest, return_attention=return_attention)
         if nbest > 1:
@@ -123,14 +128,28 @@ class Translator:
     ) -> list[list[Translation]]:
         """Up to `nbest` Translations per sentence, best first. Warnings name sentence i as line
         `first_line + i`: a sentence longer than `decoding.max_input_tokens` pieces is cut to that."""
-        if not 1 <= nbest <= self.beam_size:
+        if isinstance(sentences, str):
+            raise TypeError(
+                "Translator.translate takes a list of sentences, not a str: "
+                f"wrap one sentence in a list, translate([{sentences[:30]!r}])."
+            )
+        if nbest < 1:
+            raise NMTError(
+                f"--nbest {nbest}: the number of translations written per line must be at least 1.",
+                "Give --nbest 1 for the best translation only, or K (up to the beam size) for the K best.",
+            )
+        if nbest > self.beam_size:
             raise NMTError(
                 f"--nbest {nbest} needs 1 <= nbest <= beam size ({self.beam_size}).",
-                f"Use --beam {max(nbest, 1)} or more, or a smaller --nbest.",
+                f"Use --beam {nbest} or more, or a smaller --nbest.",
             )
         limit = self.decoding.max_input_tokens
+        sentences = list(sentences)  # the caller's list stays as it was
         encoded: list[list[int]] = []
         for i, sentence in enumerate(sentences):
+            if len(sentence) > MAX_LINE_BYTES:  # a huge line is cut before encoding: its pieces would be cut
+                _warn(f"line {first_line + i}: {len(sentence):,} characters, cut to the first {MAX_LINE_BYTES:,}.")
+                sentence = sentences[i] = sentence[:MAX_LINE_BYTES]
             ids = self.tokenizer.encode_src(sentence)
             if len(ids) > limit:
                 _warn(
@@ -139,7 +158,8 @@ class Translator:
                 )
                 ids = ids[:limit]
             encoded.append(ids)
-        results: list[list[Translation]] = [[Translation("", 0.0, [], [])] for _ in sentences]
+        # an empty line gets `nbest` empty translations, so that every output line has as many fields
+        results = [[Translation("", 0.0, [], []) for _ in range(nbest)] for _ in sentences]
         # Longest first, so that each batch holds similar lengths and little padding.
         order = sorted((i for i, ids in enumerate(encoded) if ids), key=lambda i: -len(encoded[i]))
         want_attention = return_attention and self.has_attention
@@ -181,11 +201,19 @@ class Translator:
 def _read_chunks(handle: IO[bytes], name: str, chunk_lines: int) -> Iterator[tuple[int, list[str]]]:
     """(first line number, up to `chunk_lines` decoded lines without their line ends) from a binary stream.
 
-    Decoding line by line lets a UTF-8 error name its line.
+    Decoding line by line lets a UTF-8 error name its line. A byte-order mark that opens the stream
+    is not part of the first sentence: it is dropped.
     """
     chunk: list[str] = []
-    first = 1
-    for number, raw in enumerate(handle, start=1):
+    first = number = 1
+    while True:
+        raw, cut_from = _read_line(handle)
+        if not raw:
+            break
+        if cut_from:
+            _warn(f"{name}: line {number} has {cut_from:,} bytes: only its first {len(raw) - 1:,} are translated.")
+        if number == 1:
+            raw = raw.removeprefix(UTF8_BOM)
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -198,8 +226,33 @@ def _read_chunks(handle: IO[bytes], name: str, chunk_lines: int) -> Iterator[tup
         if len(chunk) == chunk_lines:
             yield first, chunk
             first, chunk = number + 1, []
+        number += 1
     if chunk:
         yield first, chunk
+
+
+def _read_line(handle: IO[bytes]) -> tuple[bytes, int]:
+    """(the next line of `handle`, b"" at the end; its length in bytes if it was cut, else 0).
+
+    At most MAX_LINE_BYTES of a line are kept, cut back to a character boundary; the rest of a longer
+    line is read in pieces and dropped, so memory stays bounded however long the line.
+    """
+    line = handle.readline(MAX_LINE_BYTES + 1)
+    if len(line) <= MAX_LINE_BYTES or line.endswith(b"\n"):
+        return line, 0
+    length = len(line)
+    while True:
+        rest = handle.readline(MAX_LINE_BYTES)
+        length += len(rest)
+        if not rest or rest.endswith(b"\n"):
+            break
+    kept = line[:MAX_LINE_BYTES]
+    try:
+        kept.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.reason == "unexpected end of data":  # a character cut in two; other errors are reported later
+            kept = kept[: exc.start]
+    return kept + b"\n", length
 
 
 def translate_file(
@@ -230,6 +283,15 @@ def translate_file(
         raise NMTError(f"input file not found: {input_path}", "Check the path, or omit -i to read stdin.")
     if output_path is not None and Path(output_path).is_dir():
         raise NMTError(f"output path {output_path} is a directory.", "Give a file name with -o.")
+    if output_path is not None:
+        run = Path(run_dir)
+        read = [input_path, checkpoint, run / "config.yaml", *run.glob("checkpoints/*.pt"), *run.glob("tokenizer/*")]
+        clash = next((path for path in read if path is not None and same_file(path, output_path)), None)
+        if clash is not None:
+            raise NMTError(
+                f"-o {output_path} is {clash}, which nmt translate reads: the translation would replace it.",
+                "Write the translation to another file; nothing was written.",
+            )
     decoding = None
     if overrides:
         run_config = load_config(Path(run_dir) / "config.yaml")

@@ -7,6 +7,7 @@ schedule, grad scaler, position in the epoch's batch list, early-stopping state,
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from nmt.config import Config, load_config
+from nmt.config import Config, config_diff, load_config
 from nmt.data.subwords import Tokenizer
 from nmt.errors import NMTError
 from nmt.fileio import atomic_open
@@ -202,10 +203,48 @@ def load_run(run_dir: Path, checkpoint: Path | None = None, device: str = "auto"
     model = build_model(config.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
     try:
         model.load_state_dict(state["model"])
-    except RuntimeError as exc:
+    except RuntimeError:
         raise NMTError(
-            f"{path} does not fit the model described by {config_path}: {str(exc).splitlines()[0]}",
+            f"{path} does not fit the model described by {config_path}: "
+            f"{'; '.join(mismatch(state, model.state_dict(), config, tokenizer))}.",
             "Use a checkpoint of this run, or the config it was trained with.",
         ) from None
     model.to(target).eval()
     return LoadedRun(run_dir, config, model, tokenizer, path, int(state.get("step", 0)))
+
+
+def mismatch(state: dict[str, Any], expected: dict[str, Any], config: Config, tokenizer: Tokenizer) -> list[str]:
+    """Why checkpoint `state` does not load into a model whose state dict is `expected`: the model keys
+    and vocabulary sizes that differ (when the checkpoint records its config), then the first weights
+    whose shapes differ, and the weights one side lacks."""
+    reasons = []
+    saved_model = (state.get("config") or {}).get("model")
+    if isinstance(saved_model, dict):
+        reasons += [
+            f"model.{key} {saved_model.get(key)!r} in the checkpoint, {getattr(config.model, key)!r} in the config"
+            for key in config_diff(saved_model, dataclasses.asdict(config.model))
+        ]
+    for side in ("src", "tgt"):
+        saved, now = state.get(f"{side}_vocab_size"), getattr(tokenizer, f"{side}_vocab_size")
+        if saved is not None and saved != now:
+            reasons.append(f"{side} vocabulary {saved} in the checkpoint, {now} in the run's tokenizer")
+    weights = state["model"]
+    shapes = [
+        f"{name} {'x'.join(map(str, weights[name].shape))} in the checkpoint, "
+        f"{'x'.join(map(str, tensor.shape))} for the config"
+        for name, tensor in expected.items()
+        if name in weights and tuple(weights[name].shape) != tuple(tensor.shape)
+    ]
+    shown = 1 if reasons else 3  # once the config keys say why, one weight is example enough
+    reasons += shapes[:shown] + ([f"{len(shapes) - shown} more weights of other sizes"] if len(shapes) > shown else [])
+    missing = [name for name in expected if name not in weights]
+    unexpected = [name for name in weights if name not in expected]
+    if missing:
+        reasons.append(f"the checkpoint lacks {len(missing)} weights of the config's model ({_first(missing)})")
+    if unexpected:
+        reasons.append(f"the config's model has none of {len(unexpected)} weights of the checkpoint ({_first(unexpected)})")
+    return reasons or ["the weights do not load"]
+
+
+def _first(names: list[str]) -> str:
+    return ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")

@@ -6,7 +6,9 @@ overwrites a previous run.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -15,7 +17,7 @@ from typing import Any
 
 import torch
 
-from nmt.config import Config, config_diff, load_config, save_config
+from nmt.config import Config, EvaluationConfig, config_diff, load_config, save_config
 from nmt.environment import describe_environment
 from nmt.errors import NMTError
 from nmt.fileio import atomic_open, atomic_write_text, sha256_file
@@ -33,19 +35,19 @@ RESUMABLE_KEYS = frozenset(
             )
         ),
         *(f"decoding.{key}" for key in ("beam_size", "length_penalty", "alpha", "batch_size", "nbest")),
-        *(f"evaluation.{key}" for key in (
-            "split", "buckets", "by", "bootstrap_samples", "bootstrap_seed", "curve_sentences_per_bucket",
-        )),
+        *(f"evaluation.{f.name}" for f in dataclasses.fields(EvaluationConfig)),  # scoring only
         "data.dir",
         "data.cache_dir",
     ]
 )
-RUN_MARKERS = ("config.yaml", "summary.json", "log.jsonl", CHECKPOINT_DIR)
+# What a run writes at its top level: a new run refuses a folder holding any of them (nothing is overwritten).
+RUN_MARKERS = ("config.yaml", "summary.json", "log.jsonl", CHECKPOINT_DIR, "environment.json", "tokenizer", "tensorboard")
 
 
 def config_differences(old: Config, new: Config) -> list[str]:
-    """Dotted keys whose values differ between two configs (`runs` names experiment runs, not this one)."""
-    a, b = old.to_dict(), new.to_dict()
+    """Dotted keys whose values differ between two configs (`runs` names experiment runs, not this one);
+    data paths are compared as absolute paths, as write_config records them."""
+    a, b = with_absolute_paths(old).to_dict(), with_absolute_paths(new).to_dict()
     a.pop("runs", None)
     b.pop("runs", None)
     return config_diff(a, b)
@@ -60,6 +62,13 @@ def check_run_dir(run_dir: Path, config: Config, resume: bool) -> Path | None:
     """Refuse unusable run directories; return the checkpoint to resume from (None: start at step 0)."""
     if run_dir.exists() and not run_dir.is_dir():
         raise NMTError(f"--run-dir {run_dir} exists and is not a directory.", "Choose another --run-dir.")
+    data_dir = Path(os.path.abspath(config.data.dir))
+    if Path(os.path.abspath(run_dir)) == data_dir or data_dir in Path(os.path.abspath(run_dir)).parents:
+        raise NMTError(
+            f"--run-dir {run_dir} lies in data.dir {config.data.dir}, which nmt prepare replaces whole when it "
+            "rebuilds the data: the run would be deleted.",
+            "Choose a --run-dir outside the prepared data folder.",
+        )
     config_path = run_dir / "config.yaml"
     if not resume:
         if config_path.is_file():
@@ -207,9 +216,15 @@ def summary_writer_class() -> Any:
     return SummaryWriter
 
 
+def with_absolute_paths(config: Config) -> Config:
+    """A copy of `config` whose data paths are absolute (see DataConfig.absolute)."""
+    return dataclasses.replace(config, data=config.data.absolute())
+
+
 def write_config(config: Config, run_dir: Path) -> None:
-    """RUN_DIR/config.yaml, loadable by nmt.config.load_config."""
-    save_config(config, run_dir / "config.yaml")
+    """RUN_DIR/config.yaml, loadable by nmt.config.load_config. Its data paths are absolute, so that
+    evaluating or resuming the run works from any working directory."""
+    save_config(with_absolute_paths(config), run_dir / "config.yaml")
 
 
 class RunLog:
