@@ -70,7 +70,7 @@ def test_baseline_runs_the_effect_checks_against_every_other_system(files: dict[
     out = tmp_path / "out"
     argv = ["score", "--ref", str(files["ref"]), "--src", str(files["src"]), str(files["poor"]), str(files["good"]),
             str(files["good"]), "--names", "encdec,search,copy", "--baseline", "encdec", "--out", str(out),
-            "--set", "evaluation.bootstrap_samples=50"]
+            "--set", "evaluation.bootstrap_samples=50", "--set", "evaluation.min_bucket_sentences=10"]
     assert main(argv) == 0
     results = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert [(e["baseline"], e["attention"]) for e in results["effect"]] == [("encdec", "search"), ("encdec", "copy")]
