@@ -114,7 +114,7 @@ def test_nbest_with_scores_and_decode_time_settings(
     translator.decoding.length_penalty = "none"
     expected = translator.translate(LINES[:6], nbest=2)
     rows = _read(out)
-    assert rows[0] == ""  # an empty line stays empty
+    assert rows[0] == "\t\t\t"  # an empty line: 2 empty translations, 2 empty scores
     for row, hyps in zip(rows[1:], expected[1:], strict=True):
         text_a, score_a, text_b, score_b = row.split("\t")
         assert (text_a, text_b) == (hyps[0].text, hyps[1].text)

@@ -316,8 +316,10 @@ def translate_file(
             for first, lines in _read_chunks(source, name, chunk_lines):
                 results = translator.translate_nbest(lines, nbest, plots_dir is not None, first_line=first)
                 for offset, translations in enumerate(results):
-                    if scores and lines[offset].strip():  # an empty line stays empty, without a score
-                        sink.write("\t".join(f"{t.text}\t{t.score:.4f}" for t in translations) + "\n")
+                    if scores:  # an empty line gets K empty fields and K empty scores: every line has 2K
+                        empty = not lines[offset].strip()
+                        sink.write("\t".join(t.text + "\t" + ("" if empty else f"{t.score:.4f}") for t in translations))
+                        sink.write("\n")
                     else:
                         sink.write("\t".join(t.text for t in translations) + "\n")
                     best = translations[0]
