@@ -334,8 +334,8 @@ def run_command(args: argparse.Namespace) -> None:
             overrides=args.overrides,
         )
     elif args.command == "average":
-        from nmt.training.averaging import average_checkpoints
-        from nmt.training.checkpoint import describe_checkpoint
+        from nmt.rundir.averaging import average_checkpoints
+        from nmt.rundir.checkpoints import describe_checkpoint
 
         path = average_checkpoints(args.run_dir, last=args.last, steps=args.steps, output=args.output)
         print(f"wrote {path}: {describe_checkpoint(path)}")

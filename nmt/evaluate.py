@@ -98,7 +98,7 @@ def describe_runs(
     """Config (with `--set` decoding/evaluation overrides) and checkpoint of each run, named by folder
     name (made unique: name, name-2, ...). `checkpoint` is a file name in each RUN_DIR/checkpoints/ or,
     for one run, a path; the default is the run's own choice (`default_checkpoint`)."""
-    from nmt.training.checkpoint import CHECKPOINT_DIR, default_checkpoint
+    from nmt.rundir.checkpoints import CHECKPOINT_DIR, default_checkpoint
 
     infos: list[RunInfo] = []
     taken: set[str] = set()
@@ -238,7 +238,7 @@ def evaluate_runs(
     Defaults for split, buckets, `by` and the bootstrap come from the first run's `evaluation`
     section; `overrides` are `--set` decoding.* and evaluation.* keys. Returns the content of results.json.
     """
-    from nmt.training.checkpoint import describe_checkpoint
+    from nmt.rundir.checkpoints import describe_checkpoint
 
     if not run_dirs:
         raise NMTError("no run directory given.", "Pass one or more folders written by `nmt train`.")

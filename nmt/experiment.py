@@ -46,7 +46,7 @@ class Timings:
 
 def _train_run(name: str, config: Config, run_dir: Path) -> str:
     """Train one run unless it is finished; returns what was done ('trained', 'resumed', 'skipped')."""
-    from nmt.training.rundir import config_differences, learning_differences, write_config
+    from nmt.rundir.writing import config_differences, learning_differences, write_config
     from nmt.training.trainer import train
 
     saved = run_dir / "config.yaml"

@@ -95,7 +95,7 @@ def learning_curves(
     Split, buckets, bucketing and sample size default to the first run's `evaluation` section
     (`curve_sentences_per_bucket`). Returns the content of learning_curve.json.
     """
-    from nmt.training.checkpoint import checkpoint_step, step_checkpoints
+    from nmt.rundir.checkpoints import checkpoint_step, step_checkpoints
 
     if not run_dirs:
         raise NMTError("no run directory given.", "Pass one or more folders written by `nmt train`.")
@@ -171,7 +171,7 @@ def learning_curves(
 
 def _note_pruned(name: str, training: Any, checkpoints: list[Path]) -> None:
     """Say so when training.keep_last deleted checkpoints the curve could have used."""
-    from nmt.training.checkpoint import checkpoint_step
+    from nmt.rundir.checkpoints import checkpoint_step
 
     expected = checkpoint_step(checkpoints[-1]) // training.checkpoint_every
     if training.keep_last and len(checkpoints) < expected:

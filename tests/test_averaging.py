@@ -12,8 +12,8 @@ from nmt.cli import main
 from nmt.decoding.translate import Translator
 from nmt.errors import NMTError
 from nmt.evaluate import describe_runs
-from nmt.training.averaging import average_checkpoints
-from nmt.training.checkpoint import describe_checkpoint
+from nmt.rundir.averaging import average_checkpoints
+from nmt.rundir.checkpoints import describe_checkpoint
 from nmt.training.trainer import train
 from tests.conftest import reverse_task_config
 

@@ -11,7 +11,7 @@ from nmt.cli import main
 from nmt.errors import NMTError
 from nmt.evaluation.buckets import assign_buckets, make_buckets, sentence_lengths
 from nmt.learning_curve import curve_sample, learning_curves
-from nmt.training.checkpoint import checkpoint_step, step_checkpoints
+from nmt.rundir.checkpoints import checkpoint_step, step_checkpoints
 from tests.conftest import reverse_task_config
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -105,7 +105,7 @@ def test_cli_curve_and_its_errors(curve_run: Path, tmp_path: Path, capsys: pytes
 
 def test_sample_size_key_is_validated_and_free_to_change_on_resume(tmp_path: Path) -> None:
     from nmt.config import load_config
-    from nmt.training.rundir import learning_differences
+    from nmt.rundir.writing import learning_differences
 
     quick = Path(__file__).resolve().parent.parent / "configs" / "quick.yaml"
     with pytest.raises(NMTError, match="evaluation.curve_sentences_per_bucket"):

@@ -20,8 +20,8 @@ from nmt.decoding.search import (
     max_output_lengths,
 )
 from nmt.models import build_model
+from nmt.rundir.checkpoints import load_run
 from nmt.special import BOS_ID, EOS_ID
-from nmt.training.checkpoint import load_run
 from tests.synthetic import reverse_pairs
 
 

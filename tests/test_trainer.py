@@ -18,9 +18,9 @@ from nmt.data.prepare import load_prepared, prepare
 from nmt.data.subwords import Tokenizer
 from nmt.errors import NMTError
 from nmt.models.seq2seq import build_model, count_parameters
-from nmt.training.checkpoint import load_checkpoint, save_checkpoint
+from nmt.rundir.checkpoints import load_checkpoint, save_checkpoint
+from nmt.rundir.writing import with_absolute_paths
 from nmt.training.optim import LRSchedule, build_optimizer, is_better
-from nmt.training.rundir import with_absolute_paths
 from nmt.training.trainer import format_duration, format_score, resolve_precision, train
 from nmt.training.validation import build_valid_set
 from tests.conftest import reverse_task_config

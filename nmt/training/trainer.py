@@ -26,8 +26,8 @@ from nmt.data.batching import TokenBatchSampler, make_batch, shard
 from nmt.data.prepare import load_prepared, prepare
 from nmt.errors import NMTError
 from nmt.models.seq2seq import build_model, count_parameters
-from nmt.training import rundir
-from nmt.training.checkpoint import (
+from nmt.rundir import writing as rundir
+from nmt.rundir.checkpoints import (
     BEST_NAME,
     CHECKPOINT_DIR,
     capture_rng,

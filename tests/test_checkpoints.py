@@ -1,4 +1,4 @@
-"""nmt.training.checkpoint: atomic save/load, RNG capture, checkpoint discovery and `load_run`."""
+"""nmt.rundir.checkpoints: atomic save/load, RNG capture, checkpoint discovery and `load_run`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import torch
 from nmt.data.batching import make_source_batch
 from nmt.decoding.search import greedy_search
 from nmt.errors import NMTError
-from nmt.training.checkpoint import (
+from nmt.rundir.checkpoints import (
     capture_rng,
     latest_step_checkpoint,
     load_checkpoint,

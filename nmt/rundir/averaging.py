@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from nmt.errors import NMTError
-from nmt.training.checkpoint import (
+from nmt.rundir.checkpoints import (
     BEST_NAME,
     CHECKPOINT_DIR,
     checkpoint_step,
