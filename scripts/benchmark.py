@@ -132,7 +132,7 @@ def train_phase(
     peak just before and after them, peak RSS."""
     from nmt.data.batching import make_batch, padding_fraction
     from nmt.models import build_model
-    from nmt.rundir.checkpoints import resolve_device
+    from nmt.rundir.loading import resolve_device
     from nmt.training.optim import build_optimizer
     from nmt.training.trainer import resolve_precision
     from nmt.training.validation import batch_loss_sum
@@ -222,7 +222,7 @@ def decode_phase(
     from nmt.data.prepare import load_prepared
     from nmt.decoding.search import beam_search, greedy_search, max_output_lengths
     from nmt.models import build_model
-    from nmt.rundir.checkpoints import load_run, resolve_device
+    from nmt.rundir.loading import load_run, resolve_device
 
     _setup_child(threads, config.training.seed)
     device = resolve_device(device_name)
@@ -336,7 +336,7 @@ def format_table(report: dict[str, Any]) -> str:
 def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
     """All phases; the report in the issue's schema (plus details)."""
     from nmt.data.prepare import prepare
-    from nmt.rundir.checkpoints import resolve_device
+    from nmt.rundir.loading import resolve_device
 
     config = load_config(args.config, args.set)
     missing = [run for run in RUNS if run not in config.runs]

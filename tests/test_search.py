@@ -20,7 +20,7 @@ from nmt.decoding.search import (
     max_output_lengths,
 )
 from nmt.models import build_model
-from nmt.rundir.checkpoints import load_run
+from nmt.rundir.loading import load_run
 from nmt.special import BOS_ID, EOS_ID
 from tests.synthetic import reverse_pairs
 

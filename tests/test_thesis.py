@@ -13,7 +13,7 @@ import pytest
 
 from nmt.data.batching import make_source_batch
 from nmt.decoding.search import greedy_search
-from nmt.rundir.checkpoints import load_run
+from nmt.rundir.loading import load_run
 from nmt.training.trainer import train
 from tests.conftest import reverse_task_config
 from tests.synthetic import reverse_pairs

@@ -32,7 +32,7 @@ from nmt.decoding.search import (
 )
 from nmt.errors import NMTError
 from nmt.fileio import atomic_open, same_file
-from nmt.rundir.checkpoints import load_run
+from nmt.rundir.loading import load_run
 
 # Lines read, translated and written at a time: bounds memory whatever the input size.
 CHUNK_LINES = 1000

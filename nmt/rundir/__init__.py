@@ -1,2 +1,11 @@
-"""The run directory that `nmt train` writes and translation and evaluation read: one home for
-training, decoding and evaluation."""
+"""The run directory `nmt train` writes, in one home that training, decoding and evaluation use:
+
+    RUN_DIR/config.yaml        the run's config, data paths absolute (writing.py)
+    RUN_DIR/tokenizer/         copy of the sentencepiece models it was trained with (writing.py)
+    RUN_DIR/checkpoints/       step_*.pt, best.pt, averaged.pt (checkpoints.py, averaging.py)
+    RUN_DIR/environment.json, log.jsonl, summary.json, tensorboard/   (writing.py)
+
+writing.py sets a run directory up for training (and refuses to overwrite another run),
+checkpoints.py names, finds, saves and loads checkpoint files and chooses the default one,
+averaging.py is `nmt average`, and loading.py loads a run onto a device for translation.
+"""

@@ -1,4 +1,5 @@
-"""The run directory: refusing to clobber another run, resume checks, tokenizer copy, environment, log.
+"""Writing a run directory as training does: refusing to clobber another run, resume checks, config.yaml,
+the tokenizer copy, environment, log and summary.
 
 Everything here that can refuse a run does so before anything is written, so a mistake never
 overwrites a previous run.

@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 
 from nmt.errors import NMTError
-from nmt.rundir.checkpoints import resolve_device
+from nmt.rundir.loading import resolve_device
 
 
 @dataclass

@@ -30,16 +30,15 @@ from nmt.rundir import writing as rundir
 from nmt.rundir.checkpoints import (
     BEST_NAME,
     CHECKPOINT_DIR,
-    capture_rng,
     latest_step_checkpoint,
     load_checkpoint,
     prune_step_checkpoints,
-    restore_rng,
     save_checkpoint,
     step_checkpoint_name,
 )
 from nmt.training.distributed import DistContext, setup_distributed
 from nmt.training.optim import LRSchedule, build_optimizer, is_better
+from nmt.training.rng import capture_rng, restore_rng
 from nmt.training.signals import StopRequest
 from nmt.training.validation import ValidationResult, batch_loss_sum, build_valid_set, safe_exp, validate
 

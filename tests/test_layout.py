@@ -1,0 +1,48 @@
+"""The layers of the package: decoding and evaluation never import the training loop's package, and
+evaluation never imports a model (it scores strings)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "nmt"
+
+
+def imported_modules(package: str) -> dict[str, set[str]]:
+    """File name -> every module that the files of nmt/`package` import, at the top or inside a function."""
+    found: dict[str, set[str]] = {}
+    for path in sorted((PACKAGE / package).glob("*.py")):
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module is not None:
+                names.add(node.module)
+        found[path.name] = names
+    return found
+
+
+def _under(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+@pytest.mark.parametrize("package", ["decoding", "evaluation"])
+def test_decoding_and_evaluation_never_import_training(package: str) -> None:
+    imports = imported_modules(package)
+    assert imports, f"no modules found in nmt/{package}"
+    assert any(_under(m, "nmt") for names in imports.values() for m in names)  # the parse sees nmt's imports
+    upward = {name: sorted(m for m in names if _under(m, "nmt.training")) for name, names in imports.items()}
+    assert {name: found for name, found in upward.items() if found} == {}
+
+
+def test_evaluation_never_imports_a_model() -> None:
+    models = ("nmt.models", "nmt.decoding", "nmt.rundir", "nmt.training", "torch")
+    imports = imported_modules("evaluation")
+    assert {
+        name: sorted(m for m in names if any(_under(m, p) for p in models))
+        for name, names in imports.items()
+        if any(_under(m, p) for m in names for p in models)
+    } == {}

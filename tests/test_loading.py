@@ -1,0 +1,58 @@
+"""nmt.rundir.loading: `load_run` and `resolve_device`."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from nmt.data.batching import make_source_batch
+from nmt.decoding.search import greedy_search
+from nmt.errors import NMTError
+from nmt.rundir.loading import load_run, resolve_device
+from tests.synthetic import reverse_pairs
+
+
+def test_resolve_device() -> None:
+    assert resolve_device("cpu") == torch.device("cpu")
+    assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(NMTError, match="no CUDA"):
+            resolve_device("cuda")
+
+
+def test_load_run_gives_a_working_model(trained_reverse_run: Path) -> None:
+    run = load_run(trained_reverse_run, device="cpu")
+    assert run.checkpoint.name == "best.pt" and not run.model.training
+    best = torch.load(run.checkpoint, weights_only=True)
+    assert run.step == best["step"]
+    pairs = reverse_pairs(50, 5, 10, seed=99)
+    src, lengths = make_source_batch([run.tokenizer.encode_src(s) for s, _ in pairs])
+    outputs = [run.tokenizer.decode_tgt(o) for o in greedy_search(run.model, src, lengths, lengths + 5)]
+    assert sum(out == ref for out, (_, ref) in zip(outputs, pairs, strict=True)) >= 25
+    explicit = sorted((trained_reverse_run / "checkpoints").glob("step_*.pt"))[0]
+    assert load_run(trained_reverse_run, checkpoint=explicit, device="cpu").step == int(explicit.stem[5:])
+
+
+def test_load_run_errors(trained_reverse_run: Path, tmp_path: Path) -> None:
+    with pytest.raises(NMTError, match="run directory not found"):
+        load_run(tmp_path / "nope")
+    copy = tmp_path / "copy"
+    shutil.copytree(trained_reverse_run, copy)
+    for path in (copy / "checkpoints").iterdir():
+        path.unlink()
+    with pytest.raises(NMTError, match="has no checkpoint"):
+        load_run(copy)
+    shutil.copy(trained_reverse_run / "checkpoints" / "best.pt", copy / "checkpoints" / "step_00000001.pt")
+    assert load_run(copy, device="cpu").checkpoint.name == "step_00000001.pt"
+    (copy / "config.yaml").write_text((copy / "config.yaml").read_text().replace("hidden_size: 64", "hidden_size: 48"))
+    with pytest.raises(NMTError, match="does not fit the model") as error:
+        load_run(copy, device="cpu")
+    # which sizes differ, not torch's message cut off at "Error(s) in loading state_dict for Seq2Seq:"
+    assert "model.hidden_size 64 in the checkpoint, 48 in the config" in error.value.message
+    assert "more weights of other sizes" in error.value.message and "Error(s)" not in error.value.message
+    (copy / "config.yaml").unlink()
+    with pytest.raises(NMTError, match="config.yaml is missing"):
+        load_run(copy)
