@@ -297,7 +297,7 @@ def run_command(args: argparse.Namespace) -> None:
             raise NMTError("--src and --ref go together: give both files, or neither to use --split.")
         if args.src is not None and args.split is not None:
             raise NMTError("give either --split or --src/--ref, not both.")
-        from nmt.evaluate import evaluate_runs
+        from nmt.comparison import evaluate_runs
 
         _set_threads(args.threads)
         evaluate_runs(
@@ -320,7 +320,7 @@ def run_command(args: argparse.Namespace) -> None:
             args.run_dirs, out_dir=args.out, split=args.split, per_bucket=args.sentences_per_bucket, device=args.device
         )
     elif args.command == "score":
-        from nmt.evaluate import score_files
+        from nmt.comparison import score_files
 
         score_files(
             args.ref,

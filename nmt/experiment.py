@@ -205,8 +205,8 @@ def run_experiment(
 ) -> dict[str, Any]:
     """Run the whole comparison described by `config_path`; returns the evaluation results (results.json)."""
     config = load_config(config_path, overrides)
+    from nmt.comparison import evaluate_runs
     from nmt.data.prepare import format_stats, prepare
-    from nmt.evaluate import evaluate_runs
     from nmt.learning_curve import CURVE_MD, CURVE_PNG, learning_curves
 
     if not config.runs:

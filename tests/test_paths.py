@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from nmt.comparison import evaluate_runs
 from nmt.config import config_from_dict, load_config
 from nmt.data.prepare import prepare
 from nmt.errors import NMTError
-from nmt.evaluate import evaluate_runs
 from nmt.training.trainer import train
 from tests.synthetic import reverse_pairs, write_parallel
 

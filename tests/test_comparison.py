@@ -10,9 +10,7 @@ import pytest
 import sacrebleu
 
 from nmt.cli import main
-from nmt.config import Config, load_config, save_config
-from nmt.errors import NMTError
-from nmt.evaluate import (
+from nmt.comparison import (
     cache_key,
     decoding_settings,
     default_out_dir,
@@ -20,6 +18,8 @@ from nmt.evaluate import (
     effect_pairs,
     file_test_set,
 )
+from nmt.config import Config, load_config, save_config
+from nmt.errors import NMTError
 from tests.synthetic import reverse_pairs, write_parallel
 
 
