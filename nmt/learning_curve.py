@@ -28,11 +28,12 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
-from nmt.comparison import TestSet, default_out_dir, describe_runs, split_test_set, translate_cached
+from nmt.comparison import default_out_dir
 from nmt.errors import NMTError
 from nmt.evaluation.buckets import BucketBy, assign_buckets, make_buckets, sentence_lengths
 from nmt.evaluation.scoring import CorpusScorer, bleu_from_stats
 from nmt.fileio import atomic_open, atomic_write_text
+from nmt.run_translations import TestSet, describe_runs, split_test_set, translate_cached
 
 CURVE_JSON = "learning_curve.json"
 CURVE_MD = "learning_curve.md"

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from nmt.config import Config, config_from_dict
+from nmt.config import Config, config_from_dict, save_config
 from tests.synthetic import reverse_pairs, write_parallel
 
 
@@ -63,3 +63,14 @@ def trained_reverse_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     train(config, root / "run", resume=False)
     return root / "run"
+
+
+def fake_run(path: Path, beam_size: int = 5, attention: str = "additive") -> Path:
+    """A run folder as far as evaluate's bookkeeping looks: config.yaml and a checkpoint file."""
+    config = Config()
+    config.decoding.beam_size = beam_size
+    config.model.attention = attention
+    save_config(config, path / "config.yaml")
+    (path / "checkpoints").mkdir(parents=True)
+    (path / "checkpoints" / "best.pt").write_bytes(b"weights")
+    return path

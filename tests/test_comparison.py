@@ -1,4 +1,5 @@
-"""`nmt evaluate`: test-set files, run naming, the hypothesis cache, and two real runs end to end."""
+"""`nmt evaluate`: run naming, where the report goes, effect pairs, and two real runs end to end (with
+`nmt score` on their translations)."""
 
 from __future__ import annotations
 
@@ -10,53 +11,16 @@ import pytest
 import sacrebleu
 
 from nmt.cli import main
-from nmt.comparison import (
-    cache_key,
-    decoding_settings,
-    default_out_dir,
-    describe_runs,
-    effect_pairs,
-    file_test_set,
-)
-from nmt.config import Config, load_config, save_config
-from nmt.errors import NMTError
+from nmt.comparison import default_out_dir, effect_pairs
+from nmt.config import load_config, save_config
+from nmt.run_translations import describe_runs
+from tests.conftest import fake_run
 from tests.synthetic import reverse_pairs, write_parallel
 
 
-def _fake_run(path: Path, beam_size: int = 5, attention: str = "additive") -> Path:
-    """A run folder as far as evaluate's bookkeeping looks: config.yaml and a checkpoint file."""
-    config = Config()
-    config.decoding.beam_size = beam_size
-    config.model.attention = attention
-    save_config(config, path / "config.yaml")
-    (path / "checkpoints").mkdir(parents=True)
-    (path / "checkpoints" / "best.pt").write_bytes(b"weights")
-    return path
-
-
-def test_file_test_set_reads_parallel_files(tmp_path: Path) -> None:
-    (tmp_path / "s.txt").write_text("a b\nc d e\n", encoding="utf-8")
-    (tmp_path / "r.txt").write_text("x y\r\nz\n", encoding="utf-8")
-    test_set = file_test_set(tmp_path / "s.txt", tmp_path / "r.txt")
-    assert (test_set.sources, test_set.references) == (["a b", "c d e"], ["x y", "z"])
-
-
-def test_file_test_set_user_errors(tmp_path: Path) -> None:
-    (tmp_path / "s.txt").write_text("a\nb\nc\n", encoding="utf-8")
-    (tmp_path / "r.txt").write_text("a\nb\n", encoding="utf-8")
-    (tmp_path / "bad.txt").write_bytes(b"ok\nfine\ncaf\xe9\n")
-    with pytest.raises(NMTError, match=r"s.txt has 3 lines but --ref .*r.txt has 2"):
-        file_test_set(tmp_path / "s.txt", tmp_path / "r.txt")
-    with pytest.raises(NMTError, match=r"--ref .*bad.txt, line 3: not valid UTF-8"):
-        file_test_set(tmp_path / "s.txt", tmp_path / "bad.txt")
-    with pytest.raises(NMTError, match=r"--src not found: .*missing.txt") as error:
-        file_test_set(tmp_path / "missing.txt", tmp_path / "r.txt")
-    assert error.value.hint == "Give an existing text file to --src."
-
-
 def test_run_names_are_unique_and_out_dir_defaults(tmp_path: Path) -> None:
-    first = _fake_run(tmp_path / "a" / "rnnsearch")
-    second = _fake_run(tmp_path / "b" / "rnnsearch")
+    first = fake_run(tmp_path / "a" / "rnnsearch")
+    second = fake_run(tmp_path / "b" / "rnnsearch")
     assert [r.name for r in describe_runs([first, second])] == ["rnnsearch", "rnnsearch-2"]
     assert describe_runs([first])[0].checkpoint == first / "checkpoints" / "best.pt"
     assert default_out_dir([first]) == first / "evaluation"
@@ -65,46 +29,17 @@ def test_run_names_are_unique_and_out_dir_defaults(tmp_path: Path) -> None:
 
 def test_effect_pairs_follow_the_given_order_and_name_the_unpaired(tmp_path: Path) -> None:
     kinds = {"search-30": "additive", "encdec-30": "none", "search-50": "dot", "encdec-50": "none", "extra": "general"}
-    runs = describe_runs([_fake_run(tmp_path / name, attention=kind) for name, kind in kinds.items()])
+    runs = describe_runs([fake_run(tmp_path / name, attention=kind) for name, kind in kinds.items()])
     pairs, unpaired = effect_pairs(runs)
     assert pairs == [("encdec-30", "search-30"), ("encdec-50", "search-50")]
     assert unpaired == ["extra"]
     assert effect_pairs(runs[:1]) == ([], ["search-30"])
 
 
-def test_decode_time_overrides_change_the_cache_key_and_refuse_learning_keys(tmp_path: Path) -> None:
-    run_dir = _fake_run(tmp_path / "run")
-    (run,) = describe_runs([run_dir], ["decoding.beam_size=2", "decoding.alpha=1.0", "evaluation.by=reference"])
-    assert (run.config.decoding.beam_size, run.config.decoding.alpha, run.config.evaluation.by) == (2, 1.0, "reference")
-    plain = describe_runs([run_dir])[0]
-    assert cache_key(run.checkpoint, ["a"], decoding_settings(run.config, None)) != cache_key(
-        plain.checkpoint, ["a"], decoding_settings(plain.config, None)
-    )
-    with pytest.raises(NMTError, match=r"nmt evaluate takes only decoding.\* or evaluation.\* keys") as error:
-        describe_runs([run_dir], ["training.max_steps=5"])
-    assert "fixed when a run is trained" in error.value.message
-    with pytest.raises(NMTError, match=r"has no .*averaged.pt"):
-        describe_runs([run_dir], checkpoint="averaged.pt")
-    (run_dir / "checkpoints" / "averaged.pt").write_bytes(b"w")
-    assert describe_runs([run_dir], checkpoint="averaged.pt")[0].checkpoint == run_dir / "checkpoints" / "averaged.pt"
-
-
 def test_not_a_run_is_a_user_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "s").write_text("a\n", encoding="utf-8")
     assert main(["evaluate", str(tmp_path), "--src", str(tmp_path / "s"), "--ref", str(tmp_path / "s")]) == 2
     assert "is not a training run (no config.yaml)" in capsys.readouterr().err
-
-
-def test_cache_key_follows_checkpoint_source_and_decoding(tmp_path: Path) -> None:
-    run = describe_runs([_fake_run(tmp_path / "run")])[0]
-    decoding = decoding_settings(run.config, None)
-    assert decoding["beam_size"] == 5 and "batch_size" not in decoding
-    key = cache_key(run.checkpoint, ["a b"], decoding)
-    assert cache_key(run.checkpoint, ["a b"], decoding) == key
-    assert cache_key(run.checkpoint, ["a c"], decoding) != key
-    assert cache_key(run.checkpoint, ["a b"], decoding_settings(run.config, 2)) != key
-    run.checkpoint.write_bytes(b"retrained weights")
-    assert cache_key(run.checkpoint, ["a b"], decoding) != key
 
 
 def _copy_run(trained: Path, dest: Path, beam_size: int) -> Path:

@@ -1,0 +1,60 @@
+"""nmt.run_translations: test-set files, the runs as evaluate sees them, and the hypothesis cache's key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nmt.errors import NMTError
+from nmt.run_translations import cache_key, decoding_settings, describe_runs, file_test_set
+from tests.conftest import fake_run
+
+
+def test_file_test_set_reads_parallel_files(tmp_path: Path) -> None:
+    (tmp_path / "s.txt").write_text("a b\nc d e\n", encoding="utf-8")
+    (tmp_path / "r.txt").write_text("x y\r\nz\n", encoding="utf-8")
+    test_set = file_test_set(tmp_path / "s.txt", tmp_path / "r.txt")
+    assert (test_set.sources, test_set.references) == (["a b", "c d e"], ["x y", "z"])
+
+
+def test_file_test_set_user_errors(tmp_path: Path) -> None:
+    (tmp_path / "s.txt").write_text("a\nb\nc\n", encoding="utf-8")
+    (tmp_path / "r.txt").write_text("a\nb\n", encoding="utf-8")
+    (tmp_path / "bad.txt").write_bytes(b"ok\nfine\ncaf\xe9\n")
+    with pytest.raises(NMTError, match=r"s.txt has 3 lines but --ref .*r.txt has 2"):
+        file_test_set(tmp_path / "s.txt", tmp_path / "r.txt")
+    with pytest.raises(NMTError, match=r"--ref .*bad.txt, line 3: not valid UTF-8"):
+        file_test_set(tmp_path / "s.txt", tmp_path / "bad.txt")
+    with pytest.raises(NMTError, match=r"--src not found: .*missing.txt") as error:
+        file_test_set(tmp_path / "missing.txt", tmp_path / "r.txt")
+    assert error.value.hint == "Give an existing text file to --src."
+
+
+def test_decode_time_overrides_change_the_cache_key_and_refuse_learning_keys(tmp_path: Path) -> None:
+    run_dir = fake_run(tmp_path / "run")
+    (run,) = describe_runs([run_dir], ["decoding.beam_size=2", "decoding.alpha=1.0", "evaluation.by=reference"])
+    assert (run.config.decoding.beam_size, run.config.decoding.alpha, run.config.evaluation.by) == (2, 1.0, "reference")
+    plain = describe_runs([run_dir])[0]
+    assert cache_key(run.checkpoint, ["a"], decoding_settings(run.config, None)) != cache_key(
+        plain.checkpoint, ["a"], decoding_settings(plain.config, None)
+    )
+    with pytest.raises(NMTError, match=r"nmt evaluate takes only decoding.\* or evaluation.\* keys") as error:
+        describe_runs([run_dir], ["training.max_steps=5"])
+    assert "fixed when a run is trained" in error.value.message
+    with pytest.raises(NMTError, match=r"has no .*averaged.pt"):
+        describe_runs([run_dir], checkpoint="averaged.pt")
+    (run_dir / "checkpoints" / "averaged.pt").write_bytes(b"w")
+    assert describe_runs([run_dir], checkpoint="averaged.pt")[0].checkpoint == run_dir / "checkpoints" / "averaged.pt"
+
+
+def test_cache_key_follows_checkpoint_source_and_decoding(tmp_path: Path) -> None:
+    run = describe_runs([fake_run(tmp_path / "run")])[0]
+    decoding = decoding_settings(run.config, None)
+    assert decoding["beam_size"] == 5 and "batch_size" not in decoding
+    key = cache_key(run.checkpoint, ["a b"], decoding)
+    assert cache_key(run.checkpoint, ["a b"], decoding) == key
+    assert cache_key(run.checkpoint, ["a c"], decoding) != key
+    assert cache_key(run.checkpoint, ["a b"], decoding_settings(run.config, 2)) != key
+    run.checkpoint.write_bytes(b"retrained weights")
+    assert cache_key(run.checkpoint, ["a b"], decoding) != key
