@@ -456,7 +456,12 @@ def parse_override(text: str) -> tuple[list[str], Any]:
 
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Return a copy of `raw` with each 'a.b.c=value' override set (sections created as needed)."""
+    """Return a copy of `raw` with each 'a.b.c=value' override set (sections created as needed).
+
+    The command line wins over the file: 'section.key=value' also replaces that key in every `runs:`
+    entry that sets it (`--set training.max_steps=100` shortens every run); 'runs.NAME.section.key=value'
+    changes one run only.
+    """
     raw = copy.deepcopy(raw) if raw else {}
     for text in overrides:
         keys, value = parse_override(text)
@@ -466,6 +471,12 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
                 node[key] = {}
             node = node[key]
         node[keys[-1]] = value
+        runs = raw.get("runs")
+        if len(keys) == 2 and keys[0] != "runs" and isinstance(runs, dict):
+            for entry in runs.values():
+                section = entry.get(keys[0]) if isinstance(entry, dict) else None
+                if isinstance(section, dict) and keys[1] in section:
+                    section[keys[1]] = value
     return raw
 
 
