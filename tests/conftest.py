@@ -48,6 +48,15 @@ def reverse_task_config(
     return config_from_dict(raw, "reverse_task_config")
 
 
+@pytest.fixture
+def offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No Hugging Face hub: `datasets` works on local files only, with caches inside tmp_path."""
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-cache"))
+
+
 @pytest.fixture(scope="session")
 def trained_reverse_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run dir of a tiny RNNsearch trained ~10 s on reversing 5-10 digit sequences (data in its data/prepared).

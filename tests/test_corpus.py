@@ -335,14 +335,6 @@ def test_bad_inputs_raise_errors_naming_file_and_line(tmp_path: Path) -> None:
         load_corpus(data_config(source="files", train=str(tmp_path / "e"), valid=str(tmp_path / "e")))
 
 
-@pytest.fixture
-def offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-cache"))
-
-
 def test_huggingface_json_builder_on_local_files(tmp_path: Path, offline: None) -> None:
     splits = {"train": reverse_pairs(40, seed=4), "validation": reverse_pairs(5, seed=5), "test": reverse_pairs(6, seed=6)}
     files = {}

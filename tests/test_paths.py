@@ -90,14 +90,6 @@ def test_the_default_data_dir_is_derived_from_the_corpus(tmp_path: Path, monkeyp
     assert named.for_run("short").data.dir == "mine"
 
 
-@pytest.fixture
-def offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-cache"))
-
-
 def test_editing_a_file_inside_a_local_dataset_folder_re_prepares(tmp_path: Path, offline: None) -> None:
     folder = tmp_path / "corpus"
     (folder / "sub").mkdir(parents=True)
