@@ -44,7 +44,7 @@ def test_cli_keeps_line_order_and_count_and_reverses_digits(trained_reverse_run:
     assert len(out) == len(LINES)
     assert [i for i, line in enumerate(out) if not line] == [0, 13, 26]
     correct = sum(o == r for o, r in zip(out, REFERENCES, strict=True) if r)
-    assert correct >= 0.7 * len(PAIRS)
+    assert correct >= 0.85 * len(PAIRS)  # measured 0.96-1.0 over seeds and thread counts (conftest)
     # the same outputs from the Python API, from other batch sizes and from smaller streamed chunks
     assert Translator.from_run(trained_reverse_run).translate(LINES) == out
     assert main(["translate", str(trained_reverse_run), "-i", str(source), "-o", str(tmp_path / "b1.txt"),
