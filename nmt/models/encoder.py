@@ -2,6 +2,9 @@
 
 Bidirectional (RNNsearch, and RNNencdec's `both_ends` summary): h_j = [fwd_j ; bwd_j], 2n wide.
 Forward only (the paper's RNNencdec): h_j = fwd_j, n wide; its last state h_T becomes the fixed c.
+Each layer runs either as a Python loop over time steps with the cell math written out (`stepped`) or
+as one call of the library's fused RNN over a packed sequence (`fused`: cuDNN on CUDA); both are
+padding-exact and give the same annotations and gradients (tests/test_encoder.py).
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ from dataclasses import dataclass, fields, replace
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import _VF, Tensor, nn
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from nmt.special import PAD_ID
 
@@ -95,9 +99,18 @@ class RecurrentLayer(nn.Module):
         for param in self.parameters():
             nn.init.uniform_(param, -bound, bound)
 
-    def forward(self, inputs: Tensor, mask: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
-        """inputs: batch x src_len x in, mask: batch x src_len -> annotations batch x src_len x (2n | n)
-        (zero at padding), fwd_last batch x n, bwd_first batch x n (None forward only)."""
+    def forward(
+        self, inputs: Tensor, mask: Tensor, lengths: Tensor, fused: bool = False
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
+        """inputs: batch x src_len x in, mask: batch x src_len, lengths: batch -> annotations
+        batch x src_len x (2n | n) (zero at padding), fwd_last batch x n, bwd_first batch x n (None
+        forward only). `fused`: one packed call of the library's RNN instead of the step loop."""
+        if fused:
+            return self._fused(inputs, lengths)
+        return self._stepped(inputs, mask)
+
+    def _stepped(self, inputs: Tensor, mask: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
+        """The step loop: both directions' recurrent products in one batched matmul per time step."""
         batch, steps, _ = inputs.shape
         directions, gates = self.weight_ih.shape[:2]
         # every input projection of every direction in one matmul
@@ -125,6 +138,25 @@ class RecurrentLayer(nn.Module):
         # the states held after the last step: fwd at the last real token, bwd at the first
         return annotations, h[0], h[1]
 
+    def _fused(self, inputs: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
+        """The same RNN as one call of torch's fused GRU/LSTM (what nn.GRU runs) over a packed batch,
+        which never reads padding; the parameters are this layer's own, so both paths share weights."""
+        batch, steps, _ = inputs.shape
+        packed = pack_padded_sequence(inputs, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        weights = [
+            w
+            for d in range(self.directions)
+            for w in (self.weight_ih[d], self.weight_hh[d], self.bias_ih[d, 0], self.bias_hh[d, 0])
+        ]
+        h0 = inputs.new_zeros(self.directions, batch, self.hidden_size)
+        rnn, hx = (_VF.lstm, (h0, torch.zeros_like(h0))) if self.is_lstm else (_VF.gru, h0)
+        result = rnn(packed.data, packed.batch_sizes, hx, weights, True, 1, 0.0, self.training, self.directions == 2)
+        output = PackedSequence(result[0], packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices)
+        annotations, _ = pad_packed_sequence(output, batch_first=True, total_length=steps)
+        # directions x batch x n, back in the batch's order: fwd after the last real token, bwd after the first
+        last = result[1].index_select(1, packed.unsorted_indices)
+        return annotations, last[0], last[1] if self.directions == 2 else None
+
 
 class Encoder(nn.Module):
     """Embeddings and a stack of GRU/LSTM layers (bidirectional, or forward only) whose states never
@@ -149,6 +181,8 @@ class Encoder(nn.Module):
             RecurrentLayer(embedding_size if k == 0 else self.output_size, hidden_size, cell, bidirectional)
             for k in range(num_layers)
         )
+        # None = the fused RNN on CUDA (cuDNN), the step loop elsewhere; True / False force one path
+        self.fused: bool | None = None
 
     @property
     def output_size(self) -> int:
@@ -164,8 +198,9 @@ class Encoder(nn.Module):
         lengths = src_lengths.to(src.device, torch.long)
         mask = torch.arange(src_len, device=src.device).unsqueeze(0) < lengths.unsqueeze(1)
         hidden = self.dropout(self.embedding(src))  # batch x src_len x emb
+        fused = src.is_cuda if self.fused is None else self.fused
         for k, layer in enumerate(self.layers):
             if k > 0:
                 hidden = self.dropout(hidden)
-            hidden, fwd_last, bwd_first = layer(hidden, mask)
+            hidden, fwd_last, bwd_first = layer(hidden, mask, lengths, fused)
         return EncoderStates(hidden, mask, lengths, fwd_last, bwd_first)
