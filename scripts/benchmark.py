@@ -229,7 +229,9 @@ def decode_phase(
     if trained_dir:
         loaded = load_run(Path(trained_dir) / run, device=device_name)
         model, tok, weights = loaded.model, loaded.tokenizer, str(loaded.checkpoint)
+        model_config = loaded.config.model  # the trained run's sizes, which the FLOP count must follow
     else:
+        model_config = config.model
         tok = load_prepared(config.data).tokenizer
         model = build_model(config.model, tok.src_vocab_size, tok.tgt_vocab_size)
         model.load_state_dict(torch.load(weights_path, map_location="cpu"))
@@ -242,7 +244,7 @@ def decode_phase(
     ref_tokens = sum(len(tok.encode_tgt(t)) + 1 for _, t in chosen)
     dc = config.decoding
     batches = [make_source_batch(src[i : i + dc.batch_size]) for i in range(0, len(src), dc.batch_size)]
-    counting = SearchFlopCounter(model, config.model, tok.tgt_vocab_size)
+    counting = SearchFlopCounter(model, model_config, tok.tgt_vocab_size)
 
     def search(beam: int, only: list[tuple[Tensor, Tensor]]) -> int:
         produced = 0
