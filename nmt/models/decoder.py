@@ -20,6 +20,7 @@ from torch import Tensor, nn
 
 from nmt.models.attention import ContextProvider
 from nmt.models.encoder import EncoderOutput, gated_update
+from nmt.models.output_loss import linear_cross_entropy
 from nmt.special import PAD_ID
 
 
@@ -100,14 +101,19 @@ class Decoder(nn.Module):
             context_readout=self.readout_context(enc.context),  # batch x readout
         )
 
-    def _logits(self, states: Tensor, embedded: Tensor, context_readout: Tensor) -> Tensor:
-        """Deep output: (... x n, ... x m, ... x readout broadcastable, C_o c_i) -> logits ... x vocab."""
+    def _deep_output(self, states: Tensor, embedded: Tensor, context_readout: Tensor) -> Tensor:
+        """t_i, what W_o projects onto the vocabulary: (... x n, ... x m, ... x readout broadcastable,
+        C_o c_i) -> ... x output_input_size, dropout applied."""
         pre = self.readout_state(states) + self.readout_embedding(embedded) + context_readout
         if self.maxout_size > 0:
             hidden = pre.unflatten(-1, (self.maxout_size, 2)).amax(dim=-1)
         else:
             hidden = torch.tanh(pre)
-        return self.output(self.dropout(hidden))
+        return self.dropout(hidden)
+
+    def _logits(self, states: Tensor, embedded: Tensor, context_readout: Tensor) -> Tensor:
+        """Deep output and vocabulary projection -> logits ... x vocab."""
+        return self.output(self._deep_output(states, embedded, context_readout))
 
     def _input_weights(self) -> tuple[Tensor, Tensor, Tensor]:
         """The RNN input weight split into its embedding and context columns, and the input bias."""
@@ -120,18 +126,30 @@ class Decoder(nn.Module):
         enc: EncoderOutput,
         return_attention: bool = False,
         target_mask: Tensor | None = None,
+        targets: Tensor | None = None,
+        label_smoothing: float = 0.0,
     ) -> tuple[Tensor, Tensor | None]:
         """Teacher forcing. tgt_in: batch x tgt_len -> logits batch x tgt_len x vocab, and the
         attention weights batch x tgt_len x src_len when asked.
 
         With `target_mask` (batch x tgt_len, bool) the logits are n_true x vocab, for the masked
-        positions only in row-major order: training skips the output layer on padding.
+        positions only in row-major order: training skips the output layer on padding. With `targets`
+        too (n_true, the reference tokens there) the result is instead their summed cross-entropy
+        (fp32), computed without holding every position's logits (`linear_cross_entropy`).
         """
         if return_attention and not self.provider.has_attention:
             raise ValueError("return_attention: the fixed-context model (attention: none) has no attention")
+        if targets is not None and target_mask is None:
+            raise ValueError("targets need the target_mask that picks their positions")
         embedded = self.dropout(self.embedding(tgt_in))  # batch x tgt_len x m
         state = self.init_state(enc)
-        if not self.provider.has_attention:
+        weights: Tensor | None = None
+        if self.provider.has_attention:
+            states, contexts, weights = self._attention_states(embedded, enc, state, return_attention)
+            if target_mask is not None:
+                contexts = contexts[target_mask]
+            readout = self.readout_context(contexts)  # (batch x tgt_len | n_true) x readout
+        else:
             assert enc.context_readout is not None, "call precompute(enc) first (Seq2Seq.encode does)"
             fused = embedded.is_cuda if self.fused_fixed_steps is None else self.fused_fixed_steps
             states = self._fixed_states_fused(embedded, enc, state) if fused else self._fixed_states(
@@ -140,12 +158,13 @@ class Decoder(nn.Module):
             readout = enc.context_readout.unsqueeze(1)  # batch x 1 x readout, the same C_o c at every step
             if target_mask is not None:
                 readout = readout.expand(-1, tgt_in.size(1), -1)[target_mask]
-                return self._logits(states[target_mask], embedded[target_mask], readout), None
-            return self._logits(states, embedded, readout), None
-        states, contexts, weights = self._attention_states(embedded, enc, state, return_attention)
         if target_mask is not None:
-            states, embedded, contexts = states[target_mask], embedded[target_mask], contexts[target_mask]
-        return self._logits(states, embedded, self.readout_context(contexts)), weights
+            states, embedded = states[target_mask], embedded[target_mask]
+        hidden = self._deep_output(states, embedded, readout)
+        if targets is not None:
+            loss = linear_cross_entropy(hidden, self.output.weight, self.output.bias, targets, label_smoothing)
+            return loss, weights
+        return self.output(hidden), weights
 
     def _fixed_states(self, embedded: Tensor, enc: EncoderOutput, state: DecoderState) -> Tensor:
         """s_0..s_{T-1} (batch x T x n): E y's gate inputs for all steps in one matmul, W_ctx c + b_ih

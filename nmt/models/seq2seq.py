@@ -83,15 +83,21 @@ class Seq2Seq(nn.Module):
         tgt_in: Tensor,
         return_attention: bool = False,
         target_mask: Tensor | None = None,
+        targets: Tensor | None = None,
+        label_smoothing: float = 0.0,
     ) -> Tensor | tuple[Tensor, Tensor]:
         """Teacher forcing. tgt_in: batch x tgt_len (BOS + ids, padded) -> logits batch x tgt_len x
         tgt_vocab, plus attention batch x tgt_len x src_len when asked (ValueError for attention none).
-        With `target_mask` (batch x tgt_len, bool): logits n_true x tgt_vocab of the masked positions."""
-        logits, attention = self.decoder(tgt_in, self.encode(src, src_lengths), return_attention, target_mask)
+        With `target_mask` (batch x tgt_len, bool): logits n_true x tgt_vocab of the masked positions;
+        with `targets` (n_true) too: their summed cross-entropy instead (training's loss, in `forward`
+        so that a DistributedDataParallel wrapper sees it)."""
+        out, attention = self.decoder(
+            tgt_in, self.encode(src, src_lengths), return_attention, target_mask, targets, label_smoothing
+        )
         if return_attention:
             assert attention is not None
-            return logits, attention
-        return logits
+            return out, attention
+        return out
 
     def describe(self) -> str:
         """One line: which model, its sizes, and its parameter count."""

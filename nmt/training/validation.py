@@ -8,7 +8,6 @@ from typing import Any
 
 import sacrebleu
 import torch
-import torch.nn.functional as F
 
 from nmt.config import Config
 from nmt.data.batching import Batch, TokenBatchSampler, make_batch, make_source_batch
@@ -40,30 +39,17 @@ class ValidationResult:
         return self.bleu if metric == "bleu" else self.loss
 
 
-def token_loss_sum(logits: torch.Tensor, tgt_out: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
-    """Summed cross-entropy over real (non-padding) target tokens, computed in fp32.
-
-    logits: batch x tgt_len x vocab, tgt_out: batch x tgt_len -> scalar (or n x vocab and n, the
-    real positions already picked out)
-    """
-    return F.cross_entropy(
-        logits.float().reshape(-1, logits.size(-1)),
-        tgt_out.reshape(-1),
-        ignore_index=PAD_ID,
-        label_smoothing=label_smoothing,
-        reduction="sum",
-    )
-
-
 def batch_loss_sum(model: Any, batch: Batch, label_smoothing: float = 0.0) -> torch.Tensor:
     """Teacher-forced summed cross-entropy of `batch` over its real target tokens -> scalar.
 
-    The deep output, vocabulary projection and softmax run on those positions only: padding is
-    never projected onto the vocabulary.
+    The deep output, vocabulary projection and softmax run on those positions only (padding is
+    never projected onto the vocabulary), a chunk of positions at a time (`linear_cross_entropy`).
     """
     real = batch.tgt_out != PAD_ID  # batch x tgt_len
-    logits = model(batch.src, batch.src_lengths, batch.tgt_in, target_mask=real)  # n_real x vocab
-    return token_loss_sum(logits, batch.tgt_out[real], label_smoothing)
+    return model(
+        batch.src, batch.src_lengths, batch.tgt_in, target_mask=real, targets=batch.tgt_out[real],
+        label_smoothing=label_smoothing,
+    )
 
 
 def safe_exp(value: float) -> float:
