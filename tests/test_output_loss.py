@@ -53,3 +53,23 @@ def test_without_gradients_it_scores_in_chunks() -> None:
         loss = linear_cross_entropy(hidden, weight, bias, targets, 0.0, chunk_rows=4)
         expected = F.cross_entropy(F.linear(hidden, weight, bias), targets, reduction="sum")
     torch.testing.assert_close(loss, expected, atol=1e-10, rtol=0)
+
+
+def test_fp16_gradients_are_scaled_before_they_are_rounded() -> None:
+    """A loss scaler multiplies the loss by a large factor so that small fp16 gradients survive: the
+    stored gradients must be scaled before they are rounded to fp16, as autograd does."""
+    hidden, weight, _, _ = _inputs()
+    weight = (20 * weight).detach().requires_grad_()  # confident predictions: tiny gradients
+    bias = torch.zeros(VOCAB, dtype=torch.float64, requires_grad=True)
+    targets = (hidden @ weight.t()).argmax(dim=1).detach()
+    half = hidden.detach().half().requires_grad_()
+    factor = 2.0**11  # the largest gradient (about 17) times it still fits fp16
+    (factor * linear_cross_entropy(half, weight.float(), bias.float(), targets)).backward()
+    # the reference: autograd in fp32 (the precision of the softmax here), unscaled
+    as_fp32 = half.detach().float().requires_grad_()
+    reference = torch.autograd.grad(
+        F.cross_entropy(F.linear(as_fp32, weight.float(), bias.float()), targets, reduction="sum"), as_fp32
+    )[0].double()
+    assert reference.abs().median() < 1e-6  # most far below fp16's normal range (6e-5) unscaled
+    assert half.grad is not None and half.grad.dtype == torch.float16
+    torch.testing.assert_close(half.grad.double() / factor, reference, atol=1e-10, rtol=5e-3)

@@ -183,17 +183,20 @@ class Decoder(nn.Module):
 
     def _fixed_states_fused(self, embedded: Tensor, enc: EncoderOutput, state: DecoderState) -> Tensor:
         """The same states from ONE fused RNN call over [E y ; c] (cuDNN on CUDA; c's input product is
-        then recomputed at every step, which costs less there than a launch per step)."""
+        then recomputed at every step, which costs less there than a launch per step). In fp32 (or
+        fp64) with autocast off, as the encoder's fused path (autocast would run cuDNN's RNN in fp16)."""
         assert enc.context is not None
         batch, steps, _ = embedded.shape
         if steps == 1:
             return state.hidden.unsqueeze(1)
         context = enc.context.unsqueeze(1).expand(batch, steps - 1, enc.context.size(-1))
-        inputs = torch.cat([embedded[:, :-1], context.to(embedded.dtype)], dim=-1)
-        h0 = state.hidden.unsqueeze(0).contiguous()  # 1 x batch x n
-        hx = (h0, torch.zeros_like(h0)) if self.is_lstm else h0
-        outputs, _ = self.rnn(inputs, hx)  # batch x (T-1) x n
-        return torch.cat([state.hidden.unsqueeze(1).to(outputs.dtype), outputs], dim=1)
+        exact = torch.promote_types(embedded.dtype, torch.float32)
+        with torch.autocast(embedded.device.type, enabled=False):
+            inputs = torch.cat([embedded[:, :-1].to(exact), context.to(exact)], dim=-1)
+            h0 = state.hidden.to(exact).unsqueeze(0).contiguous()  # 1 x batch x n
+            hx = (h0, torch.zeros_like(h0)) if self.is_lstm else h0
+            outputs, _ = self.rnn(inputs, hx)  # batch x (T-1) x n
+        return torch.cat([h0[0].unsqueeze(1), outputs], dim=1)
 
     def _attention_states(
         self, embedded: Tensor, enc: EncoderOutput, state: DecoderState, keep_weights: bool

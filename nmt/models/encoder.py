@@ -100,13 +100,14 @@ class RecurrentLayer(nn.Module):
             nn.init.uniform_(param, -bound, bound)
 
     def forward(
-        self, inputs: Tensor, mask: Tensor, lengths: Tensor, fused: bool = False
+        self, inputs: Tensor, mask: Tensor, lengths_cpu: Tensor, fused: bool = False
     ) -> tuple[Tensor, Tensor, Tensor | None]:
-        """inputs: batch x src_len x in, mask: batch x src_len, lengths: batch -> annotations
-        batch x src_len x (2n | n) (zero at padding), fwd_last batch x n, bwd_first batch x n (None
-        forward only). `fused`: one packed call of the library's RNN instead of the step loop."""
+        """inputs: batch x src_len x in, mask: batch x src_len, lengths_cpu: batch (on the CPU) ->
+        annotations batch x src_len x (2n | n) (zero at padding), fwd_last batch x n, bwd_first
+        batch x n (None forward only). `fused`: one packed call of the library's RNN instead of the
+        step loop."""
         if fused:
-            return self._fused(inputs, lengths)
+            return self._fused(inputs, lengths_cpu)
         return self._stepped(inputs, mask)
 
     def _stepped(self, inputs: Tensor, mask: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
@@ -138,24 +139,31 @@ class RecurrentLayer(nn.Module):
         # the states held after the last step: fwd at the last real token, bwd at the first
         return annotations, h[0], h[1]
 
-    def _fused(self, inputs: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
+    def _fused(self, inputs: Tensor, lengths_cpu: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
         """The same RNN as one call of torch's fused GRU/LSTM (what nn.GRU runs) over a packed batch,
-        which never reads padding; the parameters are this layer's own, so both paths share weights."""
+        which never reads padding; the parameters are this layer's own, so both paths share weights.
+
+        It runs in fp32 (or fp64) with autocast off: autocast would run cuDNN's RNN in fp16 whatever its dtype
+        (bf16 included), without a loss scaler. On CUDA, TF32 keeps fp32 fast.
+        """
         batch, steps, _ = inputs.shape
-        packed = pack_padded_sequence(inputs, lengths.cpu(), batch_first=True, enforce_sorted=False)
-        weights = [
-            w
-            for d in range(self.directions)
-            for w in (self.weight_ih[d], self.weight_hh[d], self.bias_ih[d, 0], self.bias_hh[d, 0])
-        ]
-        h0 = inputs.new_zeros(self.directions, batch, self.hidden_size)
-        rnn, hx = (_VF.lstm, (h0, torch.zeros_like(h0))) if self.is_lstm else (_VF.gru, h0)
-        result = rnn(packed.data, packed.batch_sizes, hx, weights, True, 1, 0.0, self.training, self.directions == 2)
+        exact = torch.promote_types(inputs.dtype, torch.float32)
+        with torch.autocast(inputs.device.type, enabled=False):
+            packed = pack_padded_sequence(inputs.to(exact), lengths_cpu, batch_first=True, enforce_sorted=False)
+            weights = [
+                w.to(exact)
+                for d in range(self.directions)
+                for w in (self.weight_ih[d], self.weight_hh[d], self.bias_ih[d, 0], self.bias_hh[d, 0])
+            ]
+            h0 = packed.data.new_zeros(self.directions, batch, self.hidden_size)
+            rnn, hx = (_VF.lstm, (h0, torch.zeros_like(h0))) if self.is_lstm else (_VF.gru, h0)
+            bidirectional = self.directions == 2
+            result = rnn(packed.data, packed.batch_sizes, hx, weights, True, 1, 0.0, self.training, bidirectional)
         output = PackedSequence(result[0], packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices)
         annotations, _ = pad_packed_sequence(output, batch_first=True, total_length=steps)
         # directions x batch x n, back in the batch's order: fwd after the last real token, bwd after the first
         last = result[1].index_select(1, packed.unsorted_indices)
-        return annotations, last[0], last[1] if self.directions == 2 else None
+        return annotations, last[0], last[1] if bidirectional else None
 
 
 class Encoder(nn.Module):
@@ -202,5 +210,5 @@ class Encoder(nn.Module):
         for k, layer in enumerate(self.layers):
             if k > 0:
                 hidden = self.dropout(hidden)
-            hidden, fwd_last, bwd_first = layer(hidden, mask, lengths, fused)
+            hidden, fwd_last, bwd_first = layer(hidden, mask, lengths_cpu, fused)
         return EncoderStates(hidden, mask, lengths, fwd_last, bwd_first)

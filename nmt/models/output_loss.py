@@ -32,18 +32,21 @@ class _LinearCrossEntropy(torch.autograd.Function):
         label_smoothing: float,
         chunk_rows: int,
     ) -> Tensor:
-        # autocast off: the dtypes below are chosen explicitly (products in hidden's dtype, softmax and
-        # sums in fp32 at least: half-precision sums over thousands of positions would drift)
+        # autocast off: the dtypes below are chosen explicitly (softmax and sums in fp32 at least:
+        # half-precision sums over thousands of positions would drift)
         with torch.autocast(hidden.device.type, enabled=False):
-            w, b = weight.to(hidden.dtype), bias.to(hidden.dtype)
             exact = torch.promote_types(hidden.dtype, torch.float32)
+            # fp16 products would round the gradients before the loss scaler's factor reaches them
+            # (autograd scales first): fp16 runs this layer in fp32; bf16 has fp32's range
+            compute = exact if hidden.dtype == torch.float16 else hidden.dtype
+            h_all, w, b = hidden.to(compute), weight.to(compute), bias.to(compute)
             vocab = w.size(0)
             loss = hidden.new_zeros((), dtype=exact)
-            grad_hidden = torch.empty_like(hidden)
+            grad_hidden = torch.empty_like(h_all)
             grad_weight = torch.zeros_like(weight, dtype=exact)
             grad_bias = torch.zeros_like(bias, dtype=exact)
             for start in range(0, hidden.size(0), chunk_rows):
-                h = hidden[start : start + chunk_rows]  # rows x d
+                h = h_all[start : start + chunk_rows]  # rows x d
                 y = targets[start : start + chunk_rows].unsqueeze(1)  # rows x 1
                 log_probs = F.log_softmax(torch.addmm(b, h, w.t()).to(exact), dim=-1)  # rows x vocab
                 nll = -log_probs.gather(1, y)
@@ -57,25 +60,19 @@ class _LinearCrossEntropy(torch.autograd.Function):
                 grad_logits.scatter_add_(1, y, grad_logits.new_full(y.shape, label_smoothing - 1))
                 if label_smoothing > 0:
                     grad_logits -= label_smoothing / vocab
-                g = grad_logits.to(hidden.dtype)
+                g = grad_logits.to(compute)
                 grad_hidden[start : start + chunk_rows] = g @ w
                 grad_weight += (g.t() @ h).to(exact)
                 grad_bias += g.sum(0).to(exact)
-        ctx.save_for_backward(grad_hidden, grad_weight.to(weight.dtype), grad_bias.to(bias.dtype))
+        ctx.dtypes = (hidden.dtype, weight.dtype, bias.dtype)
+        ctx.save_for_backward(grad_hidden, grad_weight, grad_bias)
         return loss
 
     @staticmethod
     def backward(ctx: Any, grad_loss: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
-        grad_hidden, grad_weight, grad_bias = ctx.saved_tensors
-        scale = grad_loss
-        return (
-            grad_hidden * scale.to(grad_hidden.dtype),
-            grad_weight * scale.to(grad_weight.dtype),
-            grad_bias * scale.to(grad_bias.dtype),
-            None,
-            None,
-            None,
-        )
+        # scaled in (at least) fp32, then cast to the inputs' dtypes: a loss scaler's factor may not fit fp16
+        grads = [(g.to(grad_loss.dtype) * grad_loss).to(dtype) for g, dtype in zip(ctx.saved_tensors, ctx.dtypes, strict=True)]
+        return (*grads, None, None, None)
 
 
 def linear_cross_entropy(
