@@ -2,20 +2,18 @@
 
 Every key has a default, a type that is checked, and a comment in `configs/quick.yaml`.
 Unknown keys are refused with the nearest valid key suggested; `--set section.key=value`
-overrides are parsed as YAML, so they are typed exactly like the file.
+overrides are parsed as YAML, so they are typed exactly like the file (the machinery for both
+lives in nmt/typed_yaml.py).
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
 import hashlib
 import json
 import os
 import re
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -24,6 +22,7 @@ import yaml
 
 from nmt.errors import NMTError
 from nmt.fileio import atomic_write_text
+from nmt.typed_yaml import apply_overrides, build_section, parse_override, read_yaml, unknown_key
 
 AttentionType = Literal["none", "additive", "dot", "scaled_dot", "general"]
 # DataConfig keys that hold paths, relative to the working directory unless absolute.
@@ -338,84 +337,6 @@ def _require(condition: bool, key: str, what: str) -> None:
         raise NMTError(f"invalid value for '{key}': {what}.", "Fix it in the config or with --set.")
 
 
-def _type_name(tp: Any) -> str:
-    if typing.get_origin(tp) is Literal:
-        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
-    return getattr(tp, "__name__", str(tp)).replace("typing.", "")
-
-
-def _check_type(value: Any, tp: Any, key: str) -> Any:
-    """Return `value` if it fits `tp` (ints are accepted as floats), else raise NMTError."""
-    origin = typing.get_origin(tp)
-    ok: bool
-    if origin is Literal:
-        ok = value in typing.get_args(tp)
-    elif origin is list:
-        (item_tp,) = typing.get_args(tp)
-        if not isinstance(value, list):
-            ok = False
-        else:
-            return [_check_type(v, item_tp, f"{key}[{i}]") for i, v in enumerate(value)]
-    elif origin is dict:
-        ok = isinstance(value, dict)
-    elif origin in (typing.Union, types.UnionType):
-        ok = any(_fits(value, a) for a in typing.get_args(tp))
-    elif tp is bool:
-        ok = isinstance(value, bool)
-    elif tp is int:
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    elif tp is float:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        value = float(value) if ok else value
-    elif tp is str:
-        ok = isinstance(value, str)
-    elif tp is Any:
-        ok = True
-    else:
-        ok = isinstance(value, tp)
-    if not ok:
-        raise NMTError(
-            f"wrong type for '{key}': expected {_type_name(tp)}, got {value!r} ({type(value).__name__}).",
-            "Fix it in the config or with --set.",
-        )
-    return value
-
-
-def _fits(value: Any, tp: Any) -> bool:
-    try:
-        _check_type(value, tp, "")
-    except NMTError:
-        return False
-    return True
-
-
-def _unknown_key(key: str, valid: list[str], prefix: str) -> NMTError:
-    full = f"{prefix}{key}"
-    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
-    suggestion = f" (did you mean '{prefix}{close[0]}'?)" if close else ""
-    return NMTError(
-        f"unknown key '{full}'{suggestion}.",
-        f"Valid keys{' of ' + prefix.rstrip('.') if prefix else ''}: {', '.join(valid)}.",
-    )
-
-
-def _build_section(cls: type, raw: Any, name: str) -> Any:
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        raise NMTError(f"section '{name}' must be a mapping of keys, got {raw!r}.")
-    hints = typing.get_type_hints(cls)
-    valid = [f.name for f in dataclasses.fields(cls)]
-    values = {}
-    for key, value in raw.items():
-        if key not in hints:
-            raise _unknown_key(str(key), valid, f"{name}.")
-        values[key] = _check_type(value, hints[key], f"{name}.{key}")
-    section = cls(**values)
-    section.validate()
-    return section
-
-
 def config_from_dict(raw: Any, source: str = "config") -> Config:
     """Validate a nested dict (as read from YAML) into a Config. Raises NMTError naming the key."""
     if raw is None:
@@ -425,59 +346,19 @@ def config_from_dict(raw: Any, source: str = "config") -> Config:
     valid = list(SECTIONS) + ["runs"]
     for key in raw:
         if key not in valid:
-            raise _unknown_key(str(key), valid, "")
+            raise unknown_key(str(key), valid, "")
     runs = raw.get("runs") or {}
     if not isinstance(runs, dict):
         raise NMTError(
             "'runs' must map run names to section overrides, e.g. rnnsearch: {model: {attention: additive}}."
         )
     config = Config(
-        **{name: _build_section(cls, raw.get(name), name) for name, cls in SECTIONS.items()},
+        **{name: build_section(cls, raw.get(name), name) for name, cls in SECTIONS.items()},
         runs=copy.deepcopy(runs),
     )
     for run_name in runs:  # each run must itself be a valid configuration
         config.for_run(run_name)
     return config
-
-
-def parse_override(text: str) -> tuple[list[str], Any]:
-    """Split 'section.key=value' into (['section', 'key'], value parsed as YAML)."""
-    if "=" not in text:
-        raise NMTError(f"--set '{text}': expected section.key=value, e.g. --set model.hidden_size=256.")
-    path, _, value_text = text.partition("=")
-    keys = [k for k in path.strip().split(".") if k]
-    if len(keys) < 2:
-        raise NMTError(f"--set '{text}': the key must name a section and a key, e.g. training.max_steps.")
-    try:
-        value = yaml.safe_load(value_text) if value_text.strip() else ""
-    except yaml.YAMLError as exc:
-        raise NMTError(f"--set '{text}': the value is not valid YAML ({exc}).") from None
-    return keys, value
-
-
-def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Return a copy of `raw` with each 'a.b.c=value' override set (sections created as needed).
-
-    The command line wins over the file: 'section.key=value' also replaces that key in every `runs:`
-    entry that sets it (`--set training.max_steps=100` shortens every run); 'runs.NAME.section.key=value'
-    changes one run only.
-    """
-    raw = copy.deepcopy(raw) if raw else {}
-    for text in overrides:
-        keys, value = parse_override(text)
-        node = raw
-        for key in keys[:-1]:
-            if not isinstance(node.get(key), dict):
-                node[key] = {}
-            node = node[key]
-        node[keys[-1]] = value
-        runs = raw.get("runs")
-        if len(keys) == 2 and keys[0] != "runs" and isinstance(runs, dict):
-            for entry in runs.values():
-                section = entry.get(keys[0]) if isinstance(entry, dict) else None
-                if isinstance(section, dict) and keys[1] in section:
-                    section[keys[1]] = value
-    return raw
 
 
 def override_sections(config: Config, overrides: list[str], sections: tuple[str, ...], command: str) -> Config:
@@ -498,37 +379,6 @@ def override_sections(config: Config, overrides: list[str], sections: tuple[str,
     return config_from_dict(apply_overrides(config.to_dict(), overrides), "--set")
 
 
-def read_yaml(path: str | Path) -> Any:
-    """Read a YAML file, turning a missing file or a syntax error into an NMTError."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise NMTError(
-            f"config file not found: {path}", "Check the path (configs/quick.yaml is the example)."
-        ) from None
-    except UnicodeDecodeError as exc:
-        line = exc.object[: exc.start].count(b"\n") + 1
-        column = exc.start - (exc.object.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise NMTError(
-            f"{path}: not valid UTF-8 (line {line}, byte {column} of the line).", "Save the file as UTF-8."
-        ) from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        # PyYAML's context says where the construct it could not finish began, e.g. an unclosed bracket:
-        # often the place to fix, since the problem mark is then at the end of the file.
-        context, context_mark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
-        started = (
-            f" ({context} that starts at line {context_mark.line + 1}, column {context_mark.column + 1})"
-            if context and context_mark
-            else ""
-        )
-        raise NMTError(f"{path}:{where} is not valid YAML: {getattr(exc, 'problem', exc)}{started}.") from None
-
-
 def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
     """Load a YAML config, apply `--set` overrides, and validate it."""
     raw = read_yaml(path)
@@ -546,16 +396,3 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
 def save_config(config: Config, path: str | Path) -> None:
     """Write the resolved config as YAML; `load_config` reads it back unchanged."""
     atomic_write_text(path, yaml.safe_dump(config.to_dict(), sort_keys=False, allow_unicode=True))
-
-
-def config_diff(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:
-    """Dotted keys whose values differ between two nested config dicts (e.g. ['model.hidden_size'])."""
-    keys = sorted(set(a) | set(b))
-    differing = []
-    for key in keys:
-        left, right = a.get(key), b.get(key)
-        if isinstance(left, dict) and isinstance(right, dict):
-            differing += config_diff(left, right, f"{prefix}{key}.")
-        elif left != right:
-            differing.append(f"{prefix}{key}")
-    return differing

@@ -8,16 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from nmt.config import (
-    SECTIONS,
-    Config,
-    apply_overrides,
-    config_diff,
-    config_from_dict,
-    load_config,
-    save_config,
-)
+from nmt.config import SECTIONS, Config, config_from_dict, load_config, save_config
 from nmt.errors import NMTError
+from nmt.typed_yaml import apply_overrides, config_diff
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 

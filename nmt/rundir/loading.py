@@ -9,11 +9,12 @@ from typing import Any
 
 import torch
 
-from nmt.config import Config, config_diff, load_config
+from nmt.config import Config, load_config
 from nmt.data.subwords import Tokenizer
 from nmt.errors import NMTError
 from nmt.models.seq2seq import Seq2Seq, build_model
 from nmt.rundir.checkpoints import default_checkpoint, load_checkpoint
+from nmt.typed_yaml import config_diff
 
 
 def resolve_device(name: str) -> torch.device:

@@ -18,11 +18,12 @@ from typing import Any
 
 import torch
 
-from nmt.config import Config, EvaluationConfig, config_diff, load_config, save_config
+from nmt.config import Config, EvaluationConfig, load_config, save_config
 from nmt.environment import describe_environment
 from nmt.errors import NMTError
 from nmt.fileio import atomic_open, atomic_write_text, sha256_file
 from nmt.rundir.checkpoints import CHECKPOINT_DIR, checkpoint_step, latest_step_checkpoint
+from nmt.typed_yaml import config_diff
 
 # Keys that may change between a run and its --resume: they do not change what is learned.
 # (Validation decodes greedily within the length limits, so the other decoding keys do not matter.)

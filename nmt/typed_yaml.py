@@ -1,0 +1,185 @@
+"""Typed YAML: a file read with its error marks, values checked against dataclass field types,
+dotted `--set` overrides, and differences between nested dicts. Nothing here knows the toolkit's
+sections; nmt/config.py declares them.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import difflib
+import types
+import typing
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from nmt.errors import NMTError
+
+
+def type_name(tp: Any) -> str:
+    """How an error message names a field type: 'int', 'one of 'a', 'b''."""
+    if typing.get_origin(tp) is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    return getattr(tp, "__name__", str(tp)).replace("typing.", "")
+
+
+def check_type(value: Any, tp: Any, key: str) -> Any:
+    """Return `value` if it fits `tp` (ints are accepted as floats), else raise NMTError."""
+    origin = typing.get_origin(tp)
+    ok: bool
+    if origin is Literal:
+        ok = value in typing.get_args(tp)
+    elif origin is list:
+        (item_tp,) = typing.get_args(tp)
+        if not isinstance(value, list):
+            ok = False
+        else:
+            return [check_type(v, item_tp, f"{key}[{i}]") for i, v in enumerate(value)]
+    elif origin is dict:
+        ok = isinstance(value, dict)
+    elif origin in (typing.Union, types.UnionType):
+        ok = any(fits(value, a) for a in typing.get_args(tp))
+    elif tp is bool:
+        ok = isinstance(value, bool)
+    elif tp is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif tp is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    elif tp is str:
+        ok = isinstance(value, str)
+    elif tp is Any:
+        ok = True
+    else:
+        ok = isinstance(value, tp)
+    if not ok:
+        raise NMTError(
+            f"wrong type for '{key}': expected {type_name(tp)}, got {value!r} ({type(value).__name__}).",
+            "Fix it in the config or with --set.",
+        )
+    return value
+
+
+def fits(value: Any, tp: Any) -> bool:
+    """Whether `value` passes `check_type` for `tp`."""
+    try:
+        check_type(value, tp, "")
+    except NMTError:
+        return False
+    return True
+
+
+def unknown_key(key: str, valid: list[str], prefix: str) -> NMTError:
+    """The error for an unknown key, with the nearest valid one suggested."""
+    full = f"{prefix}{key}"
+    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
+    suggestion = f" (did you mean '{prefix}{close[0]}'?)" if close else ""
+    return NMTError(
+        f"unknown key '{full}'{suggestion}.",
+        f"Valid keys{' of ' + prefix.rstrip('.') if prefix else ''}: {', '.join(valid)}.",
+    )
+
+
+def build_section(cls: type, raw: Any, name: str) -> Any:
+    """The dataclass `cls` from the mapping `raw` of section `name`: keys known, types checked, then
+    the section's own `validate()`."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise NMTError(f"section '{name}' must be a mapping of keys, got {raw!r}.")
+    hints = typing.get_type_hints(cls)
+    valid = [f.name for f in dataclasses.fields(cls)]
+    values = {}
+    for key, value in raw.items():
+        if key not in hints:
+            raise unknown_key(str(key), valid, f"{name}.")
+        values[key] = check_type(value, hints[key], f"{name}.{key}")
+    section = cls(**values)
+    section.validate()
+    return section
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """Split 'section.key=value' into (['section', 'key'], value parsed as YAML)."""
+    if "=" not in text:
+        raise NMTError(f"--set '{text}': expected section.key=value, e.g. --set model.hidden_size=256.")
+    path, _, value_text = text.partition("=")
+    keys = [k for k in path.strip().split(".") if k]
+    if len(keys) < 2:
+        raise NMTError(f"--set '{text}': the key must name a section and a key, e.g. training.max_steps.")
+    try:
+        value = yaml.safe_load(value_text) if value_text.strip() else ""
+    except yaml.YAMLError as exc:
+        raise NMTError(f"--set '{text}': the value is not valid YAML ({exc}).") from None
+    return keys, value
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Return a copy of `raw` with each 'a.b.c=value' override set (sections created as needed).
+
+    The command line wins over the file: 'section.key=value' also replaces that key in every `runs:`
+    entry that sets it (`--set training.max_steps=100` shortens every run); 'runs.NAME.section.key=value'
+    changes one run only.
+    """
+    raw = copy.deepcopy(raw) if raw else {}
+    for text in overrides:
+        keys, value = parse_override(text)
+        node = raw
+        for key in keys[:-1]:
+            if not isinstance(node.get(key), dict):
+                node[key] = {}
+            node = node[key]
+        node[keys[-1]] = value
+        runs = raw.get("runs")
+        if len(keys) == 2 and keys[0] != "runs" and isinstance(runs, dict):
+            for entry in runs.values():
+                section = entry.get(keys[0]) if isinstance(entry, dict) else None
+                if isinstance(section, dict) and keys[1] in section:
+                    section[keys[1]] = value
+    return raw
+
+
+def read_yaml(path: str | Path) -> Any:
+    """Read a YAML file, turning a missing file or a syntax error into an NMTError."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise NMTError(
+            f"config file not found: {path}", "Check the path (configs/quick.yaml is the example)."
+        ) from None
+    except UnicodeDecodeError as exc:
+        line = exc.object[: exc.start].count(b"\n") + 1
+        column = exc.start - (exc.object.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise NMTError(
+            f"{path}: not valid UTF-8 (line {line}, byte {column} of the line).", "Save the file as UTF-8."
+        ) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        # PyYAML's context says where the construct it could not finish began, e.g. an unclosed bracket:
+        # often the place to fix, since the problem mark is then at the end of the file.
+        context, context_mark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+        started = (
+            f" ({context} that starts at line {context_mark.line + 1}, column {context_mark.column + 1})"
+            if context and context_mark
+            else ""
+        )
+        raise NMTError(f"{path}:{where} is not valid YAML: {getattr(exc, 'problem', exc)}{started}.") from None
+
+
+def config_diff(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ between two nested config dicts (e.g. ['model.hidden_size'])."""
+    keys = sorted(set(a) | set(b))
+    differing = []
+    for key in keys:
+        left, right = a.get(key), b.get(key)
+        if isinstance(left, dict) and isinstance(right, dict):
+            differing += config_diff(left, right, f"{prefix}{key}.")
+        elif left != right:
+            differing.append(f"{prefix}{key}")
+    return differing
