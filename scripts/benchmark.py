@@ -97,14 +97,18 @@ def _setup_child(threads: int, seed: int) -> None:
 
 
 def _profile(fn: Any, device: torch.device, title: str) -> None:
-    """Print torch.profiler's top operators (by self time) of running `fn()`."""
+    """Print torch.profiler's top operators of running `fn()`: by self time, then by the memory they
+    allocate (what holds the peak: the saved activations of the largest operators)."""
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    with profile(activities=activities) as prof:
+    with profile(activities=activities, profile_memory=True) as prof:
         fn()
+    events = prof.key_averages()
     sort = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
-    print(f"\n=== profile: {title} ===\n{prof.key_averages().table(sort_by=sort, row_limit=18)}", flush=True)
+    memory = "self_cuda_memory_usage" if device.type == "cuda" else "self_cpu_memory_usage"
+    print(f"\n=== profile: {title} ===\n{events.table(sort_by=sort, row_limit=18)}", flush=True)
+    print(f"\n=== memory: {title} ===\n{events.table(sort_by=memory, row_limit=12)}", flush=True)
 
 
 # ---- training -------------------------------------------------------------------------------------

