@@ -279,6 +279,7 @@ def decode_phase(
         seconds = time.perf_counter() - start
         result[f"{name}_sent_per_s"] = len(src) / seconds
         result[f"{name}_tok_per_s"] = produced / seconds
+        result[f"{name}_flops"] = counting.flops
         result[f"{name}_achieved_gflops"] = counting.flops / seconds / 1e9
         result[f"{name}_length_ratio"] = produced / ref_tokens
         if profile:

@@ -6,13 +6,17 @@ is there, positive, and consistent with the analytic FLOP count.
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
+from nmt.config import load_config
 from tests.test_experiment import CONFIGS, shortened
 
 ROOT = CONFIGS.parent
@@ -47,3 +51,27 @@ def test_quick_benchmark_writes_the_schema_with_sane_values(tmp_path: Path) -> N
         for key in ("greedy_sent_per_s", "beam5_sent_per_s", "greedy_mfu", "beam5_mfu", "peak_rss_mb"):
             assert decode[key] > 0, key
     assert "rnnsearch" in done.stdout and "written to" in done.stdout
+
+
+def test_decoding_a_trained_run_counts_its_own_sizes(trained_reverse_run: Path) -> None:
+    """--trained decodes a run whose sizes need not be the bench config's: the FLOP count must follow the
+    run's model, so a config with another hidden size counts the same FLOPs for the same decoding."""
+    spec = importlib.util.spec_from_file_location("benchmark", ROOT / "scripts" / "benchmark.py")
+    assert spec is not None and spec.loader is not None
+    benchmark = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(benchmark)
+    trained = load_config(trained_reverse_run / "config.yaml")
+    plan = {**benchmark.QUICK_PLAN, "decode_sentences": 8}
+    threads = torch.get_num_threads()
+    results = []
+    try:
+        for hidden in (trained.model.hidden_size, 3 * trained.model.hidden_size):
+            config = dataclasses.replace(trained, model=dataclasses.replace(trained.model, hidden_size=hidden))
+            results.append(
+                benchmark.decode_phase(config, trained_reverse_run.name, "cpu", 1, plan, "", "", str(trained_reverse_run.parent), False)
+            )
+    finally:
+        torch.set_num_threads(threads)
+    for search in ("greedy", "beam5"):
+        assert results[0][f"{search}_flops"] > 0
+        assert results[0][f"{search}_flops"] == results[1][f"{search}_flops"], search
