@@ -63,14 +63,15 @@ def timed_round(model: torch.nn.Module, batches: list[Batch]) -> tuple[float, di
     return rate, grads
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def trial_models(description: str, rounds_help: str) -> Iterator[tuple[str, torch.nn.Module, list[Batch], int]]:
+    """The command line of a trial (--config, --steps, --threads, --rounds), then per model (RNNsearch,
+    then RNNencdec, freshly initialised from the config's seed): its attention type, the model, the
+    same real Bible batches, and the number of rounds."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="configs/bench.yaml")
     parser.add_argument("--steps", type=int, default=12, help="batches per round, warm-up included")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
-    parser.add_argument("--rounds", type=int, default=2, help="eager/compiled round pairs per model")
+    parser.add_argument("--rounds", type=int, default=2, help=rounds_help)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     config = load_config(args.config)
@@ -80,7 +81,12 @@ def main() -> None:
         torch.manual_seed(config.training.seed)
         model_config = dataclasses.replace(config.model, attention=attention)
         model = build_model(model_config, tok.src_vocab_size, tok.tgt_vocab_size).train()
-        for round_ in range(1, args.rounds + 1):
+        yield attention, model, batches, args.rounds
+
+
+def main() -> None:
+    for attention, model, batches, rounds in trial_models(__doc__, "eager/compiled round pairs per model"):
+        for round_ in range(1, rounds + 1):
             eager, eager_grads = timed_round(model, batches)
             with compiled_steps():
                 compiled, compiled_grads = timed_round(model, batches)

@@ -14,39 +14,17 @@ models' `None` (auto) setting picks the fused calls on CUDA only unless this sho
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
-
-import torch
-from benchmark import training_batches  # scripts/ is on sys.path when this script runs
-from compile_trial import timed_round
-
-from nmt.config import load_config
-from nmt.data.batching import make_batch
-from nmt.models import build_model
+from compile_trial import timed_round, trial_models
 
 # (label, encoder fused, fixed-vector decoder fused); the first is the reference of the differences
 VARIANTS = (("step loops", False, False), ("fused encoder", True, False), ("fused both", True, True))
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", default="configs/bench.yaml")
-    parser.add_argument("--steps", type=int, default=12, help="batches per round, warm-up included")
-    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
-    parser.add_argument("--rounds", type=int, default=2, help="rounds of all variants per model")
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    config = load_config(args.config)
-    tok, src, tgt, epoch = training_batches(config)
-    batches = [make_batch([src[i] for i in b], [tgt[i] for i in b], b) for b in epoch[: args.steps]]
-    for attention in ("additive", "none"):
-        torch.manual_seed(config.training.seed)
-        model_config = dataclasses.replace(config.model, attention=attention)
-        model = build_model(model_config, tok.src_vocab_size, tok.tgt_vocab_size).train()
+    for attention, model, batches, rounds in trial_models(__doc__, "rounds of all variants per model"):
         # the decoder's fused path exists for the fixed vector only
         variants = VARIANTS if attention == "none" else VARIANTS[:2]
-        for round_ in range(1, args.rounds + 1):
+        for round_ in range(1, rounds + 1):
             reference_rate, reference_grads = 0.0, {}
             for label, encoder_fused, decoder_fused in variants:
                 model.encoder.fused, model.decoder.fused_fixed_steps = encoder_fused, decoder_fused
