@@ -14,7 +14,7 @@ padding is not useful work; in beam search every hypothesis computed counts.
 Decoding uses the weights the training phase ends with unless `--trained DIR` names trained runs
 (DIR/rnnsearch, DIR/rnnencdec): output lengths, and so decoding speed, depend on the weights, which is
 why the JSON records the hypothesis/reference length ratio. `--profile` prints torch.profiler's top
-operators for a few steps of each phase.
+operators of a few steps of each phase, by time and by the memory they allocate.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
     python scripts/compile_trial.py [--config configs/bench.yaml] [--steps 12] [--threads 2] [--rounds 2]
 
-Both models run their time steps in Python loops (the encoder's two directions, RNNsearch's decoder):
+On a CPU both models run their time steps in Python loops (the encoder's directions, the decoder):
 per step a few library matrix products and, between them, the elementwise work of the gate update
 and of attention (tanh, masked softmax). Only that elementwise work is what `torch.compile`
 (inductor, dynamic shapes) can fuse, so this trial compiles exactly those functions, the GRU/LSTM

@@ -21,6 +21,7 @@ VARIANTS = (("step loops", False, False), ("fused encoder", True, False), ("fuse
 
 
 def main() -> None:
+    """Each model, each round: every variant's tokens/s and gradient difference from the step loops."""
     for attention, model, batches, rounds in trial_models(__doc__, "rounds of all variants per model"):
         # the decoder's fused path exists for the fixed vector only
         variants = VARIANTS if attention == "none" else VARIANTS[:2]

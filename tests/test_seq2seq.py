@@ -94,6 +94,33 @@ def test_target_mask_gives_the_logits_of_real_positions_only(attention: str) -> 
     torch.testing.assert_close(picked, full[real], atol=1e-6, rtol=0)
 
 
+@pytest.mark.parametrize("attention", ["none", "additive"])
+@pytest.mark.parametrize("tied", [False, True])
+def test_training_loss_equals_cross_entropy_of_the_logits(attention: str, tied: bool) -> None:
+    """The loss `forward` returns with `targets` (the chunked output layer) has the value and every
+    gradient of F.cross_entropy over the logits path, tied target embeddings included."""
+    sizes = {"maxout_size": 8, "tie_target_embeddings": True} if tied else {}
+    model = _tiny(attention, **sizes).double().train()
+    src, lengths, tgt = _batch()
+    real = tgt != PAD_ID
+    targets = torch.roll(tgt, -1, dims=1)[real]  # any tokens will do; the reference only has to match
+    results = []
+    for chunked in (False, True):
+        model.zero_grad()
+        if chunked:
+            loss = model(src, lengths, tgt, target_mask=real, targets=targets, label_smoothing=0.1)
+        else:
+            logits = model(src, lengths, tgt, target_mask=real)
+            loss = F.cross_entropy(logits, targets, label_smoothing=0.1, reduction="sum")
+        loss.backward()
+        results.append((loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}))
+    (loss_a, grads_a), (loss_b, grads_b) = results
+    torch.testing.assert_close(loss_a, loss_b, atol=1e-10, rtol=0)
+    assert grads_a.keys() == grads_b.keys() and "decoder.output.bias" in grads_a  # tied: output.weight is the embedding
+    for name in grads_a:
+        torch.testing.assert_close(grads_a[name], grads_b[name], atol=1e-10, rtol=0, msg=name)
+
+
 def _loss_and_saved_bytes(model: Seq2Seq) -> tuple[list[torch.Tensor], int]:
     """Gradients of a teacher-forced loss, and the bytes of the distinct storages autograd kept for
     the backward pass (a tensor saved twice, such as the keys at every step, counts once)."""

@@ -14,6 +14,8 @@ from dataclasses import dataclass, fields, replace
 
 import torch
 import torch.nn.functional as F
+# _VF is torch's private binding of the fused RNN kernels, what nn.GRU / nn.LSTM call themselves: it
+# lets the fused path run with this module's own parameters (tests/test_encoder.py checks it)
 from torch import _VF, Tensor, nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 

@@ -22,6 +22,9 @@ DEFAULT_CHUNK_ROWS = 1024  # 1024 x 8k fp32 logits = 32 MB per chunk
 
 
 class _LinearCrossEntropy(torch.autograd.Function):
+    """Forward: the loss, and its gradients with respect to hidden, weight and bias; backward: those
+    gradients times the incoming one (see the module docstring)."""
+
     @staticmethod
     def forward(  # type: ignore[override]
         ctx: Any,
