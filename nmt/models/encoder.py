@@ -14,8 +14,6 @@ from dataclasses import dataclass, fields, replace
 
 import torch
 import torch.nn.functional as F
-# _VF is torch's private binding of the fused RNN kernels, what nn.GRU / nn.LSTM call themselves: it
-# lets the fused path run with this module's own parameters (tests/test_encoder.py checks it)
 from torch import _VF, Tensor, nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
@@ -158,6 +156,8 @@ class RecurrentLayer(nn.Module):
                 for w in (self.weight_ih[d], self.weight_hh[d], self.bias_ih[d, 0], self.bias_hh[d, 0])
             ]
             h0 = packed.data.new_zeros(self.directions, batch, self.hidden_size)
+            # torch's private binding of its fused RNN kernels, what nn.GRU / nn.LSTM call themselves: it runs
+            # them with this layer's own parameters (tests/test_encoder.py checks the values)
             rnn, hx = (_VF.lstm, (h0, torch.zeros_like(h0))) if self.is_lstm else (_VF.gru, h0)
             bidirectional = self.directions == 2
             result = rnn(packed.data, packed.batch_sizes, hx, weights, True, 1, 0.0, self.training, bidirectional)
