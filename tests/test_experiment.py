@@ -99,9 +99,15 @@ def test_rerun_skips_finished_runs_and_refuses_changed_config(
     summary = out / "runs" / "rnnsearch" / "summary.json"
     first = summary.stat().st_mtime_ns
     capsys.readouterr()
+    first_timings = json.loads((out / "timings.json").read_text())
     run_experiment(config_path, overrides, out)
     assert "run rnnsearch already finished: skipped" in capsys.readouterr().out
     assert summary.stat().st_mtime_ns == first
+    # the re-run's (cached) evaluation time sits beside the first run's, never over it
+    timings = json.loads((out / "timings.json").read_text())
+    assert timings["evaluate"] == first_timings["evaluate"]
+    assert timings["learning curve"] == first_timings["learning curve"]
+    assert "evaluate (re-run, training skipped)" in timings and "learning curve (re-run, training skipped)" in timings
     # a decoding change needs no training, but evaluation must use it: each run's own beam, from its config
     results = run_experiment(config_path, [*overrides, "runs.rnnsearch.decoding.beam_size=1"], out)
     assert summary.stat().st_mtime_ns == first
@@ -134,6 +140,10 @@ def test_unreadable_timings_is_a_user_error(tmp_path: Path, text: str) -> None:
 def test_timings_read_back_what_they_recorded(tmp_path: Path) -> None:
     Timings(tmp_path / "timings.json").record("prepare", 12.345)
     assert Timings(tmp_path / "timings.json").seconds == {"prepare": 12.3}
+    timings = Timings(tmp_path / "timings.json")
+    timings.record("evaluate", 2.0)
+    timings.forget("prepare")
+    assert Timings(tmp_path / "timings.json").seconds == {"evaluate": 2.0}
 
 
 def test_attention_entropy_values() -> None:
