@@ -251,6 +251,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", type=Path, default=None, help="output folder (default experiments/<config name>)"
     )
     experiment.add_argument("--force", action="store_true", help="redo every step, even finished ones")
+    experiment.add_argument(
+        "--jobs",
+        type=int,
+        default=0,
+        help="runs trained at once, each in its own process (default 0: one per CPU core, each with "
+        "cores/jobs torch threads unless training.threads is set; 1 on CUDA)",
+    )
     return parser
 
 
@@ -344,7 +351,9 @@ def run_command(args: argparse.Namespace) -> None:
         from nmt.experiment import run_experiment
 
         out_dir = args.out or Path("experiments") / args.config.stem
-        run_experiment(args.config, args.overrides, out_dir, force=args.force)
+        if args.jobs < 0:
+            raise NMTError(f"--jobs {args.jobs}: give 0 (one per core) or a positive count.")
+        run_experiment(args.config, args.overrides, out_dir, force=args.force, jobs=args.jobs)
 
 
 def _set_threads(threads: int) -> None:

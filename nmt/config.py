@@ -181,6 +181,9 @@ class TrainingConfig:
 
     max_steps: int = 10000
     batch_tokens: int = 3000
+    # train only on pairs of at most this many words on both sides (the paper's -30 / -50 runs); 0 = all.
+    # Runs of one config share the prepared data (vocabulary, test split) and differ only here.
+    max_words: int = 0
     seed: int = 1
     threads: int = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -208,7 +211,7 @@ class TrainingConfig:
     def validate(self) -> None:
         for key in ("max_steps", "batch_tokens", "validate_every", "checkpoint_every", "log_every"):
             _require(getattr(self, key) >= 1, f"training.{key}", "must be >= 1")
-        for key in ("threads", "warmup_steps", "lr_patience", "patience", "keep_last"):
+        for key in ("max_words", "threads", "warmup_steps", "lr_patience", "patience", "keep_last"):
             _require(getattr(self, key) >= 0, f"training.{key}", "must be >= 0")
         _require(self.learning_rate >= 0, "training.learning_rate", "must be >= 0 (0 = the optimiser's default)")
         _require(0.0 <= self.label_smoothing < 1.0, "training.label_smoothing", "must be in [0, 1)")

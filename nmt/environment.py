@@ -21,6 +21,13 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def available_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the platform has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def describe_environment(device: torch.device | None = None) -> dict[str, Any]:
     """Versions of Python and the libraries that decide results, the CPU, and the GPU in use if any."""
     import sacrebleu
@@ -37,7 +44,7 @@ def describe_environment(device: torch.device | None = None) -> dict[str, Any]:
         "nmt": nmt.__version__,
         "platform": platform.platform(),
         "cpu": cpu_name(),
-        "cpu_count": os.cpu_count(),
+        "cpu_count": available_cores(),
         "torch_threads": torch.get_num_threads(),
         "cuda": torch.version.cuda,
         "gpu": torch.cuda.get_device_name(device) if on_gpu else None,

@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
+from nmt.evaluation.buckets import word_count
+
 Pair = tuple[str, str]
 SPLITS = ("train", "valid", "test")
 # Bounds on memory whatever a corpus holds: a pair with a side longer than MAX_LINE_CHARS characters is
@@ -44,3 +46,10 @@ def split_of(key: str, valid_fraction: float, test_fraction: float) -> str:
 def normalise_space(text: str) -> str:
     """Collapse every run of (Unicode) whitespace, line separators included, to one space."""
     return " ".join(text.split())
+
+
+def within_words(pairs: list[Pair], max_words: int) -> list[Pair]:
+    """The pairs whose source and target both have at most `max_words` words (0: all pairs)."""
+    if not max_words:
+        return pairs
+    return [pair for pair in pairs if word_count(pair[0]) <= max_words and word_count(pair[1]) <= max_words]

@@ -23,6 +23,7 @@ from tqdm import tqdm
 
 from nmt.config import Config
 from nmt.data.batching import TokenBatchSampler, make_batch, shard
+from nmt.data.pairs import within_words
 from nmt.data.prepare import load_prepared, prepare
 from nmt.errors import NMTError
 from nmt.models.seq2seq import build_model, count_parameters
@@ -159,9 +160,13 @@ class Trainer:
                 raise NMTError(*failure)
         data = load_prepared(self.config.data)
         self.tokenizer = data.tokenizer
-        pairs = data.pairs("train")
+        pairs = within_words(data.pairs("train"), self.tc.max_words)
         if not pairs:
-            raise NMTError(f"the training split of {self.config.data.dir} is empty.", "Check data.* and re-run nmt prepare.")
+            raise NMTError(
+                f"the training split of {self.config.data.dir} has no pairs"
+                + (f" of at most {self.tc.max_words} words (training.max_words)." if self.tc.max_words else "."),
+                "Raise training.max_words, or check data.* and re-run nmt prepare.",
+            )
         self.src = [self.tokenizer.encode_src(s) for s, _ in pairs]
         self.tgt = [self.tokenizer.encode_tgt(t) for _, t in pairs]
         self.sampler = TokenBatchSampler(
@@ -235,7 +240,8 @@ class Trainer:
     # ---- the loop ---------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         """Train until max_steps, early stopping, or a signal (checkpoint, then KeyboardInterrupt)."""
-        self._say(f"{len(self.src):,} training pairs, {len(self.valid.references):,} validation sentences, "
+        ceiling = f" (of at most {self.tc.max_words} words)" if self.tc.max_words else ""
+        self._say(f"{len(self.src):,} training pairs{ceiling}, {len(self.valid.references):,} validation sentences, "
                   f"device {self.device}, {self.ctx.world_size} process(es)")
         if self.ctx.enabled:
             print(f"rank {self.ctx.rank}/{self.ctx.world_size}: training on {self.device}, "
