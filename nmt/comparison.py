@@ -17,7 +17,7 @@ from nmt.config import EvaluationConfig, config_from_dict, override_sections
 from nmt.data.corpus import read_lines
 from nmt.errors import NMTError
 from nmt.evaluation.buckets import BucketBy
-from nmt.evaluation.effect import check_effect, format_checks, long_sentence_bleu
+from nmt.evaluation.effect import format_checks, long_sentence_bleu, paper_checks
 from nmt.evaluation.report import format_examples, format_table, write_report
 from nmt.evaluation.scoring import looks_tokenized, score_systems
 from nmt.fileio import atomic_write_text, same_file
@@ -120,7 +120,18 @@ def evaluate_runs(
         )
     evaluation_settings = dataclasses.replace(settings, buckets=buckets or settings.buckets, by=by or settings.by)
     out = Path(out_dir) if out_dir is not None else default_out_dir(run_dirs)
-    return score_and_report(hypotheses, test_set, evaluation_settings, out, scored, systems, pairs, note)
+    ceilings = {run.name: run.config.training.max_words for run in runs}
+    groups = {run.name: plot_group(run.config.model.attention, run.config.training.max_words) for run in runs}
+    return score_and_report(
+        hypotheses, test_set, evaluation_settings, out, scored, systems, pairs, note, ceilings, groups
+    )
+
+
+def plot_group(attention: str, max_words: int) -> tuple[str, str]:
+    """(model, variant) of a run for the plot: RNNencdec / RNNsearch (or the attention's name), and its
+    training ceiling, e.g. ("RNNsearch", "-30")."""
+    model = {"none": "RNNencdec", "additive": "RNNsearch"}.get(attention, f"{attention} attention")
+    return model, f"-{max_words}" if max_words else "all lengths"
 
 
 def score_files(
@@ -214,12 +225,16 @@ def score_and_report(
     systems: dict[str, dict[str, Any]],
     pairs: Sequence[tuple[str, str]],
     note: str | None = None,
+    ceilings: dict[str, int] | None = None,
+    groups: dict[str, tuple[str, str]] | None = None,
 ) -> dict[str, Any]:
     """Score the systems' translations together and write and print the report: the one path behind
     `nmt evaluate` and `nmt score`.
 
     `scored` says what was scored (one line each, for report.md); `systems` goes into results.json's
-    settings.runs; `pairs` are (fixed-vector, attention) systems to run the effect checks on.
+    settings.runs; `pairs` are (fixed-vector, attention) systems to run the effect checks on, and
+    `ceilings` each system's training.max_words where known (nmt/evaluation/effect.py); `groups` styles
+    the plot (nmt/evaluation/report.py).
     """
     tokenized = looks_tokenized(hypotheses, settings.tokenize)
     if tokenized:  # once per command, however many systems and resamples are scored
@@ -243,12 +258,13 @@ def score_and_report(
     effect = {}
     if pairs:
         long = long_sentence_bleu(
-            hypotheses, sources, test_set.references, evaluation.by, settings.tokenize, settings.lowercase
+            hypotheses, sources, test_set.references, evaluation.by, settings.tokenize, settings.lowercase,
+            settings.bootstrap_samples, settings.bootstrap_seed,
         )
-        effect = {pair: check_effect(evaluation, long, *pair, settings.min_bucket_sentences) for pair in pairs}
+        effect = paper_checks(evaluation, long, pairs, ceilings or {}, settings.min_bucket_sentences)
     examples = format_examples(evaluation, hypotheses, test_set.sources, test_set.references)
     extra = {"test_set": test_set.origin, "runs": systems}
-    results = write_report(evaluation, out, extra, effect, scored, examples)
+    results = write_report(evaluation, out, extra, effect, scored, examples, groups)
     if test_set.sources is not None:
         _write_lines(out / "src.txt", test_set.sources)
     _write_lines(out / "ref.txt", test_set.references)

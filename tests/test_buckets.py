@@ -64,3 +64,18 @@ def test_bad_cutoffs_are_user_errors(cutoffs: list[int]) -> None:
 def test_unknown_bucketing_is_a_user_error() -> None:
     with pytest.raises(NMTError, match="unknown bucketing 'target'"):
         sentence_lengths(["a"], ["b"], "target")  # type: ignore[arg-type]
+
+
+def test_length_matched_pairing_pairs_other_sentences_of_equal_length() -> None:
+    from nmt.evaluation.buckets import length_matched_pairing
+
+    lengths = [3, 5, 3, 3, 9, 5, 1, 5, 3]
+    pairing = length_matched_pairing(lengths, seed=1)
+    assert sorted(pairing[i] for i in range(len(lengths)) if lengths[i] in (3, 5)) == [0, 1, 2, 3, 5, 7, 8]
+    for i, j in enumerate(pairing):
+        if lengths.count(lengths[i]) > 1:
+            assert j != i and lengths[j] == lengths[i]
+    assert lengths[pairing[4]] == 5 and lengths[pairing[6]] == 3  # alone in its length: the nearest length
+    assert pairing == length_matched_pairing(lengths, seed=1)
+    assert any(length_matched_pairing(lengths, seed=s) != pairing for s in range(2, 6))
+    assert length_matched_pairing([7], seed=1) == [0] and length_matched_pairing([], seed=1) == []

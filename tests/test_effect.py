@@ -10,7 +10,14 @@ import sacrebleu
 from nmt.config import config_from_dict
 from nmt.errors import NMTError
 from nmt.evaluation.buckets import make_buckets
-from nmt.evaluation.effect import LongSentences, check_effect, format_checks, long_sentence_bleu
+from nmt.evaluation.effect import (
+    LongSentences,
+    check_effect,
+    check_level,
+    format_checks,
+    long_sentence_bleu,
+    paper_checks,
+)
 from nmt.evaluation.scoring import (
     BucketComparison,
     BucketScore,
@@ -56,7 +63,7 @@ def scored(hypotheses: dict[str, list[str]], sources: list[str], references: lis
 
 def test_a_collapsing_baseline_and_a_flat_attention_run_pass_every_check() -> None:
     checks = check_effect(*scored(*systems()), baseline="encdec", attention="search")
-    assert [c.passed for c in checks] == [True, True, True], checks
+    assert [c.passed for c in checks] == [True, True, True, True], checks
     assert "[20,30)" in checks[0].evidence and "[10,20)" not in checks[0].evidence
     assert "(p=0.010)" in checks[0].evidence  # 200 resamples: 0.010 is the smallest p
     assert "| yes |" in format_checks(checks, "encdec", "search")
@@ -68,7 +75,7 @@ def test_swapped_roles_fail_the_checks_they_should() -> None:
     # Calling the flat system the baseline: it neither collapses nor trails in long buckets, and the
     # differences from 20 words are significant the wrong way round, which is no support either.
     swapped = check_effect(*scored(hypotheses, sources, references), baseline="search", attention="encdec")
-    assert [c.passed for c in swapped] == [False, False, False], swapped
+    assert [c.passed for c in swapped] == [False, False, False, False], swapped
     assert "**no**" in format_checks(swapped, "search", "encdec")
     # Two identical systems: no bucket differs, so nothing is ahead.
     same = {"a": hypotheses["search"], "b": hypotheses["search"]}
@@ -101,14 +108,14 @@ def test_buckets_with_too_few_sentences_do_not_speak() -> None:
     assert evaluation.systems[0].buckets[0].n == 3
     assert evaluation.systems[0].buckets[0].bleu == pytest.approx(100.0)
     checks = check_effect(evaluation, long, "encdec", "search")
-    assert [c.passed for c in checks] == [True, True, True], checks
+    assert [c.passed for c in checks] == [True, True, True, True], checks
     assert "on <10" not in checks[1].evidence and "on [10,20)" in checks[1].evidence
     # were every bucket to speak, the 3 sentences would be the baseline's best bucket
     assert "on <10 (3)" in check_effect(evaluation, long, "encdec", "search", min_sentences=1)[1].evidence
     # With a threshold above every bucket's size, no bucket speaks: nothing can be told.
     largest = max(b.n for b in evaluation.systems[0].buckets)
     strict = check_effect(evaluation, long, "encdec", "search", min_sentences=largest + 1)
-    assert [c.passed for c in strict] == [None, None, None], strict
+    assert [c.passed for c in strict] == [None, None, None, None], strict
     assert "too few sentences to count: [20,30)" in strict[0].evidence
     assert strict[1].evidence == f"no bucket with {largest + 1}+ sentences"
 
@@ -146,7 +153,7 @@ def test_the_fixed_vector_fall_must_lie_beyond_the_best_buckets_interval() -> No
     assert check.passed is False and "reaches down to 5.00" in check.evidence
     # 40+ words held by 12 sentences: neither ratio check may speak
     few = check_effect(hand_made(rows), LongSentences(12, long.bleu), "base", "att")
-    assert [c.passed for c in few] == [True, None, None]
+    assert [c.passed for c in few] == [True, None, None, None]
     assert few[1].evidence == "40+ words: 12 sentences, fewer than evaluation.min_bucket_sentences = 50"
 
 
@@ -154,7 +161,7 @@ def test_a_system_under_1_bleu_makes_every_check_cannot_tell() -> None:
     rows = [(60, 0.9, (0.1, 1.6))] + [(100, 0.2, (0.0, 0.4))] * 3 + [(60, 0.1, (0.0, 0.3))] * 3
     long = LongSentences(180, {"base": 0.1, "att": 10.1})
     checks = check_effect(hand_made(rows, base_bleu=0.28), long, "base", "att")
-    assert [c.passed for c in checks] == [None, None, None], checks
+    assert [c.passed for c in checks] == [None, None, None, None], checks
     assert all("base scores 0.28 BLEU on all sentences (under 1" in c.evidence for c in checks)
 
 
@@ -165,12 +172,53 @@ def test_checks_without_the_sentences_they_speak_of_cannot_tell_and_say_so_once(
     checks = check_effect(
         *scored(subset, [sources[i] for i in short], [references[i] for i in short]), "encdec", "search"
     )
-    assert [c.passed for c in checks] == [None, None, None], checks
+    assert [c.passed for c in checks] == [None, None, None, None], checks
     assert checks[0].evidence == "no sentence of 20+ words" and checks[1].evidence == "no sentence of 40+ words"
     text = format_checks(checks, "encdec", "search")
     assert "| cannot tell |" in text
     assert text.count("This test set cannot show all of it") == 1
-    assert "no sentence of 20+ words (check 1); no sentence of 40+ words (checks 2, 3)." in text
+    assert "no sentence of 20+ words (check 1); no sentence of 40+ words (checks 2, 3, 4)." in text
+
+
+def test_the_flat_check_is_left_out_for_an_attention_run_trained_on_short_sentences() -> None:
+    evaluation, long = scored(*systems())
+    checks = check_effect(evaluation, long, "encdec", "search", flat_expected=False)
+    assert [c.claim.split(" on ")[0] for c in checks[1:]] == ["encdec", "search keeps more of its best bucket"]
+    # a flat baseline keeps as much as the attention run: check 4 fails
+    same_shape = {"encdec": evaluation_lines(0.5), "search": evaluation_lines(0.7)}
+    flat = check_effect(*scored(same_shape, *systems()[1:]), "encdec", "search")
+    assert flat[3].passed is False, flat[3]
+
+
+def evaluation_lines(keep: float) -> list[str]:
+    """The references of `systems()` with each word kept with probability `keep` at every length."""
+    rng = random.Random(3)
+    return [corrupt(r, keep, rng) for r in systems()[2]]
+
+
+def test_level_check_reads_the_paired_bootstrap_on_40_plus_words() -> None:
+    hypotheses, sources, references = systems()
+    evaluation, long = scored(hypotheses, sources, references)
+    (level,) = check_level(evaluation, long, baseline="encdec", attention="search")
+    assert level.passed is True and "(p=0.002)" in level.evidence, level  # 1000 resamples: the smallest p
+    assert f"{long.bleu['search']:.2f} vs {long.bleu['encdec']:.2f}" in level.evidence
+    (reverse,) = check_level(evaluation, long, baseline="search", attention="encdec")
+    assert reverse.passed is False
+
+
+def test_paper_checks_pair_each_ceiling_and_cross_the_ceilings() -> None:
+    hypotheses, sources, references = systems()
+    four = {"e30": hypotheses["encdec"], "s30": hypotheses["search"],
+            "e50": hypotheses["encdec"], "s50": hypotheses["search"]}
+    evaluation = score_systems(four, sources, references, bootstrap_samples=200)
+    long = long_sentence_bleu(four, sources, references, "source", bootstrap_samples=200)
+    ceilings = {"e30": 30, "s30": 30, "e50": 50, "s50": 50}
+    checks = paper_checks(evaluation, long, [("e30", "s30"), ("e50", "s50")], ceilings)
+    assert list(checks) == [("e30", "s30"), ("e50", "s50"), ("e50", "s30")]
+    assert len(checks[("e30", "s30")]) == 3 and len(checks[("e50", "s50")]) == 4  # no flat check at -30
+    assert [c.claim for c in checks[("e50", "s30")]] == ["s30 at least level with e50 on 40+ words"]
+    # without ceilings every attention run is expected flat and no pair is crossed
+    assert list(paper_checks(evaluation, long, [("e30", "s30"), ("e50", "s50")], {})) == [("e30", "s30"), ("e50", "s50")]
 
 
 def test_min_bucket_sentences_is_a_validated_key() -> None:

@@ -33,17 +33,19 @@ def test_results_json_schema(evaluation: Evaluation, tmp_path: Path) -> None:
     assert set(results) == {"runs", "comparisons", "settings"}
     assert list(results["runs"]) == ["rnnsearch", "rnnencdec"]
     run = results["runs"]["rnnsearch"]
-    assert set(run) == {"bleu", "chrf", "signature", "chrf_signature", "n", "ci", "buckets"}
+    anatomy = {"length_ratio", "precisions", "floor"}
+    assert set(run) == {"bleu", "chrf", "signature", "chrf_signature", "n", "ci", "buckets"} | anatomy
     assert run["n"] == 120 and run["ci"][0] < run["bleu"] < run["ci"][1]
     assert run["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp")
     labels = [b["label"] for b in run["buckets"]]
     assert labels == ["<10", "[10,20)", "[20,30)", "[30,40)", "[40,50)", "[50,60)", ">=60"]
     for bucket in run["buckets"]:
-        assert set(bucket) == {"label", "low", "high", "n", "bleu", "ci"}
+        assert set(bucket) == {"label", "low", "high", "n", "bleu", "ci"} | anatomy
     assert (run["buckets"][0]["low"], run["buckets"][0]["high"]) == (0, 10)
     assert (run["buckets"][1]["low"], run["buckets"][1]["high"]) == (10, 20)
     assert (run["buckets"][-1]["low"], run["buckets"][-1]["high"]) == (60, None)
-    assert run["buckets"][-1] == {"label": ">=60", "low": 60, "high": None, "n": 0, "bleu": None, "ci": None}
+    assert run["buckets"][-1] == {"label": ">=60", "low": 60, "high": None, "n": 0, "bleu": None, "ci": None,
+                                  "length_ratio": None, "precisions": None, "floor": None}
     assert sum(b["n"] for b in run["buckets"]) == 120
     (comparison,) = results["comparisons"]
     assert set(comparison) == {"a", "b", "bleu_diff", "p", "buckets"}

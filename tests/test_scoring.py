@@ -183,3 +183,40 @@ def test_mismatched_lengths_are_user_errors(corpus: tuple[list[str], list[str]])
         score_systems({"s": references[:-1]}, sources, references)
     with pytest.raises(NMTError, match="evaluation set is empty"):
         score_systems({"s": []}, [], [])
+
+
+def test_anatomy_is_sacrebleus_length_ratio_and_precisions_per_bucket(corpus: tuple[list[str], list[str]]) -> None:
+    sources, references = corpus
+    # drop the last word of long sentences: short outputs from 30 words on
+    hyps = [" ".join(h.split()[: max(1, len(h.split()) - (5 if len(h.split()) >= 30 else 0))])
+            for h in corrupt(references, 0.8)]
+    evaluation = score_systems({"s": hyps}, sources, references, bootstrap_samples=20)
+    system = evaluation.systems[0]
+    for bucket in system.buckets:
+        rows = [i for i, s in enumerate(sources) if bucket.bucket.contains(len(s.split()))]
+        expected = sacrebleu.corpus_bleu([hyps[i] for i in rows], [[references[i] for i in rows]])
+        assert bucket.anatomy is not None
+        assert bucket.anatomy.length_ratio == pytest.approx(expected.sys_len / expected.ref_len)
+        assert bucket.anatomy.precisions == pytest.approx(expected.precisions)
+    ratios = [b.anatomy.length_ratio for b in system.buckets if b.anatomy is not None]
+    assert ratios[0] == pytest.approx(1.0) and ratios[-1] < 0.95  # the cut shows as brevity
+
+
+def test_the_floor_scores_each_systems_translation_of_a_length_matched_wrong_source(
+    corpus: tuple[list[str], list[str]],
+) -> None:
+    from nmt.evaluation.buckets import length_matched_pairing
+
+    sources, references = corpus
+    perfect = list(references)  # reads its source perfectly: BLEU 100, floor near 0
+    evaluation = score_systems({"perfect": perfect}, sources, references, bootstrap_samples=20, bootstrap_seed=4)
+    system = evaluation.systems[0]
+    assert system.bleu == pytest.approx(100.0)
+    pairing = length_matched_pairing([len(s.split()) for s in sources], 4)
+    expected = sacrebleu.corpus_bleu([perfect[j] for j in pairing], [references]).score
+    assert system.anatomy is not None and system.anatomy.floor == pytest.approx(expected)
+    assert system.anatomy.floor < 10
+    # a system that ignores its source (the same line for all) has its BLEU as its floor
+    blind = ["w1 w2 w3 w4 w5"] * len(references)
+    (blind_score,) = score_systems({"b": blind}, sources, references, bootstrap_samples=20).systems
+    assert blind_score.anatomy is not None and blind_score.anatomy.floor == pytest.approx(blind_score.bleu)

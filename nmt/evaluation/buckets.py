@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
+
 from nmt.errors import NMTError
 
 BucketBy = Literal["source", "reference"]
@@ -64,3 +66,24 @@ def assign_buckets(lengths: Sequence[int], buckets: Sequence[Bucket]) -> list[in
             raise ValueError(f"length {length} is in no bucket of {[b.label for b in buckets]}")
         indices.append(index)
     return indices
+
+
+def length_matched_pairing(lengths: Sequence[int], seed: int) -> list[int]:
+    """For each sentence, the index of another sentence of the same length (a fixed, seeded pairing):
+    within each length, the sentences in a seeded random order each take the next one's index, the
+    last the first's. A length held by one sentence alone takes its neighbour in length order (the
+    nearest length). One sentence in all pairs with itself."""
+    groups: dict[int, list[int]] = {}
+    for i in np.random.default_rng(seed).permutation(len(lengths)).tolist():
+        groups.setdefault(lengths[i], []).append(i)
+    pairing = list(range(len(lengths)))
+    for members in groups.values():
+        for k, i in enumerate(members):
+            pairing[i] = members[(k + 1) % len(members)]
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    position = {i: k for k, i in enumerate(order)}
+    for members in groups.values():
+        if len(members) == 1 and len(order) > 1:
+            k = position[members[0]]
+            pairing[members[0]] = order[k + 1] if k + 1 < len(order) else order[k - 1]
+    return pairing

@@ -1,10 +1,18 @@
-"""Does a bucket table show Bahdanau et al.'s Figure 2? Three checks of a fixed-vector run against an
-attention run, each with the numbers it rests on.
+"""Does a bucket table show Bahdanau et al.'s Figure 2? The paper's claims as checks of a fixed-vector
+run against an attention run trained on the same sentence lengths, each with the numbers it rests on.
 
 1. the attention run is ahead with paired-bootstrap p < 0.05 in every bucket from 20 words;
 2. the fixed-vector run's BLEU on all sentences of 40+ words is at most half of its best bucket, and
    that bucket's 95% bootstrap interval lies above the 40+ figure;
-3. the attention run's BLEU on 40+ words is at least three quarters of its best bucket.
+3. the attention run's BLEU on 40+ words is at least three quarters of its best bucket: only for an
+   attention run trained on sentences of FLAT_FROM_CEILING words or more (the paper's RNNsearch-50
+   is flat; its RNNsearch-30 falls past 30 words);
+4. the attention run keeps more of its best bucket on 40+ words than the fixed-vector run does.
+
+Between pairs of two training ceilings (-30 and -50), one more (`check_level`):
+
+5. the attention run of the lower ceiling is at least level on 40+ words with the fixed-vector run of
+   the higher one ("RNNsearch-30 even outperforms RNNencdec-50"), with its paired-bootstrap p-value.
 
 The verdicts are conservative, so that noise never reads as the effect:
 
@@ -20,8 +28,9 @@ one per bucket, so that a bucket of 20 sentences cannot decide a check on its ow
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -34,6 +43,8 @@ from nmt.evaluation.scoring import (
     SystemScore,
     Tokenize,
     bleu_from_stats,
+    bootstrap_bleu,
+    paired_p_value,
 )
 
 AHEAD_FROM_WORDS = 20
@@ -41,6 +52,8 @@ LONG_WORDS = 40
 BASELINE_MAX_RATIO = 0.5
 ATTENTION_MIN_RATIO = 0.75
 ALPHA = 0.05
+# an attention run trained on sentences of at most this many words (or with no ceiling) should stay flat
+FLAT_FROM_CEILING = 50
 MIN_SYSTEM_BLEU = 1.0
 MIN_SENTENCES_KEY = "evaluation.min_bucket_sentences"
 
@@ -62,6 +75,8 @@ class LongSentences:
 
     n: int
     bleu: dict[str, float]  # NaN for every system when n is 0
+    # each system's BLEU on the same bootstrap resamples of these sentences (n_samples); empty when n is 0
+    samples: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def long_sentence_bleu(
@@ -71,18 +86,20 @@ def long_sentence_bleu(
     by: BucketBy,
     tokenize: Tokenize = "13a",
     lowercase: bool = False,
+    bootstrap_samples: int = 1000,
+    bootstrap_seed: int = 12345,
 ) -> LongSentences:
-    """Corpus BLEU of each system on the sentences of LONG_WORDS words or more."""
+    """Corpus BLEU of each system on the sentences of LONG_WORDS words or more, with paired resamples."""
     rows = np.flatnonzero(np.asarray(sentence_lengths(sources, references, by)) >= LONG_WORDS)
     if rows.size == 0:
         return LongSentences(0, dict.fromkeys(hypotheses, float("nan")))
     scorer = CorpusScorer(references, tokenize, lowercase)
+    stats = {name: scorer.sentence_stats(lines)[rows] for name, lines in hypotheses.items()}
+    samples = bootstrap_bleu(list(stats.values()), bootstrap_samples, [bootstrap_seed, LONG_WORDS])
     return LongSentences(
         int(rows.size),
-        {
-            name: float(bleu_from_stats(scorer.sentence_stats(lines)[rows].sum(axis=0)))
-            for name, lines in hypotheses.items()
-        },
+        {name: float(bleu_from_stats(s.sum(axis=0))) for name, s in stats.items()},
+        dict(zip(stats, samples, strict=True)),
     )
 
 
@@ -126,25 +143,33 @@ def _ahead_check(
     )
 
 
-def _ratio_check(
-    system: SystemScore, long: LongSentences, min_sentences: int, at_most: bool
-) -> Check:
+def _retention(system: SystemScore, long: LongSentences, min_sentences: int) -> tuple[float, BucketScore] | Check:
+    """(BLEU on 40+ words / BLEU of the best bucket, that bucket), or a Check of why it cannot be told
+    (claim left empty for the caller to fill)."""
+    if long.n == 0:
+        none = f"no sentence of {LONG_WORDS}+ words"
+        return Check("", None, none, none)
+    if long.n < min_sentences:
+        return Check("", None, _too_few(f"{LONG_WORDS}+ words", long.n, min_sentences))
+    best = _best_bucket(system, min_sentences)
+    if best is None or best.bleu is None or best.ci is None:
+        return Check("", None, f"no bucket with {min_sentences}+ sentences")
+    if best.bleu <= 0:
+        return Check("", None, f"BLEU 0 in every bucket with {min_sentences}+ sentences")
+    return long.bleu[system.name] / best.bleu, best
+
+
+def _ratio_check(system: SystemScore, long: LongSentences, min_sentences: int, at_most: bool) -> Check:
     limit = BASELINE_MAX_RATIO if at_most else ATTENTION_MIN_RATIO
     claim = f"{system.name} on {LONG_WORDS}+ words {'at most' if at_most else 'at least'} {limit:g} x its best bucket"
     if at_most:
         claim += f", that bucket's 95% interval above the {LONG_WORDS}+ figure"
-    if long.n == 0:
-        none = f"no sentence of {LONG_WORDS}+ words"
-        return Check(claim, None, none, none)
-    if long.n < min_sentences:
-        return Check(claim, None, _too_few(f"{LONG_WORDS}+ words", long.n, min_sentences))
-    best = _best_bucket(system, min_sentences)
-    if best is None or best.bleu is None or best.ci is None:
-        return Check(claim, None, f"no bucket with {min_sentences}+ sentences")
-    if best.bleu <= 0:
-        return Check(claim, None, f"BLEU 0 in every bucket with {min_sentences}+ sentences")
+    retention = _retention(system, long, min_sentences)
+    if isinstance(retention, Check):
+        return replace(retention, claim=claim)
+    ratio, best = retention
+    assert best.bleu is not None and best.ci is not None
     long_bleu = long.bleu[system.name]
-    ratio = long_bleu / best.bleu
     evidence = (
         f"{long_bleu:.2f} on {LONG_WORDS}+ ({long.n}) vs {best.bleu:.2f} [{best.ci[0]:.2f}, {best.ci[1]:.2f}] "
         f"on {best.bucket.label} ({best.n}): {ratio:.2f}"
@@ -157,27 +182,93 @@ def _ratio_check(
     return Check(claim, ratio <= limit and above, evidence)
 
 
+def _keeps_more_check(base: SystemScore, att: SystemScore, long: LongSentences, min_sentences: int) -> Check:
+    claim = f"{att.name} keeps more of its best bucket on {LONG_WORDS}+ words than {base.name}"
+    base_kept, att_kept = (_retention(system, long, min_sentences) for system in (base, att))
+    if isinstance(base_kept, Check):
+        return replace(base_kept, claim=claim)
+    if isinstance(att_kept, Check):
+        return replace(att_kept, claim=claim)
+    (base_ratio, base_best), (att_ratio, att_best) = base_kept, att_kept
+    evidence = f"{att_ratio:.2f} of {att_best.bucket.label} vs {base_ratio:.2f} of {base_best.bucket.label}"
+    return Check(claim, att_ratio > base_ratio, evidence)
+
+
 def check_effect(
     evaluation: Evaluation,
     long: LongSentences,
     baseline: str,
     attention: str,
     min_sentences: int = 50,
+    flat_expected: bool = True,
 ) -> list[Check]:
-    """The three checks of the module docstring for runs `baseline` (no attention) and `attention`;
-    only buckets (and a 40+ set) of `min_sentences` sentences or more speak."""
+    """Checks 1-4 of the module docstring for runs `baseline` (no attention) and `attention` (check 3
+    only if `flat_expected`); only buckets (and a 40+ set) of `min_sentences` sentences or more speak."""
     systems = {s.name: s for s in evaluation.systems}
     base, att = systems[baseline], systems[attention]
     checks = [
         _ahead_check(evaluation, baseline, attention, min_sentences),
         _ratio_check(base, long, min_sentences, at_most=True),
-        _ratio_check(att, long, min_sentences, at_most=False),
     ]
-    weak = [s for s in (base, att) if s.bleu < MIN_SYSTEM_BLEU]
-    if weak:
-        why = ", ".join(f"{s.name} scores {s.bleu:.2f} BLEU on all sentences" for s in weak)
-        why += f" (under {MIN_SYSTEM_BLEU:g}: too weak for its buckets to show anything)"
-        checks = [Check(c.claim, None, why, c.missing) for c in checks]
+    if flat_expected:
+        checks.append(_ratio_check(att, long, min_sentences, at_most=False))
+    checks.append(_keeps_more_check(base, att, long, min_sentences))
+    return _unless_weak(checks, base, att)
+
+
+def check_level(
+    evaluation: Evaluation, long: LongSentences, baseline: str, attention: str, min_sentences: int = 50
+) -> list[Check]:
+    """Check 5: `attention` (trained on shorter sentences) at least level with `baseline` on 40+ words."""
+    systems = {s.name: s for s in evaluation.systems}
+    claim = f"{attention} at least level with {baseline} on {LONG_WORDS}+ words"
+    if long.n == 0:
+        none = f"no sentence of {LONG_WORDS}+ words"
+        check = Check(claim, None, none, none)
+    elif long.n < min_sentences:
+        check = Check(claim, None, _too_few(f"{LONG_WORDS}+ words", long.n, min_sentences))
+    else:
+        diff = long.bleu[attention] - long.bleu[baseline]
+        p = paired_p_value(long.samples[baseline], long.samples[attention])
+        evidence = (
+            f"{long.bleu[attention]:.2f} vs {long.bleu[baseline]:.2f} on {LONG_WORDS}+ ({long.n}): "
+            f"{diff:+.2f} (p={p:.3f})"
+        )
+        check = Check(claim, diff >= 0, evidence)
+    return _unless_weak([check], systems[baseline], systems[attention])
+
+
+def _unless_weak(checks: list[Check], *pair: SystemScore) -> list[Check]:
+    """The checks, or all "cannot tell" when a system of the pair has learned too little to show anything."""
+    weak = [s for s in pair if s.bleu < MIN_SYSTEM_BLEU]
+    if not weak:
+        return checks
+    why = ", ".join(f"{s.name} scores {s.bleu:.2f} BLEU on all sentences" for s in weak)
+    why += f" (under {MIN_SYSTEM_BLEU:g}: too weak for its buckets to show anything)"
+    return [Check(c.claim, None, why, c.missing) for c in checks]
+
+
+def paper_checks(
+    evaluation: Evaluation,
+    long: LongSentences,
+    pairs: Sequence[tuple[str, str]],
+    ceilings: Mapping[str, int],
+    min_sentences: int = 50,
+) -> dict[tuple[str, str], list[Check]]:
+    """Every check for the (fixed-vector, attention) `pairs`: 1-4 per pair, and 5 for each pair of a lower
+    training ceiling against each of a higher one. `ceilings` maps a run to training.max_words (0 or
+    missing: no ceiling)."""
+    def ceiling(name: str) -> float:
+        return ceilings.get(name, 0) or math.inf
+
+    checks = {
+        (base, att): check_effect(evaluation, long, base, att, min_sentences, ceiling(att) >= FLAT_FROM_CEILING)
+        for base, att in pairs
+    }
+    for _, short_att in pairs:
+        for long_base, long_att in pairs:
+            if ceiling(short_att) < ceiling(long_att) and ceiling(short_att) < ceiling(long_base):
+                checks[(long_base, short_att)] = check_level(evaluation, long, long_base, short_att, min_sentences)
     return checks
 
 

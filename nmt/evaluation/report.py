@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 
 from nmt.evaluation.buckets import assign_buckets, make_buckets, sentence_lengths
 from nmt.evaluation.effect import Check, checks_dict, format_checks
-from nmt.evaluation.scoring import Comparison, Evaluation, SystemScore
+from nmt.evaluation.scoring import Anatomy, Comparison, Evaluation, SystemScore
 from nmt.fileio import atomic_open, atomic_write_text
 
 RESULTS_JSON = "results.json"
@@ -53,6 +53,12 @@ def results_dict(evaluation: Evaluation, extra_settings: dict[str, Any] | None =
     return {"runs": runs, "comparisons": comparisons, "settings": settings}
 
 
+def _anatomy_dict(anatomy: Anatomy | None) -> dict[str, Any]:
+    if anatomy is None:
+        return {"length_ratio": None, "precisions": None, "floor": None}
+    return {"length_ratio": anatomy.length_ratio, "precisions": list(anatomy.precisions), "floor": anatomy.floor}
+
+
 def _system_dict(system: SystemScore) -> dict[str, Any]:
     return {
         "bleu": system.bleu,
@@ -61,6 +67,7 @@ def _system_dict(system: SystemScore) -> dict[str, Any]:
         "chrf_signature": system.chrf_signature,
         "n": system.n,
         "ci": list(system.ci),
+        **_anatomy_dict(system.anatomy),
         "buckets": [
             {
                 "label": b.bucket.label,
@@ -69,6 +76,7 @@ def _system_dict(system: SystemScore) -> dict[str, Any]:
                 "n": b.n,
                 "bleu": b.bleu,
                 "ci": list(b.ci) if b.ci is not None else None,
+                **_anatomy_dict(b.anatomy),
             }
             for b in system.buckets
         ],
@@ -140,7 +148,31 @@ def format_markdown(evaluation: Evaluation, scored: Sequence[str] = ()) -> str:
     lines += [f"| {s.name} | {s.chrf:.2f} |" for s in evaluation.systems]
     first = evaluation.systems[0]
     lines += ["", f"BLEU signature: `{first.signature}`", "", f"chrF signature: `{first.chrf_signature}`", ""]
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n" + format_anatomy(evaluation)
+
+
+def format_anatomy(evaluation: Evaluation) -> str:
+    """A Markdown section: per run and bucket, BLEU beside what it is made of (Anatomy) and its floor."""
+    lines = [
+        "## What each score is made of",
+        "",
+        "Length ratio: output / reference length in sacrebleu's tokens (under 1, the brevity penalty cuts "
+        "BLEU); p1-p4: n-gram precisions. A fall with a falling length ratio is outputs getting short; a fall "
+        "in p4 is words going wrong. Floor: the BLEU of the same system's translations of wrong sources of "
+        "the same length (a fixed, seeded pairing), against these references: what it scores without "
+        "reading its source.",
+    ]
+    for system in evaluation.systems:
+        lines += ["", f"### {system.name}", "", "| bucket | n | BLEU | floor | length ratio | p1 | p2 | p3 | p4 |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        rows = [(b.bucket.label, b.n, b.bleu, b.anatomy) for b in system.buckets]
+        for label, n, bleu, anatomy in [*rows, ("all", system.n, system.bleu, system.anatomy)]:
+            if bleu is None or anatomy is None:
+                lines.append(f"| {label} | {n} | - | - | - | - | - | - | - |")
+                continue
+            precisions = " | ".join(f"{p:.1f}" for p in anatomy.precisions)
+            lines.append(f"| {label} | {n} | {bleu:.2f} | {anatomy.floor:.2f} | {anatomy.length_ratio:.2f} | {precisions} |")
+    return "\n".join(lines) + "\n"
 
 
 def _cell_text(text: str) -> str:
@@ -198,29 +230,45 @@ def plotted_buckets(evaluation: Evaluation) -> list[int]:
     return [i for i, b in enumerate(evaluation.systems[0].buckets) if b.n > 0]
 
 
-def plot_bleu_by_length(evaluation: Evaluation, path: str | Path) -> None:
-    """Line plot of BLEU per length bucket, one line per run with its CI band; n under each tick.
+LINE_STYLES = ("-", "--", "-.", ":")
+
+
+def plot_bleu_by_length(
+    evaluation: Evaluation, path: str | Path, groups: Mapping[str, tuple[str, str]] | None = None
+) -> None:
+    """Line plot of BLEU per length bucket, one line per run with its CI band and its source-blind floor
+    (thin, dotted); n under each tick. `groups` maps a run to (model, variant), e.g. ("RNNsearch", "-30"):
+    one colour per model, one line style per variant (the paper's Figure 2); without it, a colour per run.
 
     Buckets without a sentence get no slot on the x axis.
     """
     first = evaluation.systems[0]
     kept = plotted_buckets(evaluation)
     x = np.arange(len(kept))
-    figure = Figure(figsize=(8, 4.5))
+    groups = groups or {s.name: (s.name, "") for s in evaluation.systems}
+    models = list(dict.fromkeys(groups[s.name][0] for s in evaluation.systems))
+    variants = list(dict.fromkeys(groups[s.name][1] for s in evaluation.systems))
+    figure = Figure(figsize=(9, 5))
     axes = figure.add_subplot()
     for system in evaluation.systems:
+        model, variant = groups[system.name]
+        colour = f"C{models.index(model) % 10}"
+        style = LINE_STYLES[variants.index(variant) % len(LINE_STYLES)]
         buckets = [system.buckets[i] for i in kept]
         bleu = np.array([b.bleu for b in buckets], dtype=np.float64)
         low = np.array([b.ci[0] for b in buckets if b.ci is not None])
         high = np.array([b.ci[1] for b in buckets if b.ci is not None])
-        (line,) = axes.plot(x, bleu, marker="o", label=f"{system.name} (all: {system.bleu:.2f})")
-        axes.fill_between(x, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
+        axes.plot(x, bleu, marker="o", color=colour, linestyle=style, label=f"{system.name} (all: {system.bleu:.2f})")
+        axes.fill_between(x, low, high, color=colour, alpha=0.12, linewidth=0)
+        floor = [b.anatomy.floor if b.anatomy is not None else np.nan for b in buckets]
+        axes.plot(x, floor, color=colour, linestyle=":", linewidth=0.8, alpha=0.7)
+    axes.plot([], [], color="grey", linestyle=":", linewidth=0.8, label="source-blind floor (wrong source)")
     axes.set_xticks(x, [f"{first.buckets[i].bucket.label}\nn={first.buckets[i].n}" for i in kept])
     axes.set_xlabel(f"{evaluation.by} length (words)")
-    axes.set_ylabel("BLEU")
+    axes.set_ylabel("BLEU (95% bootstrap band)")
     axes.set_ylim(bottom=0)
     axes.grid(alpha=0.3)
-    axes.legend()
+    axes.legend(fontsize="small")
     figure.tight_layout()
     with atomic_open(path, "wb") as handle:
         figure.savefig(handle, format="png", dpi=120)
@@ -233,11 +281,13 @@ def write_report(
     effect: Mapping[tuple[str, str], Sequence[Check]] | None = None,
     scored: Sequence[str] = (),
     examples: str = "",
+    groups: Mapping[str, tuple[str, str]] | None = None,
 ) -> dict[str, Any]:
     """Write results.json, report.md and bleu_by_length.png into `out_dir`; return results.json's content.
 
     `effect` maps (fixed-vector run, attention run) to the checks of nmt/evaluation/effect.py; `scored`
-    says what each system is (one line each) and `examples` is a `format_examples` section.
+    says what each system is (one line each), `examples` is a `format_examples` section and `groups`
+    styles the plot's lines (plot_bleu_by_length).
     """
     out_dir = Path(out_dir)
     results = results_dict(evaluation, extra_settings)
@@ -252,5 +302,5 @@ def write_report(
         markdown += "\n" + examples
     atomic_write_text(out_dir / RESULTS_JSON, json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     atomic_write_text(out_dir / REPORT_MD, markdown)
-    plot_bleu_by_length(evaluation, out_dir / PLOT_PNG)
+    plot_bleu_by_length(evaluation, out_dir / PLOT_PNG, groups)
     return results

@@ -18,7 +18,14 @@ import numpy as np
 from sacrebleu.metrics import BLEU, CHRF
 
 from nmt.errors import NMTError
-from nmt.evaluation.buckets import Bucket, BucketBy, assign_buckets, make_buckets, sentence_lengths
+from nmt.evaluation.buckets import (
+    Bucket,
+    BucketBy,
+    assign_buckets,
+    length_matched_pairing,
+    make_buckets,
+    sentence_lengths,
+)
 
 MAX_ORDER = 4
 # Columns of a stats row, in sacrebleu's order: hyp length, ref length, matches 1..4, totals 1..4.
@@ -166,13 +173,38 @@ def paired_p_value(samples_a: np.ndarray, samples_b: np.ndarray) -> float:
 
 
 @dataclass(frozen=True)
+class Anatomy:
+    """What a BLEU score is made of, and what the source is worth to it, on one set of sentences.
+
+    `length_ratio` is output / reference length (sacrebleu's tokens; under 1 the brevity penalty
+    applies), `precisions` the 1- to 4-gram precisions (0-100): a fall that comes with a falling
+    length ratio is outputs getting short; one in the precisions is words going wrong. `floor` is the
+    BLEU of the same system's translations of length-matched wrong sources (`length_matched_pairing`),
+    scored against these references: what a system earns without reading its source.
+    """
+
+    length_ratio: float
+    precisions: tuple[float, ...]
+    floor: float
+
+
+def anatomy(stats: np.ndarray, floor_stats: np.ndarray) -> Anatomy:
+    """The Anatomy of summed statistics and of the floor's summed statistics.  # N_STATS, N_STATS"""
+    correct, total = stats[2 : 2 + MAX_ORDER], stats[2 + MAX_ORDER :]
+    ratio = float(stats[0] / stats[1]) if stats[1] > 0 else 0.0
+    precisions = tuple(float(100.0 * c / t) if t > 0 else 0.0 for c, t in zip(correct, total, strict=True))
+    return Anatomy(ratio, precisions, float(bleu_from_stats(floor_stats)))
+
+
+@dataclass(frozen=True)
 class BucketScore:
-    """BLEU of one system on the sentences of one bucket; `bleu` and `ci` are None if it is empty."""
+    """BLEU of one system on the sentences of one bucket; `bleu`, `ci` and `anatomy` are None if it is empty."""
 
     bucket: Bucket
     n: int
     bleu: float | None
     ci: tuple[float, float] | None
+    anatomy: Anatomy | None = None
 
 
 @dataclass(frozen=True)
@@ -187,6 +219,7 @@ class SystemScore:
     n: int
     ci: tuple[float, float]
     buckets: list[BucketScore]
+    anatomy: Anatomy | None = None
 
 
 @dataclass(frozen=True)
@@ -239,7 +272,8 @@ def score_systems(
 
     `hypotheses` maps a system name to one line per source sentence. Bootstrap resamples are
     drawn per subset (overall, each bucket) from `bootstrap_seed`, and shared by all systems.
-    `tokenize` and `lowercase` are sacrebleu's; the signatures show them.
+    `tokenize` and `lowercase` are sacrebleu's; the signatures show them. Each score carries its Anatomy,
+    the floor's wrong sources paired by `length_matched_pairing` with `bootstrap_seed`.
     """
     if not hypotheses:
         raise NMTError("no systems to score.", "Give at least one run directory.")
@@ -252,17 +286,22 @@ def score_systems(
     buckets = make_buckets(cutoffs)
     names = list(hypotheses)
     stats = [scorer.sentence_stats(hypotheses[name]) for name in names]
-    members = np.asarray(assign_buckets(sentence_lengths(sources, references, by), buckets))
+    lengths = sentence_lengths(sources, references, by)
+    # a system's translation of the wrong source paired with sentence i is its line pairing[i]
+    pairing = length_matched_pairing(lengths, bootstrap_seed)
+    floor_stats = [scorer.sentence_stats([hypotheses[name][j] for j in pairing]) for name in names]
+    members = np.asarray(assign_buckets(lengths, buckets))
     # subset 0 is the whole set, subset i + 1 is bucket i; each draws its own resamples.
     subsets = [np.arange(scorer.n)] + [np.flatnonzero(members == i) for i in range(len(buckets))]
     scored = [
-        _score_subset(stats, rows, bootstrap_samples, [bootstrap_seed, i]) for i, rows in enumerate(subsets)
+        _score_subset(stats, floor_stats, rows, bootstrap_samples, [bootstrap_seed, i])
+        for i, rows in enumerate(subsets)
     ]
 
     systems = []
     for k, name in enumerate(names):
         bucket_scores = [
-            BucketScore(bucket, sub.n, *sub.system(k))
+            BucketScore(bucket, sub.n, *sub.system(k), sub.anatomies[k] if sub.anatomies else None)
             for bucket, sub in zip(buckets, scored[1:], strict=True)
         ]
         bleu, ci = scored[0].system(k)
@@ -277,6 +316,7 @@ def score_systems(
                 scorer.n,
                 ci,
                 bucket_scores,
+                scored[0].anatomies[k],
             )
         )
     comparisons = []
@@ -302,6 +342,7 @@ class _Subset:
     n: int
     points: list[float]  # one per system
     samples: np.ndarray | None  # n_systems x n_samples; None when the subset is empty
+    anatomies: list[Anatomy]  # one per system; empty when the subset is empty
 
     def system(self, k: int) -> tuple[float | None, tuple[float, float] | None]:
         if self.samples is None:
@@ -314,9 +355,12 @@ class _Subset:
         return self.points[b] - self.points[a], paired_p_value(self.samples[a], self.samples[b])
 
 
-def _score_subset(stats: list[np.ndarray], rows: np.ndarray, n_samples: int, seed: list[int]) -> _Subset:
+def _score_subset(
+    stats: list[np.ndarray], floor_stats: list[np.ndarray], rows: np.ndarray, n_samples: int, seed: list[int]
+) -> _Subset:
     if rows.size == 0:
-        return _Subset(0, [], None)
+        return _Subset(0, [], None, [])
     sub = [s[rows] for s in stats]
     points = [float(bleu_from_stats(s.sum(axis=0))) for s in sub]
-    return _Subset(int(rows.size), points, bootstrap_bleu(sub, n_samples, seed))
+    anatomies = [anatomy(s.sum(axis=0), f[rows].sum(axis=0)) for s, f in zip(sub, floor_stats, strict=True)]
+    return _Subset(int(rows.size), points, bootstrap_bleu(sub, n_samples, seed), anatomies)
