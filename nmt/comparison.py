@@ -254,6 +254,7 @@ def score_and_report(
         bootstrap_seed=settings.bootstrap_seed,
         tokenize=settings.tokenize,
         lowercase=settings.lowercase,
+        min_bucket_sentences=settings.min_bucket_sentences,
     )
     effect = {}
     if pairs:

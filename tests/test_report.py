@@ -104,3 +104,22 @@ def test_single_system_has_no_comparisons(evaluation: Evaluation, tmp_path: Path
     results = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
     assert results["comparisons"] == []
     assert format_table(single).splitlines()[0].split() == ["bucket", "n", "rnnsearch", "BLEU", "[CI]"]
+
+
+def test_small_buckets_show_a_dash_for_interval_and_p_in_table_json_and_plot(tmp_path: Path) -> None:
+    from nmt.evaluation.report import format_table
+
+    sources = ["a b c"] + [" ".join(["w"] * 15)] * 60
+    references = list(sources)
+    hyps = {"x": ["a b"] + references[1:], "y": references}
+    evaluation = score_systems(hyps, sources, references, bootstrap_samples=50, min_bucket_sentences=50)
+    text = format_table(evaluation)
+    small = next(line for line in text.splitlines() if line.startswith("<10"))
+    assert "[-]" in small and "(p -)" in small and "p=" not in small
+    big = next(line for line in text.splitlines() if line.startswith("[10,20)"))
+    assert "p=" in big
+    results = write_report(evaluation, tmp_path)
+    bucket = results["runs"]["x"]["buckets"][0]
+    assert bucket["n"] == 1 and bucket["bleu"] is not None and bucket["ci"] is None
+    assert results["comparisons"][0]["buckets"][0]["p"] is None
+    assert (tmp_path / "bleu_by_length.png").stat().st_size > 0

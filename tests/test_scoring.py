@@ -220,3 +220,20 @@ def test_the_floor_scores_each_systems_translation_of_a_length_matched_wrong_sou
     blind = ["w1 w2 w3 w4 w5"] * len(references)
     (blind_score,) = score_systems({"b": blind}, sources, references, bootstrap_samples=20).systems
     assert blind_score.anatomy is not None and blind_score.anatomy.floor == pytest.approx(blind_score.bleu)
+
+
+def test_a_bucket_under_min_bucket_sentences_has_bleu_but_no_interval_or_p(corpus: tuple[list[str], list[str]]) -> None:
+    sources, references = corpus
+    hyps = {"a": corrupt(references, 0.6), "b": corrupt(references, 0.8, seed=2)}
+    evaluation = score_systems(hyps, sources, references, bootstrap_samples=50, min_bucket_sentences=45)
+    sizes = [b.n for b in evaluation.systems[0].buckets]
+    assert any(0 < n < 45 for n in sizes) and any(n >= 45 for n in sizes), sizes
+    (comparison,) = evaluation.comparisons
+    for system in evaluation.systems:
+        for bucket, diff in zip(system.buckets, comparison.buckets, strict=True):
+            if bucket.n == 0:
+                continue
+            assert bucket.bleu is not None and bucket.anatomy is not None
+            assert (bucket.ci is None) == (bucket.n < 45) == (diff.p is None)
+            assert diff.bleu_diff is not None
+    assert evaluation.systems[0].ci is not None and comparison.p is not None  # the whole set always

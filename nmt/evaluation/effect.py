@@ -122,9 +122,9 @@ def _ahead_check(
     claim = f"{attention} ahead with p < {ALPHA:g} in every bucket from {AHEAD_FROM_WORDS} words"
     tested, skipped = [], []
     for b, score in zip(comparison.buckets, att.buckets, strict=True):
-        if b.bucket.low < AHEAD_FROM_WORDS or score.n == 0 or b.p is None or b.bleu_diff is None:
+        if b.bucket.low < AHEAD_FROM_WORDS or score.n == 0 or b.bleu_diff is None:
             continue
-        if score.n < min_sentences:
+        if score.n < min_sentences or b.p is None:
             skipped.append(f"{b.bucket.label} ({score.n})")
         else:
             tested.append((b.bucket.label, sign * b.bleu_diff, b.p))

@@ -84,15 +84,15 @@ def _system_dict(system: SystemScore) -> dict[str, Any]:
 
 
 def _score_cell(bleu: float | None, ci: tuple[float, float] | None) -> str:
-    if bleu is None or ci is None:
+    if bleu is None:
         return "-"
-    return f"{bleu:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]"
+    return f"{bleu:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]" if ci is not None else f"{bleu:.2f} [-]"
 
 
 def _diff_cell(diff: float | None, p: float | None) -> str:
-    if diff is None or p is None:
+    if diff is None:
         return "-"
-    return f"{diff:+.2f} (p={p:.3f})"
+    return f"{diff:+.2f} (p={p:.3f})" if p is not None else f"{diff:+.2f} (p -)"
 
 
 def table_rows(evaluation: Evaluation) -> tuple[list[str], list[list[str]]]:
@@ -138,7 +138,8 @@ def format_markdown(evaluation: Evaluation, scored: Sequence[str] = ()) -> str:
     lines += [
         f"Sentences bucketed by {by} length in words. BLEU is sacrebleu corpus BLEU on each bucket, "
         f"with a {evaluation.confidence:.0%} bootstrap interval ({evaluation.bootstrap_samples} resamples, "
-        f"seed {evaluation.bootstrap_seed}). Differences are b - a with two-sided paired bootstrap p-values.",
+        f"seed {evaluation.bootstrap_seed}). Differences are b - a with two-sided paired bootstrap p-values. "
+        "A bucket too small to resample (evaluation.min_bucket_sentences) has a dash for both.",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|",
@@ -237,7 +238,7 @@ def plot_bleu_by_length(
     evaluation: Evaluation, path: str | Path, groups: Mapping[str, tuple[str, str]] | None = None
 ) -> None:
     """Line plot of BLEU per length bucket, one line per run with its CI band and its source-blind floor
-    (thin, dotted); n under each tick. `groups` maps a run to (model, variant), e.g. ("RNNsearch", "-30"):
+    (thin, dotted); n under each tick. A bucket without an interval (too small to resample) is drawn hollow. `groups` maps a run to (model, variant), e.g. ("RNNsearch", "-30"):
     one colour per model, one line style per variant (the paper's Figure 2); without it, a colour per run.
 
     Buckets without a sentence get no slot on the x axis.
@@ -256,9 +257,12 @@ def plot_bleu_by_length(
         style = LINE_STYLES[variants.index(variant) % len(LINE_STYLES)]
         buckets = [system.buckets[i] for i in kept]
         bleu = np.array([b.bleu for b in buckets], dtype=np.float64)
-        low = np.array([b.ci[0] for b in buckets if b.ci is not None])
-        high = np.array([b.ci[1] for b in buckets if b.ci is not None])
-        axes.plot(x, bleu, marker="o", color=colour, linestyle=style, label=f"{system.name} (all: {system.bleu:.2f})")
+        low = np.array([b.ci[0] if b.ci is not None else np.nan for b in buckets])
+        high = np.array([b.ci[1] if b.ci is not None else np.nan for b in buckets])
+        axes.plot(x, bleu, color=colour, linestyle=style, label=f"{system.name} (all: {system.bleu:.2f})")
+        resampled = ~np.isnan(low)  # a bucket too small to resample: a hollow marker, no band
+        axes.plot(x[resampled], bleu[resampled], "o", color=colour)
+        axes.plot(x[~resampled], bleu[~resampled], "o", color=colour, markerfacecolor="none")
         axes.fill_between(x, low, high, color=colour, alpha=0.12, linewidth=0)
         floor = [b.anatomy.floor if b.anatomy is not None else np.nan for b in buckets]
         axes.plot(x, floor, color=colour, linestyle=":", linewidth=0.8, alpha=0.7)

@@ -198,7 +198,8 @@ def anatomy(stats: np.ndarray, floor_stats: np.ndarray) -> Anatomy:
 
 @dataclass(frozen=True)
 class BucketScore:
-    """BLEU of one system on the sentences of one bucket; `bleu`, `ci` and `anatomy` are None if it is empty."""
+    """BLEU of one system on the sentences of one bucket; `bleu`, `ci` and `anatomy` are None if it is
+    empty, and `ci` also when it holds too few sentences to resample (score_systems)."""
 
     bucket: Bucket
     n: int
@@ -224,7 +225,7 @@ class SystemScore:
 
 @dataclass(frozen=True)
 class BucketComparison:
-    """b - a on one bucket; None when the bucket is empty."""
+    """b - a on one bucket; None when the bucket is empty (`p` also when it is too small to resample)."""
 
     bucket: Bucket
     bleu_diff: float | None
@@ -267,8 +268,12 @@ def score_systems(
     bootstrap_seed: int = 12345,
     tokenize: Tokenize = "13a",
     lowercase: bool = False,
+    min_bucket_sentences: int = 1,
 ) -> Evaluation:
     """Score every system overall and per length bucket; compare every pair (a before b).
+
+    A bucket of fewer than `min_bucket_sentences` sentences gets its BLEU but no interval and no
+    p-value (None): resampling one or two sentences says nothing about a system.
 
     `hypotheses` maps a system name to one line per source sentence. Bootstrap resamples are
     drawn per subset (overall, each bucket) from `bootstrap_seed`, and shared by all systems.
@@ -294,7 +299,7 @@ def score_systems(
     # subset 0 is the whole set, subset i + 1 is bucket i; each draws its own resamples.
     subsets = [np.arange(scorer.n)] + [np.flatnonzero(members == i) for i in range(len(buckets))]
     scored = [
-        _score_subset(stats, floor_stats, rows, bootstrap_samples, [bootstrap_seed, i])
+        _score_subset(stats, floor_stats, rows, bootstrap_samples, [bootstrap_seed, i], resample=i == 0 or rows.size >= min_bucket_sentences)
         for i, rows in enumerate(subsets)
     ]
 
@@ -340,27 +345,34 @@ class _Subset:
     """Point BLEU and bootstrap samples of every system on one subset of the sentences."""
 
     n: int
-    points: list[float]  # one per system
-    samples: np.ndarray | None  # n_systems x n_samples; None when the subset is empty
+    points: list[float]  # one per system; empty when the subset is empty
+    samples: np.ndarray | None  # n_systems x n_samples; None when empty or too small to resample
     anatomies: list[Anatomy]  # one per system; empty when the subset is empty
 
     def system(self, k: int) -> tuple[float | None, tuple[float, float] | None]:
-        if self.samples is None:
+        if not self.points:
             return None, None
-        return self.points[k], percentile_interval(self.samples[k])
+        return self.points[k], percentile_interval(self.samples[k]) if self.samples is not None else None
 
     def compare(self, a: int, b: int) -> tuple[float | None, float | None]:
-        if self.samples is None:
+        if not self.points:
             return None, None
-        return self.points[b] - self.points[a], paired_p_value(self.samples[a], self.samples[b])
+        p = paired_p_value(self.samples[a], self.samples[b]) if self.samples is not None else None
+        return self.points[b] - self.points[a], p
 
 
 def _score_subset(
-    stats: list[np.ndarray], floor_stats: list[np.ndarray], rows: np.ndarray, n_samples: int, seed: list[int]
+    stats: list[np.ndarray],
+    floor_stats: list[np.ndarray],
+    rows: np.ndarray,
+    n_samples: int,
+    seed: list[int],
+    resample: bool,
 ) -> _Subset:
     if rows.size == 0:
         return _Subset(0, [], None, [])
     sub = [s[rows] for s in stats]
     points = [float(bleu_from_stats(s.sum(axis=0))) for s in sub]
     anatomies = [anatomy(s.sum(axis=0), f[rows].sum(axis=0)) for s, f in zip(sub, floor_stats, strict=True)]
-    return _Subset(int(rows.size), points, bootstrap_bleu(sub, n_samples, seed), anatomies)
+    samples = bootstrap_bleu(sub, n_samples, seed) if resample else None
+    return _Subset(int(rows.size), points, samples, anatomies)
