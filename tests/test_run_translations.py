@@ -58,3 +58,16 @@ def test_cache_key_follows_checkpoint_source_and_decoding(tmp_path: Path) -> Non
     assert cache_key(run.checkpoint, ["a b"], decoding_settings(run.config, 2)) != key
     run.checkpoint.write_bytes(b"retrained weights")
     assert cache_key(run.checkpoint, ["a b"], decoding) != key
+
+
+def test_the_test_sets_origin_names_its_files_however_the_config_gives_them() -> None:
+    from nmt.config import config_from_dict
+    from nmt.data.prepare import describe_source
+
+    named = config_from_dict({"data": {
+        "source": "files", "train": "corpus/train", "test_src": "t/news.en", "test_tgt": "t/news.fr"}}).data
+    assert describe_source(named) == (
+        "files train corpus/train{.en,.fr}, valid carved from train, test t/news.en + t/news.fr"
+    )
+    prefixes = config_from_dict({"data": {"source": "files", "train": "a.tsv", "valid": "v", "test": "t"}}).data
+    assert describe_source(prefixes) == "files train a.tsv, valid v{.en,.fr}, test t{.en,.fr}"

@@ -204,8 +204,13 @@ def describe_source(config: DataConfig) -> str:
     specs = [(split, spec) for split, spec in zip(SPLITS, (config.train, config.valid, config.test), strict=True) if spec]
     if config.source == "files":
         sides = f"{{.{config.src_lang},.{config.tgt_lang}}}"
+        named = {split: spec if spec.endswith((".tsv", ".jsonl")) else spec + sides for split, spec in specs}
+        for split in SPLITS:  # or a source and a target file of any name
+            src, tgt = getattr(config, f"{split}_src"), getattr(config, f"{split}_tgt")
+            if src:
+                named[split] = f"{src} + {tgt}"
         return "files " + ", ".join(
-            f"{split} {spec if spec.endswith(('.tsv', '.jsonl')) else spec + sides}" for split, spec in specs
+            f"{split} {named.get(split, 'carved from train')}" for split in SPLITS if split in named or split != "train"
         )
     files = "".join(f", {split} {spec}" for split, spec in specs)
     return f"Hugging Face dataset {config.hf_name}" + (f" ({config.hf_config})" if config.hf_config else "") + files
