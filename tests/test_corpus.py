@@ -342,6 +342,22 @@ def test_huggingface_json_builder_on_local_files(tmp_path: Path, offline: None) 
     assert corpus.splits["valid"] == splits["validation"] and corpus.splits["test"] == splits["test"]
 
 
+def test_a_builder_split_without_a_file_says_how_to_carve_it(tmp_path: Path, offline: None) -> None:
+    pairs = reverse_pairs(200, seed=8)
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps({"translation": {"en": s, "fr": t}}) + "\n" for s, t in pairs), encoding="utf-8")
+    with pytest.raises(NMTError) as error:  # hf_valid_split keeps its default, 'validation'
+        huggingface_corpus(data_config(source="huggingface", hf_name="json", train=str(train)))
+    assert error.value.message == "data.hf_valid_split is 'validation', but data.valid gives the json builder no file for it."
+    assert 'data.hf_valid_split: "" to carve valid from train' in error.value.hint
+    with pytest.raises(NMTError, match="data.hf_train_split is 'train', but data.train gives the parquet builder no"):
+        huggingface_corpus(data_config(source="huggingface", hf_name="parquet"))
+    carved = huggingface_corpus(data_config(source="huggingface", hf_name="json", train=str(train),
+                                            hf_valid_split="", hf_test_split=""))
+    for split in ("train", "valid", "test"):
+        assert carved.splits[split] == [p for p in pairs if split_of(f"{p[0]}\t{p[1]}", 0.02, 0.1) == split]
+
+
 def test_huggingface_local_folder_with_carved_splits(tmp_path: Path, offline: None) -> None:
     folder = tmp_path / "my_corpus"
     folder.mkdir()

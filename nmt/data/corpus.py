@@ -206,15 +206,35 @@ _LOCAL_DATA_HINT = (
 )
 
 
+def _is_builder(name: str) -> bool:
+    """Whether `name` is one of datasets' packaged builders (json, parquet, csv, ...)."""
+    from datasets.packaged_modules import _PACKAGED_DATASETS_MODULES
+
+    return name in _PACKAGED_DATASETS_MODULES
+
+
+def _check_builder_files(config: DataConfig) -> None:
+    """A packaged builder reads only the files it is given: every split it is asked for needs data.<split>."""
+    if not _is_builder(config.hf_name):
+        return
+    for split, name in (("train", config.hf_train_split), ("valid", config.hf_valid_split), ("test", config.hf_test_split)):
+        if name and not getattr(config, split):
+            carve = "" if split == "train" else (
+                f', or set data.hf_{split}_split: "" to carve {split} from train (data.{split}_fraction of its pairs)'
+            )
+            raise NMTError(
+                f"data.hf_{split}_split is '{name}', but data.{split} gives the {config.hf_name} builder no file for it.",
+                f"Set data.{split} to the split's file (a path or a glob){carve}.",
+            )
+
+
 def _check_hub_reachable(config: DataConfig) -> None:
     """Fail in seconds, not after the hub client's retries, when `hf_name` needs the hub and it cannot be
     reached. Local folders, packaged builders (json, parquet, ...) and offline mode need no hub."""
-    from datasets.packaged_modules import _PACKAGED_DATASETS_MODULES
-
     offline = any(
         os.environ.get(v, "").upper() in ("1", "ON", "YES", "TRUE") for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
     )
-    if offline or os.path.exists(config.hf_name) or config.hf_name in _PACKAGED_DATASETS_MODULES:
+    if offline or os.path.exists(config.hf_name) or _is_builder(config.hf_name):
         return
     endpoint = urllib.parse.urlsplit(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
     host, port = endpoint.hostname or "huggingface.co", endpoint.port or (80 if endpoint.scheme == "http" else 443)
@@ -267,6 +287,7 @@ def huggingface_corpus(config: DataConfig) -> Corpus:
     names = {"train": config.hf_train_split, "valid": config.hf_valid_split, "test": config.hf_test_split}
     if not names["train"]:
         raise NMTError("data.hf_train_split is empty.", "Name the training split, e.g. train.")
+    _check_builder_files(config)
     _check_hub_reachable(config)
     loaders = {
         split: (lambda split=split, name=name: _hf_split(config, split, name)) if name else None

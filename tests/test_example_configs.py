@@ -1,0 +1,99 @@
+"""configs/files-example.yaml and configs/hf-example.yaml as written: every key commented, and with only
+their data paths pointed at small files in tmp_path, `nmt prepare` carves the test split from train and
+`nmt train` trains a step of one of their runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nmt.cli import main
+from nmt.config import DataConfig, load_config
+from nmt.data.corpus import load_corpus
+from nmt.data.pairs import split_of
+from tests.synthetic import reverse_pairs, write_parallel
+
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
+Pair = tuple[str, str]
+
+
+def _sets(overrides: list[str]) -> list[str]:
+    return [arg for override in overrides for arg in ("--set", override)]
+
+
+def _prepared(directory: Path, split: str) -> list[Pair]:
+    src = (directory / f"{split}.src").read_text(encoding="utf-8").splitlines()
+    tgt = (directory / f"{split}.tgt").read_text(encoding="utf-8").splitlines()
+    return list(zip(src, tgt, strict=True))
+
+
+def _carved(train: list[Pair], data: DataConfig) -> tuple[list[Pair], list[Pair]]:
+    """(train, test) as carving the test split out of `train` must give them."""
+    test = [p for p in train if split_of(f"{p[0]}\t{p[1]}", data.valid_fraction, data.test_fraction) == "test"]
+    return [p for p in train if p not in test], test
+
+
+def _check_prepare_and_train(
+    config_path: Path, overrides: list[str], train: list[Pair], valid: list[Pair], tmp_path: Path, run: str
+) -> None:
+    """`nmt prepare` with the overrides writes valid as given and test carved from train; one step trains."""
+    data = load_config(config_path, overrides).data
+    assert main(["prepare", str(config_path), *_sets(overrides)]) == 0
+    kept, test = _carved(train, data)
+    assert len(test) > 20
+    assert _prepared(Path(data.dir), "test") == test
+    assert _prepared(Path(data.dir), "train") == kept
+    assert _prepared(Path(data.dir), "valid") == valid
+    run_dir = tmp_path / "run"
+    one_step = _sets([*overrides, "training.max_steps=1"])
+    assert main(["train", str(config_path), *one_step, "--run-name", run, "--run-dir", str(run_dir)]) == 0
+    summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    assert summary["final_step"] == 1
+    assert summary["model"] == {"rnnencdec": "RNNencdec", "rnnsearch": "RNNsearch"}[run]
+
+
+@pytest.mark.parametrize("name", ["files-example", "hf-example"])
+def test_every_key_of_the_example_is_commented(name: str) -> None:
+    sections = (CONFIGS / f"{name}.yaml").read_text(encoding="utf-8").split("\nruns:")[0]
+    keys = [line for line in sections.splitlines() if line.startswith("  ") and line.strip()[:1] != "#"]
+    assert keys and [line for line in keys if "#" not in line] == []
+
+
+def test_files_example_as_written(tmp_path: Path) -> None:
+    config_path = CONFIGS / "files-example.yaml"
+    data = load_config(config_path).data
+    assert (data.source, data.src_lang, data.tgt_lang) == ("files", "en", "de")
+    assert (data.train, data.valid, data.test) == ("data/my-corpus/train", "data/my-corpus/valid", "")
+    train, valid = reverse_pairs(400, seed=11), reverse_pairs(20, seed=12)
+    corpus = tmp_path / "my-corpus"
+    write_parallel(corpus / "train", train, data.src_lang, data.tgt_lang)
+    write_parallel(corpus / "valid", valid, data.src_lang, data.tgt_lang)
+    overrides = [f"data.train={corpus / 'train'}", f"data.valid={corpus / 'valid'}", f"data.dir={tmp_path / 'prepared'}"]
+    _check_prepare_and_train(config_path, overrides, train, valid, tmp_path, "rnnsearch")
+
+
+def test_hf_example_as_written_and_with_parquet(tmp_path: Path, offline: None) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    config_path = CONFIGS / "hf-example.yaml"
+    data = load_config(config_path).data
+    assert (data.source, data.hf_name, data.hf_valid_split, data.hf_test_split) == ("huggingface", "json", "validation", "")
+    assert (data.train, data.valid, data.test) == ("data/my-corpus/train.jsonl", "data/my-corpus/valid.jsonl", "")
+    train, valid = reverse_pairs(400, seed=13), reverse_pairs(20, seed=14)
+    corpus = tmp_path / "my-corpus"
+    corpus.mkdir()
+    for split, pairs in (("train", train), ("valid", valid)):
+        records = [{"translation": {data.src_lang: s, data.tgt_lang: t}} for s, t in pairs]
+        (corpus / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+        pq.write_table(pa.Table.from_pylist(records), corpus / f"{split}.parquet")
+    overrides = [f"data.train={corpus / 'train.jsonl'}", f"data.valid={corpus / 'valid.jsonl'}",
+                 f"data.dir={tmp_path / 'prepared'}"]
+    _check_prepare_and_train(config_path, overrides, train, valid, tmp_path, "rnnencdec")
+    # the parquet builder, as the config's comment says: the same pairs in the same splits
+    parquet = [f"data.train={corpus / 'train.parquet'}", f"data.valid={corpus / 'valid.parquet'}", "data.hf_name=parquet"]
+    from_parquet = load_corpus(load_config(config_path, parquet).data)
+    assert from_parquet.splits == load_corpus(load_config(config_path, overrides).data).splits
