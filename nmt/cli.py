@@ -32,7 +32,10 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="SECTION.KEY=VALUE",
-        help="override a config key (repeatable), value parsed as YAML: --set training.max_steps=200",
+        help="override a config key (repeatable), value parsed as YAML: --set training.max_steps=200. The "
+        "command line wins over the file, runs: entries included: section.key=value changes the top level "
+        "and every run; runs.NAME.section.key=value changes run NAME only and wins over section.key=value "
+        "whatever their order",
     )
 
 

@@ -121,11 +121,12 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
 
     The command line wins over the file: 'section.key=value' also replaces that key in every `runs:`
     entry that sets it (`--set training.max_steps=100` shortens every run); 'runs.NAME.section.key=value'
-    changes one run only.
+    changes one run only, and wins over 'section.key=value' whatever the order of the two: the general
+    overrides are applied first, then the run-specific ones (each group in its order, the last one winning).
     """
     raw = copy.deepcopy(raw) if raw else {}
-    for text in overrides:
-        keys, value = parse_override(text)
+    parsed = [parse_override(text) for text in overrides]
+    for keys, value in sorted(parsed, key=lambda override: override[0][0] == "runs"):  # stable: order kept
         node = raw
         for key in keys[:-1]:
             if not isinstance(node.get(key), dict):

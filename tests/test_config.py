@@ -99,14 +99,17 @@ def test_save_and_load_round_trip(tmp_path: Path) -> None:
 
 def test_for_run_applies_run_overrides() -> None:
     config = load_config(CONFIGS / "quick.yaml")
-    assert set(config.runs) == {"rnnencdec", "rnnsearch"}
-    fixed, attentive = config.for_run("rnnencdec"), config.for_run("rnnsearch")
+    assert set(config.runs) == {"rnnencdec-30", "rnnsearch-30", "rnnencdec-50", "rnnsearch-50"}
+    fixed, attentive = config.for_run("rnnencdec-30"), config.for_run("rnnsearch-30")
     assert fixed.model.attention == "none"
     assert attentive.model.attention == "additive"
     assert fixed.runs == {}
-    # the same data, sizes and optimiser: only the attention and the number of steps differ
-    assert config_diff(fixed.to_dict(), attentive.to_dict()) == ["model.attention", "training.max_steps"]
-    assert (fixed.training.max_steps, attentive.training.max_steps) == (2400, 600)
+    # the same data, sizes, optimiser and steps: only the attention differs
+    assert config_diff(fixed.to_dict(), attentive.to_dict()) == ["model.attention"]
+    assert (fixed.training.max_words, config.for_run("rnnsearch-50").training.max_words) == (30, 50)
+    assert (config.for_run("rnnencdec-50").training.max_steps, config.for_run("rnnsearch-50").training.max_steps) == (
+        1800, 900,
+    )
 
 
 def test_bad_run_override_is_refused_naming_where_the_key_sits(tmp_path: Path) -> None:
@@ -160,3 +163,17 @@ def test_every_shipped_config_is_valid() -> None:
         assert isinstance(config, Config)
         for name in config.runs:
             config.for_run(name)
+
+
+@pytest.mark.parametrize("run_first", [True, False])
+def test_a_run_specific_override_wins_over_a_general_one_whatever_the_order(run_first: bool) -> None:
+    general, specific = "training.max_steps=150", "runs.fixed.training.max_steps=100"
+    overrides = [specific, general] if run_first else [general, specific]
+    raw = {"runs": {"fixed": {"training": {"max_steps": 40}}, "attentive": {"training": {"max_steps": 50}}}}
+    config = config_from_dict(apply_overrides(raw, overrides))
+    assert config.training.max_steps == 150
+    assert config.for_run("fixed").training.max_steps == 100
+    assert config.for_run("attentive").training.max_steps == 150  # the general key still reaches other runs
+    # and a run that did not set the key in the file gets it too
+    raw = {"runs": {"fixed": {"model": {"attention": "none"}}}}
+    assert config_from_dict(apply_overrides(raw, overrides)).for_run("fixed").training.max_steps == 100
