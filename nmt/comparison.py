@@ -94,6 +94,7 @@ def evaluate_runs(
     hypotheses: dict[str, list[str]] = {}
     systems: dict[str, dict[str, Any]] = {}
     scored = [f"test set: {test_set.origin}, {len(test_set.references)} sentences"]
+    chosen = []  # "name: best.pt (step 900), beam 5" per run, for the plot's title
     for run in runs:
         checkpoint_text = describe_checkpoint(run.checkpoint)
         print(f"{run.name}: checkpoint {checkpoint_text}", file=sys.stderr)
@@ -107,6 +108,7 @@ def evaluate_runs(
             "alpha": decoding["alpha"],
             "hypotheses": str(path),
         }
+        chosen.append(f"{run.name}: {checkpoint_text.split(',')[0].removesuffix(')')}), beam {decoding['beam_size']}")
         scored.append(
             f"{run.name}: `{run.run_dir}`, checkpoint {checkpoint_text}, beam {decoding['beam_size']}, "
             f"length penalty {decoding['length_penalty']} (alpha {decoding['alpha']:g})"
@@ -122,9 +124,15 @@ def evaluate_runs(
     out = Path(out_dir) if out_dir is not None else default_out_dir(run_dirs)
     ceilings = {run.name: run.config.training.max_words for run in runs}
     groups = {run.name: plot_group(run.config.model.attention, run.config.training.max_words) for run in runs}
+    title = f"{plot_test_set(test_set)}\n" + "; ".join(chosen)
     return score_and_report(
-        hypotheses, test_set, evaluation_settings, out, scored, systems, pairs, note, ceilings, groups
+        hypotheses, test_set, evaluation_settings, out, scored, systems, pairs, note, ceilings, groups, title
     )
+
+
+def plot_test_set(test_set: TestSet) -> str:
+    """The test set in a few words for a plot's title: its split or file, and its size."""
+    return f"{test_set.origin.split(', prepared from')[0]}, {len(test_set.references)} sentences"
 
 
 def plot_group(attention: str, max_words: int) -> tuple[str, str]:
@@ -193,7 +201,10 @@ def score_files(
     pairs = [(baseline, name) for name in system_names if name != baseline] if baseline is not None else []
     evaluation_settings = dataclasses.replace(settings, buckets=buckets or settings.buckets, by=by or settings.by)
     out = Path(out_dir) if out_dir is not None else Path("evaluation")
-    return score_and_report(hypotheses, test_set, evaluation_settings, out, scored, systems, pairs)
+    title = plot_test_set(test_set) + "\n" + ", ".join(system_names)
+    return score_and_report(
+        hypotheses, test_set, evaluation_settings, out, scored, systems, pairs, title=title
+    )
 
 
 def _system_names(hyp_paths: Sequence[Path], names: Sequence[str] | None) -> list[str]:
@@ -227,14 +238,15 @@ def score_and_report(
     note: str | None = None,
     ceilings: dict[str, int] | None = None,
     groups: dict[str, tuple[str, str]] | None = None,
+    title: str = "",
 ) -> dict[str, Any]:
     """Score the systems' translations together and write and print the report: the one path behind
     `nmt evaluate` and `nmt score`.
 
     `scored` says what was scored (one line each, for report.md); `systems` goes into results.json's
     settings.runs; `pairs` are (fixed-vector, attention) systems to run the effect checks on, and
-    `ceilings` each system's training.max_words where known (nmt/evaluation/effect.py); `groups` styles
-    the plot (nmt/evaluation/report.py).
+    `ceilings` each system's training.max_words where known (nmt/evaluation/effect.py); `groups` and
+    `title` style the plot (nmt/evaluation/report.py).
     """
     tokenized = looks_tokenized(hypotheses, settings.tokenize)
     if tokenized:  # once per command, however many systems and resamples are scored
@@ -265,7 +277,7 @@ def score_and_report(
         effect = paper_checks(evaluation, long, pairs, ceilings or {}, settings.min_bucket_sentences)
     examples = format_examples(evaluation, hypotheses, test_set.sources, test_set.references)
     extra = {"test_set": test_set.origin, "runs": systems}
-    results = write_report(evaluation, out, extra, effect, scored, examples, groups)
+    results = write_report(evaluation, out, extra, effect, scored, examples, groups, title)
     if test_set.sources is not None:
         _write_lines(out / "src.txt", test_set.sources)
     _write_lines(out / "ref.txt", test_set.references)

@@ -60,8 +60,16 @@ def test_two_runs_end_to_end_with_cache(
     src, ref = Path(f"{prefix}.src"), Path(f"{prefix}.tgt")
     argv = ["evaluate", *map(str, runs), "--src", str(src), "--ref", str(ref), "--buckets", "8,10", "--device", "cpu"]
 
+    import nmt.evaluation.report
+
+    titles = []
+    draw = nmt.evaluation.report.plot_bleu_by_length
+    monkeypatch.setattr(nmt.evaluation.report, "plot_bleu_by_length",
+                        lambda *args: (titles.append(args[3]), draw(*args)))
     assert main(argv) == 0
     out = tmp_path.resolve() / "runs" / "evaluation"
+    # the plot says what it shows: test set, each run's checkpoint step and beam
+    assert titles == [f"--src {src}, 30 sentences\nbeam2: best.pt (step 150), beam 2; greedy: best.pt (step 150), beam 1"]
     results = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert list(results["runs"]) == ["beam2", "greedy"]
     references = ref.read_text(encoding="utf-8").splitlines()
@@ -76,6 +84,7 @@ def test_two_runs_end_to_end_with_cache(
     assert f"- test set: --src {src}, 30 sentences" in report
     assert "- greedy: `" in report and "checkpoint best.pt (step " in report
     assert ", beam 1, length penalty gnmt (alpha 0.6)" in report and "## Examples" in report
+    assert "![BLEU by source length](bleu_by_length.png)" in report
     # `nmt score` on the same translations goes through the same scoring path: the same numbers
     hyp_files = [str(out / f"{name}.hyp.txt") for name in results["runs"]]
     assert main(["score", "--ref", str(ref), "--src", str(src), *hyp_files, "--names", "beam2,greedy",

@@ -145,6 +145,7 @@ def format_markdown(evaluation: Evaluation, scored: Sequence[str] = ()) -> str:
         "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|",
     ]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
+    lines += ["", f"![BLEU by {by} length]({PLOT_PNG})"]
     lines += ["", "| run | chrF |", "|---|---:|"]
     lines += [f"| {s.name} | {s.chrf:.2f} |" for s in evaluation.systems]
     first = evaluation.systems[0]
@@ -235,7 +236,10 @@ LINE_STYLES = ("-", "--", "-.", ":")
 
 
 def plot_bleu_by_length(
-    evaluation: Evaluation, path: str | Path, groups: Mapping[str, tuple[str, str]] | None = None
+    evaluation: Evaluation,
+    path: str | Path,
+    groups: Mapping[str, tuple[str, str]] | None = None,
+    title: str = "",
 ) -> None:
     """Line plot of BLEU per length bucket, one line per run with its CI band and its source-blind floor
     (thin, dotted); n under each tick. A bucket without an interval (too small to resample) is drawn hollow. `groups` maps a run to (model, variant), e.g. ("RNNsearch", "-30"):
@@ -273,6 +277,8 @@ def plot_bleu_by_length(
     axes.set_ylim(bottom=0)
     axes.grid(alpha=0.3)
     axes.legend(fontsize="small")
+    if title:
+        axes.set_title(title, fontsize="small")
     figure.tight_layout()
     with atomic_open(path, "wb") as handle:
         figure.savefig(handle, format="png", dpi=120)
@@ -286,12 +292,13 @@ def write_report(
     scored: Sequence[str] = (),
     examples: str = "",
     groups: Mapping[str, tuple[str, str]] | None = None,
+    title: str = "",
 ) -> dict[str, Any]:
     """Write results.json, report.md and bleu_by_length.png into `out_dir`; return results.json's content.
 
     `effect` maps (fixed-vector run, attention run) to the checks of nmt/evaluation/effect.py; `scored`
     says what each system is (one line each), `examples` is a `format_examples` section and `groups`
-    styles the plot's lines (plot_bleu_by_length).
+    styles the plot's lines (plot_bleu_by_length) under `title` (what was scored, in a line or two).
     """
     out_dir = Path(out_dir)
     results = results_dict(evaluation, extra_settings)
@@ -306,5 +313,5 @@ def write_report(
         markdown += "\n" + examples
     atomic_write_text(out_dir / RESULTS_JSON, json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     atomic_write_text(out_dir / REPORT_MD, markdown)
-    plot_bleu_by_length(evaluation, out_dir / PLOT_PNG, groups)
+    plot_bleu_by_length(evaluation, out_dir / PLOT_PNG, groups, title)
     return results
