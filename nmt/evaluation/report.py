@@ -7,6 +7,7 @@ new and the others from the previous evaluation in the same folder.
 from __future__ import annotations
 
 import json
+import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -277,8 +278,8 @@ def plot_bleu_by_length(
     axes.set_ylim(bottom=0)
     axes.grid(alpha=0.3)
     axes.legend(fontsize="small")
-    if title:
-        axes.set_title(title, fontsize="small")
+    if title:  # wrapped to the figure's width
+        axes.set_title("\n".join(textwrap.fill(line, 130) for line in title.splitlines()), fontsize="small")
     figure.tight_layout()
     with atomic_open(path, "wb") as handle:
         figure.savefig(handle, format="png", dpi=120)
