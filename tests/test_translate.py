@@ -18,6 +18,7 @@ import yaml
 import nmt.decoding.translate as translate_module
 from nmt.cli import main
 from nmt.config import ModelConfig, load_config, save_config
+from nmt.decoding.search import Hypothesis
 from nmt.decoding.translate import Translation, Translator, translate_file
 from nmt.models import build_model
 from tests.synthetic import reverse_pairs
@@ -313,3 +314,18 @@ def test_python_api_two_lines_and_translation_details(trained_reverse_run: Path)
 
     (alternatives,) = t.translate(["1 2 3 4 5 6"], nbest=2)
     assert [a.text for a in alternatives][0] == "6 5 4 3 2 1" and alternatives[0].score >= alternatives[1].score
+
+
+def test_a_hypothesis_cut_after_a_word_boundary_piece_has_no_trailing_space(
+    trained_reverse_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Cut at its length limit, a hypothesis may end in the lone piece "▁" that opens a word the limit
+    # left out: sentencepiece would turn it into a trailing space.
+    translator = Translator.from_run(trained_reverse_run, beam_size=1)
+    tokenizer = translator.tokenizer
+    boundary = [i for i in range(tokenizer.tgt_vocab_size) if tokenizer.tgt_id_to_piece([i]) == ["▁"]]
+    cut = Hypothesis([*tokenizer.encode_tgt("3 2"), *boundary], -1.0, None, -1.0)
+    monkeypatch.setattr(translator, "_search", lambda src_ids, nbest, attention: [[cut] for _ in src_ids])
+    assert boundary and translator.translate(["1 2 3 4 5"]) == ["3 2"]
+    (detail,) = translator.translate(["1 2 3 4 5"], return_attention=True)
+    assert detail.text == "3 2" and detail.tgt_pieces[-1] == "▁"  # the pieces are what search found

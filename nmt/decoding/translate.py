@@ -168,9 +168,12 @@ class Translator:
             hypotheses = self._search([encoded[i] for i in batch], nbest, want_attention)
             for i, hyps in zip(batch, hypotheses, strict=True):
                 src_pieces = self.tokenizer.src_pieces(sentences[i])[:limit] if return_attention else []
+                # rstrip: a hypothesis cut at its length limit may end in the lone word-boundary piece "▁"
+                # (a word the limit left out), which sentencepiece decodes to a trailing space; a finished
+                # one never ends so, since training targets are encoded without trailing whitespace.
                 results[i] = [
                     Translation(
-                        self.tokenizer.decode_tgt(h.tokens),
+                        self.tokenizer.decode_tgt(h.tokens).rstrip(),
                         h.score,
                         src_pieces,
                         self.tokenizer.tgt_id_to_piece(h.tokens) if return_attention else [],
