@@ -306,7 +306,9 @@ def test_python_api_two_lines_and_translation_details(trained_reverse_run: Path)
 
     (detail,) = t.translate(["1 2 3 4 5 6"], return_attention=True)
     assert isinstance(detail, Translation) and detail.text == "6 5 4 3 2 1"
-    assert len(detail.src_pieces) == 6 and len(detail.tgt_pieces) == 6 and detail.score < 0
+    # the piece lists end with EOS, as the attention's rows (target) and columns (source) do
+    assert detail.src_pieces == ["▁1", "▁2", "▁3", "▁4", "▁5", "▁6", "</s>"]
+    assert detail.tgt_pieces == ["▁6", "▁5", "▁4", "▁3", "▁2", "▁1", "</s>"] and detail.score < 0
     assert detail.attention is not None and detail.attention.shape == (7, 7)
     # the last source digits are read first, the first ones last: an anti-diagonal
     peaks = detail.attention[:6].argmax(dim=1).tolist()
@@ -314,6 +316,11 @@ def test_python_api_two_lines_and_translation_details(trained_reverse_run: Path)
 
     (alternatives,) = t.translate(["1 2 3 4 5 6"], nbest=2)
     assert [a.text for a in alternatives][0] == "6 5 4 3 2 1" and alternatives[0].score >= alternatives[1].score
+    # n-best Translations carry their pieces too, and with attention its shape is the lists' lengths
+    assert alternatives[0].src_pieces == detail.src_pieces and alternatives[0].tgt_pieces == detail.tgt_pieces
+    for alternative in t.translate(["1 2 3 4 5 6"], nbest=2, return_attention=True)[0]:
+        assert alternative.attention is not None and alternative.tgt_pieces[-1] == "</s>"
+        assert alternative.attention.shape == (len(alternative.tgt_pieces), len(alternative.src_pieces))
 
 
 def test_a_hypothesis_cut_after_a_word_boundary_piece_has_no_trailing_space(
@@ -328,4 +335,4 @@ def test_a_hypothesis_cut_after_a_word_boundary_piece_has_no_trailing_space(
     monkeypatch.setattr(translator, "_search", lambda src_ids, nbest, attention: [[cut] for _ in src_ids])
     assert boundary and translator.translate(["1 2 3 4 5"]) == ["3 2"]
     (detail,) = translator.translate(["1 2 3 4 5"], return_attention=True)
-    assert detail.text == "3 2" and detail.tgt_pieces[-1] == "▁"  # the pieces are what search found
+    assert detail.text == "3 2" and detail.tgt_pieces[-2:] == ["▁", "</s>"]  # the pieces are what search found

@@ -39,15 +39,19 @@ CHUNK_LINES = 1000
 # Bytes of one input line kept (the rest is skipped, with a warning), so that one endless line cannot fill
 # memory; far more than decoding.max_input_tokens pieces ever need.
 MAX_LINE_BYTES = 1 << 16
+# How both sentencepiece models name EOS_ID (nmt/data/subwords.py keeps sentencepiece's default).
+EOS_PIECE = "</s>"
 
 
 @dataclass
 class Translation:
     """One translation of one sentence.
 
-    `score` is the length-normalised log-probability search ranked by. `attention` is
-    (len(tgt_pieces) + 1) x (len(src_pieces) + 1): the extra row and column are the EOS tokens.
-    It is None unless asked for, and always None for a model without attention.
+    `score` is the length-normalised log-probability search ranked by. `src_pieces` and `tgt_pieces`
+    are the sentencepiece pieces the model read and wrote, each ending with the EOS piece "</s>" (empty
+    for an empty input line). `attention` is len(tgt_pieces) x len(src_pieces): row t holds the weights
+    over the source pieces when target piece t was written. It is None unless asked for, and always
+    None for a model without attention.
     """
 
     text: str
@@ -167,7 +171,7 @@ class Translator:
             batch = order[start : start + self.batch_size]
             hypotheses = self._search([encoded[i] for i in batch], nbest, want_attention)
             for i, hyps in zip(batch, hypotheses, strict=True):
-                src_pieces = self.tokenizer.src_pieces(sentences[i])[:limit] if return_attention else []
+                src_pieces = [*self.tokenizer.src_pieces(sentences[i])[:limit], EOS_PIECE]
                 # rstrip: a hypothesis cut at its length limit may end in the lone word-boundary piece "▁"
                 # (a word the limit left out), which sentencepiece decodes to a trailing space; a finished
                 # one never ends so, since training targets are encoded without trailing whitespace.
@@ -176,7 +180,7 @@ class Translator:
                         self.tokenizer.decode_tgt(h.tokens).rstrip(),
                         h.score,
                         src_pieces,
-                        self.tokenizer.tgt_id_to_piece(h.tokens) if return_attention else [],
+                        [*self.tokenizer.tgt_id_to_piece(h.tokens), EOS_PIECE],
                         h.attention,
                     )
                     for h in hyps
