@@ -204,12 +204,13 @@ def format_curve_markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot_learning_curves(results: dict[str, Any], path: str | Path) -> None:
-    """One panel per run, sharing the BLEU axis: BLEU against step, one line per bucket, short to long
-    from light to dark."""
+def learning_curve_figure(results: dict[str, Any]) -> Figure:
+    """One panel per run, sharing both axes (steps from 0 to the longest run's last checkpoint, BLEU from
+    0), so that runs of different lengths compare at the same step: BLEU against step, one line per
+    bucket, short to long from light to dark."""
     curves = results["runs"]
     figure = Figure(figsize=(5.5 * len(curves) + 1.5, 4.5))
-    panels = figure.subplots(1, len(curves), sharey=True, squeeze=False)[0]
+    panels = figure.subplots(1, len(curves), sharex=True, sharey=True, squeeze=False)[0]
     for axes, (name, curve) in zip(panels, curves.items(), strict=True):
         steps = [point["step"] for point in curve["checkpoints"]]
         labels = [label for label, n in curve["n"].items() if n > 0]
@@ -222,8 +223,15 @@ def plot_learning_curves(results: dict[str, Any], path: str | Path) -> None:
         axes.grid(alpha=0.3)
     panels[0].set_ylabel(f"greedy BLEU, by {results['by']} length")
     panels[0].set_ylim(bottom=0)
+    panels[0].set_xlim(left=0)
     panels[-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, title="bucket (words)")
     figure.tight_layout()
+    return figure
+
+
+def plot_learning_curves(results: dict[str, Any], path: str | Path) -> None:
+    """Write `learning_curve_figure` as a PNG to `path`."""
+    figure = learning_curve_figure(results)
     with atomic_open(path, "wb") as handle:
         figure.savefig(handle, format="png", dpi=120)
 

@@ -10,7 +10,7 @@ import pytest
 from nmt.cli import main
 from nmt.errors import NMTError
 from nmt.evaluation.buckets import assign_buckets, make_buckets, sentence_lengths
-from nmt.learning_curve import curve_sample, learning_curves
+from nmt.learning_curve import curve_sample, learning_curve_figure, learning_curves
 from nmt.rundir.checkpoints import checkpoint_step, step_checkpoints
 from tests.conftest import reverse_task_config
 
@@ -112,3 +112,23 @@ def test_sample_size_key_is_validated_and_free_to_change_on_resume(tmp_path: Pat
         load_config(quick, ["evaluation.curve_sentences_per_bucket=-1"])
     changed = load_config(quick, ["evaluation.curve_sentences_per_bucket=0"])
     assert learning_differences(load_config(quick), changed) == []
+
+
+def test_panels_share_the_step_axis_from_zero() -> None:
+    """A run trained twice as long as another: every panel spans the same steps, so the same step is at
+    the same place in each (as the paper's -30 / -50 runs, and quick.yaml's RNNencdec-50, differ)."""
+
+    def curve(steps: list[int], attention: str) -> dict:
+        points = [{"step": step, "bleu": {"<7": step / 10, ">=7": step / 20}} for step in steps]
+        return {"attention": attention, "n": {"<7": 8, ">=7": 8}, "n_sample": 16, "checkpoints": points}
+
+    results = {"by": "source", "runs": {"short": curve([300, 600, 900], "additive"),
+                                        "long": curve([300, 600, 900, 1200, 1500, 1800], "none")}}
+    short, long = learning_curve_figure(results).axes
+    assert short.get_xlim() == long.get_xlim()
+    left, right = short.get_xlim()
+    assert left == 0 and 1800 <= right < 1900
+    assert short.get_ylim() == long.get_ylim() and short.get_ylim()[0] == 0
+    assert list(short.lines[0].get_xdata()) == [300, 600, 900] and list(long.lines[1].get_ydata()) == [
+        15, 30, 45, 60, 75, 90
+    ]
