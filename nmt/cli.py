@@ -122,7 +122,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--nbest",
         type=int,
         default=None,
-        help="write the K best translations per line, tab-separated (default: the run's decoding.nbest)",
+        help="write the K best translations of each input line, best first, as --nbest-layout says "
+        "(default: the run's decoding.nbest, at most the beam size)",
+    )
+    translate.add_argument(
+        "--nbest-layout",
+        choices=["lines", "tabs"],
+        default="lines",
+        help="lines (default, as OpenNMT-py's -n_best): K lines per input line, so that output line "
+        "(i-1)*K+j is the j-th best of input line i; tabs: one line per input line, its K translations "
+        "separated by tabs",
     )
     translate.add_argument(
         "--scores",
@@ -301,6 +310,7 @@ def run_command(args: argparse.Namespace) -> None:
             device=args.device,
             overrides=args.overrides,
             scores=args.scores,
+            nbest_layout=args.nbest_layout,
         )
     elif args.command == "evaluate":
         if (args.src is None) != (args.ref is None):

@@ -89,11 +89,33 @@ def test_a_terminal_gets_each_translation_before_the_input_ends(trained_reverse_
     os.close(controller)
 
 
-def test_nbest_writes_k_tab_separated_translations(trained_reverse_run: Path, tmp_path: Path) -> None:
+def test_nbest_writes_k_lines_per_input_line_best_first(trained_reverse_run: Path, tmp_path: Path) -> None:
+    # OpenNMT-py's layout, the default: output line (i - 1) * K + j is the j-th best of input line i
     source = _write(tmp_path / "in.txt", LINES[:6])
     out = tmp_path / "out.txt"
     assert main(["translate", str(trained_reverse_run), "-i", str(source), "-o", str(out), "--beam", "3",
                  "--nbest", "3"]) == 0
+    translator = Translator.from_run(trained_reverse_run, beam_size=3)
+    expected = translator.translate(LINES[:6], nbest=3)
+    rows = _read(out)
+    assert rows == [t.text for hyps in expected for t in hyps]
+    assert rows[:3] == ["", "", ""] and len(rows) == 18  # an empty line too has its 3 (empty) lines
+    assert all(len(set(rows[i : i + 3])) == 3 for i in range(3, 18, 3))
+    assert main(["translate", str(trained_reverse_run), "-i", str(source), "-o", str(out), "--beam", "3",
+                 "--nbest", "2", "--scores"]) == 0
+    rows = _read(out)
+    assert rows[:2] == ["\t", "\t"] and len(rows) == 12
+    # (search stops once it has K finished hypotheses: the 2 best of --nbest 3 need not be those of --nbest 2)
+    for row, hyp in zip(rows[2:], [t for hyps in translator.translate(LINES[1:6], nbest=2) for t in hyps], strict=True):
+        text, score = row.split("\t")
+        assert text == hyp.text and float(score) == pytest.approx(hyp.score, abs=1e-4)
+
+
+def test_nbest_writes_k_tab_separated_translations(trained_reverse_run: Path, tmp_path: Path) -> None:
+    source = _write(tmp_path / "in.txt", LINES[:6])
+    out = tmp_path / "out.txt"
+    assert main(["translate", str(trained_reverse_run), "-i", str(source), "-o", str(out), "--beam", "3",
+                 "--nbest", "3", "--nbest-layout", "tabs"]) == 0
     best = Translator.from_run(trained_reverse_run, beam_size=3).translate(LINES[:6])
     rows = _read(out)
     assert rows[0] == "\t\t"  # an empty line too has its 3 (empty) fields
@@ -110,7 +132,7 @@ def test_nbest_with_scores_and_decode_time_settings(
     out = tmp_path / "out.txt"
     assert main(["translate", str(trained_reverse_run), "-i", str(source), "-o", str(out), "--nbest", "2",
                  "--scores", "--set", "decoding.beam_size=3", "--set", "decoding.length_penalty=none",
-                 "--threads", "1"]) == 0
+                 "--threads", "1", "--nbest-layout", "tabs"]) == 0
     translator = Translator.from_run(trained_reverse_run, beam_size=3)
     translator.decoding.length_penalty = "none"
     expected = translator.translate(LINES[:6], nbest=2)
@@ -229,7 +251,7 @@ def test_nbest_defaults_to_the_runs_config_within_the_beam(trained_reverse_run: 
     for extra, fields in (([], 2), (["--beam", "1"], 1)):
         out = tmp_path / f"out{fields}.txt"
         assert main(["translate", str(run), "-i", str(source), "-o", str(out), *extra]) == 0
-        assert [len(row.split("\t")) for row in _read(out)] == [fields] * 3
+        assert len(_read(out)) == fields * 3 and all(_read(out))
 
 
 def test_invalid_utf8_names_the_line_and_leaves_no_output_file(

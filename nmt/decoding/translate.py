@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 from torch import Tensor
 
@@ -274,14 +274,17 @@ def translate_file(
     device: str = "auto",
     overrides: Sequence[str] = (),
     scores: bool = False,
+    nbest_layout: Literal["lines", "tabs"] = "lines",
 ) -> None:
     """`nmt translate`: translate a file (default stdin) line by line into a file (default stdout).
 
     Streams CHUNK_LINES lines at a time (one at a time from a terminal, so that each typed line is
     answered at once) and keeps line order and count: an empty input line gives an empty output line.
-    With `nbest` K (default: the run's decoding.nbest, at most the beam size), each output line holds
-    the K best translations separated by tabs; with `scores`, each translation is followed by a tab and
-    its model score (the log-probability search ranked by, divided by the length penalty). An output
+    With `nbest` K (default: the run's decoding.nbest, at most the beam size), each input line gives its
+    K best translations, best first: on K lines (`nbest_layout` "lines", OpenNMT-py's layout: output line
+    (i - 1) * K + j is the j-th best of input line i) or on one line, separated by tabs ("tabs"). With
+    `scores`, each translation is followed by a tab and its model score (the log-probability search
+    ranked by, divided by the length penalty). An output
     file is written atomically: after an error there is no (partial) file.
     `attention_plots` DIR receives one heatmap per non-empty line, named line-NNNNNN.png.
     `overrides` are `--set decoding.KEY=VALUE` settings; the run's other settings are fixed.
@@ -323,12 +326,12 @@ def translate_file(
             for first, lines in _read_chunks(source, name, chunk_lines):
                 results = translator.translate_nbest(lines, nbest, plots_dir is not None, first_line=first)
                 for offset, translations in enumerate(results):
-                    if scores:  # an empty line gets K empty fields and K empty scores: every line has 2K
-                        empty = not lines[offset].strip()
-                        sink.write("\t".join(t.text + "\t" + ("" if empty else f"{t.score:.4f}") for t in translations))
-                        sink.write("\n")
-                    else:
-                        sink.write("\t".join(t.text for t in translations) + "\n")
+                    # an empty line gets K empty translations (and K empty scores): the layout stays regular
+                    empty = not lines[offset].strip()
+                    fields = [
+                        t.text + ("\t" + ("" if empty else f"{t.score:.4f}") if scores else "") for t in translations
+                    ]
+                    sink.write("\t".join(fields) + "\n" if nbest_layout == "tabs" else "".join(f + "\n" for f in fields))
                     best = translations[0]
                     if plots_dir is not None and best.attention is not None:
                         _plot(best, plots_dir / f"line-{first + offset:06d}.png", lines[offset])
