@@ -106,7 +106,12 @@ class DataConfig:
         _require(0.9 <= self.character_coverage <= 1.0, "data.character_coverage", "must be in [0.9, 1]")
         for split in ("train", "valid", "test"):
             src, tgt = getattr(self, f"{split}_src"), getattr(self, f"{split}_tgt")
-            _require(bool(src) == bool(tgt), f"data.{split}_src", f"and data.{split}_tgt go together: give both or neither")
+            if bool(src) != bool(tgt):
+                given, missing = (f"data.{split}_src", f"data.{split}_tgt")[:: 1 if src else -1]
+                raise NMTError(
+                    f"'{given}' is given without '{missing}': data.{split}_src and data.{split}_tgt go together.",
+                    f"Give {missing} (the file line-aligned with {given}), or leave out {given}.",
+                )
             _require(
                 not (src and getattr(self, split)),
                 f"data.{split}",
@@ -374,11 +379,18 @@ def override_sections(config: Config, overrides: list[str], sections: tuple[str,
         keys, _ = parse_override(text)
         if keys[0] not in sections:
             allowed = " or ".join(f"{section}.*" for section in sections)
-            raise NMTError(
-                f"--set {text}: {command} takes only {allowed} keys; {keys[0]}.* settings are fixed "
-                "when a run is trained.",
-                "Train a new run with `nmt train CONFIG --set ...` to change them.",
-            )
+            if "decoding" in sections:  # a command that decodes with a trained run: the rest came with it
+                why, hint = (
+                    f"{keys[0]}.* settings are fixed when a run is trained",
+                    "Train a new run with `nmt train CONFIG --set ...` to change them.",
+                )
+            else:  # nmt score: it reads translations from files and runs no model
+                make = f"nmt translate RUN_DIR --set {text}" if keys[0] == "decoding" else f"nmt train CONFIG --set {text}"
+                why, hint = (
+                    "it scores translation files and runs no model",
+                    f"Make the translations with that setting ({make}), then score them.",
+                )
+            raise NMTError(f"--set {text}: {command} takes only {allowed} keys; {why}.", hint)
     return config_from_dict(apply_overrides(config.to_dict(), overrides), "--set")
 
 

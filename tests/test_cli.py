@@ -70,3 +70,27 @@ def test_missing_config_file(capsys: pytest.CaptureFixture[str], tmp_path: Path)
 def test_evaluate_src_without_ref(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["evaluate", str(tmp_path), "--src", "x.en"]) == 2
     assert "--src and --ref go together" in capsys.readouterr().err
+
+
+def test_hints_fit_the_command(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # translate takes the run as its first argument, not as --run-dir
+    hyp = tmp_path / "hyp.txt"
+    hyp.write_text("a b\n")
+    assert main(["translate", str(tmp_path / "nope"), "-i", str(hyp)]) == 2
+    err = capsys.readouterr().err
+    assert f"run directory not found: {tmp_path / 'nope'}" in err and "--run-dir" not in err
+    assert "RUN_DIR" in err and "nmt train" in err
+    # score has no run: a decoding setting is refused without a word about retraining
+    assert main(["score", str(hyp), "--ref", str(hyp), "--set", "decoding.beam_size=3"]) == 2
+    err = capsys.readouterr().err
+    assert "--set decoding.beam_size=3: nmt score takes only evaluation.* keys" in err
+    assert "train" not in err and "nmt translate RUN_DIR --set decoding.beam_size=3" in err
+    assert main(["score", str(hyp), "--ref", str(hyp), "--set", "model.hidden_size=8"]) == 2
+    assert "(nmt train CONFIG --set model.hidden_size=8)" in capsys.readouterr().err
+    # one file of a pair names what is missing
+    config = tmp_path / "c.yaml"
+    config.write_text("data:\n  source: files\n  train: corpus/train\n  test_src: test.en\n")
+    assert main(["prepare", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "'data.test_src' is given without 'data.test_tgt'" in err and "invalid value" not in err
+    assert "Give data.test_tgt" in err

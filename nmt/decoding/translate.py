@@ -289,6 +289,12 @@ def translate_file(
     `attention_plots` DIR receives one heatmap per non-empty line, named line-NNNNNN.png.
     `overrides` are `--set decoding.KEY=VALUE` settings; the run's other settings are fixed.
     """
+    if not Path(run_dir).is_dir():
+        raise NMTError(
+            f"run directory not found: {run_dir}",
+            "Give as RUN_DIR, the first argument, a folder that `nmt train` wrote (runs/NAME by default) "
+            "or one of the runs of `nmt experiment` (OUT/runs/NAME).",
+        )
     if input_path is not None and not Path(input_path).is_file():
         raise NMTError(f"input file not found: {input_path}", "Check the path, or omit -i to read stdin.")
     if output_path is not None and Path(output_path).is_dir():
