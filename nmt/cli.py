@@ -282,17 +282,19 @@ def run_command(args: argparse.Namespace) -> None:
         print(format_stats(prepare(config.data)))
     elif args.command == "train":
         config = load_config(args.config, args.overrides)
+        run_dir = args.run_dir or Path("runs") / (args.run or args.config.stem)
         if args.run is not None:
             config = config.for_run(args.run)
-        elif config.runs:
+        elif config.runs:  # the top level is often none of the runs (quick.yaml's trains on all lengths)
             print(
-                f"note: {args.config} defines runs ({', '.join(config.runs)}); training its top-level settings. "
-                "Use --run-name NAME to train one of them.",
+                f"note: {args.config} defines runs {', '.join(config.runs)}, and none was named: this trains "
+                f"its top-level settings (model.attention {config.model.attention}, training.max_words "
+                f"{config.training.max_words}) into {run_dir}. To train one of the runs: "
+                f"nmt train {args.config} --run-name {next(iter(config.runs))}",
                 file=sys.stderr,
             )
         from nmt.training.trainer import train
 
-        run_dir = args.run_dir or Path("runs") / (args.run or args.config.stem)
         train(config, run_dir, resume=args.resume)
     elif args.command == "translate":
         from nmt.decoding.translate import translate_file

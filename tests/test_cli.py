@@ -94,3 +94,23 @@ def test_hints_fit_the_command(capsys: pytest.CaptureFixture[str], tmp_path: Pat
     err = capsys.readouterr().err
     assert "'data.test_src' is given without 'data.test_tgt'" in err and "invalid value" not in err
     assert "Give data.test_tgt" in err
+
+
+def test_train_without_a_run_name_says_what_it_trains(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import nmt.training.trainer
+
+    trained: list[tuple[str, str, int]] = []
+    monkeypatch.setattr(
+        nmt.training.trainer, "train",
+        lambda config, run_dir, resume: trained.append((config.model.attention, str(run_dir), config.training.max_words)),
+    )
+    assert main(["train", "configs/quick.yaml"]) == 0
+    err = capsys.readouterr().err
+    assert "rnnencdec-30, rnnsearch-30, rnnencdec-50, rnnsearch-50" in err
+    assert "top-level settings (model.attention additive, training.max_words 0) into runs/quick" in err
+    assert "nmt train configs/quick.yaml --run-name rnnencdec-30" in err
+    assert main(["train", "configs/quick.yaml", "--run-name", "rnnencdec-30"]) == 0
+    assert capsys.readouterr().err == ""
+    assert trained == [("additive", "runs/quick", 0), ("none", "runs/rnnencdec-30", 30)]
