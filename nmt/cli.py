@@ -22,6 +22,12 @@ CHECKPOINT_HELP = (
     "`nmt evaluate` reports the step and score of the checkpoint it used)"
 )
 DEVICE_HELP = "where the model runs: auto (CUDA when present, else CPU), cpu or cuda"
+# The one rule for the torch CPU threads of every command that runs a model.
+THREADS_HELP = (
+    "torch CPU threads. Without --threads, every command that runs a model uses the run's "
+    "training.threads (0 there: torch's default, one per core). On a machine busy with other work, "
+    "1 can be several times faster.{}"
+)
 
 
 def _add_config_args(parser: argparse.ArgumentParser) -> None:
@@ -39,8 +45,13 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_threads_arg(parser: argparse.ArgumentParser, detail: str = "") -> None:
+    """--threads, for every command that runs a model; `detail` adds to THREADS_HELP's rule."""
+    parser.add_argument("--threads", type=int, default=None, metavar="N", help=THREADS_HELP.format(detail))
+
+
 def _add_decoding_args(parser: argparse.ArgumentParser, sections: str) -> None:
-    """--set for decode-time settings and --threads, shared by translate and evaluate."""
+    """--set for decode-time settings, shared by translate and evaluate."""
     parser.add_argument(
         "--set",
         dest="overrides",
@@ -50,9 +61,6 @@ def _add_decoding_args(parser: argparse.ArgumentParser, sections: str) -> None:
         help=f"change a {sections} setting of the run for this command only (repeatable, value parsed "
         "as YAML): --set decoding.beam_size=10 --set decoding.length_penalty=none; model, data and "
         "training settings are fixed by the trained weights",
-    )
-    parser.add_argument(
-        "--threads", type=int, default=0, help="torch CPU threads (default 0: torch's choice, one per core)"
     )
 
 
@@ -109,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--resume", action="store_true", help="continue from the run directory's latest checkpoint"
     )
+    _add_threads_arg(train, " Here --threads N is --set training.threads=N: the run records it.")
 
     translate = sub.add_parser("translate", help="translate text with a trained run")
     translate.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a folder written by `nmt train`")
@@ -147,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="write one attention heatmap PNG per sentence",
     )
     _add_decoding_args(translate, "decoding.*")
+    _add_threads_arg(translate)
     translate.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help=DEVICE_HELP)
 
     evaluate = sub.add_parser(
@@ -189,6 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: each run's best.pt, else its latest step_*.pt)",
     )
     _add_decoding_args(evaluate, "decoding.* or evaluation.*")
+    _add_threads_arg(evaluate, " Here the run is the first RUN_DIR.")
     evaluate.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help=DEVICE_HELP)
 
     score = sub.add_parser(
@@ -256,6 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     curve.add_argument("--out", type=Path, default=None, help="output folder (default as for evaluate)")
     curve.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help=DEVICE_HELP)
+    _add_threads_arg(curve, " Here the run is the first RUN_DIR.")
 
     experiment = sub.add_parser("experiment", help="prepare, train every run, evaluate them together, report")
     _add_config_args(experiment)
@@ -270,6 +282,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="runs trained at once, each in its own process (default 0: one per CPU core, each with "
         "cores/jobs torch threads unless training.threads is set; 1 on CUDA)",
     )
+    _add_threads_arg(
+        experiment,
+        " Here --threads N is --set training.threads=N; where that is 0, parallel trainings (--jobs) share "
+        "the cores.",
+    )
     return parser
 
 
@@ -281,7 +298,7 @@ def run_command(args: argparse.Namespace) -> None:
 
         print(format_stats(prepare(config.data)))
     elif args.command == "train":
-        config = load_config(args.config, args.overrides)
+        config = load_config(args.config, _with_threads(args.overrides, args.threads))
         run_dir = args.run_dir or Path("runs") / (args.run or args.config.stem)
         if args.run is not None:
             config = config.for_run(args.run)
@@ -299,7 +316,7 @@ def run_command(args: argparse.Namespace) -> None:
     elif args.command == "translate":
         from nmt.decoding.translate import translate_file
 
-        _set_threads(args.threads)
+        _set_threads(_run_threads(args.threads, args.run_dir))
         translate_file(
             args.run_dir,
             input_path=args.input,
@@ -321,7 +338,7 @@ def run_command(args: argparse.Namespace) -> None:
             raise NMTError("give either --split or --src/--ref, not both.")
         from nmt.comparison import evaluate_runs
 
-        _set_threads(args.threads)
+        _set_threads(_run_threads(args.threads, args.run_dirs[0]))
         evaluate_runs(
             args.run_dirs,
             split=args.split,
@@ -338,6 +355,7 @@ def run_command(args: argparse.Namespace) -> None:
     elif args.command == "curve":
         from nmt.learning_curve import learning_curves
 
+        _set_threads(_run_threads(args.threads, args.run_dirs[0]))
         learning_curves(
             args.run_dirs, out_dir=args.out, split=args.split, per_bucket=args.sentences_per_bucket, device=args.device
         )
@@ -368,12 +386,30 @@ def run_command(args: argparse.Namespace) -> None:
         out_dir = args.out or Path("experiments") / args.config.stem
         if args.jobs < 0:
             raise NMTError(f"--jobs {args.jobs}: give 0 (one per core) or a positive count.")
-        run_experiment(args.config, args.overrides, out_dir, force=args.force, jobs=args.jobs)
+        overrides = _with_threads(args.overrides, args.threads)
+        # the evaluations after training run in this process
+        _set_threads(load_config(args.config, overrides).training.threads)
+        run_experiment(args.config, overrides, out_dir, force=args.force, jobs=args.jobs)
+
+
+def _with_threads(overrides: list[str], threads: int | None) -> list[str]:
+    """train and experiment: --threads N is the override training.threads=N, after the --set ones."""
+    return overrides if threads is None else [*overrides, f"training.threads={threads}"]
+
+
+def _run_threads(threads: int | None, run_dir: Path) -> int:
+    """--threads, else the training.threads of the run in `run_dir` (0 if it has no config.yaml: the
+    command then says what is missing)."""
+    if threads is not None:
+        return threads
+    config_path = run_dir / "config.yaml"
+    return load_config(config_path).training.threads if config_path.is_file() else 0
 
 
 def _set_threads(threads: int) -> None:
+    """torch's CPU threads for this process; 0 leaves torch's default, one per core."""
     if threads < 0:
-        raise NMTError(f"--threads {threads}: give 0 (torch's choice) or a positive count.")
+        raise NMTError(f"--threads {threads}: give 0 (torch's default, one per core) or a positive count.")
     if threads > 0:
         import torch
 

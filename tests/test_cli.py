@@ -114,3 +114,20 @@ def test_train_without_a_run_name_says_what_it_trains(
     assert main(["train", "configs/quick.yaml", "--run-name", "rnnencdec-30"]) == 0
     assert capsys.readouterr().err == ""
     assert trained == [("additive", "runs/quick", 0), ("none", "runs/rnnencdec-30", 30)]
+
+
+def test_every_command_that_runs_a_model_takes_threads_with_one_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    parser = build_parser()
+    (subparsers,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    for name in ("train", "translate", "evaluate", "curve", "experiment"):
+        (threads,) = [a for a in subparsers.choices[name]._actions if "--threads" in a.option_strings]
+        assert threads.default is None
+        assert "Without --threads, every command that runs a model uses the run's training.threads" in threads.help
+    # train and experiment: --threads N is the config key training.threads, which the run records
+    import nmt.training.trainer
+
+    seen: list[int] = []
+    monkeypatch.setattr(nmt.training.trainer, "train", lambda config, run_dir, resume: seen.append(config.training.threads))
+    assert main(["train", "configs/quick.yaml", "--run-name", "rnnencdec-30", "--threads", "1"]) == 0
+    assert main(["train", "configs/quick.yaml", "--run-name", "rnnencdec-30", "--set", "training.threads=3"]) == 0
+    assert seen == [1, 3]

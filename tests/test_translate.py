@@ -358,3 +358,28 @@ def test_a_hypothesis_cut_after_a_word_boundary_piece_has_no_trailing_space(
     assert boundary and translator.translate(["1 2 3 4 5"]) == ["3 2"]
     (detail,) = translator.translate(["1 2 3 4 5"], return_attention=True)
     assert detail.text == "3 2" and detail.tgt_pieces[-2:] == ["▁", "</s>"]  # the pieces are what search found
+
+
+def test_translate_and_curve_use_the_runs_training_threads_unless_given_threads(
+    trained_reverse_run: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(trained_reverse_run, run)  # curve writes its cache into the run
+    config = load_config(run / "config.yaml")
+    config.training.threads = 1
+    save_config(config, run / "config.yaml")
+    source = _write(tmp_path / "in.txt", LINES[1:3])
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        assert main(["translate", str(run), "-i", str(source), "-o", str(tmp_path / "out.txt")]) == 0
+        assert torch.get_num_threads() == 1  # the run's training.threads
+        assert main(["translate", str(run), "-i", str(source), "-o", str(tmp_path / "out.txt"), "--threads", "2"]) == 0
+        assert torch.get_num_threads() == 2
+        assert main(["curve", str(run), "--sentences-per-bucket", "2", "--out", str(tmp_path / "curve")]) == 0
+        assert torch.get_num_threads() == 1
+        assert main(["curve", str(run), "--sentences-per-bucket", "2", "--out", str(tmp_path / "curve"),
+                     "--threads", "2"]) == 0
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
