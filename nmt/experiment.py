@@ -111,7 +111,7 @@ def _train_in_child(name: str, config: Config, run_dir: Path, log_path: Path) ->
     return done, time.perf_counter() - start, None
 
 
-def _train_runs(config: Config, run_dirs: dict[str, Path], jobs: int, timings: Timings) -> int:
+def train_runs(config: Config, run_dirs: dict[str, Path], jobs: int, timings: Timings) -> int:
     """Train every run, `jobs` at once (see training_jobs); returns how many were already finished."""
     jobs = min(training_jobs(config, jobs), len(run_dirs))
     configs = {name: config.for_run(name) for name in run_dirs}
@@ -324,7 +324,7 @@ def run_experiment(
     timings.record("prepare", time.perf_counter() - start)
 
     run_dirs = {name: out_dir / "runs" / name for name in config.runs}
-    skipped = _train_runs(config, run_dirs, jobs, timings)
+    skipped = train_runs(config, run_dirs, jobs, timings)
     rerun = RERUN if skipped == len(run_dirs) and "evaluate" in timings.seconds else ""
     if not rerun:
         for step in ("evaluate", "learning curve"):

@@ -157,3 +157,53 @@ def test_attention_entropy_values() -> None:
     entropy, ratio = attention_entropy(one_hot)
     assert entropy == pytest.approx(0.0, abs=1e-9)
     assert ratio == pytest.approx(0.0, abs=1e-9)
+
+
+def test_training_jobs_default_to_one_per_core_on_cpu_and_one_on_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    import nmt.experiment as experiment
+    from nmt.config import config_from_dict
+
+    runs = {name: {} for name in "abcd"}
+    config = config_from_dict({"training": {"device": "cpu"}, "runs": runs})
+    monkeypatch.setattr(experiment, "available_cores", lambda: 2)
+    assert experiment.training_jobs(config, 0) == 2 and experiment.training_jobs(config, 3) == 3
+    monkeypatch.setattr(experiment, "available_cores", lambda: 16)
+    assert experiment.training_jobs(config, 0) == 4  # never more than the runs
+    on_gpu = config_from_dict({"training": {"device": "cuda"}, "runs": runs})
+    assert experiment.training_jobs(on_gpu, 0) == 1
+
+
+@pytest.mark.slow
+def test_runs_trained_in_parallel_learn_what_they_learn_one_after_the_other(tmp_path: Path) -> None:
+    from nmt.data.prepare import prepare
+    from nmt.experiment import train_runs
+
+    config_path = tmp_path / "two.yaml"
+    config_path.write_text(
+        "model: {embedding_size: 16, hidden_size: 16, attention_size: 16, maxout_size: 8}\n"
+        "runs:\n  fixed: {model: {attention: none}}\n  search: {training: {max_words: 8}}\n",
+        encoding="utf-8",
+    )
+    overrides = shortened(config_path, tmp_path / "data") + ["training.max_steps=6", "training.validate_every=3"]
+    config = load_config(config_path, overrides + ["training.threads=1"])
+    prepare(config.data)
+    for jobs in (1, 2):
+        timings = Timings(tmp_path / f"jobs{jobs}" / "timings.json")
+        run_dirs = {run: tmp_path / f"jobs{jobs}" / "runs" / run for run in config.runs}
+        assert train_runs(config, run_dirs, jobs, timings) == 0
+        assert set(timings.seconds) == {"train fixed", "train search"}
+    for run in ("fixed", "search"):
+        losses = [
+            [json.loads(line).get("valid_loss") for line in (tmp_path / f"jobs{jobs}" / "runs" / run / "log.jsonl")
+             .read_text().splitlines() if '"valid"' in line]
+            for jobs in (1, 2)
+        ]
+        assert len(losses[0]) == 2 and losses[0] == pytest.approx(losses[1], rel=1e-6)
+    # each worker's output is kept beside its run; the ceiling shows there
+    assert "(of at most 8 words)" in (tmp_path / "jobs2" / "runs" / "search.log").read_text()
+    # a run that fails in a worker fails the experiment with its message, naming the run and its output
+    bad = load_config(config_path, overrides + ["runs.search.training.max_words=1"])
+    run_dirs = {run: tmp_path / "bad" / "runs" / run for run in bad.runs}
+    with pytest.raises(NMTError, match=r"run search: .*no pairs of at most 1 words") as error:
+        train_runs(bad, run_dirs, 2, Timings(tmp_path / "bad" / "timings.json"))
+    assert "runs/search.log" in error.value.hint
