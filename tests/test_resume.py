@@ -159,3 +159,17 @@ def test_sigint_saves_a_checkpoint_and_exits_130(tmp_path: Path) -> None:
     step = torch.load(checkpoints[0], weights_only=True)["step"]
     assert 3 <= step < 400
     assert not (run_dir / "summary.json").exists()
+
+
+def test_a_run_ended_off_the_validation_grid_resumes_to_the_straight_runs_weights(tmp_path: Path) -> None:
+    # The first part ends at step 15, between validations (every 10): its closing validation chooses
+    # best.pt, but the learning-rate plateau schedule (lr_patience 1) follows the periodic ones only.
+    config = config_for(tmp_path / "data", max_steps=24)
+    train(config, tmp_path / "straight")
+    train(with_max_steps(config, 15), tmp_path / "split")
+    train(config, tmp_path / "split", resume=True)
+    a, b = final_state(tmp_path / "straight", 24), final_state(tmp_path / "split", 24)
+    assert_same_weights(a["model"], b["model"])
+    assert a["schedule"] == b["schedule"]
+    valid = [e["step"] for e in log_without_timing(tmp_path / "split") if e["event"] == "valid"]
+    assert valid == [10, 15, 20, 24]

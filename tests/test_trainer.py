@@ -102,9 +102,9 @@ def test_progress_lines_are_rounded_and_carry_elapsed_time_and_eta(
         if "best bleu" in line:  # "best bleu 0.33", never a long float
             assert re.search(r"best bleu \d+\.\d\d at step [1-9]", line), line
     assert re.search(r"finished at step 6 \(max_steps\) after \d+s; best bleu \d+\.\d\d at step", out)
-    train(tiny(data_root, max_steps=2, validate_every=5), tmp_path / "unvalidated")
-    finished = capsys.readouterr().out.splitlines()[-1]
-    assert "no validation ran (training.validate_every 5)" in finished and "None" not in finished
+    train(tiny(data_root, max_steps=2, validate_every=5), tmp_path / "short")
+    finished = capsys.readouterr().out.splitlines()[-1]  # the last step is validated even off the grid
+    assert re.search(r"finished at step 2 \(max_steps\) after \d+s; best bleu \d+\.\d\d at step 2;", finished)
     assert format_duration(75) == "1m15s" and format_duration(3 * 3600 + 125) == "3h02m"
     assert format_duration(math.nan) == "?" and format_score(0.33478099148693474, "bleu") == "0.33"
 
@@ -308,3 +308,26 @@ def test_validation_subset_is_spread_over_the_whole_split(data_root: Path) -> No
     assert build_valid_set(pairs, tokenizer, 30).references == [f"t{i}" for i in range(0, 90, 3)]
     assert build_valid_set(pairs[:5], tokenizer, 10).references == [f"t{i}" for i in range(5)]
     assert len(build_valid_set(pairs, tokenizer, 0).references) == 100
+
+
+def test_the_last_step_is_validated_and_checkpointed_off_the_validation_grid(data_root: Path, tmp_path: Path) -> None:
+    # max_steps 7 is no multiple of validate_every 3: the model of step 7 must still be validated and
+    # compete for best.pt, and the last checkpoint must record that validation.
+    config = tiny(data_root, max_steps=7, validate_every=3, checkpoint_every=2, keep_last=0, learning_rate=0.01,
+                  early_stopping_metric="loss")
+    run = tmp_path / "run"
+    summary = train(config, run)
+    valid = [e for e in events(run) if e["event"] == "valid"]
+    assert [e["step"] for e in valid] == [3, 6, 7]
+    assert summary["last_validation"]["step"] == 7 and summary["final_step"] == 7
+    assert summary["best_score"] == min(e["valid_loss"] for e in valid)
+    best = load_checkpoint(run / "checkpoints" / "best.pt")
+    assert best["step"] == summary["best_step"] and best["score"] == summary["best_score"]
+    assert sorted(p.name for p in (run / "checkpoints").glob("step_*.pt")) == [
+        "step_00000002.pt", "step_00000004.pt", "step_00000006.pt", "step_00000007.pt"
+    ]
+    last = load_checkpoint(run / "checkpoints" / "step_00000007.pt")
+    assert last["last_validation"]["step"] == 7 and last["best_step"] == summary["best_step"]
+    # resuming the finished run validates nothing again
+    train(config, run, resume=True)
+    assert [e["step"] for e in events(run) if e["event"] == "valid"] == [3, 6, 7]

@@ -265,9 +265,17 @@ class Trainer:
                         self._log_training(progress)
                     if self.step % self.tc.validate_every == 0 and self._validate():
                         stopped_by = "early_stopping"
-                    if self.step % self.tc.checkpoint_every == 0 or stopped_by != "max_steps":
+                    # the last step's checkpoint is written after the loop, once its validation is in it
+                    if stopped_by != "max_steps" or (
+                        self.step % self.tc.checkpoint_every == 0 and self.step < self.tc.max_steps
+                    ):
                         self._save_step_checkpoint()
-                if self.saved_step != self.step:
+                # max_steps off the validation grid: the final model is validated too, so that it competes
+                # for best.pt and evaluation never silently uses an older one
+                closing = stopped_by == "max_steps" and (self.last_validation or {}).get("step") != self.step
+                if closing:
+                    self._validate(closing=True)
+                if closing or self.saved_step != self.step:
                     self._save_step_checkpoint()
         finally:
             if progress is not None:
@@ -366,8 +374,14 @@ class Trainer:
         done = self.step - first_step
         return (time.monotonic() - began) / done * (self.tc.max_steps - self.step) if done > 0 else math.nan
 
-    def _validate(self) -> bool:
-        """Validate on rank 0, share the result, update best/plateau/early stopping. True = stop."""
+    def _validate(self, closing: bool = False) -> bool:
+        """Validate on rank 0, share the result, update best.pt, the plateau schedule and early stopping.
+        True = stop.
+
+        The `closing` validation of a last step off the validate_every grid updates best.pt only: the
+        learning rate and early stopping follow the periodic validations, as they do in a longer run, so
+        that a run continued with --resume takes the learning-rate path of one trained straight through.
+        """
         result: ValidationResult | None = None
         began = time.monotonic()
         if self.ctx.is_main:
@@ -377,13 +391,15 @@ class Trainer:
         assert result is not None
         metric = self.tc.early_stopping_metric
         score = result.score(metric)
-        if is_better(score, self.best_score, metric):
-            self.best_score, self.best_step, self.bad_validations = score, self.step, 0
+        improved = is_better(score, self.best_score, metric)
+        if improved:
+            self.best_score, self.best_step = score, self.step
             if self.ctx.is_main:
                 save_checkpoint(self.run_dir / CHECKPOINT_DIR / BEST_NAME, self._best_state(score))
-        else:
-            self.bad_validations += 1
-        decayed = self.schedule.observe(score)
+        decayed = False
+        if not closing:
+            self.bad_validations = 0 if improved else self.bad_validations + 1
+            decayed = self.schedule.observe(score)
         self.last_validation = {
             "step": self.step, "valid_loss": result.loss, "valid_ppl": result.ppl, "valid_bleu": result.bleu,
         }
@@ -399,7 +415,7 @@ class Trainer:
             self._say(f"validation at step {self.step}: loss {result.loss:.4f} ppl {result.ppl:.2f} "
                       f"BLEU {result.bleu:.2f} (best {metric} {format_score(self.best_score, metric)} "
                       f"at step {self.best_step})")
-        return self.tc.patience > 0 and self.bad_validations >= self.tc.patience
+        return not closing and self.tc.patience > 0 and self.bad_validations >= self.tc.patience
 
     def _best_state(self, score: float) -> dict[str, Any]:
         return {
@@ -436,14 +452,10 @@ class Trainer:
         }
         if self.ctx.is_main:
             rundir.write_summary(self.run_dir, summary)
-            metric = self.tc.early_stopping_metric
-            best = (
-                f"best {metric} {format_score(self.best_score, metric)} at step {self.best_step}"
-                if self.best_score is not None
-                else f"no validation ran (training.validate_every {self.tc.validate_every})"
-            )
+            metric = self.tc.early_stopping_metric  # a finished run has validated its last step at least
             self._say(f"finished at step {self.step} ({stopped_by}) after {format_duration(self._elapsed())}; "
-                      f"{best}; run dir {self.run_dir}")
+                      f"best {metric} {format_score(self.best_score, metric)} at step {self.best_step}; "
+                      f"run dir {self.run_dir}")
         return summary
 
     # ---- small helpers ----------------------------------------------------------------------
