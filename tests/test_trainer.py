@@ -5,7 +5,11 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
+import pty
 import re
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +127,59 @@ def test_messages_go_above_the_progress_bar(
     ]
     out = capsys.readouterr().out
     assert "validation at step" not in out and "finished at step 4" in out  # after the bar closed: plain print
+
+
+def test_in_a_terminal_of_unset_size_the_bar_shows_below_the_step_lines_and_is_closed_once(
+    data_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A pseudo-terminal whose size was never set reports 0 columns (as in some containers and CI runners).
+    master, replica = pty.openpty()
+    received: list[bytes] = []
+
+    def drain() -> None:
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the terminal's other side is closed
+                return
+            if not chunk:
+                return
+            received.append(chunk)
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    with open(replica, "w", encoding="utf-8") as terminal, monkeypatch.context() as patch:
+        patch.setattr(sys, "stdout", terminal)
+        train(tiny(data_root, max_steps=6, validate_every=3, log_every=2), tmp_path / "run")
+    reader.join()
+    os.close(master)
+    written = b"".join(received).decode("utf-8")
+    drawn = [piece for piece in re.split(r"[\r\n]", written) if re.search(r"\d+%\|.*\| \d/6 \[", piece)]
+    assert drawn and all(len(piece) == 80 for piece in drawn)  # the fallback width, not an empty bar
+    screen = visible_lines(written)
+    assert [line.split()[1] for line in screen if line.startswith("step ")] == ["2/6", "4/6", "6/6"]
+    assert [line.split(":")[0] for line in screen if line.startswith("validation")] == [
+        "validation at step 3", "validation at step 6"
+    ]
+    assert not [line for line in screen if "/6 [" in line]  # the bar is gone, not left or drawn twice
+    assert [line for line in screen if line][-1].startswith("finished at step 6 (max_steps)")
+
+
+def visible_lines(written: str) -> list[str]:
+    """What a terminal shows of `written`: a carriage return goes back to the start of the line."""
+    lines: list[str] = []
+    line: list[str] = []
+    column = 0
+    for char in written:
+        if char == "\n":
+            lines.append("".join(line).rstrip())
+            line, column = [], 0
+        elif char == "\r":
+            column = 0
+        else:
+            line[column:column + 1] = [char]
+            column += 1
+    return [*lines, "".join(line).rstrip()]
 
 
 def test_existing_runs_are_never_overwritten(data_root: Path, tmp_path: Path) -> None:

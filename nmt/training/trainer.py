@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import random
 import sys
 import time
@@ -44,6 +45,10 @@ from nmt.training.signals import StopRequest
 from nmt.training.validation import ValidationResult, batch_loss_sum, build_valid_set, safe_exp, validate
 
 T = TypeVar("T")
+
+# The terminal size the progress bar assumes where the terminal reports none (0 x 0: a pseudo-terminal
+# whose size was never set), where following it would draw nothing at all.
+FALLBACK_SIZE = (80, 24)
 
 
 def train(config: Config, run_dir: Path, resume: bool = False) -> dict[str, Any]:
@@ -262,7 +267,7 @@ class Trainer:
                     if progress is not None:
                         progress.update(1)
                     if self.step % self.tc.log_every == 0:
-                        self._log_training(progress)
+                        self._log_training()
                     if self.step % self.tc.validate_every == 0 and self._validate():
                         stopped_by = "early_stopping"
                     # the last step's checkpoint is written after the loop, once its validation is in it
@@ -344,7 +349,7 @@ class Trainer:
         )
 
     # ---- logging, validation, checkpoints ------------------------------------------------------
-    def _log_training(self, progress: Any) -> None:
+    def _log_training(self) -> None:
         seconds = self.acc["seconds"] + (time.monotonic() - self._interval_started)
         loss = self.acc["loss"] / max(self.acc["tokens"], 1.0)
         event = {
@@ -358,12 +363,10 @@ class Trainer:
             return
         self.log.write(event)
         self._scalars({"train/loss": loss, "train/tgt_tokens_per_s": event["tgt_tokens_per_s"], "train/lr": self.lr})
-        if progress is not None:
-            progress.set_postfix(loss=f"{loss:.3f}", tok_s=f"{event['tgt_tokens_per_s']:.0f}", lr=f"{self.lr:.2e}")
-        else:
-            print(f"step {self.step}/{self.tc.max_steps} epoch {self.epoch} loss {loss:.4f} ppl {event['ppl']:.2f} "
+        # a line of its own in a terminal too (above the bar): the loss history stays on screen
+        self._say(f"step {self.step}/{self.tc.max_steps} epoch {self.epoch} loss {loss:.4f} ppl {event['ppl']:.2f} "
                   f"{event['tgt_tokens_per_s']:.0f} tgt tok/s lr {self.lr:.3g} elapsed "
-                  f"{format_duration(event['elapsed_s'])} eta {format_duration(self._eta())}", flush=True)
+                  f"{format_duration(event['elapsed_s'])} eta {format_duration(self._eta())}")
 
     def _elapsed(self) -> float:
         return self.elapsed_before + time.monotonic() - self.started
@@ -473,6 +476,16 @@ class Trainer:
                 self.writer.add_scalar(name, value, self.step)
 
     def _progress_bar(self) -> Any:
+        """A bar on the terminal stdout is, or None. It is cleared when it closes (leave=False): the step
+        lines above it and the closing "finished at step" line say what it said, and a finished bar
+        drawn again on closing would show twice wherever carriage returns are not honoured (logs of a
+        terminal session)."""
         if not (self.ctx.is_main and sys.stdout.isatty()):
             return None
-        return tqdm(total=self.tc.max_steps, initial=self.step, unit="step", dynamic_ncols=True)
+        try:
+            known = os.get_terminal_size(sys.stdout.fileno()).columns > 0
+        except (OSError, ValueError):
+            known = False
+        columns, rows = (None, None) if known else FALLBACK_SIZE
+        return tqdm(total=self.tc.max_steps, initial=self.step, unit="step", file=sys.stdout, leave=False,
+                    dynamic_ncols=known, ncols=columns, nrows=rows)
