@@ -1,5 +1,5 @@
-"""Writing a run directory as training does: refusing to clobber another run, resume checks, config.yaml,
-the tokenizer copy, environment, log and summary.
+"""Writing a run directory as training does: refusing to clobber another run, resume checks, the lock
+(lock.py), config.yaml, the tokenizer copy, environment, log and summary.
 
 Everything here that can refuse a run does so before anything is written, so a mistake never
 overwrites a previous run.
@@ -23,6 +23,7 @@ from nmt.environment import describe_environment
 from nmt.errors import NMTError
 from nmt.fileio import atomic_open, atomic_write_text, sha256_file
 from nmt.rundir.checkpoints import CHECKPOINT_DIR, checkpoint_step, latest_step_checkpoint
+from nmt.rundir.lock import RunLock
 from nmt.typed_yaml import config_diff
 
 # Keys that may change between a run and its --resume: they do not change what is learned.
@@ -186,24 +187,29 @@ def write_environment(run_dir: Path, device: torch.device, world_size: int) -> N
     atomic_write_text(run_dir / "environment.json", json.dumps(info, indent=2) + "\n")
 
 
-def set_up(
-    run_dir: Path, config: Config, tokenizer: Any, resume: bool, device: torch.device, world_size: int
-) -> Path | None:
-    """Check everything, then write config.yaml, environment.json and tokenizer/. Returns the checkpoint
-    to resume from (None: start at step 0). Nothing is written unless every check passes."""
+def claim(run_dir: Path, config: Config, tokenizer: Any, resume: bool, lock: RunLock) -> Path | None:
+    """Check everything, then create the run directory and take its lock, which the training holds to its
+    end. Returns the checkpoint to resume from (None: start at step 0), as found with the lock held.
+    Nothing but the folder and its lock file is written, and nothing unless every check passes."""
     check_subword_settings(tokenizer, config)
-    checkpoint = check_run_dir(run_dir, config, resume)
+    check_run_dir(run_dir, config, resume)
     if resume:
         check_tokenizer(tokenizer, run_dir)
     if config.training.tensorboard:
         summary_writer_class()
     check_writable(run_dir)
+    lock.acquire()
+    # again with the lock held: a training that ended a moment ago may have written the run meanwhile
+    return check_run_dir(run_dir, config, resume)
+
+
+def set_up(run_dir: Path, config: Config, tokenizer: Any, resume: bool, device: torch.device, world_size: int) -> None:
+    """Write config.yaml, environment.json and tokenizer/ into a run directory `claim` has checked and locked."""
     if resume:
         (run_dir / "summary.json").unlink(missing_ok=True)  # the run is unfinished again until it ends
     write_config(config, run_dir)
     write_environment(run_dir, device, world_size)
     copy_tokenizer(tokenizer, run_dir)
-    return checkpoint
 
 
 def summary_writer_class() -> Any:

@@ -38,6 +38,7 @@ from nmt.rundir.checkpoints import (
     save_checkpoint,
     step_checkpoint_name,
 )
+from nmt.rundir.lock import RunLock
 from nmt.training.distributed import DistContext, setup_distributed
 from nmt.training.optim import LRSchedule, build_optimizer, is_better
 from nmt.training.rng import capture_rng, restore_rng
@@ -54,11 +55,13 @@ FALLBACK_SIZE = (80, 24)
 def train(config: Config, run_dir: Path, resume: bool = False) -> dict[str, Any]:
     """Train the model `config` describes into `run_dir` (continue it with resume=True); return summary.json."""
     ctx = setup_distributed(config.training.device)
+    lock = RunLock(Path(run_dir))  # rank 0 takes it once the run directory's checks pass
     try:
-        summary = Trainer(config, Path(run_dir), resume, ctx).run()
+        summary = Trainer(config, Path(run_dir), resume, ctx, lock).run()
         ctx.barrier()  # no rank leaves the process group while another still uses it
         return summary
     finally:
+        lock.release()
         ctx.close()
 
 
@@ -102,7 +105,7 @@ def resolve_precision(name: str, device: torch.device) -> torch.dtype | None:
 class Trainer:
     """One training run: set up (or restore) everything, then `run` the loop."""
 
-    def __init__(self, config: Config, run_dir: Path, resume: bool, ctx: DistContext) -> None:
+    def __init__(self, config: Config, run_dir: Path, resume: bool, ctx: DistContext, lock: RunLock) -> None:
         self.config, self.run_dir, self.ctx = config, run_dir, ctx
         self.tc = tc = config.training
         self.device = ctx.device
@@ -112,8 +115,9 @@ class Trainer:
             torch.set_num_threads(tc.threads)
         seed_everything(tc.seed)
         self._load_data()
-        # Everything is built, and a resumed checkpoint loaded, before the run dir is written: a config the
-        # model refuses or an unusable checkpoint must leave the previous run (and its summary.json) as it was.
+        # Everything is built, and a resumed checkpoint loaded, before the run dir is written (only its lock is
+        # taken): a config the model refuses or an unusable checkpoint must leave the previous run (and its
+        # summary.json) as it was.
         self.model = build_model(config.model, self.tokenizer.src_vocab_size, self.tokenizer.tgt_vocab_size)
         self.model.recompute_attention(config.training.recompute_attention)
         self.model.to(self.device)
@@ -139,7 +143,7 @@ class Trainer:
         self.batches: list[list[int]] | None = None
         self.log = rundir.RunLog(run_dir / "log.jsonl")
         self._say(self.model.describe())
-        resume_from = self._agreed(lambda: rundir.check_run_dir(run_dir, config, resume))
+        resume_from = self._agreed(lambda: rundir.claim(run_dir, config, self.tokenizer, resume, lock))
         rng = self._agreed(lambda: self._restore(resume_from), on_all_ranks=True) if resume_from else None
         self._agreed(lambda: rundir.set_up(run_dir, config, self.tokenizer, resume, self.device, ctx.world_size))
         if ctx.is_main and resume:

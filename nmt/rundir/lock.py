@@ -1,0 +1,61 @@
+"""RUN_DIR/train.lock: one training writes a run directory at a time.
+
+`nmt train` holds an exclusive flock on the file from the moment its checks pass until it ends, with
+its PID written in the file for the message a second training gets. The operating system drops the
+lock when the process ends however it ends (SIGKILL and crashes included), so a dead training never
+blocks the next one; the file itself stays (removing it would let two trainings lock two different
+files). Reading a run (translate, evaluate, curve, average) takes no lock.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+from pathlib import Path
+
+from nmt.errors import NMTError
+
+LOCK_NAME = "train.lock"
+
+
+class RunLock:
+    """The lock of one run directory: `acquire` takes it (or refuses), `release` or the process's end drops it."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / LOCK_NAME
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        """Take the lock (the run directory must exist), or raise NMTError naming the process holding it."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+            os.close(fd)
+            if exc.errno not in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES):
+                raise NMTError(
+                    f"cannot lock {self.path} ({exc.strerror}), which keeps two trainings from writing one run.",
+                    "Put the run directory on a filesystem with file locks (a local disk).",
+                ) from None
+            holder = holder if holder.isdigit() else "unknown"  # it has not written its PID yet
+            raise NMTError(
+                f"{self.run_dir} is being trained by another process (PID {holder}): it holds {self.path}.",
+                f"Wait for that training to end, or stop it (kill {holder}) and continue the run with --resume. "
+                "nmt translate and nmt evaluate can use the run meanwhile.",
+            ) from None
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode("ascii"))
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+
+    def release(self) -> None:
+        """Drop the lock if this object holds it (closing the file does)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
