@@ -427,8 +427,8 @@ def main(argv: list[str] | None = None) -> int:
             print(error.hint, file=sys.stderr)
         return 2
     except OSError as error:  # a path the user gave that cannot be read or written
-        where = f" {error.filename}" if error.filename else ""
-        print(f"nmt {args.command}: error:{where}: {error.strerror or error}", file=sys.stderr)
+        where = f" {error.filename}:" if error.filename else ""
+        print(f"nmt {args.command}: error:{where} {error.strerror or error}", file=sys.stderr)
         print("Check that the path exists, is writable and that the disk has space.", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -18,7 +18,8 @@ from typing import IO
 
 @contextlib.contextmanager
 def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO]:
-    """Open a temporary file beside `path`; on success it replaces `path`, on error it is removed."""
+    """Open a temporary file beside `path`; on success it replaces `path`, on error it is removed (an
+    OSError is raised again naming `path`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -33,6 +34,10 @@ def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO]:
             os.fsync(handle.fileno())
         os.replace(tmp, path)
         _fsync_directory(path.parent)
+    except OSError as error:
+        Path(tmp).unlink(missing_ok=True)
+        # A full disk fails a write to an open file with no file name: name the file this write was for.
+        raise OSError(error.errno, error.strerror or str(error), str(path)) from error
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

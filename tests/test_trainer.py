@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import math
@@ -17,7 +18,8 @@ import pytest
 import torch
 from tqdm import tqdm
 
-from nmt.config import Config, TrainingConfig, config_from_dict, load_config
+from nmt.cli import main
+from nmt.config import Config, TrainingConfig, config_from_dict, load_config, save_config
 from nmt.data.prepare import load_prepared, prepare
 from nmt.data.subwords import Tokenizer
 from nmt.errors import NMTError
@@ -388,3 +390,34 @@ def test_the_last_step_is_validated_and_checkpointed_off_the_validation_grid(dat
     # resuming the finished run validates nothing again
     train(config, run, resume=True)
     assert [e["step"] for e in events(run) if e["event"] == "valid"] == [3, 6, 7]
+
+
+@pytest.mark.parametrize("filename", [None, "/elsewhere/inside/torch"])
+def test_a_full_disk_names_the_file_and_the_intact_checkpoint_to_resume_from(
+    data_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    filename: str | None,
+) -> None:
+    config = tiny(data_root, max_steps=6, checkpoint_every=2, validate_every=3)
+    config_path = tmp_path / "config.yaml"
+    save_config(config, config_path)
+    run = tmp_path / "run"
+    real_save = torch.save
+
+    def disk_fills_at_step_4(state: dict[str, Any], handle: Any) -> None:
+        if "optimizer" in state and state["step"] == 4:
+            handle.write(b"half a checkpoint")
+            raise OSError(errno.ENOSPC, "No space left on device", *([filename] if filename else []))
+        real_save(state, handle)
+
+    monkeypatch.setattr(torch, "save", disk_fills_at_step_4)
+    assert main(["train", str(config_path), "--run-dir", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert "::" not in err and "Traceback" not in err
+    assert f"nmt train: error: could not write {run}/checkpoints/step_00000004.pt at step 4 " \
+           "(No space left on device)" in err
+    assert f"{run}/checkpoints/step_00000002.pt (step 2) is intact" in err
+    assert "--resume: it continues from step 2" in err
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["best.pt", "step_00000002.pt"]  # no half file
+    monkeypatch.setattr(torch, "save", real_save)
+    assert main(["train", str(config_path), "--run-dir", str(run), "--resume"]) == 0
+    assert json.loads((run / "summary.json").read_text())["final_step"] == 6

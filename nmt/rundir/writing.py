@@ -253,8 +253,11 @@ class RunLog:
 
     def write(self, event: dict[str, Any]) -> None:
         """Append one event and flush it to disk."""
-        with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(event) + "\n")
+        try:
+            with open(self.path, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(event) + "\n")
+        except OSError as error:  # a full disk fails the write with no file name
+            raise OSError(error.errno, error.strerror or str(error), str(self.path)) from error
 
 
 def _event_step(line: str) -> int:

@@ -13,7 +13,7 @@ import os
 import random
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -32,6 +32,7 @@ from nmt.rundir import writing as rundir
 from nmt.rundir.checkpoints import (
     BEST_NAME,
     CHECKPOINT_DIR,
+    checkpoint_step,
     latest_step_checkpoint,
     load_checkpoint,
     prune_step_checkpoints,
@@ -259,7 +260,7 @@ class Trainer:
         self._session_start = (self.step, time.monotonic())  # this process's pace gives the ETA
         stopped_by = "max_steps"
         try:
-            with StopRequest(self._say) as stop_request:
+            with self._writing(), StopRequest(self._say) as stop_request:
                 if self.tc.patience > 0 and self.bad_validations >= self.tc.patience:
                     stopped_by = "early_stopping"
                 while stopped_by == "max_steps" and self.step < self.tc.max_steps:
@@ -292,7 +293,26 @@ class Trainer:
             self._progress = None
             if self.writer is not None:
                 self.writer.close()
-        return self._finish(stopped_by)
+        with self._writing():
+            return self._finish(stopped_by)
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Turn an OSError writing the run (a full disk: checkpoints, log, summary) into an NMTError naming
+        the file, the checkpoint left intact (each is written whole or not at all) and how to continue."""
+        try:
+            yield
+        except OSError as error:
+            last = latest_step_checkpoint(self.run_dir)
+            reached = checkpoint_step(last) if last is not None else 0
+            intact = (f"{last} (step {reached}) is intact, as are the other checkpoints" if last is not None
+                      else "no step checkpoint was saved yet")
+            raise NMTError(
+                f"could not write {error.filename or f'into {self.run_dir}'} at step {self.step} "
+                f"({error.strerror or error}); {intact}.",
+                "Free space on that disk (or fix the folder), then run the same command with --resume: "
+                f"it continues from step {reached}.",
+            ) from None
 
     def _next_batch(self) -> list[int]:
         if self.batches is None:
