@@ -89,8 +89,14 @@ def describe_runs(
 ) -> list[RunInfo]:
     """Config (with `--set` decoding/evaluation overrides) and checkpoint of each run, named by folder
     name (made unique: name, name-2, ...). `checkpoint` is a file name in each RUN_DIR/checkpoints/ or,
-    for one run, a path; the default is the run's own choice (`default_checkpoint`)."""
-    from nmt.rundir.checkpoints import CHECKPOINT_DIR, default_checkpoint
+    for one run, a path (`resolve_checkpoint`); the default is the run's own choice."""
+    from nmt.rundir.checkpoints import CHECKPOINT_DIR, resolve_checkpoint
+
+    if checkpoint is not None and Path(checkpoint).parent != Path(".") and len(run_dirs) > 1:
+        raise NMTError(
+            f"--checkpoint {checkpoint} is one file, but {len(run_dirs)} runs are evaluated.",
+            f"Give a file name that every run has in {CHECKPOINT_DIR}/ (e.g. averaged.pt), or evaluate that run alone.",
+        )
 
     infos: list[RunInfo] = []
     taken: set[str] = set()
@@ -102,19 +108,7 @@ def describe_runs(
             )
         name = unique_name(run_dir.resolve().name, taken)
         config = override_sections(load_config(config_path), list(overrides), EVALUATE_SECTIONS, "nmt evaluate")
-        if checkpoint is None:
-            path = default_checkpoint(run_dir)
-        elif len(run_dirs) == 1 and Path(checkpoint).is_file():
-            path = Path(checkpoint)
-        else:
-            path = run_dir / CHECKPOINT_DIR / Path(checkpoint).name
-            if not path.is_file():
-                raise NMTError(
-                    f"--checkpoint {checkpoint}: {run_dir} has no {path}.",
-                    f"Give a file name that every run has in {CHECKPOINT_DIR}/ (best.pt, averaged.pt, "
-                    "step_*.pt), or leave --checkpoint out to use each run's default.",
-                )
-        infos.append(RunInfo(name, run_dir, config, path))
+        infos.append(RunInfo(name, run_dir, config, resolve_checkpoint(run_dir, checkpoint)))
     return infos
 
 

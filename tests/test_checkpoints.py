@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from nmt.errors import NMTError
+from nmt.run_translations import describe_runs
 from nmt.rundir.checkpoints import (
     latest_step_checkpoint,
     load_checkpoint,
@@ -17,6 +18,7 @@ from nmt.rundir.checkpoints import (
     step_checkpoints,
 )
 from nmt.training.rng import capture_rng
+from tests.conftest import fake_run
 
 
 def test_save_and_load_round_trip_and_no_temporary_left(tmp_path: Path) -> None:
@@ -57,3 +59,24 @@ def test_step_checkpoints_are_found_in_step_order_and_pruned(tmp_path: Path) -> 
     assert sorted(p.name for p in folder.glob("*.pt")) == ["best.pt", "step_00000500.pt", "step_00001000.pt"]
     prune_step_checkpoints(tmp_path, 0)
     assert len(step_checkpoints(tmp_path)) == 2
+
+
+def test_evaluate_takes_checkpoint_names_for_every_run_and_a_path_for_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    runs = [fake_run(Path("a")), fake_run(Path("b"))]
+    for run in runs:
+        (run / "checkpoints" / "averaged.pt").write_bytes(b"w")
+    assert [info.checkpoint for info in describe_runs(runs, checkpoint="averaged.pt")] == [
+        run / "checkpoints" / "averaged.pt" for run in runs
+    ]
+    # a path names one file: for one run it is used as given, for several it is refused, not reinterpreted
+    path = "a/checkpoints/averaged.pt"
+    assert describe_runs(runs[:1], checkpoint=path)[0].checkpoint == Path(path)
+    with pytest.raises(NMTError, match=r"--checkpoint a/checkpoints/averaged.pt is one file, but 2 runs"):
+        describe_runs(runs, checkpoint=path)
+    with pytest.raises(NMTError, match=r"b has no b/checkpoints/step_00000009.pt \(it has: averaged.pt, best.pt\)"):
+        describe_runs([runs[1]], checkpoint="step_00000009.pt")
+    with pytest.raises(NMTError, match=r"--checkpoint a/averaged.pt: no such file"):
+        describe_runs(runs[:1], checkpoint="a/averaged.pt")

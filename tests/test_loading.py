@@ -56,3 +56,26 @@ def test_load_run_errors(trained_reverse_run: Path, tmp_path: Path) -> None:
     (copy / "config.yaml").unlink()
     with pytest.raises(NMTError, match="config.yaml is missing"):
         load_run(copy)
+
+
+def test_a_bare_checkpoint_name_is_looked_up_in_the_runs_checkpoints_folder(
+    trained_reverse_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nmt.cli import main
+
+    monkeypatch.chdir(tmp_path)  # a folder without the file: the name is the run's, not the current folder's
+    step = sorted((trained_reverse_run / "checkpoints").glob("step_*.pt"))[0]
+    loaded = load_run(trained_reverse_run, checkpoint=Path(step.name), device="cpu")
+    assert loaded.checkpoint == step and loaded.step == int(step.stem[5:])
+    (tmp_path / "in.txt").write_text("1 2 3\n")
+    assert main(["translate", str(trained_reverse_run), "--checkpoint", step.name, "-i", "in.txt", "-o", "out.txt",
+                 "--device", "cpu"]) == 0
+    assert len((tmp_path / "out.txt").read_text().splitlines()) == 1
+    # a path with a folder part stays a path, here relative to the current folder
+    (tmp_path / "mine").mkdir()
+    shutil.copy(step, tmp_path / "mine" / step.name)
+    assert load_run(trained_reverse_run, checkpoint=Path("mine") / step.name, device="cpu").checkpoint == Path(
+        "mine", step.name
+    )
+    with pytest.raises(NMTError, match=r"--checkpoint averaged.pt: .* has no .*checkpoints/averaged.pt \(it has: best.pt, step_"):
+        load_run(trained_reverse_run, checkpoint=Path("averaged.pt"), device="cpu")

@@ -32,6 +32,7 @@ from nmt.decoding.search import (
 )
 from nmt.errors import NMTError
 from nmt.fileio import atomic_open, same_file
+from nmt.rundir.checkpoints import resolve_checkpoint
 from nmt.rundir.loading import load_run
 
 # Lines read, translated and written at a time: bounds memory whatever the input size.
@@ -301,7 +302,8 @@ def translate_file(
         raise NMTError(f"output path {output_path} is a directory.", "Give a file name with -o.")
     if output_path is not None:
         run = Path(run_dir)
-        read = [input_path, checkpoint, run / "config.yaml", *run.glob("checkpoints/*.pt"), *run.glob("tokenizer/*")]
+        used = resolve_checkpoint(run, checkpoint) if checkpoint is not None else None  # a name: the run's file
+        read = [input_path, used, run / "config.yaml", *run.glob("checkpoints/*.pt"), *run.glob("tokenizer/*")]
         clash = next((path for path in read if path is not None and same_file(path, output_path)), None)
         if clash is not None:
             raise NMTError(

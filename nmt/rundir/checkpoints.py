@@ -1,4 +1,5 @@
-"""A run's checkpoint files: their names, finding them, the default choice, atomic save and safe load.
+"""A run's checkpoint files: their names, finding them, the default choice, the one rule for --checkpoint,
+atomic save and safe load.
 
 A step checkpoint (checkpoints/step_*.pt) holds everything the loop needs to continue bit for bit
 (model, optimiser, schedule, grad scaler, position in the epoch's batch list, early-stopping state,
@@ -93,6 +94,30 @@ def default_checkpoint(run_dir: Path) -> Path:
             "Train it first (nmt train CONFIG --run-dir ...), or --resume an interrupted run.",
         )
     return latest
+
+
+def resolve_checkpoint(run_dir: Path, checkpoint: str | Path | None) -> Path:
+    """The checkpoint file a command uses, by one rule for every --checkpoint: none given is the run's
+    default (`default_checkpoint`); a bare file name (best.pt, averaged.pt, step_00000300.pt) is looked
+    up in RUN_DIR/checkpoints/; a path with a folder part is used as it is."""
+    run_dir = Path(run_dir)
+    if checkpoint is None:
+        return default_checkpoint(run_dir)
+    given = Path(checkpoint)
+    if given.parent != Path("."):
+        if not given.is_file():
+            raise NMTError(f"--checkpoint {checkpoint}: no such file.",
+                           f"Check the path, or give a bare file name of the run's {CHECKPOINT_DIR}/ folder.")
+        return given
+    path = run_dir / CHECKPOINT_DIR / given
+    if not path.is_file():
+        have = sorted(p.name for p in (run_dir / CHECKPOINT_DIR).glob("*.pt"))
+        raise NMTError(
+            f"--checkpoint {checkpoint}: {run_dir} has no {path} (it has: {', '.join(have) or 'none'}).",
+            f"A bare file name is looked up in the run's {CHECKPOINT_DIR}/ folder; give one it has, or the "
+            f"path of a file elsewhere with its folder (e.g. $PWD/{given.name} for one in the current folder).",
+        )
+    return path
 
 
 def describe_checkpoint(path: Path) -> str:

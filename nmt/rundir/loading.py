@@ -13,7 +13,7 @@ from nmt.config import Config, load_config
 from nmt.data.subwords import Tokenizer
 from nmt.errors import NMTError
 from nmt.models.seq2seq import Seq2Seq, build_model
-from nmt.rundir.checkpoints import default_checkpoint, load_checkpoint
+from nmt.rundir.checkpoints import load_checkpoint, resolve_checkpoint
 from nmt.typed_yaml import config_diff
 
 
@@ -44,8 +44,9 @@ class LoadedRun:
     step: int
 
 
-def load_run(run_dir: Path, checkpoint: Path | None = None, device: str = "auto") -> LoadedRun:
-    """Load a run directory's config, tokenizer copy and model weights for translation or evaluation."""
+def load_run(run_dir: Path, checkpoint: str | Path | None = None, device: str = "auto") -> LoadedRun:
+    """Load a run directory's config, tokenizer copy and model weights for translation or evaluation;
+    `checkpoint` as `resolve_checkpoint` reads it (a bare name is a file of RUN_DIR/checkpoints/)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise NMTError(f"run directory not found: {run_dir}", "Pass the --run-dir a training run wrote.")
@@ -63,7 +64,7 @@ def load_run(run_dir: Path, checkpoint: Path | None = None, device: str = "auto"
             f"cannot load the tokenizer copy in {tokenizer_dir} ({type(exc).__name__}: {exc}).",
             "The run directory is incomplete; retrain, or copy the tokenizer files back from the data dir.",
         ) from None
-    path = Path(checkpoint) if checkpoint is not None else default_checkpoint(run_dir)
+    path = resolve_checkpoint(run_dir, checkpoint)
     target = resolve_device(device)
     state = load_checkpoint(path, map_location=target)
     model = build_model(config.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
