@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import multiprocessing
 import os
+import signal
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from nmt.config import DataConfig, config_from_dict
+from nmt.cli import main
+from nmt.config import DataConfig, config_from_dict, save_config
 from nmt.data.prepare import format_stats, load_prepared, prepare
 from nmt.errors import NMTError
 from tests.synthetic import reverse_pairs, write_parallel
@@ -140,3 +147,89 @@ def test_ctrl_c_during_the_swap_waits_until_the_new_folder_is_in_place(
     assert renames[-2:] == ["prev", "prepared"]
     assert json.loads((tmp_path / "prepared/tokenizer.json").read_text())["config"]["vocab_size"] == 45
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".prepared")]  # nothing left aside
+
+
+def test_a_sentencepiece_error_comes_back_from_its_process_whole(tmp_path: Path) -> None:
+    config, _ = setup(tmp_path)
+    with pytest.raises(NMTError, match=r"sentencepiece could not train spm.model: .*smaller than required_chars") as error:
+        prepare(dataclasses.replace(config, vocab_size=5))
+    assert error.value.hint == "The training split may be too small for data.vocab_size: lower it."
+    assert multiprocessing.active_children() == [] and not list(tmp_path.glob(".prepared*"))
+
+class HangingTokenizer:
+    """Stands in for sentencepiece's training: C++ that holds Ctrl-C back until it returns, here 20 s."""
+
+    @classmethod
+    def train(cls, src_lines: list[str], tgt_lines: list[str], out_dir: Path, config: DataConfig) -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            (Path(out_dir).parent / "tokenizer-started").touch()
+            time.sleep(20)
+        finally:  # it ran to its end: Ctrl-C waited for it
+            (Path(out_dir).parent / "tokenizer-finished").touch()
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def interrupting(function: Callable[..., Any]) -> Callable[..., Any]:
+    """`function`, with a Ctrl-C (SIGINT to this process) landing as it starts."""
+
+    def interrupted(*args: Any, **kwargs: Any) -> Any:
+        os.kill(os.getpid(), signal.SIGINT)
+        return function(*args, **kwargs)
+
+    return interrupted
+
+
+def interrupt_once_started(marker: Path) -> threading.Thread:
+    """Send this process a SIGINT from another thread once `marker` exists (as Ctrl-C from a terminal)."""
+
+    def wait_and_interrupt() -> None:
+        deadline = time.monotonic() + 120
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    thread = threading.Thread(target=wait_and_interrupt, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize(
+    ("phase", "previous"),
+    [("corpus", True), ("splits", True), ("tokenizer", True), ("tokenizer", False), ("stats", True), ("cleanup", True)],
+)
+def test_ctrl_c_stops_prepare_in_every_phase_leaving_the_previous_folder_or_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], phase: str, previous: bool
+) -> None:
+    import nmt.data.prepare as prepare_module
+
+    config, _ = setup(tmp_path)
+    prepared = tmp_path / "prepared"
+    if previous:
+        prepare(config)
+    before = {p.name: p.read_bytes() for p in prepared.iterdir()} if previous else None
+    config_path = tmp_path / "bigger.yaml"  # another vocabulary size: the folder is rebuilt
+    save_config(config_from_dict({"data": {**dataclasses.asdict(config), "vocab_size": 45}}), config_path)
+    if phase == "corpus":
+        monkeypatch.setattr(prepare_module, "load_corpus", interrupting(prepare_module.load_corpus))
+    elif phase == "splits":
+        monkeypatch.setattr(prepare_module, "atomic_write_text", interrupting(prepare_module.atomic_write_text))
+    elif phase == "stats":
+        monkeypatch.setattr(prepare_module, "_stats", interrupting(prepare_module._stats))
+    elif phase == "cleanup":  # after the swap, as the previous folder (set aside) is deleted
+        monkeypatch.setattr(prepare_module.shutil, "rmtree", interrupting(prepare_module.shutil.rmtree))
+    else:
+        monkeypatch.setattr(prepare_module, "Tokenizer", HangingTokenizer)
+        interrupt_once_started(tmp_path / "tokenizer-started")
+    assert main(["prepare", str(config_path)]) == 130
+    assert "nmt prepare: interrupted." in capsys.readouterr().err
+    if phase == "tokenizer":  # stopped at once, not once the 20 s of "sentencepiece" were over
+        assert (tmp_path / "tokenizer-started").exists() and not (tmp_path / "tokenizer-finished").exists()
+        assert multiprocessing.active_children() == []
+    if phase == "cleanup":
+        assert json.loads((prepared / "tokenizer.json").read_text())["config"]["vocab_size"] == 45
+    elif previous:
+        assert {p.name: p.read_bytes() for p in prepared.iterdir()} == before
+    else:
+        assert not prepared.exists()
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".prepared")]  # nothing half-written
