@@ -104,9 +104,15 @@ def resolve_precision(name: str, device: torch.device) -> torch.dtype | None:
 
 
 class Trainer:
-    """One training run: set up (or restore) everything, then `run` the loop."""
+    """One training run: set up (or restore) everything, then `run` the loop.
 
-    def __init__(self, config: Config, run_dir: Path, resume: bool, ctx: DistContext, lock: RunLock) -> None:
+    `lock` (default: a new RunLock of `run_dir`) is taken on rank 0 once the run directory's checks pass;
+    whoever ends the training releases it (`train` does), else the end of the process drops it.
+    """
+
+    def __init__(
+        self, config: Config, run_dir: Path, resume: bool, ctx: DistContext, lock: RunLock | None = None
+    ) -> None:
         self.config, self.run_dir, self.ctx = config, run_dir, ctx
         self.tc = tc = config.training
         self.device = ctx.device
@@ -144,7 +150,8 @@ class Trainer:
         self.batches: list[list[int]] | None = None
         self.log = rundir.RunLog(run_dir / "log.jsonl")
         self._say(self.model.describe())
-        resume_from = self._agreed(lambda: rundir.claim(run_dir, config, self.tokenizer, resume, lock))
+        self.lock = lock if lock is not None else RunLock(run_dir)
+        resume_from = self._agreed(lambda: rundir.claim(run_dir, config, self.tokenizer, resume, self.lock))
         rng = self._agreed(lambda: self._restore(resume_from), on_all_ranks=True) if resume_from else None
         self._agreed(lambda: rundir.set_up(run_dir, config, self.tokenizer, resume, self.device, ctx.world_size))
         if ctx.is_main and resume:
