@@ -80,12 +80,19 @@ def test_shipped_config_runs_shortened(name: str, tmp_path: Path) -> None:
     assert (out / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "learning curve" in json.loads((out / "timings.json").read_text())
     # the fixed-vector runs are checked against the attention runs, pairwise in config order
+    # (and, across training ceilings, each lower ceiling's attention run against the higher fixed-vector runs)
     baselines = [run for run in config.runs if run not in attentive]
-    pairs = [(e["baseline"], e["attention"]) for e in saved.get("effect", [])]
-    assert pairs == list(zip(baselines, [run for run in config.runs if run in attentive], strict=False))
-    for entry in saved.get("effect", []):
-        assert len(entry["checks"]) == 3
-        assert f"## Does the table show the effect? ({entry['baseline']} vs {entry['attention']})" in report
+    paired = list(zip(baselines, [run for run in config.runs if run in attentive], strict=False))
+    ceiling = {run: config.for_run(run).training.max_words or 10**9 for run in config.runs}
+    checks = {(e["baseline"], e["attention"]): e["checks"] for e in saved.get("effect", [])}
+    assert list(checks)[: len(paired)] == paired
+    for base, att in paired:  # the flat check only for an attention run trained on 50+ words
+        assert len(checks[(base, att)]) == (4 if ceiling[att] >= 50 else 3)
+    crossed = list(checks)[len(paired):]
+    assert crossed == [(b, a) for _, a in paired for b, a50 in paired if ceiling[a] < min(ceiling[b], ceiling[a50])]
+    assert all(len(checks[pair]) == 1 for pair in crossed)
+    for base, att in checks:
+        assert f"## Does the table show the effect? ({base} vs {att})" in report
 
 
 @pytest.mark.slow
@@ -96,12 +103,12 @@ def test_rerun_skips_finished_runs_and_refuses_changed_config(
     overrides = shortened(config_path, tmp_path / "data")
     out = tmp_path / "out"
     run_experiment(config_path, overrides, out)
-    summary = out / "runs" / "rnnsearch" / "summary.json"
+    summary = out / "runs" / "rnnsearch-50" / "summary.json"
     first = summary.stat().st_mtime_ns
     capsys.readouterr()
     first_timings = json.loads((out / "timings.json").read_text())
     run_experiment(config_path, overrides, out)
-    assert "run rnnsearch already finished: skipped" in capsys.readouterr().out
+    assert "run rnnsearch-50 already finished: skipped" in capsys.readouterr().out
     assert summary.stat().st_mtime_ns == first
     # the re-run's (cached) evaluation time sits beside the first run's, never over it
     timings = json.loads((out / "timings.json").read_text())
@@ -109,11 +116,11 @@ def test_rerun_skips_finished_runs_and_refuses_changed_config(
     assert timings["learning curve"] == first_timings["learning curve"]
     assert "evaluate (re-run, training skipped)" in timings and "learning curve (re-run, training skipped)" in timings
     # a decoding change needs no training, but evaluation must use it: each run's own beam, from its config
-    results = run_experiment(config_path, [*overrides, "runs.rnnsearch.decoding.beam_size=1"], out)
+    results = run_experiment(config_path, [*overrides, "runs.rnnsearch-50.decoding.beam_size=1"], out)
     assert summary.stat().st_mtime_ns == first
-    assert load_config(out / "runs" / "rnnsearch" / "config.yaml").decoding.beam_size == 1
+    assert load_config(out / "runs" / "rnnsearch-50" / "config.yaml").decoding.beam_size == 1
     beams = {name: run["beam_size"] for name, run in results["settings"]["runs"].items()}
-    assert beams == {"rnnencdec": 5, "rnnsearch": 1}
+    assert beams == {"rnnencdec-30": 5, "rnnsearch-30": 5, "rnnencdec-50": 5, "rnnsearch-50": 1}
     with pytest.raises(NMTError, match="model.hidden_size"):
         run_experiment(config_path, [*overrides, "model.hidden_size=32"], out)
     run_experiment(config_path, [*overrides, "model.hidden_size=32"], out, force=True)
