@@ -160,8 +160,8 @@ class ModelConfig:
     fixed_context: Literal["last_state", "both_ends"] = "last_state"
     cell: Literal["gru", "lstm"] = "gru"
     embedding_size: int = 256
-    hidden_size: int = 512
-    attention_size: int = 512
+    hidden_size: int = 256  # per encoder direction and in the decoder (paper: 1000)
+    attention_size: int = 256  # hidden size of the additive alignment model (paper: 1000)
     maxout_size: int = 256
     encoder_layers: int = 1
     dropout: float = 0.0
@@ -183,7 +183,7 @@ class ModelConfig:
 @dataclass
 class TrainingConfig:
     """The optimisation loop, validation, checkpoints and hardware. The defaults are the recipe of
-    configs/quick.yaml, measured there (tests/test_config.py lists the keys that do not follow yet)."""
+    configs/quick.yaml, measured there (tests/test_config.py checks that they stay so)."""
 
     max_steps: int = 900
     batch_tokens: int = 3000
@@ -195,18 +195,19 @@ class TrainingConfig:
     device: Literal["auto", "cpu", "cuda"] = "auto"
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
     optimizer: Literal["adam", "adadelta"] = "adam"
-    learning_rate: float = 0.0  # 0 = the optimiser's default (Adam 0.001, Adadelta 1.0)
+    # the recipe's Adam rate; 0 = the optimiser's default (Adam 0.001, Adadelta 1.0): give 0 or 1.0 with adadelta
+    learning_rate: float = 0.002
     clip_grad_norm: float = 1.0
     label_smoothing: float = 0.0
-    warmup_steps: int = 0
+    warmup_steps: int = 100  # linear warm-up from 0 to the learning rate
     # constant, or cosine: from the base lr after the warm-up down to 0 at max_steps
-    lr_schedule: Literal["constant", "cosine"] = "constant"
+    lr_schedule: Literal["constant", "cosine"] = "cosine"
     lr_decay_factor: float = 0.5
     lr_patience: int = 0
     validate_every: int = 300
     valid_max_sentences: int = 200
     checkpoint_every: int = 300
-    keep_last: int = 2
+    keep_last: int = 0  # periodic checkpoints kept besides best.pt (0 = all: `nmt curve` scores each)
     early_stopping_metric: Literal["bleu", "loss"] = "bleu"
     patience: int = 0
     log_every: int = 50

@@ -179,17 +179,6 @@ def test_a_run_specific_override_wins_over_a_general_one_whatever_the_order(run_
     assert config_from_dict(apply_overrides(raw, overrides)).for_run("fixed").training.max_steps == 100
 
 
-# Keys whose default is not yet quick.yaml's value, because changing it needs files outside
-# nmt/config.py: Adam's default rate lives in nmt/training/optim.py (training.learning_rate 0 means the
-# optimiser's own), and tests/test_trainer.py, test_resume.py, test_flops.py and test_distributed.py build
-# configs that rely on a constant rate without warm-up, on 512-wide models and on keep_last 2. Empty this
-# set when those follow.
-PENDING_DEFAULTS = {
-    "model.hidden_size", "model.attention_size", "training.learning_rate", "training.warmup_steps",
-    "training.lr_schedule", "training.keep_last",
-}
-
-
 def test_the_defaults_are_the_recipe_of_quick_yaml() -> None:
     """A config that leaves a key out gets what the project recommends and measured: quick.yaml's top
     level (data is the corpus, not a recipe; runs differ from the top level on purpose)."""
@@ -200,4 +189,4 @@ def test_the_defaults_are_the_recipe_of_quick_yaml() -> None:
         for key, value in defaults[section].items()
         if quick[section][key] != value
     }
-    assert differing == PENDING_DEFAULTS
+    assert differing == set()

@@ -30,7 +30,8 @@ def test_torchrun_two_cpu_processes(tmp_path: Path) -> None:
         tmp_path / "data", n_train=200, min_len=4, max_len=8,
         model={"embedding_size": 16, "hidden_size": 32, "attention_size": 32, "maxout_size": 16},
         training={"max_steps": 30, "validate_every": 15, "checkpoint_every": 10, "log_every": 5,
-                  "batch_tokens": 300, "learning_rate": 0.01, "threads": 1},
+                  "batch_tokens": 300, "learning_rate": 0.01, "threads": 1, "warmup_steps": 0,
+                  "lr_schedule": "constant", "keep_last": 2},
     )
     config_path = tmp_path / "config.yaml"
     save_config(config, config_path)

@@ -199,7 +199,8 @@ def test_training_terms_by_hand() -> None:
     enc = encoder_flops(cfg, 30)
     assert enc["encoder_l0_input"] == 2 * 2 * 30 * 256 * 1536
     assert enc["attention_keys"] == 2 * 30 * 1024 * 512
-    fixed_cfg = ModelConfig(attention="none", maxout_size=256)  # the paper's form: forward encoder, c n wide
+    # the paper's form: forward encoder, c n wide (512 pinned: the numbers below are for it)
+    fixed_cfg = ModelConfig(attention="none", hidden_size=512, attention_size=512, maxout_size=256)
     fixed = decoder_training_flops(fixed_cfg, 8000, 30, 40)
     assert fixed["readout"] == 2 * 40 * (512 + 256) * 512
     assert fixed["decoder_input"] == 2 * 39 * 256 * 1536  # E y only: W_ctx c is once per sentence
@@ -208,7 +209,8 @@ def test_training_terms_by_hand() -> None:
     assert fixed_enc["encoder_l0_input"] == 2 * 30 * 256 * 1536  # one direction
     assert fixed_enc["fixed_context"] == 2 * 512 * 512
     assert fixed_enc["context_gates"] == 2 * 512 * 1536 and fixed_enc["context_readout"] == 2 * 512 * 512
-    both = encoder_flops(ModelConfig(attention="none", maxout_size=256, fixed_context="both_ends"), 30)
+    both_cfg = ModelConfig(attention="none", hidden_size=512, maxout_size=256, fixed_context="both_ends")
+    both = encoder_flops(both_cfg, 30)
     assert both["encoder_l0_input"] == 2 * 2 * 30 * 256 * 1536 and both["fixed_context"] == 2 * 1024 * 1024
 
 

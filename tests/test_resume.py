@@ -23,9 +23,11 @@ TIMING_KEYS = ("tgt_tokens_per_s", "elapsed_s")
 
 
 def config_for(data_root: Path, **training: Any) -> Config:
-    # Dropout, warm-up and plateau decay all carry state that a resume must restore.
+    # Dropout, warm-up and plateau decay all carry state that a resume must restore. A constant schedule:
+    # the half run is the same config with a smaller max_steps, which would move the default cosine.
     settings = {
         "max_steps": 40, "validate_every": 10, "checkpoint_every": 7, "log_every": 3, "warmup_steps": 5,
+        "learning_rate": 0.001, "lr_schedule": "constant",
         "lr_patience": 1, "batch_tokens": 300, "valid_max_sentences": 10, **training,
     }
     model = {"embedding_size": 16, "hidden_size": 32, "attention_size": 32, "maxout_size": 16, "dropout": 0.2}

@@ -40,9 +40,11 @@ def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def tiny(data_root: Path, **training: Any) -> Config:
-    """A config that trains in about a second: 200 pairs of 4-8 digits, a 30k-parameter model."""
+    """A config that trains in about a second: 200 pairs of 4-8 digits, a 30k-parameter model, at a
+    fixed rate (Adam 0.001, no warm-up, constant: the recipe's 100 warm-up steps outlast these runs)."""
     settings = {
         "max_steps": 6, "validate_every": 3, "checkpoint_every": 2, "log_every": 2, "keep_last": 2,
+        "learning_rate": 0.001, "warmup_steps": 0, "lr_schedule": "constant",
         "valid_max_sentences": 10, "batch_tokens": 300, **training,
     }
     return reverse_task_config(data_root, n_train=200, min_len=4, max_len=8, model=TINY_MODEL, training=settings)
@@ -319,14 +321,14 @@ def test_tensorboard_without_the_package_is_a_clear_error(data_root: Path, tmp_p
 
 def test_learning_rate_schedule_warms_up_and_decays_on_plateau() -> None:
     schedule = LRSchedule(TrainingConfig(learning_rate=0.01, warmup_steps=4, lr_patience=2, lr_decay_factor=0.5,
-                                         early_stopping_metric="bleu"))
+                                         early_stopping_metric="bleu", lr_schedule="constant"))
     assert [schedule.lr(s) for s in (1, 2, 4, 10)] == pytest.approx([0.0025, 0.005, 0.01, 0.01])
     assert [schedule.observe(s) for s in (10.0, 9.0, 11.0, 11.0, 10.0)] == [False, False, False, False, True]
     assert schedule.lr(10) == pytest.approx(0.005)
-    restored = LRSchedule(TrainingConfig(learning_rate=0.01, warmup_steps=4, lr_patience=2))
+    restored = LRSchedule(TrainingConfig(learning_rate=0.01, warmup_steps=4, lr_patience=2, lr_schedule="constant"))
     restored.load_state_dict(schedule.state_dict())
     assert restored.lr(10) == schedule.lr(10) and restored.state_dict() == schedule.state_dict()
-    off = LRSchedule(TrainingConfig(lr_patience=0))
+    off = LRSchedule(TrainingConfig(lr_patience=0, learning_rate=0, warmup_steps=0, lr_schedule="constant"))
     assert not any(off.observe(s) for s in (5.0, 4.0, 3.0, 2.0)) and off.lr(1) == 0.001
 
 
@@ -340,16 +342,17 @@ def test_cosine_schedule_falls_from_the_base_after_warm_up_to_zero_at_max_steps(
 
 def test_optimisers_and_comparisons() -> None:
     params = [torch.nn.Parameter(torch.zeros(2))]
-    adadelta = build_optimizer(params, TrainingConfig(optimizer="adadelta"))
+    adadelta = build_optimizer(params, TrainingConfig(optimizer="adadelta", learning_rate=0))
     group = adadelta.param_groups[0]
     assert isinstance(adadelta, torch.optim.Adadelta)
     assert (group["lr"], group["rho"], group["eps"]) == (1.0, 0.95, 1e-6)
-    # learning_rate 0 (the default) is the optimiser's own default; any positive value is used as given.
+    # learning_rate 0 is the optimiser's own default; any positive value is used as given.
     for optimizer, lr in (("adadelta", 0.5), ("adadelta", 0.001), ("adam", 0.002), ("adam", 1.0)):
         built = build_optimizer(params, TrainingConfig(optimizer=optimizer, learning_rate=lr))
         assert built.param_groups[0]["lr"] == lr
-    adam = build_optimizer(params, TrainingConfig())
+    adam = build_optimizer(params, TrainingConfig(learning_rate=0))
     assert isinstance(adam, torch.optim.Adam) and adam.param_groups[0]["lr"] == 0.001
+    assert build_optimizer(params, TrainingConfig()).param_groups[0]["lr"] == 0.002  # the recipe's default
     assert is_better(2.0, 1.0, "bleu") and not is_better(2.0, 1.0, "loss") and is_better(0.0, None, "loss")
     assert not is_better(1.0, 1.0, "bleu")
     assert resolve_precision("auto", torch.device("cpu")) is None
