@@ -17,7 +17,7 @@ from nmt.config import EvaluationConfig, config_from_dict, override_sections
 from nmt.data.corpus import read_lines
 from nmt.errors import NMTError
 from nmt.evaluation.buckets import BucketBy
-from nmt.evaluation.effect import format_checks, long_sentence_bleu, paper_checks
+from nmt.evaluation.effect import Thresholds, format_checks, long_sentence_bleu, paper_checks
 from nmt.evaluation.report import format_examples, format_table, write_report
 from nmt.evaluation.scoring import looks_tokenized, score_systems
 from nmt.fileio import atomic_write_text, same_file
@@ -270,11 +270,12 @@ def score_and_report(
     )
     effect = {}
     if pairs:
+        limits = Thresholds(**{key.name: getattr(settings, key.name) for key in dataclasses.fields(Thresholds)})
         long = long_sentence_bleu(
             hypotheses, sources, test_set.references, evaluation.by, settings.tokenize, settings.lowercase,
-            settings.bootstrap_samples, settings.bootstrap_seed,
+            settings.bootstrap_samples, settings.bootstrap_seed, settings.long_words,
         )
-        effect = paper_checks(evaluation, long, pairs, ceilings or {}, settings.min_bucket_sentences)
+        effect = paper_checks(evaluation, long, pairs, ceilings or {}, limits)
     examples = format_examples(evaluation, hypotheses, test_set.sources, test_set.references)
     extra = {"test_set": test_set.origin, "runs": systems}
     results = write_report(evaluation, out, extra, effect, scored, examples, groups, title)

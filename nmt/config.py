@@ -262,8 +262,15 @@ class EvaluationConfig:
     # sacrebleu's tokenizer and case folding (both change scores; the signature shows them)
     tokenize: Literal["13a", "intl", "char", "zh", "ja-mecab", "none"] = "13a"
     lowercase: bool = False
-    # a bucket (and the set of 40+ words) speaks in the effect checks only with this many sentences
+    # a bucket gets an interval and p-values, and speaks in the paper's checks, only with this many sentences
     min_bucket_sentences: int = 50
+    # the paper's checks (nmt/evaluation/effect.py), for runs paired with a fixed-vector run
+    ahead_from_words: int = 20  # 1: attention ahead (p < significance) in every bucket from this length
+    long_words: int = 40  # 2-5: the long sentences have this many words or more
+    fixed_vector_max_ratio: float = 0.5  # 2: the fixed vector's long BLEU at most this x its best bucket
+    attention_min_ratio: float = 0.75  # 3: attention's long BLEU at least this x its best bucket ...
+    flat_from_ceiling: int = 50  # ... if trained on sentences of this many words or more
+    significance: float = 0.05  # 1 and 5: paired bootstrap p below this
 
     def validate(self) -> None:
         _require(
@@ -278,6 +285,10 @@ class EvaluationConfig:
             self.curve_sentences_per_bucket >= 0, "evaluation.curve_sentences_per_bucket", "must be >= 0 (0 = all)"
         )
         _require(self.min_bucket_sentences >= 1, "evaluation.min_bucket_sentences", "must be >= 1")
+        for key in ("ahead_from_words", "long_words", "flat_from_ceiling"):
+            _require(getattr(self, key) >= 1, f"evaluation.{key}", "must be >= 1 (words)")
+        for key in ("fixed_vector_max_ratio", "attention_min_ratio", "significance"):
+            _require(0.0 < getattr(self, key) < 1.0 + (key != "significance"), f"evaluation.{key}", "must be in (0, 1]")
 
 
 SECTIONS: dict[str, type] = {

@@ -12,6 +12,7 @@ from nmt.errors import NMTError
 from nmt.evaluation.buckets import make_buckets
 from nmt.evaluation.effect import (
     LongSentences,
+    Thresholds,
     check_effect,
     check_level,
     format_checks,
@@ -111,10 +112,10 @@ def test_buckets_with_too_few_sentences_do_not_speak() -> None:
     assert [c.passed for c in checks] == [True, True, True, True], checks
     assert "on <10" not in checks[1].evidence and "on [10,20)" in checks[1].evidence
     # were every bucket to speak, the 3 sentences would be the baseline's best bucket
-    assert "on <10 (3)" in check_effect(evaluation, long, "encdec", "search", min_sentences=1)[1].evidence
+    assert "on <10 (3)" in check_effect(evaluation, long, "encdec", "search", Thresholds(min_bucket_sentences=1))[1].evidence
     # With a threshold above every bucket's size, no bucket speaks: nothing can be told.
     largest = max(b.n for b in evaluation.systems[0].buckets)
-    strict = check_effect(evaluation, long, "encdec", "search", min_sentences=largest + 1)
+    strict = check_effect(evaluation, long, "encdec", "search", Thresholds(min_bucket_sentences=largest + 1))
     assert [c.passed for c in strict] == [None, None, None, None], strict
     assert "too few sentences to count: [20,30)" in strict[0].evidence
     assert strict[1].evidence == f"no bucket with {largest + 1}+ sentences"
@@ -231,3 +232,21 @@ def test_min_bucket_sentences_is_a_validated_key() -> None:
 
     changed = config_from_dict({"evaluation": {"min_bucket_sentences": 20}})
     assert learning_differences(config_from_dict({}), changed) == []
+
+
+def test_the_thresholds_are_evaluation_settings() -> None:
+    hypotheses, sources, references = systems()
+    evaluation = score_systems(hypotheses, sources, references, bootstrap_samples=200)
+    long = long_sentence_bleu(hypotheses, sources, references, "source", words=30)
+    assert long.n == sum(len(s.split()) >= 30 for s in sources)
+    checks = check_effect(evaluation, long, "encdec", "search")
+    assert checks[1].passed is True and "on 30+ words" in checks[1].claim
+    strict = check_effect(evaluation, long, "encdec", "search", Thresholds(fixed_vector_max_ratio=0.01))
+    assert strict[1].passed is False and "at most 0.01 x" in strict[1].claim
+    # every Thresholds field is an evaluation.* key of the same name and default
+    from dataclasses import fields
+
+    settings = config_from_dict({}).evaluation
+    assert {f.name: getattr(settings, f.name) for f in fields(Thresholds)} == vars(Thresholds())
+    with pytest.raises(NMTError, match="evaluation.significance"):
+        config_from_dict({"evaluation": {"significance": 1.5}})

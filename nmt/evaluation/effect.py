@@ -5,7 +5,7 @@ run against an attention run trained on the same sentence lengths, each with the
 2. the fixed-vector run's BLEU on all sentences of 40+ words is at most half of its best bucket, and
    that bucket's 95% bootstrap interval lies above the 40+ figure;
 3. the attention run's BLEU on 40+ words is at least three quarters of its best bucket: only for an
-   attention run trained on sentences of FLAT_FROM_CEILING words or more (the paper's RNNsearch-50
+   attention run trained on sentences of 50 words or more (the paper's RNNsearch-50
    is flat; its RNNsearch-30 falls past 30 words);
 4. the attention run keeps more of its best bucket on 40+ words than the fixed-vector run does.
 
@@ -47,15 +47,20 @@ from nmt.evaluation.scoring import (
     paired_p_value,
 )
 
-AHEAD_FROM_WORDS = 20
-LONG_WORDS = 40
-BASELINE_MAX_RATIO = 0.5
-ATTENTION_MIN_RATIO = 0.75
-ALPHA = 0.05
-# an attention run trained on sentences of at most this many words (or with no ceiling) should stay flat
-FLAT_FROM_CEILING = 50
 MIN_SYSTEM_BLEU = 1.0
-MIN_SENTENCES_KEY = "evaluation.min_bucket_sentences"
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """The numbers the checks hold the scores to: the evaluation.* settings of the same names."""
+
+    min_bucket_sentences: int = 50  # a bucket (and the 40+ set) speaks only with this many sentences
+    ahead_from_words: int = 20  # check 1: every bucket from this length
+    long_words: int = 40  # checks 2-5: the long sentences have this many words or more
+    fixed_vector_max_ratio: float = 0.5  # check 2
+    attention_min_ratio: float = 0.75  # check 3
+    flat_from_ceiling: int = 50  # check 3 only for attention runs trained on this many words or more
+    significance: float = 0.05  # checks 1 and 5: paired bootstrap p below this
 
 
 @dataclass(frozen=True)
@@ -71,12 +76,13 @@ class Check:
 
 @dataclass(frozen=True)
 class LongSentences:
-    """The sentences of LONG_WORDS words or more: how many, and each system's corpus BLEU on them."""
+    """The long sentences (`words` words or more): how many, and each system's corpus BLEU on them."""
 
     n: int
     bleu: dict[str, float]  # NaN for every system when n is 0
     # each system's BLEU on the same bootstrap resamples of these sentences (n_samples); empty when n is 0
     samples: dict[str, np.ndarray] = field(default_factory=dict)
+    words: int = 40  # "long": this many words or more
 
 
 def long_sentence_bleu(
@@ -88,18 +94,20 @@ def long_sentence_bleu(
     lowercase: bool = False,
     bootstrap_samples: int = 1000,
     bootstrap_seed: int = 12345,
+    words: int = 40,
 ) -> LongSentences:
-    """Corpus BLEU of each system on the sentences of LONG_WORDS words or more, with paired resamples."""
-    rows = np.flatnonzero(np.asarray(sentence_lengths(sources, references, by)) >= LONG_WORDS)
+    """Corpus BLEU of each system on the sentences of `words` words or more, with paired resamples."""
+    rows = np.flatnonzero(np.asarray(sentence_lengths(sources, references, by)) >= words)
     if rows.size == 0:
-        return LongSentences(0, dict.fromkeys(hypotheses, float("nan")))
+        return LongSentences(0, dict.fromkeys(hypotheses, float("nan")), words=words)
     scorer = CorpusScorer(references, tokenize, lowercase)
     stats = {name: scorer.sentence_stats(lines)[rows] for name, lines in hypotheses.items()}
-    samples = bootstrap_bleu(list(stats.values()), bootstrap_samples, [bootstrap_seed, LONG_WORDS])
+    samples = bootstrap_bleu(list(stats.values()), bootstrap_samples, [bootstrap_seed, words])
     return LongSentences(
         int(rows.size),
         {name: float(bleu_from_stats(s.sum(axis=0))) for name, s in stats.items()},
         dict(zip(stats, samples, strict=True)),
+        words,
     )
 
 
@@ -110,19 +118,18 @@ def _best_bucket(system: SystemScore, min_sentences: int) -> BucketScore | None:
 
 
 def _too_few(what: str, n: int, min_sentences: int) -> str:
-    return f"{what}: {n} sentences, fewer than {MIN_SENTENCES_KEY} = {min_sentences}"
+    return f"{what}: {n} sentences, fewer than evaluation.min_bucket_sentences = {min_sentences}"
 
 
-def _ahead_check(
-    evaluation: Evaluation, baseline: str, attention: str, min_sentences: int
-) -> Check:
+def _ahead_check(evaluation: Evaluation, baseline: str, attention: str, limits: Thresholds) -> Check:
+    min_sentences, from_words = limits.min_bucket_sentences, limits.ahead_from_words
     att = next(s for s in evaluation.systems if s.name == attention)
     (comparison,) = [c for c in evaluation.comparisons if {c.a, c.b} == {baseline, attention}]
     sign = 1.0 if comparison.b == attention else -1.0
-    claim = f"{attention} ahead with p < {ALPHA:g} in every bucket from {AHEAD_FROM_WORDS} words"
+    claim = f"{attention} ahead with p < {limits.significance:g} in every bucket from {from_words} words"
     tested, skipped = [], []
     for b, score in zip(comparison.buckets, att.buckets, strict=True):
-        if b.bucket.low < AHEAD_FROM_WORDS or score.n == 0 or b.bleu_diff is None:
+        if b.bucket.low < from_words or score.n == 0 or b.bleu_diff is None:
             continue
         if score.n < min_sentences or b.p is None:
             skipped.append(f"{b.bucket.label} ({score.n})")
@@ -131,26 +138,27 @@ def _ahead_check(
     left_out = f"; too few sentences to count: {', '.join(skipped)}" if skipped else ""
     if not tested:
         if not skipped:
-            none = f"no sentence of {AHEAD_FROM_WORDS}+ words"
+            none = f"no sentence of {from_words}+ words"
             return Check(claim, None, none, none)
         return Check(
-            claim, None, f"no bucket from {AHEAD_FROM_WORDS} words with {min_sentences}+ sentences{left_out}"
+            claim, None, f"no bucket from {from_words} words with {min_sentences}+ sentences{left_out}"
         )
     return Check(
         claim,
-        all(diff > 0 and p < ALPHA for _, diff, p in tested),
+        all(diff > 0 and p < limits.significance for _, diff, p in tested),
         ", ".join(f"{label}: {diff:+.2f} (p={p:.3f})" for label, diff, p in tested) + left_out,
     )
 
 
 def _retention(system: SystemScore, long: LongSentences, min_sentences: int) -> tuple[float, BucketScore] | Check:
+    words = long.words
     """(BLEU on 40+ words / BLEU of the best bucket, that bucket), or a Check of why it cannot be told
     (claim left empty for the caller to fill)."""
     if long.n == 0:
-        none = f"no sentence of {LONG_WORDS}+ words"
+        none = f"no sentence of {words}+ words"
         return Check("", None, none, none)
     if long.n < min_sentences:
-        return Check("", None, _too_few(f"{LONG_WORDS}+ words", long.n, min_sentences))
+        return Check("", None, _too_few(f"{words}+ words", long.n, min_sentences))
     best = _best_bucket(system, min_sentences)
     if best is None or best.bleu is None or best.ci is None:
         return Check("", None, f"no bucket with {min_sentences}+ sentences")
@@ -159,19 +167,20 @@ def _retention(system: SystemScore, long: LongSentences, min_sentences: int) -> 
     return long.bleu[system.name] / best.bleu, best
 
 
-def _ratio_check(system: SystemScore, long: LongSentences, min_sentences: int, at_most: bool) -> Check:
-    limit = BASELINE_MAX_RATIO if at_most else ATTENTION_MIN_RATIO
-    claim = f"{system.name} on {LONG_WORDS}+ words {'at most' if at_most else 'at least'} {limit:g} x its best bucket"
+def _ratio_check(system: SystemScore, long: LongSentences, limits: Thresholds, at_most: bool) -> Check:
+    limit = limits.fixed_vector_max_ratio if at_most else limits.attention_min_ratio
+    words = long.words
+    claim = f"{system.name} on {words}+ words {'at most' if at_most else 'at least'} {limit:g} x its best bucket"
     if at_most:
-        claim += f", that bucket's 95% interval above the {LONG_WORDS}+ figure"
-    retention = _retention(system, long, min_sentences)
+        claim += f", that bucket's 95% interval above the {words}+ figure"
+    retention = _retention(system, long, limits.min_bucket_sentences)
     if isinstance(retention, Check):
         return replace(retention, claim=claim)
     ratio, best = retention
     assert best.bleu is not None and best.ci is not None
     long_bleu = long.bleu[system.name]
     evidence = (
-        f"{long_bleu:.2f} on {LONG_WORDS}+ ({long.n}) vs {best.bleu:.2f} [{best.ci[0]:.2f}, {best.ci[1]:.2f}] "
+        f"{long_bleu:.2f} on {words}+ ({long.n}) vs {best.bleu:.2f} [{best.ci[0]:.2f}, {best.ci[1]:.2f}] "
         f"on {best.bucket.label} ({best.n}): {ratio:.2f}"
     )
     if not at_most:
@@ -183,7 +192,7 @@ def _ratio_check(system: SystemScore, long: LongSentences, min_sentences: int, a
 
 
 def _keeps_more_check(base: SystemScore, att: SystemScore, long: LongSentences, min_sentences: int) -> Check:
-    claim = f"{att.name} keeps more of its best bucket on {LONG_WORDS}+ words than {base.name}"
+    claim = f"{att.name} keeps more of its best bucket on {long.words}+ words than {base.name}"
     base_kept, att_kept = (_retention(system, long, min_sentences) for system in (base, att))
     if isinstance(base_kept, Check):
         return replace(base_kept, claim=claim)
@@ -199,39 +208,40 @@ def check_effect(
     long: LongSentences,
     baseline: str,
     attention: str,
-    min_sentences: int = 50,
+    limits: Thresholds = Thresholds(),
     flat_expected: bool = True,
 ) -> list[Check]:
     """Checks 1-4 of the module docstring for runs `baseline` (no attention) and `attention` (check 3
-    only if `flat_expected`); only buckets (and a 40+ set) of `min_sentences` sentences or more speak."""
+    only if `flat_expected`); only buckets (and a 40+ set) of `limits.min_bucket_sentences` sentences
+    or more speak."""
     systems = {s.name: s for s in evaluation.systems}
     base, att = systems[baseline], systems[attention]
     checks = [
-        _ahead_check(evaluation, baseline, attention, min_sentences),
-        _ratio_check(base, long, min_sentences, at_most=True),
+        _ahead_check(evaluation, baseline, attention, limits),
+        _ratio_check(base, long, limits, at_most=True),
     ]
     if flat_expected:
-        checks.append(_ratio_check(att, long, min_sentences, at_most=False))
-    checks.append(_keeps_more_check(base, att, long, min_sentences))
+        checks.append(_ratio_check(att, long, limits, at_most=False))
+    checks.append(_keeps_more_check(base, att, long, limits.min_bucket_sentences))
     return _unless_weak(checks, base, att)
 
 
 def check_level(
-    evaluation: Evaluation, long: LongSentences, baseline: str, attention: str, min_sentences: int = 50
+    evaluation: Evaluation, long: LongSentences, baseline: str, attention: str, limits: Thresholds = Thresholds()
 ) -> list[Check]:
     """Check 5: `attention` (trained on shorter sentences) at least level with `baseline` on 40+ words."""
     systems = {s.name: s for s in evaluation.systems}
-    claim = f"{attention} at least level with {baseline} on {LONG_WORDS}+ words"
+    claim = f"{attention} at least level with {baseline} on {long.words}+ words"
     if long.n == 0:
-        none = f"no sentence of {LONG_WORDS}+ words"
+        none = f"no sentence of {long.words}+ words"
         check = Check(claim, None, none, none)
-    elif long.n < min_sentences:
-        check = Check(claim, None, _too_few(f"{LONG_WORDS}+ words", long.n, min_sentences))
+    elif long.n < limits.min_bucket_sentences:
+        check = Check(claim, None, _too_few(f"{long.words}+ words", long.n, limits.min_bucket_sentences))
     else:
         diff = long.bleu[attention] - long.bleu[baseline]
         p = paired_p_value(long.samples[baseline], long.samples[attention])
         evidence = (
-            f"{long.bleu[attention]:.2f} vs {long.bleu[baseline]:.2f} on {LONG_WORDS}+ ({long.n}): "
+            f"{long.bleu[attention]:.2f} vs {long.bleu[baseline]:.2f} on {long.words}+ ({long.n}): "
             f"{diff:+.2f} (p={p:.3f})"
         )
         check = Check(claim, diff >= 0, evidence)
@@ -253,7 +263,7 @@ def paper_checks(
     long: LongSentences,
     pairs: Sequence[tuple[str, str]],
     ceilings: Mapping[str, int],
-    min_sentences: int = 50,
+    limits: Thresholds = Thresholds(),
 ) -> dict[tuple[str, str], list[Check]]:
     """Every check for the (fixed-vector, attention) `pairs`: 1-4 per pair, and 5 for each pair of a lower
     training ceiling against each of a higher one. `ceilings` maps a run to training.max_words (0 or
@@ -262,13 +272,13 @@ def paper_checks(
         return ceilings.get(name, 0) or math.inf
 
     checks = {
-        (base, att): check_effect(evaluation, long, base, att, min_sentences, ceiling(att) >= FLAT_FROM_CEILING)
+        (base, att): check_effect(evaluation, long, base, att, limits, ceiling(att) >= limits.flat_from_ceiling)
         for base, att in pairs
     }
     for _, short_att in pairs:
         for long_base, long_att in pairs:
             if ceiling(short_att) < ceiling(long_att) and ceiling(short_att) < ceiling(long_base):
-                checks[(long_base, short_att)] = check_level(evaluation, long, long_base, short_att, min_sentences)
+                checks[(long_base, short_att)] = check_level(evaluation, long, long_base, short_att, limits)
     return checks
 
 
