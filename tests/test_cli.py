@@ -13,10 +13,15 @@ from nmt import __version__
 from nmt.cli import build_parser, main
 
 
-def test_help_lists_every_subcommand() -> None:
+def test_the_parser_has_exactly_the_documented_subcommands() -> None:
+    (subparsers,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    documented = ["prepare", "train", "translate", "evaluate", "score", "average", "curve", "experiment"]
+    assert sorted(subparsers.choices) == sorted(documented)
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    assert all(f"| `nmt {name} " in readme for name in documented)  # the README's table of commands
     result = subprocess.run([sys.executable, "-m", "nmt", "--help"], capture_output=True, text=True, check=True)
-    for command in ("prepare", "train", "evaluate", "score", "average", "translate", "experiment"):
-        assert command in result.stdout
+    listed = [line.split()[0] for line in result.stdout.split("COMMAND\n", 1)[1].splitlines() if line[:4] == "    " and line[4:5].isalpha()]
+    assert listed == list(subparsers.choices)  # each with its help line, in the parser's order
 
 
 def test_every_argument_of_every_subcommand_has_help() -> None:

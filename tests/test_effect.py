@@ -223,7 +223,6 @@ def test_paper_checks_pair_each_ceiling_and_cross_the_ceilings() -> None:
 
 
 def test_min_bucket_sentences_is_a_validated_key() -> None:
-    assert config_from_dict({}).evaluation.min_bucket_sentences == 50
     assert config_from_dict({"evaluation": {"min_bucket_sentences": 20}}).evaluation.min_bucket_sentences == 20
     with pytest.raises(NMTError, match="evaluation.min_bucket_sentences"):
         config_from_dict({"evaluation": {"min_bucket_sentences": 0}})
