@@ -16,7 +16,8 @@ from nmt.errors import NMTError
 
 # What `nmt translate --help` says about the checkpoint it uses by default.
 CHECKPOINT_HELP = (
-    "checkpoint file (default: RUN_DIR/checkpoints/best.pt, the validation with the best "
+    "checkpoint: a bare file name is looked up in RUN_DIR/checkpoints/ (e.g. step_00000600.pt, averaged.pt), "
+    "a path with a folder is taken as it is (default: RUN_DIR/checkpoints/best.pt, the validation with the best "
     "training.early_stopping_metric: greedy BLEU on the valid split by default, or loss; with a tiny "
     "valid set BLEU is noise and loss chooses better. A run without best.pt uses its latest step_*.pt. "
     "`nmt evaluate` reports the step and score of the checkpoint it used)"
@@ -296,7 +297,7 @@ def run_command(args: argparse.Namespace) -> None:
         config = load_config(args.config, args.overrides)
         from nmt.data.prepare import format_stats, prepare
 
-        print(format_stats(prepare(config.data)))
+        print(format_stats(prepare(config.data), config.data))
     elif args.command == "train":
         config = load_config(args.config, _with_threads(args.overrides, args.threads))
         run_dir = args.run_dir or Path("runs") / (args.run or args.config.stem)

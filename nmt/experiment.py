@@ -88,7 +88,7 @@ def training_jobs(config: Config, jobs: int) -> int:
     """How many runs train at once: `jobs`, or if 0, one per core on a CPU (each run then gets
     cores / jobs torch threads) and one on CUDA. On a 2-core CPU two 1-thread trainings do 1.5x the
     steps per second of one 2-thread training: the recurrences' small matrix products keep two
-    threads of one process waiting on each other (README, Performance)."""
+    threads of one process waiting on each other (docs/usage.md)."""
     if jobs:
         return jobs
     uses_cuda = any(
@@ -101,7 +101,7 @@ def training_jobs(config: Config, jobs: int) -> int:
 
 def _train_in_child(name: str, config: Config, run_dir: Path, log_path: Path) -> tuple[str, float, Any]:
     """One run's training in a worker process, its output in `log_path`; returns (what was done,
-    seconds, None) or (\"failed\", seconds, (message, hint)) so that the error reaches the parent whole."""
+    seconds, None), or ("failed", seconds, (message, hint)) so that the error reaches the parent whole."""
     start = time.perf_counter()
     with open(log_path, "a", encoding="utf-8") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
         try:
@@ -115,12 +115,13 @@ def train_runs(config: Config, run_dirs: dict[str, Path], jobs: int, timings: Ti
     """Train every run, `jobs` at once (see training_jobs); returns how many were already finished."""
     jobs = min(training_jobs(config, jobs), len(run_dirs))
     configs = {name: config.for_run(name) for name in run_dirs}
+    start = time.perf_counter()
     if jobs == 1:
         results = {}
         for name, run_dir in run_dirs.items():
             print(f"\n== run {name} ({configs[name].model.attention} attention) ==")
-            start = time.perf_counter()
-            results[name] = (_train_run(name, configs[name], run_dir), time.perf_counter() - start)
+            run_start = time.perf_counter()
+            results[name] = (_train_run(name, configs[name], run_dir), time.perf_counter() - run_start)
     else:
         threads = max(1, available_cores() // jobs)
         for name, run_config in configs.items():
@@ -134,6 +135,8 @@ def train_runs(config: Config, run_dirs: dict[str, Path], jobs: int, timings: Ti
             print(f"run {name} already finished: skipped")
         else:
             timings.record(f"train {name}", seconds)
+    if skipped < len(results):  # the runs' own times overlap when they train side by side
+        timings.record(f"train (all runs, {jobs} at once)", time.perf_counter() - start)
     return skipped
 
 
@@ -320,7 +323,7 @@ def run_experiment(
     start = time.perf_counter()
     data_sections = {run.data.dir: run.data for run in (config.for_run(name) for name in config.runs)}
     for data in data_sections.values():  # each data folder the runs use, once
-        print(format_stats(prepare(data)))
+        print(format_stats(prepare(data), data))
     timings.record("prepare", time.perf_counter() - start)
 
     run_dirs = {name: out_dir / "runs" / name for name in config.runs}

@@ -233,3 +233,17 @@ def test_ctrl_c_stops_prepare_in_every_phase_leaving_the_previous_folder_or_none
     else:
         assert not prepared.exists()
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".prepared")]  # nothing half-written
+
+
+def test_prepare_says_where_it_wrote_and_which_splits_were_carved_from_train(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config, _ = setup(tmp_path)
+    config_path = tmp_path / "c.yaml"
+    save_config(config_from_dict({"data": dataclasses.asdict(config)}), config_path)
+    assert main(["prepare", str(config_path)]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == (
+        f"prepared {tmp_path / 'prepared'} from files train {tmp_path / 'corpus' / 'all'}{{.en,.fr}}, "
+        "valid carved from train, test carved from train"
+    )

@@ -263,7 +263,10 @@ def describe_source(config: DataConfig) -> str:
     """Which corpus files or dataset `config` reads, in words (for reports)."""
     if config.source == "bible":
         extra = ", and the other public-domain translations of training verses" * config.bible_extra_translations
-        return f"the Bible db in {config.cache_dir}, translations {config.bible_src} -> {config.bible_tgt}{extra}"
+        return (
+            f"the Bible db in {config.cache_dir}, translations {config.bible_src} -> {config.bible_tgt}{extra}, "
+            "split by a hash of each verse id"
+        )
     specs = [(split, spec) for split, spec in zip(SPLITS, (config.train, config.valid, config.test), strict=True) if spec]
     if config.source == "files":
         sides = f"{{.{config.src_lang},.{config.tgt_lang}}}"
@@ -276,12 +279,17 @@ def describe_source(config: DataConfig) -> str:
             f"{split} {named.get(split, 'carved from train')}" for split in SPLITS if split in named or split != "train"
         )
     files = "".join(f", {split} {spec}" for split, spec in specs)
-    return f"Hugging Face dataset {config.hf_name}" + (f" ({config.hf_config})" if config.hf_config else "") + files
+    carved = "".join(
+        f", {split} carved from train" for split in ("valid", "test") if not getattr(config, f"hf_{split}_split")
+    )
+    return f"Hugging Face dataset {config.hf_name}" + (f" ({config.hf_config})" if config.hf_config else "") + files + carved
 
 
-def format_stats(stats: dict[str, Any]) -> str:
-    """Pair counts per split and the source-length histogram, as a plain-text table."""
-    lines = [
+def format_stats(stats: dict[str, Any], config: DataConfig | None = None) -> str:
+    """Pair counts per split and the source-length histogram, as a plain-text table; with `config`, first
+    where the data was prepared and from what (which splits were carved from train)."""
+    lines = [f"prepared {config.dir} from {describe_source(config)}"] if config is not None else []
+    lines += [
         f"source: {stats['source']}   vocab: src {stats['src_vocab_size']}, tgt {stats['tgt_vocab_size']}",
         f"dropped empty pairs: {', '.join(f'{s} {n}' for s, n in stats['dropped_empty'].items())}; "
         f"training pairs filtered as too long: {stats['filtered_long_train']}, "
