@@ -145,7 +145,8 @@ def _train_in_parallel(configs: dict[str, Config], run_dirs: dict[str, Path], jo
     so that the last to finish starts early; each run's output goes to runs/NAME.log."""
     order = sorted(run_dirs, key=lambda n: -configs[n].training.max_steps * (2 if configs[n].model.attention != "none" else 1))
     logs = {name: run_dir.parent / f"{name}.log" for name, run_dir in run_dirs.items()}
-    next(iter(logs.values())).parent.mkdir(parents=True, exist_ok=True)
+    for log in logs.values():
+        log.parent.mkdir(parents=True, exist_ok=True)
     print(f"\n== training {len(order)} runs, {jobs} at once ({configs[order[0]].training.threads} torch threads each); "
           f"each run's output: {logs[order[0]].parent}/NAME.log ==")
     results: dict[str, tuple[str, float]] = {}
