@@ -9,7 +9,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -194,6 +194,16 @@ def interrupt_once_started(marker: Path) -> threading.Thread:
     return thread
 
 
+@pytest.fixture
+def ctrl_c_raises() -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt while the test runs, as in a terminal: a test run started in the
+    background (`cmd &`, nohup, some CI runners) starts with SIGINT ignored, and Python keeps it so."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.usefixtures("ctrl_c_raises")
 @pytest.mark.parametrize(
     ("phase", "previous"),
     [("corpus", True), ("splits", True), ("tokenizer", True), ("tokenizer", False), ("stats", True), ("cleanup", True)],
