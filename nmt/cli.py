@@ -337,7 +337,7 @@ def run_command(args: argparse.Namespace) -> None:
             raise NMTError("--src and --ref go together: give both files, or neither to use --split.")
         if args.src is not None and args.split is not None:
             raise NMTError("give either --split or --src/--ref, not both.")
-        from nmt.comparison import evaluate_runs
+        from nmt.compare.evaluate import evaluate_runs
 
         _set_threads(_run_threads(args.threads, args.run_dirs[0]))
         evaluate_runs(
@@ -354,14 +354,14 @@ def run_command(args: argparse.Namespace) -> None:
             checkpoint=args.checkpoint,
         )
     elif args.command == "curve":
-        from nmt.learning_curve import learning_curves
+        from nmt.compare.curve import learning_curves
 
         _set_threads(_run_threads(args.threads, args.run_dirs[0]))
         learning_curves(
             args.run_dirs, out_dir=args.out, split=args.split, per_bucket=args.sentences_per_bucket, device=args.device
         )
     elif args.command == "score":
-        from nmt.comparison import score_files
+        from nmt.evaluation.score_files import score_files
 
         score_files(
             args.ref,
@@ -382,7 +382,7 @@ def run_command(args: argparse.Namespace) -> None:
         print(f"wrote {path}: {describe_checkpoint(path)}")
         print(f"use it with: nmt translate {args.run_dir} --checkpoint {path}")
     elif args.command == "experiment":
-        from nmt.experiment import run_experiment
+        from nmt.compare.experiment import run_experiment
 
         out_dir = args.out or Path("experiments") / args.config.stem
         if args.jobs < 0:

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from nmt.cli import main
+from nmt.compare.runs import describe_runs
 from nmt.decoding.translate import Translator
 from nmt.errors import NMTError
-from nmt.run_translations import describe_runs
 from nmt.rundir.averaging import average_checkpoints
 from nmt.rundir.checkpoints import describe_checkpoint
 from nmt.training.trainer import train

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from nmt.compare.runs import describe_runs
 from nmt.errors import NMTError
-from nmt.run_translations import describe_runs
 from nmt.rundir.checkpoints import (
     latest_step_checkpoint,
     load_checkpoint,

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from nmt.compare.experiment import Timings, run_experiment
 from nmt.config import load_config
+from nmt.decoding.attention_stats import attention_entropy
 from nmt.errors import NMTError
-from nmt.experiment import Timings, attention_entropy, run_experiment
 from tests.synthetic import reverse_pairs, write_parallel
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
@@ -167,7 +168,7 @@ def test_attention_entropy_values() -> None:
 
 
 def test_training_jobs_default_to_one_per_core_on_cpu_and_one_on_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
-    import nmt.experiment as experiment
+    import nmt.training.parallel as experiment
     from nmt.config import config_from_dict
 
     runs = {name: {} for name in "abcd"}
@@ -183,7 +184,7 @@ def test_training_jobs_default_to_one_per_core_on_cpu_and_one_on_cuda(monkeypatc
 @pytest.mark.slow
 def test_runs_trained_in_parallel_learn_what_they_learn_one_after_the_other(tmp_path: Path) -> None:
     from nmt.data.prepare import prepare
-    from nmt.experiment import train_runs
+    from nmt.training.parallel import train_runs
 
     config_path = tmp_path / "two.yaml"
     config_path.write_text(
@@ -197,7 +198,7 @@ def test_runs_trained_in_parallel_learn_what_they_learn_one_after_the_other(tmp_
     for jobs in (1, 2):
         timings = Timings(tmp_path / f"jobs{jobs}" / "timings.json")
         run_dirs = {run: tmp_path / f"jobs{jobs}" / "runs" / run for run in config.runs}
-        assert train_runs(config, run_dirs, jobs, timings) == 0
+        assert train_runs(config, run_dirs, jobs, timings.record) == 0
         assert set(timings.seconds) == {"train fixed", "train search", f"train (all runs, {jobs} at once)"}
     for run in ("fixed", "search"):
         losses = [
@@ -212,5 +213,5 @@ def test_runs_trained_in_parallel_learn_what_they_learn_one_after_the_other(tmp_
     bad = load_config(config_path, overrides + ["runs.search.training.max_words=1"])
     run_dirs = {run: tmp_path / "bad" / "runs" / run for run in bad.runs}
     with pytest.raises(NMTError, match=r"run search: .*no pairs of at most 1 words") as error:
-        train_runs(bad, run_dirs, 2, Timings(tmp_path / "bad" / "timings.json"))
+        train_runs(bad, run_dirs, 2, Timings(tmp_path / "bad" / "timings.json").record)
     assert "runs/search.log" in error.value.hint

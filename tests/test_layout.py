@@ -46,3 +46,18 @@ def test_evaluation_never_imports_a_model() -> None:
         for name, names in imports.items()
         if any(_under(m, p) for m in names for p in models)
     } == {}
+
+
+@pytest.mark.parametrize("package", ["data", "models", "training", "decoding", "rundir", "evaluation"])
+def test_only_the_command_line_imports_the_commands_that_compare_runs(package: str) -> None:
+    imports = imported_modules(package)
+    assert imports, f"no modules found in nmt/{package}"
+    upward = {name: sorted(m for m in names if _under(m, "nmt.compare")) for name, names in imports.items()}
+    assert {name: found for name, found in upward.items() if found} == {}
+
+
+def test_the_translation_cache_is_part_of_the_run_directory() -> None:
+    from nmt.rundir.translations import HYPS_DIR
+    from nmt.rundir.writing import RUN_MARKERS
+
+    assert HYPS_DIR in RUN_MARKERS  # a new training refuses a folder holding another run's translations

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nmt.comparison import evaluate_runs
+from nmt.compare.evaluate import evaluate_runs
 from nmt.config import config_from_dict, load_config
 from nmt.data.prepare import prepare
 from nmt.errors import NMTError
@@ -143,7 +143,7 @@ def test_a_new_run_refuses_a_folder_holding_any_file_a_run_writes(tmp_path: Path
 
 
 def test_an_experiment_never_replaces_its_own_config_file(tmp_path: Path) -> None:
-    from nmt.experiment import run_experiment
+    from nmt.compare.experiment import run_experiment
 
     out = tmp_path / "exp"
     out.mkdir()

@@ -4,10 +4,12 @@
     RUN_DIR/tokenizer/         copy of the sentencepiece models it was trained with (writing.py)
     RUN_DIR/checkpoints/       step_*.pt, best.pt, averaged.pt (checkpoints.py, averaging.py)
     RUN_DIR/environment.json, log.jsonl, summary.json, tensorboard/   (writing.py)
+    RUN_DIR/hyps/              cached translations of test sets, for evaluate and curve (translations.py)
     RUN_DIR/train.lock         held by the training that writes the run, with its PID (lock.py)
 
 writing.py sets a run directory up for training (and refuses to overwrite another run; lock.py keeps
 a second training out while one runs),
 checkpoints.py names, finds, saves and loads checkpoint files and chooses the default one,
-averaging.py is `nmt average`, and loading.py loads a run onto a device for translation.
+translations.py caches translations, averaging.py is `nmt average`, and loading.py loads a run onto a
+device for translation.
 """

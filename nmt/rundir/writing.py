@@ -24,6 +24,7 @@ from nmt.errors import NMTError
 from nmt.fileio import atomic_open, atomic_write_text, sha256_file
 from nmt.rundir.checkpoints import CHECKPOINT_DIR, checkpoint_step, latest_step_checkpoint
 from nmt.rundir.lock import RunLock
+from nmt.rundir.translations import HYPS_DIR
 from nmt.typed_yaml import config_diff
 
 # Keys that may change between a run and its --resume: they do not change what is learned.
@@ -44,7 +45,10 @@ RESUMABLE_KEYS = frozenset(
     ]
 )
 # What a run writes at its top level: a new run refuses a folder holding any of them (nothing is overwritten).
-RUN_MARKERS = ("config.yaml", "summary.json", "log.jsonl", CHECKPOINT_DIR, "environment.json", "tokenizer", "tensorboard")
+RUN_MARKERS = (
+    "config.yaml", "summary.json", "log.jsonl", CHECKPOINT_DIR, "environment.json", "tokenizer", "tensorboard", HYPS_DIR
+)
+SUMMARY = "summary.json"
 
 
 def config_differences(old: Config, new: Config) -> list[str]:
@@ -269,4 +273,10 @@ def _event_step(line: str) -> int:
 
 def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
     """RUN_DIR/summary.json, written atomically at the end of training."""
-    atomic_write_text(run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
+    atomic_write_text(run_dir / SUMMARY, json.dumps(summary, indent=2) + "\n")
+
+
+def read_summary(run_dir: Path) -> dict[str, Any] | None:
+    """RUN_DIR/summary.json, or None while the run has not finished (training writes it last)."""
+    path = run_dir / SUMMARY
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None

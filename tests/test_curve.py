@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from nmt.cli import main
+from nmt.compare.curve import learning_curves
 from nmt.errors import NMTError
 from nmt.evaluation.buckets import assign_buckets, make_buckets, sentence_lengths
-from nmt.learning_curve import curve_sample, learning_curve_figure, learning_curves
+from nmt.evaluation.curves import curve_sample, learning_curve_figure
 from nmt.rundir.checkpoints import checkpoint_step, step_checkpoints
 from tests.conftest import reverse_task_config
 

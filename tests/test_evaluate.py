@@ -11,9 +11,9 @@ import pytest
 import sacrebleu
 
 from nmt.cli import main
-from nmt.comparison import default_out_dir, effect_pairs
+from nmt.compare.evaluate import default_out_dir, effect_pairs
+from nmt.compare.runs import describe_runs
 from nmt.config import load_config, save_config
-from nmt.run_translations import describe_runs
 from tests.conftest import fake_run
 from tests.synthetic import reverse_pairs, write_parallel
 

@@ -1,4 +1,5 @@
-"""nmt.run_translations: test-set files, the runs as evaluate sees them, and the hypothesis cache's key."""
+"""nmt.compare.runs (the runs as evaluate sees them), with the test-set files (nmt.evaluation.testset) and the
+key of the translation cache (nmt.rundir.translations)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from nmt.compare.runs import decoding_settings, describe_runs
 from nmt.errors import NMTError
-from nmt.run_translations import cache_key, decoding_settings, describe_runs, file_test_set
+from nmt.evaluation.testset import file_test_set
+from nmt.rundir.translations import cache_key
 from tests.conftest import fake_run
 
 

@@ -1,0 +1,133 @@
+"""`nmt curve`: greedy BLEU per length bucket of every kept checkpoint of a run, against training step.
+
+It shows when a model learns sentences of each length, and whether a fall with length is still
+closing or has settled when training stops. Each checkpoint translates the same fixed sample of the
+evaluation split (nmt/evaluation/curves.py says which sentences, and draws the table and plot), through
+the run's translation cache: a checkpoint already scored is not translated again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from nmt.compare.evaluate import default_out_dir
+from nmt.compare.runs import RunInfo, describe_runs, split_test_set, translate_cached
+from nmt.config import TrainingConfig
+from nmt.errors import NMTError
+from nmt.evaluation.buckets import BucketBy
+from nmt.evaluation.curves import (
+    CURVE_JSON,
+    CURVE_MD,
+    CURVE_PNG,
+    SELECTION,
+    bucket_bleu,
+    bucket_counts,
+    format_curve_markdown,
+    plot_learning_curves,
+    sample_test_set,
+)
+from nmt.evaluation.testset import TestSet
+from nmt.fileio import atomic_write_text
+
+
+def learning_curves(
+    run_dirs: Sequence[Path],
+    out_dir: Path | None = None,
+    split: str | None = None,
+    per_bucket: int | None = None,
+    device: str = "auto",
+) -> dict[str, Any]:
+    """Score every kept periodic checkpoint (RUN_DIR/checkpoints/step_*.pt) of each run greedily on the
+    fixed sample, and write learning_curve.json, .md and .png (one panel per run) into `out_dir`.
+
+    Split, buckets, bucketing and sample size default to the first run's `evaluation` section
+    (`curve_sentences_per_bucket`). Returns the content of learning_curve.json.
+    """
+    if per_bucket is not None and per_bucket < 0:
+        raise NMTError(
+            f"--sentences-per-bucket {per_bucket}: it must be >= 0.", "Give a count, or 0 for every sentence."
+        )
+    runs = describe_runs(run_dirs)
+    settings = runs[0].config.evaluation
+    split = split or settings.split
+    per_bucket = settings.curve_sentences_per_bucket if per_bucket is None else per_bucket
+    cutoffs, by = list(settings.buckets), settings.by
+    samples: dict[str, TestSet] = {}  # data dir -> the sample of its split
+    curves: dict[str, Any] = {}
+    for run in runs:
+        if run.config.data.dir not in samples:
+            samples[run.config.data.dir] = sample_test_set(split_test_set(run.config, split), cutoffs, by, per_bucket)
+        sample = samples[run.config.data.dir]
+        curves[run.name] = {
+            "run_dir": str(run.run_dir),
+            "attention": run.config.model.attention,
+            "sentences": sample.origin,
+            "n": bucket_counts(sample, cutoffs, by),
+            "n_sample": len(sample.references),
+            "checkpoints": _score_checkpoints(run, sample, cutoffs, by, device),
+        }
+    results = {
+        "split": split,
+        "buckets": cutoffs,
+        "by": by,
+        "sentences_per_bucket": per_bucket,
+        "selection": SELECTION,
+        "beam_size": 1,
+        "runs": curves,
+    }
+    out = Path(out_dir) if out_dir is not None else default_out_dir(run_dirs)
+    atomic_write_text(out / CURVE_JSON, json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    atomic_write_text(out / CURVE_MD, format_curve_markdown(results))
+    plot_learning_curves(results, out / CURVE_PNG)
+    print(format_curve_markdown(results))
+    print(f"learning curve written to {out}/")
+    return results
+
+
+def _score_checkpoints(
+    run: RunInfo, sample: TestSet, cutoffs: list[int], by: BucketBy, device: str
+) -> list[dict[str, Any]]:
+    """One point per kept step_*.pt of the run: its step, files, and greedy BLEU per bucket on `sample`."""
+    from nmt.rundir.checkpoints import checkpoint_step, step_checkpoints
+
+    checkpoints = step_checkpoints(run.run_dir)
+    if not checkpoints:
+        raise NMTError(
+            f"{run.run_dir} has no periodic checkpoints (checkpoints/step_*.pt) to draw a curve from.",
+            "Train it with training.keep_last: 0 to keep every training.checkpoint_every checkpoint.",
+        )
+    _note_pruned(run.name, run.config.training, checkpoints)
+    points = []
+    for path in checkpoints:
+        hyps, cache, cached = translate_cached(dataclasses.replace(run, checkpoint=path), sample, 1, device)
+        assert sample.sources is not None
+        bleu, sample_bleu = bucket_bleu(hyps, sample.sources, sample.references, cutoffs, by)
+        points.append(
+            {
+                "step": checkpoint_step(path),
+                "checkpoint": str(path),
+                "hypotheses": str(cache),
+                "cached": cached,
+                "bleu": bleu,
+                "sample_bleu": sample_bleu,
+            }
+        )
+    return points
+
+
+def _note_pruned(name: str, training: TrainingConfig, checkpoints: list[Path]) -> None:
+    """Say so when training.keep_last deleted checkpoints the curve could have used."""
+    from nmt.rundir.checkpoints import checkpoint_step
+
+    expected = checkpoint_step(checkpoints[-1]) // training.checkpoint_every
+    if training.keep_last and len(checkpoints) < expected:
+        print(
+            f"{name}: only {len(checkpoints)} checkpoints kept (training.keep_last {training.keep_last}); "
+            "train with training.keep_last: 0 to keep one every training.checkpoint_every steps for the curve",
+            file=sys.stderr,
+        )

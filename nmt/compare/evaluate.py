@@ -1,0 +1,147 @@
+"""`nmt evaluate`: translate a test set with each run (through its cache) and score them together on the
+path `nmt score` uses (nmt/evaluation/score_files.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from nmt.compare.runs import RunInfo, decoding_settings, describe_runs, split_test_set, translate_cached
+from nmt.errors import NMTError
+from nmt.evaluation.buckets import BucketBy
+from nmt.evaluation.score_files import score_and_report
+from nmt.evaluation.testset import TestSet, file_test_set
+from nmt.fileio import same_file
+
+
+def effect_pairs(runs: Sequence[RunInfo]) -> tuple[list[tuple[str, str]], list[str]]:
+    """(fixed-vector run, attention run) names to check for the long-sentence effect: the runs without
+    attention and those with it, paired in the order given (rnnencdec-30 with rnnsearch-30, ...);
+    and the names of the runs left without a partner."""
+    baselines = [run.name for run in runs if run.config.model.attention == "none"]
+    attentive = [run.name for run in runs if run.config.model.attention != "none"]
+    paired = min(len(baselines), len(attentive))
+    return list(zip(baselines[:paired], attentive[:paired], strict=True)), baselines[paired:] + attentive[paired:]
+
+
+def default_out_dir(run_dirs: Sequence[Path]) -> Path:
+    """RUN_DIR/evaluation for one run; `evaluation/` in the runs' common parent for several."""
+    if len(run_dirs) == 1:
+        return Path(run_dirs[0]) / "evaluation"
+    common = Path(os.path.commonpath([str(Path(d).resolve()) for d in run_dirs]))
+    return common / "evaluation"
+
+
+def plot_group(attention: str, max_words: int) -> tuple[str, str]:
+    """(model, variant) of a run for the plot: RNNencdec / RNNsearch (or the attention's name), and its
+    training ceiling, e.g. ("RNNsearch", "-30")."""
+    model = {"none": "RNNencdec", "additive": "RNNsearch"}.get(attention, f"{attention} attention")
+    return model, f"-{max_words}" if max_words else "all lengths"
+
+
+def evaluate_runs(
+    run_dirs: Sequence[Path],
+    split: str | None = None,
+    src_path: Path | None = None,
+    ref_path: Path | None = None,
+    buckets: list[int] | None = None,
+    by: BucketBy | None = None,
+    beam_size: int | None = None,
+    out_dir: Path | None = None,
+    device: str = "auto",
+    overrides: Sequence[str] = (),
+    checkpoint: str | None = None,
+) -> dict[str, Any]:
+    """Translate (or re-use cached translations), score all runs together, write and print the report.
+
+    Defaults for split, buckets, `by` and the bootstrap come from the first run's `evaluation`
+    section; `overrides` are `--set` decoding.* and evaluation.* keys. Returns the content of results.json.
+    """
+    if (src_path is None) != (ref_path is None):
+        raise NMTError("--src and --ref go together: give both files, or neither to use --split.")
+    if beam_size is not None and beam_size < 1:
+        raise NMTError(f"--beam {beam_size}: the beam size must be at least 1.", "Use --beam 1 for greedy search.")
+    runs = describe_runs(run_dirs, overrides, checkpoint)
+    out = Path(out_dir) if out_dir is not None else default_out_dir(run_dirs)
+    _refuse_overwriting_inputs(out, runs, src_path, ref_path)
+    settings = runs[0].config.evaluation
+    test_set = _common_test_set(runs, split or settings.split, src_path, ref_path)
+    hypotheses, systems, scored, chosen = _translate_runs(runs, test_set, beam_size, device)
+    pairs, unpaired = effect_pairs(runs)
+    note = None
+    if pairs and unpaired:
+        note = (
+            f"not checked for the effect: {', '.join(unpaired)} (runs without attention pair with runs "
+            "with attention in the order given; give as many of each to check them all)"
+        )
+    evaluation_settings = dataclasses.replace(settings, buckets=buckets or settings.buckets, by=by or settings.by)
+    ceilings = {run.name: run.config.training.max_words for run in runs}
+    groups = {run.name: plot_group(run.config.model.attention, run.config.training.max_words) for run in runs}
+    title = f"{test_set.describe()}\n" + "; ".join(chosen)
+    return score_and_report(
+        hypotheses, test_set, evaluation_settings, out, scored, systems, pairs, note, ceilings, groups, title
+    )
+
+
+def _translate_runs(
+    runs: list[RunInfo], test_set: TestSet, beam_size: int | None, device: str
+) -> tuple[dict[str, list[str]], dict[str, dict[str, Any]], list[str], list[str]]:
+    """Each run's translations, and what the report says of them: (hypotheses, results.json's systems,
+    report.md's lines on what was scored, the plot title's "name: checkpoint, beam" per run)."""
+    from nmt.rundir.checkpoints import describe_checkpoint
+
+    hypotheses: dict[str, list[str]] = {}
+    systems: dict[str, dict[str, Any]] = {}
+    scored = [f"test set: {test_set.origin}, {len(test_set.references)} sentences"]
+    chosen = []
+    for run in runs:
+        checkpoint_text = describe_checkpoint(run.checkpoint)
+        print(f"{run.name}: checkpoint {checkpoint_text}", file=sys.stderr)
+        hypotheses[run.name], path, _ = translate_cached(run, test_set, beam_size, device)
+        decoding = decoding_settings(run.config, beam_size)
+        systems[run.name] = {
+            "run_dir": str(run.run_dir),
+            "checkpoint": str(run.checkpoint),
+            **{key: decoding[key] for key in ("beam_size", "length_penalty", "alpha")},
+            "hypotheses": str(path),
+        }
+        chosen.append(f"{run.name}: {checkpoint_text.split(',')[0].removesuffix(')')}), beam {decoding['beam_size']}")
+        scored.append(
+            f"{run.name}: `{run.run_dir}`, checkpoint {checkpoint_text}, beam {decoding['beam_size']}, "
+            f"length penalty {decoding['length_penalty']} (alpha {decoding['alpha']:g})"
+        )
+    return hypotheses, systems, scored, chosen
+
+
+def _common_test_set(runs: list[RunInfo], split: str, src_path: Path | None, ref_path: Path | None) -> TestSet:
+    if src_path is not None and ref_path is not None:
+        return file_test_set(src_path, ref_path)
+    by_dir: dict[str, TestSet] = {}
+    for run in runs:
+        if run.config.data.dir not in by_dir:
+            by_dir[run.config.data.dir] = split_test_set(run.config, split)
+    first, *others = by_dir.values()
+    for other in others:
+        if (other.sources, other.references) != (first.sources, first.references):
+            raise NMTError(
+                f"the runs were trained on different data: the {first.origin} differs from the {other.origin}.",
+                "Runs are compared on one test set: evaluate them with the same --src/--ref files.",
+            )
+    return first
+
+
+def _refuse_overwriting_inputs(out: Path, runs: Sequence[RunInfo], src_path: Path | None, ref_path: Path | None) -> None:
+    """Refuse an --out folder where the report's files would replace --src or --ref."""
+    written = [out / name for name in ("results.json", "report.md", "bleu_by_length.png", "src.txt", "ref.txt")]
+    written += [out / f"{run.name}.hyp.txt" for run in runs]
+    for flag, given in (("--src", src_path), ("--ref", ref_path)):
+        clash = next((path for path in written if given is not None and same_file(path, given)), None)
+        if clash is not None:
+            raise NMTError(
+                f"{flag} {given} is the file {clash} that the report writes: it would be replaced.",
+                "Give another --out folder; nothing was written.",
+            )

@@ -1,0 +1,219 @@
+"""`nmt experiment`: prepare the data once, train every run, evaluate them together, draw each run's
+learning curve by length, write the report.
+
+Each step is skipped when it is already done with the same config, and a training run cut off
+part-way is resumed, so re-running after an interruption finishes the job; `force` redoes all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nmt.compare.curve import learning_curves
+from nmt.compare.evaluate import evaluate_runs
+from nmt.config import Config, load_config, save_config
+from nmt.decoding.attention_stats import attention_diagnostics
+from nmt.environment import describe_environment
+from nmt.errors import NMTError
+from nmt.fileio import atomic_write_text, same_file
+from nmt.training.parallel import train_runs
+
+
+class Timings:
+    """Wall time of each step, kept in a JSON file so skipped steps still report their first run's time."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.seconds: dict[str, float] = {}
+        if path.exists():
+            try:
+                self.seconds = {str(k): float(v) for k, v in json.loads(path.read_text()).items()}
+            except (ValueError, TypeError, AttributeError) as exc:  # not JSON, not an object, not numbers
+                raise NMTError(
+                    f"{path} is not the step timings `nmt experiment` writes ({type(exc).__name__}: {exc}).",
+                    "Delete it (the next run records the times again), or re-run with --force.",
+                ) from None
+
+    def record(self, step: str, seconds: float) -> None:
+        self.seconds[step] = round(seconds, 1)
+        atomic_write_text(self.path, json.dumps(self.seconds, indent=2))
+
+    def forget(self, step: str) -> None:
+        """Drop a step's time (one that no longer describes this folder)."""
+        if self.seconds.pop(step, None) is not None:
+            atomic_write_text(self.path, json.dumps(self.seconds, indent=2))
+
+
+# A re-run whose training was all skipped mostly reads cached translations: its evaluation and
+# learning-curve times are recorded under these names, beside the first run's, not over them.
+RERUN = " (re-run, training skipped)"
+
+
+def _parameter_counts(run_dirs: dict[str, Path]) -> dict[str, int | None]:
+    """Each run's parameter count from its summary.json (None if it has none)."""
+    from nmt.rundir.writing import read_summary
+
+    return {name: (read_summary(run_dir) or {}).get("parameters") for name, run_dir in run_dirs.items()}
+
+
+def _command(config_path: Path, overrides: list[str], out_dir: Path | None) -> str:
+    """The command that reproduces a report: config, overrides and the output folder."""
+    return shlex.join(
+        ["nmt", "experiment", str(config_path)]
+        + [part for o in overrides for part in ("--set", o)]
+        + (["--out", str(out_dir)] if out_dir is not None else [])
+    )
+
+
+def _setup_lines(config: Config) -> list[str]:
+    """The report's machine and data paragraphs."""
+    machine = describe_environment(torch.device("cuda") if torch.cuda.is_available() else None)
+    data = config.data
+    return [
+        f"Machine: {machine['cpu']}, {machine['cpu_count']} cores, torch threads {machine['torch_threads']}"
+        + (f", GPU {machine['gpu']}" if machine["gpu"] else ", no GPU")
+        + f"; Python {machine['python']}, torch {machine['torch']}.",
+        "",
+        f"Data: `{data.source}`"
+        + (f" ({data.bible_src} -> {data.bible_tgt})" if data.source == "bible" else "")
+        + f", prepared in `{data.dir}`; scored on the `{config.evaluation.split}` split, "
+        f"buckets by {config.evaluation.by} length in words.",
+    ]
+
+
+def _tables(
+    config: Config, timings: Timings, counts: dict[str, int | None], attention: dict[str, dict[str, float]]
+) -> list[str]:
+    """The report's tables of parameters, step times and attention entropy."""
+    lines = ["| run | attention | parameters |", "|---|---|---|"]
+    for name in config.runs:
+        count = counts.get(name)
+        lines.append(f"| {name} | {config.for_run(name).model.attention} | {count:,} |" if count else f"| {name} | ? | ? |")
+    lines += ["", "| step | seconds |", "|---|---|"]
+    lines += [f"| {step} | {seconds:.0f} |" for step, seconds in timings.seconds.items()]
+    if attention:
+        lines += ["", "| run | mean attention entropy (nats) | relative to uniform weights |", "|---|---|---|"]
+        lines += [
+            f"| {name} | {a['mean_entropy_nats']:.3f} | {a['mean_entropy_vs_uniform']:.3f} |"
+            for name, a in attention.items()
+        ]
+    return lines
+
+
+def _report(
+    command: str,
+    config: Config,
+    timings: Timings,
+    counts: dict[str, int | None],
+    attention: dict[str, dict[str, float]],
+    attention_plot: str | None,
+    out_dir: Path,
+) -> str:
+    """report.md of the experiment: setup and tables, then the evaluation's report and the learning curve."""
+    from nmt.evaluation.curves import CURVE_MD, CURVE_PNG
+
+    lines = ["# Experiment report", "", f"Command: `{command}`", "", *_setup_lines(config), ""]
+    lines += _tables(config, timings, counts, attention)
+    lines += ["", (out_dir / "report.md").read_text(encoding="utf-8").strip(), ""]
+    if attention_plot:
+        lines += ["", f"![attention of one long test sentence]({attention_plot})", ""]
+    curve = (out_dir / CURVE_MD).read_text(encoding="utf-8").strip()
+    lines += ["", curve, "", f"![learning curve by sentence length]({CURVE_PNG})", ""]
+    return "\n".join(lines)
+
+
+def _check_is_experiment_folder(out_dir: Path) -> None:
+    """--force deletes the folder: only ever one that `nmt experiment` wrote (it starts with timings.json)."""
+    if not out_dir.is_dir() or (any(out_dir.iterdir()) and not (out_dir / "timings.json").is_file()):
+        raise NMTError(
+            f"--force would delete {out_dir}, which is not an experiment folder (no timings.json); "
+            "nothing was deleted.",
+            "Give --out a new folder or one an earlier `nmt experiment` wrote.",
+        )
+
+
+def _check_config_kept(config_path: Path, out_dir: Path, force: bool) -> None:
+    """Refuse an --out that would replace the config file given (OUT/config.yaml is written; --force
+    deletes OUT first)."""
+    inside = Path(os.path.abspath(out_dir)) in Path(os.path.abspath(config_path)).parents
+    if same_file(config_path, out_dir / "config.yaml") or (force and inside):
+        raise NMTError(
+            f"{config_path} lies in the --out folder {out_dir}, where the experiment writes its own config.yaml"
+            f"{' after --force deletes the folder' if force else ''}: your config would be replaced.",
+            "Give another --out, or copy the config out of that folder first; nothing was written.",
+        )
+
+
+def run_experiment(
+    config_path: Path, overrides: list[str], out_dir: Path, force: bool = False, jobs: int = 0
+) -> dict[str, Any]:
+    """Run the whole comparison described by `config_path`; returns the evaluation results (results.json).
+    `jobs` runs train at once (0: see `nmt.training.parallel.training_jobs`)."""
+    config = load_config(config_path, overrides)
+    if not config.runs:
+        raise NMTError(
+            f"{config_path}: no runs to compare.",
+            "Add a 'runs:' section, e.g. runs: {rnnencdec: {model: {attention: none}}, rnnsearch: {}}.",
+        )
+    _check_config_kept(config_path, out_dir, force)
+    if force and out_dir.exists():
+        _check_is_experiment_folder(out_dir)
+        shutil.rmtree(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    save_config(config, out_dir / "config.yaml")
+    timings = Timings(out_dir / "timings.json")
+    _prepare_data(config, timings)
+
+    run_dirs = {name: out_dir / "runs" / name for name in config.runs}
+    skipped = train_runs(config, run_dirs, jobs, timings.record)
+    rerun = RERUN if skipped == len(run_dirs) and "evaluate" in timings.seconds else ""
+    if not rerun:
+        for step in ("evaluate", "learning curve"):
+            timings.forget(step + RERUN)
+
+    start = time.perf_counter()
+    results = evaluate_runs(list(run_dirs.values()), out_dir=out_dir)  # each run's own decoding section
+    timings.record("evaluate" + rerun, time.perf_counter() - start)
+    attention_plot = _attention(config, run_dirs, results, out_dir)
+    atomic_write_text(out_dir / "results.json", json.dumps(results, indent=2))
+
+    start = time.perf_counter()
+    learning_curves(list(run_dirs.values()), out_dir=out_dir)  # every checkpoint the runs kept
+    timings.record("learning curve" + rerun, time.perf_counter() - start)
+
+    command = _command(config_path, overrides, out_dir)
+    report = _report(command, config, timings, _parameter_counts(run_dirs), results["attention"], attention_plot, out_dir)
+    atomic_write_text(out_dir / "report.md", report)
+    print(f"\nReport: {out_dir / 'report.md'}")
+    return results
+
+
+def _prepare_data(config: Config, timings: Timings) -> None:
+    """Prepare each data folder the runs use, once."""
+    from nmt.data.prepare import format_stats, prepare
+
+    start = time.perf_counter()
+    data_sections = {run.data.dir: run.data for run in (config.for_run(name) for name in config.runs)}
+    for data in data_sections.values():
+        print(format_stats(prepare(data), data))
+    timings.record("prepare", time.perf_counter() - start)
+
+
+def _attention(config: Config, run_dirs: dict[str, Path], results: dict[str, Any], out_dir: Path) -> str | None:
+    """results["attention"]: each attention run's mean entropy; the first one's heatmap of a long test
+    sentence, whose file name is returned (None without attention runs)."""
+    attentive = [name for name in config.runs if config.for_run(name).model.attention != "none"]
+    plot = "attention_long_sentence.png" if attentive else None
+    results["attention"] = {
+        name: attention_diagnostics(run_dirs[name], config.for_run(name), out_dir / plot if index == 0 and plot else None)
+        for index, name in enumerate(attentive)
+    }
+    return plot

@@ -1,0 +1,145 @@
+"""The learning curve by length, apart from translating (nmt/compare/curve.py does that): which sentences
+a checkpoint translates, per-bucket BLEU, the table and the plot.
+
+Each checkpoint translates a fixed sample of the evaluation split, stratified by bucket: in each
+bucket, the `evaluation.curve_sentences_per_bucket` sentences whose sha256 of "source TAB reference" is
+smallest (all of a smaller bucket). The rule needs no seed, does not depend on the order of the file,
+and gives every checkpoint and every run of the same data the same sentences. Scores are sacrebleu
+corpus BLEU per bucket (scoring.py), without bootstrap: the curve is read for its trend, the intervals
+of the final model are in `nmt evaluate`'s report.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from matplotlib import colormaps
+from matplotlib.figure import Figure
+
+from nmt.evaluation.buckets import BucketBy, assign_buckets, make_buckets, sentence_lengths
+from nmt.evaluation.scoring import CorpusScorer, bleu_from_stats
+from nmt.evaluation.testset import TestSet
+from nmt.fileio import atomic_open
+
+CURVE_JSON = "learning_curve.json"
+CURVE_MD = "learning_curve.md"
+CURVE_PNG = "learning_curve.png"
+SELECTION = "those with the smallest sha256 of 'source TAB reference'; all of a smaller bucket"
+
+
+def curve_sample(
+    sources: Sequence[str],
+    references: Sequence[str],
+    cutoffs: Sequence[int],
+    by: BucketBy,
+    per_bucket: int,
+) -> list[int]:
+    """Indices (increasing) of the curve's sample: up to `per_bucket` sentences of each bucket (0 = all),
+    those whose sha256 of "source TAB reference" is smallest, the index breaking ties of duplicates."""
+    buckets = make_buckets(cutoffs)
+    members = assign_buckets(sentence_lengths(sources, references, by), buckets)
+    chosen: list[int] = []
+    for index in range(len(buckets)):
+        rows = [i for i, member in enumerate(members) if member == index]
+        if per_bucket and len(rows) > per_bucket:
+            rows = sorted(rows, key=lambda i: (_digest(sources[i], references[i]), i))[:per_bucket]
+        chosen += rows
+    return sorted(chosen)
+
+
+def sample_test_set(full: TestSet, cutoffs: Sequence[int], by: BucketBy, per_bucket: int) -> TestSet:
+    """The curve's sample of `full` (`curve_sample`), in the order of `full`."""
+    assert full.sources is not None, "the curve translates sources"
+    rows = curve_sample(full.sources, full.references, cutoffs, by, per_bucket)
+    return TestSet([full.sources[i] for i in rows], [full.references[i] for i in rows], f"sample of the {full.origin}")
+
+
+def bucket_counts(sample: TestSet, cutoffs: Sequence[int], by: BucketBy) -> dict[str, int]:
+    """Sentences of `sample` in each bucket, by label."""
+    buckets = make_buckets(cutoffs)
+    members = assign_buckets(sentence_lengths(sample.sources or sample.references, sample.references, by), buckets)
+    return {bucket.label: members.count(i) for i, bucket in enumerate(buckets)}
+
+
+def _digest(source: str, reference: str) -> str:
+    return hashlib.sha256(f"{source}\t{reference}".encode()).hexdigest()
+
+
+def bucket_bleu(
+    hypotheses: Sequence[str],
+    sources: Sequence[str],
+    references: Sequence[str],
+    cutoffs: Sequence[int],
+    by: BucketBy,
+) -> tuple[dict[str, float | None], float]:
+    """Corpus BLEU of each bucket (None when it is empty), and of all the sentences given."""
+    buckets = make_buckets(cutoffs)
+    stats = CorpusScorer(references).sentence_stats(hypotheses)  # n x N_STATS
+    members = np.asarray(assign_buckets(sentence_lengths(sources, references, by), buckets))
+    scores: dict[str, float | None] = {}
+    for index, bucket in enumerate(buckets):
+        rows = stats[members == index]
+        scores[bucket.label] = float(bleu_from_stats(rows.sum(axis=0))) if len(rows) else None
+    return scores, float(bleu_from_stats(stats.sum(axis=0)))
+
+
+def format_curve_markdown(results: dict[str, Any]) -> str:
+    """learning_curve.md: one table per run, a row per checkpoint, a column per non-empty bucket (with its n)."""
+    each = f"up to {results['sentences_per_bucket']}" if results["sentences_per_bucket"] else "all"
+    lines = [
+        "# Learning curve by sentence length",
+        "",
+        f"Greedy BLEU of each kept checkpoint on a fixed sample of the {results['split']} split, bucketed by "
+        f"{results['by']} length in words: {each} sentences per bucket ({results['selection']}). "
+        "'sample' is BLEU over the whole sample, which over-weights the rarer lengths.",
+    ]
+    for name, curve in results["runs"].items():
+        labels = [label for label, n in curve["n"].items() if n > 0]
+        header = ["step", *(f"{label} (n={curve['n'][label]})" for label in labels), f"sample (n={curve['n_sample']})"]
+        lines += ["", f"## {name} (attention: {curve['attention']})", ""]
+        lines += ["| " + " | ".join(header) + " |", "|" + "|".join(["---:"] * len(header)) + "|"]
+        for point in curve["checkpoints"]:
+            cells = [f"{point['bleu'][label]:.2f}" for label in labels]
+            lines.append(f"| {point['step']} | " + " | ".join(cells) + f" | {point['sample_bleu']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def learning_curve_figure(results: dict[str, Any]) -> Figure:
+    """One panel per run, sharing both axes (steps from 0 to the longest run's last checkpoint, BLEU from
+    0), so that runs of different lengths compare at the same step: BLEU against step, one line per
+    bucket, short to long from light to dark."""
+    curves = results["runs"]
+    figure = Figure(figsize=(5.5 * len(curves) + 1.5, 4.5))
+    panels = figure.subplots(1, len(curves), sharex=True, sharey=True, squeeze=False)[0]
+    for axes, (name, curve) in zip(panels, curves.items(), strict=True):
+        steps = [point["step"] for point in curve["checkpoints"]]
+        labels = [label for label, n in curve["n"].items() if n > 0]
+        for index, label in enumerate(labels):
+            bleu = [point["bleu"][label] for point in curve["checkpoints"]]
+            colour = _shade(index, len(labels))
+            axes.plot(steps, bleu, marker="o", color=colour, label=f"{label} (n={curve['n'][label]})")
+        axes.set_title(f"{name} (attention: {curve['attention']})")
+        axes.set_xlabel("training step")
+        axes.grid(alpha=0.3)
+    panels[0].set_ylabel(f"greedy BLEU, by {results['by']} length")
+    panels[0].set_ylim(bottom=0)
+    panels[0].set_xlim(left=0)
+    panels[-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, title="bucket (words)")
+    figure.tight_layout()
+    return figure
+
+
+def plot_learning_curves(results: dict[str, Any], path: str | Path) -> None:
+    """Write `learning_curve_figure` as a PNG to `path`."""
+    figure = learning_curve_figure(results)
+    with atomic_open(path, "wb") as handle:
+        figure.savefig(handle, format="png", dpi=120)
+
+
+def _shade(index: int, count: int) -> tuple[float, float, float, float]:
+    # viridis from yellow (shortest) to dark blue (longest), skipping its palest end
+    return colormaps["viridis_r"](0.1 + 0.9 * index / max(count - 1, 1))

@@ -1,0 +1,190 @@
+"""`nmt score`, and the one scoring and report path it shares with `nmt evaluate` (`score_and_report`).
+
+`nmt evaluate` translates a test set with each run first (nmt/compare/evaluate.py); `nmt score` takes
+translations from files, whatever system made them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from nmt.config import EvaluationConfig, config_from_dict, override_sections
+from nmt.data.corpus import read_lines
+from nmt.errors import NMTError
+from nmt.evaluation.buckets import BucketBy
+from nmt.evaluation.effect import Check, Thresholds, format_checks, long_sentence_bleu, paper_checks
+from nmt.evaluation.report import format_examples, format_table, write_report
+from nmt.evaluation.scoring import Evaluation, looks_tokenized, score_systems
+from nmt.evaluation.testset import TestSet, file_test_set, reference_test_set, unique_name
+from nmt.fileio import atomic_write_text
+
+# What `--set` may change in `nmt score`.
+SCORE_SECTIONS = ("evaluation",)
+
+
+def score_files(
+    ref_path: Path,
+    hyp_paths: Sequence[Path],
+    src_path: Path | None = None,
+    names: Sequence[str] | None = None,
+    buckets: list[int] | None = None,
+    by: BucketBy | None = None,
+    out_dir: Path | None = None,
+    baseline: str | None = None,
+    overrides: Sequence[str] = (),
+) -> dict[str, Any]:
+    """`nmt score`: score translations from files (any system's) against `ref_path`, as `nmt evaluate` does.
+
+    Systems are named by `names` or by their files' names; `baseline` names the fixed-vector system,
+    whose effect checks are run against every other system. Without `src_path` sentences are bucketed
+    by reference length. `overrides` are `--set evaluation.*` keys. Returns the content of results.json.
+    """
+    if not hyp_paths:
+        raise NMTError("no translation file given.", "Pass one or more HYP files, one translation per line.")
+    settings = override_sections(config_from_dict({}), list(overrides), SCORE_SECTIONS, "nmt score").evaluation
+    if src_path is not None:
+        test_set = file_test_set(src_path, ref_path)
+    else:
+        if by == "source":
+            raise NMTError("--by source needs the source sentences.", "Give them with --src, or use --by reference.")
+        test_set, by = reference_test_set(ref_path), "reference"
+    system_names = _system_names(hyp_paths, names)
+    _check_baseline(baseline, system_names)
+    hypotheses = {
+        name: _read_hypotheses(path, ref_path, len(test_set.references))
+        for name, path in zip(system_names, hyp_paths, strict=True)
+    }
+    scored = [f"test set: {test_set.origin}, {len(test_set.references)} sentences"]
+    scored += [f"{name}: `{path}`" for name, path in zip(system_names, hyp_paths, strict=True)]
+    systems: dict[str, dict[str, Any]] = {
+        name: {"hypotheses": str(path)} for name, path in zip(system_names, hyp_paths, strict=True)
+    }
+    pairs = [(baseline, name) for name in system_names if name != baseline] if baseline is not None else []
+    evaluation_settings = dataclasses.replace(settings, buckets=buckets or settings.buckets, by=by or settings.by)
+    out = Path(out_dir) if out_dir is not None else Path("evaluation")
+    title = test_set.describe() + "\n" + ", ".join(system_names)
+    return score_and_report(hypotheses, test_set, evaluation_settings, out, scored, systems, pairs, title=title)
+
+
+def _check_baseline(baseline: str | None, system_names: list[str]) -> None:
+    if baseline is not None and baseline not in system_names:
+        raise NMTError(f"--baseline {baseline}: no such system.", f"The systems are: {', '.join(system_names)}.")
+    if baseline is not None and len(system_names) < 2:
+        raise NMTError(
+            f"--baseline {baseline}: there is no other system to check it against.",
+            "Give the attention system's translations too, or leave --baseline out.",
+        )
+
+
+def _read_hypotheses(path: Path, ref_path: Path, count: int) -> list[str]:
+    """A HYP file's lines, one per reference line."""
+    lines = read_lines(path, "HYP", "Give an existing text file, one translation per line.")
+    if not lines:
+        raise NMTError(f"HYP {path} is empty.", f"Give one translation per line of --ref {ref_path}.")
+    if len(lines) != count:
+        raise NMTError(
+            f"{path} has {len(lines)} lines but --ref {ref_path} has {count}.",
+            "Give one translation per reference line, in the same order.",
+        )
+    return lines
+
+
+def _system_names(hyp_paths: Sequence[Path], names: Sequence[str] | None) -> list[str]:
+    """--names as given (one per file, unique, usable in file names), else the files' names made unique."""
+    if names is None:
+        taken: set[str] = set()
+        return [unique_name(Path(path).name.removesuffix(".txt").removesuffix(".hyp"), taken) for path in hyp_paths]
+    names = [name.strip() for name in names]
+    if len(names) != len(hyp_paths):
+        raise NMTError(
+            f"--names gives {len(names)} names for {len(hyp_paths)} translation files.",
+            "Give one name per HYP file, comma-separated, e.g. --names encdec,search.",
+        )
+    for name in names:
+        if not name or "/" in name or "\\" in name or name.startswith("."):
+            raise NMTError(f"--names: '{name}' cannot name a system (it names its NAME.hyp.txt file too).",
+                           "Use letters, digits, '-' and '_'.")
+    if len(set(names)) != len(names):
+        raise NMTError(f"--names {','.join(names)}: the names must differ.", "Give each system its own name.")
+    return names
+
+
+def score_and_report(
+    hypotheses: dict[str, list[str]],
+    test_set: TestSet,
+    settings: EvaluationConfig,
+    out: Path,
+    scored: Sequence[str],
+    systems: dict[str, dict[str, Any]],
+    pairs: Sequence[tuple[str, str]],
+    note: str | None = None,
+    ceilings: dict[str, int] | None = None,
+    groups: dict[str, tuple[str, str]] | None = None,
+    title: str = "",
+) -> dict[str, Any]:
+    """Score the systems' translations together and write and print the report: the one path behind
+    `nmt evaluate` and `nmt score`.
+
+    `scored` says what was scored (one line each, for report.md); `systems` goes into results.json's
+    settings.runs; `pairs` are (fixed-vector, attention) systems to run the effect checks on, and
+    `ceilings` each system's training.max_words where known (nmt/evaluation/effect.py); `groups` and
+    `title` style the plot (nmt/evaluation/report.py).
+    """
+    tokenized = looks_tokenized(hypotheses, settings.tokenize)
+    if tokenized:  # once per command, however many systems and resamples are scored
+        print(
+            f"warning: {', '.join(tokenized)}: 100 or more lines end in ' .', as tokenized text does; "
+            "BLEU expects detokenized text (or evaluation.tokenize none for pre-tokenized data).",
+            file=sys.stderr,
+        )
+    sources = test_set.sources if test_set.sources is not None else test_set.references
+    evaluation = score_systems(
+        hypotheses, sources, test_set.references, cutoffs=settings.buckets, by=settings.by,
+        bootstrap_samples=settings.bootstrap_samples, bootstrap_seed=settings.bootstrap_seed,
+        tokenize=settings.tokenize, lowercase=settings.lowercase, min_bucket_sentences=settings.min_bucket_sentences,
+    )
+    effect = _effect_checks(evaluation, hypotheses, sources, test_set.references, settings, pairs, ceilings or {})
+    examples = format_examples(evaluation, hypotheses, test_set.sources, test_set.references)
+    extra = {"test_set": test_set.origin, "runs": systems}
+    results = write_report(evaluation, out, extra, effect, scored, examples, groups, title)
+    if test_set.sources is not None:
+        _write_lines(out / "src.txt", test_set.sources)
+    _write_lines(out / "ref.txt", test_set.references)
+    for name, hyps in hypotheses.items():
+        _write_lines(out / f"{name}.hyp.txt", hyps)
+    print(format_table(evaluation))
+    for (baseline, attention), checks in effect.items():
+        print("\n" + format_checks(checks, baseline, attention).replace("**", ""), end="")
+    if note:
+        print("\n" + note)
+    print(f"\nreport written to {out}/")
+    return results
+
+
+def _effect_checks(
+    evaluation: Evaluation,
+    hypotheses: dict[str, list[str]],
+    sources: list[str],
+    references: list[str],
+    settings: EvaluationConfig,
+    pairs: Sequence[tuple[str, str]],
+    ceilings: dict[str, int],
+) -> dict[tuple[str, str], list[Check]]:
+    """The paper's checks (nmt/evaluation/effect.py) for each (fixed-vector, attention) pair; none without pairs."""
+    if not pairs:
+        return {}
+    limits = Thresholds(**{key.name: getattr(settings, key.name) for key in dataclasses.fields(Thresholds)})
+    long = long_sentence_bleu(
+        hypotheses, sources, references, evaluation.by, settings.tokenize, settings.lowercase,
+        settings.bootstrap_samples, settings.bootstrap_seed, settings.long_words,
+    )
+    return paper_checks(evaluation, long, pairs, ceilings, limits)
+
+
+def _write_lines(path: Path, lines: Sequence[str]) -> None:
+    # a hypothesis never holds a newline, but one stray one would shift every later line
+    atomic_write_text(path, "".join(line.replace("\n", " ") + "\n" for line in lines))

@@ -1,0 +1,54 @@
+"""What systems are scored on: a test set of references, their sources, and where they came from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from nmt.data.corpus import read_lines
+from nmt.errors import NMTError
+
+
+@dataclass(frozen=True)
+class TestSet:
+    """References, their sources (None when `nmt score` has no --src), and where they came from."""
+
+    sources: list[str] | None
+    references: list[str]
+    origin: str  # "split test of data/prepared/...", "--src FILE" or "--ref FILE"
+
+    def describe(self) -> str:
+        """The test set in a few words for a plot's title: its split or file, and its size."""
+        return f"{self.origin.split(', prepared from')[0]}, {len(self.references)} sentences"
+
+
+def file_test_set(src_path: Path, ref_path: Path) -> TestSet:
+    """Source and reference files given on the command line; they must have the same line count."""
+    sources = read_lines(src_path, "--src", "Give an existing text file to --src.")
+    references = read_lines(ref_path, "--ref", "Give an existing text file to --ref.")
+    if len(sources) != len(references):
+        raise NMTError(
+            f"--src {src_path} has {len(sources)} lines but --ref {ref_path} has {len(references)}.",
+            "Give one reference line per source line.",
+        )
+    if not sources:
+        raise NMTError(f"--src {src_path} is empty: nothing to evaluate.", "Give a file with one sentence a line.")
+    return TestSet(sources, references, f"--src {src_path}")
+
+
+def reference_test_set(ref_path: Path) -> TestSet:
+    """References alone (`nmt score` without --src): sentences are then bucketed by reference length."""
+    references = read_lines(ref_path, "--ref", "Give an existing text file to --ref.")
+    if not references:
+        raise NMTError(f"--ref {ref_path} is empty: nothing to score.", "Give a file with one sentence a line.")
+    return TestSet(None, references, f"--ref {ref_path}")
+
+
+def unique_name(name: str, taken: set[str]) -> str:
+    """`name`, or name-2, name-3, ... if it is taken; the result is added to `taken`."""
+    unique, suffix = name, 2
+    while unique in taken:
+        unique = f"{name}-{suffix}"
+        suffix += 1
+    taken.add(unique)
+    return unique

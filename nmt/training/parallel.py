@@ -1,0 +1,135 @@
+"""Training the runs of an experiment config (`runs:`), one after another or in parallel worker processes.
+
+On a 2-core CPU two 1-thread trainings do 1.5x the steps per second of one 2-thread training: the
+recurrences' small matrix products keep two threads of one process waiting on each other
+(docs/performance.md). Each run's output then goes to OUT/runs/NAME.log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nmt.config import Config, load_config
+from nmt.environment import available_cores
+from nmt.errors import NMTError
+
+
+def _train_run(name: str, config: Config, run_dir: Path) -> str:
+    """Train one run unless it is finished; returns what was done ('trained', 'resumed', 'skipped')."""
+    from nmt.rundir.writing import config_differences, learning_differences, read_summary, write_config
+    from nmt.training.trainer import train
+
+    saved = run_dir / "config.yaml"
+    if not saved.exists():
+        train(config, run_dir, resume=False)
+        return "trained"
+    previous = load_config(saved)
+    differing = learning_differences(previous, config)
+    if differing:
+        raise NMTError(
+            f"run '{name}' in {run_dir} was trained with a different config ({', '.join(differing)}).",
+            "Re-run with --force to redo it, or choose another --out folder.",
+        )
+    finished = read_summary(run_dir) is not None
+    if finished and previous.training.max_steps == config.training.max_steps:
+        # evaluation reads decoding and evaluation settings from the run's config.yaml: keep it current
+        if config_differences(previous, config):
+            write_config(config, run_dir)
+        return "skipped"
+    train(config, run_dir, resume=True)
+    return "resumed"
+
+
+def training_jobs(config: Config, jobs: int) -> int:
+    """How many runs train at once: `jobs`, or if 0, one per core on a CPU (each run then gets
+    cores / jobs torch threads) and one on CUDA. On a 2-core CPU two 1-thread trainings do 1.5x the
+    steps per second of one 2-thread training (this module's docstring)."""
+    if jobs:
+        return jobs
+    uses_cuda = any(
+        config.for_run(name).training.device == "cuda"
+        or (config.for_run(name).training.device == "auto" and torch.cuda.is_available())
+        for name in config.runs
+    )
+    return 1 if uses_cuda else max(1, min(len(config.runs), available_cores()))
+
+
+def _train_in_child(name: str, config: Config, run_dir: Path, log_path: Path) -> tuple[str, float, Any]:
+    """One run's training in a worker process, its output in `log_path`; returns (what was done,
+    seconds, None), or ("failed", seconds, (message, hint)) so that the error reaches the parent whole."""
+    start = time.perf_counter()
+    with open(log_path, "a", encoding="utf-8") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+        try:
+            done = _train_run(name, config, run_dir)
+        except NMTError as error:
+            return "failed", time.perf_counter() - start, (error.message, error.hint)
+    return done, time.perf_counter() - start, None
+
+
+def train_runs(config: Config, run_dirs: dict[str, Path], jobs: int, record: Callable[[str, float], None]) -> int:
+    """Train every run, `jobs` at once (see training_jobs); returns how many were already finished.
+    `record(step, seconds)` receives each run's training time and, for parallel training, the wall time."""
+    jobs = min(training_jobs(config, jobs), len(run_dirs))
+    configs = {name: config.for_run(name) for name in run_dirs}
+    start = time.perf_counter()
+    if jobs == 1:
+        results = {}
+        for name, run_dir in run_dirs.items():
+            print(f"\n== run {name} ({configs[name].model.attention} attention) ==")
+            run_start = time.perf_counter()
+            results[name] = (_train_run(name, configs[name], run_dir), time.perf_counter() - run_start)
+    else:
+        threads = max(1, available_cores() // jobs)
+        for name, run_config in configs.items():
+            if not run_config.training.threads:
+                configs[name] = replace(run_config, training=replace(run_config.training, threads=threads))
+        results = _train_in_parallel(configs, run_dirs, jobs)
+    skipped = 0
+    for name, (done, seconds) in results.items():
+        if done == "skipped":
+            skipped += 1
+            print(f"run {name} already finished: skipped")
+        else:
+            record(f"train {name}", seconds)
+    if skipped < len(results):  # the runs' own times overlap when they train side by side
+        record(f"train (all runs, {jobs} at once)", time.perf_counter() - start)
+    return skipped
+
+
+def _train_in_parallel(configs: dict[str, Config], run_dirs: dict[str, Path], jobs: int) -> dict[str, tuple[str, float]]:
+    """Train the runs in `jobs` worker processes, the costliest first (steps x 2 for attention runs),
+    so that the last to finish starts early; each run's output goes to runs/NAME.log."""
+    order = sorted(run_dirs, key=lambda n: -configs[n].training.max_steps * (2 if configs[n].model.attention != "none" else 1))
+    logs = {name: run_dir.parent / f"{name}.log" for name, run_dir in run_dirs.items()}
+    for log in logs.values():
+        log.parent.mkdir(parents=True, exist_ok=True)
+    print(f"\n== training {len(order)} runs, {jobs} at once ({configs[order[0]].training.threads} torch threads each); "
+          f"each run's output: {logs[order[0]].parent}/NAME.log ==")
+    results: dict[str, tuple[str, float]] = {}
+    start = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(_train_in_child, n, configs[n], run_dirs[n], logs[n]): n for n in order}
+        try:
+            for future in as_completed(futures):
+                name = futures[future]
+                done, seconds, failure = future.result()
+                if failure is not None:
+                    raise NMTError(f"run {name}: {failure[0]}", f"{failure[1]} (its output: {logs[name]})".strip())
+                results[name] = (done, seconds)
+                print(f"run {name}: {done} in {seconds / 60:.1f} min ({time.perf_counter() - start:.0f} s into training)")
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+    return {name: results[name] for name in run_dirs}
+
+
