@@ -28,7 +28,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from nmt.config import ModelConfig
+from nmt.config_sections import ModelConfig
 
 BACKWARD_FACTOR = 2.0  # d(input) and d(weight): two products of the forward product's size
 

@@ -18,7 +18,7 @@ import zipfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from nmt.config import DataConfig
+from nmt.config_sections import DataConfig
 from nmt.data.pairs import SPLITS, Corpus, normalise_space, split_of
 from nmt.errors import NMTError
 from nmt.fileio import atomic_open, sha256_file

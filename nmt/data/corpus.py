@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nmt.config import DataConfig
+from nmt.config_sections import DataConfig
 from nmt.data.bible import bible_corpus
 from nmt.data.pairs import (
     MAX_LINE_CHARS,

@@ -14,7 +14,7 @@ from typing import Any
 
 import sentencepiece as spm
 
-from nmt.config import DataConfig
+from nmt.config_sections import DataConfig
 from nmt.errors import NMTError
 from nmt.fileio import atomic_open, atomic_write_text, sha256_file
 from nmt.special import BOS_ID, EOS_ID, PAD_ID, UNK_ID

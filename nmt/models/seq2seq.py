@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from nmt.config import ModelConfig
+from nmt.config_sections import ModelConfig
 from nmt.errors import NMTError
 from nmt.models.attention import AdditiveAttention, Attention, build_context_provider
 from nmt.models.decoder import Decoder, DecoderState

@@ -1,0 +1,295 @@
+"""The five sections of a configuration, one validated dataclass each: every key's default, its type
+(checked when the YAML is read) and its valid values (`validate`, which names the key it refuses).
+
+`Config` (nmt/config.py) holds one of each; every key is commented in `configs/quick.yaml`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from nmt.errors import NMTError
+
+AttentionType = Literal["none", "additive", "dot", "scaled_dot", "general"]
+# DataConfig keys that hold paths, relative to the working directory unless absolute.
+_DATA_PATH_KEYS = ("dir", "cache_dir", "train", "valid", "test")
+
+
+@dataclass
+class DataConfig:
+    """Where the parallel corpus comes from, how it is split, and its subword models."""
+
+    source: Literal["bible", "files", "huggingface"] = "bible"
+    dir: str = ""  # "" = derived from the corpus and its settings (see default_dir)
+    cache_dir: str = "data/cache"
+    src_lang: str = "en"
+    tgt_lang: str = "fr"
+    # bible
+    bible_src: str = "k"
+    bible_tgt: str = "l"
+    bible_extra_translations: bool = False
+    valid_fraction: float = 0.02
+    test_fraction: float = 0.1
+    # files: a path prefix (PREFIX.src_lang / PREFIX.tgt_lang) or one .tsv / .jsonl file per split
+    train: str = ""
+    valid: str = ""
+    test: str = ""
+    # files: or a source and a target file per split, named freely (OpenNMT-py style)
+    train_src: str = ""
+    train_tgt: str = ""
+    valid_src: str = ""
+    valid_tgt: str = ""
+    test_src: str = ""
+    test_tgt: str = ""
+    # huggingface
+    hf_name: str = ""
+    hf_config: str = ""
+    hf_train_split: str = "train"
+    hf_valid_split: str = "validation"
+    hf_test_split: str = "test"
+    # fields of a JSON-lines / Hugging Face record; "" means translation.<src_lang> / <tgt_lang>
+    src_field: str = ""
+    tgt_field: str = ""
+    # filtering (training split only)
+    max_train_words: int = 0
+    max_train_pairs: int = 0
+    # valid/test pairs whose source sentence is also a training source measure memory, not translation
+    drop_train_overlap: bool = True
+    # subwords
+    vocab_size: int = 8000
+    subword_type: Literal["unigram", "bpe"] = "unigram"
+    joint_vocab: bool = True
+    character_coverage: float = 1.0
+
+    def __post_init__(self) -> None:
+        # not a field: whether `dir` was derived, so that a `runs:` entry with other data derives its own
+        self.dir_derived = not self.dir
+        if self.dir_derived:
+            self.dir = self.default_dir()
+
+    def default_dir(self) -> str:
+        """data/prepared/NAME-HASH: NAME says the corpus (bible-k-l, files-<train file>, hf-<dataset>),
+        HASH covers every key that changes the prepared data (absolute paths), so that two corpora, or
+        one corpus prepared two ways, never share a folder."""
+        if self.source == "bible":
+            name = f"bible-{self.bible_src}-{self.bible_tgt}"
+        elif self.source == "files":
+            name = "files-" + Path(self.train).name.removesuffix(".tsv").removesuffix(".jsonl")
+        else:
+            name = "hf-" + (Path(self.hf_name).name or "dataset")
+        settings = dataclasses.asdict(dataclasses.replace(self, dir="-").absolute())
+        for location in ("dir", "cache_dir"):  # where things are kept, not what is in them
+            del settings[location]
+        digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()[:8]
+        return f"data/prepared/{re.sub(r'[^A-Za-z0-9._-]+', '_', name)}-{digest}"
+
+    def validate(self) -> None:
+        """Raise NMTError naming the first key of this section whose value is out of range."""
+        _require(self.vocab_size >= 16, "data.vocab_size", "must be at least 16")
+        _require(0.0 < self.valid_fraction < 0.5, "data.valid_fraction", "must be in (0, 0.5)")
+        _require(0.0 < self.test_fraction < 0.5, "data.test_fraction", "must be in (0, 0.5)")
+        _require(self.max_train_words >= 0, "data.max_train_words", "must be >= 0 (0 = at most 250 words)")
+        _require(self.max_train_pairs >= 0, "data.max_train_pairs", "must be >= 0 (0 = all)")
+        _require(0.9 <= self.character_coverage <= 1.0, "data.character_coverage", "must be in [0.9, 1]")
+        for split in ("train", "valid", "test"):
+            src, tgt = getattr(self, f"{split}_src"), getattr(self, f"{split}_tgt")
+            if bool(src) != bool(tgt):
+                given, missing = (f"data.{split}_src", f"data.{split}_tgt")[:: 1 if src else -1]
+                raise NMTError(
+                    f"'{given}' is given without '{missing}': data.{split}_src and data.{split}_tgt go together.",
+                    f"Give {missing} (the file line-aligned with {given}), or leave out {given}.",
+                )
+            _require(
+                not (src and getattr(self, split)),
+                f"data.{split}",
+                f"cannot be given with data.{split}_src / data.{split}_tgt: give the prefix or the two files",
+            )
+        if self.source == "files":
+            _require(
+                bool(self.train or self.train_src),
+                "data.train",
+                "is required when data.source is 'files' (a path prefix, a .tsv / .jsonl file, or "
+                "data.train_src and data.train_tgt)",
+            )
+        if self.source == "huggingface":
+            _require(bool(self.hf_name), "data.hf_name", "is required when data.source is 'huggingface'")
+
+    def absolute(self) -> DataConfig:
+        """A copy with every path made absolute (against the working directory), so that a run's
+        config.yaml finds its data from any folder: data.dir, cache_dir, train/valid/test, and hf_name
+        when it names a local folder or file."""
+        paths = {key: os.path.abspath(getattr(self, key)) for key in _DATA_PATH_KEYS if getattr(self, key)}
+        if self.source == "huggingface" and os.path.exists(self.hf_name):
+            paths["hf_name"] = os.path.abspath(self.hf_name)
+        return dataclasses.replace(self, **paths)
+
+    @property
+    def src_field_path(self) -> str:
+        return self.src_field or f"translation.{self.src_lang}"
+
+    @property
+    def tgt_field_path(self) -> str:
+        return self.tgt_field or f"translation.{self.tgt_lang}"
+
+
+@dataclass
+class ModelConfig:
+    """Sizes and kind of the encoder-decoder; `attention: none` is the fixed-vector RNNencdec."""
+
+    @property
+    def bidirectional_encoder(self) -> bool:
+        """Every model reads the source both ways except the paper's RNNencdec (one forward RNN)."""
+        return self.attention != "none" or self.fixed_context == "both_ends"
+
+    attention: AttentionType = "additive"
+    # attention none: c = tanh(V h_T) of a forward-only encoder (Cho et al.; Bahdanau et al.'s RNNencdec),
+    # or both_ends: c = tanh(V [fwd_T ; bwd_1]) of the bidirectional encoder (an ablation, stronger)
+    fixed_context: Literal["last_state", "both_ends"] = "last_state"
+    cell: Literal["gru", "lstm"] = "gru"
+    embedding_size: int = 256
+    hidden_size: int = 256  # per encoder direction and in the decoder (paper: 1000)
+    attention_size: int = 256  # hidden size of the additive alignment model (paper: 1000)
+    maxout_size: int = 256
+    encoder_layers: int = 1
+    dropout: float = 0.0
+    tie_target_embeddings: bool = False
+    init: Literal["pytorch", "bahdanau"] = "pytorch"
+
+    def validate(self) -> None:
+        """Raise NMTError naming the first key of this section whose value is out of range."""
+        for key in ("embedding_size", "hidden_size", "attention_size", "encoder_layers"):
+            _require(getattr(self, key) >= 1, f"model.{key}", "must be >= 1")
+        _require(self.maxout_size >= 0, "model.maxout_size", "must be >= 0 (0 = tanh layer)")
+        _require(0.0 <= self.dropout < 1.0, "model.dropout", "must be in [0, 1)")
+        _require(
+            not self.tie_target_embeddings or self.maxout_size in (0, self.embedding_size),
+            "model.tie_target_embeddings",
+            "needs model.maxout_size equal to model.embedding_size, or 0 (a tanh layer as wide as the embeddings)",
+        )
+
+
+@dataclass
+class TrainingConfig:
+    """The optimisation loop, validation, checkpoints and hardware. The defaults are the recipe of
+    configs/quick.yaml, measured there (tests/test_config.py checks that they stay so)."""
+
+    max_steps: int = 900
+    batch_tokens: int = 3000
+    # train only on pairs of at most this many words on both sides (the paper's -30 / -50 runs); 0 = all.
+    # Runs of one config share the prepared data (vocabulary, test split) and differ only here.
+    max_words: int = 0
+    seed: int = 1
+    threads: int = 0
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    optimizer: Literal["adam", "adadelta"] = "adam"
+    # the recipe's Adam rate; 0 = the optimiser's default (Adam 0.001, Adadelta 1.0): give 0 or 1.0 with adadelta
+    learning_rate: float = 0.002
+    clip_grad_norm: float = 1.0
+    label_smoothing: float = 0.0
+    warmup_steps: int = 100  # linear warm-up from 0 to the learning rate
+    # constant, or cosine: from the base lr after the warm-up down to 0 at max_steps
+    lr_schedule: Literal["constant", "cosine"] = "cosine"
+    lr_decay_factor: float = 0.5
+    lr_patience: int = 0
+    validate_every: int = 300
+    valid_max_sentences: int = 200
+    checkpoint_every: int = 300
+    keep_last: int = 0  # periodic checkpoints kept besides best.pt (0 = all: `nmt curve` scores each)
+    early_stopping_metric: Literal["bleu", "loss"] = "bleu"
+    patience: int = 0
+    log_every: int = 50
+    tensorboard: bool = False
+    # keep additive attention's tanh out of memory and recompute it in the backward pass
+    recompute_attention: bool = False
+
+    def validate(self) -> None:
+        """Raise NMTError naming the first key of this section whose value is out of range."""
+        for key in ("max_steps", "batch_tokens", "validate_every", "checkpoint_every", "log_every"):
+            _require(getattr(self, key) >= 1, f"training.{key}", "must be >= 1")
+        for key in ("max_words", "threads", "warmup_steps", "lr_patience", "patience", "keep_last"):
+            _require(getattr(self, key) >= 0, f"training.{key}", "must be >= 0")
+        _require(self.learning_rate >= 0, "training.learning_rate", "must be >= 0 (0 = the optimiser's default)")
+        _require(0.0 <= self.label_smoothing < 1.0, "training.label_smoothing", "must be in [0, 1)")
+        _require(0.0 < self.lr_decay_factor <= 1.0, "training.lr_decay_factor", "must be in (0, 1]")
+        _require(self.valid_max_sentences >= 0, "training.valid_max_sentences", "must be >= 0 (0 = all)")
+
+
+@dataclass
+class DecodingConfig:
+    """Search settings for validation, `nmt translate` and `nmt evaluate`."""
+
+    beam_size: int = 5
+    length_penalty: Literal["none", "average", "gnmt"] = "gnmt"
+    alpha: float = 0.6
+    max_length_ratio: float = 2.0
+    max_length_offset: int = 10
+    batch_size: int = 64
+    max_input_tokens: int = 400
+    nbest: int = 1
+
+    def validate(self) -> None:
+        """Raise NMTError naming the first key of this section whose value is out of range."""
+        for key in ("beam_size", "batch_size", "max_input_tokens", "nbest"):
+            _require(getattr(self, key) >= 1, f"decoding.{key}", "must be >= 1")
+        _require(self.nbest <= self.beam_size, "decoding.nbest", "must be <= decoding.beam_size")
+        _require(self.max_length_ratio > 0, "decoding.max_length_ratio", "must be > 0")
+        _require(self.max_length_offset >= 0, "decoding.max_length_offset", "must be >= 0")
+        _require(self.alpha >= 0, "decoding.alpha", "must be >= 0")
+
+
+@dataclass
+class EvaluationConfig:
+    """Length buckets, significance testing and the split `nmt evaluate` scores."""
+
+    split: Literal["valid", "test"] = "test"
+    buckets: list[int] = field(default_factory=lambda: [10, 20, 30, 40, 50, 60])
+    by: Literal["source", "reference"] = "source"
+    bootstrap_samples: int = 1000
+    bootstrap_seed: int = 12345
+    # learning curve (`nmt curve`): greedy BLEU per bucket of each kept checkpoint on a fixed sample
+    curve_sentences_per_bucket: int = 100
+    # sacrebleu's tokenizer and case folding (both change scores; the signature shows them)
+    tokenize: Literal["13a", "intl", "char", "zh", "ja-mecab", "none"] = "13a"
+    lowercase: bool = False
+    # a bucket gets an interval and p-values, and speaks in the paper's checks, only with this many sentences
+    min_bucket_sentences: int = 50
+    # the paper's checks (nmt/evaluation/effect.py), for runs paired with a fixed-vector run
+    ahead_from_words: int = 20  # 1: attention ahead (p < significance) in every bucket from this length
+    long_words: int = 40  # 2-5: the long sentences have this many words or more
+    fixed_vector_max_ratio: float = 0.5  # 2: the fixed vector's long BLEU at most this x its best bucket
+    attention_min_ratio: float = 0.75  # 3: attention's long BLEU at least this x its best bucket ...
+    flat_from_ceiling: int = 50  # ... if trained on sentences of this many words or more
+    significance: float = 0.05  # 1 and 5: paired bootstrap p below this
+
+    def validate(self) -> None:
+        """Raise NMTError naming the first key of this section whose value is out of range."""
+        _require(
+            len(self.buckets) >= 1
+            and all(b > 0 for b in self.buckets)
+            and self.buckets == sorted(set(self.buckets)),
+            "evaluation.buckets",
+            "must be a non-empty list of increasing positive integers, e.g. [10, 20, 30]",
+        )
+        _require(self.bootstrap_samples >= 10, "evaluation.bootstrap_samples", "must be >= 10")
+        _require(
+            self.curve_sentences_per_bucket >= 0, "evaluation.curve_sentences_per_bucket", "must be >= 0 (0 = all)"
+        )
+        _require(self.min_bucket_sentences >= 1, "evaluation.min_bucket_sentences", "must be >= 1")
+        for key in ("ahead_from_words", "long_words", "flat_from_ceiling"):
+            _require(getattr(self, key) >= 1, f"evaluation.{key}", "must be >= 1 (words)")
+        for key in ("fixed_vector_max_ratio", "attention_min_ratio", "significance"):
+            _require(0.0 < getattr(self, key) < 1.0 + (key != "significance"), f"evaluation.{key}", "must be in (0, 1]")
+
+
+def _require(condition: bool, key: str, what: str) -> None:
+    """Refuse the value of `key` (section.key) unless `condition`: it `what` (e.g. "must be >= 1")."""
+    if not condition:
+        raise NMTError(f"invalid value for '{key}': {what}.", "Fix it in the config or with --set.")
