@@ -15,7 +15,7 @@ from nmt.errors import NMTError
 from nmt.rundir.averaging import average_checkpoints
 from nmt.rundir.checkpoints import describe_checkpoint
 from nmt.training.trainer import train
-from tests.conftest import reverse_task_config
+from tests.helpers import reverse_task_config
 
 TINY_MODEL = {"embedding_size": 16, "hidden_size": 32, "attention_size": 32, "maxout_size": 16}
 

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from nmt.config import load_config
-from tests.test_experiment import CONFIGS, shortened
+from tests.helpers import CONFIGS, shortened
 
 ROOT = CONFIGS.parent
 

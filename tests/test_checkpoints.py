@@ -18,7 +18,7 @@ from nmt.rundir.checkpoints import (
     step_checkpoints,
 )
 from nmt.training.rng import capture_rng
-from tests.conftest import fake_run
+from tests.helpers import fake_run
 
 
 def test_save_and_load_round_trip_and_no_temporary_left(tmp_path: Path) -> None:

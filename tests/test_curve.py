@@ -13,7 +13,7 @@ from nmt.errors import NMTError
 from nmt.evaluation.buckets import assign_buckets, make_buckets, sentence_lengths
 from nmt.evaluation.curves import curve_sample, learning_curve_figure
 from nmt.rundir.checkpoints import checkpoint_step, step_checkpoints
-from tests.conftest import reverse_task_config
+from tests.helpers import reverse_task_config
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 CUTOFFS = [7, 10]  # the reverse task's 5-12 digit sentences: <7, [7,10), >=10

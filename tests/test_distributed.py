@@ -19,7 +19,7 @@ from nmt.config import Config, save_config
 from nmt.data.batching import make_batch, shard
 from nmt.training.distributed import DistContext, setup_distributed
 from nmt.training.trainer import Trainer
-from tests.conftest import reverse_task_config
+from tests.helpers import reverse_task_config
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -14,7 +14,7 @@ from nmt.cli import main
 from nmt.compare.evaluate import default_out_dir, effect_pairs
 from nmt.compare.runs import describe_runs
 from nmt.config import load_config, save_config
-from tests.conftest import fake_run
+from tests.helpers import fake_run
 from tests.synthetic import reverse_pairs, write_parallel
 
 

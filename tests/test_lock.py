@@ -14,7 +14,7 @@ from nmt.config import Config
 from nmt.decoding.translate import Translator
 from nmt.errors import NMTError
 from nmt.training.trainer import train
-from tests.conftest import reverse_task_config
+from tests.helpers import reverse_task_config
 
 # Holds the run's lock as a running training does (an exclusive flock on RUN_DIR/train.lock with its PID
 # in the file) until its stdin closes; written out here so that the test does not rely on RunLock itself.

@@ -16,7 +16,7 @@ import torch
 
 from nmt.config import Config, config_from_dict, save_config
 from nmt.training.trainer import train
-from tests.conftest import reverse_task_config
+from tests.helpers import reverse_task_config
 
 REPO = Path(__file__).resolve().parents[1]
 TIMING_KEYS = ("tgt_tokens_per_s", "elapsed_s")

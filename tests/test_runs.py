@@ -11,7 +11,7 @@ from nmt.compare.runs import decoding_settings, describe_runs
 from nmt.errors import NMTError
 from nmt.evaluation.testset import file_test_set
 from nmt.rundir.translations import cache_key
-from tests.conftest import fake_run
+from tests.helpers import fake_run
 
 
 def test_file_test_set_reads_parallel_files(tmp_path: Path) -> None:

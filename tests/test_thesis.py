@@ -15,7 +15,7 @@ from nmt.data.batching import make_source_batch
 from nmt.decoding.search import greedy_search
 from nmt.rundir.loading import load_run
 from nmt.training.trainer import train
-from tests.conftest import reverse_task_config
+from tests.helpers import reverse_task_config
 from tests.synthetic import reverse_pairs
 
 MODEL = {"embedding_size": 32, "hidden_size": 64, "attention_size": 64, "maxout_size": 32}

@@ -29,7 +29,7 @@ from nmt.rundir.writing import with_absolute_paths
 from nmt.training.optim import LRSchedule, build_optimizer, is_better
 from nmt.training.trainer import format_duration, format_score, resolve_precision, train
 from nmt.training.validation import build_valid_set
-from tests.conftest import reverse_task_config
+from tests.helpers import reverse_task_config
 
 TINY_MODEL = {"embedding_size": 16, "hidden_size": 32, "attention_size": 32, "maxout_size": 16}
 

@@ -1,0 +1,89 @@
+"""Shared test helpers (conftest.py holds only fixtures): a config on the reverse-digits task, a fake run
+folder, and a shipped config shortened onto local files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from nmt.config import Config, config_from_dict, load_config, save_config
+from tests.synthetic import reverse_pairs, write_parallel
+
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
+
+def reverse_task_config(
+    root: Path,
+    *,
+    n_train: int = 600,
+    min_len: int = 5,
+    max_len: int = 12,
+    model: dict[str, Any] | None = None,
+    training: dict[str, Any] | None = None,
+) -> Config:
+    """A Config on the reverse-digits task with files under `root` (data prepared into root/prepared).
+
+    One sentencepiece piece per digit: bpe with 4 specials + 11 characters + 10 '▁d' merges = 25.
+    """
+    # Written once: rewriting would change the files' mtime and make `prepare` rebuild the data dir.
+    for name, n, seed in (("train", n_train, 0), ("valid", 40, 1), ("test", 40, 2)):
+        if not (root / f"{name}.tgt").is_file():
+            write_parallel(root / name, reverse_pairs(n, min_len, max_len, seed=seed))
+    raw = {
+        "data": {
+            "source": "files", "dir": str(root / "prepared"), "src_lang": "src", "tgt_lang": "tgt",
+            "train": str(root / "train"), "valid": str(root / "valid"), "test": str(root / "test"),
+            "vocab_size": 25, "subword_type": "bpe",
+        },
+        "model": {
+            "attention": "additive", "embedding_size": 32, "hidden_size": 64, "attention_size": 64,
+            "maxout_size": 32, **(model or {}),
+        },
+        "training": {
+            "max_steps": 60, "batch_tokens": 600, "seed": 1, "threads": 1, "device": "cpu",
+            "learning_rate": 0.005, "validate_every": 30, "valid_max_sentences": 20, "checkpoint_every": 30,
+            "log_every": 10, **(training or {}),
+        },
+        "decoding": {"beam_size": 2, "batch_size": 16},
+    }
+    return config_from_dict(raw, "reverse_task_config")
+
+
+def fake_run(path: Path, beam_size: int = 5, attention: str = "additive") -> Path:
+    """A run folder as far as evaluate's bookkeeping looks: config.yaml and a checkpoint file."""
+    config = Config()
+    config.decoding.beam_size = beam_size
+    config.model.attention = attention
+    save_config(config, path / "config.yaml")
+    (path / "checkpoints").mkdir(parents=True)
+    (path / "checkpoints" / "best.pt").write_bytes(b"weights")
+    return path
+
+
+def shortened(config_path: Path, root: Path) -> list[str]:
+    """Overrides that point a config's data at local reverse-digit files and cut training to 2 steps."""
+    for name, n, seed in (("train", 200, 0), ("valid", 20, 1), ("test", 30, 2)):
+        write_parallel(root / name, reverse_pairs(n, 3, 12, seed=seed))
+    overrides = [
+        "data.source=files",
+        f"data.dir={root / 'prepared'}",
+        "data.src_lang=src",
+        "data.tgt_lang=tgt",
+        f"data.train={root / 'train'}",
+        f"data.valid={root / 'valid'}",
+        f"data.test={root / 'test'}",
+        "data.vocab_size=25",
+        "data.subword_type=bpe",
+        "data.joint_vocab=true",
+        "training.max_steps=2",
+        "training.validate_every=2",
+        "training.checkpoint_every=2",
+        "training.valid_max_sentences=5",
+        "training.batch_tokens=400",
+        "training.device=cpu",
+        "decoding.batch_size=16",
+    ]
+    for run, sections in load_config(config_path).runs.items():
+        if "dir" in (sections.get("data") or {}):  # runs with their own data folder (the -30 / -50 runs)
+            overrides.append(f"runs.{run}.data.dir={root / ('prepared-' + run)}")
+    return overrides
