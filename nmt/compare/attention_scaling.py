@@ -1,0 +1,274 @@
+"""`nmt attention-scaling`: why scaled dot-product attention divides by sqrt(d), measured on trained runs.
+
+The explainer's mechanism: with unit-variance query and key components a dot product over d dimensions
+has variance d; large scores push the softmax towards one-hot weights, where its slope, and so the
+gradient that reaches the scores, goes flat. Dividing by sqrt(d) keeps the variance near one.
+
+This command teacher-forces a fixed sample of the test split (the learning curve's rule,
+nmt/evaluation/curves.py) through each run twice: at initialisation (the run's config and seed, before
+any step) and at its checkpoint. At every decoder step of every sentence it records, over the real
+source positions: the variance of the scores the softmax sees, the largest weight, the entropy of the
+weights relative to uniform ones, and the L2 norm of the gradient of the sentence's summed
+cross-entropy with respect to that step's scores. Means over all steps are reported, with the share
+of steps whose largest weight is over 0.9.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from matplotlib.figure import Figure
+from torch import Tensor
+
+from nmt.compare.evaluate import default_out_dir
+from nmt.compare.runs import RunInfo, describe_runs, split_test_set
+from nmt.data.batching import make_batch
+from nmt.errors import NMTError
+from nmt.evaluation.curves import sample_test_set
+from nmt.fileio import atomic_open, atomic_write_text
+from nmt.models.attention import Attention
+from nmt.models.seq2seq import Seq2Seq, build_model
+from nmt.special import PAD_ID
+
+SCALING_JSON = "attention_scaling.json"
+SCALING_MD = "attention_scaling.md"
+SCALING_PNG = "attention_scaling.png"
+SATURATED = 0.9  # a step whose largest weight is above this counts as saturated
+SENTENCES_PER_BATCH = 32
+
+
+@dataclass
+class ScoreStats:
+    """Means over decoder steps (each over the real source positions of its sentence)."""
+
+    steps: int = 0
+    score_variance: float = 0.0  # variance of the pre-softmax scores across source positions
+    max_weight: float = 0.0  # largest attention weight
+    saturated_share: float = 0.0  # share of steps whose largest weight exceeds SATURATED
+    entropy_ratio: float = 0.0  # entropy / log(source length): 0 one-hot, 1 uniform
+    score_grad_norm: float = 0.0  # || d(summed cross-entropy) / d(scores of the step) ||_2
+    loss_per_token: float = 0.0  # teacher-forced cross-entropy, nats per target token
+    _sums: dict[str, float] = field(default_factory=dict, repr=False)
+
+    def add(self, name: str, values: Tensor) -> None:
+        """Accumulate the per-step values of one statistic (1-D tensor, one value per step)."""
+        self._sums[name] = self._sums.get(name, 0.0) + float(values.double().sum())
+
+    def finish(self, steps: int, loss_sum: float, tokens: int) -> ScoreStats:
+        """Turn the sums into means over `steps` decoder steps."""
+        means = {name: total / max(steps, 1) for name, total in self._sums.items()}
+        return ScoreStats(steps=steps, loss_per_token=loss_sum / max(tokens, 1), **means)
+
+
+class _ScoreRecorder:
+    """Records, while active, every scores tensor the attention module computes (with its gradient kept)
+    and the source mask of the `attend` call that asked for it."""
+
+    def __init__(self, attention: Attention) -> None:
+        self.attention = attention
+        self.scores: list[Tensor] = []  # per decoder step: batch x src_len
+        self.masks: list[Tensor] = []  # per decoder step: batch x src_len, True at real positions
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[_ScoreRecorder]:
+        scores, attend = self.attention.scores, self.attention.attend
+
+        def recording_scores(query: Tensor, keys: Tensor) -> Tensor:
+            result = scores(query, keys)
+            result.retain_grad()
+            self.scores.append(result)
+            return result
+
+        def recording_attend(query: Tensor, enc: Any) -> tuple[Tensor, Tensor]:
+            self.masks.append(enc.mask)
+            return attend(query, enc)
+
+        self.attention.scores = recording_scores  # type: ignore[method-assign]
+        self.attention.attend = recording_attend  # type: ignore[method-assign]
+        try:
+            yield self
+        finally:
+            del self.attention.scores, self.attention.attend  # back to the class's methods
+
+
+def step_statistics(scores: Tensor, grads: Tensor, mask: Tensor, alive: Tensor) -> dict[str, Tensor]:
+    """Per-step statistics of one decoder step. scores, grads, mask: batch x src_len; alive: batch (bool,
+    the rows whose target is still running) -> name: values of the alive rows (1-D)."""
+    scores, grads, mask = scores[alive].double(), grads[alive].double(), mask[alive]
+    count = mask.sum(dim=-1).double()  # real source positions per row
+    real = mask.double()
+    mean = (scores * real).sum(dim=-1) / count
+    variance = (((scores - mean.unsqueeze(-1)) ** 2) * real).sum(dim=-1) / count
+    weights = torch.softmax(scores.masked_fill(~mask, -math.inf), dim=-1)
+    entropy = -(weights * weights.clamp_min(1e-300).log()).sum(dim=-1)
+    largest = weights.max(dim=-1).values
+    return {
+        "score_variance": variance,
+        "max_weight": largest,
+        "saturated_share": (largest > SATURATED).double(),
+        "entropy_ratio": entropy / count.log().clamp_min(1e-12),  # a 1-position source counts as 0
+        "score_grad_norm": (grads * real).norm(dim=-1),
+    }
+
+
+def attention_statistics(model: Seq2Seq, pairs: Sequence[tuple[list[int], list[int]]]) -> ScoreStats:
+    """ScoreStats of `model` (an attention model, left in eval mode) teacher-forced on `pairs` of
+    (source ids, target ids), SENTENCES_PER_BATCH at a time."""
+    attention = model.decoder.provider
+    if not isinstance(attention, Attention):
+        raise NMTError("attention-scaling measures attention scores, and this run has none (attention: none).",
+                       "Give runs trained with model.attention dot, scaled_dot, additive or general.")
+    model.eval()
+    stats, steps, loss_sum, tokens = ScoreStats(), 0, 0.0, 0
+    for start in range(0, len(pairs), SENTENCES_PER_BATCH):
+        chunk = pairs[start : start + SENTENCES_PER_BATCH]
+        batch = make_batch([s for s, _ in chunk], [t for _, t in chunk], list(range(len(chunk))))
+        real = batch.tgt_out != PAD_ID  # batch x tgt_len
+        recorder = _ScoreRecorder(attention)
+        with recorder.active():
+            loss = model(batch.src, batch.src_lengths, batch.tgt_in, target_mask=real, targets=batch.tgt_out[real])
+            loss.backward()
+        model.zero_grad(set_to_none=True)
+        for step, (scores, mask) in enumerate(zip(recorder.scores, recorder.masks, strict=True)):
+            assert scores.grad is not None
+            for name, values in step_statistics(scores.detach(), scores.grad, mask, real[:, step]).items():
+                stats.add(name, values)
+        steps += int(real.sum())
+        loss_sum += float(loss.detach())
+        tokens += batch.n_tgt_tokens
+    return stats.finish(steps, loss_sum, tokens)
+
+
+def initial_model(run: RunInfo, src_vocab_size: int, tgt_vocab_size: int) -> Seq2Seq:
+    """The run's model as training builds it before its first step: seeded with training.seed."""
+    from nmt.training.trainer import seed_everything
+
+    seed_everything(run.config.training.seed)
+    return build_model(run.config.model, src_vocab_size, tgt_vocab_size)
+
+
+def scaling_statistics(
+    run_dirs: Sequence[Path],
+    out_dir: Path | None = None,
+    split: str | None = None,
+    per_bucket: int | None = None,
+    checkpoint: str | None = None,
+) -> dict[str, Any]:
+    """Measure every run at initialisation and at its checkpoint on the sample of the split, and write
+    attention_scaling.json, .md and .png into `out_dir`. Returns the JSON's content."""
+    from nmt.rundir.loading import load_run
+
+    runs = describe_runs(run_dirs, checkpoint=checkpoint)
+    settings = runs[0].config.evaluation
+    per_bucket = settings.curve_sentences_per_bucket if per_bucket is None else per_bucket
+    sample = sample_test_set(split_test_set(runs[0].config, split or settings.split), settings.buckets, settings.by, per_bucket)
+    assert sample.sources is not None
+    measured: dict[str, Any] = {}
+    for run in runs:
+        loaded = load_run(run.run_dir, run.checkpoint, device="cpu")
+        tokenizer = loaded.tokenizer
+        pairs = [(tokenizer.encode_src(s), tokenizer.encode_tgt(t)) for s, t in zip(sample.sources, sample.references, strict=True)]
+        initial = initial_model(run, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
+        measured[run.name] = {
+            "attention": run.config.model.attention,
+            "attention_size": run.config.model.attention_size,
+            "checkpoint": str(run.checkpoint),
+            "step": loaded.step,
+            "initialisation": _public(attention_statistics(initial, pairs)),
+            "trained": _public(attention_statistics(loaded.model, pairs)),
+        }
+        print(f"{run.name}: measured at initialisation and at step {loaded.step}")
+    results = {"sentences": f"{sample.origin}, {len(sample.references)} sentences", "saturated_above": SATURATED,
+               "runs": measured}
+    out = Path(out_dir) if out_dir is not None else default_out_dir(run_dirs)
+    atomic_write_text(out / SCALING_JSON, json.dumps(results, indent=2) + "\n")
+    atomic_write_text(out / SCALING_MD, format_scaling_markdown(results))
+    with atomic_open(out / SCALING_PNG, "wb") as handle:
+        scaling_figure(results).savefig(handle, format="png", dpi=120)
+    print(format_scaling_markdown(results))
+    print(f"attention scaling written to {out}/")
+    return results
+
+
+def _public(stats: ScoreStats) -> dict[str, float]:
+    return {key: value for key, value in asdict(stats).items() if not key.startswith("_")}
+
+
+COLUMNS = (
+    ("score_variance", "score variance", "{:.3g}"),
+    ("max_weight", "mean largest weight", "{:.3f}"),
+    ("saturated_share", f"steps with largest weight > {SATURATED}", "{:.1%}"),
+    ("entropy_ratio", "entropy / uniform", "{:.3f}"),
+    ("score_grad_norm", "gradient norm at the scores", "{:.3g}"),
+    ("loss_per_token", "cross-entropy (nats/token)", "{:.3f}"),
+)
+
+
+def format_scaling_markdown(results: dict[str, Any]) -> str:
+    """attention_scaling.md: a row per run and moment (initialisation, trained), a column per statistic."""
+    header = ["run", "attention", "d", "when", *(title for _, title, _ in COLUMNS)]
+    lines = [
+        "# Attention scores, weights and gradients: why divide by sqrt(d)",
+        "",
+        f"Teacher-forced on {results['sentences']}; means over decoder steps, each over the real source "
+        "positions. 'initialisation': the run's config and seed before any step; 'trained': its checkpoint.",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join(["---"] * 4 + ["---:"] * len(COLUMNS)) + "|",
+    ]
+    for name, run in results["runs"].items():
+        for when, label in (("initialisation", "init"), ("trained", f"step {run['step']}")):
+            cells = [fmt.format(run[when][key]) for key, _, fmt in COLUMNS]
+            lines.append(f"| {name} | {run['attention']} | {run['attention_size']} | {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def scaling_figure(results: dict[str, Any]) -> Figure:
+    """One panel per statistic against d (log scale): a line per attention type, hollow markers at
+    initialisation, filled once trained."""
+    figure = Figure(figsize=(15, 4))
+    panels = figure.subplots(1, 4)
+    keys = ("score_variance", "max_weight", "entropy_ratio", "score_grad_norm")
+    kinds = sorted({run["attention"] for run in results["runs"].values()})
+    for axes, key in zip(panels, keys, strict=True):
+        title = next(title for k, title, _ in COLUMNS if k == key)
+        for colour, kind in zip(("tab:red", "tab:blue", "tab:green", "tab:orange"), kinds, strict=False):
+            runs = sorted((r for r in results["runs"].values() if r["attention"] == kind), key=lambda r: r["attention_size"])
+            sizes = [r["attention_size"] for r in runs]
+            axes.plot(sizes, [r["trained"][key] for r in runs], "o-", color=colour, label=f"{kind}, trained")
+            axes.plot(sizes, [r["initialisation"][key] for r in runs], "o--", color=colour, mfc="none",
+                      label=f"{kind}, initialisation")
+        axes.set_xscale("log", base=2)
+        if key in ("score_variance", "score_grad_norm"):
+            axes.set_yscale("log")
+        axes.set_title(title)
+        axes.set_xlabel("d (attention_size)")
+        axes.grid(alpha=0.3)
+    panels[-1].legend(fontsize=8)
+    figure.tight_layout()
+    return figure
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`nmt attention-scaling`'s arguments."""
+    parser.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR", help="runs with attention (dot, scaled_dot, ...)")
+    parser.add_argument("--split", choices=["valid", "test"], default=None, help="default: the first run's evaluation.split")
+    parser.add_argument("--sentences-per-bucket", type=int, default=None, metavar="N",
+                        help="sample size per length bucket, 0 = all (default: evaluation.curve_sentences_per_bucket)")
+    parser.add_argument("--checkpoint", default=None, metavar="NAME", help="checkpoint file name in each RUN_DIR/checkpoints/")
+    parser.add_argument("--out", type=Path, default=None, help="output folder (default as for evaluate)")
+
+
+def run(args: argparse.Namespace) -> None:
+    """Run `nmt attention-scaling` from parsed arguments."""
+    if args.sentences_per_bucket is not None and args.sentences_per_bucket < 0:
+        raise NMTError(f"--sentences-per-bucket {args.sentences_per_bucket}: it must be >= 0.")
+    scaling_statistics(args.run_dirs, args.out, args.split, args.sentences_per_bucket, args.checkpoint)

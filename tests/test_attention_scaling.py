@@ -1,0 +1,106 @@
+"""`nmt attention-scaling`: the sqrt(d) fact at initialisation, the per-step statistics, the recorder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from nmt.compare.attention_scaling import attention_statistics, scaling_statistics, step_statistics
+from nmt.config import ModelConfig
+from nmt.errors import NMTError
+from nmt.models.attention import DotAttention
+from nmt.models.seq2seq import build_model
+from nmt.training.trainer import train
+from tests.helpers import reverse_task_config
+
+TINY = {"embedding_size": 16, "hidden_size": 16, "maxout_size": 8}
+
+
+@pytest.mark.parametrize("d", [16, 128, 1024])
+def test_unscaled_score_variance_grows_with_d_and_scaled_stays_near_one(d: int) -> None:
+    # the explainer's premise: query and key components of mean 0 and variance 1
+    gen = torch.Generator().manual_seed(d)
+    query, keys = torch.randn(512, d, generator=gen), torch.randn(512, 20, d, generator=gen)
+    unscaled = DotAttention(4, 4, d, scaled=False).scores(query, keys)  # 512 x 20
+    scaled = DotAttention(4, 4, d, scaled=True).scores(query, keys)
+    assert unscaled.var().item() == pytest.approx(d, rel=0.1)
+    assert scaled.var().item() == pytest.approx(1.0, rel=0.1)
+
+
+def test_step_statistics_values() -> None:
+    mask = torch.tensor([[True, True, True, True], [True, True, False, False]])
+    scores = torch.tensor([[0.0, 0.0, 0.0, 0.0], [10.0, -10.0, 99.0, 99.0]])  # padded 99s must not count
+    grads = torch.tensor([[3.0, 4.0, 0.0, 0.0], [1.0, 0.0, 7.0, 7.0]])
+    stats = step_statistics(scores, grads, mask, torch.tensor([True, True]))
+    assert stats["score_variance"].tolist() == pytest.approx([0.0, 100.0])
+    assert stats["max_weight"].tolist() == pytest.approx([0.25, 1.0], abs=1e-8)
+    assert stats["saturated_share"].tolist() == [0.0, 1.0]
+    assert stats["entropy_ratio"].tolist() == pytest.approx([1.0, 0.0], abs=1e-7)
+    assert stats["score_grad_norm"].tolist() == pytest.approx([5.0, 1.0])
+    only_first = step_statistics(scores, grads, mask, torch.tensor([True, False]))
+    assert only_first["max_weight"].tolist() == pytest.approx([0.25])
+
+
+def _pairs(n: int, seed: int) -> list[tuple[list[int], list[int]]]:
+    gen = torch.Generator().manual_seed(seed)
+    pairs = []
+    for _ in range(n):
+        length = int(torch.randint(3, 9, (1,), generator=gen))
+        source = torch.randint(4, 20, (length,), generator=gen).tolist()
+        pairs.append((source, source[::-1]))
+    return pairs
+
+
+def test_large_scores_saturate_the_softmax_and_flatten_the_gradient() -> None:
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(attention="dot", attention_size=64, **TINY), 20, 20)
+    pairs = _pairs(40, seed=1)
+    before = attention_statistics(model, pairs)
+    with torch.no_grad():  # keys 100x larger: the first step's scores 100x, variance 10^4 x (later steps'
+        model.decoder.provider.key_proj.weight.mul_(100.0)  # queries change with the contexts read)
+    after = attention_statistics(model, pairs)
+    assert 5e3 * before.score_variance < after.score_variance < 2e4 * before.score_variance
+    assert before.saturated_share < 0.05 < 0.5 < after.saturated_share
+    assert after.entropy_ratio < 0.3 < 0.9 < before.entropy_ratio
+    assert after.score_grad_norm < before.score_grad_norm
+    assert before.steps == after.steps == sum(len(t) + 1 for _, t in pairs)
+
+
+def test_the_recorded_scores_are_the_ones_the_model_attends_with() -> None:
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(attention="scaled_dot", attention_size=8, **TINY), 20, 20).eval()
+    pairs = _pairs(5, seed=2)
+    stats = attention_statistics(model, pairs)
+    from nmt.data.batching import make_batch
+
+    batch = make_batch([s for s, _ in pairs], [t for _, t in pairs], list(range(5)))
+    with torch.no_grad():
+        _, weights = model(batch.src, batch.src_lengths, batch.tgt_in, return_attention=True)  # b x tgt x src
+    real = batch.tgt_out != 0
+    assert stats.max_weight == pytest.approx(weights.max(dim=-1).values[real].double().mean().item(), rel=1e-5)
+    assert all(p.grad is None for p in model.parameters())  # measuring leaves no gradients behind
+
+
+def test_a_run_without_attention_is_refused() -> None:
+    model = build_model(ModelConfig(attention="none", **TINY), 20, 20)
+    with pytest.raises(NMTError, match="attention: none"):
+        attention_statistics(model, _pairs(2, seed=3))
+
+
+def test_the_command_measures_a_trained_run_and_writes_its_files(tmp_path: Path) -> None:
+    config = reverse_task_config(
+        tmp_path, n_train=200, model={"attention": "dot", "attention_size": 16, **TINY},
+        training={"max_steps": 40, "validate_every": 40, "checkpoint_every": 40},
+    )
+    train(config, tmp_path / "run", resume=False)
+    results = scaling_statistics([tmp_path / "run"], out_dir=tmp_path / "out")
+    run = results["runs"]["run"]
+    assert run["step"] == 40 and run["attention_size"] == 16
+    assert run["trained"]["loss_per_token"] < run["initialisation"]["loss_per_token"]
+    saved = json.loads((tmp_path / "out" / "attention_scaling.json").read_text())
+    assert saved["runs"]["run"]["trained"] == pytest.approx(run["trained"])
+    assert "| run | dot | 16 | init |" in (tmp_path / "out" / "attention_scaling.md").read_text()
+    assert (tmp_path / "out" / "attention_scaling.png").read_bytes()[:4] == b"\x89PNG"
