@@ -14,11 +14,18 @@ or the fixed vector), then hands the decoder one context per step. The attention
 
 The query projection W (or W_q) is exposed as `query_weight` so that the decoder can fuse it with
 its recurrent matmul: one matmul of s_{i-1} per step gives both.
+
+For `nmt attention-checks`, `perturbed_attention` replaces the softmax weights before the weighted sum
+(uniform, permuted or one-hot at the argmax) for the duration of a `with` block; outside one, `attend`
+runs exactly as before.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
+from typing import Literal
 
 import torch
 from torch import Tensor, nn
@@ -48,8 +55,44 @@ class ContextProvider(nn.Module):
         raise NotImplementedError
 
 
+Perturbation = Literal["none", "uniform", "permute", "argmax"]
+PERTURBATIONS: tuple[Perturbation, ...] = ("none", "uniform", "permute", "argmax")
+
+
+def perturb_weights(
+    weights: Tensor, mask: Tensor, kind: Perturbation, generator: torch.Generator | None = None
+) -> Tensor:
+    """Replace attention weights, keeping zero weight on padding and rows that sum to 1.
+
+    weights: batch x src_len (the softmax), mask: batch x src_len (bool, True at real positions)
+    -> batch x src_len. `uniform`: 1/len over the real positions; `permute`: the row's own weights moved
+    by a random permutation of its real positions (one per row, drawn from `generator`); `argmax`: all
+    mass on the row's largest weight; `none`: `weights` itself.
+    """
+    if kind == "none":
+        return weights
+    if kind == "uniform":
+        real = mask.to(weights.dtype)
+        return real / real.sum(dim=-1, keepdim=True).clamp_min(1.0)
+    if kind == "argmax":
+        best = weights.masked_fill(~mask, -1.0).argmax(dim=-1, keepdim=True)  # batch x 1
+        return torch.zeros_like(weights).scatter_(1, best, 1.0)
+    if kind == "permute":
+        keys = torch.rand(weights.shape, generator=generator).to(weights.device)  # drawn on the CPU
+        keys = keys.masked_fill(~mask, 2.0)  # padding sorts after every real position
+        shuffled = keys.argsort(dim=-1)  # real positions in random order, then the padding
+        # real positions in increasing order, then the padding (a stable sort of "is padding")
+        slots = (~mask).to(torch.uint8).sort(dim=-1, stable=True).indices
+        return torch.zeros_like(weights).scatter_(1, slots, weights.gather(1, shuffled))
+    raise ValueError(f"unknown attention perturbation {kind!r}: expected one of {', '.join(PERTURBATIONS)}")
+
+
 class Attention(ContextProvider):
-    """Shared part of the attention types: keys once per batch, masked softmax, weighted sum."""
+    """Shared part of the attention types: keys once per batch, masked softmax, weighted sum.
+
+    `perturbation` (default "none") replaces the softmax weights before the weighted sum
+    (`perturb_weights`); set it with `perturbed_attention`, never for training.
+    """
 
     has_attention = True
 
@@ -58,6 +101,8 @@ class Attention(ContextProvider):
         self.context_size = annotation_size
         self.init_size = state_size  # s_0 = tanh(W_s bwd_1), bwd_1 is n wide
         self.key_proj = nn.Linear(annotation_size, key_size, bias=False)
+        self.perturbation: Perturbation = "none"
+        self.perturb_generator: torch.Generator | None = None
 
     def prepare(self, states: EncoderStates) -> EncoderOutput:
         """Precompute the keys (U h_j): batch x src_len x key_size."""
@@ -82,6 +127,8 @@ class Attention(ContextProvider):
         # score, and a row with no real position cannot turn into NaN
         scores = scores.masked_fill(~enc.mask, torch.finfo(scores.dtype).min)
         weights = torch.softmax(scores, dim=-1)
+        if self.perturbation != "none":
+            weights = perturb_weights(weights, enc.mask, self.perturbation, self.perturb_generator)
         context = torch.bmm(weights.unsqueeze(1).to(enc.annotations.dtype), enc.annotations).squeeze(1)
         return context, weights
 
@@ -176,6 +223,23 @@ class FixedContext(ContextProvider):
 
     def attend(self, query: Tensor, enc: EncoderOutput) -> tuple[Tensor, Tensor]:
         raise ValueError("the fixed-context model (attention: none) has no attention weights")
+
+
+@contextlib.contextmanager
+def perturbed_attention(provider: ContextProvider, kind: Perturbation, seed: int = 0) -> Iterator[None]:
+    """Within the block, `provider.attend` perturbs its weights (`perturb_weights`; `permute` draws from
+    a generator seeded with `seed`, on the CPU); the provider's own setting is restored after."""
+    if not isinstance(provider, Attention):
+        raise ValueError("the fixed-context model (attention: none) has no attention weights to perturb")
+    if kind not in PERTURBATIONS:
+        raise ValueError(f"unknown attention perturbation {kind!r}: expected one of {', '.join(PERTURBATIONS)}")
+    saved = provider.perturbation, provider.perturb_generator
+    provider.perturbation = kind
+    provider.perturb_generator = torch.Generator().manual_seed(seed) if kind == "permute" else None
+    try:
+        yield
+    finally:
+        provider.perturbation, provider.perturb_generator = saved
 
 
 def build_context_provider(

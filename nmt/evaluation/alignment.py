@@ -1,0 +1,172 @@
+"""Word alignment with eflomal, symmetrised, and how often attention's argmax agrees with it.
+
+eflomal (Östling & Tiedemann 2016, `pip install eflomal`) is an unsupervised Bayesian aligner: it
+aligns whitespace words of each pair in both directions (source->target and target->source) by Gibbs
+sampling over the whole corpus it is given. The two directions are symmetrised here, by
+grow-diag-final-and (Koehn et al. 2005, Moses' default) or by their intersection (fewer, surer links).
+
+A link is (source word index, target word index), both from 0. Nothing here imports torch: the
+attention side hands over, per sentence, the argmax source word of each target word.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from nmt.errors import NMTError
+
+Link = tuple[int, int]  # (source word, target word)
+Symmetrisation = Literal["grow-diag-final-and", "intersection"]
+INSTALL_HINT = "Install the aligner: pip install eflomal (or pip install 'nmt[align]'); it builds with Cython."
+_NEIGHBOURS = ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1))
+
+
+def parse_links(line: str) -> set[Link]:
+    """'0-1 2-2' (Pharaoh format, source-target) -> {(0, 1), (2, 2)}."""
+    links = set()
+    for token in line.split():
+        src, tgt = token.split("-")
+        links.add((int(src), int(tgt)))
+    return links
+
+
+def grow_diag_final_and(forward: set[Link], reverse: set[Link]) -> set[Link]:
+    """Koehn et al.'s symmetrisation: start from the intersection, add union links next to (also
+    diagonally) an aligned link whose source or target word is still unaligned, then (final-and)
+    union links whose source AND target words are both unaligned."""
+    union = forward | reverse
+    links = forward & reverse
+    aligned_src = {i for i, _ in links}
+    aligned_tgt = {j for _, j in links}
+    grown = True
+    while grown:
+        grown = False
+        for i, j in sorted(links):
+            for di, dj in _NEIGHBOURS:
+                new = (i + di, j + dj)
+                if new in union and new not in links and (new[0] not in aligned_src or new[1] not in aligned_tgt):
+                    links.add(new)
+                    aligned_src.add(new[0])
+                    aligned_tgt.add(new[1])
+                    grown = True
+    for direction in (forward, reverse):
+        for i, j in sorted(direction):
+            if i not in aligned_src and j not in aligned_tgt:
+                links.add((i, j))
+                aligned_src.add(i)
+                aligned_tgt.add(j)
+    return links
+
+
+def symmetrise(forward: set[Link], reverse: set[Link], method: Symmetrisation) -> set[Link]:
+    """The links of one sentence pair from its two directional alignments."""
+    if method == "intersection":
+        return forward & reverse
+    if method == "grow-diag-final-and":
+        return grow_diag_final_and(forward, reverse)
+    raise NMTError(f"unknown symmetrisation {method!r}.", "Use grow-diag-final-and or intersection.")
+
+
+def align_words(
+    sources: Sequence[str], targets: Sequence[str], method: Symmetrisation = "grow-diag-final-and"
+) -> list[set[Link]]:
+    """Symmetrised eflomal links of every pair (whitespace words). Pairs with an empty side get none.
+
+    eflomal samples: its links can differ slightly between calls (it takes no seed).
+    """
+    try:
+        import eflomal
+    except ImportError:
+        raise NMTError("the word aligner eflomal is not installed.", INSTALL_HINT) from None
+    if len(sources) != len(targets):
+        raise ValueError(f"{len(sources)} sources for {len(targets)} targets")
+    keep = [i for i, (s, t) in enumerate(zip(sources, targets, strict=True)) if s.split() and t.split()]
+    result: list[set[Link]] = [set() for _ in sources]
+    if not keep:
+        return result
+    with tempfile.TemporaryDirectory() as tmp:
+        fwd_path, rev_path = Path(tmp) / "fwd", Path(tmp) / "rev"
+        eflomal.Aligner().align(
+            [" ".join(sources[i].split()) + "\n" for i in keep],
+            [" ".join(targets[i].split()) + "\n" for i in keep],
+            links_filename_fwd=str(fwd_path),
+            links_filename_rev=str(rev_path),
+            quiet=True,
+        )
+        forward = fwd_path.read_text(encoding="utf-8").splitlines()
+        reverse = rev_path.read_text(encoding="utf-8").splitlines()
+    if not (len(forward) == len(reverse) == len(keep)):
+        raise RuntimeError(f"eflomal wrote {len(forward)}/{len(reverse)} link lines for {len(keep)} pairs")
+    for index, fwd_line, rev_line in zip(keep, forward, reverse, strict=True):
+        result[index] = symmetrise(parse_links(fwd_line), parse_links(rev_line), method)
+    return result
+
+
+@dataclass
+class Agreement:
+    """Counts over target words the aligner links at all: how many there were (`counted`), how many had
+    attention's argmax on a linked source word (`agree`), the expected count of a uniformly random source
+    word (`chance`, the sum of links / source words), the count of the word on the diagonal
+    (`diagonal`: source word round(j * n_src / n_tgt)), and how many argmaxes fell on the source EOS."""
+
+    counted: int = 0
+    agree: int = 0
+    chance: float = 0.0
+    diagonal: int = 0
+    on_eos: int = 0
+    sentences: int = 0
+    skipped: list[int] = field(default_factory=list)
+
+    def add(self, argmax: Sequence[int], links: set[Link], n_src: int) -> None:
+        """One sentence: argmax[j] is the source word (n_src: the EOS) attention picks for target word j."""
+        self.sentences += 1
+        n_tgt = len(argmax)
+        linked: dict[int, set[int]] = {}
+        for i, j in links:
+            linked.setdefault(j, set()).add(i)
+        for j, best in enumerate(argmax):
+            sources = linked.get(j)
+            if not sources:
+                continue
+            self.counted += 1
+            self.agree += best in sources
+            self.on_eos += best >= n_src
+            self.chance += len(sources) / (n_src + 1)  # the EOS column is a choice too
+            self.diagonal += min(round(j * n_src / max(n_tgt, 1)), n_src - 1) in sources
+
+    def merge(self, other: Agreement) -> None:
+        """Add another set of counts to this one."""
+        self.counted += other.counted
+        self.agree += other.agree
+        self.chance += other.chance
+        self.diagonal += other.diagonal
+        self.on_eos += other.on_eos
+        self.sentences += other.sentences
+        self.skipped += other.skipped
+
+    def summary(self) -> dict[str, float | int | None]:
+        """Rates (None without counted words) and counts, for JSON."""
+        rate = (lambda x: x / self.counted) if self.counted else (lambda x: None)
+        return {
+            "agreement": rate(self.agree),
+            "chance": rate(self.chance),
+            "diagonal": rate(self.diagonal),
+            "argmax_on_eos": rate(self.on_eos),
+            "target_words": self.counted,
+            "sentences": self.sentences,
+        }
+
+
+def reversal_links(sources: Sequence[str]) -> list[set[Link]]:
+    """The exact alignment of the reverse task (target = source reversed): word j of n links to n-1-j."""
+    return [{(len(s.split()) - 1 - j, j) for j in range(len(s.split()))} for s in sources]
+
+
+def link_precision(found: Sequence[set[Link]], gold: Sequence[set[Link]]) -> float:
+    """Share of `found` links that are in `gold` (0.0 when nothing was found)."""
+    total = sum(len(f) for f in found)
+    return sum(len(f & g) for f, g in zip(found, gold, strict=True)) / total if total else 0.0
