@@ -1,4 +1,5 @@
-"""Scoring: BLEU from summed statistics equals sacrebleu, bootstrap intervals, paired bootstrap."""
+"""nmt/evaluation/scoring.py: BLEU from summed statistics equals sacrebleu, bootstrap intervals, paired bootstrap
+(`nmt score` on files: tests/test_score_files.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""`nmt score`: any system's translation files scored by length through evaluate's scoring path."""
+"""nmt/evaluation/score_files.py (`nmt score`): any system's translation files scored by length through evaluate's
+scoring path (the scoring library itself: tests/test_scoring.py)."""
 
 from __future__ import annotations
 

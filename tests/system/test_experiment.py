@@ -1,0 +1,198 @@
+"""`nmt experiment` end to end on quick.yaml (shortened, on local files), its re-runs, and parallel training; the
+other shipped experiment configs load, name their runs with the settings each run ends up with, and train a step."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nmt.compare.evaluate import effect_pairs
+from nmt.compare.experiment import Timings, run_experiment
+from nmt.compare.runs import RunInfo
+from nmt.config import load_config
+from nmt.errors import NMTError
+from nmt.typed_yaml import config_diff
+from tests.helpers import CONFIGS, shortened
+
+
+@pytest.mark.slow
+def test_quick_config_runs_the_whole_pipeline_shortened(tmp_path: Path) -> None:
+    config_path = CONFIGS / "quick.yaml"
+    out = tmp_path / "out"
+    results = run_experiment(config_path, shortened(config_path, tmp_path / "data"), out)
+    config = load_config(config_path)
+    assert set(results["runs"]) == set(config.runs)
+    for run in config.runs:
+        assert (out / "runs" / run / "summary.json").is_file()
+        assert results["runs"][run]["buckets"][0]["label"] == "<10"
+    saved = json.loads((out / "results.json").read_text())
+    attentive = {run for run in config.runs if config.for_run(run).model.attention != "none"}
+    assert set(saved["attention"]) == attentive
+    for stats in saved["attention"].values():
+        assert stats["sentences"] == 30  # every sentence of the shortened test split (at most 200)
+    report = (out / "report.md").read_text()
+    assert "| bucket | n |" in report
+    overrides = shortened(config_path, tmp_path / "data")
+    command = " ".join(["nmt experiment", str(config_path), *(f"--set {o}" for o in overrides), "--out", str(out)])
+    assert f"Command: `{command}`" in report  # what reproduces the run, its output folder included
+    assert "What was scored:" in report and "checkpoint best.pt (step " in report and "## Examples" in report
+    for label in ("<10", "[10,20)", "[20,30)", "[30,40)", "[40,50)", "[50,60)", ">=60"):
+        assert f"| {label} |" in report
+    assert (out / "bleu_by_length.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    if attentive:
+        assert (out / "attention_long_sentence.png").is_file()
+    # the learning curve: every run's kept checkpoints (here the one at step 2), in the report with its plot
+    curves = json.loads((out / "learning_curve.json").read_text())
+    assert {name: [p["step"] for p in c["checkpoints"]] for name, c in curves["runs"].items()} == {
+        run: [2] for run in config.runs
+    }
+    assert "# Learning curve by sentence length" in report and "](learning_curve.png)" in report
+    assert (out / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "learning curve" in json.loads((out / "timings.json").read_text())
+    # the fixed-vector runs are checked against the attention runs, pairwise in config order
+    # (and, across training ceilings, each lower ceiling's attention run against the higher fixed-vector runs)
+    baselines = [run for run in config.runs if run not in attentive]
+    paired = list(zip(baselines, [run for run in config.runs if run in attentive], strict=False))
+    ceiling = {run: config.for_run(run).training.max_words or 10**9 for run in config.runs}
+    checks = {(e["baseline"], e["attention"]): e["checks"] for e in saved.get("effect", [])}
+    assert list(checks)[: len(paired)] == paired
+    for base, att in paired:  # the flat check only for an attention run trained on 50+ words
+        assert len(checks[(base, att)]) == (4 if ceiling[att] >= 50 else 3)
+    crossed = list(checks)[len(paired):]
+    assert crossed == [(b, a) for _, a in paired for b, a50 in paired if ceiling[a] < min(ceiling[b], ceiling[a50])]
+    assert all(len(checks[pair]) == 1 for pair in crossed)
+    for base, att in checks:
+        assert f"## Does the table show the effect? ({base} vs {att})" in report
+
+
+# The other experiment configs: what each run ends up with besides the settings of one reference run of
+# the config (or of quick.yaml), and the run that trains a step (one of each model kind and attention).
+PAPER_SIZES = {"embedding_size": 620, "hidden_size": 1000, "attention_size": 1000, "maxout_size": 500,
+               "cell": "gru", "init": "bahdanau"}
+PAPER_RUNS = {"rnnencdec-30": ("none", 30), "rnnencdec-50": ("none", 50), "rnnsearch-30": ("additive", 30),
+              "rnnsearch-50": ("additive", 50)}
+OTHER_CONFIGS = {
+    "paper": ("rnnsearch-30", PAPER_SIZES, {"optimizer": "adadelta", "learning_rate": 1.0}),
+    "paper-bible": ("rnnencdec-50", PAPER_SIZES, {"optimizer": "adam", "learning_rate": 0.0005}),
+    "attention-scaling": ("scaled_dot-1024", {}, {"max_words": 50}),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(OTHER_CONFIGS))
+def test_other_experiment_configs_load_name_their_runs_and_train_a_step(name: str, tmp_path: Path) -> None:
+    from nmt.data.prepare import prepare
+    from nmt.training.trainer import train
+
+    config_path = CONFIGS / f"{name}.yaml"
+    trained_run, model, training = OTHER_CONFIGS[name]
+    as_written = load_config(config_path)
+    if name == "attention-scaling":  # dot vs scaled_dot at d=128 and d=1024, each otherwise quick's RNNsearch-50
+        expected = {"dot-128": ("dot", 128), "scaled_dot-128": ("scaled_dot", 128), "dot-1024": ("dot", 1024),
+                    "scaled_dot-1024": ("scaled_dot", 1024)}
+        reference, varied = load_config(CONFIGS / "quick.yaml").for_run("rnnsearch-50"), "model.attention_size"
+    else:  # RNNencdec and RNNsearch at ceilings 30 and 50, otherwise the config's rnnsearch-50
+        expected, reference, varied = PAPER_RUNS, as_written.for_run("rnnsearch-50"), "training.max_words"
+    section, field = varied.split(".")
+    runs = {run: (as_written.for_run(run).model.attention, getattr(getattr(as_written.for_run(run), section), field))
+            for run in as_written.runs}
+    assert runs == expected and list(as_written.runs) == list(expected)  # names, settings and order
+    for run in as_written.runs:
+        differences = config_diff(reference.to_dict(), as_written.for_run(run).to_dict())
+        assert set(differences) <= {"model.attention", varied}, (run, differences)
+        settings = as_written.for_run(run)
+        assert {key: getattr(settings.model, key) for key in model} == model
+        assert {key: getattr(settings.training, key) for key in training} == training
+
+    # shortened onto local files: every run keeps its model and ceiling, and trains 2 steps
+    config = load_config(config_path, shortened(config_path, tmp_path / "data"))
+    for run in config.runs:
+        short, full = config.for_run(run), as_written.for_run(run)
+        assert short.model == full.model and short.training.max_words == full.training.max_words
+        assert (short.training.max_steps, short.data.source) == (2, "files")
+    # the runs without attention are checked against those with it, pairwise in config order
+    infos = [RunInfo(run, tmp_path / run, config.for_run(run), tmp_path / run / "best.pt") for run in config.runs]
+    pairs, unpaired = effect_pairs(infos)
+    if name == "attention-scaling":
+        assert (pairs, unpaired) == ([], list(expected))
+    else:
+        assert (pairs, unpaired) == ([("rnnencdec-30", "rnnsearch-30"), ("rnnencdec-50", "rnnsearch-50")], [])
+
+    run_config = config.for_run(trained_run)
+    prepare(run_config.data)
+    summary = train(run_config, tmp_path / "runs" / trained_run)
+    assert summary["final_step"] == 2
+    assert summary["model"] == ("RNNencdec" if run_config.model.attention == "none" else "RNNsearch")
+    written = load_config(tmp_path / "runs" / trained_run / "config.yaml")
+    assert written.model == as_written.for_run(trained_run).model
+    assert written.training.max_words == as_written.for_run(trained_run).training.max_words
+
+
+@pytest.mark.slow
+def test_rerun_skips_finished_runs_and_refuses_changed_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config_path = CONFIGS / "quick.yaml"
+    overrides = shortened(config_path, tmp_path / "data")
+    out = tmp_path / "out"
+    run_experiment(config_path, overrides, out)
+    summary = out / "runs" / "rnnsearch-50" / "summary.json"
+    first = summary.stat().st_mtime_ns
+    capsys.readouterr()
+    first_timings = json.loads((out / "timings.json").read_text())
+    run_experiment(config_path, overrides, out)
+    assert "run rnnsearch-50 already finished: skipped" in capsys.readouterr().out
+    assert summary.stat().st_mtime_ns == first
+    # the re-run's (cached) evaluation time sits beside the first run's, never over it
+    timings = json.loads((out / "timings.json").read_text())
+    assert timings["evaluate"] == first_timings["evaluate"]
+    assert timings["learning curve"] == first_timings["learning curve"]
+    assert "evaluate (re-run, training skipped)" in timings and "learning curve (re-run, training skipped)" in timings
+    # a decoding change needs no training, but evaluation must use it: each run's own beam, from its config
+    results = run_experiment(config_path, [*overrides, "runs.rnnsearch-50.decoding.beam_size=1"], out)
+    assert summary.stat().st_mtime_ns == first
+    assert load_config(out / "runs" / "rnnsearch-50" / "config.yaml").decoding.beam_size == 1
+    beams = {name: run["beam_size"] for name, run in results["settings"]["runs"].items()}
+    assert beams == {"rnnencdec-30": 5, "rnnsearch-30": 5, "rnnencdec-50": 5, "rnnsearch-50": 1}
+    with pytest.raises(NMTError, match="model.hidden_size"):
+        run_experiment(config_path, [*overrides, "model.hidden_size=32"], out)
+    run_experiment(config_path, [*overrides, "model.hidden_size=32"], out, force=True)
+    assert summary.stat().st_mtime_ns != first
+
+
+@pytest.mark.slow
+def test_runs_trained_in_parallel_learn_what_they_learn_one_after_the_other(tmp_path: Path) -> None:
+    from nmt.data.prepare import prepare
+    from nmt.training.parallel import train_runs
+
+    config_path = tmp_path / "two.yaml"
+    config_path.write_text(
+        "model: {embedding_size: 16, hidden_size: 16, attention_size: 16, maxout_size: 8}\n"
+        "runs:\n  fixed: {model: {attention: none}}\n  search: {training: {max_words: 8}}\n",
+        encoding="utf-8",
+    )
+    overrides = shortened(config_path, tmp_path / "data") + ["training.max_steps=6", "training.validate_every=3"]
+    config = load_config(config_path, overrides + ["training.threads=1"])
+    prepare(config.data)
+    for jobs in (1, 2):
+        timings = Timings(tmp_path / f"jobs{jobs}" / "timings.json")
+        run_dirs = {run: tmp_path / f"jobs{jobs}" / "runs" / run for run in config.runs}
+        assert train_runs(config, run_dirs, jobs, timings.record) == 0
+        assert set(timings.seconds) == {"train fixed", "train search", f"train (all runs, {jobs} at once)"}
+    for run in ("fixed", "search"):
+        losses = [
+            [json.loads(line).get("valid_loss") for line in (tmp_path / f"jobs{jobs}" / "runs" / run / "log.jsonl")
+             .read_text().splitlines() if '"valid"' in line]
+            for jobs in (1, 2)
+        ]
+        assert len(losses[0]) == 2 and losses[0] == pytest.approx(losses[1], rel=1e-6)
+    # each worker's output is kept beside its run; the ceiling shows there
+    assert "(of at most 8 words)" in (tmp_path / "jobs2" / "runs" / "search.log").read_text()
+    # a run that fails in a worker fails the experiment with its message, naming the run and its output
+    bad = load_config(config_path, overrides + ["runs.search.training.max_words=1"])
+    run_dirs = {run: tmp_path / "bad" / "runs" / run for run in bad.runs}
+    with pytest.raises(NMTError, match=r"run search: .*no pairs of at most 1 words") as error:
+        train_runs(bad, run_dirs, 2, Timings(tmp_path / "bad" / "timings.json").record)
+    assert "runs/search.log" in error.value.hint
