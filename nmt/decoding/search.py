@@ -12,6 +12,7 @@ neither BOS nor EOS; the score counts EOS's log-probability, and a hypothesis' l
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -157,6 +158,105 @@ def greedy_search(model: Any, src: Tensor, src_lengths: Tensor, max_lengths: Ten
     return [h.tokens for h in greedy_hypotheses(model, src, src_lengths, max_lengths)]
 
 
+@dataclass
+class _Beams:
+    """What a beam search carries from step to step for the n sentences still searched, k beams each."""
+
+    active: Tensor  # n: each sentence's input position
+    max_len: Tensor  # n: its length limit (tokens before EOS)
+    max_divisor: Tensor  # n: its length penalty at that limit, EOS included
+    best_done: Tensor  # n x nbest: its best finished scores (-inf while it has fewer)
+    scores: Tensor  # n x k: each alive beam's log-probability
+    seqs: Tensor  # n x k x t: its tokens
+    attn_hist: Tensor | None  # n x k x t x src_len: its attention, when asked
+
+    @classmethod
+    def start(cls, max_len: Tensor, k: int, nbest: int, max_divisor: Tensor) -> _Beams:
+        """Every sentence with k empty beams, of which only the first may expand (they are identical)."""
+        n, device = max_len.size(0), max_len.device
+        scores = torch.full((n, k), -math.inf, device=device)
+        scores[:, 0] = 0.0
+        best_done = torch.full((n, nbest), -math.inf, device=device)
+        seqs = torch.empty(n, k, 0, dtype=torch.long, device=device)
+        return cls(torch.arange(n, device=device), max_len, max_divisor, best_done, scores, seqs, None)
+
+    def keep(self, keep: Tensor) -> None:
+        """Keep only the sentences at positions `keep` (the others are done)."""
+        for name in (f.name for f in dataclasses.fields(self)):
+            value = getattr(self, name)
+            setattr(self, name, None if value is None else value[keep])
+
+
+@dataclass
+class _Candidates:
+    """The 2k best continuations of each sentence's k beams at one step, best first (n x 2k each)."""
+
+    scores: Tensor  # log-probability of the beam and its next token
+    beam: Tensor  # the beam it continues
+    token: Tensor
+    attn: Tensor | None  # n x k x 1 x src_len: each beam's attention at this step, when asked
+
+
+def _candidates(beams: _Beams, log_probs: Tensor, at_limit: Tensor, attn: Tensor | None) -> _Candidates:
+    """The step's best continuations. log_probs: n*k x vocab, at_limit: n, attn: n*k x src_len or None."""
+    n, k = beams.scores.shape
+    vocab = log_probs.size(-1)
+    log_probs = _only_eos(log_probs.float().view(n, k, vocab), at_limit)
+    flat = (beams.scores.unsqueeze(2) + log_probs).view(n, k * vocab)
+    top_scores, top_idx = flat.topk(min(2 * k, k * vocab), dim=1)
+    step_attn = None if attn is None else attn.float().view(n, k, 1, -1)
+    return _Candidates(top_scores, top_idx // vocab, top_idx % vocab, step_attn)
+
+
+def _finish(
+    beams: _Beams, cand: _Candidates, divisor: float, lengths: list[int], finished: list[list[Hypothesis]]
+) -> Tensor:
+    """Add the candidates among the k best that end in EOS to `finished` (by input position), their
+    log-probabilities divided by `divisor`, and to `beams.best_done`. -> which ended, n x k.
+
+    Each beam has one EOS candidate, so the 2k candidates always hold at least k others to keep alive.
+    """
+    k = beams.scores.size(1)
+    ended = (cand.token[:, :k] == EOS_ID) & torch.isfinite(cand.scores[:, :k])
+    if not bool(ended.any()):
+        return ended
+    e_row, e_rank = ended.nonzero(as_tuple=True)
+    e_beam = cand.beam[e_row, e_rank]
+    e_attn = None
+    if cand.attn is not None:
+        past = beams.attn_hist[e_row, e_beam] if beams.attn_hist is not None else cand.attn[e_row, e_beam, :0]
+        e_attn = torch.cat([past, cand.attn[e_row, e_beam]], dim=1).cpu()
+    sents, seqs = beams.active[e_row].tolist(), beams.seqs[e_row, e_beam].tolist()
+    log_probs = cand.scores[e_row, e_rank].tolist()
+    for i, (sent, toks, log_prob) in enumerate(zip(sents, seqs, log_probs, strict=True)):
+        attention = None if e_attn is None else e_attn[i, :, : lengths[sent]]
+        finished[sent].append(Hypothesis(toks, log_prob / divisor, attention, log_prob))
+    ended_scores = torch.where(ended, cand.scores[:, :k] / divisor, -math.inf)
+    nbest = beams.best_done.size(1)
+    beams.best_done = torch.cat([beams.best_done, ended_scores], dim=1).topk(nbest, dim=1).values
+    return ended
+
+
+def _advance(beams: _Beams, cand: _Candidates) -> tuple[Tensor, Tensor]:
+    """Make the k best candidates not ending in EOS the beams (a stable sort keeps their score order).
+    -> each new beam's token (n x k) and the row of the old beam it extends (n*k)."""
+    n, k = beams.scores.shape
+    alive_rank = torch.sort((cand.token == EOS_ID).to(torch.uint8), dim=1, stable=True).indices[:, :k]
+    alive_beam = cand.beam.gather(1, alive_rank)  # n x k: which old beam each new beam extends
+    alive_tok = cand.token.gather(1, alive_rank)
+    beams.scores = cand.scores.gather(1, alive_rank)
+    old = beams.seqs.gather(1, alive_beam.unsqueeze(2).expand_as(beams.seqs))
+    beams.seqs = torch.cat([old, alive_tok.unsqueeze(2)], 2)
+    if cand.attn is not None:
+        idx = alive_beam.view(n, k, 1, 1)
+        new_attn = cand.attn.gather(1, idx.expand(n, k, 1, cand.attn.size(3)))
+        hist = beams.attn_hist
+        if hist is not None:
+            new_attn = torch.cat([hist.gather(1, idx.expand_as(hist)), new_attn], dim=2)
+        beams.attn_hist = new_attn
+    return alive_tok, (torch.arange(n, device=alive_beam.device).unsqueeze(1) * k + alive_beam).view(-1)
+
+
 def beam_search(
     model: Any,
     src: Tensor,
@@ -189,79 +289,28 @@ def beam_search(
     k, device = beam_size, src.device
     finished: list[list[Hypothesis]] = [[] for _ in range(src.size(0))]
     with _eval_mode(model):
-        enc = model.encode(src, src_lengths)
         # Encoder outputs (and precomputed attention keys) are computed once and copied to every beam.
         rows = torch.arange(src.size(0), device=device).repeat_interleave(k)
-        enc = enc.index_select(rows)
+        enc = model.encode(src, src_lengths).index_select(rows)
         state = model.init_state(enc)
-        active = torch.arange(src.size(0), device=device)  # input position of each active sentence
-        scores = torch.full((src.size(0), k), -math.inf, device=device)  # sentences x beams
-        scores[:, 0] = 0.0  # all beams start identical: let only the first one expand at step 0
-        best_done = torch.full((src.size(0), nbest), -math.inf, device=device)  # best finished scores
-        max_divisor = _divisors(max_len.float() + 1.0, length_penalty, alpha)  # at the length limit, EOS incl.
-        seqs = torch.empty(src.size(0), k, 0, dtype=torch.long, device=device)  # sentences x beams x t
-        attn_hist: Tensor | None = None  # sentences x beams x t x src_len
+        beams = _Beams.start(max_len, k, nbest, _divisors(max_len.float() + 1.0, length_penalty, alpha))
         prev = torch.full((src.size(0) * k,), BOS_ID, dtype=torch.long, device=device)
         step = 0
-        while active.numel() > 0:
-            n = active.numel()
+        while beams.active.numel() > 0:
             log_probs, state, attn = model.decode_step(prev, state, enc)  # n*k x vocab
-            vocab = log_probs.size(-1)
-            at_limit = max_len <= step  # n
-            log_probs = _only_eos(log_probs.float().view(n, k, vocab), at_limit)
-            candidates = (scores.unsqueeze(2) + log_probs).view(n, k * vocab)
-            top_scores, top_idx = candidates.topk(min(2 * k, k * vocab), dim=1)  # n x 2k, best first
-            top_beam, top_tok = top_idx // vocab, top_idx % vocab
-            is_eos = top_tok == EOS_ID
-            step_attn = None
-            if return_attention and attn is not None:
-                step_attn = attn.float().view(n, k, 1, -1)
-            # Finished: EOS among the k best candidates (each beam has one EOS candidate, so the 2k
-            # candidates always hold at least k others to keep alive).
-            ended = is_eos[:, :k] & torch.isfinite(top_scores[:, :k])  # n x k
-            if bool(ended.any()):
-                e_row, e_rank = ended.nonzero(as_tuple=True)
-                e_beam = top_beam[e_row, e_rank]
-                e_attn = None
-                if step_attn is not None:
-                    past = attn_hist[e_row, e_beam] if attn_hist is not None else step_attn[e_row, e_beam, :0]
-                    e_attn = torch.cat([past, step_attn[e_row, e_beam]], dim=1).cpu()
-                divisor = length_penalty_divisor(step + 1, length_penalty, alpha)
-                for i, (sent, toks, log_prob) in enumerate(
-                    zip(active[e_row].tolist(), seqs[e_row, e_beam].tolist(), top_scores[e_row, e_rank].tolist(),
-                        strict=True)
-                ):
-                    attention = None if e_attn is None else e_attn[i, :, : lengths[sent]]
-                    finished[sent].append(Hypothesis(toks, log_prob / divisor, attention, log_prob))
-                ended_scores = torch.where(ended, top_scores[:, :k] / divisor, -math.inf)
-                best_done = torch.cat([best_done, ended_scores], dim=1).topk(nbest, dim=1).values
-            # Alive: the k best candidates not ending in EOS (a stable sort keeps their score order).
-            alive_rank = torch.sort(is_eos.to(torch.uint8), dim=1, stable=True).indices[:, :k]
-            alive_beam = top_beam.gather(1, alive_rank)  # n x k: which old beam each new beam extends
-            alive_tok = top_tok.gather(1, alive_rank)
-            scores = top_scores.gather(1, alive_rank)
-            seqs = torch.cat([seqs.gather(1, alive_beam.unsqueeze(2).expand_as(seqs)), alive_tok.unsqueeze(2)], 2)
-            if step_attn is not None:
-                idx = alive_beam.view(n, k, 1, 1)
-                new_attn = step_attn.gather(1, idx.expand(n, k, 1, step_attn.size(3)))
-                attn_hist = new_attn if attn_hist is None else torch.cat(
-                    [attn_hist.gather(1, idx.expand_as(attn_hist)), new_attn], dim=2
-                )
-            reorder = (torch.arange(n, device=device).unsqueeze(1) * k + alive_beam).view(-1)  # n*k
+            at_limit = beams.max_len <= step  # n
+            cand = _candidates(beams, log_probs, at_limit, attn if return_attention else None)
+            divisor = length_penalty_divisor(step + 1, length_penalty, alpha)  # of a hypothesis ending now
+            ended = _finish(beams, cand, divisor, lengths, finished)
+            alive_tok, reorder = _advance(beams, cand)
             step += 1
             # max() of -inf scores is -inf: a sentence with no finite beam left is done too
-            out_of_reach = best_done[:, -1] >= scores.max(dim=1).values / max_divisor
-            best_ended = ended[:, 0] & torch.isfinite(best_done[:, -1])
-            done = at_limit | out_of_reach | best_ended
+            out_of_reach = beams.best_done[:, -1] >= beams.scores.max(dim=1).values / beams.max_divisor
+            done = at_limit | out_of_reach | (ended[:, 0] & torch.isfinite(beams.best_done[:, -1]))
             if bool(done.any()):
                 keep = (~done).nonzero().squeeze(1)
                 keep_rows = (keep.unsqueeze(1) * k + torch.arange(k, device=device)).view(-1)
-                reorder = reorder[keep_rows]
-                enc = enc.index_select(keep_rows)
-                active, max_len, max_divisor = active[keep], max_len[keep], max_divisor[keep]
-                best_done = best_done[keep]
-                scores, seqs, alive_tok = scores[keep], seqs[keep], alive_tok[keep]
-                attn_hist = None if attn_hist is None else attn_hist[keep]
-            state = state.index_select(reorder)
-            prev = alive_tok.reshape(-1)
+                reorder, enc, alive_tok = reorder[keep_rows], enc.index_select(keep_rows), alive_tok[keep]
+                beams.keep(keep)
+            state, prev = state.index_select(reorder), alive_tok.reshape(-1)
     return [sorted(hyps, key=lambda h: -h.score)[:nbest] for hyps in finished]

@@ -10,6 +10,7 @@ penalty).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -289,55 +290,76 @@ def score_systems(
         )
     scorer = CorpusScorer(references, tokenize, lowercase)
     buckets = make_buckets(cutoffs)
-    names = list(hypotheses)
-    stats = [scorer.sentence_stats(hypotheses[name]) for name in names]
     lengths = sentence_lengths(sources, references, by)
-    # a system's translation of the wrong source paired with sentence i is its line pairing[i]
-    pairing = length_matched_pairing(lengths, bootstrap_seed)
-    floor_stats = [scorer.sentence_stats([hypotheses[name][j] for j in pairing]) for name in names]
-    members = np.asarray(assign_buckets(lengths, buckets))
-    # subset 0 is the whole set, subset i + 1 is bucket i; each draws its own resamples.
-    subsets = [np.arange(scorer.n)] + [np.flatnonzero(members == i) for i in range(len(buckets))]
-    scored = [
-        _score_subset(stats, floor_stats, rows, bootstrap_samples, [bootstrap_seed, i], resample=i == 0 or rows.size >= min_bucket_sentences)
-        for i, rows in enumerate(subsets)
+    scored = _score_subsets(
+        scorer, hypotheses, lengths, buckets, bootstrap_samples, bootstrap_seed, min_bucket_sentences
+    )
+    names = list(hypotheses)
+    systems = [
+        _system_score(k, name, scorer.chrf(hypotheses[name]), scorer, buckets, scored)
+        for k, name in enumerate(names)
     ]
-
-    systems = []
-    for k, name in enumerate(names):
-        bucket_scores = [
-            BucketScore(bucket, sub.n, *sub.system(k), sub.anatomies[k] if sub.anatomies else None)
-            for bucket, sub in zip(buckets, scored[1:], strict=True)
-        ]
-        bleu, ci = scored[0].system(k)
-        assert bleu is not None and ci is not None  # the whole set is never empty
-        systems.append(
-            SystemScore(
-                name,
-                bleu,
-                scorer.chrf(hypotheses[name]),
-                scorer.bleu_signature,
-                scorer.chrf_signature,
-                scorer.n,
-                ci,
-                bucket_scores,
-                scored[0].anatomies[k],
-            )
-        )
-    comparisons = []
-    for a in range(len(names)):
-        for b in range(a + 1, len(names)):
-            diff, p = scored[0].compare(a, b)
-            assert diff is not None and p is not None
-            bucket_diffs = [
-                BucketComparison(bucket, *sub.compare(a, b))
-                for bucket, sub in zip(buckets, scored[1:], strict=True)
-            ]
-            comparisons.append(Comparison(names[a], names[b], diff, p, bucket_diffs))
+    comparisons = [
+        _comparison(names, a, b, buckets, scored) for a, b in itertools.combinations(range(len(names)), 2)
+    ]
     return Evaluation(
         systems, comparisons, list(cutoffs), by, bootstrap_samples, bootstrap_seed,
         tokenize=tokenize, lowercase=lowercase,
     )
+
+
+def _score_subsets(
+    scorer: CorpusScorer,
+    hypotheses: Mapping[str, Sequence[str]],
+    lengths: Sequence[int],
+    buckets: Sequence[Bucket],
+    n_samples: int,
+    seed: int,
+    min_bucket_sentences: int,
+) -> list[_Subset]:
+    """Every system on the whole set (first) and on each bucket, each subset drawing its own resamples
+    from [seed, index]; a bucket of fewer than `min_bucket_sentences` sentences draws none."""
+    names = list(hypotheses)
+    stats = [scorer.sentence_stats(hypotheses[name]) for name in names]
+    # a system's translation of the wrong source paired with sentence i is its line pairing[i]
+    pairing = length_matched_pairing(lengths, seed)
+    floor_stats = [scorer.sentence_stats([hypotheses[name][j] for j in pairing]) for name in names]
+    members = np.asarray(assign_buckets(lengths, buckets))
+    subsets = [np.arange(scorer.n)] + [np.flatnonzero(members == i) for i in range(len(buckets))]
+    return [
+        _score_subset(
+            stats, floor_stats, rows, n_samples, [seed, i], resample=i == 0 or rows.size >= min_bucket_sentences
+        )
+        for i, rows in enumerate(subsets)
+    ]
+
+
+def _system_score(
+    k: int, name: str, chrf: float, scorer: CorpusScorer, buckets: Sequence[Bucket], scored: list[_Subset]
+) -> SystemScore:
+    """System number k's scores, from `_score_subsets`."""
+    bleu, ci = scored[0].system(k)
+    assert bleu is not None and ci is not None  # the whole set is never empty
+    bucket_scores = [
+        BucketScore(bucket, sub.n, *sub.system(k), sub.anatomies[k] if sub.anatomies else None)
+        for bucket, sub in zip(buckets, scored[1:], strict=True)
+    ]
+    return SystemScore(
+        name, bleu, chrf, scorer.bleu_signature, scorer.chrf_signature, scorer.n, ci, bucket_scores,
+        scored[0].anatomies[k],
+    )
+
+
+def _comparison(
+    names: list[str], a: int, b: int, buckets: Sequence[Bucket], scored: list[_Subset]
+) -> Comparison:
+    """System b against system a (numbers in `names`), from `_score_subsets`."""
+    diff, p = scored[0].compare(a, b)
+    assert diff is not None and p is not None  # the whole set is never empty and always resampled
+    bucket_diffs = [
+        BucketComparison(bucket, *sub.compare(a, b)) for bucket, sub in zip(buckets, scored[1:], strict=True)
+    ]
+    return Comparison(names[a], names[b], diff, p, bucket_diffs)
 
 
 @dataclass(frozen=True)
