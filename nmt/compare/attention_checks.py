@@ -1,0 +1,390 @@
+"""`nmt attention-checks`: what a trained run's attention weights do and do not tell (issue 22 §2).
+
+1. Does the output depend on where attention looks? Greedy decoding with the model's own weights
+   (`none`) and with them replaced at every decoder step (nmt/models/attention.py, `perturbed_attention`):
+   uniform over the real source positions, permuted across them (seeded), or one-hot at their argmax;
+   BLEU per length bucket of each.
+2. Do the weights agree with a word aligner? Teacher-forced attention over the reference, summed over a
+   source word's pieces and averaged over a target word's pieces (the per-word maps of the attention
+   plots); the argmax source word of each target word is checked against eflomal's symmetrised links
+   (nmt/evaluation/alignment.py), per length bucket and per kept training checkpoint.
+The report (attention_checks.md) says what each number can and cannot show.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from nmt import cli
+from nmt.compare.evaluate import _common_test_set, default_out_dir
+from nmt.compare.runs import RunInfo, describe_runs
+from nmt.errors import NMTError
+from nmt.evaluation.alignment import Agreement, Link, Symmetrisation, align_words
+from nmt.evaluation.buckets import assign_buckets, make_buckets, sentence_lengths
+from nmt.evaluation.curves import SELECTION, bucket_bleu, sample_test_set
+from nmt.evaluation.testset import TestSet
+from nmt.fileio import atomic_open, atomic_write_text
+
+CHECKS_JSON, CHECKS_MD, CHECKS_PNG = "attention_checks.json", "attention_checks.md", "attention_checks.png"
+KINDS = ("none", "uniform", "permute", "argmax")
+
+
+def attention_checks(
+    run_dirs: Sequence[Path],
+    out_dir: Path | None = None,
+    split: str | None = None,
+    src_path: Path | None = None,
+    ref_path: Path | None = None,
+    checkpoint: str | None = None,
+    steps: Sequence[int] | None = None,
+    per_bucket: int = 0,
+    seed: int = 1,
+    symmetrisation: Symmetrisation = "grow-diag-final-and",
+    checks: Sequence[str] = ("perturbation", "alignment"),
+    device: str = "auto",
+    batch_size: int = 64,
+) -> dict[str, Any]:
+    """Run the checks on each attention run and write attention_checks.json, .md and .png into `out_dir`
+    (default: where `nmt evaluate` writes). `steps`: the periodic checkpoints whose alignment agreement
+    is measured besides the evaluated one (None: every kept step_*.pt; []: none). `per_bucket` > 0 takes
+    the learning curve's deterministic sample of the test set. Returns the content of the JSON."""
+    runs = describe_runs(run_dirs, (), checkpoint)
+    for run in runs:
+        if run.config.model.attention == "none":
+            raise NMTError(
+                f"{run.name} has no attention (attention: none, RNNencdec): there are no weights to check.",
+                "Give runs with attention (RNNsearch); the fixed-vector model has one context for every step.",
+            )
+    settings = runs[0].config.evaluation
+    cutoffs, by = list(settings.buckets), settings.by
+    test_set = _common_test_set(runs, split or settings.split, src_path, ref_path)  # nmt evaluate's rule
+    if per_bucket:
+        test_set = sample_test_set(test_set, cutoffs, by, per_bucket)
+    assert test_set.sources is not None
+    members = assign_buckets(sentence_lengths(test_set.sources, test_set.references, by), make_buckets(cutoffs))
+    labels = [b.label for b in make_buckets(cutoffs)]
+    results: dict[str, Any] = {
+        "test_set": _plain(test_set.origin),
+        "sentences": len(test_set.references),
+        "selection": f"up to {per_bucket} per bucket, {SELECTION}" if per_bucket else "all",
+        "buckets": cutoffs,
+        "by": by,
+        "n": {label: members.count(i) for i, label in enumerate(labels)},
+        "decoding": "greedy (beam 1), the run's length limits",
+        "seed": seed,
+        "symmetrisation": symmetrisation,
+        "runs": {},
+    }
+    links: dict[str, list[set[Link]]] = {}
+    for run in runs:
+        entry: dict[str, Any] = {"run_dir": _plain(str(run.run_dir)), "checkpoint": run.checkpoint.name}
+        if "perturbation" in checks:
+            entry["perturbation"] = perturbation_bleu(run, test_set, seed, device, batch_size)
+        if "alignment" in checks:
+            if run.config.data.dir not in links:
+                links[run.config.data.dir] = test_links(run, test_set, symmetrisation)
+            entry["alignment"] = [
+                agreement_by_bucket(run, path, test_set, links[run.config.data.dir], members, labels, device, batch_size)
+                for path in _checkpoints(run, steps)
+            ]
+        results["runs"][run.name] = entry
+    out = Path(out_dir) if out_dir is not None else default_out_dir(run_dirs)
+    _write(results, out)
+    return results
+
+
+def perturbation_bleu(run: RunInfo, test_set: TestSet, seed: int, device: str, batch_size: int) -> dict[str, Any]:
+    """Greedy BLEU per bucket of the run's checkpoint with each attention perturbation (KINDS)."""
+    from nmt.decoding.translate import Translator
+    from nmt.models.attention import perturbed_attention
+
+    assert test_set.sources is not None
+    translator = Translator.from_run(run.run_dir, run.checkpoint, device, beam_size=1, batch_size=batch_size)
+    cutoffs, by = list(run.config.evaluation.buckets), run.config.evaluation.by
+    scores: dict[str, Any] = {}
+    for kind in KINDS:
+        started = time.perf_counter()
+        with perturbed_attention(translator.model.decoder.provider, kind, seed):  # type: ignore[arg-type]
+            hyps = [str(h) for h in translator.translate(test_set.sources)]
+        bleu, overall = bucket_bleu(hyps, test_set.sources, test_set.references, cutoffs, by)
+        scores[kind] = {"bleu": bleu, "all": overall, "seconds": round(time.perf_counter() - started, 1)}
+        print(f"{run.name}: attention {kind}: BLEU {overall:.2f}", file=sys.stderr)
+    return scores
+
+
+def test_links(run: RunInfo, test_set: TestSet, symmetrisation: Symmetrisation) -> list[set[Link]]:
+    """eflomal's symmetrised links of the test pairs, aligned together with the run's prepared training
+    pairs (all of them: the run's training.max_words filter is not applied), as is usual for an
+    unsupervised aligner."""
+    from nmt.data.prepare import load_prepared
+
+    train = load_prepared(run.config.data).pairs("train")
+    started = time.perf_counter()
+    found = align_words(
+        [s for s, _ in train] + list(test_set.sources or []), [t for _, t in train] + test_set.references, symmetrisation
+    )
+    print(f"eflomal: {len(found)} pairs aligned in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    return found[len(train):]
+
+
+def _checkpoints(run: RunInfo, steps: Sequence[int] | None) -> list[Path]:
+    """The periodic checkpoints asked for (None: every kept one), then the run's evaluated checkpoint."""
+    from nmt.rundir.checkpoints import CHECKPOINT_DIR, step_checkpoint_name, step_checkpoints
+
+    if steps is None:
+        chosen = step_checkpoints(run.run_dir)
+    else:
+        chosen = [run.run_dir / CHECKPOINT_DIR / step_checkpoint_name(step) for step in steps]
+        missing = [path.name for path in chosen if not path.is_file()]
+        if missing:
+            have = ", ".join(p.name for p in step_checkpoints(run.run_dir)) or "none"
+            raise NMTError(f"{run.name} has no {', '.join(missing)} (it keeps: {have}).", "Give --steps it has.")
+    return [path for path in chosen if path.resolve() != run.checkpoint.resolve()] + [run.checkpoint]
+
+
+def word_argmax(attention: Any, src_pieces: list[str], tgt_pieces: list[str]) -> tuple[list[int], int, int]:
+    """Attention (tgt pieces + EOS x src pieces + EOS, a numpy array) -> (argmax source word of each target
+    word, the EOS column being index n_src; n_src words; n_tgt words), words as in the attention plots."""
+    from nmt.decoding.plots import EOS_LABEL, word_attention
+
+    rows, src_words, tgt_words = word_attention(attention, [*src_pieces, EOS_LABEL], [*tgt_pieces, EOS_LABEL])
+    return [int(i) for i in rows[:-1].argmax(axis=1)], len(src_words) - 1, len(tgt_words) - 1
+
+
+def teacher_forced_argmax(
+    model: Any, tokenizer: Any, sources: Sequence[str], references: Sequence[str], batch_size: int
+) -> list[list[int] | None]:
+    """Per pair, the argmax source word of each reference word under teacher forcing (None where the
+    pieces' words do not match the whitespace words the aligner sees, or a side is empty).
+
+    Each batch: src batch x S, tgt_in batch x T -> attention batch x T x S; row t is the step that
+    predicts reference piece t (the last, EOS), column s source piece s (the last real one, EOS)."""
+    import torch
+
+    from nmt.data.batching import make_batch
+
+    result: list[list[int] | None] = [None] * len(sources)
+    keep = [i for i in range(len(sources)) if sources[i].split() and references[i].split()]
+    order = sorted(keep, key=lambda i: -len(sources[i]))
+    device = next(model.parameters()).device
+    model.eval()
+    for start in range(0, len(order), batch_size):
+        batch = order[start : start + batch_size]
+        src_ids = [tokenizer.encode_src(sources[i]) for i in batch]
+        tgt_ids = [tokenizer.encode_tgt(references[i]) for i in batch]
+        data = make_batch(src_ids, tgt_ids, batch).to(device)
+        with torch.inference_mode():
+            _, attention = model(data.src, data.src_lengths, data.tgt_in, return_attention=True)
+        attention = attention.float().cpu().numpy()
+        for row, i in enumerate(batch):
+            weights = attention[row, : len(tgt_ids[row]) + 1, : len(src_ids[row]) + 1]
+            pieces = tokenizer.src_pieces(sources[i]), tokenizer.tgt_id_to_piece(tgt_ids[row])
+            argmax, n_src, n_tgt = word_argmax(weights, *pieces)
+            if (n_src, n_tgt) == (len(sources[i].split()), len(references[i].split())):
+                result[i] = argmax
+    return result
+
+
+def agreement_by_bucket(
+    run: RunInfo, path: Path, test_set: TestSet, links: list[set[Link]], members: list[int], labels: list[str],
+    device: str, batch_size: int,
+) -> dict[str, Any]:
+    """Alignment agreement of checkpoint `path` of `run`: over all pairs and per bucket."""
+    from nmt.rundir.loading import load_run
+
+    loaded = load_run(run.run_dir, path, device)
+    assert test_set.sources is not None
+    argmaxes = teacher_forced_argmax(loaded.model, loaded.tokenizer, test_set.sources, test_set.references, batch_size)
+    per_bucket = [Agreement() for _ in labels]
+    for i, argmax in enumerate(argmaxes):
+        if argmax is None:
+            per_bucket[members[i]].skipped.append(i)
+            continue
+        per_bucket[members[i]].add(argmax, links[i], len(test_set.sources[i].split()))
+    total = Agreement()
+    for part in per_bucket:
+        total.merge(part)
+    summary = total.summary()
+    print(f"{run.name}: {path.name} (step {loaded.step}): argmax agreement {summary['agreement']}", file=sys.stderr)
+    return {
+        "checkpoint": path.name,
+        "step": loaded.step,
+        "all": {**summary, "skipped_sentences": len(total.skipped)},
+        "buckets": {label: part.summary() for label, part in zip(labels, per_bucket, strict=True)},
+    }
+
+
+def _plain(text: str) -> str:
+    """`text` with the current directory's absolute path taken out (paths relative to where it ran)."""
+    return text.replace(os.getcwd() + os.sep, "")
+
+
+def _write(results: dict[str, Any], out: Path) -> None:
+    atomic_write_text(out / CHECKS_JSON, json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    atomic_write_text(out / CHECKS_MD, format_markdown(results))
+    plot_checks(results, out / CHECKS_PNG)
+    print(format_markdown(results))
+    print(f"attention checks written to {out}/")
+
+
+PERTURBATION_NOTES = (
+    "- **uniform** spreads each step's weight evenly over the real source positions: the context no longer "
+    "says where to look. A fall shows the decoder uses where the weights point; no fall would mean its "
+    "state (or annotations that each summarise the whole sentence) carries what it needs.",
+    "- **permute** keeps each step's weights (their peak and entropy) but moves them to random real "
+    "positions (seeded, one permutation per sentence and step): it tests the places, not the shape.",
+    "- **argmax** keeps only the most-weighted position, all mass on it: close to `none` means the weights "
+    "act as a hard alignment and the rest of the distribution adds little.",
+    "- What these cannot show (Jain & Wallace 2019, *Attention is not Explanation*; Wiegreffe & Pinter "
+    "2019, *Attention is not not Explanation*): a perturbation that changes the output shows the weights "
+    "are *used*, not that they *explain* the choice of a word; one that does not would not show they are "
+    "unused, since the model may carry the information elsewhere. The replaced weights are never ones the "
+    "model would produce: a counterfactual, not the model's own alternative (Wiegreffe & Pinter train "
+    "adversarial models for that). In greedy decoding a changed word also changes every later step.",
+)
+ALIGNMENT_NOTES = (
+    "- For each reference word, attention's argmax source word under teacher forcing (the model reads the "
+    "reference, as Koehn & Knowles 2017 and Ghader & Monz 2017 measured), the weights summed over a source "
+    "word's pieces and averaged over a target word's pieces (the attention plots' per-word maps). "
+    "**agreement**: the share of reference words linked by the aligner at all whose argmax is a linked "
+    "source word (precision of the argmax). **chance**: the same for a uniformly random choice among the "
+    "source words and EOS; **diagonal**: for the source word at the same relative position. "
+    "**on EOS**: argmaxes on the source end-of-sentence token (never linked, so counted as disagreeing).",
+    "- The links are eflomal's (unsupervised, Bayesian IBM/HMM-style; both directions, symmetrised), trained "
+    "on the run's prepared training pairs plus the test pairs, as is usual for unsupervised aligners: a "
+    "strong statistical aligner, not gold links. Disagreement can be the aligner's error as well as "
+    "attention's; attention may also look at a neighbouring or context word on purpose.",
+)
+
+
+def format_markdown(results: dict[str, Any]) -> str:
+    """attention_checks.md: the setting, then per run the perturbation table and the agreement table."""
+    labels = [label for label, n in results["n"].items() if n > 0]
+    head = [f"{label} (n={results['n'][label]})" for label in labels] + [f"all (n={results['sentences']})"]
+    lines = [
+        "# What attention weights do and do not tell",
+        "",
+        f"Test set: {results['test_set']}; {results['sentences']} sentences ({results['selection']}), "
+        f"bucketed by {results['by']} length in words. Decoding: {results['decoding']}. Permutation seed "
+        f"{results['seed']}; links symmetrised by {results['symmetrisation']}.",
+    ]
+    for name, entry in results["runs"].items():
+        lines += ["", f"## {name} (`{entry['run_dir']}`, {entry['checkpoint']})"]
+        if "perturbation" in entry:
+            lines += ["", "BLEU with the attention weights replaced at every decoder step:", ""]
+            lines += _table(["attention", *head], [
+                [kind, *(_num(score["bleu"][label]) for label in labels), _num(score["all"])]
+                for kind, score in entry["perturbation"].items()
+            ])
+        if "alignment" in entry:
+            lines += ["", "Argmax agreement with eflomal's links (teacher-forced, per reference word):", ""]
+            rows = []
+            for point in entry["alignment"]:
+                total = point["all"]
+                rows.append([f"{point['checkpoint']} (step {point['step']})",
+                             *(_pct(point["buckets"][label]["agreement"]) for label in labels),
+                             _pct(total["agreement"]), _pct(total["chance"]), _pct(total["diagonal"]),
+                             _pct(total["argmax_on_eos"]), str(total["target_words"])])
+            lines += _table(["checkpoint", *head, "chance", "diagonal", "on EOS", "words"], rows)
+    lines += ["", "## What the numbers can and cannot show", "", *PERTURBATION_NOTES, *ALIGNMENT_NOTES]
+    return "\n".join(lines) + "\n"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"] + [
+        "| " + " | ".join(row) + " |" for row in rows
+    ]
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def plot_checks(results: dict[str, Any], path: Path) -> None:
+    """One row per run: BLEU by bucket for each perturbation (left), agreement by bucket per checkpoint
+    with the chance level dashed (right)."""
+    from matplotlib.figure import Figure
+
+    labels = [label for label, n in results["n"].items() if n > 0]
+    runs = results["runs"]
+    figure = Figure(figsize=(12, 4 * len(runs)))
+    panels = figure.subplots(len(runs), 2, squeeze=False)
+    for (left, right), (name, entry) in zip(panels, runs.items(), strict=True):
+        for kind, score in entry.get("perturbation", {}).items():
+            left.plot(labels, [score["bleu"][label] for label in labels], marker="o", label=kind)
+        left.set_title(f"{name}: greedy BLEU, attention weights replaced")
+        left.set_ylabel("BLEU")
+        for point in entry.get("alignment", []):
+            right.plot(labels, [100 * (point["buckets"][label]["agreement"] or 0) for label in labels],
+                       marker="o", label=f"step {point['step']}")
+        if entry.get("alignment"):
+            last = entry["alignment"][-1]["buckets"]
+            right.plot(labels, [100 * (last[label]["chance"] or 0) for label in labels], "k--", label="chance")
+        right.set_title(f"{name}: argmax agrees with eflomal (%)")
+        right.set_ylim(0, 100)
+        for axes in (left, right):
+            axes.set_xlabel(f"{results['by']} length (words)")
+            axes.grid(alpha=0.3)
+            if axes.get_legend_handles_labels()[0]:
+                axes.legend(fontsize=8)
+    figure.tight_layout()
+    with atomic_open(path, "wb") as handle:
+        figure.savefig(handle, format="png", dpi=100)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`nmt attention-checks RUN_DIR... [--split S | --src F --ref F] [--steps 300,600] [--out DIR]`."""
+    parser.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR", help="runs with attention to check")
+    parser.add_argument("--split", default=None, help="prepared split to check on (default: evaluation.split)")
+    parser.add_argument("--src", type=Path, default=None, help="source file instead of a split (with --ref)")
+    parser.add_argument("--ref", type=Path, default=None, help="reference file, one line per --src line")
+    parser.add_argument("--out", type=Path, default=None, help="output folder (default: as nmt evaluate's)")
+    parser.add_argument("--checkpoint", default=None, help=cli.CHECKPOINT_HELP)
+    parser.add_argument(
+        "--steps", type=cli.steps, default=None, metavar="N,N",
+        help="periodic checkpoints whose alignment agreement is measured too (default: every kept step_*.pt)",
+    )
+    parser.add_argument("--no-steps", action="store_true", help="measure the evaluated checkpoint only")
+    parser.add_argument(
+        "--sentences-per-bucket", type=int, default=0, metavar="N",
+        help="a deterministic sample: the learning curve's N sentences per length bucket (default 0: all)",
+    )
+    parser.add_argument("--seed", type=int, default=1, help="seed of the permutations (default 1)")
+    parser.add_argument(
+        "--symmetrise", default="grow-diag-final-and", choices=["grow-diag-final-and", "intersection"],
+        help="how eflomal's two directions are combined (default grow-diag-final-and)",
+    )
+    parser.add_argument(
+        "--only", choices=["perturbation", "alignment"], default=None, help="run one of the two checks only"
+    )
+    parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default 64)")
+    cli.add_device(parser)
+    cli.add_threads(parser)
+
+
+def run(args: argparse.Namespace) -> None:
+    """Parse-free entry of the command: threads, then `attention_checks`."""
+    if (args.src is None) != (args.ref is None):
+        raise NMTError("--src and --ref go together: give both files, or neither to use --split.")
+    if args.sentences_per_bucket < 0:
+        raise NMTError(f"--sentences-per-bucket {args.sentences_per_bucket}: give 0 (all) or a positive count.")
+    cli.use_threads(args.threads, args.run_dirs[0])
+    attention_checks(
+        args.run_dirs, out_dir=args.out, split=args.split, src_path=args.src, ref_path=args.ref,
+        checkpoint=args.checkpoint, steps=[] if args.no_steps else args.steps, per_bucket=args.sentences_per_bucket,
+        seed=args.seed, symmetrisation=args.symmetrise,
+        checks=(args.only,) if args.only else ("perturbation", "alignment"), device=args.device,
+        batch_size=args.batch_size,
+    )
+

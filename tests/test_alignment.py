@@ -1,0 +1,68 @@
+"""eflomal word alignment, its symmetrisation and the argmax agreement counts (nmt/evaluation/alignment.py)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from nmt.errors import NMTError
+from nmt.evaluation.alignment import (
+    Agreement,
+    align_words,
+    grow_diag_final_and,
+    link_precision,
+    parse_links,
+    reversal_links,
+    symmetrise,
+)
+from tests.synthetic import reverse_pairs
+
+
+def test_parse_links_reads_pharaoh_source_target() -> None:
+    assert parse_links("0-1 2-2\n") == {(0, 1), (2, 2)}
+    assert parse_links("") == set()
+
+
+def test_grow_diag_final_and_grows_from_the_intersection() -> None:
+    forward = {(0, 0), (1, 1), (2, 1)}
+    reverse = {(0, 0), (1, 1), (3, 3)}
+    # (2, 1) neighbours (1, 1) and its source word 2 is unaligned: grown; (3, 3) joins at final-and
+    assert grow_diag_final_and(forward, reverse) == {(0, 0), (1, 1), (2, 1), (3, 3)}
+    assert symmetrise(forward, reverse, "intersection") == {(0, 0), (1, 1)}
+    with pytest.raises(NMTError):
+        symmetrise(forward, reverse, "union")  # type: ignore[arg-type]
+
+
+def test_final_and_needs_both_words_unaligned() -> None:
+    # (0, 2) is far from every intersection link and its source word 0 is already aligned: left out
+    assert grow_diag_final_and({(0, 0), (0, 2)}, {(0, 0)}) == {(0, 0)}
+
+
+def test_agreement_counts_only_linked_target_words() -> None:
+    counts = Agreement()
+    # 3 source words; target word 1 is unlinked, word 2's argmax is the EOS column (index 3)
+    counts.add([0, 1, 3], {(0, 0), (2, 2)}, n_src=3)
+    summary = counts.summary()
+    assert (summary["target_words"], summary["agreement"], summary["argmax_on_eos"]) == (2, 0.5, 0.5)
+    assert summary["chance"] == pytest.approx(0.25)  # one linked word among 3 words + EOS
+    assert Agreement().summary()["agreement"] is None
+
+
+def test_eflomal_recovers_the_reversal() -> None:
+    pytest.importorskip("eflomal", reason="pip install eflomal (the align extra) to run the aligner")
+    pairs = reverse_pairs(300, 5, 12, seed=3)
+    sources = [s for s, _ in pairs]
+    for method in ("grow-diag-final-and", "intersection"):
+        links = align_words(sources, [t for _, t in pairs], method)  # type: ignore[arg-type]
+        gold = reversal_links(sources)
+        # chance for a link is about 1 / 8.5 (lengths 5-12); eflomal finds the reversal itself
+        assert link_precision(links, gold) > 0.9
+        assert sum(len(f & g) for f, g in zip(links, gold, strict=True)) > 0.9 * sum(map(len, gold))
+
+
+def test_missing_eflomal_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "eflomal", None)  # import eflomal now raises ImportError
+    with pytest.raises(NMTError) as caught:
+        align_words(["a b"], ["b a"])
+    assert "pip install eflomal" in (caught.value.hint or "")

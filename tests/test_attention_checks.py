@@ -1,0 +1,129 @@
+"""nmt attention-checks on the reverse task (target = source reversed: word j aligns to word n-1-j), and the
+attention perturbation option it sets (nmt/models/attention.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from nmt.compare.attention_checks import attention_checks, teacher_forced_argmax
+from nmt.data.batching import make_source_batch
+from nmt.data.prepare import load_prepared
+from nmt.decoding.search import greedy_hypotheses
+from nmt.decoding.translate import Translator
+from nmt.errors import NMTError
+from nmt.evaluation.alignment import Agreement, reversal_links
+from nmt.models.attention import perturb_weights, perturbed_attention
+from nmt.rundir.loading import load_run
+from tests.helpers import fake_run
+
+
+def _weights(lengths: list[int], width: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Softmax weights over the real positions of rows of `lengths`, and their mask (batch x width)."""
+    generator = torch.Generator().manual_seed(seed)
+    mask = torch.arange(width).unsqueeze(0) < torch.tensor(lengths).unsqueeze(1)
+    scores = torch.randn(len(lengths), width, generator=generator).masked_fill(~mask, torch.finfo().min)
+    return torch.softmax(scores, dim=-1), mask
+
+
+def test_permute_is_a_permutation_of_the_real_positions_only() -> None:
+    weights, mask = _weights([7, 3, 12, 1], 12)
+    permuted = perturb_weights(weights, mask, "permute", torch.Generator().manual_seed(5))
+    assert torch.equal(permuted[~mask], torch.zeros_like(permuted[~mask]))
+    torch.testing.assert_close(permuted.sum(-1), torch.ones(4))
+    for row in range(4):
+        real = mask[row]
+        assert torch.equal(permuted[row, real].sort().values, weights[row, real].sort().values)
+    assert not torch.equal(permuted, weights)  # 12 random positions: moved for sure
+    again = perturb_weights(weights, mask, "permute", torch.Generator().manual_seed(5))
+    assert torch.equal(again, permuted)  # seeded
+
+
+def test_argmax_and_uniform_stay_on_real_positions() -> None:
+    weights, mask = _weights([5, 2, 9], 9, seed=1)
+    hard = perturb_weights(weights, mask, "argmax")
+    assert torch.equal(hard.sum(-1), torch.ones(3)) and torch.equal((hard > 0).sum(-1), torch.ones(3, dtype=torch.long))
+    assert torch.equal(hard.argmax(-1), weights.argmax(-1)) and bool(mask.gather(1, hard.argmax(-1, keepdim=True)).all())
+    uniform = perturb_weights(weights, mask, "uniform")
+    torch.testing.assert_close(uniform, mask.float() / mask.sum(-1, keepdim=True))
+    assert perturb_weights(weights, mask, "none") is weights
+
+
+@pytest.fixture(scope="module")
+def reverse_model(trained_reverse_run: Path):  # noqa: ANN201 - a LoadedRun
+    return load_run(trained_reverse_run, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def test_pairs(reverse_model) -> list[tuple[str, str]]:  # noqa: ANN001
+    return load_prepared(reverse_model.config.data).pairs("test")
+
+
+def test_perturbation_none_leaves_decoding_bitwise_unchanged(reverse_model, test_pairs) -> None:  # noqa: ANN001
+    model, tokenizer = reverse_model.model, reverse_model.tokenizer
+    src, lengths = make_source_batch([tokenizer.encode_src(s) for s, _ in test_pairs[:16]])
+    limits = lengths + 5
+    plain = greedy_hypotheses(model, src, lengths, limits, return_attention=True)
+    with perturbed_attention(model.decoder.provider, "none"):
+        inside = greedy_hypotheses(model, src, lengths, limits, return_attention=True)
+    with perturbed_attention(model.decoder.provider, "uniform"):
+        pass
+    after = greedy_hypotheses(model, src, lengths, limits, return_attention=True)  # setting restored
+    for a, b, c in zip(plain, inside, after, strict=True):
+        assert a.tokens == b.tokens == c.tokens and a.log_prob == b.log_prob == c.log_prob
+        assert torch.equal(a.attention, b.attention) and torch.equal(a.attention, c.attention)
+    assert model.decoder.provider.perturbation == "none"
+
+
+def test_argmax_agrees_with_the_reversal_far_above_chance(reverse_model, test_pairs) -> None:  # noqa: ANN001
+    sources, references = [s for s, _ in test_pairs], [t for _, t in test_pairs]
+    argmaxes = teacher_forced_argmax(reverse_model.model, reverse_model.tokenizer, sources, references, 16)
+    counts = Agreement()
+    for argmax, links, source in zip(argmaxes, reversal_links(sources), sources, strict=True):
+        assert argmax is not None  # one piece per digit: words match
+        counts.add(argmax, links, len(source.split()))
+    summary = counts.summary()
+    assert summary["chance"] < 0.2  # 5-10 digits + EOS
+    assert summary["agreement"] > 0.8, summary
+
+
+def _exact(translator: Translator, pairs: list[tuple[str, str]], kind: str) -> float:
+    with perturbed_attention(translator.model.decoder.provider, kind, seed=3):  # type: ignore[arg-type]
+        hyps = translator.translate([s for s, _ in pairs])
+    return sum(h == t for h, (_, t) in zip(hyps, pairs, strict=True)) / len(pairs)
+
+
+def test_uniform_and_permuted_weights_cost_accuracy(trained_reverse_run: Path, test_pairs) -> None:  # noqa: ANN001
+    translator = Translator.from_run(trained_reverse_run, device="cpu", beam_size=1)
+    exact = {kind: _exact(translator, test_pairs, kind) for kind in ("none", "uniform", "permute", "argmax")}
+    assert exact["none"] > 0.6, exact
+    assert exact["uniform"] < exact["none"] - 0.4, exact
+    assert exact["permute"] < exact["none"] - 0.4, exact
+
+
+def test_command_writes_its_three_files(trained_reverse_run: Path, tmp_path: Path) -> None:
+    pytest.importorskip("eflomal", reason="pip install eflomal (the align extra) to run the aligner")
+    results = attention_checks([trained_reverse_run], out_dir=tmp_path, steps=[60], device="cpu", batch_size=16)
+    assert {p.name for p in tmp_path.iterdir()} == {"attention_checks.json", "attention_checks.md", "attention_checks.png"}
+    run = results["runs"]["run"]
+    assert run["perturbation"]["uniform"]["all"] < run["perturbation"]["none"]["all"]
+    assert [point["checkpoint"] for point in run["alignment"]] == ["step_00000060.pt", "best.pt"]
+    final = run["alignment"][-1]["all"]
+    assert final["agreement"] > 0.8 and final["agreement"] > 3 * final["chance"]  # eflomal's links: the reversal
+    assert json.loads((tmp_path / "attention_checks.json").read_text())["sentences"] == 40
+    assert "| uniform |" in (tmp_path / "attention_checks.md").read_text()
+
+
+def test_a_run_without_attention_is_refused(tmp_path: Path) -> None:
+    run = fake_run(tmp_path / "rnnencdec", attention="none")
+    with pytest.raises(NMTError, match="no attention"):
+        attention_checks([run], out_dir=tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_missing_step_checkpoint_is_named(trained_reverse_run: Path, tmp_path: Path) -> None:
+    with pytest.raises(NMTError, match="step_00000045.pt"):
+        attention_checks([trained_reverse_run], out_dir=tmp_path, steps=[45], checks=("alignment",), device="cpu")
