@@ -1,0 +1,132 @@
+"""nmt/typed_yaml.py on a section of its own (nothing of the toolkit's config): types checked naming the key,
+unknown keys with the nearest one suggested, `--set` overrides parsed as YAML, YAML errors with where they
+are, and differences between nested dicts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import pytest
+
+from nmt.errors import NMTError
+from nmt.typed_yaml import apply_overrides, build_section, check_type, config_diff, parse_override, read_yaml
+
+
+@dataclass
+class Section:
+    size: int = 8
+    rate: float = 0.5
+    name: str = "x"
+    flag: bool = False
+    kind: Literal["a", "b"] = "a"
+    sizes: list[int] = field(default_factory=lambda: [1, 2])
+    limit: int | None = None
+
+    def validate(self) -> None:
+        if self.size < 1:
+            raise NMTError(f"invalid value for 'part.size': {self.size} (at least 1).")
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"size": "big"}, "wrong type for 'part.size': expected int, got 'big' (str)."),
+        ({"size": True}, "wrong type for 'part.size': expected int, got True (bool)."),
+        ({"size": 2.0}, "wrong type for 'part.size': expected int, got 2.0 (float)."),
+        ({"rate": "fast"}, "wrong type for 'part.rate': expected float, got 'fast' (str)."),
+        ({"flag": "yes"}, "wrong type for 'part.flag': expected bool, got 'yes' (str)."),
+        ({"kind": "c"}, "wrong type for 'part.kind': expected one of 'a', 'b', got 'c' (str)."),
+        ({"sizes": [1, "x"]}, "wrong type for 'part.sizes[1]': expected int, got 'x' (str)."),
+        ({"sizes": 3}, "wrong type for 'part.sizes'"),
+        ({"name": 5}, "wrong type for 'part.name': expected str, got 5 (int)."),
+        ({"limit": "none"}, "wrong type for 'part.limit'"),
+    ],
+)
+def test_a_wrong_type_is_refused_naming_the_key_the_type_and_the_value(raw: dict, message: str) -> None:
+    with pytest.raises(NMTError) as error:
+        build_section(Section, raw, "part")
+    assert error.value.message.startswith(message)
+    assert error.value.hint == "Fix it in the config or with --set."
+
+
+def test_values_that_fit_are_kept_and_ints_become_floats() -> None:
+    section = build_section(Section, {"size": 3, "rate": 1, "kind": "b", "sizes": [], "limit": 4}, "part")
+    assert section == Section(size=3, rate=1.0, kind="b", sizes=[], limit=4)
+    assert isinstance(section.rate, float)
+    assert build_section(Section, None, "part") == Section()  # an empty section: every default
+    assert build_section(Section, {"limit": None}, "part").limit is None
+    assert check_type(7, float, "k") == 7.0 and isinstance(check_type(7, float, "k"), float)
+
+
+def test_unknown_keys_suggest_the_nearest_and_list_the_valid_ones() -> None:
+    with pytest.raises(NMTError) as error:
+        build_section(Section, {"sise": 3}, "part")
+    assert error.value.message == "unknown key 'part.sise' (did you mean 'part.size'?)."
+    assert error.value.hint == "Valid keys of part: size, rate, name, flag, kind, sizes, limit."
+    with pytest.raises(NMTError) as error:
+        build_section(Section, {"zzzz": 1}, "part")
+    assert error.value.message == "unknown key 'part.zzzz'."  # nothing close: no suggestion
+
+
+def test_a_section_that_is_not_a_mapping_and_the_sections_own_validation() -> None:
+    with pytest.raises(NMTError, match=r"section 'part' must be a mapping of keys, got \[1, 2\]"):
+        build_section(Section, [1, 2], "part")
+    with pytest.raises(NMTError, match=r"invalid value for 'part.size': 0"):
+        build_section(Section, {"size": 0}, "part")
+
+
+def test_overrides_are_parsed_as_yaml() -> None:
+    assert parse_override("a.b=3") == (["a", "b"], 3)
+    assert parse_override("a.b=[5, 15]") == (["a", "b"], [5, 15])
+    assert parse_override("a.b=false") == (["a", "b"], False)
+    assert parse_override("a.b=null") == (["a", "b"], None)
+    assert parse_override("a.b=") == (["a", "b"], "")
+    assert parse_override("a.b=x=y") == (["a", "b"], "x=y")  # only the first '=' splits
+    assert parse_override(" runs.r.model.size =8") == (["runs", "r", "model", "size"], 8)
+    with pytest.raises(NMTError, match="expected section.key=value"):
+        parse_override("a.b")
+    with pytest.raises(NMTError, match="the key must name a section and a key"):
+        parse_override("size=3")
+    with pytest.raises(NMTError, match=r"--set 'a.b=\[1,': the value is not valid YAML"):
+        parse_override("a.b=[1,")
+
+
+def test_overrides_create_sections_reach_every_run_that_sets_the_key_and_run_ones_win() -> None:
+    raw = {"model": {"size": 8}, "runs": {"r1": {"model": {"size": 4}}, "r2": {"training": {"steps": 2}}}}
+    new = apply_overrides(raw, ["model.size=16", "training.steps=5", "runs.r1.model.size=32", "data.dir=d"])
+    assert new == {
+        "model": {"size": 16},
+        "training": {"steps": 5},
+        "data": {"dir": "d"},
+        "runs": {"r1": {"model": {"size": 32}}, "r2": {"training": {"steps": 5}}},
+    }
+    # the run-specific one wins whatever the order, and the input is left as it was
+    assert apply_overrides(raw, ["runs.r1.model.size=32", "model.size=16"]) == apply_overrides(
+        raw, ["model.size=16", "runs.r1.model.size=32"]
+    )
+    assert raw["model"]["size"] == 8 and raw["runs"]["r1"]["model"]["size"] == 4
+    assert apply_overrides({}, ["model.size=1", "model.size=2"]) == {"model": {"size": 2}}  # the last one wins
+
+
+def test_read_yaml_says_where_the_file_is_wrong(tmp_path: Path) -> None:
+    good = tmp_path / "good.yaml"
+    good.write_text("a:\n  b: [1, 2]\n", encoding="utf-8")
+    assert read_yaml(good) == {"a": {"b": [1, 2]}}
+    with pytest.raises(NMTError, match=r"config file not found: .*missing\.yaml"):
+        read_yaml(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("a:\n  b: 1\n c: 2\n", encoding="utf-8")
+    with pytest.raises(NMTError, match=r"bad\.yaml: line 3, column 2 is not valid YAML"):
+        read_yaml(bad)
+    bad.write_bytes(b"a: 1\nb: \xff\n")
+    with pytest.raises(NMTError, match=r"not valid UTF-8 \(line 2, byte 4 of the line\)"):
+        read_yaml(bad)
+
+
+def test_config_diff_names_the_dotted_keys_that_differ() -> None:
+    a = {"model": {"size": 8, "kind": "a"}, "training": {"steps": 2}, "runs": {}}
+    b = {"model": {"size": 16, "kind": "a"}, "training": {"steps": 2, "seed": 1}, "data": {"dir": "d"}, "runs": {}}
+    assert config_diff(a, b) == ["data", "model.size", "training.seed"]
+    assert config_diff(a, a) == [] and config_diff({"x": [1, 2]}, {"x": [1, 3]}) == ["x"]
