@@ -1,0 +1,143 @@
+"""nmt/rundir/writing.py: what a run folder must (not) hold for a new run or a resume, config.yaml with
+absolute data paths, which config changes a resume accepts, log.jsonl cut back for a resume, summary.json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nmt.config import Config, config_from_dict, load_config
+from nmt.errors import NMTError
+from nmt.rundir.checkpoints import CHECKPOINT_DIR, step_checkpoint_name
+from nmt.rundir.writing import (
+    RESUMABLE_KEYS,
+    RUN_MARKERS,
+    RunLog,
+    check_run_dir,
+    config_differences,
+    learning_differences,
+    read_summary,
+    write_config,
+    write_summary,
+)
+
+
+def _config(tmp_path: Path, **training: object) -> Config:
+    return config_from_dict({"data": {"dir": str(tmp_path / "prepared")}, "training": dict(training)})
+
+
+def _listing(folder: Path) -> list[tuple[str, bytes | None]]:
+    return sorted((str(p.relative_to(folder)), p.read_bytes() if p.is_file() else None) for p in folder.rglob("*"))
+
+
+def test_a_new_run_refuses_a_folder_holding_what_a_run_writes_and_names_all_of_it(tmp_path: Path) -> None:
+    config, run_dir = _config(tmp_path), tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "notes.txt").write_text("mine\n")  # files a run never writes are no obstacle
+    (run_dir / "plots").mkdir()
+    assert check_run_dir(run_dir, config, resume=False) is None
+    write_config(config, run_dir)  # the same config: not another run, but a run all the same
+    for name in RUN_MARKERS:
+        if "." not in name:  # the folders: checkpoints, tokenizer, ...
+            (run_dir / name).mkdir()
+        elif name not in ("config.yaml", "summary.json"):
+            (run_dir / name).write_text("x\n")
+    before = _listing(run_dir)
+    partial = [name for name in RUN_MARKERS if name != "summary.json"]
+    with pytest.raises(NMTError) as error:
+        check_run_dir(run_dir, config, resume=False)
+    assert error.value.message == f"{run_dir} already holds a partial run ({', '.join(partial)})."
+    assert "Add --resume" in error.value.hint and "nothing was overwritten" in error.value.hint
+    write_summary(run_dir, {"final_step": 3})
+    with pytest.raises(NMTError) as error:
+        check_run_dir(run_dir, config, resume=False)
+    assert error.value.message == f"{run_dir} already holds a finished run ({', '.join(RUN_MARKERS)})."
+    assert _listing(run_dir) == sorted([*before, ("summary.json", (run_dir / "summary.json").read_bytes())])
+
+
+def test_a_new_run_refuses_another_runs_config_naming_the_keys_that_differ(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    write_config(_config(tmp_path, seed=2), run_dir)
+    other = config_from_dict({"data": {"dir": str(tmp_path / "prepared")}, "model": {"hidden_size": 32}})
+    with pytest.raises(NMTError, match=r"holds another run \(its config.yaml differs in: model.hidden_size, training.seed\)"):
+        check_run_dir(run_dir, other, resume=False)
+    (run_dir / "config.yaml").write_text("model: [\n")
+    with pytest.raises(NMTError, match=r"differs in: \(unreadable config.yaml\)"):
+        check_run_dir(run_dir, other, resume=False)
+
+
+def test_resume_accepts_the_resumable_keys_only_and_never_goes_back(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    with pytest.raises(NMTError, match="there is no run to resume"):
+        check_run_dir(run_dir, _config(tmp_path), resume=True)
+    run_dir.mkdir()
+    write_config(_config(tmp_path, max_steps=600), run_dir)
+    assert check_run_dir(run_dir, _config(tmp_path, max_steps=600), resume=True) is None  # no checkpoint: step 0
+    (run_dir / CHECKPOINT_DIR).mkdir()
+    for step in (300, 600):
+        (run_dir / CHECKPOINT_DIR / step_checkpoint_name(step)).write_bytes(b"")
+    longer = config_from_dict({
+        "data": {"dir": str(tmp_path / "prepared")},
+        "training": {"max_steps": 900, "threads": 1, "validate_every": 50}, "decoding": {"beam_size": 2},
+        "evaluation": {"bootstrap_samples": 20},
+    })
+    assert check_run_dir(run_dir, longer, resume=True) == run_dir / CHECKPOINT_DIR / "step_00000600.pt"
+    with pytest.raises(NMTError, match=r"differs from the one .* in: model.hidden_size, training.learning_rate\. ") as error:
+        check_run_dir(run_dir, config_from_dict({
+            "data": {"dir": str(tmp_path / "prepared")}, "model": {"hidden_size": 32},
+            "training": {"max_steps": 600, "learning_rate": 0.1},
+        }), resume=True)
+    assert "training.max_steps" in error.value.hint
+    with pytest.raises(NMTError, match=r"already at step 600, past training.max_steps 500"):
+        check_run_dir(run_dir, _config(tmp_path, max_steps=500), resume=True)
+
+
+def test_what_a_resume_may_change_is_what_cannot_change_the_learning(tmp_path: Path) -> None:
+    base = _config(tmp_path)
+    changed = config_from_dict({
+        "data": {"dir": str(tmp_path / "elsewhere")},
+        "training": {"max_steps": 5, "patience": 3, "device": "cpu", "keep_last": 1},
+        "decoding": {"beam_size": 1, "length_penalty": "none"},
+        "evaluation": {"min_bucket_sentences": 3, "bootstrap_samples": 70},
+        "runs": {"other": {}},
+    })
+    assert "runs" not in config_differences(base, changed)  # the experiment's run list is not this run's
+    assert set(config_differences(base, changed)) <= RESUMABLE_KEYS
+    assert learning_differences(base, changed) == []
+    learning = config_from_dict({"data": {"dir": str(tmp_path / "prepared"), "vocab_size": 100},
+                                 "training": {"seed": 9, "max_words": 30}, "model": {"attention": "none"}})
+    assert learning_differences(base, learning) == ["data.vocab_size", "model.attention", "training.max_words",
+                                                    "training.seed"]
+
+
+def test_config_yaml_records_absolute_data_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    config = config_from_dict({"data": {"source": "files", "dir": "data/prepared", "train": "corpus/train"}})
+    write_config(config, tmp_path / "run")
+    written = load_config(tmp_path / "run" / "config.yaml")
+    assert (written.data.dir, written.data.train) == (str(tmp_path / "data/prepared"), str(tmp_path / "corpus/train"))
+    assert written.model == config.model and written.training == config.training
+    assert config_differences(config, written) == []  # a relative and an absolute path to one folder are alike
+
+
+def test_the_log_is_cut_back_to_the_resumed_step_dropping_a_half_written_line(tmp_path: Path) -> None:
+    log = RunLog(tmp_path / "log.jsonl")
+    log.truncate_after(5)  # no log yet: nothing to cut, nothing written
+    assert not log.path.exists()
+    for step in (10, 20, 30):
+        log.write({"step": step, "loss": step / 10})
+    log.write({"event": "start"})  # an event without a step counts as step 0
+    with open(log.path, "a", encoding="utf-8") as handle:
+        handle.write('{"step": 40, "lo')  # killed while writing
+    log.truncate_after(20)
+    events = [json.loads(line) for line in log.path.read_text(encoding="utf-8").splitlines()]
+    assert events == [{"step": 10, "loss": 1.0}, {"step": 20, "loss": 2.0}, {"event": "start"}]
+
+
+def test_the_summary_reads_back_and_is_none_until_written(tmp_path: Path) -> None:
+    assert read_summary(tmp_path) is None
+    write_summary(tmp_path, {"final_step": 900, "best_bleu": 12.5})
+    assert read_summary(tmp_path) == {"final_step": 900, "best_bleu": 12.5}
