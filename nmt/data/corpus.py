@@ -97,41 +97,40 @@ def _record_pair(record: Any, config: DataConfig, where: str) -> Pair:
     return pair[0], pair[1]
 
 
+def _tsv_pair(line: str, config: DataConfig, where: str) -> Pair:
+    """The pair of a `source<TAB>target` line."""
+    parts = line.split("\t")
+    if len(parts) != 2:
+        raise NMTError(
+            f"{where}: expected 'source<TAB>target', found {len(parts)} fields.",
+            "Each line needs exactly one tab character.",
+        )
+    return parts[0], parts[1]
+
+
+def _jsonl_pair(line: str, config: DataConfig, where: str) -> Pair:
+    """The pair of a JSON-lines record (its fields: data.src_field / data.tgt_field)."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise NMTError(
+            f"{where}: invalid JSON ({exc.msg}, character {exc.colno} of the line).", "One JSON object per line."
+        ) from None
+    return _record_pair(record, config, where)
+
+
 def read_parallel(spec: str, config: DataConfig, bom_files: list[str] | None = None) -> list[Pair]:
     """Pairs from a .tsv file, a .jsonl file, or a prefix with PREFIX.src_lang / PREFIX.tgt_lang.
 
     A blank line of a .tsv / .jsonl gives the pair ("", ""), which assembling drops and counts as empty.
     Files that began with a byte-order mark are appended to `bom_files`.
     """
-    if spec.endswith(".tsv"):
-        pairs = []
-        for number, line in enumerate(read_lines(Path(spec), bom_files=bom_files), 1):
-            if not line.strip():
-                pairs.append(("", ""))
-                continue
-            parts = line.split("\t")
-            if len(parts) != 2:
-                raise NMTError(
-                    f"{spec}, line {number}: expected 'source<TAB>target', found {len(parts)} fields.",
-                    "Each line needs exactly one tab character.",
-                )
-            pairs.append((parts[0], parts[1]))
-        return pairs
-    if spec.endswith(".jsonl"):
-        pairs = []
-        for number, line in enumerate(read_lines(Path(spec), bom_files=bom_files), 1):
-            if not line.strip():
-                pairs.append(("", ""))
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise NMTError(
-                    f"{spec}, line {number}: invalid JSON ({exc.msg}, character {exc.colno} of the line).",
-                    "One JSON object per line.",
-                ) from None
-            pairs.append(_record_pair(record, config, f"{spec}, line {number}"))
-        return pairs
+    if spec.endswith((".tsv", ".jsonl")):
+        parse = _tsv_pair if spec.endswith(".tsv") else _jsonl_pair
+        return [
+            parse(line, config, f"{spec}, line {number}") if line.strip() else ("", "")
+            for number, line in enumerate(read_lines(Path(spec), bom_files=bom_files), 1)
+        ]
     src_path, tgt_path = Path(f"{spec}.{config.src_lang}"), Path(f"{spec}.{config.tgt_lang}")
     hint = (
         f"'{spec}' is read as a path prefix: the files are PREFIX.<data.src_lang> and PREFIX.<data.tgt_lang> "
