@@ -1,6 +1,6 @@
 """Typed YAML: a file read with its error marks, values checked against dataclass field types,
 dotted `--set` overrides, and differences between nested dicts. Nothing here knows the toolkit's
-sections; nmt/config.py declares them.
+sections; nmt/config_sections.py declares them and nmt/config.py assembles them.
 """
 
 from __future__ import annotations
