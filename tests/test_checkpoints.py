@@ -1,8 +1,11 @@
-"""nmt.rundir.checkpoints: atomic save, safe load, and finding a run's step checkpoints."""
+"""nmt.rundir.checkpoints: the checkpoint format (`Checkpoint`), atomic save, safe load, and finding a run's
+step checkpoints."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -10,6 +13,7 @@ import torch
 from nmt.compare.runs import describe_runs
 from nmt.errors import NMTError
 from nmt.rundir.checkpoints import (
+    Checkpoint,
     latest_step_checkpoint,
     load_checkpoint,
     prune_step_checkpoints,
@@ -20,14 +24,58 @@ from nmt.rundir.checkpoints import (
 from nmt.training.rng import capture_rng
 from tests.helpers import fake_run
 
+# The keys checkpoint files have had since step checkpoints could resume: files written before the format
+# became the `Checkpoint` dataclass must still load, and new ones must be readable by older code.
+WEIGHT_KEYS = {"model", "step", "score", "metric", "config", "src_vocab_size", "tgt_vocab_size"}
+TRAINING_KEYS = {
+    "optimizer", "schedule", "scaler", "epoch", "position", "best_score", "best_step", "bad_validations",
+    "log_acc", "elapsed_s", "rng", "last_validation", "world_size",
+}
 
-def test_save_and_load_round_trip_and_no_temporary_left(tmp_path: Path) -> None:
-    state = {"model": {"w": torch.arange(6.0).view(2, 3)}, "step": 7, "rng": capture_rng(), "best": None}
+
+def step_state() -> dict[str, Any]:
+    """A step checkpoint's content as the loop wrote it before the dataclass (a flat dict of those keys)."""
+    return {
+        "model": {"w": torch.arange(6.0).view(2, 3)}, "step": 7, "score": math.nan, "metric": "bleu",
+        "config": {"model": {"hidden_size": 4}}, "src_vocab_size": 25, "tgt_vocab_size": 26,
+        "optimizer": {"state": {}, "param_groups": []}, "schedule": {"scale": 1.0, "best": None, "bad_validations": 0},
+        "scaler": {}, "epoch": 2, "position": 3, "best_score": None, "best_step": 0, "bad_validations": 1,
+        "log_acc": {"loss": 1.5, "tokens": 10.0, "seconds": 0.25}, "elapsed_s": 4.5, "rng": [capture_rng()],
+        "last_validation": None, "world_size": 1,
+    }
+
+
+def test_an_old_step_checkpoint_loads_and_round_trips_with_the_same_keys(tmp_path: Path) -> None:
     path = tmp_path / "checkpoints" / "step_00000007.pt"
-    save_checkpoint(path, state)
+    path.parent.mkdir()
+    torch.save(step_state(), path)
     loaded = load_checkpoint(path)
-    assert torch.equal(loaded["model"]["w"], state["model"]["w"]) and loaded["step"] == 7 and loaded["best"] is None
-    assert [p.name for p in path.parent.iterdir()] == [path.name]
+    assert torch.equal(loaded.model["w"], torch.arange(6.0).view(2, 3)) and loaded.step == 7
+    assert (loaded.src_vocab_size, loaded.tgt_vocab_size, loaded.metric) == (25, 26, "bleu")
+    assert loaded.training is not None and loaded.averaged_steps is None
+    assert (loaded.training.epoch, loaded.training.position, loaded.training.bad_validations) == (2, 3, 1)
+    assert loaded.training.log_acc == {"loss": 1.5, "tokens": 10.0, "seconds": 0.25}
+    assert loaded.training.best_score is None and loaded.training.world_size == 1
+    assert set(loaded.to_dict()) == WEIGHT_KEYS | TRAINING_KEYS
+    save_checkpoint(path, loaded)
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left
+    again = load_checkpoint(path)
+    assert set(torch.load(path, weights_only=True)) == WEIGHT_KEYS | TRAINING_KEYS
+    assert again.training is not None and again.training.rng[0]["python"] == loaded.training.rng[0]["python"]
+    assert torch.equal(again.training.rng[0]["torch"], loaded.training.rng[0]["torch"])
+    assert again.training.epoch == 2 and again.score is not None and math.isnan(again.score)
+
+
+def test_weights_only_checkpoints_keep_their_keys_and_have_no_training_state(tmp_path: Path) -> None:
+    best = Checkpoint({"w": torch.ones(2)}, 5, config={}, src_vocab_size=3, tgt_vocab_size=4, score=12.5, metric="bleu")
+    assert set(best.to_dict()) == WEIGHT_KEYS
+    averaged = Checkpoint({"w": torch.ones(2)}, 6, averaged_steps=[4, 6])
+    assert averaged.to_dict().keys() == {"model", "step", "averaged_steps"}
+    save_checkpoint(tmp_path / "best.pt", best)
+    loaded = load_checkpoint(tmp_path / "best.pt")
+    assert loaded.training is None and (loaded.step, loaded.score, loaded.src_vocab_size) == (5, 12.5, 3)
+    torch.save({"model": {"w": torch.ones(2)}, "step": 0}, tmp_path / "bare.pt")  # the least translation needs
+    assert load_checkpoint(tmp_path / "bare.pt").config is None
 
 
 @pytest.mark.parametrize("content", [b"", b"garbage bytes", None])
@@ -41,6 +89,30 @@ def test_unusable_checkpoints_are_nmt_errors_naming_the_file(tmp_path: Path, con
         load_checkpoint(path)
     with pytest.raises(NMTError, match="not found"):
         load_checkpoint(tmp_path / "missing.pt")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"step": ...}, r"step_00000007.pt is not a complete nmt checkpoint: it lacks step"),
+        ({"rng": ..., "world_size": ...}, r"step_00000007.pt is not a complete nmt checkpoint: it lacks rng, world_size"),
+        ({"epoch": "2"}, r"step_00000007.pt is not an nmt checkpoint of this format \(its epoch is a str\)"),
+        ({"step": True}, r"its step is a bool"),
+        ({"averaged_steps": 3}, r"its averaged_steps is a int"),
+        ({"model": [1, 2]}, r"its model is a list"),
+    ],
+)
+def test_a_truncated_or_foreign_checkpoint_names_the_file_and_the_key(
+    tmp_path: Path, change: dict[str, Any], message: str
+) -> None:
+    state = {key: value for key, value in {**step_state(), **change}.items() if value is not ...}  # ...: dropped
+    path = tmp_path / "step_00000007.pt"
+    torch.save(state, path)
+    with pytest.raises(NMTError, match=message):
+        load_checkpoint(path)
+    assert isinstance(Checkpoint.from_dict(step_state(), path), Checkpoint)
+    with pytest.raises(NMTError, match="step_00000007.pt is not an nmt checkpoint"):
+        Checkpoint.from_dict([1, 2], path)
 
 
 def test_step_checkpoints_are_found_in_step_order_and_pruned(tmp_path: Path) -> None:

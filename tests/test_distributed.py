@@ -126,9 +126,9 @@ def test_one_ddp_step_equals_one_step_on_both_ranks_batches(tmp_path: Path) -> N
         training={"max_steps": 1, "batch_tokens": 300, "learning_rate": 0.01, "clip_grad_norm": 0.0},
     )
     single = Trainer(config, tmp_path / "single", False, DistContext(0, 1, 0, torch.device("cpu")))
-    first_epoch = single.sampler.epoch(1)
-    halves = [shard(first_epoch, rank, 2)[0] for rank in range(2)]
-    tokens = [make_batch([single.src[i] for i in h], [single.tgt[i] for i in h], h).n_tgt_tokens for h in halves]
+    data = single.data
+    halves = [shard(data.sampler.epoch(1), rank, 2)[0] for rank in range(2)]
+    tokens = [make_batch([data.src[i] for i in h], [data.tgt[i] for i in h], h).n_tgt_tokens for h in halves]
     assert tokens[0] != tokens[1]  # unequal shares: a plain mean of per-rank means would be wrong
     single._train_step(halves[0] + halves[1])
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import io
 import json
@@ -26,8 +27,10 @@ from nmt.errors import NMTError
 from nmt.models.seq2seq import build_model, count_parameters
 from nmt.rundir.checkpoints import load_checkpoint, save_checkpoint
 from nmt.rundir.writing import with_absolute_paths
-from nmt.training.optim import LRSchedule, build_optimizer, is_better
-from nmt.training.trainer import format_duration, format_score, resolve_precision, train
+from nmt.training.optim import EarlyStopping, LRSchedule, build_optimizer, is_better
+from nmt.training.precision import resolve_precision
+from nmt.training.terminal import format_duration, format_score
+from nmt.training.trainer import train
 from nmt.training.validation import build_valid_set
 from tests.helpers import reverse_task_config
 
@@ -120,11 +123,11 @@ def test_progress_lines_are_rounded_and_carry_elapsed_time_and_eta(
 def test_messages_go_above_the_progress_bar(
     data_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import nmt.training.trainer as trainer_module
+    import nmt.training.terminal as terminal
 
     above: list[str] = []
-    monkeypatch.setattr(trainer_module.Trainer, "_progress_bar", lambda self: tqdm(total=4, file=io.StringIO()))
-    monkeypatch.setattr(trainer_module.tqdm, "write", lambda text, *a, **k: above.append(text))
+    monkeypatch.setattr(terminal, "progress_bar", lambda total, initial: tqdm(total=4, file=io.StringIO()))
+    monkeypatch.setattr(terminal.tqdm, "write", lambda text, *a, **k: above.append(text))
     train(tiny(data_root, max_steps=4, validate_every=2), tmp_path / "run")
     assert [line.split(":")[0] for line in above if line.startswith("validation")] == [
         "validation at step 2", "validation at step 4"
@@ -274,9 +277,11 @@ def test_resume_with_another_number_of_processes_is_refused(data_root: Path, tmp
     train(config, run)
     summary = (run / "summary.json").read_bytes()
     latest = run / "checkpoints" / "step_00000002.pt"
-    state = load_checkpoint(latest)
-    assert state["world_size"] == 1
-    save_checkpoint(latest, {**state, "world_size": 2})
+    checkpoint = load_checkpoint(latest)
+    assert checkpoint.training is not None and checkpoint.training.world_size == 1
+    save_checkpoint(latest, dataclasses.replace(
+        checkpoint, training=dataclasses.replace(checkpoint.training, world_size=2)
+    ))
     with pytest.raises(NMTError, match=r"saved by a run with 2 process\(es\) but this run has 1") as error:
         train(config, run, resume=True)
     assert "--nproc_per_node=2" in error.value.hint
@@ -359,6 +364,21 @@ def test_optimisers_and_comparisons() -> None:
     assert resolve_precision("fp16", torch.device("cpu")) is None
 
 
+def test_early_stopping_counts_only_the_periodic_validations_that_do_not_improve() -> None:
+    stopping = EarlyStopping("loss", patience=2)
+    assert not stopping.exhausted
+    assert stopping.observe(3.0, 10) and (stopping.best_score, stopping.best_step) == (3.0, 10)
+    assert not stopping.observe(3.5, 20) and stopping.bad_validations == 1 and not stopping.exhausted
+    assert stopping.observe(2.0, 25, counts=False)  # a closing validation can win best.pt ...
+    assert stopping.bad_validations == 1 and stopping.best_step == 25  # ... but leaves the patience alone
+    assert not stopping.observe(2.5, 30) and stopping.exhausted
+    assert stopping.observe(1.0, 40) and stopping.bad_validations == 0 and not stopping.exhausted
+    never = EarlyStopping("bleu", patience=0)
+    for step in range(5):
+        never.observe(0.0, step)
+    assert not never.exhausted and never.best_step == 0
+
+
 def test_validation_subset_is_spread_over_the_whole_split(data_root: Path) -> None:
     data = tiny(data_root).data
     prepare(data)
@@ -384,12 +404,13 @@ def test_the_last_step_is_validated_and_checkpointed_off_the_validation_grid(dat
     assert summary["last_validation"]["step"] == 7 and summary["final_step"] == 7
     assert summary["best_score"] == min(e["valid_loss"] for e in valid)
     best = load_checkpoint(run / "checkpoints" / "best.pt")
-    assert best["step"] == summary["best_step"] and best["score"] == summary["best_score"]
+    assert best.step == summary["best_step"] and best.score == summary["best_score"] and best.training is None
     assert sorted(p.name for p in (run / "checkpoints").glob("step_*.pt")) == [
         "step_00000002.pt", "step_00000004.pt", "step_00000006.pt", "step_00000007.pt"
     ]
     last = load_checkpoint(run / "checkpoints" / "step_00000007.pt")
-    assert last["last_validation"]["step"] == 7 and last["best_step"] == summary["best_step"]
+    assert last.training is not None and last.training.last_validation is not None
+    assert last.training.last_validation["step"] == 7 and last.training.best_step == summary["best_step"]
     # resuming the finished run validates nothing again
     train(config, run, resume=True)
     assert [e["step"] for e in events(run) if e["event"] == "valid"] == [3, 6, 7]

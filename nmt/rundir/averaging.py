@@ -7,16 +7,18 @@ translate --checkpoint` and `nmt evaluate --checkpoint` take it like any other c
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import torch
 
+from nmt import cli
 from nmt.errors import NMTError
 from nmt.rundir.checkpoints import (
     BEST_NAME,
     CHECKPOINT_DIR,
+    Checkpoint,
     checkpoint_step,
     load_checkpoint,
     save_checkpoint,
@@ -72,10 +74,10 @@ def average_checkpoints(
         )
     chosen = choose_checkpoints(run_dir, last, steps)
     sums: dict[str, torch.Tensor] = {}
-    newest: dict[str, Any] = {}
+    newest: Checkpoint | None = None
     for path in chosen:
         newest = load_checkpoint(path)
-        weights = newest["model"]
+        weights = newest.model
         if sums and (set(weights) != set(sums) or any(weights[k].shape != sums[k].shape for k in sums)):
             raise NMTError(
                 f"{path} holds another model than {chosen[0]}: checkpoints of one run only can be averaged.",
@@ -86,15 +88,35 @@ def average_checkpoints(
                 sums[key] = sums[key] + tensor.double() if key in sums else tensor.double()
             else:
                 sums[key] = tensor
+    assert newest is not None  # choose_checkpoints chooses two at least
     model = {
-        key: (total / len(chosen)).to(newest["model"][key].dtype) if total.is_floating_point() else total
+        key: (total / len(chosen)).to(newest.model[key].dtype) if total.is_floating_point() else total
         for key, total in sums.items()
     }
-    state = {
-        "model": model,
-        "step": newest["step"],
-        "averaged_steps": [checkpoint_step(p) for p in chosen],
-        **{key: newest[key] for key in ("config", "src_vocab_size", "tgt_vocab_size") if key in newest},
-    }
-    save_checkpoint(output, state)
+    averaged = Checkpoint(
+        model, newest.step, config=newest.config, src_vocab_size=newest.src_vocab_size,
+        tgt_vocab_size=newest.tgt_vocab_size, averaged_steps=[checkpoint_step(p) for p in chosen],
+    )
+    save_checkpoint(output, averaged)
     return output
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`nmt average RUN_DIR (--last N | --steps A,B,...) [-o FILE]`."""
+    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a folder written by `nmt train`")
+    choice = parser.add_mutually_exclusive_group(required=True)
+    choice.add_argument("--last", type=int, default=None, metavar="N", help="average the newest N step_*.pt")
+    choice.add_argument(
+        "--steps", type=cli.steps, default=None, metavar="A,B,...", help="average the checkpoints of these steps"
+    )
+    parser.add_argument(
+        "-o", "--output", type=Path, default=None, help="output file (default RUN_DIR/checkpoints/averaged.pt)"
+    )
+
+
+def run(args: argparse.Namespace) -> None:
+    from nmt.rundir.checkpoints import describe_checkpoint
+
+    path = average_checkpoints(args.run_dir, last=args.last, steps=args.steps, output=args.output)
+    print(f"wrote {path}: {describe_checkpoint(path)}")
+    print(f"use it with: nmt translate {args.run_dir} --checkpoint {path}")

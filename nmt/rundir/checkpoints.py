@@ -1,5 +1,5 @@
 """A run's checkpoint files: their names, finding them, the default choice, the one rule for --checkpoint,
-atomic save and safe load.
+their content (`Checkpoint`, `TrainingState`), atomic save and safe load.
 
 A step checkpoint (checkpoints/step_*.pt) holds everything the loop needs to continue bit for bit
 (model, optimiser, schedule, grad scaler, position in the epoch's batch list, early-stopping state,
@@ -9,7 +9,9 @@ step, score or averaged steps, config).
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,14 +61,104 @@ def prune_step_checkpoints(run_dir: Path, keep_last: int) -> None:
         path.unlink(missing_ok=True)
 
 
-def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
-    """Write `state` with torch.save through a temporary file, so a kill never leaves half a file."""
+@dataclass
+class TrainingState:
+    """What a step checkpoint holds beyond `Checkpoint`'s weights: everything the loop needs to continue
+    bit for bit. Its fields are the checkpoint file's top-level keys of the same names."""
+
+    optimizer: dict[str, Any]
+    schedule: dict[str, Any]
+    scaler: dict[str, Any]  # {} = saved with the scaler disabled (fp32, bf16 or CPU)
+    epoch: int
+    position: int  # batches of the epoch's list already trained on
+    best_score: float | None
+    best_step: int
+    bad_validations: int
+    log_acc: dict[str, float]  # the running log accumulators, so a resumed run logs the same numbers
+    elapsed_s: float
+    rng: list[dict[str, Any]]  # every rank's RNG states, in rank order
+    last_validation: dict[str, Any] | None
+    world_size: int
+
+
+# The file's keys -> the types their values may have (a key of _OPTIONAL may also be absent or None).
+_REQUIRED: dict[str, tuple[type, ...]] = {"model": (dict,), "step": (int,)}
+_OPTIONAL: dict[str, tuple[type, ...]] = {
+    "config": (dict,), "src_vocab_size": (int,), "tgt_vocab_size": (int,), "score": (int, float),
+    "metric": (str,), "averaged_steps": (list,),
+}
+_TRAINING: dict[str, tuple[type, ...]] = {
+    "optimizer": (dict,), "schedule": (dict,), "scaler": (dict,), "epoch": (int,), "position": (int,),
+    "best_score": (int, float, type(None)), "best_step": (int,), "bad_validations": (int,), "log_acc": (dict,),
+    "elapsed_s": (int, float), "rng": (list,), "last_validation": (dict, type(None)), "world_size": (int,),
+}
+
+
+@dataclass
+class Checkpoint:
+    """One checkpoint file. best.pt and averaged.pt hold the weights and what describes them; a step
+    checkpoint holds its `training` state too. `to_dict` and `from_dict` are the only code that writes
+    and reads the file's keys, so that every reader agrees with the writer."""
+
+    model: dict[str, torch.Tensor]
+    step: int
+    config: dict[str, Any] | None = None  # the run's Config.to_dict()
+    src_vocab_size: int | None = None
+    tgt_vocab_size: int | None = None
+    score: float | None = None  # best.pt: its validation score; a step checkpoint: the best so far (NaN: none)
+    metric: str | None = None  # the score's metric (training.early_stopping_metric)
+    averaged_steps: list[int] | None = None  # averaged.pt: the steps whose weights it averages
+    training: TrainingState | None = None  # step checkpoints only
+
+    def to_dict(self) -> dict[str, Any]:
+        """The file's content: one flat dict (fields left None are left out), as torch.save writes it."""
+        flat = {name: getattr(self, name) for name in (*_REQUIRED, *_OPTIONAL) if getattr(self, name) is not None}
+        if self.training is not None:
+            # by reference: asdict would deep-copy the optimiser's tensors at every checkpoint
+            flat.update({field.name: getattr(self.training, field.name) for field in dataclasses.fields(TrainingState)})
+        return flat
+
+    @classmethod
+    def from_dict(cls, state: Any, path: Path) -> Checkpoint:
+        """Read what `to_dict` wrote (the content of file `path`, which errors name); a foreign or damaged
+        content is an NMTError saying which key is missing or of the wrong type."""
+        if not isinstance(state, dict) or "model" not in state:
+            raise NMTError(f"{path} is not an nmt checkpoint (no model weights in it).",
+                           "Point to a file in RUN_DIR/checkpoints/.")
+        fields = _checked(state, _REQUIRED, path, required=True) | _checked(state, _OPTIONAL, path, required=False)
+        training = None
+        if any(key in state for key in _TRAINING):  # a step checkpoint: all of it, or it is damaged
+            training = TrainingState(**_checked(state, _TRAINING, path, required=True))
+        return cls(**fields, training=training)
+
+
+def _checked(state: dict[str, Any], types: dict[str, tuple[type, ...]], path: Path, required: bool) -> dict[str, Any]:
+    """The values of `types`' keys in `state`, each one of its types (a bool is no int here); an absent
+    key is an error if `required`, else None."""
+    missing = [key for key in types if key not in state] if required else []
+    if missing:
+        raise NMTError(f"{path} is not a complete nmt checkpoint: it lacks {', '.join(missing)}.",
+                       "It was damaged or written by another program; use another checkpoint of the run.")
+    wrong = []
+    for key, allowed in types.items():
+        allowed = allowed if required else (*allowed, type(None))
+        value = state.get(key)
+        if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+            wrong.append(f"its {key} is a {type(value).__name__}")
+    if wrong:
+        raise NMTError(f"{path} is not an nmt checkpoint of this format ({'; '.join(wrong)}).",
+                       "It was damaged or written by another program; use another checkpoint of the run.")
+    return {key: state.get(key) for key in types}
+
+
+def save_checkpoint(path: Path, checkpoint: Checkpoint) -> None:
+    """Write `checkpoint` with torch.save through a temporary file, so a kill never leaves half a file."""
     with atomic_open(path, "wb") as handle:
-        torch.save(state, handle)
+        torch.save(checkpoint.to_dict(), handle)
 
 
-def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """Read a checkpoint written by `save_checkpoint`; anything unreadable becomes an NMTError."""
+def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> Checkpoint:
+    """Read a checkpoint written by `save_checkpoint`; anything unreadable becomes an NMTError naming the file."""
     path = Path(path)
     if not path.is_file():
         raise NMTError(f"checkpoint not found: {path}", "Check the path, or list the run's checkpoints/ folder.")
@@ -77,9 +169,7 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
             f"checkpoint {path} is unreadable or corrupt ({type(exc).__name__}: {str(exc)[:200]}).",
             "Delete it and use another checkpoint of the run (checkpoints/step_*.pt), or retrain.",
         ) from None
-    if not isinstance(state, dict) or "model" not in state:
-        raise NMTError(f"{path} is not an nmt checkpoint (no model weights in it).", "Point to a file in RUN_DIR/checkpoints/.")
-    return state
+    return Checkpoint.from_dict(state, path)
 
 
 def default_checkpoint(run_dir: Path) -> Path:
@@ -126,13 +216,12 @@ def describe_checkpoint(path: Path) -> str:
     best.pt is the step with the best validation score by training.early_stopping_metric; a BLEU
     under 1 (a tiny or hard validation set) says little, so the text says so.
     """
-    state = load_checkpoint(path)
-    text = f"{Path(path).name} (step {int(state.get('step', 0))}"
-    averaged = state.get("averaged_steps")
-    if averaged:
-        text += f", the average of steps {', '.join(str(int(s)) for s in averaged)}"
-    elif Path(path).name == BEST_NAME and isinstance(state.get("score"), (int, float)):
-        metric, score = state.get("metric", "bleu"), float(state["score"])
+    checkpoint = load_checkpoint(path)
+    text = f"{Path(path).name} (step {checkpoint.step}"
+    if checkpoint.averaged_steps:
+        text += f", the average of steps {', '.join(str(int(s)) for s in checkpoint.averaged_steps)}"
+    elif Path(path).name == BEST_NAME and checkpoint.score is not None:
+        metric, score = checkpoint.metric or "bleu", float(checkpoint.score)
         text += f", best validation {metric} {score:.2f}"
         if metric == "bleu" and score < 1.0:
             text += "; a BLEU this low chooses by noise: consider training.early_stopping_metric: loss"

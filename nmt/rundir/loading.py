@@ -13,7 +13,7 @@ from nmt.config import Config, load_config
 from nmt.data.subwords import Tokenizer
 from nmt.errors import NMTError
 from nmt.models.seq2seq import Seq2Seq, build_model
-from nmt.rundir.checkpoints import load_checkpoint, resolve_checkpoint
+from nmt.rundir.checkpoints import Checkpoint, load_checkpoint, resolve_checkpoint
 from nmt.typed_yaml import config_diff
 
 
@@ -66,36 +66,36 @@ def load_run(run_dir: Path, checkpoint: str | Path | None = None, device: str = 
         ) from None
     path = resolve_checkpoint(run_dir, checkpoint)
     target = resolve_device(device)
-    state = load_checkpoint(path, map_location=target)
+    checkpoint = load_checkpoint(path, map_location=target)
     model = build_model(config.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
     try:
-        model.load_state_dict(state["model"])
+        model.load_state_dict(checkpoint.model)
     except RuntimeError:
         raise NMTError(
             f"{path} does not fit the model described by {config_path}: "
-            f"{'; '.join(mismatch(state, model.state_dict(), config, tokenizer))}.",
+            f"{'; '.join(mismatch(checkpoint, model.state_dict(), config, tokenizer))}.",
             "Use a checkpoint of this run, or the config it was trained with.",
         ) from None
     model.to(target).eval()
-    return LoadedRun(run_dir, config, model, tokenizer, path, int(state.get("step", 0)))
+    return LoadedRun(run_dir, config, model, tokenizer, path, checkpoint.step)
 
 
-def mismatch(state: dict[str, Any], expected: dict[str, Any], config: Config, tokenizer: Tokenizer) -> list[str]:
-    """Why checkpoint `state` does not load into a model whose state dict is `expected`: the model keys
+def mismatch(checkpoint: Checkpoint, expected: dict[str, Any], config: Config, tokenizer: Tokenizer) -> list[str]:
+    """Why `checkpoint` does not load into a model whose state dict is `expected`: the model keys
     and vocabulary sizes that differ (when the checkpoint records its config), then the first weights
     whose shapes differ, and the weights one side lacks."""
     reasons = []
-    saved_model = (state.get("config") or {}).get("model")
+    saved_model = (checkpoint.config or {}).get("model")
     if isinstance(saved_model, dict):
         reasons += [
             f"model.{key} {saved_model.get(key)!r} in the checkpoint, {getattr(config.model, key)!r} in the config"
             for key in config_diff(saved_model, dataclasses.asdict(config.model))
         ]
     for side in ("src", "tgt"):
-        saved, now = state.get(f"{side}_vocab_size"), getattr(tokenizer, f"{side}_vocab_size")
+        saved, now = getattr(checkpoint, f"{side}_vocab_size"), getattr(tokenizer, f"{side}_vocab_size")
         if saved is not None and saved != now:
             reasons.append(f"{side} vocabulary {saved} in the checkpoint, {now} in the run's tokenizer")
-    weights = state["model"]
+    weights = checkpoint.model
     shapes = [
         f"{name} {'x'.join(map(str, weights[name].shape))} in the checkpoint, "
         f"{'x'.join(map(str, tensor.shape))} for the config"

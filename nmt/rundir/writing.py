@@ -44,11 +44,11 @@ RESUMABLE_KEYS = frozenset(
         "data.cache_dir",
     ]
 )
+SUMMARY = "summary.json"  # written last, by write_summary: its presence says the run finished
 # What a run writes at its top level: a new run refuses a folder holding any of them (nothing is overwritten).
 RUN_MARKERS = (
-    "config.yaml", "summary.json", "log.jsonl", CHECKPOINT_DIR, "environment.json", "tokenizer", "tensorboard", HYPS_DIR
+    "config.yaml", SUMMARY, "log.jsonl", CHECKPOINT_DIR, "environment.json", "tokenizer", "tensorboard", HYPS_DIR
 )
-SUMMARY = "summary.json"
 
 
 def config_differences(old: Config, new: Config) -> list[str]:
@@ -90,7 +90,7 @@ def check_run_dir(run_dir: Path, config: Config, resume: bool) -> Path | None:
                 )
         present = [name for name in RUN_MARKERS if (run_dir / name).exists()]
         if present:
-            state = "a finished run" if (run_dir / "summary.json").exists() else "a partial run"
+            state = "a finished run" if (run_dir / SUMMARY).exists() else "a partial run"
             raise NMTError(
                 f"{run_dir} already holds {state} ({', '.join(present)}).",
                 "Add --resume to continue it, or use another --run-dir; nothing was overwritten.",
@@ -210,7 +210,7 @@ def claim(run_dir: Path, config: Config, tokenizer: Any, resume: bool, lock: Run
 def set_up(run_dir: Path, config: Config, tokenizer: Any, resume: bool, device: torch.device, world_size: int) -> None:
     """Write config.yaml, environment.json and tokenizer/ into a run directory `claim` has checked and locked."""
     if resume:
-        (run_dir / "summary.json").unlink(missing_ok=True)  # the run is unfinished again until it ends
+        (run_dir / SUMMARY).unlink(missing_ok=True)  # the run is unfinished again until it ends
     write_config(config, run_dir)
     write_environment(run_dir, device, world_size)
     copy_tokenizer(tokenizer, run_dir)
@@ -278,5 +278,14 @@ def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
 
 def read_summary(run_dir: Path) -> dict[str, Any] | None:
     """RUN_DIR/summary.json, or None while the run has not finished (training writes it last)."""
-    path = run_dir / SUMMARY
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+    path = Path(run_dir) / SUMMARY
+    if not path.exists():
+        return None
+    rewrite = "Delete it and run the same `nmt train` with --resume: it writes the summary again."
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise NMTError(f"{path} is unreadable ({error}).", rewrite) from None
+    if not isinstance(summary, dict):
+        raise NMTError(f"{path} is not a run summary (it holds no JSON object).", rewrite)
+    return summary

@@ -7,14 +7,17 @@ loop has one code path.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
 
 from nmt.errors import NMTError
 from nmt.rundir.loading import resolve_device
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -61,6 +64,24 @@ class DistContext:
     def any(self, flag: bool) -> bool:
         """True on every rank if it is True on one of them."""
         return self.sum([1.0 if flag else 0.0])[0] > 0 if self.enabled else flag
+
+    def agreed(self, action: Callable[[], T], on_all_ranks: bool = False) -> T:
+        """Run `action` on rank 0 (or on every rank); an NMTError on any rank is raised on all of them,
+        so no rank waits forever in a collective. Returns rank 0's result (every rank's own, if on_all_ranks)."""
+        outcome: tuple[str, Any] = ("ok", None)
+        if on_all_ranks or self.is_main:
+            try:
+                outcome = ("ok", action())
+            except NMTError as error:
+                outcome = ("error", (error.message, error.hint))
+        if on_all_ranks:
+            errors = [e for e in self.gather(outcome[1] if outcome[0] == "error" else None) if e is not None]
+            kind, value = ("error", errors[0]) if errors else outcome
+        else:
+            kind, value = self.broadcast(outcome)
+        if kind == "error":
+            raise NMTError(*value)
+        return value
 
     def barrier(self) -> None:
         """Wait until every rank gets here (no-op in a single process)."""

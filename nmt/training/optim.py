@@ -1,5 +1,5 @@
 """Optimisers, the learning-rate schedule (linear warm-up x optional cosine decay x reduce-on-plateau)
-and the best-score tracker.
+and early stopping (the best score so far and the patience it leaves).
 
 The schedule is one small object rather than two torch schedulers, because LambdaLR would
 overwrite every plateau decay on its next step; its whole state is a few numbers, saved in
@@ -9,6 +9,7 @@ each checkpoint so that a resumed run continues exactly.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -39,6 +40,33 @@ def is_better(score: float, best: float | None, metric: str) -> bool:
     if best is None:
         return True
     return score > best if metric == "bleu" else score < best
+
+
+@dataclass
+class EarlyStopping:
+    """The best validation score so far (by `metric`), its step, and the validations since it improved;
+    `patience` such validations in a row end the run (0: never)."""
+
+    metric: str
+    patience: int
+    best_score: float | None = None
+    best_step: int = 0
+    bad_validations: int = 0
+
+    def observe(self, score: float, step: int, counts: bool = True) -> bool:
+        """Record the validation of `step`; True if its score is the best so far. Only validations that
+        `count` (the periodic ones) move the patience counter."""
+        improved = is_better(score, self.best_score, self.metric)
+        if improved:
+            self.best_score, self.best_step = score, step
+        if counts:
+            self.bad_validations = 0 if improved else self.bad_validations + 1
+        return improved
+
+    @property
+    def exhausted(self) -> bool:
+        """True once `patience` validations in a row did not improve."""
+        return self.patience > 0 and self.bad_validations >= self.patience
 
 
 class LRSchedule:

@@ -1,4 +1,5 @@
-"""The RNG states a step checkpoint saves, so that a resumed run draws the very same numbers."""
+"""The random number generators of a run: seeded at its start, and their states saved in each step
+checkpoint, so that a resumed run draws the very same numbers."""
 
 from __future__ import annotations
 
@@ -7,6 +8,13 @@ from typing import Any
 
 import numpy as np
 import torch
+
+
+def seed_everything(seed: int) -> None:
+    """Seed python's random, numpy and torch (all devices)."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
 
 
 def capture_rng() -> dict[str, Any]:

@@ -1,0 +1,70 @@
+"""The data a run trains on: the encoded training pairs, their token-budget batches, and the validation set.
+
+Batches are a pure function of (seed, epoch), and each process takes its own shard of every epoch's
+list; so a step checkpoint needs to record only the epoch and the position in it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nmt.config import Config
+from nmt.data.batching import TokenBatchSampler, shard
+from nmt.data.pairs import within_words
+from nmt.data.prepare import load_prepared, prepare
+from nmt.data.subwords import Tokenizer
+from nmt.errors import NMTError
+from nmt.training.distributed import DistContext
+from nmt.training.validation import ValidSet, build_valid_set
+
+
+@dataclass
+class TrainingData:
+    """The training split encoded (pairs of at most training.max_words words), its sampler, and the
+    validation set."""
+
+    tokenizer: Tokenizer
+    src: list[list[int]]
+    tgt: list[list[int]]
+    sampler: TokenBatchSampler
+    valid: ValidSet
+
+    def epoch_batches(self, epoch: int, ctx: DistContext) -> list[list[int]]:
+        """This process's batches of `epoch` (pair indices), in training order."""
+        batches = self.sampler.epoch(epoch)
+        if ctx.enabled:
+            batches = shard(batches, ctx.rank, ctx.world_size)
+        if not batches:
+            raise NMTError(
+                f"an epoch has no batches for {ctx.world_size} process(es) ({len(self.src)} training pairs).",
+                "Use more training data, a smaller training.batch_tokens, or fewer processes.",
+            )
+        return batches
+
+
+def load_training_data(config: Config, ctx: DistContext) -> TrainingData:
+    """Prepare the data if needed (rank 0 alone: the others would race it on the same folder) and encode it."""
+    if ctx.enabled:
+        failure = None
+        if ctx.is_main:
+            try:
+                prepare(config.data)
+            except NMTError as error:
+                failure = (error.message, error.hint)
+        failure = ctx.broadcast(failure)
+        if failure is not None:
+            raise NMTError(*failure)
+    data = load_prepared(config.data)
+    tokenizer, tc = data.tokenizer, config.training
+    pairs = within_words(data.pairs("train"), tc.max_words)
+    if not pairs:
+        raise NMTError(
+            f"the training split of {config.data.dir} has no pairs"
+            + (f" of at most {tc.max_words} words (training.max_words)." if tc.max_words else "."),
+            "Raise training.max_words, or check data.* and re-run nmt prepare.",
+        )
+    src = [tokenizer.encode_src(s) for s, _ in pairs]
+    tgt = [tokenizer.encode_tgt(t) for _, t in pairs]
+    sampler = TokenBatchSampler([len(s) for s in src], [len(t) for t in tgt], tc.batch_tokens, seed=tc.seed)
+    valid = build_valid_set(data.pairs("valid"), tokenizer, tc.valid_max_sentences)
+    return TrainingData(tokenizer, src, tgt, sampler, valid)

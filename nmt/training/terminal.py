@@ -1,0 +1,87 @@
+"""What a person sees while a run trains: the lines rank 0 prints and the progress bar below them.
+
+Only rank 0 talks, so that N processes under torchrun print each line once. While the bar is open,
+lines go through tqdm.write, above it: a plain print would break the bar into two.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from typing import Any
+
+from tqdm import tqdm
+
+# The terminal size the progress bar assumes where the terminal reports none (0 x 0: a pseudo-terminal
+# whose size was never set), where following it would draw nothing at all.
+FALLBACK_SIZE = (80, 24)
+
+
+def format_duration(seconds: float) -> str:
+    """'42s', '12m05s' or '3h02m'; '?' when unknown (NaN)."""
+    if not math.isfinite(seconds):
+        return "?"
+    whole = round(max(seconds, 0.0))
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+
+
+def format_score(score: float | None, metric: str) -> str:
+    """A validation score as a person reads it: BLEU to 2 decimals, loss to 4."""
+    if score is None:
+        return "none"
+    return f"{score:.2f}" if metric == "bleu" else f"{score:.4f}"
+
+
+def progress_bar(total: int, initial: int) -> Any:
+    """A bar of `total` steps on stdout if it is a terminal, else None.
+
+    It is cleared when it closes (leave=False): the step lines above it and the closing "finished at
+    step" line say what it said, and a finished bar drawn again on closing would show twice wherever
+    carriage returns are not honoured (logs of a terminal session).
+    """
+    if not sys.stdout.isatty():
+        return None
+    try:
+        known = os.get_terminal_size(sys.stdout.fileno()).columns > 0
+    except (OSError, ValueError):
+        known = False
+    columns, rows = (None, None) if known else FALLBACK_SIZE
+    return tqdm(total=total, initial=initial, unit="step", file=sys.stdout, leave=False,
+                dynamic_ncols=known, ncols=columns, nrows=rows)
+
+
+class Terminal:
+    """Rank 0's output: `say` a line; `open_bar` ... `close_bar` around the loop (`advance` once a step)."""
+
+    def __init__(self, is_main: bool) -> None:
+        self.is_main = is_main
+        self.bar: Any = None
+
+    def say(self, text: str) -> None:
+        """Print a line (rank 0 only), above the bar while one is open."""
+        if not self.is_main:
+            return
+        if self.bar is not None:
+            tqdm.write(text)
+        else:
+            print(text, flush=True)
+
+    def open_bar(self, total: int, initial: int) -> None:
+        """Show the progress bar (rank 0, in a terminal) at step `initial` of `total`."""
+        self.bar = progress_bar(total, initial) if self.is_main else None
+
+    def advance(self) -> None:
+        """One more step done."""
+        if self.bar is not None:
+            self.bar.update(1)
+
+    def close_bar(self) -> None:
+        """Clear the bar; later lines are plain prints."""
+        if self.bar is not None:
+            self.bar.close()
+        self.bar = None

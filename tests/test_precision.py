@@ -1,0 +1,31 @@
+"""nmt.training.precision: the autocast dtype training.precision asks for, and its context."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from nmt.errors import NMTError
+from nmt.training.precision import autocast, resolve_precision
+
+
+@pytest.mark.parametrize("name", ["auto", "fp32", "fp16", "bf16"])
+def test_the_cpu_always_trains_in_fp32(name: str) -> None:
+    assert resolve_precision(name, torch.device("cpu")) is None
+
+
+def test_cuda_precisions(monkeypatch: pytest.MonkeyPatch) -> None:
+    cuda = torch.device("cuda", 0)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+    assert [resolve_precision(n, cuda) for n in ("auto", "fp32", "fp16", "bf16")] == [
+        torch.bfloat16, None, torch.float16, torch.bfloat16
+    ]
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: False)
+    assert resolve_precision("auto", cuda) == torch.float16
+    with pytest.raises(NMTError, match="does not support bfloat16"):
+        resolve_precision("bf16", cuda)
+
+
+def test_fp32_needs_no_autocast() -> None:
+    with autocast(None):
+        assert not torch.is_autocast_enabled()
