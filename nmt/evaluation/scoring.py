@@ -309,13 +309,8 @@ def score_systems(
 
 
 def _score_subsets(
-    scorer: CorpusScorer,
-    hypotheses: Mapping[str, Sequence[str]],
-    lengths: Sequence[int],
-    buckets: Sequence[Bucket],
-    n_samples: int,
-    seed: int,
-    min_bucket_sentences: int,
+    scorer: CorpusScorer, hypotheses: Mapping[str, Sequence[str]], lengths: Sequence[int],
+    buckets: Sequence[Bucket], n_samples: int, seed: int, min_bucket_sentences: int,
 ) -> list[_Subset]:
     """Every system on the whole set (first) and on each bucket, each subset drawing its own resamples
     from [seed, index]; a bucket of fewer than `min_bucket_sentences` sentences draws none."""
@@ -372,11 +367,13 @@ class _Subset:
     anatomies: list[Anatomy]  # one per system; empty when the subset is empty
 
     def system(self, k: int) -> tuple[float | None, tuple[float, float] | None]:
+        """System k's BLEU and bootstrap interval (None when empty, the interval when not resampled)."""
         if not self.points:
             return None, None
         return self.points[k], percentile_interval(self.samples[k]) if self.samples is not None else None
 
     def compare(self, a: int, b: int) -> tuple[float | None, float | None]:
+        """BLEU(b) - BLEU(a) and its paired p-value (None when empty, the p-value when not resampled)."""
         if not self.points:
             return None, None
         p = paired_p_value(self.samples[a], self.samples[b]) if self.samples is not None else None
@@ -384,13 +381,11 @@ class _Subset:
 
 
 def _score_subset(
-    stats: list[np.ndarray],
-    floor_stats: list[np.ndarray],
-    rows: np.ndarray,
-    n_samples: int,
-    seed: list[int],
+    stats: list[np.ndarray], floor_stats: list[np.ndarray], rows: np.ndarray, n_samples: int, seed: list[int],
     resample: bool,
 ) -> _Subset:
+    """Every system on the sentences `rows` (stats: one row per sentence of the set, per system), with
+    bootstrap samples drawn from `seed` if `resample`."""
     if rows.size == 0:
         return _Subset(0, [], None, [])
     sub = [s[rows] for s in stats]
