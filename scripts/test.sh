@@ -1,7 +1,21 @@
 #!/usr/bin/env bash
-# The test command: set up .venv, lint, run the whole test suite (CI runs exactly this).
+# The test command: set up .venv, lint, run the tests (CI runs `bash scripts/test.sh`: every tier).
+#   bash scripts/test.sh            every tier: the unit tests and tests/system/ (whole trainings, experiments,
+#                                   the benchmark, torchrun, kills and resumes)
+#   bash scripts/test.sh --unit     the developer's fast loop: tests/ outside tests/system/, minus tests marked
+#                                   slow (under a minute on 2 idle cores); sets .venv up only if it is missing
+#   bash scripts/test.sh --system   tests/system/ only
+# Further arguments go to pytest, e.g. bash scripts/test.sh --unit -k scoring
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+tier=(tests)
+setup=always
+case "${1:-}" in
+    --unit) shift; tier=(tests --ignore=tests/system -m "not slow"); setup=if-missing ;;
+    --system) shift; tier=(tests/system) ;;
+esac
+if [ "$setup" = always ] || [ ! -x .venv/bin/python ]; then
+    bash scripts/setup.sh
+fi
 .venv/bin/ruff check nmt tests scripts
-.venv/bin/python -m pytest -q "$@"
+.venv/bin/python -m pytest -q "${tier[@]}" "$@"

@@ -53,6 +53,7 @@ def test_quick_benchmark_writes_the_schema_with_sane_values(tmp_path: Path) -> N
     assert "rnnsearch" in done.stdout and "written to" in done.stdout
 
 
+@pytest.mark.slow
 def test_decoding_a_trained_run_counts_its_own_sizes(trained_reverse_run: Path) -> None:
     """--trained decodes a run whose sizes need not be the bench config's: the FLOP count must follow the
     run's model, so a config with another hidden size counts the same FLOPs for the same decoding."""
