@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from nmt.compare.attention_checks import attention_checks, teacher_forced_argmax
-from nmt.data.batching import make_source_batch
+from nmt.data.batching import make_batch, make_source_batch
 from nmt.data.prepare import load_prepared
 from nmt.decoding.search import greedy_hypotheses
 from nmt.decoding.translate import Translator
@@ -127,3 +127,36 @@ def test_a_run_without_attention_is_refused(tmp_path: Path) -> None:
 def test_missing_step_checkpoint_is_named(trained_reverse_run: Path, tmp_path: Path) -> None:
     with pytest.raises(NMTError, match="step_00000045.pt"):
         attention_checks([trained_reverse_run], out_dir=tmp_path, steps=[45], checks=("alignment",), device="cpu")
+
+
+def test_perturbation_none_leaves_training_bitwise_unchanged(trained_reverse_run: Path, test_pairs) -> None:  # noqa: ANN001
+    loaded = load_run(trained_reverse_run, device="cpu")
+    model, tokenizer = loaded.model.train(), loaded.tokenizer
+    pairs = test_pairs[:8]
+    batch = make_batch([tokenizer.encode_src(s) for s, _ in pairs], [tokenizer.encode_tgt(t) for _, t in pairs], list(range(8)))
+
+    def loss_and_grads() -> tuple[torch.Tensor, list[torch.Tensor]]:
+        model.zero_grad()
+        logits = model(batch.src, batch.src_lengths, batch.tgt_in)
+        loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), batch.tgt_out, ignore_index=0)
+        loss.backward()
+        return loss.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+    plain_loss, plain_grads = loss_and_grads()
+    with perturbed_attention(model.decoder.provider, "none"):
+        inside_loss, inside_grads = loss_and_grads()
+    assert torch.equal(plain_loss, inside_loss)
+    assert all(torch.equal(a, b) for a, b in zip(plain_grads, inside_grads, strict=True))
+
+
+def test_command_line_arguments(tmp_path: Path) -> None:
+    import argparse
+
+    from nmt.compare import attention_checks as command
+
+    parser = argparse.ArgumentParser()
+    command.add_arguments(parser)
+    args = parser.parse_args([str(tmp_path), "--src", "a.txt", "--steps", "300,600", "--only", "alignment"])
+    assert (args.steps, args.only, args.symmetrise) == ([300, 600], "alignment", "grow-diag-final-and")
+    with pytest.raises(NMTError, match="--src and --ref go together"):
+        command.run(args)
