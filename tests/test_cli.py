@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 
 from nmt import __version__
-from nmt.cli import build_parser, main
+from nmt.cli import COMMANDS, build_parser, main
+from nmt.config import config_from_dict, override_sections
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    (subparsers,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(subparsers.choices)
 
 
 def test_the_parser_has_exactly_the_documented_subcommands() -> None:
@@ -122,11 +128,10 @@ def test_train_without_a_run_name_says_what_it_trains(
 
 
 def test_every_command_that_runs_a_model_takes_threads_with_one_rule(monkeypatch: pytest.MonkeyPatch) -> None:
-    parser = build_parser()
-    (subparsers,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    commands = _subparsers(build_parser())
     for name in ("train", "translate", "evaluate", "curve", "experiment"):
-        (threads,) = [a for a in subparsers.choices[name]._actions if "--threads" in a.option_strings]
-        assert threads.default is None
+        (threads,) = [a for a in commands[name]._actions if "--threads" in a.option_strings]
+        assert threads.default == ([] if name in ("train", "experiment") else None)  # [] : a setting, below
         assert "Without --threads, every command that runs a model uses the run's training.threads" in threads.help
     # train and experiment: --threads N is the config key training.threads, which the run records
     import nmt.training.trainer
@@ -136,3 +141,72 @@ def test_every_command_that_runs_a_model_takes_threads_with_one_rule(monkeypatch
     assert main(["train", "configs/quick.yaml", "--run-name", "rnnencdec-30", "--threads", "1"]) == 0
     assert main(["train", "configs/quick.yaml", "--run-name", "rnnencdec-30", "--set", "training.threads=3"]) == 0
     assert seen == [1, 3]
+    # a setting like any other: of --threads and --set training.threads, the later one wins
+    seen.clear()
+    assert main(["train", "configs/quick.yaml", "--threads", "1", "--set", "training.threads=3"]) == 0
+    assert main(["train", "configs/quick.yaml", "--set", "training.threads=3", "--threads", "1"]) == 0
+    assert seen == [3, 1]
+
+
+def test_the_parser_has_one_command_per_line_of_the_table_and_builds_only_the_one_named() -> None:
+    commands = _subparsers(build_parser())
+    assert list(commands) == list(COMMANDS)
+    assert all(any(a.option_strings == ["-h", "--help"] for a in sub._actions) for sub in commands.values())
+    assert all(len(sub._actions) > 1 for sub in commands.values())  # each command declared its arguments
+    only_score = _subparsers(build_parser("score"))
+    assert [name for name, sub in only_score.items() if len(sub._actions) > 1] == ["score"]
+    assert list(only_score) == list(COMMANDS)  # `nmt --help` still lists every command
+
+
+def test_help_of_a_command_that_runs_no_model_does_not_load_torch() -> None:
+    code = (
+        "import sys\nfrom nmt.cli import main\n"
+        "for argv in (['--help'], ['score', '--help'], ['evaluate', '--help'], ['translate', '--help']):\n"
+        "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
+        "print('torch' in sys.modules, 'sacrebleu' in sys.modules, 'matplotlib' in sys.modules, file=sys.stderr)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stderr.split() == ["False", "False", "False"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "key", "value"),
+    [
+        (["translate", "r", "--beam", "3"], ("decoding", "beam_size"), 3),
+        (["translate", "r", "--nbest", "2", "--beam", "2"], ("decoding", "nbest"), 2),
+        (["translate", "r", "--batch-size", "7"], ("decoding", "batch_size"), 7),
+        (["evaluate", "r", "--beam", "4"], ("decoding", "beam_size"), 4),
+        (["evaluate", "r", "--buckets", "5,15"], ("evaluation", "buckets"), [5, 15]),
+        (["evaluate", "r", "--by", "reference"], ("evaluation", "by"), "reference"),
+        (["score", "h", "--ref", "r", "--buckets", "8"], ("evaluation", "buckets"), [8]),
+        (["score", "h", "--ref", "r", "--by", "reference"], ("evaluation", "by"), "reference"),
+    ],
+)
+def test_a_shorthand_writes_the_setting_that_set_writes(argv: list[str], key: tuple[str, str], value: object) -> None:
+    def setting(overrides: list[str]) -> object:
+        config = override_sections(config_from_dict({}), overrides, ("decoding", "evaluation"), "nmt test")
+        return getattr(getattr(config, key[0]), key[1])
+
+    overrides = build_parser().parse_args(argv).overrides
+    assert setting(overrides) == value
+    assert setting([f"{key[0]}.{key[1]}={value}"]) == value  # --set section.key=[5, 15]
+
+
+def test_of_a_shorthand_and_set_of_one_key_the_later_wins() -> None:
+    def beam(*flags: str) -> int:
+        overrides = build_parser().parse_args(["translate", "r", *flags]).overrides
+        return override_sections(config_from_dict({}), overrides, ("decoding",), "nmt translate").decoding.beam_size
+
+    assert beam("--beam", "3", "--set", "decoding.beam_size=7") == 7
+    assert beam("--set", "decoding.beam_size=7", "--beam", "3") == 3
+    assert beam("--beam", "3", "--beam", "2") == 2
+    assert beam() == 5  # neither: the run's own setting (here the default)
+    by = build_parser().parse_args(["evaluate", "r", "--by", "reference", "--set", "evaluation.by=source"]).overrides
+    assert override_sections(config_from_dict({}), by, ("evaluation",), "nmt evaluate").evaluation.by == "source"
+
+
+def test_a_shorthand_out_of_range_names_the_setting(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    hyp = tmp_path / "hyp.txt"
+    hyp.write_text("a b\n")
+    assert main(["score", str(hyp), "--ref", str(hyp), "--buckets", "20,10"]) == 2
+    assert "invalid value for 'evaluation.buckets'" in capsys.readouterr().err

@@ -53,7 +53,7 @@ def test_cli_keeps_line_order_and_count_and_reverses_digits(trained_reverse_run:
     assert _read(tmp_path / "b1.txt") == out
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(translate_module, "CHUNK_LINES", 5)
-        translate_file(trained_reverse_run, source, tmp_path / "chunks.txt", batch_size=3)
+        translate_file(trained_reverse_run, source, tmp_path / "chunks.txt", overrides=["decoding.batch_size=3"])
     assert _read(tmp_path / "chunks.txt") == out
 
 
@@ -159,8 +159,8 @@ def test_nbest_0_is_refused_with_a_hint_about_nbest(
     source = _write(tmp_path / "in.txt", LINES[:3])
     assert main(["translate", str(trained_reverse_run), "-i", str(source), "--nbest", "0"]) == 2
     err = capsys.readouterr().err
-    assert "--nbest 0: the number of translations written per line must be at least 1" in err
-    assert "Give --nbest 1" in err and "--beam" not in err
+    assert "invalid value for 'decoding.nbest': must be >= 1" in err  # --nbest K is decoding.nbest=K
+    assert "--beam" not in err
 
 
 def test_a_plain_string_is_not_translated_character_by_character(trained_reverse_run: Path) -> None:

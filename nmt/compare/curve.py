@@ -8,6 +8,7 @@ the run's translation cache: a checkpoint already scored is not translated again
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import sys
@@ -15,22 +16,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from nmt import cli
 from nmt.compare.evaluate import default_out_dir
 from nmt.compare.runs import RunInfo, describe_runs, split_test_set, translate_cached
 from nmt.config import TrainingConfig
 from nmt.errors import NMTError
 from nmt.evaluation.buckets import BucketBy
-from nmt.evaluation.curves import (
-    CURVE_JSON,
-    CURVE_MD,
-    CURVE_PNG,
-    SELECTION,
-    bucket_bleu,
-    bucket_counts,
-    format_curve_markdown,
-    plot_learning_curves,
-    sample_test_set,
-)
 from nmt.evaluation.testset import TestSet
 from nmt.fileio import atomic_write_text
 
@@ -48,6 +39,17 @@ def learning_curves(
     Split, buckets, bucketing and sample size default to the first run's `evaluation` section
     (`curve_sentences_per_bucket`). Returns the content of learning_curve.json.
     """
+    from nmt.evaluation.curves import (  # sacrebleu and matplotlib: not for `nmt curve --help`
+        CURVE_JSON,
+        CURVE_MD,
+        CURVE_PNG,
+        SELECTION,
+        bucket_counts,
+        format_curve_markdown,
+        plot_learning_curves,
+        sample_test_set,
+    )
+
     if per_bucket is not None and per_bucket < 0:
         raise NMTError(
             f"--sentences-per-bucket {per_bucket}: it must be >= 0.", "Give a count, or 0 for every sentence."
@@ -93,6 +95,7 @@ def _score_checkpoints(
     run: RunInfo, sample: TestSet, cutoffs: list[int], by: BucketBy, device: str
 ) -> list[dict[str, Any]]:
     """One point per kept step_*.pt of the run: its step, files, and greedy BLEU per bucket on `sample`."""
+    from nmt.evaluation.curves import bucket_bleu
     from nmt.rundir.checkpoints import checkpoint_step, step_checkpoints
 
     checkpoints = step_checkpoints(run.run_dir)
@@ -131,3 +134,30 @@ def _note_pruned(name: str, training: TrainingConfig, checkpoints: list[Path]) -
             "train with training.keep_last: 0 to keep one every training.checkpoint_every steps for the curve",
             file=sys.stderr,
         )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`nmt curve RUN_DIR... [--split S] [--sentences-per-bucket N] [--out DIR]`."""
+    parser.add_argument(
+        "run_dirs", type=Path, nargs="+", metavar="RUN_DIR", help="run directories whose step_*.pt checkpoints to score"
+    )
+    parser.add_argument(
+        "--split", choices=["valid", "test"], default=None, help="default: the first run's evaluation.split"
+    )
+    parser.add_argument(
+        "--sentences-per-bucket",
+        type=int,
+        default=None,
+        metavar="N",
+        help="sample size per bucket, 0 = all (default: evaluation.curve_sentences_per_bucket)",
+    )
+    parser.add_argument("--out", type=Path, default=None, help="output folder (default as for evaluate)")
+    cli.add_device(parser)
+    cli.add_threads(parser, " Here the run is the first RUN_DIR.")
+
+
+def run(args: argparse.Namespace) -> None:
+    cli.use_threads(args.threads, args.run_dirs[0])
+    learning_curves(
+        args.run_dirs, out_dir=args.out, split=args.split, per_bucket=args.sentences_per_bucket, device=args.device
+    )

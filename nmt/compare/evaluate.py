@@ -3,16 +3,16 @@ path `nmt score` uses (nmt/evaluation/score_files.py)."""
 
 from __future__ import annotations
 
-import dataclasses
+import argparse
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from nmt import cli
 from nmt.compare.runs import RunInfo, decoding_settings, describe_runs, split_test_set, translate_cached
 from nmt.errors import NMTError
-from nmt.evaluation.buckets import BucketBy
 from nmt.evaluation.score_files import score_and_report
 from nmt.evaluation.testset import TestSet, file_test_set
 from nmt.fileio import same_file
@@ -48,9 +48,6 @@ def evaluate_runs(
     split: str | None = None,
     src_path: Path | None = None,
     ref_path: Path | None = None,
-    buckets: list[int] | None = None,
-    by: BucketBy | None = None,
-    beam_size: int | None = None,
     out_dir: Path | None = None,
     device: str = "auto",
     overrides: Sequence[str] = (),
@@ -58,19 +55,19 @@ def evaluate_runs(
 ) -> dict[str, Any]:
     """Translate (or re-use cached translations), score all runs together, write and print the report.
 
-    Defaults for split, buckets, `by` and the bootstrap come from the first run's `evaluation`
-    section; `overrides` are `--set` decoding.* and evaluation.* keys. Returns the content of results.json.
+    Each run decodes with its `decoding` section; split, buckets, `by` and the bootstrap come from the
+    first run's `evaluation` section; `overrides` are `--set` decoding.* and evaluation.* keys that
+    change them for every run (decoding.beam_size=10). Returns the content of results.json.
     """
     if (src_path is None) != (ref_path is None):
         raise NMTError("--src and --ref go together: give both files, or neither to use --split.")
-    if beam_size is not None and beam_size < 1:
-        raise NMTError(f"--beam {beam_size}: the beam size must be at least 1.", "Use --beam 1 for greedy search.")
-    runs = describe_runs(run_dirs, overrides, checkpoint)
+    # the 1-best is scored: a run's decoding.nbest does not apply, nor bound --beam from below
+    runs = describe_runs(run_dirs, ["decoding.nbest=1", *overrides], checkpoint)
     out = Path(out_dir) if out_dir is not None else default_out_dir(run_dirs)
     _refuse_overwriting_inputs(out, runs, src_path, ref_path)
     settings = runs[0].config.evaluation
     test_set = _common_test_set(runs, split or settings.split, src_path, ref_path)
-    hypotheses, systems, scored, chosen = _translate_runs(runs, test_set, beam_size, device)
+    hypotheses, systems, scored, chosen = _translate_runs(runs, test_set, device)
     pairs, unpaired = effect_pairs(runs)
     note = None
     if pairs and unpaired:
@@ -78,17 +75,16 @@ def evaluate_runs(
             f"not checked for the effect: {', '.join(unpaired)} (runs without attention pair with runs "
             "with attention in the order given; give as many of each to check them all)"
         )
-    evaluation_settings = dataclasses.replace(settings, buckets=buckets or settings.buckets, by=by or settings.by)
     ceilings = {run.name: run.config.training.max_words for run in runs}
     groups = {run.name: plot_group(run.config.model.attention, run.config.training.max_words) for run in runs}
     title = f"{test_set.describe()}\n" + "; ".join(chosen)
     return score_and_report(
-        hypotheses, test_set, evaluation_settings, out, scored, systems, pairs, note, ceilings, groups, title
+        hypotheses, test_set, settings, out, scored, systems, pairs, note, ceilings, groups, title
     )
 
 
 def _translate_runs(
-    runs: list[RunInfo], test_set: TestSet, beam_size: int | None, device: str
+    runs: list[RunInfo], test_set: TestSet, device: str
 ) -> tuple[dict[str, list[str]], dict[str, dict[str, Any]], list[str], list[str]]:
     """Each run's translations, and what the report says of them: (hypotheses, results.json's systems,
     report.md's lines on what was scored, the plot title's "name: checkpoint, beam" per run)."""
@@ -101,8 +97,8 @@ def _translate_runs(
     for run in runs:
         checkpoint_text = describe_checkpoint(run.checkpoint)
         print(f"{run.name}: checkpoint {checkpoint_text}", file=sys.stderr)
-        hypotheses[run.name], path, _ = translate_cached(run, test_set, beam_size, device)
-        decoding = decoding_settings(run.config, beam_size)
+        hypotheses[run.name], path, _ = translate_cached(run, test_set, None, device)
+        decoding = decoding_settings(run.config, None)
         systems[run.name] = {
             "run_dir": str(run.run_dir),
             "checkpoint": str(run.checkpoint),
@@ -145,3 +141,58 @@ def _refuse_overwriting_inputs(out: Path, runs: Sequence[RunInfo], src_path: Pat
                 f"{flag} {given} is the file {clash} that the report writes: it would be replaced.",
                 "Give another --out folder; nothing was written.",
             )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`nmt evaluate RUN_DIR... [--split S | --src F --ref F] [--beam K] [--out DIR] ...`."""
+    parser.add_argument(
+        "run_dirs", type=Path, nargs="+", metavar="RUN_DIR", help="folders written by `nmt train`, scored together"
+    )
+    parser.add_argument(
+        "--split",
+        choices=["valid", "test"],
+        default=None,
+        help="split of the runs' data (default: the first run's evaluation.split)",
+    )
+    parser.add_argument("--src", type=Path, default=None, help="source file to translate instead of a split")
+    parser.add_argument("--ref", type=Path, default=None, help="reference file for --src")
+    cli.add_decoding_set(parser, "decoding.* or evaluation.*")
+    cli.add_setting(
+        parser, "--buckets", "evaluation.buckets", "length cutoffs, default 10,20,30,40,50,60", type=cli.buckets
+    )
+    cli.add_setting(
+        parser, "--by", "evaluation.by", "bucket by source (default) or reference length",
+        choices=["source", "reference"],
+    )
+    cli.add_setting(parser, "--beam", "decoding.beam_size", "beam size, 1 = greedy", type=int, metavar="K")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="output folder (default: RUN_DIR/evaluation for one run, the runs' common parent/evaluation for several)",
+    )
+    parser.add_argument(
+        "--checkpoint",
+        default=None,
+        metavar="NAME",
+        help="checkpoint file name in each RUN_DIR/checkpoints/ (e.g. averaged.pt), or a path for one run "
+        "(default: each run's best.pt, else its latest step_*.pt)",
+    )
+    cli.add_threads(parser, " Here the run is the first RUN_DIR.")
+    cli.add_device(parser)
+
+
+def run(args: argparse.Namespace) -> None:
+    if args.src is not None and args.split is not None:
+        raise NMTError("give either --split or --src/--ref, not both.")
+    cli.use_threads(args.threads, args.run_dirs[0])
+    evaluate_runs(
+        args.run_dirs,
+        split=args.split,
+        src_path=args.src,
+        ref_path=args.ref,
+        out_dir=args.out,
+        device=args.device,
+        overrides=args.overrides,
+        checkpoint=args.checkpoint,
+    )

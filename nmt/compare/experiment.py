@@ -7,6 +7,7 @@ part-way is resumed, so re-running after an interruption finishes the job; `forc
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shlex
@@ -15,16 +16,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import torch
-
+from nmt import cli
 from nmt.compare.curve import learning_curves
 from nmt.compare.evaluate import evaluate_runs
 from nmt.config import Config, load_config, save_config
-from nmt.decoding.attention_stats import attention_diagnostics
-from nmt.environment import describe_environment
 from nmt.errors import NMTError
 from nmt.fileio import atomic_write_text, same_file
-from nmt.training.parallel import train_runs
 
 
 class Timings:
@@ -75,6 +72,10 @@ def _command(config_path: Path, overrides: list[str], out_dir: Path | None) -> s
 
 def _setup_lines(config: Config) -> list[str]:
     """The report's machine and data paragraphs."""
+    import torch
+
+    from nmt.environment import describe_environment
+
     machine = describe_environment(torch.device("cuda") if torch.cuda.is_available() else None)
     data = config.data
     return [
@@ -157,6 +158,8 @@ def run_experiment(
 ) -> dict[str, Any]:
     """Run the whole comparison described by `config_path`; returns the evaluation results (results.json).
     `jobs` runs train at once (0: see `nmt.training.parallel.training_jobs`)."""
+    from nmt.training.parallel import train_runs  # torch: not for `nmt experiment --help`
+
     config = load_config(config_path, overrides)
     if not config.runs:
         raise NMTError(
@@ -210,6 +213,8 @@ def _prepare_data(config: Config, timings: Timings) -> None:
 def _attention(config: Config, run_dirs: dict[str, Path], results: dict[str, Any], out_dir: Path) -> str | None:
     """results["attention"]: each attention run's mean entropy; the first one's heatmap of a long test
     sentence, whose file name is returned (None without attention runs)."""
+    from nmt.decoding.attention_stats import attention_diagnostics
+
     attentive = [name for name in config.runs if config.for_run(name).model.attention != "none"]
     plot = "attention_long_sentence.png" if attentive else None
     results["attention"] = {
@@ -217,3 +222,27 @@ def _attention(config: Config, run_dirs: dict[str, Path], results: dict[str, Any
         for index, name in enumerate(attentive)
     }
     return plot
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`nmt experiment CONFIG [--out DIR] [--force] [--jobs N]`."""
+    cli.add_config(parser)
+    parser.add_argument("--out", type=Path, default=None, help="output folder (default experiments/<config name>)")
+    parser.add_argument("--force", action="store_true", help="redo every step, even finished ones")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=0,
+        help="runs trained at once, each in its own process (default 0: one per CPU core, each with "
+        "cores/jobs torch threads unless training.threads is set; 1 on CUDA)",
+    )
+    cli.add_training_threads(parser, " Where that is 0, parallel trainings (--jobs) share the cores.")
+
+
+def run(args: argparse.Namespace) -> None:
+    out_dir = args.out or Path("experiments") / args.config.stem
+    if args.jobs < 0:
+        raise NMTError(f"--jobs {args.jobs}: give 0 (one per core) or a positive count.")
+    # the evaluations after training run in this process
+    cli.set_threads(load_config(args.config, args.overrides).training.threads)
+    run_experiment(args.config, args.overrides, out_dir, force=args.force, jobs=args.jobs)

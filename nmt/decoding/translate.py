@@ -10,30 +10,27 @@ does not depend on the batch size or on which other lines share the input.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, TYPE_CHECKING, Any, Literal
 
-from torch import Tensor
-
+from nmt import cli
 from nmt.config import DecodingConfig, load_config, override_sections
-from nmt.data.batching import make_source_batch
 from nmt.data.corpus import UTF8_BOM
-from nmt.decoding.search import (
-    Hypothesis,
-    beam_search,
-    greedy_hypotheses,
-    length_penalty_divisor,
-    max_output_lengths,
-)
 from nmt.errors import NMTError
 from nmt.fileio import atomic_open, same_file
-from nmt.rundir.checkpoints import resolve_checkpoint
-from nmt.rundir.loading import load_run
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from nmt.decoding.search import Hypothesis
+# torch and the model code load with the first Translator, not with this module: `nmt translate --help`
+# stays fast.
 
 # Lines read, translated and written at a time: bounds memory whatever the input size.
 CHUNK_LINES = 1000
@@ -103,6 +100,8 @@ class Translator:
         Search settings come from `decoding` (default: the run's `decoding` config); `beam_size` and
         `batch_size` override it.
         """
+        from nmt.rundir.loading import load_run
+
         run = load_run(Path(run_dir), Path(checkpoint) if checkpoint is not None else None, device)
         return cls(run.model, run.tokenizer, decoding or run.config.decoding, beam_size, batch_size)
 
@@ -190,6 +189,14 @@ class Translator:
 
     def _search(self, src_ids: list[list[int]], nbest: int, return_attention: bool) -> list[list[Hypothesis]]:
         """Search one batch of encoded sentences -> up to `nbest` Hypotheses each."""
+        from nmt.data.batching import make_source_batch
+        from nmt.decoding.search import (
+            beam_search,
+            greedy_hypotheses,
+            length_penalty_divisor,
+            max_output_lengths,
+        )
+
         src, lengths = make_source_batch(src_ids)
         cfg = self.decoding
         max_lengths = max_output_lengths(lengths, cfg.max_length_ratio, cfg.max_length_offset)
@@ -267,9 +274,6 @@ def translate_file(
     run_dir: str | Path,
     input_path: str | Path | None = None,
     output_path: str | Path | None = None,
-    beam_size: int | None = None,
-    batch_size: int | None = None,
-    nbest: int | None = None,
     checkpoint: str | Path | None = None,
     attention_plots: str | Path | None = None,
     device: str = "auto",
@@ -281,49 +285,23 @@ def translate_file(
 
     Streams CHUNK_LINES lines at a time (one at a time from a terminal, so that each typed line is
     answered at once) and keeps line order and count: an empty input line gives an empty output line.
-    With `nbest` K (default: the run's decoding.nbest, at most the beam size), each input line gives its
-    K best translations, best first: on K lines (`nbest_layout` "lines", OpenNMT-py's layout: output line
-    (i - 1) * K + j is the j-th best of input line i) or on one line, separated by tabs ("tabs"). With
-    `scores`, each translation is followed by a tab and its model score (the log-probability search
-    ranked by, divided by the length penalty). An output
-    file is written atomically: after an error there is no (partial) file.
-    `attention_plots` DIR receives one heatmap per non-empty line, named line-NNNNNN.png.
-    `overrides` are `--set decoding.KEY=VALUE` settings; the run's other settings are fixed.
+    `overrides` are `--set decoding.KEY=VALUE` settings (beam_size, batch_size, nbest, ...); the run's
+    other settings are fixed. With decoding.nbest K, each input line gives its K best translations, best
+    first: on K lines (`nbest_layout` "lines", OpenNMT-py's layout: output line (i - 1) * K + j is the
+    j-th best of input line i) or on one line, separated by tabs ("tabs"). With `scores`, each
+    translation is followed by a tab and its model score (the log-probability search ranked by, divided
+    by the length penalty). An output file is written atomically: after an error there is no (partial)
+    file. `attention_plots` DIR receives one heatmap per non-empty line, named line-NNNNNN.png.
     """
-    if not Path(run_dir).is_dir():
-        raise NMTError(
-            f"run directory not found: {run_dir}",
-            "Give as RUN_DIR, the first argument, a folder that `nmt train` wrote (runs/NAME by default) "
-            "or one of the runs of `nmt experiment` (OUT/runs/NAME).",
-        )
-    if input_path is not None and not Path(input_path).is_file():
-        raise NMTError(f"input file not found: {input_path}", "Check the path, or omit -i to read stdin.")
-    if output_path is not None and Path(output_path).is_dir():
-        raise NMTError(f"output path {output_path} is a directory.", "Give a file name with -o.")
-    if output_path is not None:
-        run = Path(run_dir)
-        used = resolve_checkpoint(run, checkpoint) if checkpoint is not None else None  # a name: the run's file
-        read = [input_path, used, run / "config.yaml", *run.glob("checkpoints/*.pt"), *run.glob("tokenizer/*")]
-        clash = next((path for path in read if path is not None and same_file(path, output_path)), None)
-        if clash is not None:
-            raise NMTError(
-                f"-o {output_path} is {clash}, which nmt translate reads: the translation would replace it.",
-                "Write the translation to another file; nothing was written.",
-            )
-    decoding = None
-    if overrides:
-        run_config = load_config(Path(run_dir) / "config.yaml")
-        decoding = override_sections(run_config, list(overrides), ("decoding",), "nmt translate").decoding
-    translator = Translator.from_run(run_dir, checkpoint, device, beam_size, batch_size, decoding)
-    if nbest is None:
-        nbest = min(translator.decoding.nbest, translator.beam_size)
+    _check_paths(Path(run_dir), input_path, output_path, checkpoint)
+    decoding = _decoding(Path(run_dir), list(overrides)) if overrides else None
+    translator = Translator.from_run(run_dir, checkpoint, device, decoding=decoding)
     plots_dir = Path(attention_plots) if attention_plots is not None else None
     if plots_dir is not None and not translator.has_attention:
         _warn(f"{run_dir} is a model without attention (attention: none): there is nothing to plot.")
         plots_dir = None
     if plots_dir is not None:
         plots_dir.mkdir(parents=True, exist_ok=True)
-
     name = str(input_path) if input_path is not None else "<stdin>"
     try:
         with (
@@ -332,17 +310,12 @@ def translate_file(
         ):
             chunk_lines = 1 if source.isatty() else CHUNK_LINES
             for first, lines in _read_chunks(source, name, chunk_lines):
-                results = translator.translate_nbest(lines, nbest, plots_dir is not None, first_line=first)
-                for offset, translations in enumerate(results):
-                    # an empty line gets K empty translations (and K empty scores): the layout stays regular
-                    empty = not lines[offset].strip()
-                    fields = [
-                        t.text + ("\t" + ("" if empty else f"{t.score:.4f}") if scores else "") for t in translations
-                    ]
-                    sink.write("\t".join(fields) + "\n" if nbest_layout == "tabs" else "".join(f + "\n" for f in fields))
-                    best = translations[0]
-                    if plots_dir is not None and best.attention is not None:
-                        _plot(best, plots_dir / f"line-{first + offset:06d}.png", lines[offset])
+                results = translator.translate_nbest(
+                    lines, translator.decoding.nbest, plots_dir is not None, first_line=first
+                )
+                _write_chunk(sink, lines, results, scores, nbest_layout)
+                if plots_dir is not None:
+                    _plot_chunk(results, lines, first, plots_dir)
                 sink.flush()
     except BrokenPipeError:
         if output_path is not None:
@@ -352,8 +325,114 @@ def translate_file(
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
+def _decoding(run_dir: Path, overrides: list[str]) -> DecodingConfig:
+    """The run's decoding settings with `overrides`; unless they set decoding.nbest, the run's nbest is
+    cut to the beam size they ask for (--beam 1 on a run with nbest 2 writes the best translation)."""
+    run_config = load_config(run_dir / "config.yaml")
+    if not any(text.partition("=")[0].strip() == "decoding.nbest" for text in overrides):
+        asked = override_sections(run_config, ["decoding.nbest=1", *overrides], ("decoding",), "nmt translate")
+        overrides = [*overrides, f"decoding.nbest={min(run_config.decoding.nbest, asked.decoding.beam_size)}"]
+    return override_sections(run_config, overrides, ("decoding",), "nmt translate").decoding
+
+
+def _check_paths(
+    run: Path, input_path: str | Path | None, output_path: str | Path | None, checkpoint: str | Path | None
+) -> None:
+    """Refuse a missing run or input, and an output that is a folder or a file translation reads."""
+    if not run.is_dir():
+        raise NMTError(
+            f"run directory not found: {run}",
+            "Give as RUN_DIR, the first argument, a folder that `nmt train` wrote (runs/NAME by default) "
+            "or one of the runs of `nmt experiment` (OUT/runs/NAME).",
+        )
+    if input_path is not None and not Path(input_path).is_file():
+        raise NMTError(f"input file not found: {input_path}", "Check the path, or omit -i to read stdin.")
+    if output_path is None:
+        return
+    if Path(output_path).is_dir():
+        raise NMTError(f"output path {output_path} is a directory.", "Give a file name with -o.")
+    from nmt.rundir.checkpoints import resolve_checkpoint
+
+    used = resolve_checkpoint(run, checkpoint) if checkpoint is not None else None  # a name: the run's file
+    read = [input_path, used, run / "config.yaml", *run.glob("checkpoints/*.pt"), *run.glob("tokenizer/*")]
+    clash = next((path for path in read if path is not None and same_file(path, output_path)), None)
+    if clash is not None:
+        raise NMTError(
+            f"-o {output_path} is {clash}, which nmt translate reads: the translation would replace it.",
+            "Write the translation to another file; nothing was written.",
+        )
+
+
+def _write_chunk(
+    sink: IO[str], lines: list[str], results: list[list[Translation]], scores: bool, layout: str
+) -> None:
+    """Each line's translations (with their scores if asked), on one line separated by tabs or on K lines."""
+    for line, translations in zip(lines, results, strict=True):
+        # an empty line gets K empty translations (and K empty scores): the layout stays regular
+        empty = not line.strip()
+        fields = [t.text + ("\t" + ("" if empty else f"{t.score:.4f}") if scores else "") for t in translations]
+        sink.write("\t".join(fields) + "\n" if layout == "tabs" else "".join(f + "\n" for f in fields))
+
+
+def _plot_chunk(results: list[list[Translation]], lines: list[str], first: int, plots_dir: Path) -> None:
+    """One heatmap of the best translation per line (none for an empty line), named by line number."""
+    for offset, translations in enumerate(results):
+        best = translations[0]
+        if best.attention is not None:
+            _plot(best, plots_dir / f"line-{first + offset:06d}.png", lines[offset])
+
+
 def _plot(translation: Translation, path: Path, source: str) -> None:
     from nmt.decoding.plots import plot_attention  # matplotlib loads only when plots are asked for
 
     assert translation.attention is not None
     plot_attention(translation.attention, translation.src_pieces, translation.tgt_pieces, path, title=source)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`nmt translate RUN_DIR [-i IN] [-o OUT] [--beam K] [--nbest K] ...`."""
+    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a folder written by `nmt train`")
+    parser.add_argument("-i", "--input", type=Path, default=None, help="input file (default stdin)")
+    parser.add_argument("-o", "--output", type=Path, default=None, help="output file (default stdout)")
+    cli.add_decoding_set(parser, "decoding.*")
+    cli.add_setting(parser, "--beam", "decoding.beam_size", "beam size, 1 = greedy", type=int, metavar="K")
+    cli.add_setting(parser, "--batch-size", "decoding.batch_size", "sentences per batch", type=int, metavar="N")
+    cli.add_setting(
+        parser, "--nbest", "decoding.nbest",
+        "write the K best translations of each input line, best first, as --nbest-layout says (at most "
+        "the beam size)", type=int, metavar="K",
+    )
+    parser.add_argument(
+        "--nbest-layout",
+        choices=["lines", "tabs"],
+        default="lines",
+        help="lines (default, as OpenNMT-py's -n_best): K lines per input line, so that output line "
+        "(i-1)*K+j is the j-th best of input line i; tabs: one line per input line, its K translations "
+        "separated by tabs",
+    )
+    parser.add_argument(
+        "--scores",
+        action="store_true",
+        help="follow each translation with a tab and its model score (log-probability / length penalty)",
+    )
+    parser.add_argument("--checkpoint", type=Path, default=None, help=cli.CHECKPOINT_HELP)
+    parser.add_argument(
+        "--attention-plots", type=Path, default=None, metavar="DIR", help="write one attention heatmap PNG per sentence"
+    )
+    cli.add_threads(parser)
+    cli.add_device(parser)
+
+
+def run(args: argparse.Namespace) -> None:
+    cli.use_threads(args.threads, args.run_dir)
+    translate_file(
+        args.run_dir,
+        input_path=args.input,
+        output_path=args.output,
+        checkpoint=args.checkpoint,
+        attention_plots=args.attention_plots,
+        device=args.device,
+        overrides=args.overrides,
+        scores=args.scores,
+        nbest_layout=args.nbest_layout,
+    )

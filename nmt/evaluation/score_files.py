@@ -6,21 +6,25 @@ translations from files, whatever system made them.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from nmt import cli
 from nmt.config import EvaluationConfig, config_from_dict, override_sections
 from nmt.data.corpus import read_lines
 from nmt.errors import NMTError
-from nmt.evaluation.buckets import BucketBy
-from nmt.evaluation.effect import Check, Thresholds, format_checks, long_sentence_bleu, paper_checks
-from nmt.evaluation.report import format_examples, format_table, write_report
-from nmt.evaluation.scoring import Evaluation, looks_tokenized, score_systems
 from nmt.evaluation.testset import TestSet, file_test_set, reference_test_set, unique_name
 from nmt.fileio import atomic_write_text
+
+if TYPE_CHECKING:
+    from nmt.evaluation.effect import Check
+    from nmt.evaluation.scoring import Evaluation
+# sacrebleu and matplotlib (scoring, effect checks, report) load when something is scored, not with this
+# module: `nmt score --help` and `nmt evaluate --help` stay fast.
 
 # What `--set` may change in `nmt score`.
 SCORE_SECTIONS = ("evaluation",)
@@ -31,8 +35,6 @@ def score_files(
     hyp_paths: Sequence[Path],
     src_path: Path | None = None,
     names: Sequence[str] | None = None,
-    buckets: list[int] | None = None,
-    by: BucketBy | None = None,
     out_dir: Path | None = None,
     baseline: str | None = None,
     overrides: Sequence[str] = (),
@@ -40,8 +42,9 @@ def score_files(
     """`nmt score`: score translations from files (any system's) against `ref_path`, as `nmt evaluate` does.
 
     Systems are named by `names` or by their files' names; `baseline` names the fixed-vector system,
-    whose effect checks are run against every other system. Without `src_path` sentences are bucketed
-    by reference length. `overrides` are `--set evaluation.*` keys. Returns the content of results.json.
+    whose effect checks are run against every other system. `overrides` are `--set evaluation.*` keys
+    (buckets, by, ...); without `src_path` sentences are bucketed by reference length, whatever
+    evaluation.by says unless an override asks for source. Returns the content of results.json.
     """
     if not hyp_paths:
         raise NMTError("no translation file given.", "Pass one or more HYP files, one translation per line.")
@@ -49,9 +52,10 @@ def score_files(
     if src_path is not None:
         test_set = file_test_set(src_path, ref_path)
     else:
-        if by == "source":
+        asked = any(text.partition("=")[0].strip() == "evaluation.by" for text in overrides)
+        if asked and settings.by == "source":  # asked for, not evaluation.by's default
             raise NMTError("--by source needs the source sentences.", "Give them with --src, or use --by reference.")
-        test_set, by = reference_test_set(ref_path), "reference"
+        test_set, settings = reference_test_set(ref_path), dataclasses.replace(settings, by="reference")
     system_names = _system_names(hyp_paths, names)
     _check_baseline(baseline, system_names)
     hypotheses = {
@@ -64,10 +68,9 @@ def score_files(
         name: {"hypotheses": str(path)} for name, path in zip(system_names, hyp_paths, strict=True)
     }
     pairs = [(baseline, name) for name in system_names if name != baseline] if baseline is not None else []
-    evaluation_settings = dataclasses.replace(settings, buckets=buckets or settings.buckets, by=by or settings.by)
     out = Path(out_dir) if out_dir is not None else Path("evaluation")
     title = test_set.describe() + "\n" + ", ".join(system_names)
-    return score_and_report(hypotheses, test_set, evaluation_settings, out, scored, systems, pairs, title=title)
+    return score_and_report(hypotheses, test_set, settings, out, scored, systems, pairs, title=title)
 
 
 def _check_baseline(baseline: str | None, system_names: list[str]) -> None:
@@ -134,6 +137,10 @@ def score_and_report(
     `ceilings` each system's training.max_words where known (nmt/evaluation/effect.py); `groups` and
     `title` style the plot (nmt/evaluation/report.py).
     """
+    from nmt.evaluation.effect import format_checks
+    from nmt.evaluation.report import format_examples, format_table, write_report
+    from nmt.evaluation.scoring import looks_tokenized, score_systems
+
     tokenized = looks_tokenized(hypotheses, settings.tokenize)
     if tokenized:  # once per command, however many systems and resamples are scored
         print(
@@ -175,6 +182,8 @@ def _effect_checks(
     ceilings: dict[str, int],
 ) -> dict[tuple[str, str], list[Check]]:
     """The paper's checks (nmt/evaluation/effect.py) for each (fixed-vector, attention) pair; none without pairs."""
+    from nmt.evaluation.effect import Thresholds, long_sentence_bleu, paper_checks
+
     if not pairs:
         return {}
     limits = Thresholds(**{key.name: getattr(settings, key.name) for key in dataclasses.fields(Thresholds)})
@@ -188,3 +197,48 @@ def _effect_checks(
 def _write_lines(path: Path, lines: Sequence[str]) -> None:
     # a hypothesis never holds a newline, but one stray one would shift every later line
     atomic_write_text(path, "".join(line.replace("\n", " ") + "\n" for line in lines))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`nmt score HYP... --ref REF [--src SRC] [--names A,B] [--baseline A] ...`."""
+    parser.add_argument(
+        "hyps", type=Path, nargs="+", metavar="HYP", help="translation files, one line per reference line"
+    )
+    parser.add_argument("--ref", type=Path, required=True, help="reference file, one sentence a line")
+    parser.add_argument(
+        "--src", type=Path, default=None, help="source file (needed to bucket by source length, and shown in the examples)"
+    )
+    parser.add_argument(
+        "--names", type=cli.names, default=None, help="system names, comma-separated, one per HYP (default: file names)"
+    )
+    parser.add_argument(
+        "--baseline",
+        default=None,
+        metavar="NAME",
+        help="the fixed-vector (no attention) system: check the long-sentence effect against every other system",
+    )
+    parser.add_argument("--out", type=Path, default=Path("evaluation"), help="output folder (default ./evaluation)")
+    cli.add_set(
+        parser,
+        "an evaluation setting (repeatable): --set evaluation.tokenize=intl --set evaluation.lowercase=true",
+        metavar="evaluation.KEY=VALUE",
+    )
+    cli.add_setting(
+        parser, "--buckets", "evaluation.buckets", "length cutoffs, default 10,20,30,40,50,60", type=cli.buckets
+    )
+    cli.add_setting(
+        parser, "--by", "evaluation.by", "bucket by source (default with --src) or reference length (default without)",
+        choices=["source", "reference"],
+    )
+
+
+def run(args: argparse.Namespace) -> None:
+    score_files(
+        args.ref,
+        args.hyps,
+        src_path=args.src,
+        names=args.names,
+        out_dir=args.out,
+        baseline=args.baseline,
+        overrides=args.overrides,
+    )

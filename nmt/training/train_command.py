@@ -1,0 +1,48 @@
+"""`nmt train`: its arguments, and the run of a config it trains (nmt/training/trainer.py trains it)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from nmt.cli import add_config, add_training_threads
+from nmt.config import load_config
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`nmt train CONFIG [--run-name NAME] [--run-dir DIR] [--resume]`."""
+    add_config(parser)
+    parser.add_argument(
+        "--run-dir", type=Path, default=None, help="where the run is written (default runs/<config name>)"
+    )
+    # --run-name first: torchrun reads `--run` as an abbreviation of its own --run-path and stops
+    parser.add_argument(
+        "--run-name",
+        "--run",
+        dest="run",
+        default=None,
+        metavar="NAME",
+        help="train one of the config's experiment runs (its `runs:` entry); under torchrun spell it --run-name",
+    )
+    parser.add_argument("--resume", action="store_true", help="continue from the run directory's latest checkpoint")
+    add_training_threads(parser)
+
+
+def run(args: argparse.Namespace) -> None:
+    """Train the run the arguments name (the config's top level if none, with a note when it has runs)."""
+    config = load_config(args.config, args.overrides)
+    run_dir = args.run_dir or Path("runs") / (args.run or args.config.stem)
+    if args.run is not None:
+        config = config.for_run(args.run)
+    elif config.runs:  # the top level is often none of the runs (quick.yaml's trains on all lengths)
+        print(
+            f"note: {args.config} defines runs {', '.join(config.runs)}, and none was named: this trains "
+            f"its top-level settings (model.attention {config.model.attention}, training.max_words "
+            f"{config.training.max_words}) into {run_dir}. To train one of the runs: "
+            f"nmt train {args.config} --run-name {next(iter(config.runs))}",
+            file=sys.stderr,
+        )
+    from nmt.training.trainer import train  # torch: only once there is something to train
+
+    train(config, run_dir, resume=args.resume)
