@@ -38,6 +38,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "curve": ("nmt.compare.curve", "greedy BLEU by sentence length of every kept checkpoint, against step"),
     "experiment": ("nmt.compare.experiment", "prepare, train every run, evaluate them together, report"),
+    "attention-checks": (
+        "nmt.compare.attention_checks",
+        "BLEU by length with attention made uniform, permuted or one-hot; attention vs a word aligner",
+    ),
+    "attention-scaling": (
+        "nmt.compare.attention_scaling",
+        "why scaled dot-product attention divides by sqrt(d): score statistics at initialisation and trained",
+    ),
 }
 
 # What `nmt translate --help` says about the checkpoint it uses by default.
