@@ -27,7 +27,7 @@ from nmt.compare.evaluate import _common_test_set, default_out_dir
 from nmt.compare.runs import RunInfo, describe_runs
 from nmt.errors import NMTError
 from nmt.evaluation.alignment import Agreement, Link, Symmetrisation, align_words
-from nmt.evaluation.buckets import assign_buckets, make_buckets, sentence_lengths
+from nmt.evaluation.buckets import BucketBy, assign_buckets, make_buckets, sentence_lengths
 from nmt.evaluation.curves import SELECTION, bucket_bleu, sample_test_set
 from nmt.evaluation.testset import TestSet
 from nmt.fileio import atomic_open, atomic_write_text
@@ -67,9 +67,7 @@ def attention_checks(
     test_set = _common_test_set(runs, split or settings.split, src_path, ref_path)  # nmt evaluate's rule
     if per_bucket:
         test_set = sample_test_set(test_set, cutoffs, by, per_bucket)
-    assert test_set.sources is not None
-    members = assign_buckets(sentence_lengths(test_set.sources, test_set.references, by), make_buckets(cutoffs))
-    labels = [b.label for b in make_buckets(cutoffs)]
+    members, labels = _buckets(test_set, cutoffs, by)
     results: dict[str, Any] = {
         "test_set": _plain(test_set.origin),
         "sentences": len(test_set.references),
@@ -98,6 +96,13 @@ def attention_checks(
     out = Path(out_dir) if out_dir is not None else default_out_dir(run_dirs)
     _write(results, out)
     return results
+
+
+def _buckets(test_set: TestSet, cutoffs: list[int], by: BucketBy) -> tuple[list[int], list[str]]:
+    """The bucket index of each sentence of `test_set`, and the buckets' labels."""
+    assert test_set.sources is not None
+    buckets = make_buckets(cutoffs)
+    return assign_buckets(sentence_lengths(test_set.sources, test_set.references, by), buckets), [b.label for b in buckets]
 
 
 def perturbation_bleu(run: RunInfo, test_set: TestSet, seed: int, device: str, batch_size: int) -> dict[str, Any]:
