@@ -11,7 +11,10 @@ import pytest
 
 from nmt import __version__
 from nmt.cli import COMMANDS, build_parser, main
-from nmt.config import config_from_dict, override_sections
+from nmt.compare.runs import RunInfo
+from nmt.config import config_from_dict, load_config, override_sections, save_config
+from nmt.evaluation.testset import TestSet
+from tests.helpers import fake_run
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -210,3 +213,28 @@ def test_a_shorthand_out_of_range_names_the_setting(capsys: pytest.CaptureFixtur
     hyp.write_text("a b\n")
     assert main(["score", str(hyp), "--ref", str(hyp), "--buckets", "20,10"]) == 2
     assert "invalid value for 'evaluation.buckets'" in capsys.readouterr().err
+
+
+def test_evaluate_beam_1_on_a_run_with_nbest_2_scores_the_best_translation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import nmt.compare.evaluate
+    import nmt.rundir.checkpoints
+
+    run = fake_run(tmp_path / "run", beam_size=3)
+    config = load_config(run / "config.yaml")
+    config.decoding.nbest = 2  # what translate writes by default; evaluate scores the best one only
+    save_config(config, run / "config.yaml")
+    text = tmp_path / "text.txt"
+    text.write_text("a b c\nd e\n", encoding="utf-8")
+    beams: list[int] = []
+
+    def translated(run: RunInfo, test_set: TestSet, beam_size: int | None, device: str) -> tuple[list[str], Path, bool]:
+        beams.append(run.config.decoding.beam_size)
+        return list(test_set.references), tmp_path / "hyps.txt", True
+
+    monkeypatch.setattr(nmt.compare.evaluate, "translate_cached", translated)
+    monkeypatch.setattr(nmt.rundir.checkpoints, "describe_checkpoint", lambda path: "best.pt (step 1)")
+    argv = ["evaluate", str(run), "--src", str(text), "--ref", str(text), "--out", str(tmp_path / "o"), "--beam", "1"]
+    assert main(argv) == 0
+    assert beams == [1]

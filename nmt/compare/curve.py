@@ -39,16 +39,7 @@ def learning_curves(
     Split, buckets, bucketing and sample size default to the first run's `evaluation` section
     (`curve_sentences_per_bucket`). Returns the content of learning_curve.json.
     """
-    from nmt.evaluation.curves import (  # sacrebleu and matplotlib: not for `nmt curve --help`
-        CURVE_JSON,
-        CURVE_MD,
-        CURVE_PNG,
-        SELECTION,
-        bucket_counts,
-        format_curve_markdown,
-        plot_learning_curves,
-        sample_test_set,
-    )
+    from nmt.evaluation.curves import SELECTION, bucket_counts, sample_test_set  # sacrebleu, matplotlib
 
     if per_bucket is not None and per_bucket < 0:
         raise NMTError(
@@ -82,13 +73,25 @@ def learning_curves(
         "beam_size": 1,
         "runs": curves,
     }
-    out = Path(out_dir) if out_dir is not None else default_out_dir(run_dirs)
+    _write(results, Path(out_dir) if out_dir is not None else default_out_dir(run_dirs))
+    return results
+
+
+def _write(results: dict[str, Any], out: Path) -> None:
+    """learning_curve.json, .md and .png in `out`; the table on stdout."""
+    from nmt.evaluation.curves import (
+        CURVE_JSON,
+        CURVE_MD,
+        CURVE_PNG,
+        format_curve_markdown,
+        plot_learning_curves,
+    )
+
     atomic_write_text(out / CURVE_JSON, json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     atomic_write_text(out / CURVE_MD, format_curve_markdown(results))
     plot_learning_curves(results, out / CURVE_PNG)
     print(format_curve_markdown(results))
     print(f"learning curve written to {out}/")
-    return results
 
 
 def _score_checkpoints(
