@@ -204,6 +204,7 @@ class Trainer:
             raise disk_error(self.run_dir, self.step, error) from None
 
     def _next_batch(self) -> list[int]:
+        """The next batch's pair indices; past an epoch's end, the next epoch's list from its start."""
         if self.batches is None:
             self.batches = self.data.epoch_batches(self.epoch, self.ctx)
         while self.position >= len(self.batches):
@@ -214,6 +215,7 @@ class Trainer:
         return indices
 
     def _train_step(self, indices: list[int]) -> None:
+        """One update on the batch of `indices`; a non-finite loss (or gradient, unscaled) stops the run."""
         src, tgt = self.data.src, self.data.tgt
         batch = make_batch([src[i] for i in indices], [tgt[i] for i in indices], indices).to(self.device)
         self.lr = self.schedule.apply(self.optimizer, self.step + 1)
@@ -242,6 +244,7 @@ class Trainer:
 
     # ---- logging, validation, checkpoints ------------------------------------------------------
     def _log_training(self) -> None:
+        """Log the interval since the last log line (rank 0 writes it), and start the next interval."""
         seconds = self.acc["seconds"] + (time.monotonic() - self._interval_started)
         loss = self.acc["loss"] / max(self.acc["tokens"], 1.0)
         event = {
@@ -315,6 +318,7 @@ class Trainer:
         return weights(self.model, self.step, score, self.config, self.tokenizer)
 
     def _save_step_checkpoint(self) -> None:
+        """Write this step's checkpoint (rank 0; every rank takes part in gathering the RNG states)."""
         rngs = self.ctx.gather(capture_rng())
         self.saved_step = self.step
         if not self.ctx.is_main:
@@ -332,6 +336,7 @@ class Trainer:
         write_step(self.run_dir, dataclasses.replace(checkpoint, training=state), self.tc.keep_last)
 
     def _finish(self, stopped_by: str) -> dict[str, Any]:
+        """Write summary.json, written last: its presence says the run finished. Returns it."""
         best_score, best_step, metric = self.stopping.best_score, self.stopping.best_step, self.stopping.metric
         summary = {
             "final_step": self.step, "epoch": self.epoch, "stopped_by": stopped_by,
