@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import random
 
 import pytest
@@ -62,8 +63,14 @@ def scored(hypotheses: dict[str, list[str]], sources: list[str], references: lis
     return evaluation, long_sentence_bleu(hypotheses, sources, references, "source")
 
 
+@functools.cache
+def scored_systems() -> tuple[Evaluation, LongSentences]:
+    """`scored(*systems())`, computed once for the tests that only read it (its bootstraps take seconds)."""
+    return scored(*systems())
+
+
 def test_a_collapsing_baseline_and_a_flat_attention_run_pass_every_check() -> None:
-    checks = check_effect(*scored(*systems()), baseline="encdec", attention="search")
+    checks = check_effect(*scored_systems(), baseline="encdec", attention="search")
     assert [c.passed for c in checks] == [True, True, True, True], checks
     assert "[20,30)" in checks[0].evidence and "[10,20)" not in checks[0].evidence
     assert "(p=0.010)" in checks[0].evidence  # 200 resamples: 0.010 is the smallest p
@@ -75,7 +82,7 @@ def test_swapped_roles_fail_the_checks_they_should() -> None:
     hypotheses, sources, references = systems()
     # Calling the flat system the baseline: it neither collapses nor trails in long buckets, and the
     # differences from 20 words are significant the wrong way round, which is no support either.
-    swapped = check_effect(*scored(hypotheses, sources, references), baseline="search", attention="encdec")
+    swapped = check_effect(*scored_systems(), baseline="search", attention="encdec")
     assert [c.passed for c in swapped] == [False, False, False, False], swapped
     assert "**no**" in format_checks(swapped, "search", "encdec")
     # Two identical systems: no bucket differs, so nothing is ahead.
@@ -182,7 +189,7 @@ def test_checks_without_the_sentences_they_speak_of_cannot_tell_and_say_so_once(
 
 
 def test_the_flat_check_is_left_out_for_an_attention_run_trained_on_short_sentences() -> None:
-    evaluation, long = scored(*systems())
+    evaluation, long = scored_systems()
     checks = check_effect(evaluation, long, "encdec", "search", flat_expected=False)
     assert [c.claim.split(" on ")[0] for c in checks[1:]] == ["encdec", "search keeps more of its best bucket"]
     # a flat baseline keeps as much as the attention run: check 4 fails
@@ -198,8 +205,7 @@ def evaluation_lines(keep: float) -> list[str]:
 
 
 def test_level_check_reads_the_paired_bootstrap_on_40_plus_words() -> None:
-    hypotheses, sources, references = systems()
-    evaluation, long = scored(hypotheses, sources, references)
+    evaluation, long = scored_systems()
     (level,) = check_level(evaluation, long, baseline="encdec", attention="search")
     assert level.passed is True and "(p=0.002)" in level.evidence, level  # 1000 resamples: the smallest p
     assert f"{long.bleu['search']:.2f} vs {long.bleu['encdec']:.2f}" in level.evidence
@@ -235,7 +241,7 @@ def test_min_bucket_sentences_is_a_validated_key() -> None:
 
 def test_the_thresholds_are_evaluation_settings() -> None:
     hypotheses, sources, references = systems()
-    evaluation = score_systems(hypotheses, sources, references, bootstrap_samples=200)
+    evaluation = scored_systems()[0]
     long = long_sentence_bleu(hypotheses, sources, references, "source", words=30)
     assert long.n == sum(len(s.split()) >= 30 for s in sources)
     checks = check_effect(evaluation, long, "encdec", "search")
