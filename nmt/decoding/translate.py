@@ -11,6 +11,7 @@ does not depend on the batch size or on which other lines share the input.
 from __future__ import annotations
 
 import argparse
+import codecs
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -21,7 +22,6 @@ from typing import IO, TYPE_CHECKING, Any, Literal
 
 from nmt import cli
 from nmt.config import DecodingConfig, load_config, override_sections
-from nmt.data.corpus import UTF8_BOM
 from nmt.errors import NMTError
 from nmt.fileio import atomic_open, same_file
 
@@ -228,7 +228,7 @@ def _read_chunks(handle: IO[bytes], name: str, chunk_lines: int) -> Iterator[tup
         if cut_from:
             _warn(f"{name}: line {number} has {cut_from:,} bytes: only its first {len(raw) - 1:,} are translated.")
         if number == 1:
-            raw = raw.removeprefix(UTF8_BOM)
+            raw = raw.removeprefix(codecs.BOM_UTF8)  # as nmt.data.corpus does (importing it loads numpy)
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
