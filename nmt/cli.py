@@ -179,7 +179,8 @@ def set_threads(threads: int) -> None:
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The parser of every command (by default), or one whose only command with arguments is `command`."""
+    """The parser of every command (by default), or one in which only `command` has its arguments (none
+    for "": enough for `nmt --help` and to refuse an unknown command)."""
     parser = argparse.ArgumentParser(
         prog="nmt",
         description="RNN encoder-decoders with and without attention, compared by sentence length.",
