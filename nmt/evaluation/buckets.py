@@ -10,8 +10,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-import numpy as np
-
 from nmt.errors import NMTError
 
 BucketBy = Literal["source", "reference"]
@@ -73,6 +71,8 @@ def length_matched_pairing(lengths: Sequence[int], seed: int) -> list[int]:
     within each length, the sentences in a seeded random order each take the next one's index, the
     last the first's. A length held by one sentence alone takes its neighbour in length order (the
     nearest length). One sentence in all pairs with itself."""
+    import numpy as np  # here: importing buckets (every command does) stays light
+
     groups: dict[int, list[int]] = {}
     for i in np.random.default_rng(seed).permutation(len(lengths)).tolist():
         groups.setdefault(lengths[i], []).append(i)

@@ -10,8 +10,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from nmt import cli
 from nmt.errors import NMTError
@@ -24,6 +23,9 @@ from nmt.rundir.checkpoints import (
     save_checkpoint,
     step_checkpoints,
 )
+
+if TYPE_CHECKING:
+    import torch
 
 AVERAGED_NAME = "averaged.pt"
 

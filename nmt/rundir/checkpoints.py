@@ -13,12 +13,13 @@ import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from nmt.errors import NMTError
 from nmt.fileio import atomic_open
+
+if TYPE_CHECKING:  # torch loads only when a checkpoint is read or written: `nmt average --help` stays fast
+    import torch
 
 CHECKPOINT_DIR = "checkpoints"
 BEST_NAME = "best.pt"
@@ -153,12 +154,16 @@ def _checked(state: dict[str, Any], types: dict[str, tuple[type, ...]], path: Pa
 
 def save_checkpoint(path: Path, checkpoint: Checkpoint) -> None:
     """Write `checkpoint` with torch.save through a temporary file, so a kill never leaves half a file."""
+    import torch
+
     with atomic_open(path, "wb") as handle:
         torch.save(checkpoint.to_dict(), handle)
 
 
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> Checkpoint:
     """Read a checkpoint written by `save_checkpoint`; anything unreadable becomes an NMTError naming the file."""
+    import torch
+
     path = Path(path)
     if not path.is_file():
         raise NMTError(f"checkpoint not found: {path}", "Check the path, or list the run's checkpoints/ folder.")
