@@ -332,10 +332,11 @@ def plot_checks(results: dict[str, Any], path: Path) -> None:
         left.set_ylabel("BLEU")
         for point in entry.get("alignment", []):
             right.plot(labels, [100 * (point["buckets"][label]["agreement"] or 0) for label in labels],
-                       marker="o", label=f"step {point['step']}")
+                       marker="o", label=f"{point['checkpoint'].removesuffix('.pt')} (step {point['step']})")
         if entry.get("alignment"):
             last = entry["alignment"][-1]["buckets"]
-            right.plot(labels, [100 * (last[label]["chance"] or 0) for label in labels], "k--", label="chance")
+            for key, style in (("diagonal", "k:"), ("chance", "k--")):
+                right.plot(labels, [100 * (last[label][key] or 0) for label in labels], style, label=key)
         right.set_title(f"{name}: argmax agrees with eflomal (%)")
         right.set_ylim(0, 100)
         for axes in (left, right):
