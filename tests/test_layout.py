@@ -61,3 +61,17 @@ def test_the_translation_cache_is_part_of_the_run_directory() -> None:
     from nmt.rundir.writing import RUN_MARKERS
 
     assert HYPS_DIR in RUN_MARKERS  # a new training refuses a folder holding another run's translations
+
+
+def test_no_library_module_imports_the_command_line() -> None:
+    importers = [
+        str(path.relative_to(PACKAGE))
+        for path in PACKAGE.rglob("*.py")
+        if path.name != "__main__.py"
+        and any(
+            isinstance(node, ast.ImportFrom)
+            and (node.module == "nmt.cli" or (node.module == "nmt" and any(a.name == "cli" for a in node.names)))
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        )
+    ]
+    assert importers == []

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nmt import cli
+from nmt import arguments
 from nmt.compare.evaluate import _common_test_set, default_out_dir
 from nmt.compare.runs import RunInfo, describe_runs
 from nmt.errors import NMTError
@@ -356,9 +356,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--src", type=Path, default=None, help="source file instead of a split (with --ref)")
     parser.add_argument("--ref", type=Path, default=None, help="reference file, one line per --src line")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: as nmt evaluate's)")
-    parser.add_argument("--checkpoint", default=None, help=cli.CHECKPOINT_HELP)
+    parser.add_argument("--checkpoint", default=None, help=arguments.CHECKPOINT_HELP)
     parser.add_argument(
-        "--steps", type=cli.steps, default=None, metavar="N,N",
+        "--steps", type=arguments.steps, default=None, metavar="N,N",
         help="periodic checkpoints whose alignment agreement is measured too (default: every kept step_*.pt)",
     )
     parser.add_argument("--no-steps", action="store_true", help="measure the evaluated checkpoint only")
@@ -375,8 +375,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--only", choices=["perturbation", "alignment"], default=None, help="run one of the two checks only"
     )
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default 64)")
-    cli.add_device(parser)
-    cli.add_threads(parser)
+    arguments.add_device(parser)
+    arguments.add_threads(parser)
 
 
 def run(args: argparse.Namespace) -> None:
@@ -385,7 +385,7 @@ def run(args: argparse.Namespace) -> None:
         raise NMTError("--src and --ref go together: give both files, or neither to use --split.")
     if args.sentences_per_bucket < 0:
         raise NMTError(f"--sentences-per-bucket {args.sentences_per_bucket}: give 0 (all) or a positive count.")
-    cli.use_threads(args.threads, args.run_dirs[0])
+    arguments.use_threads(args.threads, args.run_dirs[0])
     attention_checks(
         args.run_dirs, out_dir=args.out, split=args.split, src_path=args.src, ref_path=args.ref,
         checkpoint=args.checkpoint, steps=[] if args.no_steps else args.steps, per_bucket=args.sentences_per_bucket,

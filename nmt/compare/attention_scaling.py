@@ -28,7 +28,7 @@ import torch
 from matplotlib.figure import Figure
 from torch import Tensor
 
-from nmt import cli
+from nmt import arguments
 from nmt.compare.evaluate import default_out_dir
 from nmt.compare.runs import RunInfo, describe_runs, split_test_set
 from nmt.data.batching import make_batch
@@ -266,12 +266,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="sample size per length bucket, 0 = all (default: evaluation.curve_sentences_per_bucket)")
     parser.add_argument("--checkpoint", default=None, metavar="NAME", help="checkpoint file name in each RUN_DIR/checkpoints/")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default as for evaluate)")
-    cli.add_threads(parser, " Here the run is the first RUN_DIR.")
+    arguments.add_threads(parser, " Here the run is the first RUN_DIR.")
 
 
 def run(args: argparse.Namespace) -> None:
     """Run `nmt attention-scaling` from parsed arguments."""
-    cli.use_threads(args.threads, args.run_dirs[0])
+    arguments.use_threads(args.threads, args.run_dirs[0])
     if args.sentences_per_bucket is not None and args.sentences_per_bucket < 0:
         raise NMTError(f"--sentences-per-bucket {args.sentences_per_bucket}: it must be >= 0.")
     scaling_statistics(args.run_dirs, args.out, args.split, args.sentences_per_bucket, args.checkpoint)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nmt import cli
+from nmt import arguments
 from nmt.compare.evaluate import default_out_dir
 from nmt.compare.runs import RunInfo, describe_runs, split_test_set, translate_cached
 from nmt.config import TrainingConfig
@@ -155,12 +155,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="sample size per bucket, 0 = all (default: evaluation.curve_sentences_per_bucket)",
     )
     parser.add_argument("--out", type=Path, default=None, help="output folder (default as for evaluate)")
-    cli.add_device(parser)
-    cli.add_threads(parser, " Here the run is the first RUN_DIR.")
+    arguments.add_device(parser)
+    arguments.add_threads(parser, " Here the run is the first RUN_DIR.")
 
 
 def run(args: argparse.Namespace) -> None:
-    cli.use_threads(args.threads, args.run_dirs[0])
+    arguments.use_threads(args.threads, args.run_dirs[0])
     learning_curves(
         args.run_dirs, out_dir=args.out, split=args.split, per_bucket=args.sentences_per_bucket, device=args.device
     )

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nmt import cli
+from nmt import arguments
 from nmt.compare.runs import RunInfo, decoding_settings, describe_runs, split_test_set, translate_cached
 from nmt.errors import NMTError
 from nmt.evaluation.score_files import score_and_report
@@ -156,15 +156,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--src", type=Path, default=None, help="source file to translate instead of a split")
     parser.add_argument("--ref", type=Path, default=None, help="reference file for --src")
-    cli.add_decoding_set(parser, "decoding.* or evaluation.*")
-    cli.add_setting(
-        parser, "--buckets", "evaluation.buckets", "length cutoffs, default 10,20,30,40,50,60", type=cli.buckets
+    arguments.add_decoding_set(parser, "decoding.* or evaluation.*")
+    arguments.add_setting(
+        parser, "--buckets", "evaluation.buckets", "length cutoffs, default 10,20,30,40,50,60", type=arguments.buckets
     )
-    cli.add_setting(
+    arguments.add_setting(
         parser, "--by", "evaluation.by", "bucket by source (default) or reference length",
         choices=["source", "reference"],
     )
-    cli.add_setting(parser, "--beam", "decoding.beam_size", "beam size, 1 = greedy", type=int, metavar="K")
+    arguments.add_setting(parser, "--beam", "decoding.beam_size", "beam size, 1 = greedy", type=int, metavar="K")
     parser.add_argument(
         "--out",
         type=Path,
@@ -178,14 +178,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="checkpoint file name in each RUN_DIR/checkpoints/ (e.g. averaged.pt), or a path for one run "
         "(default: each run's best.pt, else its latest step_*.pt)",
     )
-    cli.add_threads(parser, " Here the run is the first RUN_DIR.")
-    cli.add_device(parser)
+    arguments.add_threads(parser, " Here the run is the first RUN_DIR.")
+    arguments.add_device(parser)
 
 
 def run(args: argparse.Namespace) -> None:
     if args.src is not None and args.split is not None:
         raise NMTError("give either --split or --src/--ref, not both.")
-    cli.use_threads(args.threads, args.run_dirs[0])
+    arguments.use_threads(args.threads, args.run_dirs[0])
     evaluate_runs(
         args.run_dirs,
         split=args.split,

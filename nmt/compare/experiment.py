@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nmt import cli
+from nmt import arguments
 from nmt.compare.curve import learning_curves
 from nmt.compare.evaluate import evaluate_runs
 from nmt.config import Config, load_config, save_config
@@ -226,7 +226,7 @@ def _attention(config: Config, run_dirs: dict[str, Path], results: dict[str, Any
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`nmt experiment CONFIG [--out DIR] [--force] [--jobs N]`."""
-    cli.add_config(parser)
+    arguments.add_config(parser)
     parser.add_argument("--out", type=Path, default=None, help="output folder (default experiments/<config name>)")
     parser.add_argument("--force", action="store_true", help="redo every step, even finished ones")
     parser.add_argument(
@@ -236,7 +236,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="runs trained at once, each in its own process (default 0: one per CPU core, each with "
         "cores/jobs torch threads unless training.threads is set; 1 on CUDA)",
     )
-    cli.add_training_threads(parser, " Where that is 0, parallel trainings (--jobs) share the cores.")
+    arguments.add_training_threads(parser, " Where that is 0, parallel trainings (--jobs) share the cores.")
 
 
 def run(args: argparse.Namespace) -> None:
@@ -244,5 +244,5 @@ def run(args: argparse.Namespace) -> None:
     if args.jobs < 0:
         raise NMTError(f"--jobs {args.jobs}: give 0 (one per core) or a positive count.")
     # the evaluations after training run in this process
-    cli.set_threads(load_config(args.config, args.overrides).training.threads)
+    arguments.set_threads(load_config(args.config, args.overrides).training.threads)
     run_experiment(args.config, args.overrides, out_dir, force=args.force, jobs=args.jobs)

@@ -25,7 +25,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, TypeVar
 
-from nmt.cli import add_config
+from nmt.arguments import add_config
 from nmt.config import DataConfig, load_config
 from nmt.data.corpus import load_corpus, read_lines
 from nmt.data.pairs import MAX_LINE_CHARS, SPLITS, Corpus, Pair

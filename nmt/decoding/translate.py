@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal
 
-from nmt import cli
+from nmt import arguments
 from nmt.config import DecodingConfig, load_config, override_sections
 from nmt.errors import NMTError
 from nmt.fileio import atomic_open, same_file
@@ -394,10 +394,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a folder written by `nmt train`")
     parser.add_argument("-i", "--input", type=Path, default=None, help="input file (default stdin)")
     parser.add_argument("-o", "--output", type=Path, default=None, help="output file (default stdout)")
-    cli.add_decoding_set(parser, "decoding.*")
-    cli.add_setting(parser, "--beam", "decoding.beam_size", "beam size, 1 = greedy", type=int, metavar="K")
-    cli.add_setting(parser, "--batch-size", "decoding.batch_size", "sentences per batch", type=int, metavar="N")
-    cli.add_setting(
+    arguments.add_decoding_set(parser, "decoding.*")
+    arguments.add_setting(parser, "--beam", "decoding.beam_size", "beam size, 1 = greedy", type=int, metavar="K")
+    arguments.add_setting(parser, "--batch-size", "decoding.batch_size", "sentences per batch", type=int, metavar="N")
+    arguments.add_setting(
         parser, "--nbest", "decoding.nbest",
         "write the K best translations of each input line, best first, as --nbest-layout says (at most "
         "the beam size)", type=int, metavar="K",
@@ -415,16 +415,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="follow each translation with a tab and its model score (log-probability / length penalty)",
     )
-    parser.add_argument("--checkpoint", type=Path, default=None, help=cli.CHECKPOINT_HELP)
+    parser.add_argument("--checkpoint", type=Path, default=None, help=arguments.CHECKPOINT_HELP)
     parser.add_argument(
         "--attention-plots", type=Path, default=None, metavar="DIR", help="write one attention heatmap PNG per sentence"
     )
-    cli.add_threads(parser)
-    cli.add_device(parser)
+    arguments.add_threads(parser)
+    arguments.add_device(parser)
 
 
 def run(args: argparse.Namespace) -> None:
-    cli.use_threads(args.threads, args.run_dir)
+    arguments.use_threads(args.threads, args.run_dir)
     translate_file(
         args.run_dir,
         input_path=args.input,

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nmt import cli
+from nmt import arguments
 from nmt.config import EvaluationConfig, config_from_dict, override_sections
 from nmt.data.corpus import read_lines
 from nmt.errors import NMTError
@@ -209,7 +209,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--src", type=Path, default=None, help="source file (needed to bucket by source length, and shown in the examples)"
     )
     parser.add_argument(
-        "--names", type=cli.names, default=None, help="system names, comma-separated, one per HYP (default: file names)"
+        "--names", type=arguments.names, default=None, help="system names, comma-separated, one per HYP (default: file names)"
     )
     parser.add_argument(
         "--baseline",
@@ -218,15 +218,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the fixed-vector (no attention) system: check the long-sentence effect against every other system",
     )
     parser.add_argument("--out", type=Path, default=Path("evaluation"), help="output folder (default ./evaluation)")
-    cli.add_set(
+    arguments.add_set(
         parser,
         "an evaluation setting (repeatable): --set evaluation.tokenize=intl --set evaluation.lowercase=true",
         metavar="evaluation.KEY=VALUE",
     )
-    cli.add_setting(
-        parser, "--buckets", "evaluation.buckets", "length cutoffs, default 10,20,30,40,50,60", type=cli.buckets
+    arguments.add_setting(
+        parser, "--buckets", "evaluation.buckets", "length cutoffs, default 10,20,30,40,50,60", type=arguments.buckets
     )
-    cli.add_setting(
+    arguments.add_setting(
         parser, "--by", "evaluation.by", "bucket by source (default with --src) or reference length (default without)",
         choices=["source", "reference"],
     )

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nmt import cli
+from nmt import arguments
 from nmt.errors import NMTError
 from nmt.rundir.checkpoints import (
     BEST_NAME,
@@ -109,7 +109,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     choice = parser.add_mutually_exclusive_group(required=True)
     choice.add_argument("--last", type=int, default=None, metavar="N", help="average the newest N step_*.pt")
     choice.add_argument(
-        "--steps", type=cli.steps, default=None, metavar="A,B,...", help="average the checkpoints of these steps"
+        "--steps", type=arguments.steps, default=None, metavar="A,B,...", help="average the checkpoints of these steps"
     )
     parser.add_argument(
         "-o", "--output", type=Path, default=None, help="output file (default RUN_DIR/checkpoints/averaged.pt)"

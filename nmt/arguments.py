@@ -1,0 +1,145 @@
+"""The flags several commands share, for their `add_arguments` (nmt/cli.py's convention): --set and its
+shorthands (one route to a setting: the later on the command line wins), --threads, --device, and the
+types of comma-separated lists. A library module of its own, so that command modules at any layer can
+use it without importing the command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from nmt.config import load_config
+from nmt.errors import NMTError
+
+# What `nmt translate --help` says about the checkpoint it uses by default.
+CHECKPOINT_HELP = (
+    "checkpoint: a bare file name is looked up in RUN_DIR/checkpoints/ (e.g. step_00000600.pt, averaged.pt), "
+    "a path with a folder is taken as it is (default: RUN_DIR/checkpoints/best.pt, the validation with the best "
+    "training.early_stopping_metric: greedy BLEU on the valid split by default, or loss; with a tiny "
+    "valid set BLEU is noise and loss chooses better. A run without best.pt uses its latest step_*.pt. "
+    "`nmt evaluate` reports the step and score of the checkpoint it used)"
+)
+DEVICE_HELP = "where the model runs: auto (CUDA when present, else CPU), cpu or cuda"
+# The one rule for the torch CPU threads of every command that runs a model.
+THREADS_HELP = (
+    "torch CPU threads. Without --threads, every command that runs a model uses the run's "
+    "training.threads (0 there: torch's default, one per core). On a machine busy with other work, "
+    "1 can be several times faster.{}"
+)
+TRAINING_SET_HELP = (
+    "override a config key (repeatable), value parsed as YAML: --set training.max_steps=200. The "
+    "command line wins over the file, runs: entries included: section.key=value changes the top level "
+    "and every run; runs.NAME.section.key=value changes run NAME only and wins over section.key=value "
+    "whatever their order"
+)
+
+
+class SetKey(argparse.Action):
+    """A shorthand for `--set KEY=VALUE`: appends to the same list (dest "overrides") as --set, so
+    that of a shorthand and a --set of one key the later on the command line wins."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, key: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, **kwargs)
+        self.key = key
+
+    def __call__(self, parser: Any, namespace: argparse.Namespace, value: Any, option: str | None = None) -> None:
+        overrides = list(getattr(namespace, self.dest) or [])
+        setattr(namespace, self.dest, [*overrides, f"{self.key}={json.dumps(value)}"])  # JSON is YAML
+
+
+def add_set(parser: argparse.ArgumentParser, help: str, metavar: str = "SECTION.KEY=VALUE") -> None:
+    """--set, the list of config overrides (args.overrides) that the shorthands of `add_setting` join."""
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar=metavar, help=help)
+
+
+def add_setting(parser: argparse.ArgumentParser, flag: str, key: str, help: str, **kwargs: Any) -> None:
+    """`flag VALUE`, a shorthand for `--set key=VALUE` (add_set first)."""
+    value = kwargs.get("metavar", "VALUE")
+    parser.add_argument(
+        flag, dest="overrides", action=SetKey, key=key, default=[], help=f"{help} (short for --set {key}={value})",
+        **kwargs,
+    )
+
+
+def add_config(parser: argparse.ArgumentParser) -> None:
+    """The CONFIG argument and --set of a command that reads a config file (prepare, train, experiment)."""
+    parser.add_argument("config", type=Path, help="YAML config, e.g. configs/quick.yaml")
+    add_set(parser, TRAINING_SET_HELP)
+
+
+def add_decoding_set(parser: argparse.ArgumentParser, sections: str) -> None:
+    """--set for the decode-time settings of a trained run (translate, evaluate)."""
+    add_set(
+        parser,
+        f"change a {sections} setting of the run for this command only (repeatable, value parsed "
+        "as YAML): --set decoding.beam_size=10 --set decoding.length_penalty=none; model, data and "
+        "training settings are fixed by the trained weights",
+    )
+
+
+def add_threads(parser: argparse.ArgumentParser, detail: str = "") -> None:
+    """--threads for a command that runs a trained model; `detail` adds to THREADS_HELP's rule."""
+    parser.add_argument("--threads", type=int, default=None, metavar="N", help=THREADS_HELP.format(detail))
+
+
+def add_training_threads(parser: argparse.ArgumentParser, detail: str = "") -> None:
+    """--threads N of train and experiment: the setting training.threads, which the run records."""
+    help = THREADS_HELP.format(" Here --threads N is --set training.threads=N: the run records it." + detail)
+    parser.add_argument(
+        "--threads", dest="overrides", action=SetKey, key="training.threads", type=int, default=[], metavar="N",
+        help=help,
+    )
+
+
+def add_device(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help=DEVICE_HELP)
+
+
+def names(text: str) -> list[str]:
+    """Type of a comma-separated list of names."""
+    return [name.strip() for name in text.split(",")]
+
+
+def steps(text: str) -> list[int]:
+    """Type of a comma-separated list of step numbers."""
+    try:
+        numbers = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated step numbers, got '{text}'") from None
+    if not numbers:
+        raise argparse.ArgumentTypeError("expected step numbers, e.g. 600,900")
+    return numbers
+
+
+def buckets(text: str) -> list[int]:
+    """Type of comma-separated length cutoffs."""
+    try:
+        cutoffs = [int(b) for b in text.split(",") if b.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got '{text}'") from None
+    if not cutoffs:
+        raise argparse.ArgumentTypeError("expected at least one length cutoff, e.g. 10,20,30,40,50,60")
+    return cutoffs
+
+
+def use_threads(threads: int | None, run_dir: Path) -> None:
+    """Set torch's CPU threads to --threads, else to the training.threads of the run in `run_dir` (none
+    if it has no config.yaml: the command then says what is missing)."""
+    if threads is None:
+        config_path = run_dir / "config.yaml"
+        threads = load_config(config_path).training.threads if config_path.is_file() else 0
+    set_threads(threads)
+
+
+def set_threads(threads: int) -> None:
+    """torch's CPU threads for this process; 0 leaves torch's default, one per core."""
+    if threads < 0:
+        raise NMTError(f"--threads {threads}: give 0 (torch's default, one per core) or a positive count.")
+    if threads > 0:
+        import torch
+
+        torch.set_num_threads(threads)
