@@ -13,7 +13,7 @@ from nmt.compare.attention_checks import attention_checks, teacher_forced_argmax
 from nmt.data.batching import make_batch, make_source_batch
 from nmt.data.prepare import load_prepared
 from nmt.decoding.search import greedy_hypotheses
-from nmt.decoding.translate import Translator
+from nmt.decoding.translator import Translator
 from nmt.errors import NMTError
 from nmt.evaluation.alignment import Agreement, reversal_links
 from nmt.models.attention import perturb_weights, perturbed_attention

@@ -10,7 +10,7 @@ import torch
 
 from nmt.cli import main
 from nmt.compare.runs import describe_runs
-from nmt.decoding.translate import Translator
+from nmt.decoding.translator import Translator
 from nmt.errors import NMTError
 from nmt.rundir.averaging import average_checkpoints
 from nmt.rundir.checkpoints import describe_checkpoint

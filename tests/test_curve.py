@@ -77,7 +77,7 @@ def test_curve_scores_every_kept_checkpoint_and_caches(
     assert (tmp_path / "out" / "learning_curve.png").read_bytes()[:8] == PNG_MAGIC
 
     # a second call translates nothing: every checkpoint's greedy output comes from RUN_DIR/hyps/
-    from nmt.decoding.translate import Translator
+    from nmt.decoding.translator import Translator
 
     def no_decoding(*args: object, **kwargs: object) -> None:
         raise AssertionError("a cached checkpoint was translated again")

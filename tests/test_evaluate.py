@@ -101,12 +101,12 @@ def test_two_runs_end_to_end_with_cache(
     stamps = {f: f.stat().st_mtime_ns for files in cache_files.values() for f in files}
 
     # second call, other buckets: translations come from RUN_DIR/hyps/, the model is never built
-    import nmt.decoding.translate
+    import nmt.decoding.translator
 
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("translated again although the translations were cached")
 
-    monkeypatch.setattr(nmt.decoding.translate.Translator, "from_run", refuse)
+    monkeypatch.setattr(nmt.decoding.translator.Translator, "from_run", refuse)
     assert main([*argv[:-4], "--buckets", "10", "--device", "cpu", "--out", str(tmp_path / "again")]) == 0
     second = json.loads((tmp_path / "again" / "results.json").read_text(encoding="utf-8"))
     assert second["runs"]["beam2"]["bleu"] == results["runs"]["beam2"]["bleu"]

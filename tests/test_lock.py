@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from nmt.config import Config
-from nmt.decoding.translate import Translator
+from nmt.decoding.translator import Translator
 from nmt.errors import NMTError
 from nmt.training.trainer import train
 from tests.helpers import reverse_task_config

@@ -16,10 +16,12 @@ import torch
 import yaml
 
 import nmt.decoding.translate as translate_module
+import nmt.decoding.translator as translator_module
 from nmt.cli import main
 from nmt.config import ModelConfig, load_config, save_config
 from nmt.decoding.search import Hypothesis
-from nmt.decoding.translate import Translation, Translator, translate_file
+from nmt.decoding.translate import translate_file
+from nmt.decoding.translator import Translation, Translator
 from nmt.models import build_model
 from tests.synthetic import reverse_pairs
 
@@ -173,7 +175,7 @@ def test_a_plain_string_is_not_translated_character_by_character(trained_reverse
 def test_an_endless_line_is_read_in_bounded_pieces_and_cut(
     trained_reverse_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(translate_module, "MAX_LINE_BYTES", 16)
+    monkeypatch.setattr(translator_module, "MAX_LINE_BYTES", 16)
     reads: list[int] = []
     original = translate_module._read_line
 
@@ -202,7 +204,7 @@ def test_an_endless_line_is_read_in_bounded_pieces_and_cut(
 def test_a_huge_sentence_from_python_is_cut_before_encoding(
     trained_reverse_run: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(translate_module, "MAX_LINE_BYTES", 16)
+    monkeypatch.setattr(translator_module, "MAX_LINE_BYTES", 16)
     translator = Translator.from_run(trained_reverse_run, beam_size=1)
     sentences = ["1 2 3", " ".join(["7"] * 100)]
     encoded: list[int] = []

@@ -107,7 +107,7 @@ def _buckets(test_set: TestSet, cutoffs: list[int], by: BucketBy) -> tuple[list[
 
 def perturbation_bleu(run: RunInfo, test_set: TestSet, seed: int, device: str, batch_size: int) -> dict[str, Any]:
     """Greedy BLEU per bucket of the run's checkpoint with each attention perturbation (KINDS)."""
-    from nmt.decoding.translate import Translator
+    from nmt.decoding.translator import Translator
     from nmt.models.attention import perturbed_attention
 
     assert test_set.sources is not None

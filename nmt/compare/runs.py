@@ -91,7 +91,7 @@ def translate_cached(
     if hyps is not None:
         print(f"{run.name}: re-using cached translations {path}", file=sys.stderr)
         return hyps, path, True
-    from nmt.decoding.translate import Translator
+    from nmt.decoding.translator import Translator
 
     print(
         f"{run.name}: translating {len(test_set.sources)} sentences with {run.checkpoint.name} "

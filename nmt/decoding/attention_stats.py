@@ -26,7 +26,7 @@ def attention_diagnostics(
     the heatmap of the first test sentence of 50+ words (or the longest one)."""
     from nmt.data.prepare import load_prepared
     from nmt.decoding.plots import plot_attention
-    from nmt.decoding.translate import Translator
+    from nmt.decoding.translator import Translator
 
     sources = [src for src, _ in load_prepared(config.data).pairs(config.evaluation.split)]
     translator = Translator.from_run(run_dir, beam_size=1)

@@ -1,12 +1,5 @@
-"""Translation with a trained run: the Python API (`Translator`) and `nmt translate` (`translate_file`).
-
-    t = Translator.from_run("runs/x")
-    t.translate(["In the beginning God created the heaven and the earth."])
-
-Text goes through the run's own sentencepiece models on the way in and out. Sentences are sorted by
-length and batched; since search gives a sentence the same output whatever its batch, the output
-does not depend on the batch size or on which other lines share the input.
-"""
+"""`nmt translate` (`translate_file`): a file or stdin, streamed through a `Translator` (translator.py)
+in bounded chunks, to a file or stdout; n-best lists, scores and attention plots on request."""
 
 from __future__ import annotations
 
@@ -16,201 +9,18 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Literal
+from typing import IO, Literal
 
 from nmt import arguments
 from nmt.config import DecodingConfig, load_config, override_sections
+from nmt.decoding import translator as translator_module
+from nmt.decoding.translator import Translation, Translator, warn
 from nmt.errors import NMTError
 from nmt.fileio import atomic_open, same_file
 
-if TYPE_CHECKING:
-    from torch import Tensor
-
-    from nmt.decoding.search import Hypothesis
-# torch and the model code load with the first Translator, not with this module: `nmt translate --help`
-# stays fast.
-
 # Lines read, translated and written at a time: bounds memory whatever the input size.
 CHUNK_LINES = 1000
-# Bytes of one input line kept (the rest is skipped, with a warning), so that one endless line cannot fill
-# memory; far more than decoding.max_input_tokens pieces ever need.
-MAX_LINE_BYTES = 1 << 16
-# How both sentencepiece models name EOS_ID (nmt/data/subwords.py keeps sentencepiece's default).
-EOS_PIECE = "</s>"
-
-
-@dataclass
-class Translation:
-    """One translation of one sentence.
-
-    `score` is the length-normalised log-probability search ranked by. `src_pieces` and `tgt_pieces`
-    are the sentencepiece pieces the model read and wrote, each ending with the EOS piece "</s>" (empty
-    for an empty input line). `attention` is len(tgt_pieces) x len(src_pieces): row t holds the weights
-    over the source pieces when target piece t was written. It is None unless asked for, and always
-    None for a model without attention.
-    """
-
-    text: str
-    score: float
-    src_pieces: list[str]
-    tgt_pieces: list[str]
-    attention: Tensor | None = None
-
-
-def _warn(message: str) -> None:
-    print(f"warning: {message}", file=sys.stderr)  # also shown by nmt evaluate and nmt experiment
-
-
-class Translator:
-    """A trained model, its tokenizer and search settings; translates lists of sentences."""
-
-    def __init__(
-        self,
-        model: Any,
-        tokenizer: Any,
-        decoding: DecodingConfig,
-        beam_size: int | None = None,
-        batch_size: int | None = None,
-    ) -> None:
-        self.model = model
-        self.tokenizer = tokenizer
-        self.decoding = decoding
-        self.beam_size = decoding.beam_size if beam_size is None else beam_size
-        self.batch_size = decoding.batch_size if batch_size is None else batch_size
-        if self.beam_size < 1:
-            raise NMTError(f"beam size must be >= 1, got {self.beam_size}.", "Use --beam 1 for greedy search.")
-        if self.batch_size < 1:
-            raise NMTError(f"batch size must be >= 1, got {self.batch_size}.", "Use e.g. --batch-size 64.")
-        self.device = next(model.parameters()).device
-
-    @classmethod
-    def from_run(
-        cls,
-        run_dir: str | Path,
-        checkpoint: str | Path | None = None,
-        device: str = "auto",
-        beam_size: int | None = None,
-        batch_size: int | None = None,
-        decoding: DecodingConfig | None = None,
-    ) -> Translator:
-        """Load a run directory (its default checkpoint unless `checkpoint` is given).
-
-        Search settings come from `decoding` (default: the run's `decoding` config); `beam_size` and
-        `batch_size` override it.
-        """
-        from nmt.rundir.loading import load_run
-
-        run = load_run(Path(run_dir), Path(checkpoint) if checkpoint is not None else None, device)
-        return cls(run.model, run.tokenizer, decoding or run.config.decoding, beam_size, batch_size)
-
-    @property
-    def has_attention(self) -> bool:
-        """False for RNNencdec (attention: none): there are no weights to return or plot."""
-        return bool(getattr(self.model, "has_attention", True))
-
-    def translate(
-        self, sentences: list[str], return_attention: bool = False, nbest: int = 1
-    ) -> list[str] | list[Translation] | list[list[Translation]]:
-        """Translate `sentences`, keeping their order.
-
-        Returns plain strings by default; `Translation`s (score, pieces, attention) with
-        `return_attention=True`; and with `nbest` > 1, a best-first list of `nbest` Translations per
-        sentence (an empty sentence gets `nbest` empty ones). A plain string is refused (TypeError):
-        iterating it would translate each of its characters.
-        """
-        results = self.translate_nbest(sentences, nbest=nbest, return_attention=return_attention)
-        if nbest > 1:
-            return results
-        if return_attention:
-            return [r[0] for r in results]
-        return [r[0].text for r in results]
-
-    def translate_nbest(
-        self, sentences: list[str], nbest: int = 1, return_attention: bool = False, first_line: int = 1
-    ) -> list[list[Translation]]:
-        """Up to `nbest` Translations per sentence, best first. Warnings name sentence i as line
-        `first_line + i`: a sentence longer than `decoding.max_input_tokens` pieces is cut to that."""
-        if isinstance(sentences, str):
-            raise TypeError(
-                "Translator.translate takes a list of sentences, not a str: "
-                f"wrap one sentence in a list, translate([{sentences[:30]!r}])."
-            )
-        if nbest < 1:
-            raise NMTError(
-                f"--nbest {nbest}: the number of translations written per line must be at least 1.",
-                "Give --nbest 1 for the best translation only, or K (up to the beam size) for the K best.",
-            )
-        if nbest > self.beam_size:
-            raise NMTError(
-                f"--nbest {nbest} needs 1 <= nbest <= beam size ({self.beam_size}).",
-                f"Use --beam {nbest} or more, or a smaller --nbest.",
-            )
-        limit = self.decoding.max_input_tokens
-        sentences = list(sentences)  # the caller's list stays as it was
-        encoded: list[list[int]] = []
-        for i, sentence in enumerate(sentences):
-            if len(sentence) > MAX_LINE_BYTES:  # a huge line is cut before encoding: its pieces would be cut
-                _warn(f"line {first_line + i}: {len(sentence):,} characters, cut to the first {MAX_LINE_BYTES:,}.")
-                sentence = sentences[i] = sentence[:MAX_LINE_BYTES]
-            ids = self.tokenizer.encode_src(sentence)
-            if len(ids) > limit:
-                _warn(
-                    f"line {first_line + i}: {len(ids)} source pieces, cut to the first {limit} "
-                    "(decoding.max_input_tokens)."
-                )
-                ids = ids[:limit]
-            encoded.append(ids)
-        # an empty line gets `nbest` empty translations, so that every output line has as many fields
-        results = [[Translation("", 0.0, [], []) for _ in range(nbest)] for _ in sentences]
-        # Longest first, so that each batch holds similar lengths and little padding.
-        order = sorted((i for i, ids in enumerate(encoded) if ids), key=lambda i: -len(encoded[i]))
-        want_attention = return_attention and self.has_attention
-        for start in range(0, len(order), self.batch_size):
-            batch = order[start : start + self.batch_size]
-            hypotheses = self._search([encoded[i] for i in batch], nbest, want_attention)
-            for i, hyps in zip(batch, hypotheses, strict=True):
-                src_pieces = [*self.tokenizer.src_pieces(sentences[i])[:limit], EOS_PIECE]
-                # rstrip: a hypothesis cut at its length limit may end in the lone word-boundary piece "▁"
-                # (a word the limit left out), which sentencepiece decodes to a trailing space; a finished
-                # one never ends so, since training targets are encoded without trailing whitespace.
-                results[i] = [
-                    Translation(
-                        self.tokenizer.decode_tgt(h.tokens).rstrip(),
-                        h.score,
-                        src_pieces,
-                        [*self.tokenizer.tgt_id_to_piece(h.tokens), EOS_PIECE],
-                        h.attention,
-                    )
-                    for h in hyps
-                ]
-        return results
-
-    def _search(self, src_ids: list[list[int]], nbest: int, return_attention: bool) -> list[list[Hypothesis]]:
-        """Search one batch of encoded sentences -> up to `nbest` Hypotheses each."""
-        from nmt.data.batching import make_source_batch
-        from nmt.decoding.search import (
-            beam_search,
-            greedy_hypotheses,
-            length_penalty_divisor,
-            max_output_lengths,
-        )
-
-        src, lengths = make_source_batch(src_ids)
-        cfg = self.decoding
-        max_lengths = max_output_lengths(lengths, cfg.max_length_ratio, cfg.max_length_offset)
-        src, lengths, max_lengths = src.to(self.device), lengths.to(self.device), max_lengths.to(self.device)
-        if self.beam_size == 1:
-            # Greedy is what beam 1 computes, at less cost; its score gets the same normalisation.
-            found = greedy_hypotheses(self.model, src, lengths, max_lengths, return_attention)
-            for h in found:
-                h.score = h.log_prob / length_penalty_divisor(len(h.tokens) + 1, cfg.length_penalty, cfg.alpha)
-            return [[h] for h in found]
-        return beam_search(
-            self.model, src, lengths, self.beam_size, max_lengths,
-            length_penalty=cfg.length_penalty, alpha=cfg.alpha, nbest=nbest, return_attention=return_attention,
-        )
 
 
 def _read_chunks(handle: IO[bytes], name: str, chunk_lines: int) -> Iterator[tuple[int, list[str]]]:
@@ -226,7 +36,7 @@ def _read_chunks(handle: IO[bytes], name: str, chunk_lines: int) -> Iterator[tup
         if not raw:
             break
         if cut_from:
-            _warn(f"{name}: line {number} has {cut_from:,} bytes: only its first {len(raw) - 1:,} are translated.")
+            warn(f"{name}: line {number} has {cut_from:,} bytes: only its first {len(raw) - 1:,} are translated.")
         if number == 1:
             raw = raw.removeprefix(codecs.BOM_UTF8)  # as nmt.data.corpus does (importing it loads numpy)
         try:
@@ -249,19 +59,19 @@ def _read_chunks(handle: IO[bytes], name: str, chunk_lines: int) -> Iterator[tup
 def _read_line(handle: IO[bytes]) -> tuple[bytes, int]:
     """(the next line of `handle`, b"" at the end; its length in bytes if it was cut, else 0).
 
-    At most MAX_LINE_BYTES of a line are kept, cut back to a character boundary; the rest of a longer
+    At most translator_module.MAX_LINE_BYTES of a line are kept, cut back to a character boundary; the rest of a longer
     line is read in pieces and dropped, so memory stays bounded however long the line.
     """
-    line = handle.readline(MAX_LINE_BYTES + 1)
-    if len(line) <= MAX_LINE_BYTES or line.endswith(b"\n"):
+    line = handle.readline(translator_module.MAX_LINE_BYTES + 1)
+    if len(line) <= translator_module.MAX_LINE_BYTES or line.endswith(b"\n"):
         return line, 0
     length = len(line)
     while True:
-        rest = handle.readline(MAX_LINE_BYTES)
+        rest = handle.readline(translator_module.MAX_LINE_BYTES)
         length += len(rest)
         if not rest or rest.endswith(b"\n"):
             break
-    kept = line[:MAX_LINE_BYTES]
+    kept = line[:translator_module.MAX_LINE_BYTES]
     try:
         kept.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -298,7 +108,7 @@ def translate_file(
     translator = Translator.from_run(run_dir, checkpoint, device, decoding=decoding)
     plots_dir = Path(attention_plots) if attention_plots is not None else None
     if plots_dir is not None and not translator.has_attention:
-        _warn(f"{run_dir} is a model without attention (attention: none): there is nothing to plot.")
+        warn(f"{run_dir} is a model without attention (attention: none): there is nothing to plot.")
         plots_dir = None
     if plots_dir is not None:
         plots_dir.mkdir(parents=True, exist_ok=True)
