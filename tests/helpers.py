@@ -3,8 +3,11 @@ folder, and a shipped config shortened onto local files."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from nmt.config import Config, config_from_dict, load_config, save_config
 from tests.synthetic import reverse_pairs, write_parallel
@@ -87,3 +90,44 @@ def shortened(config_path: Path, root: Path) -> list[str]:
         if "dir" in (sections.get("data") or {}):  # runs with their own data folder (the -30 / -50 runs)
             overrides.append(f"runs.{run}.data.dir={root / ('prepared-' + run)}")
     return overrides
+
+
+TIMING_KEYS = ("tgt_tokens_per_s", "elapsed_s")
+
+
+def resume_config(data_root: Path, **training: Any) -> Config:
+    """A small reverse-task config whose resume must restore dropout, warm-up and plateau state."""
+    # Dropout, warm-up and plateau decay all carry state that a resume must restore. A constant schedule:
+    # the half run is the same config with a smaller max_steps, which would move the default cosine.
+    settings = {
+        "max_steps": 40, "validate_every": 10, "checkpoint_every": 7, "log_every": 3, "warmup_steps": 5,
+        "learning_rate": 0.001, "lr_schedule": "constant",
+        "lr_patience": 1, "batch_tokens": 300, "valid_max_sentences": 10, **training,
+    }
+    model = {"embedding_size": 16, "hidden_size": 32, "attention_size": 32, "maxout_size": 16, "dropout": 0.2}
+    return reverse_task_config(data_root, n_train=200, min_len=4, max_len=8, model=model, training=settings)
+
+
+def with_max_steps(config: Config, max_steps: int) -> Config:
+    """`config` with another training.max_steps."""
+    raw = config.to_dict()
+    raw["training"]["max_steps"] = max_steps
+    return config_from_dict(raw)
+
+
+def log_without_timing(run_dir: Path) -> list[dict[str, Any]]:
+    """log.jsonl's events without their timings (which differ between runs)."""
+    lines = (run_dir / "log.jsonl").read_text().splitlines()
+    return [{k: v for k, v in json.loads(line).items() if k not in TIMING_KEYS} for line in lines]
+
+
+def final_state(run_dir: Path, step: int) -> dict[str, Any]:
+    """The raw content of checkpoints/step_{step}.pt."""
+    return torch.load(run_dir / "checkpoints" / f"step_{step:08d}.pt", weights_only=True)
+
+
+def assert_same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
+    """Both state dicts hold exactly the same tensors."""
+    assert a.keys() == b.keys()
+    for name in a:
+        assert torch.equal(a[name], b[name]), name

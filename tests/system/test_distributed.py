@@ -21,7 +21,7 @@ from nmt.training.distributed import DistContext, setup_distributed
 from nmt.training.trainer import Trainer
 from tests.helpers import reverse_task_config
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
