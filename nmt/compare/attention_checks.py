@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from nmt import arguments
-from nmt.compare.evaluate import _common_test_set, default_out_dir
+from nmt.compare.evaluate import common_test_set, default_out_dir
 from nmt.compare.runs import RunInfo, describe_runs
 from nmt.errors import NMTError
 from nmt.evaluation.alignment import Agreement, Link, Symmetrisation, align_words
@@ -64,7 +64,7 @@ def attention_checks(
             )
     settings = runs[0].config.evaluation
     cutoffs, by = list(settings.buckets), settings.by
-    test_set = _common_test_set(runs, split or settings.split, src_path, ref_path)  # nmt evaluate's rule
+    test_set = common_test_set(runs, split or settings.split, src_path, ref_path)  # nmt evaluate's rule
     if per_bucket:
         test_set = sample_test_set(test_set, cutoffs, by, per_bucket)
     members, labels = _buckets(test_set, cutoffs, by)

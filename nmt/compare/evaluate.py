@@ -66,7 +66,7 @@ def evaluate_runs(
     out = Path(out_dir) if out_dir is not None else default_out_dir(run_dirs)
     _refuse_overwriting_inputs(out, runs, src_path, ref_path)
     settings = runs[0].config.evaluation
-    test_set = _common_test_set(runs, split or settings.split, src_path, ref_path)
+    test_set = common_test_set(runs, split or settings.split, src_path, ref_path)
     hypotheses, systems, scored, chosen = _translate_runs(runs, test_set, device)
     pairs, unpaired = effect_pairs(runs)
     note = None
@@ -113,7 +113,9 @@ def _translate_runs(
     return hypotheses, systems, scored, chosen
 
 
-def _common_test_set(runs: list[RunInfo], split: str, src_path: Path | None, ref_path: Path | None) -> TestSet:
+def common_test_set(runs: list[RunInfo], split: str, src_path: Path | None, ref_path: Path | None) -> TestSet:
+    """The one test set the runs are scored on: --src/--ref when given, else the `split` of their prepared
+    data, which must be the same for every run."""
     if src_path is not None and ref_path is not None:
         return file_test_set(src_path, ref_path)
     by_dir: dict[str, TestSet] = {}
