@@ -49,6 +49,13 @@ class Timings:
             atomic_write_text(self.path, json.dumps(self.seconds, indent=2))
 
 
+# Beside every heatmap: what the weights are, and the command that measures what they do not tell.
+ATTENTION_CAVEAT = (
+    "An attention map is one mixing step, not the model's reasoning. `nmt attention-checks RUN_DIR ...` "
+    "measures whether the output depends on where it looks (weights made uniform, permuted or one-hot) and "
+    "how often its argmax agrees with a word aligner (docs/results.md)."
+)
+
 # A re-run whose training was all skipped mostly reads cached translations: its evaluation and
 # learning-curve times are recorded under these names, beside the first run's, not over them.
 RERUN = " (re-run, training skipped)"
@@ -125,7 +132,7 @@ def _report(
     lines += _tables(config, timings, counts, attention)
     lines += ["", (out_dir / "report.md").read_text(encoding="utf-8").strip(), ""]
     if attention_plot:
-        lines += ["", f"![attention of one long test sentence]({attention_plot})", ""]
+        lines += ["", f"![attention of one long test sentence]({attention_plot})", "", ATTENTION_CAVEAT, ""]
     curve = (out_dir / CURVE_MD).read_text(encoding="utf-8").strip()
     lines += ["", curve, "", f"![learning curve by sentence length]({CURVE_PNG})", ""]
     return "\n".join(lines)

@@ -43,6 +43,7 @@ def test_quick_config_runs_the_whole_pipeline_shortened(tmp_path: Path) -> None:
     assert (out / "bleu_by_length.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     if attentive:
         assert (out / "attention_long_sentence.png").is_file()
+        assert "nmt attention-checks" in report  # the caveat stands beside the heatmap
     # the learning curve: every run's kept checkpoints (here the one at step 2), in the report with its plot
     curves = json.loads((out / "learning_curve.json").read_text())
     assert {name: [p["step"] for p in c["checkpoints"]] for name, c in curves["runs"].items()} == {
