@@ -90,6 +90,7 @@ def test_a_run_without_attention_is_refused() -> None:
         attention_statistics(model, _pairs(2, seed=3))
 
 
+@pytest.mark.slow
 def test_the_command_measures_a_trained_run_and_writes_its_files(tmp_path: Path) -> None:
     config = reverse_task_config(
         tmp_path, n_train=200, model={"attention": "dot", "attention_size": 16, **TINY},

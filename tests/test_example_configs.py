@@ -62,6 +62,7 @@ def test_every_key_of_the_example_is_commented(name: str) -> None:
     assert keys and [line for line in keys if "#" not in line] == []
 
 
+@pytest.mark.slow
 def test_files_example_as_written(tmp_path: Path) -> None:
     config_path = CONFIGS / "files-example.yaml"
     data = load_config(config_path).data
@@ -75,6 +76,7 @@ def test_files_example_as_written(tmp_path: Path) -> None:
     _check_prepare_and_train(config_path, overrides, train, valid, tmp_path, "rnnsearch")
 
 
+@pytest.mark.slow
 def test_hf_example_as_written_and_with_parquet(tmp_path: Path, offline: None) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq

@@ -43,6 +43,7 @@ def test_pieces_are_drawn_as_the_words_of_figure_3() -> None:
     assert word_spans(["ing", "▁go", "▁"]) == [("ing", 0, 1), ("go", 1, 2), ("▁", 2, 3)]
 
 
+@pytest.mark.slow
 def test_sixty_words_have_readable_labels_a_title_and_a_colour_bar(tmp_path: Path) -> None:
     src, tgt = _sentence(90), _sentence(100, seed=1)
     words = [sum(p.startswith("▁") for p in pieces) + 1 for pieces in (src, tgt)]  # with </s>

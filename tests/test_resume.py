@@ -12,6 +12,7 @@ from nmt.training.trainer import train
 from tests.helpers import assert_same_weights, final_state, log_without_timing, resume_config, with_max_steps
 
 
+@pytest.mark.slow
 def test_half_plus_resume_equals_straight_bitwise(tmp_path: Path) -> None:
     config = resume_config(tmp_path / "data")
     straight = train(config, tmp_path / "straight")
@@ -58,6 +59,7 @@ def test_resume_on_cuda_fp16_from_a_run_saved_without_a_grad_scaler(tmp_path: Pa
     assert final_state(tmp_path / "run", 4)["scaler"]["scale"] > 0
 
 
+@pytest.mark.slow
 def test_a_run_ended_off_the_validation_grid_resumes_to_the_straight_runs_weights(tmp_path: Path) -> None:
     # The first part ends at step 15, between validations (every 10): its closing validation chooses
     # best.pt, but the learning-rate plateau schedule (lr_patience 1) follows the periodic ones only.

@@ -59,6 +59,7 @@ def test_cli_keeps_line_order_and_count_and_reverses_digits(trained_reverse_run:
     assert _read(tmp_path / "chunks.txt") == out
 
 
+@pytest.mark.slow
 def test_stdin_to_stdout_through_python_m_nmt(trained_reverse_run: Path) -> None:
     lines = ["1 2 3 4 5", "", "9 8 7 6 5 4"]
     done = subprocess.run(
@@ -71,6 +72,7 @@ def test_stdin_to_stdout_through_python_m_nmt(trained_reverse_run: Path) -> None
     assert out[:3] == Translator.from_run(trained_reverse_run, beam_size=1).translate(lines)
 
 
+@pytest.mark.slow
 def test_a_terminal_gets_each_translation_before_the_input_ends(trained_reverse_run: Path) -> None:
     controller, terminal = pty.openpty()
     expected = Translator.from_run(trained_reverse_run, beam_size=1).translate(["1 2 3 4 5"])[0]
