@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -104,26 +104,23 @@ def names(text: str) -> list[str]:
     return [name.strip() for name in text.split(",")]
 
 
-def steps(text: str) -> list[int]:
-    """Type of a comma-separated list of step numbers."""
-    try:
-        numbers = [int(s) for s in text.split(",") if s.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated step numbers, got '{text}'") from None
-    if not numbers:
-        raise argparse.ArgumentTypeError("expected step numbers, e.g. 600,900")
-    return numbers
+def integers(what: str, example: str) -> Callable[[str], list[int]]:
+    """The argparse type of a comma-separated list of at least one `what` (e.g. "step numbers")."""
+
+    def parse(text: str) -> list[int]:
+        try:
+            numbers = [int(n) for n in text.split(",") if n.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected comma-separated {what}, got '{text}'") from None
+        if not numbers:
+            raise argparse.ArgumentTypeError(f"expected at least one of the {what}, e.g. {example}")
+        return numbers
+
+    return parse
 
 
-def buckets(text: str) -> list[int]:
-    """Type of comma-separated length cutoffs."""
-    try:
-        cutoffs = [int(b) for b in text.split(",") if b.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got '{text}'") from None
-    if not cutoffs:
-        raise argparse.ArgumentTypeError("expected at least one length cutoff, e.g. 10,20,30,40,50,60")
-    return cutoffs
+steps = integers("step numbers", "600,900")
+buckets = integers("length cutoffs", "10,20,30,40,50,60")
 
 
 def use_threads(threads: int | None, run_dir: Path) -> None:
