@@ -117,6 +117,13 @@ def test_command_writes_its_three_files(trained_reverse_run: Path, tmp_path: Pat
     assert "| uniform |" in (tmp_path / "attention_checks.md").read_text()
 
 
+def test_the_report_explains_only_the_checks_it_ran(trained_reverse_run: Path, tmp_path: Path) -> None:
+    attention_checks([trained_reverse_run], out_dir=tmp_path, checks=("perturbation",), device="cpu", batch_size=16)
+    report = (tmp_path / "attention_checks.md").read_text()
+    assert "- **uniform** spreads" in report and "Attention is not Explanation" in report
+    assert "eflomal's (unsupervised" not in report and "Argmax agreement" not in report
+
+
 def test_a_run_without_attention_is_refused(tmp_path: Path) -> None:
     run = fake_run(tmp_path / "rnnencdec", attention="none")
     with pytest.raises(NMTError, match="no attention"):

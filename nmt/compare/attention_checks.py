@@ -298,7 +298,10 @@ def format_markdown(results: dict[str, Any]) -> str:
                              _pct(total["agreement"]), _pct(total["chance"]), _pct(total["diagonal"]),
                              _pct(total["argmax_on_eos"]), str(total["target_words"])])
             lines += _table(["checkpoint", *head, "chance", "diagonal", "on EOS", "words"], rows)
-    lines += ["", "## What the numbers can and cannot show", "", *PERTURBATION_NOTES, *ALIGNMENT_NOTES]
+    runs = results["runs"].values()
+    notes = [*(PERTURBATION_NOTES if any("perturbation" in e for e in runs) else ()),
+             *(ALIGNMENT_NOTES if any("alignment" in e for e in runs) else ())]
+    lines += ["", "## What the numbers can and cannot show", "", *notes]
     return "\n".join(lines) + "\n"
 
 
