@@ -15,10 +15,10 @@ width), R = readout width (2 x maxout_size, or m for the tanh layer),
 D = width entering the output layer (maxout_size or m), V = target vocabulary, S = source tokens
 (incl. EOS), T = target tokens (incl. EOS). A product of (rows x k) by (k x cols) costs 2 rows k cols.
 
-Training counts one forward (the terms below, written as the implementation runs them: the recurrent
-update of the last target step is never computed, RNNencdec's input-gate and readout products of its
-fixed context are one product each per sentence) and a backward of twice the forward: each product has one gradient product for
-its input and one for its weight, every input of every product needs its gradient.
+Training counts one forward, as the implementation runs it (the recurrent update of the last target
+step is never computed; RNNencdec's input-gate and readout products of its fixed context are one
+product each per sentence), and a backward of twice the forward: each product has one gradient
+product for its input and one for its weight.
 """
 
 from __future__ import annotations
@@ -55,8 +55,7 @@ def _sizes(cfg: ModelConfig) -> dict[str, int]:
 def encoder_flops(cfg: ModelConfig, src_len: int) -> dict[str, float]:
     """Forward FLOPs of encoding one sentence of `src_len` tokens, and of what the decoder computes
     once per sentence from it (attention keys or the fixed context, and s_0). At the real length: the
-    encoder does run every step of the padded batch (with masking), but that padded compute is not
-    useful work and is left out of MFU on purpose."""
+    padded steps the encoder runs (masked) are not useful work and are left out of MFU on purpose."""
     z = _sizes(cfg)
     n, d, G, C, R, S = z["n"], z["d"], z["G"], z["C"], z["R"], src_len
     terms: dict[str, float] = {}
@@ -78,9 +77,9 @@ def encoder_flops(cfg: ModelConfig, src_len: int) -> dict[str, float]:
 
 def _attention_step(cfg: ModelConfig, src_len: int) -> dict[str, float]:
     """One query's products against S keys: the scores and the weighted sum of annotations."""
-    z = _sizes(cfg)
     if cfg.attention == "none":
         return {}
+    z = _sizes(cfg)
     # additive: v^T over the tanh'd S x a hidden; dot / general: the S keys times the query
     return {"attention_scores": 2.0 * src_len * z["K"], "attention_context": 2.0 * src_len * z["C"]}
 
@@ -98,9 +97,8 @@ def decoder_training_flops(cfg: ModelConfig, tgt_vocab: int, src_len: int, tgt_l
         terms["decoder_recurrent"] = 2.0 * updates * n * G
         terms["readout"] = 2.0 * T * (n + m) * R
     else:
-        terms["decoder_input"] = (
-            2.0 * T * m * G + 2.0 * updates * C * G
-        )  # E y: all steps at once; c_i: per update
+        # E y: all steps at once; c_i: per update
+        terms["decoder_input"] = 2.0 * T * m * G + 2.0 * updates * C * G
         # s_{i-1} times [W_hh ; W_query] at every step (the query of step T is needed, its update is not)
         terms["decoder_recurrent"] = 2.0 * T * n * (G + z["Q"])
         for name, value in _attention_step(cfg, src_len).items():
@@ -121,23 +119,9 @@ def training_flops(
     """Forward + backward FLOPs of a set of sentence pairs at their real lengths (no padding).
 
     Lengths count EOS (source) and the target tokens predicted (incl. EOS)."""
-    if len(src_lengths) != len(tgt_lengths):
-        raise ValueError(f"{len(src_lengths)} source lengths but {len(tgt_lengths)} target lengths")
-    forward = sum(
-        sum(forward_flops(cfg, tgt_vocab, s, t).values())
-        for s, t in zip(src_lengths, tgt_lengths, strict=True)
-    )
+    pairs = zip(src_lengths, tgt_lengths, strict=True)  # ValueError when the counts differ
+    forward = sum(sum(forward_flops(cfg, tgt_vocab, s, t).values()) for s, t in pairs)
     return (1.0 + BACKWARD_FACTOR) * forward
-
-
-def training_flops_per_token(
-    cfg: ModelConfig, tgt_vocab: int, src_lengths: Sequence[int], tgt_lengths: Sequence[int]
-) -> float:
-    """Training FLOPs per real target token over the given pairs."""
-    tokens = sum(tgt_lengths)
-    if tokens <= 0:
-        raise ValueError("no target tokens")
-    return training_flops(cfg, tgt_vocab, src_lengths, tgt_lengths) / tokens
 
 
 def decode_step_flops(cfg: ModelConfig, tgt_vocab: int, src_len: int) -> float:

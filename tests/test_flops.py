@@ -34,7 +34,6 @@ from nmt.flops import (
     forward_flops,
     search_encode_flops,
     training_flops,
-    training_flops_per_token,
 )
 from nmt.models import build_model
 from nmt.special import PAD_ID
@@ -214,15 +213,12 @@ def test_training_terms_by_hand() -> None:
     assert both["encoder_l0_input"] == 2 * 2 * 30 * 256 * 1536 and both["fixed_context"] == 2 * 1024 * 1024
 
 
-def test_per_token_is_a_length_weighted_mean() -> None:
+def test_pairs_add_up() -> None:
     cfg = small_config("additive")
     one = training_flops(cfg, TGT_VOCAB, [7], [4])
     two = training_flops(cfg, TGT_VOCAB, [3], [9])
     assert training_flops(cfg, TGT_VOCAB, [7, 3], [4, 9]) == pytest.approx(one + two)
-    assert training_flops_per_token(cfg, TGT_VOCAB, [7, 3], [4, 9]) == pytest.approx((one + two) / 13)
     # attention reads every source position at every target step
-    assert training_flops_per_token(cfg, TGT_VOCAB, [40], [10]) > training_flops_per_token(
-        cfg, TGT_VOCAB, [5], [10]
-    )
+    assert training_flops(cfg, TGT_VOCAB, [40], [10]) > training_flops(cfg, TGT_VOCAB, [5], [10])
     with pytest.raises(ValueError):
         training_flops(cfg, TGT_VOCAB, [1, 2], [3])
