@@ -29,21 +29,16 @@ from nmt.typed_yaml import config_diff
 
 # Keys that may change between a run and its --resume: they do not change what is learned.
 # (Validation decodes greedily within the length limits, so the other decoding keys do not matter.)
-RESUMABLE_KEYS = frozenset(
-    [
-        *(
-            f"training.{key}"
-            for key in (
-                "max_steps", "patience", "validate_every", "checkpoint_every", "log_every", "threads", "device",
-                "tensorboard", "keep_last", "recompute_attention",
-            )
-        ),
-        *(f"decoding.{key}" for key in ("beam_size", "length_penalty", "alpha", "batch_size", "nbest")),
-        *(f"evaluation.{f.name}" for f in dataclasses.fields(EvaluationConfig)),  # scoring only
-        "data.dir",
-        "data.cache_dir",
-    ]
+_RESUMABLE_TRAINING = (
+    "max_steps", "patience", "validate_every", "checkpoint_every", "log_every", "threads", "device", "tensorboard",
+    "keep_last", "recompute_attention",
 )
+RESUMABLE_KEYS = frozenset([
+    *(f"training.{key}" for key in _RESUMABLE_TRAINING),
+    *(f"decoding.{key}" for key in ("beam_size", "length_penalty", "alpha", "batch_size", "nbest")),
+    *(f"evaluation.{f.name}" for f in dataclasses.fields(EvaluationConfig)),  # scoring only
+    "data.dir", "data.cache_dir",
+])
 SUMMARY = "summary.json"  # written last, by write_summary: its presence says the run finished
 # What a run writes at its top level: a new run refuses a folder holding any of them (nothing is overwritten).
 RUN_MARKERS = (
@@ -54,9 +49,7 @@ RUN_MARKERS = (
 def config_differences(old: Config, new: Config) -> list[str]:
     """Dotted keys whose values differ between two configs (`runs` names experiment runs, not this one);
     data paths are compared as absolute paths, as write_config records them."""
-    a, b = with_absolute_paths(old).to_dict(), with_absolute_paths(new).to_dict()
-    a.pop("runs", None)
-    b.pop("runs", None)
+    a, b = ({k: v for k, v in with_absolute_paths(c).to_dict().items() if k != "runs"} for c in (old, new))
     return config_diff(a, b)
 
 
@@ -69,8 +62,8 @@ def check_run_dir(run_dir: Path, config: Config, resume: bool) -> Path | None:
     """Refuse unusable run directories; return the checkpoint to resume from (None: start at step 0)."""
     if run_dir.exists() and not run_dir.is_dir():
         raise NMTError(f"--run-dir {run_dir} exists and is not a directory.", "Choose another --run-dir.")
-    data_dir = Path(os.path.abspath(config.data.dir))
-    if Path(os.path.abspath(run_dir)) == data_dir or data_dir in Path(os.path.abspath(run_dir)).parents:
+    absolute = Path(os.path.abspath(run_dir))
+    if Path(os.path.abspath(config.data.dir)) in (absolute, *absolute.parents):
         raise NMTError(
             f"--run-dir {run_dir} lies in data.dir {config.data.dir}, which nmt prepare replaces whole when it "
             "rebuilds the data: the run would be deleted.",
@@ -119,31 +112,13 @@ def check_run_dir(run_dir: Path, config: Config, resume: bool) -> Path | None:
     return latest
 
 
-def check_writable(run_dir: Path) -> None:
-    """Create `run_dir` and prove a file can be written in it."""
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=run_dir, prefix=".write-test-"):
-            pass
-    except OSError as exc:
-        raise NMTError(
-            f"cannot write to the run directory {run_dir} ({exc.strerror or exc}).",
-            "Choose a writable --run-dir or fix its permissions.",
-        ) from None
-
-
-def tokenizer_fingerprint(files: list[Path]) -> dict[str, str]:
-    """File name -> sha256 of every file a tokenizer is made of."""
-    return {Path(p).name: sha256_file(Path(p)) for p in files}
-
-
 def check_tokenizer(tokenizer: Any, run_dir: Path) -> None:
     """On resume: the data dir's tokenizer must be the one the run started with (RUN_DIR/tokenizer/)."""
     copy = run_dir / "tokenizer"
     if not copy.is_dir():
         return
-    saved = tokenizer_fingerprint([p for p in copy.iterdir() if p.is_file()])
-    now = tokenizer_fingerprint(tokenizer.files())
+    saved = {p.name: sha256_file(p) for p in copy.iterdir() if p.is_file()}
+    now = {Path(p).name: sha256_file(p) for p in tokenizer.files()}
     changed = sorted(name for name in saved.keys() | now.keys() if saved.get(name) != now.get(name))
     if changed:
         raise NMTError(
@@ -157,7 +132,6 @@ def check_subword_settings(tokenizer: Any, config: Config) -> None:
     """The prepared tokenizer must have been trained with this config's data.* subword settings."""
     from nmt.data.subwords import SUBWORD_KEYS, read_manifest
 
-    manifest_path = Path(tokenizer.directory) / "tokenizer.json"
     recorded = read_manifest(tokenizer.directory).get("config", {})
     differing = [
         f"data.{key} (tokenizer {recorded[key]!r}, config {getattr(config.data, key)!r})"
@@ -171,24 +145,9 @@ def check_subword_settings(tokenizer: Any, config: Config) -> None:
     ]
     if differing or too_big:
         raise NMTError(
-            f"the tokenizer in {manifest_path} does not match the config: {'; '.join(differing + too_big)}.",
+            f"the tokenizer in {Path(tokenizer.directory) / 'tokenizer.json'} does not match the config: {'; '.join(differing + too_big)}.",
             "Run `nmt prepare` with this config (or point data.dir at data prepared with it).",
         )
-
-
-def copy_tokenizer(tokenizer: Any, run_dir: Path) -> None:
-    """Copy the tokenizer files (models + tokenizer.json with their sha256) into RUN_DIR/tokenizer/."""
-    target = run_dir / "tokenizer"
-    target.mkdir(parents=True, exist_ok=True)
-    for path in tokenizer.files():
-        with open(path, "rb") as source, atomic_open(target / Path(path).name, "wb") as dest:
-            shutil.copyfileobj(source, dest)
-
-
-def write_environment(run_dir: Path, device: torch.device, world_size: int) -> None:
-    """Record library versions and hardware in RUN_DIR/environment.json."""
-    info = {**describe_environment(device), "device": str(device), "world_size": world_size}
-    atomic_write_text(run_dir / "environment.json", json.dumps(info, indent=2) + "\n")
 
 
 def claim(run_dir: Path, config: Config, tokenizer: Any, resume: bool, lock: RunLock) -> Path | None:
@@ -201,19 +160,33 @@ def claim(run_dir: Path, config: Config, tokenizer: Any, resume: bool, lock: Run
         check_tokenizer(tokenizer, run_dir)
     if config.training.tensorboard:
         summary_writer_class()
-    check_writable(run_dir)
+    try:  # create the run directory and prove a file can be written in it
+        run_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=run_dir, prefix=".write-test-"):
+            pass
+    except OSError as exc:
+        raise NMTError(
+            f"cannot write to the run directory {run_dir} ({exc.strerror or exc}).",
+            "Choose a writable --run-dir or fix its permissions.",
+        ) from None
     lock.acquire()
     # again with the lock held: a training that ended a moment ago may have written the run meanwhile
     return check_run_dir(run_dir, config, resume)
 
 
 def set_up(run_dir: Path, config: Config, tokenizer: Any, resume: bool, device: torch.device, world_size: int) -> None:
-    """Write config.yaml, environment.json and tokenizer/ into a run directory `claim` has checked and locked."""
+    """Write config.yaml, environment.json (library versions, hardware) and tokenizer/ (a copy of the
+    tokenizer's files: models + tokenizer.json with their sha256) into a run directory `claim` has checked
+    and locked."""
     if resume:
         (run_dir / SUMMARY).unlink(missing_ok=True)  # the run is unfinished again until it ends
     write_config(config, run_dir)
-    write_environment(run_dir, device, world_size)
-    copy_tokenizer(tokenizer, run_dir)
+    environment = {**describe_environment(device), "device": str(device), "world_size": world_size}
+    atomic_write_text(run_dir / "environment.json", json.dumps(environment, indent=2) + "\n")
+    (run_dir / "tokenizer").mkdir(parents=True, exist_ok=True)
+    for path in tokenizer.files():
+        with open(path, "rb") as source, atomic_open(run_dir / "tokenizer" / Path(path).name, "wb") as dest:
+            shutil.copyfileobj(source, dest)
 
 
 def summary_writer_class() -> Any:
@@ -249,10 +222,8 @@ class RunLog:
         """Drop events after `step`: those steps are redone by a resumed run."""
         if not self.path.is_file():
             return
-        kept = [
-            line for line in self.path.read_text(encoding="utf-8").splitlines()
-            if line.strip() and _event_step(line) <= step
-        ]
+        lines = self.path.read_text(encoding="utf-8").splitlines()
+        kept = [line for line in lines if line.strip() and _event_step(line) <= step]
         atomic_write_text(self.path, "".join(line + "\n" for line in kept))
 
     def write(self, event: dict[str, Any]) -> None:
