@@ -4,12 +4,12 @@ Hugging Face hub here, the Bible in nmt/data/bible.py; then the training filters
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import os
 import socket
 import urllib.parse
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +23,9 @@ from nmt.data.pairs import (
     Pair,
     normalise_space,
     split_of,
+    within_words,
 )
 from nmt.errors import NMTError
-from nmt.evaluation.buckets import word_count
-
-# A UTF-8 byte-order mark, as Windows editors save it: not part of the first sentence.
-UTF8_BOM = b"\xef\xbb\xbf"
 
 # How long a connection to the Hugging Face hub may take before the machine counts as offline.
 HUB_PROBE_SECONDS = 3.0
@@ -52,64 +49,52 @@ def read_lines(
         raise NMTError(f"{label} not found: {path}", hint) from None
     except IsADirectoryError:
         raise NMTError(f"{label} {path} is a folder, expected a text file.", hint) from None
-    if data.startswith(UTF8_BOM):
-        data = data[len(UTF8_BOM) :]
+    if data.startswith(codecs.BOM_UTF8):  # as Windows editors save it: not part of the first sentence
+        data = data[len(codecs.BOM_UTF8) :]
         if bom_files is not None:
             bom_files.append(str(path))
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        number, line_start = data.count(b"\n", 0, exc.start) + 1, data.rfind(b"\n", 0, exc.start) + 1
+        raise NMTError(
+            f"{label} {path}, line {number}: not valid UTF-8 (byte {exc.start - line_start + 1} of the line).",
+            "Convert the file to UTF-8, e.g. `iconv -f latin1 -t utf-8`.",
+        ) from None
+    lines = text.split("\n")
+    if lines[-1] == "":
         lines.pop()
-    out = []
-    for number, raw in enumerate(lines, 1):
-        try:
-            out.append(raw.decode("utf-8").removesuffix("\r"))
-        except UnicodeDecodeError as exc:
-            raise NMTError(
-                f"{label} {path}, line {number}: not valid UTF-8 (byte {exc.start + 1} of the line).",
-                "Convert the file to UTF-8, e.g. `iconv -f latin1 -t utf-8`.",
-            ) from None
-    return out
-
-
-def field_at(record: Any, dotted: str) -> Any:
-    """`record['a']['b']` for dotted path 'a.b'; KeyError if a part is missing."""
-    value = record
-    for part in dotted.split("."):
-        if not isinstance(value, dict) or part not in value:
-            raise KeyError(part)
-        value = value[part]
-    return value
+    return [line.removesuffix("\r") for line in lines]
 
 
 def _record_pair(record: Any, config: DataConfig, where: str) -> Pair:
+    """The texts at the dotted paths data.src_field / data.tgt_field of a record (e.g. translation.en)."""
     pair = []
     for dotted in (config.src_field_path, config.tgt_field_path):
-        try:
-            value = field_at(record, dotted)
-        except KeyError:
-            raise NMTError(
-                f"{where}: no field '{dotted}' in the record.",
-                "Set data.src_field / data.tgt_field to the dotted path of the text (e.g. translation.en).",
-            ) from None
+        value = record
+        for part in dotted.split("."):
+            if not isinstance(value, dict) or part not in value:
+                raise NMTError(
+                    f"{where}: no field '{dotted}' in the record.",
+                    "Set data.src_field / data.tgt_field to the dotted path of the text (e.g. translation.en).",
+                )
+            value = value[part]
         if not isinstance(value, str):
             raise NMTError(f"{where}: field '{dotted}' is {type(value).__name__}, expected a string.")
         pair.append(value)
     return pair[0], pair[1]
 
 
-def _tsv_pair(line: str, config: DataConfig, where: str) -> Pair:
-    """The pair of a `source<TAB>target` line."""
-    parts = line.split("\t")
-    if len(parts) != 2:
-        raise NMTError(
-            f"{where}: expected 'source<TAB>target', found {len(parts)} fields.",
-            "Each line needs exactly one tab character.",
-        )
-    return parts[0], parts[1]
-
-
-def _jsonl_pair(line: str, config: DataConfig, where: str) -> Pair:
-    """The pair of a JSON-lines record (its fields: data.src_field / data.tgt_field)."""
+def _line_pair(line: str, tsv: bool, config: DataConfig, where: str) -> Pair:
+    """The pair of a `source<TAB>target` line (`tsv`) or of a JSON-lines record."""
+    if tsv:
+        parts = line.split("\t")
+        if len(parts) != 2:
+            raise NMTError(
+                f"{where}: expected 'source<TAB>target', found {len(parts)} fields.",
+                "Each line needs exactly one tab character.",
+            )
+        return parts[0], parts[1]
     try:
         record = json.loads(line)
     except json.JSONDecodeError as exc:
@@ -126,9 +111,8 @@ def read_parallel(spec: str, config: DataConfig, bom_files: list[str] | None = N
     Files that began with a byte-order mark are appended to `bom_files`.
     """
     if spec.endswith((".tsv", ".jsonl")):
-        parse = _tsv_pair if spec.endswith(".tsv") else _jsonl_pair
         return [
-            parse(line, config, f"{spec}, line {number}") if line.strip() else ("", "")
+            _line_pair(line, spec.endswith(".tsv"), config, f"{spec}, line {number}") if line.strip() else ("", "")
             for number, line in enumerate(read_lines(Path(spec), bom_files=bom_files), 1)
         ]
     src_path, tgt_path = Path(f"{spec}.{config.src_lang}"), Path(f"{spec}.{config.tgt_lang}")
@@ -154,14 +138,12 @@ def read_aligned(
     return list(zip(src, tgt, strict=True))
 
 
-def _assemble(loaders: dict[str, Callable[[], list[Pair]] | None], config: DataConfig) -> Corpus:
-    """Clean whitespace, drop empty pairs, carve missing valid/test from train by a hash of the pair."""
+def _assemble(read: dict[str, list[Pair] | None], config: DataConfig) -> Corpus:
+    """Clean whitespace, drop empty pairs, carve missing (None) valid/test from train by a hash of the pair."""
     corpus = Corpus(splits={s: [] for s in SPLITS})
-    carve = [s for s in ("valid", "test") if loaders[s] is None]
-    for split, loader in loaders.items():
-        if loader is None:
-            continue
-        for src, tgt in loader():
+    carve = [s for s in ("valid", "test") if read[s] is None]
+    for split, pairs in read.items():
+        for src, tgt in pairs or []:
             if len(src) > MAX_LINE_CHARS or len(tgt) > MAX_LINE_CHARS:
                 corpus.dropped_overlong[split] += 1
                 continue
@@ -181,16 +163,14 @@ def files_corpus(config: DataConfig) -> Corpus:
     """The `files` source: one spec (or a source and a target file) per split; an empty valid/test is
     carved from train."""
     bom_files: list[str] = []
-    loaders: dict[str, Callable[[], list[Pair]] | None] = {}
+    read: dict[str, list[Pair] | None] = {}
     for split in SPLITS:
         spec, src, tgt = getattr(config, split), getattr(config, f"{split}_src"), getattr(config, f"{split}_tgt")
         if spec:
-            loaders[split] = lambda spec=spec: read_parallel(spec, config, bom_files)
-        elif src:
-            loaders[split] = lambda src=src, tgt=tgt: read_aligned(Path(src), Path(tgt), bom_files=bom_files)
+            read[split] = read_parallel(spec, config, bom_files)
         else:
-            loaders[split] = None
-    corpus = _assemble(loaders, config)
+            read[split] = read_aligned(Path(src), Path(tgt), bom_files=bom_files) if src else None
+    corpus = _assemble(read, config)
     corpus.bom_files = list(dict.fromkeys(bom_files))  # a file given for two splits counts once
     return corpus
 
@@ -210,21 +190,6 @@ def _is_builder(name: str) -> bool:
     from datasets.packaged_modules import _PACKAGED_DATASETS_MODULES
 
     return name in _PACKAGED_DATASETS_MODULES
-
-
-def _check_builder_files(config: DataConfig) -> None:
-    """A packaged builder reads only the files it is given: every split it is asked for needs data.<split>."""
-    if not _is_builder(config.hf_name):
-        return
-    for split, name in (("train", config.hf_train_split), ("valid", config.hf_valid_split), ("test", config.hf_test_split)):
-        if name and not getattr(config, split):
-            carve = "" if split == "train" else (
-                f', or set data.hf_{split}_split: "" to carve {split} from train (data.{split}_fraction of its pairs)'
-            )
-            raise NMTError(
-                f"data.hf_{split}_split is '{name}', but data.{split} gives the {config.hf_name} builder no file for it.",
-                f"Set data.{split} to the split's file (a path or a glob){carve}.",
-            )
 
 
 def _check_hub_reachable(config: DataConfig) -> None:
@@ -248,21 +213,9 @@ def _check_hub_reachable(config: DataConfig) -> None:
         ) from None
 
 
-def _hf_split(config: DataConfig, split: str, name: str) -> list[Pair]:
-    # Short timeouts so an offline machine fails in seconds rather than retrying for minutes.
-    os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "5")
-    os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", "5")
+def _hf_split(config: DataConfig, split: str, name: str, data_files: dict[str, str]) -> list[Pair]:
     import datasets
 
-    data_files = {
-        hf: spec
-        for hf, spec in (
-            (config.hf_train_split, config.train),
-            (config.hf_valid_split, config.valid),
-            (config.hf_test_split, config.test),
-        )
-        if spec and hf
-    }
     try:
         dataset = datasets.load_dataset(
             config.hf_name, config.hf_config or None, split=name, data_files=data_files or None
@@ -283,16 +236,26 @@ def huggingface_corpus(config: DataConfig) -> Corpus:
     `hf_name` may be a hub name, a local dataset folder, or a builder such as 'json' / 'parquet'
     with data.train / valid / test as its data files. An empty hf_*_split name is carved from train.
     """
-    names = {"train": config.hf_train_split, "valid": config.hf_valid_split, "test": config.hf_test_split}
+    names = {split: getattr(config, f"hf_{split}_split") for split in SPLITS}
     if not names["train"]:
         raise NMTError("data.hf_train_split is empty.", "Name the training split, e.g. train.")
-    _check_builder_files(config)
+    # A packaged builder reads only the files it is given: every split it is asked for needs data.<split>.
+    for split, name in names.items():
+        if name and not getattr(config, split) and _is_builder(config.hf_name):
+            carve = "" if split == "train" else (
+                f', or set data.hf_{split}_split: "" to carve {split} from train (data.{split}_fraction of its pairs)'
+            )
+            raise NMTError(
+                f"data.hf_{split}_split is '{name}', but data.{split} gives the {config.hf_name} builder no file for it.",
+                f"Set data.{split} to the split's file (a path or a glob){carve}.",
+            )
     _check_hub_reachable(config)
-    loaders = {
-        split: (lambda split=split, name=name: _hf_split(config, split, name)) if name else None
-        for split, name in names.items()
-    }
-    return _assemble(loaders, config)
+    # Short timeouts so an offline machine fails in seconds rather than retrying for minutes.
+    os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "5")
+    os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", "5")
+    data_files = {name: getattr(config, split) for split, name in names.items() if name and getattr(config, split)}
+    read = {split: _hf_split(config, split, name, data_files) if name else None for split, name in names.items()}
+    return _assemble(read, config)
 
 
 # ---------------------------------------------------------------- filters
@@ -300,11 +263,8 @@ def huggingface_corpus(config: DataConfig) -> Corpus:
 
 def filter_train(corpus: Corpus, config: DataConfig) -> Corpus:
     """Apply data.max_train_words (0: TRAIN_WORDS_CEILING) and data.max_train_pairs to the training split only."""
-    train = corpus.splits["train"]
-    limit = config.max_train_words or TRAIN_WORDS_CEILING
-    kept = [p for p in train if word_count(p[0]) <= limit and word_count(p[1]) <= limit]
-    corpus.filtered_long = len(train) - len(kept)
-    train = kept
+    train = within_words(corpus.splits["train"], config.max_train_words or TRAIN_WORDS_CEILING)
+    corpus.filtered_long = len(corpus.splits["train"]) - len(train)
     if config.max_train_pairs and len(train) > config.max_train_pairs:
         # The n pairs with the smallest hash: the same subset every run, and nested as n grows.
         rank = sorted(range(len(train)), key=lambda i: hashlib.sha256(f"{i}\t{train[i][0]}".encode()).digest())
