@@ -27,33 +27,18 @@ def type_name(tp: Any) -> str:
 
 def check_type(value: Any, tp: Any, key: str) -> Any:
     """Return `value` if it fits `tp` (ints are accepted as floats), else raise NMTError."""
-    origin = typing.get_origin(tp)
-    ok: bool
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is list and isinstance(value, list):
+        return [check_type(v, args[0], f"{key}[{i}]") for i, v in enumerate(value)]
     if origin is Literal:
-        ok = value in typing.get_args(tp)
-    elif origin is list:
-        (item_tp,) = typing.get_args(tp)
-        if not isinstance(value, list):
-            ok = False
-        else:
-            return [check_type(v, item_tp, f"{key}[{i}]") for i, v in enumerate(value)]
-    elif origin is dict:
-        ok = isinstance(value, dict)
+        ok = value in args
     elif origin in (typing.Union, types.UnionType):
-        ok = any(fits(value, a) for a in typing.get_args(tp))
-    elif tp is bool:
-        ok = isinstance(value, bool)
-    elif tp is int:
-        ok = isinstance(value, int) and not isinstance(value, bool)
+        ok = any(fits(value, a) for a in args)
     elif tp is float:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
         value = float(value) if ok else value
-    elif tp is str:
-        ok = isinstance(value, str)
-    elif tp is Any:
-        ok = True
-    else:
-        ok = isinstance(value, tp)
+    else:  # bool, int, str, a list that is not one, None in an optional: a bool is no int
+        ok = isinstance(value, origin or tp) and (tp is bool or not isinstance(value, bool))
     if not ok:
         raise NMTError(
             f"wrong type for '{key}': expected {type_name(tp)}, got {value!r} ({type(value).__name__}).",
@@ -165,19 +150,17 @@ def read_yaml(path: str | Path) -> Any:
         # PyYAML's context says where the construct it could not finish began, e.g. an unclosed bracket:
         # often the place to fix, since the problem mark is then at the end of the file.
         context, context_mark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
-        started = (
-            f" ({context} that starts at line {context_mark.line + 1}, column {context_mark.column + 1})"
-            if context and context_mark
-            else ""
-        )
+        started = ""
+        if context and context_mark:
+            line, column = context_mark.line + 1, context_mark.column + 1
+            started = f" ({context} that starts at line {line}, column {column})"
         raise NMTError(f"{path}:{where} is not valid YAML: {getattr(exc, 'problem', exc)}{started}.") from None
 
 
 def config_diff(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:
     """Dotted keys whose values differ between two nested config dicts (e.g. ['model.hidden_size'])."""
-    keys = sorted(set(a) | set(b))
     differing = []
-    for key in keys:
+    for key in sorted(set(a) | set(b)):
         left, right = a.get(key), b.get(key)
         if isinstance(left, dict) and isinstance(right, dict):
             differing += config_diff(left, right, f"{prefix}{key}.")
