@@ -1,11 +1,5 @@
-"""A run's checkpoint files: their names, finding them, the default choice, the one rule for --checkpoint,
-their content (`Checkpoint`, `TrainingState`), atomic save and safe load.
-
-A step checkpoint (checkpoints/step_*.pt) holds everything the loop needs to continue bit for bit
-(model, optimiser, schedule, grad scaler, position in the epoch's batch list, early-stopping state,
-every RNG); `best.pt` and `nmt average`'s averaged.pt hold only what translation needs (weights,
-step, score or averaged steps, config).
-"""
+"""A run's checkpoint files: their names, finding them, the one rule for --checkpoint, their content
+(`Checkpoint`, with a step checkpoint's `TrainingState`), atomic save and safe load."""
 
 from __future__ import annotations
 
@@ -144,7 +138,7 @@ def _checked(state: dict[str, Any], types: dict[str, tuple[type, ...]], path: Pa
     for key, allowed in types.items():
         allowed = allowed if required else (*allowed, type(None))
         value = state.get(key)
-        if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+        if not isinstance(value, allowed) or isinstance(value, bool):
             wrong.append(f"its {key} is a {type(value).__name__}")
     if wrong:
         raise NMTError(f"{path} is not an nmt checkpoint of this format ({'; '.join(wrong)}).",
@@ -177,27 +171,21 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> Che
     return Checkpoint.from_dict(state, path)
 
 
-def default_checkpoint(run_dir: Path) -> Path:
-    """best.pt if the run has one, else its latest periodic checkpoint."""
-    best = Path(run_dir) / CHECKPOINT_DIR / BEST_NAME
-    if best.is_file():
-        return best
-    latest = latest_step_checkpoint(run_dir)
-    if latest is None:
-        raise NMTError(
-            f"{run_dir} has no checkpoint ({CHECKPOINT_DIR}/{BEST_NAME} or {CHECKPOINT_DIR}/step_*.pt).",
-            "Train it first (nmt train CONFIG --run-dir ...), or --resume an interrupted run.",
-        )
-    return latest
-
-
 def resolve_checkpoint(run_dir: Path, checkpoint: str | Path | None) -> Path:
     """The checkpoint file a command uses, by one rule for every --checkpoint: none given is the run's
-    default (`default_checkpoint`); a bare file name (best.pt, averaged.pt, step_00000300.pt) is looked
+    best.pt, else its latest periodic checkpoint; a bare file name (best.pt, averaged.pt, step_00000300.pt) is looked
     up in RUN_DIR/checkpoints/; a path with a folder part is used as it is."""
     run_dir = Path(run_dir)
     if checkpoint is None:
-        return default_checkpoint(run_dir)
+        if (run_dir / CHECKPOINT_DIR / BEST_NAME).is_file():
+            return run_dir / CHECKPOINT_DIR / BEST_NAME
+        latest = latest_step_checkpoint(run_dir)
+        if latest is None:
+            raise NMTError(
+                f"{run_dir} has no checkpoint ({CHECKPOINT_DIR}/{BEST_NAME} or {CHECKPOINT_DIR}/step_*.pt).",
+                "Train it first (nmt train CONFIG --run-dir ...), or --resume an interrupted run.",
+            )
+        return latest
     given = Path(checkpoint)
     if given.parent != Path("."):
         if not given.is_file():
