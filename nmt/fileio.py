@@ -45,16 +45,12 @@ def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO]:
 
 def _fsync_directory(directory: Path) -> None:
     """Make a rename in `directory` durable (a no-op where directories cannot be opened)."""
-    try:
+    with contextlib.suppress(OSError):
         fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:

@@ -7,9 +7,6 @@
     RUN_DIR/hyps/              cached translations of test sets, for evaluate and curve (translations.py)
     RUN_DIR/train.lock         held by the training that writes the run, with its PID (lock.py)
 
-writing.py sets a run directory up for training (and refuses to overwrite another run; lock.py keeps
-a second training out while one runs),
-checkpoints.py names, finds, saves and loads checkpoint files and chooses the default one,
-translations.py caches translations, averaging.py is `nmt average`, and loading.py loads a run onto a
-device for translation.
+writing.py also refuses to overwrite another run; averaging.py is `nmt average`; loading.py loads a run
+onto a device for translation.
 """

@@ -19,6 +19,7 @@ from nmt.rundir.checkpoints import (
     CHECKPOINT_DIR,
     Checkpoint,
     checkpoint_step,
+    describe_checkpoint,
     load_checkpoint,
     save_checkpoint,
     step_checkpoints,
@@ -117,8 +118,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from nmt.rundir.checkpoints import describe_checkpoint
-
     path = average_checkpoints(args.run_dir, last=args.last, steps=args.steps, output=args.output)
     print(f"wrote {path}: {describe_checkpoint(path)}")
     print(f"use it with: nmt translate {args.run_dir} --checkpoint {path}")
