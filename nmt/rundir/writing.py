@@ -30,8 +30,8 @@ from nmt.typed_yaml import config_diff
 # Keys that may change between a run and its --resume: they do not change what is learned.
 # (Validation decodes greedily within the length limits, so the other decoding keys do not matter.)
 _RESUMABLE_TRAINING = (
-    "max_steps", "patience", "validate_every", "checkpoint_every", "log_every", "threads", "device", "tensorboard",
-    "keep_last", "recompute_attention",
+    "max_steps", "patience", "validate_every", "checkpoint_every", "log_every", "threads", "device",
+    "tensorboard", "keep_last", "recompute_attention",
 )
 RESUMABLE_KEYS = frozenset([
     *(f"training.{key}" for key in _RESUMABLE_TRAINING),
@@ -132,6 +132,7 @@ def check_subword_settings(tokenizer: Any, config: Config) -> None:
     """The prepared tokenizer must have been trained with this config's data.* subword settings."""
     from nmt.data.subwords import SUBWORD_KEYS, read_manifest
 
+    manifest_path = Path(tokenizer.directory) / "tokenizer.json"
     recorded = read_manifest(tokenizer.directory).get("config", {})
     differing = [
         f"data.{key} (tokenizer {recorded[key]!r}, config {getattr(config.data, key)!r})"
@@ -145,7 +146,7 @@ def check_subword_settings(tokenizer: Any, config: Config) -> None:
     ]
     if differing or too_big:
         raise NMTError(
-            f"the tokenizer in {Path(tokenizer.directory) / 'tokenizer.json'} does not match the config: {'; '.join(differing + too_big)}.",
+            f"the tokenizer in {manifest_path} does not match the config: {'; '.join(differing + too_big)}.",
             "Run `nmt prepare` with this config (or point data.dir at data prepared with it).",
         )
 
