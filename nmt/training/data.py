@@ -45,15 +45,7 @@ class TrainingData:
 def load_training_data(config: Config, ctx: DistContext) -> TrainingData:
     """Prepare the data if needed (rank 0 alone: the others would race it on the same folder) and encode it."""
     if ctx.enabled:
-        failure = None
-        if ctx.is_main:
-            try:
-                prepare(config.data)
-            except NMTError as error:
-                failure = (error.message, error.hint)
-        failure = ctx.broadcast(failure)
-        if failure is not None:
-            raise NMTError(*failure)
+        ctx.agreed(lambda: prepare(config.data))
     data = load_prepared(config.data)
     tokenizer, tc = data.tokenizer, config.training
     pairs = within_words(data.pairs("train"), tc.max_words)

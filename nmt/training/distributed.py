@@ -1,11 +1,13 @@
-"""Data-parallel training under torchrun: who this process is, and the few collectives the loop needs.
+"""Where a process trains: its place in a torchrun job, the few collectives the loop needs, and the
+mixed precision of its device (fp16 also needs the loop's GradScaler; bf16 and fp32 do not).
 
-Without torchrun (WORLD_SIZE unset or 1) every helper is a no-op on a single process, so the
+Without torchrun (WORLD_SIZE unset or 1) every collective is a no-op on a single process, so the
 loop has one code path.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -61,10 +63,6 @@ class DistContext:
         dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
         return tensor.tolist()
 
-    def any(self, flag: bool) -> bool:
-        """True on every rank if it is True on one of them."""
-        return self.sum([1.0 if flag else 0.0])[0] > 0 if self.enabled else flag
-
     def agreed(self, action: Callable[[], T], on_all_ranks: bool = False) -> T:
         """Run `action` on rank 0 (or on every rank); an NMTError on any rank is raised on all of them,
         so no rank waits forever in a collective. Returns rank 0's result (every rank's own, if on_all_ranks)."""
@@ -119,3 +117,19 @@ def setup_distributed(device_name: str) -> DistContext:
     if not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     return DistContext(rank, world_size, local_rank, device)
+
+
+def resolve_precision(name: str, device: torch.device) -> torch.dtype | None:
+    """Autocast dtype: None (fp32) on CPU or with fp32; auto -> bf16 where supported, else fp16."""
+    if device.type != "cuda" or name == "fp32":
+        return None
+    if name == "auto":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if name == "bf16" and not torch.cuda.is_bf16_supported():
+        raise NMTError("training.precision is bf16 but this GPU does not support bfloat16.", "Use fp16 or auto.")
+    return torch.bfloat16 if name == "bf16" else torch.float16
+
+
+def autocast(dtype: torch.dtype | None) -> contextlib.AbstractContextManager[Any]:
+    """CUDA autocast to `dtype`, or nothing for None (fp32)."""
+    return contextlib.nullcontext() if dtype is None else torch.autocast(device_type="cuda", dtype=dtype)

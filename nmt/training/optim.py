@@ -1,9 +1,8 @@
 """Optimisers, the learning-rate schedule (linear warm-up x optional cosine decay x reduce-on-plateau)
-and early stopping (the best score so far and the patience it leaves).
+and early stopping.
 
-The schedule is one small object rather than two torch schedulers, because LambdaLR would
-overwrite every plateau decay on its next step; its whole state is a few numbers, saved in
-each checkpoint so that a resumed run continues exactly.
+The schedule is one small object rather than two torch schedulers, because LambdaLR would overwrite
+every plateau decay on its next step; its state is a few numbers, saved in each step checkpoint.
 """
 
 from __future__ import annotations
@@ -22,9 +21,7 @@ DEFAULT_LEARNING_RATES = {"adam": 0.001, "adadelta": 1.0}
 
 def base_learning_rate(config: TrainingConfig) -> float:
     """training.learning_rate, or the optimiser's default when it is 0."""
-    if config.learning_rate > 0:
-        return config.learning_rate
-    return DEFAULT_LEARNING_RATES[config.optimizer]
+    return config.learning_rate if config.learning_rate > 0 else DEFAULT_LEARNING_RATES[config.optimizer]
 
 
 def build_optimizer(parameters: Any, config: TrainingConfig) -> torch.optim.Optimizer:
@@ -65,7 +62,6 @@ class EarlyStopping:
 
     @property
     def exhausted(self) -> bool:
-        """True once `patience` validations in a row did not improve."""
         return self.patience > 0 and self.bad_validations >= self.patience
 
 
@@ -78,24 +74,20 @@ class LRSchedule:
     """
 
     def __init__(self, config: TrainingConfig) -> None:
+        self.config = config
         self.base = base_learning_rate(config)
-        self.cosine = config.lr_schedule == "cosine"
-        self.max_steps = config.max_steps
-        self.warmup_steps = config.warmup_steps
-        self.patience = config.lr_patience
-        self.factor = config.lr_decay_factor
-        self.metric = config.early_stopping_metric
         self.scale = 1.0
         self.best: float | None = None
         self.bad_validations = 0
 
     def lr(self, step: int) -> float:
         """Learning rate for update number `step` (1-based)."""
-        warm = min(1.0, step / self.warmup_steps) if self.warmup_steps > 0 else 1.0
+        warmup_steps = self.config.warmup_steps
+        warm = min(1.0, step / warmup_steps) if warmup_steps > 0 else 1.0
         decay = 1.0
-        if self.cosine:
-            span = max(self.max_steps - self.warmup_steps, 1)
-            progress = min(max((step - self.warmup_steps) / span, 0.0), 1.0)
+        if self.config.lr_schedule == "cosine":
+            span = max(self.config.max_steps - warmup_steps, 1)
+            progress = min(max((step - warmup_steps) / span, 0.0), 1.0)
             decay = 0.5 * (1.0 + math.cos(math.pi * progress))
         return self.base * warm * decay * self.scale
 
@@ -108,17 +100,17 @@ class LRSchedule:
 
     def observe(self, score: float) -> bool:
         """Feed a validation score; decay the lr after `lr_patience` bad ones. Returns True on a decay."""
-        if self.patience <= 0 or math.isnan(score):
+        if self.config.lr_patience <= 0 or math.isnan(score):
             return False
-        if is_better(score, self.best, self.metric):
+        if is_better(score, self.best, self.config.early_stopping_metric):
             self.best, self.bad_validations = score, 0
             return False
         self.bad_validations += 1
-        if self.bad_validations >= self.patience:
-            self.scale *= self.factor
+        decays = self.bad_validations >= self.config.lr_patience
+        if decays:
+            self.scale *= self.config.lr_decay_factor
             self.bad_validations = 0
-            return True
-        return False
+        return decays
 
     def state_dict(self) -> dict[str, Any]:
         return {"scale": self.scale, "best": self.best, "bad_validations": self.bad_validations}

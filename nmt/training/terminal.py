@@ -1,4 +1,5 @@
-"""What a person sees while a run trains: the lines rank 0 prints and the progress bar below them.
+"""The person at the terminal: the lines rank 0 prints and the progress bar below them, and the
+SIGINT/SIGTERM they may send (finish the current step, save a checkpoint, then stop).
 
 Only rank 0 talks, so that N processes under torchrun print each line once. While the bar is open,
 lines go through tqdm.write, above it: a plain print would break the bar into two.
@@ -8,7 +9,11 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import sys
+import threading
+from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 from tqdm import tqdm
@@ -85,3 +90,32 @@ class Terminal:
         if self.bar is not None:
             self.bar.close()
         self.bar = None
+
+
+class StopRequest:
+    """While active, the first SIGINT/SIGTERM only sets `requested` (and is announced); a second one
+    interrupts at once."""
+
+    def __init__(self, announce: Callable[[str], None]) -> None:
+        self.requested = False
+        self._announce = announce
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        self._announce(f"\nsignal {signal.Signals(signum).name}: saving a checkpoint, then stopping "
+                       "(send it again to stop without one).")
+
+    def __enter__(self) -> StopRequest:
+        # Python only lets the main thread install handlers; elsewhere (a thread pool) signals stay default.
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()

@@ -5,7 +5,7 @@ checkpoint records the position in the epoch's list; every RNG state is saved an
 the running log accumulators are saved too, so the resumed run logs the very same numbers.
 
 The pieces live beside it: data.py (the batches), checkpointing.py (what a checkpoint holds, resume),
-validation.py, optim.py (schedule, early stopping), precision.py, terminal.py (what a person sees).
+validation.py, optim.py (schedule, early stopping), distributed.py (ranks, device, precision), terminal.py.
 """
 
 from __future__ import annotations
@@ -25,16 +25,14 @@ from nmt.config import Config
 from nmt.data.batching import make_batch
 from nmt.models.seq2seq import build_model, count_parameters
 from nmt.rundir import writing as rundir
-from nmt.rundir.checkpoints import Checkpoint, TrainingState
+from nmt.rundir.checkpoints import TrainingState
 from nmt.rundir.lock import RunLock
 from nmt.training.checkpointing import disk_error, diverged_error, restore, weights, write_best, write_step
 from nmt.training.data import load_training_data
-from nmt.training.distributed import DistContext, setup_distributed
+from nmt.training.distributed import DistContext, autocast, resolve_precision, setup_distributed
 from nmt.training.optim import EarlyStopping, LRSchedule, build_optimizer
-from nmt.training.precision import autocast, resolve_precision
 from nmt.training.rng import capture_rng, restore_rng, seed_everything
-from nmt.training.signals import StopRequest
-from nmt.training.terminal import Terminal, format_duration, format_score
+from nmt.training.terminal import StopRequest, Terminal, format_duration, format_score
 from nmt.training.validation import ValidationResult, batch_loss_sum, safe_exp, validate
 
 
@@ -96,7 +94,9 @@ class Trainer:
         self.lock = lock if lock is not None else RunLock(run_dir)
         self._claim(resume)
         self.lr = self.schedule.lr(self.step + 1)
-        self.writer = self._tensorboard()
+        self.writer = None
+        if tc.tensorboard and ctx.is_main:
+            self.writer = rundir.summary_writer_class()(log_dir=str(run_dir / "tensorboard"), purge_step=self.step + 1)
         self._interval_started = time.monotonic()
 
     # ---- setup ------------------------------------------------------------------------------
@@ -140,11 +140,6 @@ class Trainer:
         self.last_validation = state.last_validation
         return state.rng[self.ctx.rank]
 
-    def _tensorboard(self) -> Any:
-        if not (self.tc.tensorboard and self.ctx.is_main):
-            return None
-        return rundir.summary_writer_class()(log_dir=str(self.run_dir / "tensorboard"), purge_step=self.step + 1)
-
     # ---- the loop ---------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         """Train until max_steps, early stopping, or a signal (checkpoint, then KeyboardInterrupt)."""
@@ -171,7 +166,7 @@ class Trainer:
         """The steps up to max_steps, validating and checkpointing on their grids; returns why it stopped."""
         stopped_by = "early_stopping" if self.stopping.exhausted else "max_steps"
         while stopped_by == "max_steps" and self.step < self.tc.max_steps:
-            if self.ctx.any(stop_request.requested):
+            if self.ctx.sum([float(stop_request.requested)])[0] > 0:  # on any rank: all stop together
                 self._save_step_checkpoint()
                 raise KeyboardInterrupt
             self._train_step(self._next_batch())
@@ -181,10 +176,9 @@ class Trainer:
                 self._log_training()
             if self.step % self.tc.validate_every == 0 and self._validate():
                 stopped_by = "early_stopping"
+            on_grid = self.step % self.tc.checkpoint_every == 0 and self.step < self.tc.max_steps
             # the last step's checkpoint is written after the loop, once its validation is in it
-            if stopped_by != "max_steps" or (
-                self.step % self.tc.checkpoint_every == 0 and self.step < self.tc.max_steps
-            ):
+            if stopped_by != "max_steps" or on_grid:
                 self._save_step_checkpoint()
         # max_steps off the validation grid: the final model is validated too, so that it competes
         # for best.pt and evaluation never silently uses an older one
@@ -225,7 +219,7 @@ class Trainer:
             loss_sum = batch_loss_sum(self.wrapped, batch, self.tc.label_smoothing)
         total_loss, total_tokens = self.ctx.sum([float(loss_sum.detach()), float(batch.n_tgt_tokens)])
         if not math.isfinite(total_loss):
-            self._diverged(f"the training loss is {total_loss}")
+            raise diverged_error(self.run_dir, self.step + 1, self.epoch, f"the training loss is {total_loss}")
         # DDP averages gradients over ranks: scale so the result is the mean over all ranks' tokens.
         loss = loss_sum * (self.ctx.world_size / total_tokens)
         self.scaler.scale(loss).backward()
@@ -233,14 +227,11 @@ class Trainer:
         clip = self.tc.clip_grad_norm if self.tc.clip_grad_norm > 0 else math.inf
         norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip))
         if not math.isfinite(norm) and not self.scaler.is_enabled():
-            self._diverged(f"the gradient norm is {norm}")
+            raise diverged_error(self.run_dir, self.step + 1, self.epoch, f"the gradient norm is {norm}")
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.acc["loss"] += total_loss
         self.acc["tokens"] += total_tokens
-
-    def _diverged(self, what: str) -> None:
-        raise diverged_error(self.run_dir, self.step + 1, self.epoch, what)
 
     # ---- logging, validation, checkpoints ------------------------------------------------------
     def _log_training(self) -> None:
@@ -290,17 +281,13 @@ class Trainer:
         assert result is not None
         score = result.score(self.tc.early_stopping_metric)
         if self.stopping.observe(score, self.step, counts=not closing) and self.ctx.is_main:
-            write_best(self.run_dir, self._weights(score))
+            write_best(self.run_dir, weights(self.model, self.step, score, self.config, self.tokenizer))
         decayed = False if closing else self.schedule.observe(score)
         self.last_validation = {
             "step": self.step, "valid_loss": result.loss, "valid_ppl": result.ppl, "valid_bleu": result.bleu,
         }
-        if self.ctx.is_main:
-            self._report_validation(result, decayed)
-        return not closing and self.stopping.exhausted
-
-    def _report_validation(self, result: ValidationResult, decayed: bool) -> None:
-        """A validation's event in log.jsonl, its TensorBoard scalars and its line on the terminal."""
+        if not self.ctx.is_main:
+            return not closing and self.stopping.exhausted
         best_score, best_step, metric = self.stopping.best_score, self.stopping.best_step, self.stopping.metric
         self.log.write({
             "event": "valid", "step": self.step, "epoch": self.epoch, "lr": self.lr,
@@ -313,9 +300,7 @@ class Trainer:
         self.terminal.say(f"validation at step {self.step}: loss {result.loss:.4f} ppl {result.ppl:.2f} "
                           f"BLEU {result.bleu:.2f} (best {metric} {format_score(best_score, metric)} "
                           f"at step {best_step})")
-
-    def _weights(self, score: float) -> Checkpoint:
-        return weights(self.model, self.step, score, self.config, self.tokenizer)
+        return not closing and self.stopping.exhausted
 
     def _save_step_checkpoint(self) -> None:
         """Write this step's checkpoint (rank 0; every rank takes part in gathering the RNG states)."""
@@ -332,7 +317,7 @@ class Trainer:
             log_acc={**self.acc, "seconds": seconds}, elapsed_s=self._elapsed(), rng=rngs,
             last_validation=self.last_validation, world_size=self.ctx.world_size,
         )
-        checkpoint = self._weights(best if best is not None else math.nan)
+        checkpoint = weights(self.model, self.step, best if best is not None else math.nan, self.config, self.tokenizer)
         write_step(self.run_dir, dataclasses.replace(checkpoint, training=state), self.tc.keep_last)
 
     def _finish(self, stopped_by: str) -> dict[str, Any]:
