@@ -1,10 +1,8 @@
 """Configuration: YAML -> one validated dataclass per section -> the rest of the toolkit.
 
-Every key has a default, a type that is checked, and a comment in `configs/quick.yaml`.
-Unknown keys are refused with the nearest valid key suggested; `--set section.key=value`
-overrides are parsed as YAML, so they are typed exactly like the file (the machinery for both
-lives in nmt/typed_yaml.py). The sections themselves, and what each accepts, are in
-nmt/config_sections.py; this module assembles them into a `Config`, its runs, and its file.
+The sections, each key's default and valid values, are in nmt/config_sections.py; reading them typed
+(unknown keys refused with the nearest one suggested, `--set` parsed as YAML) is nmt/typed_yaml.py.
+This module assembles them into a `Config`, its runs, and its file.
 """
 
 from __future__ import annotations
@@ -50,9 +48,7 @@ class Config:
     def for_run(self, name: str) -> Config:
         """The configuration of one experiment run: this one with the run's overrides applied."""
         if name not in self.runs:
-            raise NMTError(
-                f"unknown run '{name}'.", f"The config defines: {', '.join(self.runs) or 'no runs'}."
-            )
+            raise NMTError(f"unknown run '{name}'.", f"The config defines: {', '.join(self.runs) or 'no runs'}.")
         raw = self.to_dict()
         raw["runs"] = {}
         overrides = self.runs[name] or {}
@@ -120,16 +116,12 @@ def override_sections(config: Config, overrides: list[str], sections: tuple[str,
         if keys[0] not in sections:
             allowed = " or ".join(f"{section}.*" for section in sections)
             if "decoding" in sections:  # a command that decodes with a trained run: the rest came with it
-                why, hint = (
-                    f"{keys[0]}.* settings are fixed when a run is trained",
-                    "Train a new run with `nmt train CONFIG --set ...` to change them.",
-                )
+                why = f"{keys[0]}.* settings are fixed when a run is trained"
+                hint = "Train a new run with `nmt train CONFIG --set ...` to change them."
             else:  # nmt score: it reads translations from files and runs no model
                 make = f"nmt translate RUN_DIR --set {text}" if keys[0] == "decoding" else f"nmt train CONFIG --set {text}"
-                why, hint = (
-                    "it scores translation files and runs no model",
-                    f"Make the translations with that setting ({make}), then score them.",
-                )
+                why = "it scores translation files and runs no model"
+                hint = f"Make the translations with that setting ({make}), then score them."
             raise NMTError(f"--set {text}: {command} takes only {allowed} keys; {why}.", hint)
     return config_from_dict(apply_overrides(config.to_dict(), overrides), "--set")
 
