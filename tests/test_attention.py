@@ -13,6 +13,7 @@ from nmt.models.attention import (
     DotAttention,
     FixedContext,
     GeneralAttention,
+    analysed_attention,
     build_context_provider,
 )
 from nmt.models.encoder import EncoderStates
@@ -53,6 +54,23 @@ def test_weights_are_a_distribution_over_real_positions_only(kind: str) -> None:
     assert torch.all(weights[~states.mask] == 0)
     assert weights[2, 0] == 1.0  # a one-token sentence puts all weight on it
     torch.testing.assert_close(context, torch.einsum("bs,bsd->bd", weights, states.annotations * states.mask[..., None]))
+
+
+@pytest.mark.parametrize("kind", ATTENTION_TYPES)
+def test_recording_keeps_each_steps_scores_and_changes_nothing(kind: str) -> None:
+    torch.manual_seed(0)
+    provider = build_context_provider(kind, N, ANN, ATT)
+    assert isinstance(provider, Attention) and provider.recorded is None  # off by default
+    states = _states()
+    enc, query = provider.prepare(states), _query(provider, torch.randn(3, N))
+    plain = provider.attend(query, enc)
+    with analysed_attention(provider, record=True) as recorded:
+        inside = provider.attend(query, enc)
+        inside[0].sum().backward()
+    assert provider.recorded is None and provider.attend(query, enc)[0].equal(plain[0])  # off again
+    assert inside[0].equal(plain[0]) and inside[1].equal(plain[1])  # bitwise the same outputs
+    [(scores, mask)] = recorded
+    assert scores.equal(provider.scores(query, enc.keys)) and mask is states.mask and scores.grad is not None
 
 
 def test_additive_scores_follow_the_paper_formula() -> None:

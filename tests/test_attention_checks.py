@@ -16,7 +16,7 @@ from nmt.decoding.search import greedy_hypotheses
 from nmt.decoding.translator import Translator
 from nmt.errors import NMTError
 from nmt.evaluation.alignment import Agreement, reversal_links
-from nmt.models.attention import perturb_weights, perturbed_attention
+from nmt.models.attention import analysed_attention, perturb_weights
 from nmt.rundir.loading import load_run
 from tests.helpers import fake_run
 
@@ -67,9 +67,9 @@ def test_perturbation_none_leaves_decoding_bitwise_unchanged(reverse_model, test
     src, lengths = make_source_batch([tokenizer.encode_src(s) for s, _ in test_pairs[:16]])
     limits = lengths + 5
     plain = greedy_hypotheses(model, src, lengths, limits, return_attention=True)
-    with perturbed_attention(model.decoder.provider, "none"):
+    with analysed_attention(model.decoder.provider, "none"):
         inside = greedy_hypotheses(model, src, lengths, limits, return_attention=True)
-    with perturbed_attention(model.decoder.provider, "uniform"):
+    with analysed_attention(model.decoder.provider, "uniform"):
         pass
     after = greedy_hypotheses(model, src, lengths, limits, return_attention=True)  # setting restored
     for a, b, c in zip(plain, inside, after, strict=True):
@@ -91,7 +91,7 @@ def test_argmax_agrees_with_the_reversal_far_above_chance(reverse_model, test_pa
 
 
 def _exact(translator: Translator, pairs: list[tuple[str, str]], kind: str) -> float:
-    with perturbed_attention(translator.model.decoder.provider, kind, seed=3):  # type: ignore[arg-type]
+    with analysed_attention(translator.model.decoder.provider, kind, seed=3):  # type: ignore[arg-type]
         hyps = translator.translate([s for s, _ in pairs])
     return sum(h == t for h, (_, t) in zip(hyps, pairs, strict=True)) / len(pairs)
 
@@ -136,7 +136,7 @@ def test_missing_step_checkpoint_is_named(trained_reverse_run: Path, tmp_path: P
         attention_checks([trained_reverse_run], out_dir=tmp_path, steps=[45], checks=("alignment",), device="cpu")
 
 
-def test_perturbation_none_leaves_training_bitwise_unchanged(trained_reverse_run: Path, test_pairs) -> None:  # noqa: ANN001
+def test_perturbation_none_and_recording_leave_training_bitwise_unchanged(trained_reverse_run: Path, test_pairs) -> None:  # noqa: ANN001
     loaded = load_run(trained_reverse_run, device="cpu")
     model, tokenizer = loaded.model.train(), loaded.tokenizer
     pairs = test_pairs[:8]
@@ -150,7 +150,7 @@ def test_perturbation_none_leaves_training_bitwise_unchanged(trained_reverse_run
         return loss.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
 
     plain_loss, plain_grads = loss_and_grads()
-    with perturbed_attention(model.decoder.provider, "none"):
+    with analysed_attention(model.decoder.provider, "none"):
         inside_loss, inside_grads = loss_and_grads()
     assert torch.equal(plain_loss, inside_loss)
     assert all(torch.equal(a, b) for a, b in zip(plain_grads, inside_grads, strict=True))

@@ -1,7 +1,7 @@
 """`nmt attention-checks`: what a trained run's attention weights do and do not tell (issue 22 §2).
 
 1. Does the output depend on where attention looks? Greedy decoding with the model's own weights
-   (`none`) and with them replaced at every decoder step (nmt/models/attention.py, `perturbed_attention`):
+   (`none`) and with them replaced at every decoder step (nmt/models/attention.py, `analysed_attention`):
    uniform over the real source positions, permuted across them (seeded), or one-hot at their argmax;
    BLEU per length bucket of each.
 2. Do the weights agree with a word aligner? Teacher-forced attention over the reference, summed over a
@@ -108,7 +108,7 @@ def _buckets(test_set: TestSet, cutoffs: list[int], by: BucketBy) -> tuple[list[
 def perturbation_bleu(run: RunInfo, test_set: TestSet, seed: int, device: str, batch_size: int) -> dict[str, Any]:
     """Greedy BLEU per bucket of the run's checkpoint with each attention perturbation (KINDS)."""
     from nmt.decoding.translator import Translator
-    from nmt.models.attention import perturbed_attention
+    from nmt.models.attention import analysed_attention
 
     assert test_set.sources is not None
     translator = Translator.from_run(run.run_dir, run.checkpoint, device, beam_size=1, batch_size=batch_size)
@@ -116,7 +116,7 @@ def perturbation_bleu(run: RunInfo, test_set: TestSet, seed: int, device: str, b
     scores: dict[str, Any] = {}
     for kind in KINDS:
         started = time.perf_counter()
-        with perturbed_attention(translator.model.decoder.provider, kind, seed):  # type: ignore[arg-type]
+        with analysed_attention(translator.model.decoder.provider, kind, seed):  # type: ignore[arg-type]
             hyps = [str(h) for h in translator.translate(test_set.sources)]
         bleu, overall = bucket_bleu(hyps, test_set.sources, test_set.references, cutoffs, by)
         scores[kind] = {"bleu": bleu, "all": overall, "seconds": round(time.perf_counter() - started, 1)}

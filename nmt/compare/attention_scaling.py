@@ -16,11 +16,9 @@ of steps whose largest weight is over 0.9.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
 import math
-from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,19 +27,16 @@ from matplotlib.figure import Figure
 from torch import Tensor
 
 from nmt import arguments
-from nmt.compare.evaluate import default_out_dir
-from nmt.compare.runs import RunInfo, describe_runs, split_test_set
+from nmt.compare.evaluate import default_out_dir, markdown_table, write_outputs
+from nmt.compare.runs import describe_runs, split_test_set
 from nmt.data.batching import make_batch
 from nmt.errors import NMTError
 from nmt.evaluation.curves import sample_test_set
-from nmt.fileio import atomic_open, atomic_write_text
-from nmt.models.attention import Attention
+from nmt.models.attention import Attention, analysed_attention
 from nmt.models.seq2seq import Seq2Seq, build_model
 from nmt.special import PAD_ID
 
-SCALING_JSON = "attention_scaling.json"
-SCALING_MD = "attention_scaling.md"
-SCALING_PNG = "attention_scaling.png"
+SCALING = "attention_scaling"  # the stem of the .json, .md and .png written
 SATURATED = 0.9  # a step whose largest weight is above this counts as saturated
 SENTENCES_PER_BATCH = 32
 
@@ -57,47 +52,6 @@ class ScoreStats:
     entropy_ratio: float = 0.0  # entropy / log(source length): 0 one-hot, 1 uniform
     score_grad_norm: float = 0.0  # || d(summed cross-entropy) / d(scores of the step) ||_2
     loss_per_token: float = 0.0  # teacher-forced cross-entropy, nats per target token
-    _sums: dict[str, float] = field(default_factory=dict, repr=False)
-
-    def add(self, name: str, values: Tensor) -> None:
-        """Accumulate the per-step values of one statistic (1-D tensor, one value per step)."""
-        self._sums[name] = self._sums.get(name, 0.0) + float(values.double().sum())
-
-    def finish(self, steps: int, loss_sum: float, tokens: int) -> ScoreStats:
-        """Turn the sums into means over `steps` decoder steps."""
-        means = {name: total / max(steps, 1) for name, total in self._sums.items()}
-        return ScoreStats(steps=steps, loss_per_token=loss_sum / max(tokens, 1), **means)
-
-
-class _ScoreRecorder:
-    """Records, while active, every scores tensor the attention module computes (with its gradient kept)
-    and the source mask of the `attend` call that asked for it."""
-
-    def __init__(self, attention: Attention) -> None:
-        self.attention = attention
-        self.scores: list[Tensor] = []  # per decoder step: batch x src_len
-        self.masks: list[Tensor] = []  # per decoder step: batch x src_len, True at real positions
-
-    @contextlib.contextmanager
-    def active(self) -> Iterator[_ScoreRecorder]:
-        scores, attend = self.attention.scores, self.attention.attend
-
-        def recording_scores(query: Tensor, keys: Tensor) -> Tensor:
-            result = scores(query, keys)
-            result.retain_grad()
-            self.scores.append(result)
-            return result
-
-        def recording_attend(query: Tensor, enc: Any) -> tuple[Tensor, Tensor]:
-            self.masks.append(enc.mask)
-            return attend(query, enc)
-
-        self.attention.scores = recording_scores  # type: ignore[method-assign]
-        self.attention.attend = recording_attend  # type: ignore[method-assign]
-        try:
-            yield self
-        finally:
-            del self.attention.scores, self.attention.attend  # back to the class's methods
 
 
 def step_statistics(scores: Tensor, grads: Tensor, mask: Tensor, alive: Tensor) -> dict[str, Tensor]:
@@ -128,32 +82,25 @@ def attention_statistics(model: Seq2Seq, pairs: Sequence[tuple[list[int], list[i
         raise NMTError("attention-scaling measures attention scores, and this run has none (attention: none).",
                        "Give runs trained with model.attention dot, scaled_dot, additive or general.")
     model.eval()
-    stats, steps, loss_sum, tokens = ScoreStats(), 0, 0.0, 0
+    sums: dict[str, float] = {}  # statistic -> its sum over the steps
+    steps, loss_sum, tokens = 0, 0.0, 0
     for start in range(0, len(pairs), SENTENCES_PER_BATCH):
         chunk = pairs[start : start + SENTENCES_PER_BATCH]
         batch = make_batch([s for s, _ in chunk], [t for _, t in chunk], list(range(len(chunk))))
         real = batch.tgt_out != PAD_ID  # batch x tgt_len
-        recorder = _ScoreRecorder(attention)
-        with recorder.active():
+        with analysed_attention(attention, record=True) as recorded:
             loss = model(batch.src, batch.src_lengths, batch.tgt_in, target_mask=real, targets=batch.tgt_out[real])
             loss.backward()
         model.zero_grad(set_to_none=True)
-        for step, (scores, mask) in enumerate(zip(recorder.scores, recorder.masks, strict=True)):
+        for step, (scores, mask) in enumerate(recorded):
             assert scores.grad is not None
             for name, values in step_statistics(scores.detach(), scores.grad, mask, real[:, step]).items():
-                stats.add(name, values)
+                sums[name] = sums.get(name, 0.0) + float(values.double().sum())
         steps += int(real.sum())
         loss_sum += float(loss.detach())
         tokens += batch.n_tgt_tokens
-    return stats.finish(steps, loss_sum, tokens)
-
-
-def initial_model(run: RunInfo, src_vocab_size: int, tgt_vocab_size: int) -> Seq2Seq:
-    """The run's model as training builds it before its first step: seeded with training.seed."""
-    from nmt.training.rng import seed_everything
-
-    seed_everything(run.config.training.seed)
-    return build_model(run.config.model, src_vocab_size, tgt_vocab_size)
+    means = {name: total / max(steps, 1) for name, total in sums.items()}
+    return ScoreStats(steps=steps, loss_per_token=loss_sum / max(tokens, 1), **means)
 
 
 def scaling_statistics(
@@ -166,6 +113,7 @@ def scaling_statistics(
     """Measure every run at initialisation and at its checkpoint on the sample of the split, and write
     attention_scaling.json, .md and .png into `out_dir`. Returns the JSON's content."""
     from nmt.rundir.loading import load_run
+    from nmt.training.rng import seed_everything
 
     runs = describe_runs(run_dirs, checkpoint=checkpoint)
     settings = runs[0].config.evaluation
@@ -177,30 +125,22 @@ def scaling_statistics(
         loaded = load_run(run.run_dir, run.checkpoint, device="cpu")
         tokenizer = loaded.tokenizer
         pairs = [(tokenizer.encode_src(s), tokenizer.encode_tgt(t)) for s, t in zip(sample.sources, sample.references, strict=True)]
-        initial = initial_model(run, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
+        seed_everything(run.config.training.seed)  # the model as training builds it before its first step
+        initial = build_model(run.config.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
         measured[run.name] = {
             "attention": run.config.model.attention,
             "attention_size": run.config.model.attention_size,
             "checkpoint": str(run.checkpoint),
             "step": loaded.step,
-            "initialisation": _public(attention_statistics(initial, pairs)),
-            "trained": _public(attention_statistics(loaded.model, pairs)),
+            "initialisation": asdict(attention_statistics(initial, pairs)),
+            "trained": asdict(attention_statistics(loaded.model, pairs)),
         }
         print(f"{run.name}: measured at initialisation and at step {loaded.step}")
     results = {"sentences": f"{sample.origin}, {len(sample.references)} sentences", "saturated_above": SATURATED,
                "runs": measured}
     out = Path(out_dir) if out_dir is not None else default_out_dir(run_dirs)
-    atomic_write_text(out / SCALING_JSON, json.dumps(results, indent=2) + "\n")
-    atomic_write_text(out / SCALING_MD, format_scaling_markdown(results))
-    with atomic_open(out / SCALING_PNG, "wb") as handle:
-        scaling_figure(results).savefig(handle, format="png", dpi=120)
-    print(format_scaling_markdown(results))
-    print(f"attention scaling written to {out}/")
+    write_outputs(out, SCALING, results, format_scaling_markdown(results), scaling_figure(results), 120, ensure_ascii=True)
     return results
-
-
-def _public(stats: ScoreStats) -> dict[str, float]:
-    return {key: value for key, value in asdict(stats).items() if not key.startswith("_")}
 
 
 COLUMNS = (
@@ -216,19 +156,19 @@ COLUMNS = (
 def format_scaling_markdown(results: dict[str, Any]) -> str:
     """attention_scaling.md: a row per run and moment (initialisation, trained), a column per statistic."""
     header = ["run", "attention", "d", "when", *(title for _, title, _ in COLUMNS)]
+    rows = [
+        [name, run["attention"], str(run["attention_size"]), label, *(fmt.format(run[when][key]) for key, _, fmt in COLUMNS)]
+        for name, run in results["runs"].items()
+        for when, label in (("initialisation", "init"), ("trained", f"step {run['step']}"))
+    ]
     lines = [
         "# Attention scores, weights and gradients: why divide by sqrt(d)",
         "",
         f"Teacher-forced on {results['sentences']}; means over decoder steps, each over the real source "
         "positions. 'initialisation': the run's config and seed before any step; 'trained': its checkpoint.",
         "",
-        "| " + " | ".join(header) + " |",
-        "|" + "|".join(["---"] * 4 + ["---:"] * len(COLUMNS)) + "|",
+        *markdown_table(header, rows, left=4),
     ]
-    for name, run in results["runs"].items():
-        for when, label in (("initialisation", "init"), ("trained", f"step {run['step']}")):
-            cells = [fmt.format(run[when][key]) for key, _, fmt in COLUMNS]
-            lines.append(f"| {name} | {run['attention']} | {run['attention_size']} | {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

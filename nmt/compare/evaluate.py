@@ -4,18 +4,22 @@ path `nmt score` uses (nmt/evaluation/score_files.py)."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nmt import arguments
 from nmt.compare.runs import RunInfo, decoding_settings, describe_runs, split_test_set, translate_cached
 from nmt.errors import NMTError
 from nmt.evaluation.score_files import score_and_report
 from nmt.evaluation.testset import TestSet, file_test_set
-from nmt.fileio import same_file
+from nmt.fileio import atomic_open, atomic_write_text, same_file
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def effect_pairs(runs: Sequence[RunInfo]) -> tuple[list[tuple[str, str]], list[str]]:
@@ -34,6 +38,25 @@ def default_out_dir(run_dirs: Sequence[Path]) -> Path:
         return Path(run_dirs[0]) / "evaluation"
     common = Path(os.path.commonpath([str(Path(d).resolve()) for d in run_dirs]))
     return common / "evaluation"
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]], left: int = 1) -> list[str]:
+    """The lines of a Markdown table whose first `left` columns are aligned left, the others right."""
+    align = "|" + "|".join(["---"] * left + ["---:"] * (len(header) - left)) + "|"
+    return ["| " + " | ".join(header) + " |", align, *("| " + " | ".join(row) + " |" for row in rows)]
+
+
+def write_outputs(
+    out: Path, stem: str, results: dict[str, Any], markdown: str, figure: Figure, dpi: int, ensure_ascii: bool = False,
+) -> None:
+    """STEM.json (`results`), STEM.md and STEM.png in `out` for curve and the attention commands; the
+    Markdown on stdout."""
+    atomic_write_text(out / f"{stem}.json", json.dumps(results, indent=2, ensure_ascii=ensure_ascii) + "\n")
+    atomic_write_text(out / f"{stem}.md", markdown)
+    with atomic_open(out / f"{stem}.png", "wb") as handle:
+        figure.savefig(handle, format="png", dpi=dpi)
+    print(markdown)
+    print(f"{stem.replace('_', ' ')} written to {out}/")
 
 
 def plot_group(attention: str, max_words: int) -> tuple[str, str]:

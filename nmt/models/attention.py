@@ -15,9 +15,9 @@ or the fixed vector), then hands the decoder one context per step. The attention
 The query projection W (or W_q) is exposed as `query_weight` so that the decoder can fuse it with
 its recurrent matmul: one matmul of s_{i-1} per step gives both.
 
-For `nmt attention-checks`, `perturbed_attention` replaces the softmax weights before the weighted sum
-(uniform, permuted or one-hot at the argmax) for the duration of a `with` block; outside one, `attend`
-runs exactly as before.
+For the analyses (`nmt attention-checks`, `nmt attention-scaling`), `analysed_attention` makes `attend`
+replace the softmax weights (uniform, permuted or one-hot at the argmax) or record the scores, for the
+duration of a `with` block; outside one, `attend` runs exactly as before.
 """
 
 from __future__ import annotations
@@ -90,30 +90,33 @@ def perturb_weights(
 class Attention(ContextProvider):
     """Shared part of the attention types: keys once per batch, masked softmax, weighted sum.
 
-    `perturbation` (default "none") replaces the softmax weights before the weighted sum
-    (`perturb_weights`); set it with `perturbed_attention`, never for training.
+    Two analysis options, off by default, set with `analysed_attention`, never for training:
+    `perturbation` replaces the softmax weights before the weighted sum (`perturb_weights`); `recorded`,
+    when a list, collects each step's (scores, mask) with the scores' gradient kept.
     """
 
     has_attention = True
 
-    def __init__(self, state_size: int, annotation_size: int, key_size: int) -> None:
+    def __init__(self, state_size: int, annotation_size: int, key_size: int, query_size: int) -> None:
         super().__init__()
         self.context_size = annotation_size
         self.init_size = state_size  # s_0 = tanh(W_s bwd_1), bwd_1 is n wide
         self.key_proj = nn.Linear(annotation_size, key_size, bias=False)
+        self.query_size = query_size
+        if query_size:
+            self.query_proj = nn.Linear(state_size, query_size, bias=False)
         self.perturbation: Perturbation = "none"
         self.perturb_generator: torch.Generator | None = None
+        self.recorded: list[tuple[Tensor, Tensor]] | None = None
+
+    def query_weight(self) -> Tensor | None:
+        return self.query_proj.weight if self.query_size else None
 
     def prepare(self, states: EncoderStates) -> EncoderOutput:
         """Precompute the keys (U h_j): batch x src_len x key_size."""
         assert states.bwd_first is not None, "attention reads a bidirectional encoder"
-        return EncoderOutput(
-            mask=states.mask,
-            lengths=states.lengths,
-            init_input=states.bwd_first,
-            annotations=states.annotations,
-            keys=self.key_proj(states.annotations),
-        )
+        keys = self.key_proj(states.annotations)
+        return EncoderOutput(states.mask, states.lengths, states.bwd_first, annotations=states.annotations, keys=keys)
 
     def scores(self, query: Tensor, keys: Tensor) -> Tensor:
         """query: batch x q, keys: batch x src_len x k -> unmasked scores batch x src_len."""
@@ -123,6 +126,9 @@ class Attention(ContextProvider):
         """Masked softmax over real source positions; padded positions get exactly zero weight."""
         assert enc.keys is not None and enc.annotations is not None
         scores = self.scores(query, enc.keys)  # batch x src_len
+        if self.recorded is not None:
+            scores.retain_grad()
+            self.recorded.append((scores, enc.mask))
         # the most negative finite value, not -inf: exp() of it is still exactly 0 next to any real
         # score, and a row with no real position cannot turn into NaN
         scores = scores.masked_fill(~enc.mask, torch.finfo(scores.dtype).min)
@@ -142,15 +148,10 @@ class AdditiveAttention(Attention):
     """
 
     def __init__(self, state_size: int, annotation_size: int, attention_size: int) -> None:
-        super().__init__(state_size, annotation_size, attention_size)
-        self.query_size = attention_size
-        self.query_proj = nn.Linear(state_size, attention_size, bias=False)
+        super().__init__(state_size, annotation_size, attention_size, attention_size)
         self.v = nn.Parameter(torch.empty(attention_size))
         nn.init.uniform_(self.v, -1.0 / math.sqrt(attention_size), 1.0 / math.sqrt(attention_size))
         self.recompute = False
-
-    def query_weight(self) -> Tensor:
-        return self.query_proj.weight
 
     def scores(self, query: Tensor, keys: Tensor) -> Tensor:
         if self.recompute and torch.is_grad_enabled():
@@ -168,13 +169,8 @@ class DotAttention(Attention):
     """(W_q s) . (W_k h) over d = attention_size dims, divided by sqrt(d) when `scaled`."""
 
     def __init__(self, state_size: int, annotation_size: int, attention_size: int, scaled: bool) -> None:
-        super().__init__(state_size, annotation_size, attention_size)
-        self.query_size = attention_size
-        self.query_proj = nn.Linear(state_size, attention_size, bias=False)
+        super().__init__(state_size, annotation_size, attention_size, attention_size)
         self.scale = 1.0 / math.sqrt(attention_size) if scaled else 1.0
-
-    def query_weight(self) -> Tensor:
-        return self.query_proj.weight
 
     def scores(self, query: Tensor, keys: Tensor) -> Tensor:
         raw = torch.bmm(keys, query.unsqueeze(2).to(keys.dtype)).squeeze(2)  # batch x src_len
@@ -185,8 +181,7 @@ class GeneralAttention(Attention):
     """Luong's general score s^T W h: W h_j is the precomputed key, the raw state the query."""
 
     def __init__(self, state_size: int, annotation_size: int) -> None:
-        super().__init__(state_size, annotation_size, state_size)
-        self.query_size = 0
+        super().__init__(state_size, annotation_size, state_size, query_size=0)
 
     def scores(self, query: Tensor, keys: Tensor) -> Tensor:
         return torch.bmm(keys, query.unsqueeze(2).to(keys.dtype)).squeeze(2)
@@ -226,20 +221,28 @@ class FixedContext(ContextProvider):
 
 
 @contextlib.contextmanager
-def perturbed_attention(provider: ContextProvider, kind: Perturbation, seed: int = 0) -> Iterator[None]:
+def analysed_attention(
+    provider: ContextProvider, perturbation: Perturbation = "none", seed: int = 0, record: bool = False
+) -> Iterator[list[tuple[Tensor, Tensor]]]:
     """Within the block, `provider.attend` perturbs its weights (`perturb_weights`; `permute` draws from
-    a generator seeded with `seed`, on the CPU); the provider's own setting is restored after."""
+    a generator seeded with `seed`, on the CPU) and, with `record`, appends each step's scores
+    (batch x src_len, gradient kept) and mask (batch x src_len) to the list it yields; the provider's own
+    settings are restored after."""
     if not isinstance(provider, Attention):
         raise ValueError("the fixed-context model (attention: none) has no attention weights to perturb")
-    if kind not in PERTURBATIONS:
-        raise ValueError(f"unknown attention perturbation {kind!r}: expected one of {', '.join(PERTURBATIONS)}")
-    saved = provider.perturbation, provider.perturb_generator
-    provider.perturbation = kind
-    provider.perturb_generator = torch.Generator().manual_seed(seed) if kind == "permute" else None
+    if perturbation not in PERTURBATIONS:
+        raise ValueError(
+            f"unknown attention perturbation {perturbation!r}: expected one of {', '.join(PERTURBATIONS)}"
+        )
+    saved = provider.perturbation, provider.perturb_generator, provider.recorded
+    provider.perturbation = perturbation
+    provider.perturb_generator = torch.Generator().manual_seed(seed) if perturbation == "permute" else None
+    recorded: list[tuple[Tensor, Tensor]] = []
+    provider.recorded = recorded if record else None
     try:
-        yield
+        yield recorded
     finally:
-        provider.perturbation, provider.perturb_generator = saved
+        provider.perturbation, provider.perturb_generator, provider.recorded = saved
 
 
 def build_context_provider(
