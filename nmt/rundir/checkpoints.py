@@ -36,9 +36,7 @@ def checkpoint_step(path: Path) -> int:
 def step_checkpoints(run_dir: Path) -> list[Path]:
     """The run's periodic checkpoints, oldest first."""
     folder = Path(run_dir) / CHECKPOINT_DIR
-    if not folder.is_dir():
-        return []
-    found = [p for p in folder.iterdir() if _STEP_RE.match(p.name)]
+    found = [p for p in folder.iterdir() if _STEP_RE.match(p.name)] if folder.is_dir() else []
     return sorted(found, key=checkpoint_step)
 
 
@@ -76,19 +74,6 @@ class TrainingState:
     world_size: int
 
 
-# The file's keys -> the types their values may have (a key of _OPTIONAL may also be absent or None).
-_REQUIRED: dict[str, tuple[type, ...]] = {"model": (dict,), "step": (int,)}
-_OPTIONAL: dict[str, tuple[type, ...]] = {
-    "config": (dict,), "src_vocab_size": (int,), "tgt_vocab_size": (int,), "score": (int, float),
-    "metric": (str,), "averaged_steps": (list,),
-}
-_TRAINING: dict[str, tuple[type, ...]] = {
-    "optimizer": (dict,), "schedule": (dict,), "scaler": (dict,), "epoch": (int,), "position": (int,),
-    "best_score": (int, float, type(None)), "best_step": (int,), "bad_validations": (int,), "log_acc": (dict,),
-    "elapsed_s": (int, float), "rng": (list,), "last_validation": (dict, type(None)), "world_size": (int,),
-}
-
-
 @dataclass
 class Checkpoint:
     """One checkpoint file. best.pt and averaged.pt hold the weights and what describes them; a step
@@ -107,7 +92,7 @@ class Checkpoint:
 
     def to_dict(self) -> dict[str, Any]:
         """The file's content: one flat dict (fields left None are left out), as torch.save writes it."""
-        flat = {name: getattr(self, name) for name in (*_REQUIRED, *_OPTIONAL) if getattr(self, name) is not None}
+        flat = {f.name: getattr(self, f.name) for f in _WEIGHT_FIELDS if getattr(self, f.name) is not None}
         if self.training is not None:
             # by reference: asdict would deep-copy the optimiser's tensors at every checkpoint
             flat.update({field.name: getattr(self.training, field.name) for field in dataclasses.fields(TrainingState)})
@@ -120,30 +105,40 @@ class Checkpoint:
         if not isinstance(state, dict) or "model" not in state:
             raise NMTError(f"{path} is not an nmt checkpoint (no model weights in it).",
                            "Point to a file in RUN_DIR/checkpoints/.")
-        fields = _checked(state, _REQUIRED, path, required=True) | _checked(state, _OPTIONAL, path, required=False)
+        required = [f for f in _WEIGHT_FIELDS if f.default is dataclasses.MISSING]  # model, step: checked first
+        optional = [f for f in _WEIGHT_FIELDS if f not in required]
+        fields = _checked(state, required, path) | _checked(state, optional, path)
         training = None
-        if any(key in state for key in _TRAINING):  # a step checkpoint: all of it, or it is damaged
-            training = TrainingState(**_checked(state, _TRAINING, path, required=True))
+        if any(f.name in state for f in _TRAINING_FIELDS):  # a step checkpoint: all of it, or it is damaged
+            training = TrainingState(**_checked(state, _TRAINING_FIELDS, path))
         return cls(**fields, training=training)
 
 
-def _checked(state: dict[str, Any], types: dict[str, tuple[type, ...]], path: Path, required: bool) -> dict[str, Any]:
-    """The values of `types`' keys in `state`, each one of its types (a bool is no int here); an absent
-    key is an error if `required`, else None."""
-    missing = [key for key in types if key not in state] if required else []
+# The file's keys are these fields' names; their annotations say which types their values may have.
+_WEIGHT_FIELDS = [field for field in dataclasses.fields(Checkpoint) if field.name != "training"]
+_TRAINING_FIELDS = list(dataclasses.fields(TrainingState))
+_TYPES: dict[str, tuple[type, ...]] = {  # an annotation's type -> the types a value of it may have in the file
+    "dict": (dict,), "list": (list,), "int": (int,), "float": (int, float), "str": (str,), "None": (type(None),)
+}
+
+
+def _checked(state: dict[str, Any], fields: list[dataclasses.Field], path: Path) -> dict[str, Any]:
+    """The values of `fields` in `state`, each of a type its annotation names (an int passes for a float, a
+    bool for nothing); an absent key is an error for a field without a default, else None."""
+    missing = [f.name for f in fields if f.name not in state and f.default is dataclasses.MISSING]
     if missing:
         raise NMTError(f"{path} is not a complete nmt checkpoint: it lacks {', '.join(missing)}.",
                        "It was damaged or written by another program; use another checkpoint of the run.")
     wrong = []
-    for key, allowed in types.items():
-        allowed = allowed if required else (*allowed, type(None))
-        value = state.get(key)
+    for field in fields:  # str(field.type): the annotation as written ("dict[str, Any] | None")
+        allowed = tuple(kind for part in str(field.type).split("|") for kind in _TYPES[part.strip().split("[")[0]])
+        value = state.get(field.name)
         if not isinstance(value, allowed) or isinstance(value, bool):
-            wrong.append(f"its {key} is a {type(value).__name__}")
+            wrong.append(f"its {field.name} is a {type(value).__name__}")
     if wrong:
         raise NMTError(f"{path} is not an nmt checkpoint of this format ({'; '.join(wrong)}).",
                        "It was damaged or written by another program; use another checkpoint of the run.")
-    return {key: state.get(key) for key in types}
+    return {f.name: state.get(f.name) for f in fields}
 
 
 def save_checkpoint(path: Path, checkpoint: Checkpoint) -> None:
@@ -173,8 +168,8 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> Che
 
 def resolve_checkpoint(run_dir: Path, checkpoint: str | Path | None) -> Path:
     """The checkpoint file a command uses, by one rule for every --checkpoint: none given is the run's
-    best.pt, else its latest periodic checkpoint; a bare file name (best.pt, averaged.pt, step_00000300.pt) is looked
-    up in RUN_DIR/checkpoints/; a path with a folder part is used as it is."""
+    best.pt, else its latest periodic checkpoint; a bare file name (best.pt, averaged.pt, step_00000300.pt)
+    is looked up in RUN_DIR/checkpoints/; a path with a folder part is used as it is."""
     run_dir = Path(run_dir)
     if checkpoint is None:
         if (run_dir / CHECKPOINT_DIR / BEST_NAME).is_file():
@@ -204,11 +199,8 @@ def resolve_checkpoint(run_dir: Path, checkpoint: str | Path | None) -> Path:
 
 
 def describe_checkpoint(path: Path) -> str:
-    """A checkpoint for reports: its file, its step, and what chose it (best.pt) or what it averages.
-
-    best.pt is the step with the best validation score by training.early_stopping_metric; a BLEU
-    under 1 (a tiny or hard validation set) says little, so the text says so.
-    """
+    """A checkpoint for reports: its file, its step, and what it averages or what chose it (best.pt: the
+    best validation score by training.early_stopping_metric; a BLEU under 1 says little, and the text says so)."""
     checkpoint = load_checkpoint(path)
     text = f"{Path(path).name} (step {checkpoint.step}"
     if checkpoint.averaged_steps:
