@@ -1,11 +1,8 @@
 """Corpus BLEU and chrF (sacrebleu), per length bucket, with bootstrap intervals and paired tests.
 
-Each sentence's BLEU sufficient statistics (hypothesis and reference length, n-gram matches and
-totals for n = 1..4) are extracted once; a corpus score is a function of their column sums.
-Bootstrap resampling then only sums statistics (a count matrix times a stats matrix), so
-1000 resamples of thousands of sentences take milliseconds. The score computed from summed
-statistics reproduces sacrebleu's corpus BLEU exactly (any of its tokenizers, exp smoothing, brevity
-penalty).
+Each sentence's BLEU sufficient statistics (lengths, n-gram matches and totals) are extracted once, and
+a corpus score, exactly sacrebleu's, is a function of their column sums: a bootstrap resample is a count
+matrix times a stats matrix, so 1000 resamples of thousands of sentences take milliseconds.
 """
 
 from __future__ import annotations
@@ -40,10 +37,9 @@ _TOKENIZED_LINES = 100
 
 
 class CorpusScorer:
-    """sacrebleu BLEU (exp smoothing) and chrF against one set of references, shared by all systems.
+    """sacrebleu BLEU (exp smoothing) and chrF against one set of references, read once for all systems.
 
-    The references are tokenized and their n-grams counted once, at construction. sacrebleu's own
-    "forgot to detokenize" warning is off (it would come once per call); see `looks_tokenized`.
+    sacrebleu's own "forgot to detokenize" warning is off (it would come once per call): `looks_tokenized`.
     """
 
     def __init__(self, references: Sequence[str], tokenize: Tokenize = "13a", lowercase: bool = False) -> None:
@@ -162,11 +158,8 @@ def percentile_interval(samples: np.ndarray, level: float = 0.95) -> tuple[float
 
 
 def paired_p_value(samples_a: np.ndarray, samples_b: np.ndarray) -> float:
-    """Two-sided paired bootstrap p-value (Koehn 2004) for the difference b - a.
-
-    Twice the smaller share of resamples in which b is not better (b - a <= 0) or not worse
-    (b - a >= 0), with add-one smoothing; a system against itself gets p = 1.
-    """
+    """Two-sided paired bootstrap p-value (Koehn 2004) for b - a: twice the smaller share of resamples in
+    which b is not better or not worse, with add-one smoothing (a system against itself gets p = 1)."""
     delta = np.asarray(samples_b) - np.asarray(samples_a)
     n = delta.size
     tail = min(np.count_nonzero(delta <= 0), np.count_nonzero(delta >= 0))
@@ -175,14 +168,10 @@ def paired_p_value(samples_a: np.ndarray, samples_b: np.ndarray) -> float:
 
 @dataclass(frozen=True)
 class Anatomy:
-    """What a BLEU score is made of, and what the source is worth to it, on one set of sentences.
-
-    `length_ratio` is output / reference length (sacrebleu's tokens; under 1 the brevity penalty
-    applies), `precisions` the 1- to 4-gram precisions (0-100): a fall that comes with a falling
-    length ratio is outputs getting short; one in the precisions is words going wrong. `floor` is the
-    BLEU of the same system's translations of length-matched wrong sources (`length_matched_pairing`),
-    scored against these references: what a system earns without reading its source.
-    """
+    """What a BLEU score is made of on one set of sentences: `length_ratio` is output / reference length
+    (sacrebleu's tokens), `precisions` the 1- to 4-gram precisions (0-100), `floor` the BLEU of the same
+    system's translations of length-matched wrong sources (`length_matched_pairing`) against these
+    references: what a system earns without reading its source."""
 
     length_ratio: float
     precisions: tuple[float, ...]
@@ -199,8 +188,8 @@ def anatomy(stats: np.ndarray, floor_stats: np.ndarray) -> Anatomy:
 
 @dataclass(frozen=True)
 class BucketScore:
-    """BLEU of one system on the sentences of one bucket; `bleu`, `ci` and `anatomy` are None if it is
-    empty, and `ci` also when it holds too few sentences to resample (score_systems)."""
+    """One system on one bucket; `bleu`, `ci` and `anatomy` are None if it is empty, `ci` also when it
+    holds too few sentences to resample."""
 
     bucket: Bucket
     n: int
@@ -273,13 +262,11 @@ def score_systems(
 ) -> Evaluation:
     """Score every system overall and per length bucket; compare every pair (a before b).
 
-    A bucket of fewer than `min_bucket_sentences` sentences gets its BLEU but no interval and no
-    p-value (None): resampling one or two sentences says nothing about a system.
-
-    `hypotheses` maps a system name to one line per source sentence. Bootstrap resamples are
-    drawn per subset (overall, each bucket) from `bootstrap_seed`, and shared by all systems.
-    `tokenize` and `lowercase` are sacrebleu's; the signatures show them. Each score carries its Anatomy,
-    the floor's wrong sources paired by `length_matched_pairing` with `bootstrap_seed`.
+    `hypotheses` maps a system name to one line per source sentence. Bootstrap resamples are drawn per
+    subset (overall, each bucket) from `bootstrap_seed`, shared by all systems; a bucket of fewer than
+    `min_bucket_sentences` sentences gets its BLEU but no interval and no p-value (None). `tokenize` and
+    `lowercase` are sacrebleu's. Each score carries its Anatomy, the floor's wrong sources paired by
+    `length_matched_pairing` with `bootstrap_seed`.
     """
     if not hypotheses:
         raise NMTError("no systems to score.", "Give at least one run directory.")
@@ -291,21 +278,51 @@ def score_systems(
     scorer = CorpusScorer(references, tokenize, lowercase)
     buckets = make_buckets(cutoffs)
     lengths = sentence_lengths(sources, references, by)
-    scored = _score_subsets(
+    whole, *parts = _score_subsets(
         scorer, hypotheses, lengths, buckets, bootstrap_samples, bootstrap_seed, min_bucket_sentences
     )
     names = list(hypotheses)
-    systems = [
-        _system_score(k, name, scorer.chrf(hypotheses[name]), scorer, buckets, scored)
-        for k, name in enumerate(names)
-    ]
-    comparisons = [
-        _comparison(names, a, b, buckets, scored) for a, b in itertools.combinations(range(len(names)), 2)
-    ]
+    systems = []
+    for k, name in enumerate(names):
+        bleu, ci, whole_anatomy = whole.system(k)
+        assert bleu is not None and ci is not None  # the whole set is never empty and always resampled
+        per_bucket = [BucketScore(bucket, sub.n, *sub.system(k)) for bucket, sub in zip(buckets, parts, strict=True)]
+        chrf, signatures = scorer.chrf(hypotheses[name]), (scorer.bleu_signature, scorer.chrf_signature)
+        systems.append(SystemScore(name, bleu, chrf, *signatures, scorer.n, ci, per_bucket, whole_anatomy))
+    comparisons = []
+    for a, b in itertools.combinations(range(len(names)), 2):
+        diff, p = whole.compare(a, b)
+        assert diff is not None and p is not None
+        diffs = [BucketComparison(bucket, *sub.compare(a, b)) for bucket, sub in zip(buckets, parts, strict=True)]
+        comparisons.append(Comparison(names[a], names[b], diff, p, diffs))
     return Evaluation(
         systems, comparisons, list(cutoffs), by, bootstrap_samples, bootstrap_seed,
         tokenize=tokenize, lowercase=lowercase,
     )
+
+
+@dataclass(frozen=True)
+class _Subset:
+    """Point BLEU, Anatomy and bootstrap samples of every system on one subset of the sentences."""
+
+    n: int
+    points: list[float]  # one per system; empty when the subset is empty
+    anatomies: list[Anatomy]  # one per system; empty when the subset is empty
+    samples: np.ndarray | None  # n_systems x n_samples; None when empty or too small to resample
+
+    def system(self, k: int) -> tuple[float | None, tuple[float, float] | None, Anatomy | None]:
+        """System k's BLEU, bootstrap interval and Anatomy (None when empty, the interval when not resampled)."""
+        if not self.points:
+            return None, None, None
+        ci = percentile_interval(self.samples[k]) if self.samples is not None else None
+        return self.points[k], ci, self.anatomies[k]
+
+    def compare(self, a: int, b: int) -> tuple[float | None, float | None]:
+        """BLEU(b) - BLEU(a) and its paired p-value (None when empty, the p-value when not resampled)."""
+        if not self.points:
+            return None, None
+        p = paired_p_value(self.samples[a], self.samples[b]) if self.samples is not None else None
+        return self.points[b] - self.points[a], p
 
 
 def _score_subsets(
@@ -320,76 +337,15 @@ def _score_subsets(
     pairing = length_matched_pairing(lengths, seed)
     floor_stats = [scorer.sentence_stats([hypotheses[name][j] for j in pairing]) for name in names]
     members = np.asarray(assign_buckets(lengths, buckets))
-    subsets = [np.arange(scorer.n)] + [np.flatnonzero(members == i) for i in range(len(buckets))]
-    return [
-        _score_subset(
-            stats, floor_stats, rows, n_samples, [seed, i], resample=i == 0 or rows.size >= min_bucket_sentences
-        )
-        for i, rows in enumerate(subsets)
-    ]
-
-
-def _system_score(
-    k: int, name: str, chrf: float, scorer: CorpusScorer, buckets: Sequence[Bucket], scored: list[_Subset]
-) -> SystemScore:
-    """System number k's scores, from `_score_subsets`."""
-    bleu, ci = scored[0].system(k)
-    assert bleu is not None and ci is not None  # the whole set is never empty
-    bucket_scores = [
-        BucketScore(bucket, sub.n, *sub.system(k), sub.anatomies[k] if sub.anatomies else None)
-        for bucket, sub in zip(buckets, scored[1:], strict=True)
-    ]
-    return SystemScore(
-        name, bleu, chrf, scorer.bleu_signature, scorer.chrf_signature, scorer.n, ci, bucket_scores,
-        scored[0].anatomies[k],
-    )
-
-
-def _comparison(
-    names: list[str], a: int, b: int, buckets: Sequence[Bucket], scored: list[_Subset]
-) -> Comparison:
-    """System b against system a (numbers in `names`), from `_score_subsets`."""
-    diff, p = scored[0].compare(a, b)
-    assert diff is not None and p is not None  # the whole set is never empty and always resampled
-    bucket_diffs = [
-        BucketComparison(bucket, *sub.compare(a, b)) for bucket, sub in zip(buckets, scored[1:], strict=True)
-    ]
-    return Comparison(names[a], names[b], diff, p, bucket_diffs)
-
-
-@dataclass(frozen=True)
-class _Subset:
-    """Point BLEU and bootstrap samples of every system on one subset of the sentences."""
-
-    n: int
-    points: list[float]  # one per system; empty when the subset is empty
-    samples: np.ndarray | None  # n_systems x n_samples; None when empty or too small to resample
-    anatomies: list[Anatomy]  # one per system; empty when the subset is empty
-
-    def system(self, k: int) -> tuple[float | None, tuple[float, float] | None]:
-        """System k's BLEU and bootstrap interval (None when empty, the interval when not resampled)."""
-        if not self.points:
-            return None, None
-        return self.points[k], percentile_interval(self.samples[k]) if self.samples is not None else None
-
-    def compare(self, a: int, b: int) -> tuple[float | None, float | None]:
-        """BLEU(b) - BLEU(a) and its paired p-value (None when empty, the p-value when not resampled)."""
-        if not self.points:
-            return None, None
-        p = paired_p_value(self.samples[a], self.samples[b]) if self.samples is not None else None
-        return self.points[b] - self.points[a], p
-
-
-def _score_subset(
-    stats: list[np.ndarray], floor_stats: list[np.ndarray], rows: np.ndarray, n_samples: int, seed: list[int],
-    resample: bool,
-) -> _Subset:
-    """Every system on the sentences `rows` (stats: one row per sentence of the set, per system), with
-    bootstrap samples drawn from `seed` if `resample`."""
-    if rows.size == 0:
-        return _Subset(0, [], None, [])
-    sub = [s[rows] for s in stats]
-    points = [float(bleu_from_stats(s.sum(axis=0))) for s in sub]
-    anatomies = [anatomy(s.sum(axis=0), f[rows].sum(axis=0)) for s, f in zip(sub, floor_stats, strict=True)]
-    samples = bootstrap_bleu(sub, n_samples, seed) if resample else None
-    return _Subset(int(rows.size), points, samples, anatomies)
+    subsets = []
+    for i, rows in enumerate([np.arange(scorer.n)] + [np.flatnonzero(members == b) for b in range(len(buckets))]):
+        if rows.size == 0:
+            subsets.append(_Subset(0, [], [], None))
+            continue
+        sub = [s[rows] for s in stats]
+        points = [float(bleu_from_stats(s.sum(axis=0))) for s in sub]
+        anatomies = [anatomy(s.sum(axis=0), f[rows].sum(axis=0)) for s, f in zip(sub, floor_stats, strict=True)]
+        resample = i == 0 or rows.size >= min_bucket_sentences
+        samples = bootstrap_bleu(sub, n_samples, [seed, i]) if resample else None
+        subsets.append(_Subset(int(rows.size), points, anatomies, samples))
+    return subsets
