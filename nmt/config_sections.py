@@ -18,8 +18,6 @@ from typing import Literal
 from nmt.errors import NMTError
 
 AttentionType = Literal["none", "additive", "dot", "scaled_dot", "general"]
-# DataConfig keys that hold paths, relative to the working directory unless absolute.
-_DATA_PATH_KEYS = ("dir", "cache_dir", "train", "valid", "test")
 
 
 @dataclass
@@ -106,11 +104,8 @@ class DataConfig:
                     f"'{given}' is given without '{missing}': data.{split}_src and data.{split}_tgt go together.",
                     f"Give {missing} (the file line-aligned with {given}), or leave out {given}.",
                 )
-            _require(
-                not (src and getattr(self, split)),
-                f"data.{split}",
-                f"cannot be given with data.{split}_src / data.{split}_tgt: give the prefix or the two files",
-            )
+            both = f"cannot be given with data.{split}_src / data.{split}_tgt: give the prefix or the two files"
+            _require(not (src and getattr(self, split)), f"data.{split}", both)
         if self.source == "files":
             _require(
                 bool(self.train or self.train_src),
@@ -125,7 +120,8 @@ class DataConfig:
         """A copy with every path made absolute (against the working directory), so that a run's
         config.yaml finds its data from any folder: data.dir, cache_dir, train/valid/test, and hf_name
         when it names a local folder or file."""
-        paths = {key: os.path.abspath(getattr(self, key)) for key in _DATA_PATH_KEYS if getattr(self, key)}
+        keys = ("dir", "cache_dir", "train", "valid", "test")
+        paths = {key: os.path.abspath(getattr(self, key)) for key in keys if getattr(self, key)}
         if self.source == "huggingface" and os.path.exists(self.hf_name):
             paths["hf_name"] = os.path.abspath(self.hf_name)
         return dataclasses.replace(self, **paths)
@@ -271,13 +267,9 @@ class EvaluationConfig:
 
     def validate(self) -> None:
         """Raise NMTError naming the first key of this section whose value is out of range."""
-        _require(
-            len(self.buckets) >= 1
-            and all(b > 0 for b in self.buckets)
-            and self.buckets == sorted(set(self.buckets)),
-            "evaluation.buckets",
-            "must be a non-empty list of increasing positive integers, e.g. [10, 20, 30]",
-        )
+        increasing = len(self.buckets) >= 1 and self.buckets == sorted(set(self.buckets))
+        what = "must be a non-empty list of increasing positive integers, e.g. [10, 20, 30]"
+        _require(increasing and all(b > 0 for b in self.buckets), "evaluation.buckets", what)
         _require(self.bootstrap_samples >= 10, "evaluation.bootstrap_samples", "must be >= 10")
         _require(
             self.curve_sentences_per_bucket >= 0, "evaluation.curve_sentences_per_bucket", "must be >= 0 (0 = all)"
