@@ -68,10 +68,8 @@ class PreparedData:
 def length_histogram(pairs: list[Pair]) -> dict[str, int]:
     """Source-length histogram in words over the evaluation's buckets, every bucket present (in order)."""
     buckets = make_buckets(HISTOGRAM_CUTS)
-    counts = dict.fromkeys((b.label for b in buckets), 0)
-    for index in assign_buckets([word_count(src) for src, _ in pairs], buckets):
-        counts[buckets[index].label] += 1
-    return counts
+    indices = assign_buckets([word_count(src) for src, _ in pairs], buckets)
+    return {bucket.label: indices.count(i) for i, bucket in enumerate(buckets)}
 
 
 def _fingerprint(config: DataConfig) -> dict[str, Any]:

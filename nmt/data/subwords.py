@@ -86,7 +86,7 @@ class Tokenizer:
         manifest = {
             "src_model": src_file,
             "tgt_model": tgt_file,
-            "sha256": {name: sha256_file(out_dir / name) for name in sorted({src_file, tgt_file})},
+            "sha256": {name: sha256_file(out_dir / name) for name in tokenizer._model_files},
             "src_vocab_size": tokenizer.src_vocab_size,
             "tgt_vocab_size": tokenizer.tgt_vocab_size,
             "special_ids": {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID},
