@@ -14,25 +14,26 @@ The report (attention_checks.md) says what each number can and cannot show.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nmt import arguments
-from nmt.compare.evaluate import common_test_set, default_out_dir
+from nmt.compare.evaluate import common_test_set, default_out_dir, markdown_table, write_outputs
 from nmt.compare.runs import RunInfo, describe_runs
 from nmt.errors import NMTError
 from nmt.evaluation.alignment import Agreement, Link, Symmetrisation, align_words
 from nmt.evaluation.buckets import BucketBy, assign_buckets, make_buckets, sentence_lengths
 from nmt.evaluation.curves import SELECTION, bucket_bleu, sample_test_set
 from nmt.evaluation.testset import TestSet
-from nmt.fileio import atomic_open, atomic_write_text
 
-CHECKS_JSON, CHECKS_MD, CHECKS_PNG = "attention_checks.json", "attention_checks.md", "attention_checks.png"
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+CHECKS = "attention_checks"  # the stem of the .json, .md and .png written
 KINDS = ("none", "uniform", "permute", "argmax")
 
 
@@ -94,7 +95,7 @@ def attention_checks(
             ]
         results["runs"][run.name] = entry
     out = Path(out_dir) if out_dir is not None else default_out_dir(run_dirs)
-    _write(results, out)
+    write_outputs(out, CHECKS, results, format_markdown(results), checks_figure(results), 100)
     return results
 
 
@@ -154,15 +155,6 @@ def _checkpoints(run: RunInfo, steps: Sequence[int] | None) -> list[Path]:
     return [path for path in chosen if path.resolve() != run.checkpoint.resolve()] + [run.checkpoint]
 
 
-def word_argmax(attention: Any, src_pieces: list[str], tgt_pieces: list[str]) -> tuple[list[int], int, int]:
-    """Attention (tgt pieces + EOS x src pieces + EOS, a numpy array) -> (argmax source word of each target
-    word, the EOS column being index n_src; n_src words; n_tgt words), words as in the attention plots."""
-    from nmt.decoding.plots import EOS_LABEL, word_attention
-
-    rows, src_words, tgt_words = word_attention(attention, [*src_pieces, EOS_LABEL], [*tgt_pieces, EOS_LABEL])
-    return [int(i) for i in rows[:-1].argmax(axis=1)], len(src_words) - 1, len(tgt_words) - 1
-
-
 def teacher_forced_argmax(
     model: Any, tokenizer: Any, sources: Sequence[str], references: Sequence[str], batch_size: int
 ) -> list[list[int] | None]:
@@ -174,6 +166,7 @@ def teacher_forced_argmax(
     import torch
 
     from nmt.data.batching import make_batch
+    from nmt.decoding.plots import EOS_LABEL, word_attention
 
     result: list[list[int] | None] = [None] * len(sources)
     keep = [i for i in range(len(sources)) if sources[i].split() and references[i].split()]
@@ -190,10 +183,11 @@ def teacher_forced_argmax(
         attention = attention.float().cpu().numpy()
         for row, i in enumerate(batch):
             weights = attention[row, : len(tgt_ids[row]) + 1, : len(src_ids[row]) + 1]
-            pieces = tokenizer.src_pieces(sources[i]), tokenizer.tgt_id_to_piece(tgt_ids[row])
-            argmax, n_src, n_tgt = word_argmax(weights, *pieces)
-            if (n_src, n_tgt) == (len(sources[i].split()), len(references[i].split())):
-                result[i] = argmax
+            src_pieces, tgt_pieces = tokenizer.src_pieces(sources[i]), tokenizer.tgt_id_to_piece(tgt_ids[row])
+            # words as in the attention plots; the EOS column is index n_src, the EOS row is left out
+            rows, src_words, tgt_words = word_attention(weights, [*src_pieces, EOS_LABEL], [*tgt_pieces, EOS_LABEL])
+            if (len(src_words) - 1, len(tgt_words) - 1) == (len(sources[i].split()), len(references[i].split())):
+                result[i] = [int(j) for j in rows[:-1].argmax(axis=1)]
     return result
 
 
@@ -229,14 +223,6 @@ def agreement_by_bucket(
 def _plain(text: str) -> str:
     """`text` with the current directory's absolute path taken out (paths relative to where it ran)."""
     return text.replace(os.getcwd() + os.sep, "")
-
-
-def _write(results: dict[str, Any], out: Path) -> None:
-    atomic_write_text(out / CHECKS_JSON, json.dumps(results, indent=2, ensure_ascii=False) + "\n")
-    atomic_write_text(out / CHECKS_MD, format_markdown(results))
-    plot_checks(results, out / CHECKS_PNG)
-    print(format_markdown(results))
-    print(f"attention checks written to {out}/")
 
 
 PERTURBATION_NOTES = (
@@ -284,7 +270,7 @@ def format_markdown(results: dict[str, Any]) -> str:
         lines += ["", f"## {name} (`{entry['run_dir']}`, {entry['checkpoint']})"]
         if "perturbation" in entry:
             lines += ["", "BLEU with the attention weights replaced at every decoder step:", ""]
-            lines += _table(["attention", *head], [
+            lines += markdown_table(["attention", *head], [
                 [kind, *(_num(score["bleu"][label]) for label in labels), _num(score["all"])]
                 for kind, score in entry["perturbation"].items()
             ])
@@ -297,18 +283,12 @@ def format_markdown(results: dict[str, Any]) -> str:
                              *(_pct(point["buckets"][label]["agreement"]) for label in labels),
                              _pct(total["agreement"]), _pct(total["chance"]), _pct(total["diagonal"]),
                              _pct(total["argmax_on_eos"]), str(total["target_words"])])
-            lines += _table(["checkpoint", *head, "chance", "diagonal", "on EOS", "words"], rows)
+            lines += markdown_table(["checkpoint", *head, "chance", "diagonal", "on EOS", "words"], rows)
     runs = results["runs"].values()
     notes = [*(PERTURBATION_NOTES if any("perturbation" in e for e in runs) else ()),
              *(ALIGNMENT_NOTES if any("alignment" in e for e in runs) else ())]
     lines += ["", "## What the numbers can and cannot show", "", *notes]
     return "\n".join(lines) + "\n"
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"] + [
-        "| " + " | ".join(row) + " |" for row in rows
-    ]
 
 
 def _num(value: float | None) -> str:
@@ -319,7 +299,7 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
 
-def plot_checks(results: dict[str, Any], path: Path) -> None:
+def checks_figure(results: dict[str, Any]) -> Figure:
     """One row per run: BLEU by bucket for each perturbation (left), agreement by bucket per checkpoint
     with the chance level dashed (right)."""
     from matplotlib.figure import Figure
@@ -348,8 +328,7 @@ def plot_checks(results: dict[str, Any], path: Path) -> None:
             if axes.get_legend_handles_labels()[0]:
                 axes.legend(fontsize=8)
     figure.tight_layout()
-    with atomic_open(path, "wb") as handle:
-        figure.savefig(handle, format="png", dpi=100)
+    return figure
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -360,23 +339,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ref", type=Path, default=None, help="reference file, one line per --src line")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: as nmt evaluate's)")
     parser.add_argument("--checkpoint", default=None, help=arguments.CHECKPOINT_HELP)
-    parser.add_argument(
-        "--steps", type=arguments.steps, default=None, metavar="N,N",
-        help="periodic checkpoints whose alignment agreement is measured too (default: every kept step_*.pt)",
-    )
+    parser.add_argument("--steps", type=arguments.steps, default=None, metavar="N,N",
+                        help="periodic checkpoints whose alignment agreement is measured too (default: every kept step_*.pt)")
     parser.add_argument("--no-steps", action="store_true", help="measure the evaluated checkpoint only")
-    parser.add_argument(
-        "--sentences-per-bucket", type=int, default=0, metavar="N",
-        help="a deterministic sample: the learning curve's N sentences per length bucket (default 0: all)",
-    )
+    parser.add_argument("--sentences-per-bucket", type=int, default=0, metavar="N",
+                        help="a deterministic sample: the learning curve's N sentences per length bucket (default 0: all)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the permutations (default 1)")
-    parser.add_argument(
-        "--symmetrise", default="grow-diag-final-and", choices=["grow-diag-final-and", "intersection"],
-        help="how eflomal's two directions are combined (default grow-diag-final-and)",
-    )
-    parser.add_argument(
-        "--only", choices=["perturbation", "alignment"], default=None, help="run one of the two checks only"
-    )
+    parser.add_argument("--symmetrise", default="grow-diag-final-and", choices=["grow-diag-final-and", "intersection"],
+                        help="how eflomal's two directions are combined (default grow-diag-final-and)")
+    parser.add_argument("--only", choices=["perturbation", "alignment"], default=None, help="run one of the two checks only")
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default 64)")
     arguments.add_device(parser)
     arguments.add_threads(parser)
