@@ -28,7 +28,7 @@ from nmt.models.seq2seq import build_model, count_parameters
 from nmt.rundir.checkpoints import load_checkpoint, save_checkpoint
 from nmt.rundir.writing import with_absolute_paths
 from nmt.training.distributed import resolve_precision
-from nmt.training.optim import EarlyStopping, LRSchedule, build_optimizer, is_better
+from nmt.training.optim import LRSchedule, Patience, build_optimizer, is_better
 from nmt.training.terminal import format_duration, format_score
 from nmt.training.trainer import train
 from nmt.training.validation import build_valid_set
@@ -365,7 +365,7 @@ def test_optimisers_and_comparisons() -> None:
 
 
 def test_early_stopping_counts_only_the_periodic_validations_that_do_not_improve() -> None:
-    stopping = EarlyStopping("loss", patience=2)
+    stopping = Patience("loss", patience=2)
     assert not stopping.exhausted
     assert stopping.observe(3.0, 10) and (stopping.best_score, stopping.best_step) == (3.0, 10)
     assert not stopping.observe(3.5, 20) and stopping.bad_validations == 1 and not stopping.exhausted
@@ -373,7 +373,7 @@ def test_early_stopping_counts_only_the_periodic_validations_that_do_not_improve
     assert stopping.bad_validations == 1 and stopping.best_step == 25  # ... but leaves the patience alone
     assert not stopping.observe(2.5, 30) and stopping.exhausted
     assert stopping.observe(1.0, 40) and stopping.bad_validations == 0 and not stopping.exhausted
-    never = EarlyStopping("bleu", patience=0)
+    never = Patience("bleu", patience=0)
     for step in range(5):
         never.observe(0.0, step)
     assert not never.exhausted and never.best_step == 0

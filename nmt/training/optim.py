@@ -1,5 +1,5 @@
 """Optimisers, the learning-rate schedule (linear warm-up x optional cosine decay x reduce-on-plateau)
-and early stopping.
+and the patience that early stopping and the plateau decay both count.
 
 The schedule is one small object rather than two torch schedulers, because LambdaLR would overwrite
 every plateau decay on its next step; its state is a few numbers, saved in each step checkpoint.
@@ -40,9 +40,9 @@ def is_better(score: float, best: float | None, metric: str) -> bool:
 
 
 @dataclass
-class EarlyStopping:
+class Patience:
     """The best validation score so far (by `metric`), its step, and the validations since it improved;
-    `patience` such validations in a row end the run (0: never)."""
+    `patience` such validations in a row exhaust it (0: never): early stopping ends the run then."""
 
     metric: str
     patience: int
@@ -77,8 +77,7 @@ class LRSchedule:
         self.config = config
         self.base = base_learning_rate(config)
         self.scale = 1.0
-        self.best: float | None = None
-        self.bad_validations = 0
+        self.plateau = Patience(config.early_stopping_metric, config.lr_patience)
 
     def lr(self, step: int) -> float:
         """Learning rate for update number `step` (1-based)."""
@@ -99,23 +98,19 @@ class LRSchedule:
         return lr
 
     def observe(self, score: float) -> bool:
-        """Feed a validation score; decay the lr after `lr_patience` bad ones. Returns True on a decay."""
-        if self.config.lr_patience <= 0 or math.isnan(score):
+        """Feed a validation score; decay the lr after `lr_patience` bad ones in a row. True on a decay."""
+        if self.plateau.patience <= 0 or math.isnan(score):
             return False
-        if is_better(score, self.best, self.config.early_stopping_metric):
-            self.best, self.bad_validations = score, 0
+        self.plateau.observe(score, step=0)
+        if not self.plateau.exhausted:
             return False
-        self.bad_validations += 1
-        decays = self.bad_validations >= self.config.lr_patience
-        if decays:
-            self.scale *= self.config.lr_decay_factor
-            self.bad_validations = 0
-        return decays
+        self.scale *= self.config.lr_decay_factor
+        self.plateau.bad_validations = 0
+        return True
 
     def state_dict(self) -> dict[str, Any]:
-        return {"scale": self.scale, "best": self.best, "bad_validations": self.bad_validations}
+        return {"scale": self.scale, "best": self.plateau.best_score, "bad_validations": self.plateau.bad_validations}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.scale = float(state["scale"])
-        self.best = state["best"]
-        self.bad_validations = int(state["bad_validations"])
+        self.plateau.best_score, self.plateau.bad_validations = state["best"], int(state["bad_validations"])

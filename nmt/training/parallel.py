@@ -51,15 +51,11 @@ def _train_run(name: str, config: Config, run_dir: Path) -> str:
 
 def training_jobs(config: Config, jobs: int) -> int:
     """How many runs train at once: `jobs`, or if 0, one per core on a CPU (each run then gets
-    cores / jobs torch threads) and one on CUDA. On a 2-core CPU two 1-thread trainings do 1.5x the
-    steps per second of one 2-thread training (this module's docstring)."""
+    cores / jobs torch threads; see this module's docstring for why) and one on CUDA."""
     if jobs:
         return jobs
-    uses_cuda = any(
-        config.for_run(name).training.device == "cuda"
-        or (config.for_run(name).training.device == "auto" and torch.cuda.is_available())
-        for name in config.runs
-    )
+    devices = {config.for_run(name).training.device for name in config.runs}
+    uses_cuda = "cuda" in devices or ("auto" in devices and torch.cuda.is_available())
     return 1 if uses_cuda else max(1, min(len(config.runs), available_cores()))
 
 

@@ -30,7 +30,7 @@ from nmt.rundir.lock import RunLock
 from nmt.training.checkpointing import disk_error, diverged_error, restore, weights, write_best, write_step
 from nmt.training.data import load_training_data
 from nmt.training.distributed import DistContext, autocast, resolve_precision, setup_distributed
-from nmt.training.optim import EarlyStopping, LRSchedule, build_optimizer
+from nmt.training.optim import LRSchedule, Patience, build_optimizer
 from nmt.training.rng import capture_rng, restore_rng, seed_everything
 from nmt.training.terminal import StopRequest, Terminal, format_duration, format_score
 from nmt.training.validation import ValidationResult, batch_loss_sum, safe_exp, validate
@@ -84,7 +84,7 @@ class Trainer:
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp_dtype == torch.float16)
         self.step = self.position = self.saved_step = 0
         self.epoch = 1
-        self.stopping = EarlyStopping(tc.early_stopping_metric, tc.patience)
+        self.stopping = Patience(tc.early_stopping_metric, tc.patience)
         self.acc = fresh_accumulators()
         self.elapsed_before = 0.0
         self.last_validation: dict[str, Any] | None = None

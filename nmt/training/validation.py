@@ -10,7 +10,7 @@ import sacrebleu
 import torch
 
 from nmt.config import Config
-from nmt.data.batching import Batch, TokenBatchSampler, make_batch, make_source_batch
+from nmt.data.batching import Batch, TokenBatchSampler, make_batch
 from nmt.decoding.search import greedy_search, max_output_lengths
 from nmt.special import PAD_ID
 
@@ -46,10 +46,8 @@ def batch_loss_sum(model: Any, batch: Batch, label_smoothing: float = 0.0) -> to
     never projected onto the vocabulary), a chunk of positions at a time (`linear_cross_entropy`).
     """
     real = batch.tgt_out != PAD_ID  # batch x tgt_len
-    return model(
-        batch.src, batch.src_lengths, batch.tgt_in, target_mask=real, targets=batch.tgt_out[real],
-        label_smoothing=label_smoothing,
-    )
+    return model(batch.src, batch.src_lengths, batch.tgt_in, target_mask=real, targets=batch.tgt_out[real],
+                 label_smoothing=label_smoothing)
 
 
 def safe_exp(value: float) -> float:
@@ -60,25 +58,16 @@ def safe_exp(value: float) -> float:
         return math.inf
 
 
-def evenly_spaced(pairs: list[tuple[str, str]], max_sentences: int) -> list[tuple[str, str]]:
-    """At most `max_sentences` pairs taken at an even stride through `pairs` (0 = all), always the same ones.
+def build_valid_set(pairs: list[tuple[str, str]], tokenizer: Any, max_sentences: int) -> ValidSet:
+    """Encode at most `max_sentences` validation pairs (0 = all), taken at an even stride through the split.
 
     A stride rather than the first N: a corpus in document order (the Bible: Genesis, Exodus, ...) would
     otherwise be validated on one book's style and vocabulary.
     """
-    if max_sentences <= 0:
-        return pairs
-    return pairs[:: max(1, len(pairs) // max_sentences)][:max_sentences]
-
-
-def build_valid_set(pairs: list[tuple[str, str]], tokenizer: Any, max_sentences: int) -> ValidSet:
-    """Encode `max_sentences` validation pairs spread evenly over the split (0 = all)."""
-    pairs = evenly_spaced(pairs, max_sentences)
-    return ValidSet(
-        [tokenizer.encode_src(s) for s, _ in pairs],
-        [tokenizer.encode_tgt(t) for _, t in pairs],
-        [t for _, t in pairs],
-    )
+    if max_sentences > 0:
+        pairs = pairs[:: max(1, len(pairs) // max_sentences)][:max_sentences]
+    return ValidSet([tokenizer.encode_src(s) for s, _ in pairs], [tokenizer.encode_tgt(t) for _, t in pairs],
+                    [t for _, t in pairs])
 
 
 def validate(
@@ -88,29 +77,22 @@ def validate(
 
     `autocast` is a zero-argument callable returning the mixed-precision context (or a null one).
     """
-    src_lengths = [len(s) for s in valid.src]
-    tgt_lengths = [len(t) for t in valid.tgt]
-    batches = TokenBatchSampler(
-        src_lengths, tgt_lengths, config.training.batch_tokens, seed=0, shuffle=False
-    ).epoch(0)
+    batches = TokenBatchSampler([len(s) for s in valid.src], [len(t) for t in valid.tgt], config.training.batch_tokens,
+                                seed=0, shuffle=False).epoch(0)
+    decoding = config.decoding
     hypotheses: dict[int, str] = {}
     loss_sum, tokens = 0.0, 0
     was_training = model.training
     model.eval()
     try:
         for indices in batches:
-            batch = make_batch(
-                [valid.src[i] for i in indices], [valid.tgt[i] for i in indices], indices
-            ).to(device)
+            batch = make_batch([valid.src[i] for i in indices], [valid.tgt[i] for i in indices], indices).to(device)
             with torch.no_grad(), autocast():
                 loss_sum += float(batch_loss_sum(model, batch))
             tokens += int(batch.n_tgt_tokens)
-            src, lengths = make_source_batch([valid.src[i] for i in indices])
-            max_lengths = max_output_lengths(
-                lengths, config.decoding.max_length_ratio, config.decoding.max_length_offset
-            )
-            with autocast():
-                outputs = greedy_search(model, src.to(device), lengths.to(device), max_lengths.to(device))
+            max_lengths = max_output_lengths(batch.src_lengths, decoding.max_length_ratio, decoding.max_length_offset)
+            with autocast():  # batch.src_lengths stay on the CPU (Batch.to); the search wants them on the device
+                outputs = greedy_search(model, batch.src, batch.src_lengths.to(device), max_lengths.to(device))
             for index, ids in zip(indices, outputs, strict=True):
                 hypotheses[index] = tokenizer.decode_tgt(ids)
     finally:
