@@ -47,7 +47,7 @@ class SetKey(argparse.Action):
         self.key = key
 
     def __call__(self, parser: Any, namespace: argparse.Namespace, value: Any, option: str | None = None) -> None:
-        overrides = list(getattr(namespace, self.dest) or [])
+        overrides = getattr(namespace, self.dest) or []
         setattr(namespace, self.dest, [*overrides, f"{self.key}={json.dumps(value)}"])  # JSON is YAML
 
 
@@ -58,11 +58,8 @@ def add_set(parser: argparse.ArgumentParser, help: str, metavar: str = "SECTION.
 
 def add_setting(parser: argparse.ArgumentParser, flag: str, key: str, help: str, **kwargs: Any) -> None:
     """`flag VALUE`, a shorthand for `--set key=VALUE` (add_set first)."""
-    value = kwargs.get("metavar", "VALUE")
-    parser.add_argument(
-        flag, dest="overrides", action=SetKey, key=key, default=[], help=f"{help} (short for --set {key}={value})",
-        **kwargs,
-    )
+    help = f"{help} (short for --set {key}={kwargs.get('metavar', 'VALUE')})"
+    parser.add_argument(flag, dest="overrides", action=SetKey, key=key, default=[], help=help, **kwargs)
 
 
 def add_config(parser: argparse.ArgumentParser) -> None:

@@ -59,18 +59,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def run_command(args: argparse.Namespace) -> None:
-    """Hand parsed arguments to their command's `run`."""
-    importlib.import_module(COMMANDS[args.command][0]).run(args)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `nmt` console script; returns the exit status."""
     argv = sys.argv[1:] if argv is None else argv
     named = next((word for word in argv if not word.startswith("-")), None)  # `nmt` itself takes only flags
     args = build_parser(named if named in COMMANDS else "").parse_args(argv)
     try:
-        run_command(args)
+        importlib.import_module(COMMANDS[args.command][0]).run(args)
     except NMTError as error:
         print(f"nmt {args.command}: error: {error.message}", file=sys.stderr)
         if error.hint:
