@@ -10,20 +10,18 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from nmt import arguments
-from nmt.compare.evaluate import default_out_dir
+from nmt.compare.evaluate import default_out_dir, write_outputs
 from nmt.compare.runs import RunInfo, describe_runs, split_test_set, translate_cached
 from nmt.config import TrainingConfig
 from nmt.errors import NMTError
 from nmt.evaluation.buckets import BucketBy
 from nmt.evaluation.testset import TestSet
-from nmt.fileio import atomic_write_text
 
 
 def learning_curves(
@@ -39,28 +37,26 @@ def learning_curves(
     Split, buckets, bucketing and sample size default to the first run's `evaluation` section
     (`curve_sentences_per_bucket`). Returns the content of learning_curve.json.
     """
-    from nmt.evaluation.curves import SELECTION, bucket_counts, sample_test_set  # sacrebleu, matplotlib
+    from nmt.evaluation import curves  # sacrebleu, matplotlib
 
     if per_bucket is not None and per_bucket < 0:
-        raise NMTError(
-            f"--sentences-per-bucket {per_bucket}: it must be >= 0.", "Give a count, or 0 for every sentence."
-        )
+        raise NMTError(f"--sentences-per-bucket {per_bucket}: it must be >= 0.", "Give a count, or 0 for every sentence.")
     runs = describe_runs(run_dirs)
     settings = runs[0].config.evaluation
     split = split or settings.split
     per_bucket = settings.curve_sentences_per_bucket if per_bucket is None else per_bucket
     cutoffs, by = list(settings.buckets), settings.by
     samples: dict[str, TestSet] = {}  # data dir -> the sample of its split
-    curves: dict[str, Any] = {}
+    measured: dict[str, Any] = {}
     for run in runs:
         if run.config.data.dir not in samples:
-            samples[run.config.data.dir] = sample_test_set(split_test_set(run.config, split), cutoffs, by, per_bucket)
+            samples[run.config.data.dir] = curves.sample_test_set(split_test_set(run.config, split), cutoffs, by, per_bucket)
         sample = samples[run.config.data.dir]
-        curves[run.name] = {
+        measured[run.name] = {
             "run_dir": str(run.run_dir),
             "attention": run.config.model.attention,
             "sentences": sample.origin,
-            "n": bucket_counts(sample, cutoffs, by),
+            "n": curves.bucket_counts(sample, cutoffs, by),
             "n_sample": len(sample.references),
             "checkpoints": _score_checkpoints(run, sample, cutoffs, by, device),
         }
@@ -69,29 +65,14 @@ def learning_curves(
         "buckets": cutoffs,
         "by": by,
         "sentences_per_bucket": per_bucket,
-        "selection": SELECTION,
+        "selection": curves.SELECTION,
         "beam_size": 1,
-        "runs": curves,
+        "runs": measured,
     }
-    _write(results, Path(out_dir) if out_dir is not None else default_out_dir(run_dirs))
+    out = Path(out_dir) if out_dir is not None else default_out_dir(run_dirs)
+    stem = Path(curves.CURVE_JSON).stem
+    write_outputs(out, stem, results, curves.format_curve_markdown(results), curves.learning_curve_figure(results), 120)
     return results
-
-
-def _write(results: dict[str, Any], out: Path) -> None:
-    """learning_curve.json, .md and .png in `out`; the table on stdout."""
-    from nmt.evaluation.curves import (
-        CURVE_JSON,
-        CURVE_MD,
-        CURVE_PNG,
-        format_curve_markdown,
-        plot_learning_curves,
-    )
-
-    atomic_write_text(out / CURVE_JSON, json.dumps(results, indent=2, ensure_ascii=False) + "\n")
-    atomic_write_text(out / CURVE_MD, format_curve_markdown(results))
-    plot_learning_curves(results, out / CURVE_PNG)
-    print(format_curve_markdown(results))
-    print(f"learning curve written to {out}/")
 
 
 def _score_checkpoints(
@@ -113,16 +94,8 @@ def _score_checkpoints(
         hyps, cache, cached = translate_cached(dataclasses.replace(run, checkpoint=path), sample, 1, device)
         assert sample.sources is not None
         bleu, sample_bleu = bucket_bleu(hyps, sample.sources, sample.references, cutoffs, by)
-        points.append(
-            {
-                "step": checkpoint_step(path),
-                "checkpoint": str(path),
-                "hypotheses": str(cache),
-                "cached": cached,
-                "bleu": bleu,
-                "sample_bleu": sample_bleu,
-            }
-        )
+        points.append({"step": checkpoint_step(path), "checkpoint": str(path), "hypotheses": str(cache), "cached": cached,
+                       "bleu": bleu, "sample_bleu": sample_bleu})
     return points
 
 
@@ -141,19 +114,10 @@ def _note_pruned(name: str, training: TrainingConfig, checkpoints: list[Path]) -
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`nmt curve RUN_DIR... [--split S] [--sentences-per-bucket N] [--out DIR]`."""
-    parser.add_argument(
-        "run_dirs", type=Path, nargs="+", metavar="RUN_DIR", help="run directories whose step_*.pt checkpoints to score"
-    )
-    parser.add_argument(
-        "--split", choices=["valid", "test"], default=None, help="default: the first run's evaluation.split"
-    )
-    parser.add_argument(
-        "--sentences-per-bucket",
-        type=int,
-        default=None,
-        metavar="N",
-        help="sample size per bucket, 0 = all (default: evaluation.curve_sentences_per_bucket)",
-    )
+    parser.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR", help="run directories whose step_*.pt checkpoints to score")
+    parser.add_argument("--split", choices=["valid", "test"], default=None, help="default: the first run's evaluation.split")
+    parser.add_argument("--sentences-per-bucket", type=int, default=None, metavar="N",
+                        help="sample size per bucket, 0 = all (default: evaluation.curve_sentences_per_bucket)")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default as for evaluate)")
     arguments.add_device(parser)
     arguments.add_threads(parser, " Here the run is the first RUN_DIR.")
@@ -161,6 +125,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     arguments.use_threads(args.threads, args.run_dirs[0])
-    learning_curves(
-        args.run_dirs, out_dir=args.out, split=args.split, per_bucket=args.sentences_per_bucket, device=args.device
-    )
+    learning_curves(args.run_dirs, args.out, args.split, args.sentences_per_bucket, args.device)
