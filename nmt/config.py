@@ -83,8 +83,7 @@ def _in_run(error: NMTError, name: str) -> NMTError:
 
 def config_from_dict(raw: Any, source: str = "config") -> Config:
     """Validate a nested dict (as read from YAML) into a Config. Raises NMTError naming the key."""
-    if raw is None:
-        raw = {}
+    raw = {} if raw is None else raw
     if not isinstance(raw, dict):
         raise NMTError(f"{source}: the top level must be a mapping of sections, got {type(raw).__name__}.")
     valid = list(SECTIONS) + ["runs"]

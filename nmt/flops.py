@@ -1,19 +1,17 @@
 """Analytic FLOP counts of the two models, term by term, for model FLOP utilisation (MFU).
 
 Only matrix products are counted (2 FLOPs per multiply-add), as in every MFU figure: they are the
-work a matmul peak measures, and what `torch.utils.flop_counter.FlopCounterMode` counts. Left out, as
-elementwise and each well under 1% of the total at the bench sizes (hidden 512, attention 512, 8k
-vocabulary, ~40 tokens a sentence): the gate sigmoids/tanh and state update (~10n per step),
-attention's add + tanh over src_len x a and its masked softmax (~2 S a + 5 S per step), the maxout max,
-the (log-)softmax / cross-entropy over the vocabulary (~4V per step), bias adds, Adam's update
-(~10 FLOPs per parameter per step) and the gradient-norm clip. Embedding lookups are not products at
-all, which is also why the source vocabulary size does not appear below.
+work a matmul peak measures, and what `torch.utils.flop_counter.FlopCounterMode` counts. Elementwise
+work is left out, each part well under 1% at the bench sizes (hidden 512, 8k vocabulary, ~40 tokens):
+gates and state update (~10n per step), attention's tanh and softmax (~2 S a + 5 S per step), the
+maxout, the output softmax and loss (~4V per step), bias adds, Adam (~10 per parameter and step) and
+the clip. Embedding lookups are no products, which is why the source vocabulary does not appear below.
 
 Notation: m = embedding_size, n = hidden_size, G = gates x n (3n GRU, 4n LSTM), a = attention_size,
 d = encoder directions (2, or 1 for the paper's forward-only RNNencdec), C = d n (annotation / context
-width), R = readout width (2 x maxout_size, or m for the tanh layer),
-D = width entering the output layer (maxout_size or m), V = target vocabulary, S = source tokens
-(incl. EOS), T = target tokens (incl. EOS). A product of (rows x k) by (k x cols) costs 2 rows k cols.
+width), R = readout width (2 x maxout_size, or m for the tanh layer), D = width entering the output
+layer (maxout_size or m), V = target vocabulary, S = source tokens (incl. EOS), T = target tokens
+(incl. EOS). A product of (rows x k) by (k x cols) costs 2 rows k cols.
 
 Training counts one forward, as the implementation runs it (the recurrent update of the last target
 step is never computed; RNNencdec's input-gate and readout products of its fixed context are one
@@ -138,8 +136,7 @@ def decode_step_flops(cfg: ModelConfig, tgt_vocab: int, src_len: int) -> float:
 
 def decode_state_flops(cfg: ModelConfig) -> float:
     """FLOPs of s_0 for one hypothesis (`init_state`; beam search computes it for every beam)."""
-    z = _sizes(cfg)
-    return 2.0 * (z["C"] if cfg.attention == "none" else z["n"]) * z["n"]
+    return encoder_flops(cfg, 0)["init_state"]
 
 
 def search_encode_flops(cfg: ModelConfig, src_len: int) -> float:

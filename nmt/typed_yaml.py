@@ -70,8 +70,7 @@ def unknown_key(key: str, valid: list[str], prefix: str) -> NMTError:
 def build_section(cls: type, raw: Any, name: str) -> Any:
     """The dataclass `cls` from the mapping `raw` of section `name`: keys known, types checked, then
     the section's own `validate()`."""
-    if raw is None:
-        raw = {}
+    raw = {} if raw is None else raw
     if not isinstance(raw, dict):
         raise NMTError(f"section '{name}' must be a mapping of keys, got {raw!r}.")
     hints = typing.get_type_hints(cls)
