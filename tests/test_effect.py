@@ -16,10 +16,10 @@ from nmt.evaluation.effect import (
     Thresholds,
     check_effect,
     check_level,
-    format_checks,
     long_sentence_bleu,
     paper_checks,
 )
+from nmt.evaluation.report import format_checks
 from nmt.evaluation.scoring import (
     BucketComparison,
     BucketScore,

@@ -30,8 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -117,10 +116,6 @@ def _best_bucket(system: SystemScore, min_sentences: int) -> BucketScore | None:
     return max(speaking, key=lambda b: b.bleu or 0.0, default=None)
 
 
-def _too_few(what: str, n: int, min_sentences: int) -> str:
-    return f"{what}: {n} sentences, fewer than evaluation.min_bucket_sentences = {min_sentences}"
-
-
 def _ahead_check(evaluation: Evaluation, baseline: str, attention: str, limits: Thresholds) -> Check:
     min_sentences, from_words = limits.min_bucket_sentences, limits.ahead_from_words
     att = next(s for s in evaluation.systems if s.name == attention)
@@ -150,15 +145,23 @@ def _ahead_check(evaluation: Evaluation, baseline: str, attention: str, limits: 
     )
 
 
+def _long_untold(claim: str, long: LongSentences, min_sentences: int) -> Check | None:
+    """Why `claim` cannot be told from the long sentences (none, or too few), or None if it can."""
+    if long.n == 0:
+        none = f"no sentence of {long.words}+ words"
+        return Check(claim, None, none, none)
+    if long.n < min_sentences:
+        few = f"{long.words}+ words: {long.n} sentences, fewer than evaluation.min_bucket_sentences = {min_sentences}"
+        return Check(claim, None, few)
+    return None
+
+
 def _retention(system: SystemScore, long: LongSentences, min_sentences: int) -> tuple[float, BucketScore] | Check:
-    words = long.words
     """(BLEU on 40+ words / BLEU of the best bucket, that bucket), or a Check of why it cannot be told
     (claim left empty for the caller to fill)."""
-    if long.n == 0:
-        none = f"no sentence of {words}+ words"
-        return Check("", None, none, none)
-    if long.n < min_sentences:
-        return Check("", None, _too_few(f"{words}+ words", long.n, min_sentences))
+    untold = _long_untold("", long, min_sentences)
+    if untold is not None:
+        return untold
     best = _best_bucket(system, min_sentences)
     if best is None or best.bleu is None or best.ci is None:
         return Check("", None, f"no bucket with {min_sentences}+ sentences")
@@ -232,12 +235,8 @@ def check_level(
     """Check 5: `attention` (trained on shorter sentences) at least level with `baseline` on 40+ words."""
     systems = {s.name: s for s in evaluation.systems}
     claim = f"{attention} at least level with {baseline} on {long.words}+ words"
-    if long.n == 0:
-        none = f"no sentence of {long.words}+ words"
-        check = Check(claim, None, none, none)
-    elif long.n < limits.min_bucket_sentences:
-        check = Check(claim, None, _too_few(f"{long.words}+ words", long.n, limits.min_bucket_sentences))
-    else:
+    check = _long_untold(claim, long, limits.min_bucket_sentences)
+    if check is None:
         diff = long.bleu[attention] - long.bleu[baseline]
         p = paired_p_value(long.samples[baseline], long.samples[attention])
         evidence = (
@@ -280,32 +279,3 @@ def paper_checks(
             if ceiling(short_att) < ceiling(long_att) and ceiling(short_att) < ceiling(long_base):
                 checks[(long_base, short_att)] = check_level(evaluation, long, long_base, short_att, limits)
     return checks
-
-
-def checks_dict(checks: Sequence[Check]) -> list[dict[str, Any]]:
-    """The checks as JSON-ready dicts (claim, passed, evidence, missing)."""
-    return [asdict(check) for check in checks]
-
-
-def format_checks(checks: Sequence[Check], baseline: str, attention: str) -> str:
-    """A Markdown section: one row per check with its verdict and numbers, then one line naming what
-    the test set lacks for the checks it cannot have."""
-    lines = [
-        f"## Does the table show the effect? ({baseline} vs {attention})",
-        "",
-        "| check | holds | numbers |",
-        "|---|---|---|",
-    ]
-    verdicts = {True: "yes", False: "**no**", None: "cannot tell"}
-    lines += [f"| {c.claim} | {verdicts[c.passed]} | {c.evidence} |" for c in checks]
-    missing: dict[str, list[int]] = {}
-    for number, check in enumerate(checks, 1):
-        if check.missing:
-            missing.setdefault(check.missing, []).append(number)
-    if missing:
-        parts = [
-            f"{what} (check{'s' if len(numbers) > 1 else ''} {', '.join(map(str, numbers))})"
-            for what, numbers in missing.items()
-        ]
-        lines += ["", f"This test set cannot show all of it: {'; '.join(parts)}."]
-    return "\n".join(lines) + "\n"

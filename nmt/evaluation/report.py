@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import textwrap
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +17,8 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from nmt.evaluation.buckets import assign_buckets, make_buckets, sentence_lengths
-from nmt.evaluation.effect import Check, checks_dict, format_checks
-from nmt.evaluation.scoring import Anatomy, Comparison, Evaluation, SystemScore
+from nmt.evaluation.effect import Check
+from nmt.evaluation.scoring import Anatomy, Evaluation, SystemScore
 from nmt.fileio import atomic_open, atomic_write_text
 
 RESULTS_JSON = "results.json"
@@ -55,32 +56,19 @@ def results_dict(evaluation: Evaluation, extra_settings: dict[str, Any] | None =
 
 
 def _anatomy_dict(anatomy: Anatomy | None) -> dict[str, Any]:
-    if anatomy is None:
-        return {"length_ratio": None, "precisions": None, "floor": None}
-    return {"length_ratio": anatomy.length_ratio, "precisions": list(anatomy.precisions), "floor": anatomy.floor}
+    fields = {"length_ratio": None, "precisions": None, "floor": None}
+    return fields if anatomy is None else {**asdict(anatomy), "precisions": list(anatomy.precisions)}
 
 
 def _system_dict(system: SystemScore) -> dict[str, Any]:
+    buckets = [
+        {**asdict(b.bucket), "n": b.n, "bleu": b.bleu, "ci": list(b.ci) if b.ci else None, **_anatomy_dict(b.anatomy)}
+        for b in system.buckets
+    ]
     return {
-        "bleu": system.bleu,
-        "chrf": system.chrf,
-        "signature": system.signature,
-        "chrf_signature": system.chrf_signature,
-        "n": system.n,
-        "ci": list(system.ci),
-        **_anatomy_dict(system.anatomy),
-        "buckets": [
-            {
-                "label": b.bucket.label,
-                "low": b.bucket.low,
-                "high": b.bucket.high,
-                "n": b.n,
-                "bleu": b.bleu,
-                "ci": list(b.ci) if b.ci is not None else None,
-                **_anatomy_dict(b.anatomy),
-            }
-            for b in system.buckets
-        ],
+        "bleu": system.bleu, "chrf": system.chrf, "signature": system.signature,
+        "chrf_signature": system.chrf_signature, "n": system.n, "ci": list(system.ci),
+        **_anatomy_dict(system.anatomy), "buckets": buckets,
     }
 
 
@@ -99,22 +87,17 @@ def _diff_cell(diff: float | None, p: float | None) -> str:
 def table_rows(evaluation: Evaluation) -> tuple[list[str], list[list[str]]]:
     """Header and rows: one per bucket, then `all`; BLEU [95% CI] per run, then b - a (p) per pair."""
     header = ["bucket", "n"] + [f"{s.name} BLEU [CI]" for s in evaluation.systems]
-    header += [_comparison_title(c) for c in evaluation.comparisons]
+    header += [f"{c.b} - {c.a} (p)" for c in evaluation.comparisons]
     first = evaluation.systems[0]
-    rows = []
-    for i, bucket_score in enumerate(first.buckets):
-        row = [bucket_score.bucket.label, str(bucket_score.n)]
-        row += [_score_cell(s.buckets[i].bleu, s.buckets[i].ci) for s in evaluation.systems]
-        row += [_diff_cell(c.buckets[i].bleu_diff, c.buckets[i].p) for c in evaluation.comparisons]
-        rows.append(row)
-    overall = ["all", str(first.n)] + [_score_cell(s.bleu, s.ci) for s in evaluation.systems]
-    overall += [_diff_cell(c.bleu_diff, c.p) for c in evaluation.comparisons]
-    rows.append(overall)
-    return header, rows
+    columns = [_labels(first), [str(x.n) for x in [*first.buckets, first]]]
+    columns += [[_score_cell(x.bleu, x.ci) for x in [*s.buckets, s]] for s in evaluation.systems]
+    columns += [[_diff_cell(x.bleu_diff, x.p) for x in [*c.buckets, c]] for c in evaluation.comparisons]
+    return header, [list(row) for row in zip(*columns, strict=True)]
 
 
-def _comparison_title(comparison: Comparison) -> str:
-    return f"{comparison.b} - {comparison.a} (p)"
+def _labels(system: SystemScore) -> list[str]:
+    """The row labels of a system's buckets, then `all`."""
+    return [b.bucket.label for b in system.buckets] + ["all"]
 
 
 def format_table(evaluation: Evaluation) -> str:
@@ -142,13 +125,12 @@ def format_markdown(evaluation: Evaluation, scored: Sequence[str] = ()) -> str:
         f"seed {evaluation.bootstrap_seed}). Differences are b - a with two-sided paired bootstrap p-values. "
         "A bucket too small to resample (evaluation.min_bucket_sentences) has a dash for both.",
         "",
-        "| " + " | ".join(header) + " |",
-        "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|",
+        *markdown_table(header, rows),
+        "",
+        f"![BLEU by {by} length]({PLOT_PNG})",
+        "",
+        *markdown_table(["run", "chrF"], [[s.name, f"{s.chrf:.2f}"] for s in evaluation.systems]),
     ]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    lines += ["", f"![BLEU by {by} length]({PLOT_PNG})"]
-    lines += ["", "| run | chrF |", "|---|---:|"]
-    lines += [f"| {s.name} | {s.chrf:.2f} |" for s in evaluation.systems]
     first = evaluation.systems[0]
     lines += ["", f"BLEU signature: `{first.signature}`", "", f"chrF signature: `{first.chrf_signature}`", ""]
     return "\n".join(lines) + "\n" + format_anatomy(evaluation)
@@ -165,17 +147,44 @@ def format_anatomy(evaluation: Evaluation) -> str:
         "the same length (a fixed, seeded pairing), against these references: what it scores without "
         "reading its source.",
     ]
+    header = ["bucket", "n", "BLEU", "floor", "length ratio", "p1", "p2", "p3", "p4"]
     for system in evaluation.systems:
-        lines += ["", f"### {system.name}", "", "| bucket | n | BLEU | floor | length ratio | p1 | p2 | p3 | p4 |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        rows = [(b.bucket.label, b.n, b.bleu, b.anatomy) for b in system.buckets]
-        for label, n, bleu, anatomy in [*rows, ("all", system.n, system.bleu, system.anatomy)]:
-            if bleu is None or anatomy is None:
-                lines.append(f"| {label} | {n} | - | - | - | - | - | - | - |")
-                continue
-            precisions = " | ".join(f"{p:.1f}" for p in anatomy.precisions)
-            lines.append(f"| {label} | {n} | {bleu:.2f} | {anatomy.floor:.2f} | {anatomy.length_ratio:.2f} | {precisions} |")
+        rows = []
+        for label, score in zip(_labels(system), [*system.buckets, system], strict=True):
+            if score.bleu is None or score.anatomy is None:
+                rows.append([label, str(score.n)] + ["-"] * 7)
+            else:
+                numbers = (score.bleu, score.anatomy.floor, score.anatomy.length_ratio)
+                precisions = (f"{p:.1f}" for p in score.anatomy.precisions)
+                rows.append([label, str(score.n), *(f"{x:.2f}" for x in numbers), *precisions])
+        lines += ["", f"### {system.name}", "", *markdown_table(header, rows)]
     return "\n".join(lines) + "\n"
+
+
+def format_checks(checks: Sequence[Check], baseline: str, attention: str) -> str:
+    """A Markdown section of nmt/evaluation/effect.py's checks: one row per check with its verdict and
+    numbers, then one line naming what the test set lacks for the checks it cannot have."""
+    verdicts = {True: "yes", False: "**no**", None: "cannot tell"}
+    rows = [[c.claim, verdicts[c.passed], c.evidence] for c in checks]
+    lines = [f"## Does the table show the effect? ({baseline} vs {attention})", "", *markdown_table(
+        ["check", "holds", "numbers"], rows, left=3)]
+    missing: dict[str, list[int]] = {}
+    for number, check in enumerate(checks, 1):
+        if check.missing:
+            missing.setdefault(check.missing, []).append(number)
+    if missing:
+        parts = [
+            f"{what} (check{'s' if len(numbers) > 1 else ''} {', '.join(map(str, numbers))})"
+            for what, numbers in missing.items()
+        ]
+        lines += ["", f"This test set cannot show all of it: {'; '.join(parts)}."]
+    return "\n".join(lines) + "\n"
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]], left: int = 1) -> list[str]:
+    """The lines of a Markdown table whose first `left` columns are aligned left, the others right."""
+    align = ["---"] * left + ["---:"] * (len(header) - left)
+    return ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|", *("| " + " | ".join(r) + " |" for r in rows)]
 
 
 def _cell_text(text: str) -> str:
@@ -242,12 +251,10 @@ def plot_bleu_by_length(
     groups: Mapping[str, tuple[str, str]] | None = None,
     title: str = "",
 ) -> None:
-    """Line plot of BLEU per length bucket, one line per run with its CI band and its source-blind floor
-    (thin, dotted); n under each tick. A bucket without an interval (too small to resample) is drawn hollow. `groups` maps a run to (model, variant), e.g. ("RNNsearch", "-30"):
-    one colour per model, one line style per variant (the paper's Figure 2); without it, a colour per run.
-
-    Buckets without a sentence get no slot on the x axis.
-    """
+    """Line plot of BLEU per non-empty length bucket, one line per run with its CI band (a bucket too small
+    to resample: a hollow marker) and its source-blind floor (thin, dotted); n under each tick. `groups`
+    maps a run to (model, variant), e.g. ("RNNsearch", "-30"): one colour per model, one line style per
+    variant (the paper's Figure 2); without it, a colour per run."""
     first = evaluation.systems[0]
     kept = plotted_buckets(evaluation)
     x = np.arange(len(kept))
@@ -262,8 +269,7 @@ def plot_bleu_by_length(
         style = LINE_STYLES[variants.index(variant) % len(LINE_STYLES)]
         buckets = [system.buckets[i] for i in kept]
         bleu = np.array([b.bleu for b in buckets], dtype=np.float64)
-        low = np.array([b.ci[0] if b.ci is not None else np.nan for b in buckets])
-        high = np.array([b.ci[1] if b.ci is not None else np.nan for b in buckets])
+        low, high = np.array([b.ci or (np.nan, np.nan) for b in buckets]).reshape(-1, 2).T
         axes.plot(x, bleu, color=colour, linestyle=style, label=f"{system.name} (all: {system.bleu:.2f})")
         resampled = ~np.isnan(low)  # a bucket too small to resample: a hollow marker, no band
         axes.plot(x[resampled], bleu[resampled], "o", color=colour)
@@ -306,7 +312,7 @@ def write_report(
     markdown = format_markdown(evaluation, scored)
     if effect:
         results["effect"] = [
-            {"baseline": baseline, "attention": attention, "checks": checks_dict(checks)}
+            {"baseline": baseline, "attention": attention, "checks": [asdict(check) for check in checks]}
             for (baseline, attention), checks in effect.items()
         ]
         markdown += "".join("\n" + format_checks(checks, *pair) for pair, checks in effect.items())

@@ -137,8 +137,7 @@ def score_and_report(
     `ceilings` each system's training.max_words where known (nmt/evaluation/effect.py); `groups` and
     `title` style the plot (nmt/evaluation/report.py).
     """
-    from nmt.evaluation.effect import format_checks
-    from nmt.evaluation.report import format_examples, format_table, write_report
+    from nmt.evaluation.report import format_checks, format_examples, format_table, write_report
     from nmt.evaluation.scoring import looks_tokenized, score_systems
 
     tokenized = looks_tokenized(hypotheses, settings.tokenize)
