@@ -18,7 +18,7 @@ from typing import Any
 
 from nmt import arguments
 from nmt.compare.curve import learning_curves
-from nmt.compare.evaluate import evaluate_runs
+from nmt.compare.evaluate import evaluate_runs, markdown_table
 from nmt.config import Config, load_config, save_config
 from nmt.errors import NMTError
 from nmt.fileio import atomic_write_text, same_file
@@ -61,22 +61,6 @@ ATTENTION_CAVEAT = (
 RERUN = " (re-run, training skipped)"
 
 
-def _parameter_counts(run_dirs: dict[str, Path]) -> dict[str, int | None]:
-    """Each run's parameter count from its summary.json (None if it has none)."""
-    from nmt.rundir.writing import read_summary
-
-    return {name: (read_summary(run_dir) or {}).get("parameters") for name, run_dir in run_dirs.items()}
-
-
-def _command(config_path: Path, overrides: list[str], out_dir: Path | None) -> str:
-    """The command that reproduces a report: config, overrides and the output folder."""
-    return shlex.join(
-        ["nmt", "experiment", str(config_path)]
-        + [part for o in overrides for part in ("--set", o)]
-        + (["--out", str(out_dir)] if out_dir is not None else [])
-    )
-
-
 def _setup_lines(config: Config) -> list[str]:
     """The report's machine and data paragraphs."""
     import torch
@@ -101,18 +85,15 @@ def _tables(
     config: Config, timings: Timings, counts: dict[str, int | None], attention: dict[str, dict[str, float]]
 ) -> list[str]:
     """The report's tables of parameters, step times and attention entropy."""
-    lines = ["| run | attention | parameters |", "|---|---|---|"]
-    for name in config.runs:
-        count = counts.get(name)
-        lines.append(f"| {name} | {config.for_run(name).model.attention} | {count:,} |" if count else f"| {name} | ? | ? |")
-    lines += ["", "| step | seconds |", "|---|---|"]
-    lines += [f"| {step} | {seconds:.0f} |" for step, seconds in timings.seconds.items()]
+    runs = [(name, config.for_run(name).model.attention, counts.get(name)) for name in config.runs]
+    rows = [[name, attention, f"{count:,}"] if count else [name, "?", "?"] for name, attention, count in runs]
+    lines = markdown_table(["run", "attention", "parameters"], rows, left=3)
+    rows = [[step, f"{seconds:.0f}"] for step, seconds in timings.seconds.items()]
+    lines += ["", *markdown_table(["step", "seconds"], rows, left=2)]
     if attention:
-        lines += ["", "| run | mean attention entropy (nats) | relative to uniform weights |", "|---|---|---|"]
-        lines += [
-            f"| {name} | {a['mean_entropy_nats']:.3f} | {a['mean_entropy_vs_uniform']:.3f} |"
-            for name, a in attention.items()
-        ]
+        header = ["run", "mean attention entropy (nats)", "relative to uniform weights"]
+        rows = [[name, f"{a['mean_entropy_nats']:.3f}", f"{a['mean_entropy_vs_uniform']:.3f}"] for name, a in attention.items()]
+        lines += ["", *markdown_table(header, rows, left=3)]
     return lines
 
 
@@ -165,6 +146,7 @@ def run_experiment(
 ) -> dict[str, Any]:
     """Run the whole comparison described by `config_path`; returns the evaluation results (results.json).
     `jobs` runs train at once (0: see `nmt.training.parallel.training_jobs`)."""
+    from nmt.rundir.writing import read_summary
     from nmt.training.parallel import train_runs  # torch: not for `nmt experiment --help`
 
     config = load_config(config_path, overrides)
@@ -199,8 +181,11 @@ def run_experiment(
     learning_curves(list(run_dirs.values()), out_dir=out_dir)  # every checkpoint the runs kept
     timings.record("learning curve" + rerun, time.perf_counter() - start)
 
-    command = _command(config_path, overrides, out_dir)
-    report = _report(command, config, timings, _parameter_counts(run_dirs), results["attention"], attention_plot, out_dir)
+    counts = {name: (read_summary(run_dir) or {}).get("parameters") for name, run_dir in run_dirs.items()}
+    # the command that reproduces the report
+    sets = [part for override in overrides for part in ("--set", override)]
+    command = shlex.join(["nmt", "experiment", str(config_path), *sets, "--out", str(out_dir)])
+    report = _report(command, config, timings, counts, results["attention"], attention_plot, out_dir)
     atomic_write_text(out_dir / "report.md", report)
     print(f"\nReport: {out_dir / 'report.md'}")
     return results
@@ -236,13 +221,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     arguments.add_config(parser)
     parser.add_argument("--out", type=Path, default=None, help="output folder (default experiments/<config name>)")
     parser.add_argument("--force", action="store_true", help="redo every step, even finished ones")
-    parser.add_argument(
-        "--jobs",
-        type=int,
-        default=0,
-        help="runs trained at once, each in its own process (default 0: one per CPU core, each with "
-        "cores/jobs torch threads unless training.threads is set; 1 on CUDA)",
-    )
+    parser.add_argument("--jobs", type=int, default=0, help="runs trained at once, each in its own process (default 0: "
+                        "one per CPU core, each with cores/jobs torch threads unless training.threads is set; 1 on CUDA)")
     arguments.add_training_threads(parser, " Where that is 0, parallel trainings (--jobs) share the cores.")
 
 
