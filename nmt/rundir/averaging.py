@@ -63,11 +63,9 @@ def choose_checkpoints(run_dir: Path, last: int | None, steps: Sequence[int] | N
 def average_checkpoints(
     run_dir: str | Path, last: int | None = None, steps: Sequence[int] | None = None, output: str | Path | None = None
 ) -> Path:
-    """Write the element-wise mean of the chosen checkpoints' weights (default RUN_DIR/checkpoints/averaged.pt).
-
-    Floating-point tensors are summed in float64 and cast back; other tensors (none in these models)
-    are taken from the newest checkpoint. Returns the path written.
-    """
+    """Write the element-wise mean of the chosen checkpoints' weights (default RUN_DIR/checkpoints/averaged.pt)
+    and return its path. Floating-point tensors are summed in float64 and cast back; other tensors (none in
+    these models) are taken from the newest checkpoint."""
     run_dir = Path(run_dir)
     output = Path(output) if output is not None else run_dir / CHECKPOINT_DIR / AVERAGED_NAME
     if output.name == BEST_NAME or output.name.startswith("step_"):

@@ -1,10 +1,9 @@
 """RUN_DIR/train.lock: one training writes a run directory at a time.
 
-`nmt train` holds an exclusive flock on the file from the moment its checks pass until it ends, with
-its PID written in the file for the message a second training gets. The operating system drops the
-lock when the process ends however it ends (SIGKILL and crashes included), so a dead training never
-blocks the next one; the file itself stays (removing it would let two trainings lock two different
-files). Reading a run (translate, evaluate, curve, average) takes no lock.
+`nmt train` holds an exclusive flock on the file, with its PID in it, from the moment its checks pass
+until it ends. The OS drops the lock however the process ends (SIGKILL included), so a dead training
+never blocks the next; the file stays (removing it would let two trainings lock two different files).
+Reading a run (translate, evaluate, curve, average) takes no lock.
 """
 
 from __future__ import annotations

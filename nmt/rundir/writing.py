@@ -1,9 +1,6 @@
-"""Writing a run directory as training does: refusing to clobber another run, resume checks, the lock
-(lock.py), config.yaml, the tokenizer copy, environment, log and summary.
-
-Everything here that can refuse a run does so before anything is written, so a mistake never
-overwrites a previous run.
-"""
+"""Writing a run directory as training does: config.yaml, the tokenizer copy, environment, log and summary.
+Everything that can refuse a run (another run there, a resume that differs) does so before anything is
+written, so a mistake never overwrites a previous run."""
 
 from __future__ import annotations
 
