@@ -68,9 +68,8 @@ def _divisors(lengths: Tensor, kind: LengthPenalty, alpha: float) -> Tensor:
 @contextlib.contextmanager
 def _eval_mode(model: nn.Module) -> Iterator[None]:
     """Search settings, the caller's restored after: dropout off (it would make outputs random), no
-    gradients, and no TF32 on CUDA. cuDNN's RNNs use TF32 by default, whose ~1e-3 error, different
-    for different batch shapes, flipped near-tie beam choices between batch sizes (1 in 100 sentences
-    on an H200); full fp32 costs little, since the encoder runs once per batch."""
+    gradients, and no TF32 on CUDA: cuDNN's TF32 error, different for different batch shapes, flipped
+    near-tie beam choices between batch sizes (1 in 100 sentences on an H200)."""
     was_training = model.training
     tf32 = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
     model.eval()
@@ -97,6 +96,7 @@ def _only_eos(log_probs: Tensor, at_limit: Tensor) -> Tensor:
 
 
 def _prepare(src: Tensor, src_lengths: Tensor, max_lengths: Tensor) -> tuple[Tensor, list[int]]:
+    """The length limits on src's device and the source lengths as a list, once the batch sizes agree."""
     if not (src.size(0) == src_lengths.size(0) == max_lengths.size(0)):
         raise ValueError("src, src_lengths and max_lengths must have the same batch size")
     return max_lengths.to(src.device), src_lengths.tolist()
@@ -128,25 +128,23 @@ def greedy_hypotheses(
             scores = scores + log_probs.gather(1, tokens.unsqueeze(1)).squeeze(1)
             seqs = torch.cat([seqs, tokens.unsqueeze(1)], dim=1)
             if return_attention and attn is not None:
-                attn_hist = attn.float().unsqueeze(1) if attn_hist is None else torch.cat(
-                    [attn_hist, attn.float().unsqueeze(1)], dim=1
-                )
+                step_attn = attn.float().unsqueeze(1)
+                attn_hist = step_attn if attn_hist is None else torch.cat([attn_hist, step_attn], dim=1)
             done = tokens == EOS_ID
             step += 1
-            if not bool(done.any()):
-                prev = tokens
-                continue
-            done_rows = done.nonzero().squeeze(1)
-            for row, sent, toks, score in zip(
-                done_rows.tolist(), active[done_rows].tolist(), seqs[done_rows, :-1].tolist(),
-                scores[done_rows].tolist(), strict=True,
-            ):
-                attention = None if attn_hist is None else attn_hist[row, :, : lengths[sent]].cpu()
-                results[sent] = Hypothesis(toks, score, attention, score)
-            keep = (~done).nonzero().squeeze(1)
-            active, max_len, scores, seqs = active[keep], max_len[keep], scores[keep], seqs[keep]
-            attn_hist = None if attn_hist is None else attn_hist[keep]
-            enc, state, prev = enc.index_select(keep), state.index_select(keep), tokens[keep]
+            if bool(done.any()):
+                done_rows = done.nonzero().squeeze(1)
+                for row, sent, toks, score in zip(
+                    done_rows.tolist(), active[done_rows].tolist(), seqs[done_rows, :-1].tolist(),
+                    scores[done_rows].tolist(), strict=True,
+                ):
+                    attention = None if attn_hist is None else attn_hist[row, :, : lengths[sent]].cpu()
+                    results[sent] = Hypothesis(toks, score, attention, score)
+                keep = (~done).nonzero().squeeze(1)
+                active, max_len, scores, seqs = active[keep], max_len[keep], scores[keep], seqs[keep]
+                attn_hist = None if attn_hist is None else attn_hist[keep]
+                enc, state, tokens = enc.index_select(keep), state.index_select(keep), tokens[keep]
+            prev = tokens
     return [h for h in results if h is not None]
 
 
@@ -258,15 +256,8 @@ def _advance(beams: _Beams, cand: _Candidates) -> tuple[Tensor, Tensor]:
 
 
 def beam_search(
-    model: Any,
-    src: Tensor,
-    src_lengths: Tensor,
-    beam_size: int,
-    max_lengths: Tensor,
-    length_penalty: LengthPenalty = "gnmt",
-    alpha: float = 0.6,
-    nbest: int = 1,
-    return_attention: bool = False,
+    model: Any, src: Tensor, src_lengths: Tensor, beam_size: int, max_lengths: Tensor,
+    length_penalty: LengthPenalty = "gnmt", alpha: float = 0.6, nbest: int = 1, return_attention: bool = False,
 ) -> list[list[Hypothesis]]:
     """Beam search over all sentences and beams at once; the `nbest` best hypotheses per sentence.
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import codecs
+import itertools
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -23,18 +24,16 @@ from nmt.fileio import atomic_open, same_file
 CHUNK_LINES = 1000
 
 
-def _read_chunks(handle: IO[bytes], name: str, chunk_lines: int) -> Iterator[tuple[int, list[str]]]:
-    """(first line number, up to `chunk_lines` decoded lines without their line ends) from a binary stream.
+def _read_lines(handle: IO[bytes], name: str) -> Iterator[str]:
+    """The lines of a binary stream, decoded, without their line ends.
 
     Decoding line by line lets a UTF-8 error name its line. A byte-order mark that opens the stream
     is not part of the first sentence: it is dropped.
     """
-    chunk: list[str] = []
-    first = number = 1
-    while True:
+    for number in itertools.count(1):
         raw, cut_from = _read_line(handle)
         if not raw:
-            break
+            return
         if cut_from:
             warn(f"{name}: line {number} has {cut_from:,} bytes: only its first {len(raw) - 1:,} are translated.")
         if number == 1:
@@ -47,31 +46,24 @@ def _read_chunks(handle: IO[bytes], name: str, chunk_lines: int) -> Iterator[tup
                 f"{raw[exc.start:exc.start + 1]!r}).",
                 "Convert the input to UTF-8 (e.g. iconv -f latin1 -t utf-8), or fix that line.",
             ) from None
-        chunk.append(text.rstrip("\r\n"))
-        if len(chunk) == chunk_lines:
-            yield first, chunk
-            first, chunk = number + 1, []
-        number += 1
-    if chunk:
-        yield first, chunk
+        yield text.rstrip("\r\n")
 
 
 def _read_line(handle: IO[bytes]) -> tuple[bytes, int]:
     """(the next line of `handle`, b"" at the end; its length in bytes if it was cut, else 0).
 
-    At most translator_module.MAX_LINE_BYTES of a line are kept, cut back to a character boundary; the rest of a longer
-    line is read in pieces and dropped, so memory stays bounded however long the line.
+    At most MAX_LINE_BYTES (translator.py) of a line are kept, cut back to a character boundary; the
+    rest of a longer line is read in pieces and dropped, so memory stays bounded however long the line.
     """
-    line = handle.readline(translator_module.MAX_LINE_BYTES + 1)
-    if len(line) <= translator_module.MAX_LINE_BYTES or line.endswith(b"\n"):
+    limit = translator_module.MAX_LINE_BYTES  # read at each call: tests lower it
+    line = handle.readline(limit + 1)
+    if len(line) <= limit or line.endswith(b"\n"):
         return line, 0
-    length = len(line)
-    while True:
-        rest = handle.readline(translator_module.MAX_LINE_BYTES)
+    length, rest = len(line), line
+    while rest and not rest.endswith(b"\n"):
+        rest = handle.readline(limit)
         length += len(rest)
-        if not rest or rest.endswith(b"\n"):
-            break
-    kept = line[:translator_module.MAX_LINE_BYTES]
+    kept = line[:limit]
     try:
         kept.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -118,15 +110,15 @@ def translate_file(
             open(input_path, "rb") if input_path is not None else nullcontext(sys.stdin.buffer) as source,
             atomic_open(output_path, "w") if output_path is not None else nullcontext(sys.stdout) as sink,
         ):
-            chunk_lines = 1 if source.isatty() else CHUNK_LINES
-            for first, lines in _read_chunks(source, name, chunk_lines):
-                results = translator.translate_nbest(
-                    lines, translator.decoding.nbest, plots_dir is not None, first_line=first
-                )
+            source_lines, first = _read_lines(source, name), 1
+            while lines := list(itertools.islice(source_lines, 1 if source.isatty() else CHUNK_LINES)):
+                nbest = translator.decoding.nbest
+                results = translator.translate_nbest(lines, nbest, plots_dir is not None, first_line=first)
                 _write_chunk(sink, lines, results, scores, nbest_layout)
                 if plots_dir is not None:
                     _plot_chunk(results, lines, first, plots_dir)
                 sink.flush()
+                first += len(lines)
     except BrokenPipeError:
         if output_path is not None:
             raise
@@ -186,17 +178,12 @@ def _write_chunk(
 
 def _plot_chunk(results: list[list[Translation]], lines: list[str], first: int, plots_dir: Path) -> None:
     """One heatmap of the best translation per line (none for an empty line), named by line number."""
-    for offset, translations in enumerate(results):
-        best = translations[0]
-        if best.attention is not None:
-            _plot(best, plots_dir / f"line-{first + offset:06d}.png", lines[offset])
-
-
-def _plot(translation: Translation, path: Path, source: str) -> None:
     from nmt.decoding.plots import plot_attention  # matplotlib loads only when plots are asked for
 
-    assert translation.attention is not None
-    plot_attention(translation.attention, translation.src_pieces, translation.tgt_pieces, path, title=source)
+    for offset, (best, *_) in enumerate(results):
+        if best.attention is not None:
+            path = plots_dir / f"line-{first + offset:06d}.png"
+            plot_attention(best.attention, best.src_pieces, best.tgt_pieces, path, title=lines[offset])
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -213,16 +200,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "the beam size)", type=int, metavar="K",
     )
     parser.add_argument(
-        "--nbest-layout",
-        choices=["lines", "tabs"],
-        default="lines",
+        "--nbest-layout", choices=["lines", "tabs"], default="lines",
         help="lines (default, as OpenNMT-py's -n_best): K lines per input line, so that output line "
         "(i-1)*K+j is the j-th best of input line i; tabs: one line per input line, its K translations "
         "separated by tabs",
     )
     parser.add_argument(
-        "--scores",
-        action="store_true",
+        "--scores", action="store_true",
         help="follow each translation with a tab and its model score (log-probability / length penalty)",
     )
     parser.add_argument("--checkpoint", type=Path, default=None, help=arguments.CHECKPOINT_HELP)
@@ -236,13 +220,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     arguments.use_threads(args.threads, args.run_dir)
     translate_file(
-        args.run_dir,
-        input_path=args.input,
-        output_path=args.output,
-        checkpoint=args.checkpoint,
-        attention_plots=args.attention_plots,
-        device=args.device,
-        overrides=args.overrides,
-        scores=args.scores,
+        args.run_dir, input_path=args.input, output_path=args.output, checkpoint=args.checkpoint,
+        attention_plots=args.attention_plots, device=args.device, overrides=args.overrides, scores=args.scores,
         nbest_layout=args.nbest_layout,
     )

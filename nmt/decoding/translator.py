@@ -139,14 +139,14 @@ class Translator:
                 f"--nbest {nbest} needs 1 <= nbest <= beam size ({self.beam_size}).",
                 f"Use --beam {nbest} or more, or a smaller --nbest.",
             )
-        limit = self.decoding.max_input_tokens
+        limit, tokenizer = self.decoding.max_input_tokens, self.tokenizer
         sentences = list(sentences)  # the caller's list stays as it was
         encoded: list[list[int]] = []
         for i, sentence in enumerate(sentences):
             if len(sentence) > MAX_LINE_BYTES:  # a huge line is cut before encoding: its pieces would be cut
                 warn(f"line {first_line + i}: {len(sentence):,} characters, cut to the first {MAX_LINE_BYTES:,}.")
                 sentence = sentences[i] = sentence[:MAX_LINE_BYTES]
-            ids = self.tokenizer.encode_src(sentence)
+            ids = tokenizer.encode_src(sentence)
             if len(ids) > limit:
                 warn(
                     f"line {first_line + i}: {len(ids)} source pieces, cut to the first {limit} "
@@ -163,18 +163,13 @@ class Translator:
             batch = order[start : start + self.batch_size]
             hypotheses = self._search([encoded[i] for i in batch], nbest, want_attention)
             for i, hyps in zip(batch, hypotheses, strict=True):
-                src_pieces = [*self.tokenizer.src_pieces(sentences[i])[:limit], EOS_PIECE]
+                src_pieces = [*tokenizer.src_pieces(sentences[i])[:limit], EOS_PIECE]
                 # rstrip: a hypothesis cut at its length limit may end in the lone word-boundary piece "▁"
                 # (a word the limit left out), which sentencepiece decodes to a trailing space; a finished
                 # one never ends so, since training targets are encoded without trailing whitespace.
                 results[i] = [
-                    Translation(
-                        self.tokenizer.decode_tgt(h.tokens).rstrip(),
-                        h.score,
-                        src_pieces,
-                        [*self.tokenizer.tgt_id_to_piece(h.tokens), EOS_PIECE],
-                        h.attention,
-                    )
+                    Translation(tokenizer.decode_tgt(h.tokens).rstrip(), h.score, src_pieces,
+                                [*tokenizer.tgt_id_to_piece(h.tokens), EOS_PIECE], h.attention)
                     for h in hyps
                 ]
         return results
@@ -182,24 +177,19 @@ class Translator:
     def _search(self, src_ids: list[list[int]], nbest: int, return_attention: bool) -> list[list[Hypothesis]]:
         """Search one batch of encoded sentences -> up to `nbest` Hypotheses each."""
         from nmt.data.batching import make_source_batch
-        from nmt.decoding.search import (
-            beam_search,
-            greedy_hypotheses,
-            length_penalty_divisor,
-            max_output_lengths,
-        )
+        from nmt.decoding import search
 
         src, lengths = make_source_batch(src_ids)
         cfg = self.decoding
-        max_lengths = max_output_lengths(lengths, cfg.max_length_ratio, cfg.max_length_offset)
+        max_lengths = search.max_output_lengths(lengths, cfg.max_length_ratio, cfg.max_length_offset)
         src, lengths, max_lengths = src.to(self.device), lengths.to(self.device), max_lengths.to(self.device)
         if self.beam_size == 1:
             # Greedy is what beam 1 computes, at less cost; its score gets the same normalisation.
-            found = greedy_hypotheses(self.model, src, lengths, max_lengths, return_attention)
+            found = search.greedy_hypotheses(self.model, src, lengths, max_lengths, return_attention)
             for h in found:
-                h.score = h.log_prob / length_penalty_divisor(len(h.tokens) + 1, cfg.length_penalty, cfg.alpha)
+                h.score = h.log_prob / search.length_penalty_divisor(len(h.tokens) + 1, cfg.length_penalty, cfg.alpha)
             return [[h] for h in found]
-        return beam_search(
+        return search.beam_search(
             self.model, src, lengths, self.beam_size, max_lengths,
             length_penalty=cfg.length_penalty, alpha=cfg.alpha, nbest=nbest, return_attention=return_attention,
         )
