@@ -46,15 +46,8 @@ class Decoder(nn.Module):
     """Conditional RNN decoder with Bahdanau's deep output (maxout, or a tanh layer if maxout_size=0)."""
 
     def __init__(
-        self,
-        vocab_size: int,
-        embedding_size: int,
-        hidden_size: int,
-        provider: ContextProvider,
-        cell: str = "gru",
-        maxout_size: int = 0,
-        dropout: float = 0.0,
-        tie_embeddings: bool = False,
+        self, vocab_size: int, embedding_size: int, hidden_size: int, provider: ContextProvider, cell: str = "gru",
+        maxout_size: int = 0, dropout: float = 0.0, tie_embeddings: bool = False,
     ) -> None:
         super().__init__()
         self.hidden_size = hidden_size
@@ -69,15 +62,15 @@ class Decoder(nn.Module):
         self.init_proj = nn.Linear(provider.init_size, hidden_size)  # W_s
         # the tanh variant is embedding_size wide, so it can always be tied to the embeddings
         readout_size = 2 * maxout_size if maxout_size > 0 else embedding_size
-        self.output_input_size = maxout_size if maxout_size > 0 else embedding_size
+        output_input_size = maxout_size if maxout_size > 0 else embedding_size
         self.readout_state = nn.Linear(hidden_size, readout_size)  # U_o (+ bias)
         self.readout_embedding = nn.Linear(embedding_size, readout_size, bias=False)  # V_o
         self.readout_context = nn.Linear(provider.context_size, readout_size, bias=False)  # C_o
-        self.output = nn.Linear(self.output_input_size, vocab_size)  # W_o
+        self.output = nn.Linear(output_input_size, vocab_size)  # W_o
         # fixed-vector training: None = the fused nn.GRU on CUDA, the precomputed steps elsewhere
         self.fused_fixed_steps: bool | None = None
         if tie_embeddings:
-            if self.output_input_size != embedding_size:
+            if output_input_size != embedding_size:
                 raise ValueError(
                     f"tied target embeddings need maxout_size ({maxout_size}) == embedding_size "
                     f"({embedding_size}) or maxout_size 0"
@@ -111,23 +104,14 @@ class Decoder(nn.Module):
             hidden = torch.tanh(pre)
         return self.dropout(hidden)
 
-    def _logits(self, states: Tensor, embedded: Tensor, context_readout: Tensor) -> Tensor:
-        """Deep output and vocabulary projection -> logits ... x vocab."""
-        return self.output(self._deep_output(states, embedded, context_readout))
-
     def _input_weights(self) -> tuple[Tensor, Tensor, Tensor]:
         """The RNN input weight split into its embedding and context columns, and the input bias."""
         weight = self.rnn.weight_ih_l0  # gates x (m + ctx)
         return weight[:, : self.embedding_size], weight[:, self.embedding_size :], self.rnn.bias_ih_l0
 
     def forward(
-        self,
-        tgt_in: Tensor,
-        enc: EncoderOutput,
-        return_attention: bool = False,
-        target_mask: Tensor | None = None,
-        targets: Tensor | None = None,
-        label_smoothing: float = 0.0,
+        self, tgt_in: Tensor, enc: EncoderOutput, return_attention: bool = False, target_mask: Tensor | None = None,
+        targets: Tensor | None = None, label_smoothing: float = 0.0,
     ) -> tuple[Tensor, Tensor | None]:
         """Teacher forcing. tgt_in: batch x tgt_len -> logits batch x tgt_len x vocab, and the
         attention weights batch x tgt_len x src_len when asked.
@@ -152,9 +136,7 @@ class Decoder(nn.Module):
         else:
             assert enc.context_readout is not None, "call precompute(enc) first (Seq2Seq.encode does)"
             fused = embedded.is_cuda if self.fused_fixed_steps is None else self.fused_fixed_steps
-            states = self._fixed_states_fused(embedded, enc, state) if fused else self._fixed_states(
-                embedded, enc, state
-            )
+            states = self._fixed_states(embedded, enc, state, fused)
             readout = enc.context_readout.unsqueeze(1)  # batch x 1 x readout, the same C_o c at every step
             if target_mask is not None:
                 readout = readout.expand(-1, tgt_in.size(1), -1)[target_mask]
@@ -166,12 +148,25 @@ class Decoder(nn.Module):
             return loss, weights
         return self.output(hidden), weights
 
-    def _fixed_states(self, embedded: Tensor, enc: EncoderOutput, state: DecoderState) -> Tensor:
-        """s_0..s_{T-1} (batch x T x n): E y's gate inputs for all steps in one matmul, W_ctx c + b_ih
-        added from `precompute`, then one recurrent product per step."""
-        assert enc.context_gates is not None
+    def _fixed_states(self, embedded: Tensor, enc: EncoderOutput, state: DecoderState, fused: bool) -> Tensor:
+        """s_0..s_{T-1} (batch x T x n) of the fixed-vector model. Stepped: E y's gate inputs in one matmul
+        plus `precompute`'s W_ctx c + b_ih, then one recurrent product per step. `fused`: ONE RNN call over
+        [E y ; c] (recomputing c's input product costs less on CUDA than a launch per step), in fp32 (or
+        fp64) with autocast off like the encoder's fused path (autocast would run cuDNN's RNN in fp16)."""
         if embedded.size(1) == 1:  # s_0 alone: the RNN's update at the last step is never read
             return state.hidden.unsqueeze(1)
+        if fused:
+            assert enc.context is not None
+            batch, steps, _ = embedded.shape
+            context = enc.context.unsqueeze(1).expand(batch, steps - 1, enc.context.size(-1))
+            exact = torch.promote_types(embedded.dtype, torch.float32)
+            with torch.autocast(embedded.device.type, enabled=False):
+                inputs = torch.cat([embedded[:, :-1].to(exact), context.to(exact)], dim=-1)
+                h0 = state.hidden.to(exact).unsqueeze(0).contiguous()  # 1 x batch x n
+                hx = (h0, torch.zeros_like(h0)) if self.is_lstm else h0
+                outputs, _ = self.rnn(inputs, hx)  # batch x (T-1) x n
+            return torch.cat([h0[0].unsqueeze(1), outputs], dim=1)
+        assert enc.context_gates is not None
         w_emb, _, _ = self._input_weights()
         inputs = F.linear(embedded[:, :-1], w_emb) + enc.context_gates.unsqueeze(1)  # batch x (T-1) x gates
         w_hh_t = self.rnn.weight_hh_l0.t()
@@ -180,23 +175,6 @@ class Decoder(nn.Module):
             state = rnn_cell(step_inputs, torch.addmm(self.rnn.bias_hh_l0, state.hidden, w_hh_t), state)
             states.append(state.hidden)
         return torch.stack(states, dim=1)
-
-    def _fixed_states_fused(self, embedded: Tensor, enc: EncoderOutput, state: DecoderState) -> Tensor:
-        """The same states from ONE fused RNN call over [E y ; c] (cuDNN on CUDA; c's input product is
-        then recomputed at every step, which costs less there than a launch per step). In fp32 (or
-        fp64) with autocast off, as the encoder's fused path (autocast would run cuDNN's RNN in fp16)."""
-        assert enc.context is not None
-        batch, steps, _ = embedded.shape
-        if steps == 1:
-            return state.hidden.unsqueeze(1)
-        context = enc.context.unsqueeze(1).expand(batch, steps - 1, enc.context.size(-1))
-        exact = torch.promote_types(embedded.dtype, torch.float32)
-        with torch.autocast(embedded.device.type, enabled=False):
-            inputs = torch.cat([embedded[:, :-1].to(exact), context.to(exact)], dim=-1)
-            h0 = state.hidden.to(exact).unsqueeze(0).contiguous()  # 1 x batch x n
-            hx = (h0, torch.zeros_like(h0)) if self.is_lstm else h0
-            outputs, _ = self.rnn(inputs, hx)  # batch x (T-1) x n
-        return torch.cat([h0[0].unsqueeze(1), outputs], dim=1)
 
     def _attention_states(
         self, embedded: Tensor, enc: EncoderOutput, state: DecoderState, keep_weights: bool
@@ -247,12 +225,12 @@ class Decoder(nn.Module):
             w_query = self.provider.query_weight()
             query = hidden if w_query is None else F.linear(hidden, w_query)
             context, alpha = self.provider.attend(query, enc)
-            logits = self._logits(hidden, embedded, self.readout_context(context))
+            context_readout = self.readout_context(context)
             gi = F.linear(embedded, w_emb, b_ih) + F.linear(context.to(embedded.dtype), w_ctx)
         else:
             assert enc.context_gates is not None and enc.context_readout is not None
-            logits = self._logits(hidden, embedded, enc.context_readout)
-            gi = F.linear(embedded, w_emb) + enc.context_gates
+            context_readout, gi = enc.context_readout, F.linear(embedded, w_emb) + enc.context_gates
+        logits = self.output(self._deep_output(hidden, embedded, context_readout))
         # float32 at least: half-precision log-probs would make beam scores tie and drift
         log_probs = F.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
         return log_probs, rnn_cell(gi, recurrent, state), alpha

@@ -40,12 +40,8 @@ class EncoderOutput:
 
     def index_select(self, index: Tensor) -> EncoderOutput:
         """Rows `index` of every tensor (beam search: expand to batch*beam, reorder by back-pointers)."""
-        changes = {
-            f.name: getattr(self, f.name).index_select(0, index)
-            for f in fields(self)
-            if getattr(self, f.name) is not None
-        }
-        return replace(self, **changes)
+        tensors = {f.name: getattr(self, f.name) for f in fields(self)}
+        return replace(self, **{name: t.index_select(0, index) for name, t in tensors.items() if t is not None})
 
 
 @dataclass
@@ -106,9 +102,7 @@ class RecurrentLayer(nn.Module):
         annotations batch x src_len x (2n | n) (zero at padding), fwd_last batch x n, bwd_first
         batch x n (None forward only). `fused`: one packed call of the library's RNN instead of the
         step loop."""
-        if fused:
-            return self._fused(inputs, lengths_cpu)
-        return self._stepped(inputs, mask)
+        return self._fused(inputs, lengths_cpu) if fused else self._stepped(inputs, mask)
 
     def _stepped(self, inputs: Tensor, mask: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
         """The step loop: both directions' recurrent products in one batched matmul per time step."""
@@ -173,14 +167,8 @@ class Encoder(nn.Module):
     see padding."""
 
     def __init__(
-        self,
-        vocab_size: int,
-        embedding_size: int,
-        hidden_size: int,
-        num_layers: int = 1,
-        cell: str = "gru",
-        dropout: float = 0.0,
-        bidirectional: bool = True,
+        self, vocab_size: int, embedding_size: int, hidden_size: int, num_layers: int = 1, cell: str = "gru",
+        dropout: float = 0.0, bidirectional: bool = True,
     ) -> None:
         super().__init__()
         self.hidden_size = hidden_size

@@ -27,12 +27,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
 
     @staticmethod
     def forward(  # type: ignore[override]
-        ctx: Any,
-        hidden: Tensor,
-        weight: Tensor,
-        bias: Tensor,
-        targets: Tensor,
-        label_smoothing: float,
+        ctx: Any, hidden: Tensor, weight: Tensor, bias: Tensor, targets: Tensor, label_smoothing: float,
         chunk_rows: int,
     ) -> Tensor:
         # autocast off: the dtypes below are chosen explicitly (softmax and sums in fp32 at least:
@@ -79,11 +74,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
 
 
 def linear_cross_entropy(
-    hidden: Tensor,
-    weight: Tensor,
-    bias: Tensor,
-    targets: Tensor,
-    label_smoothing: float = 0.0,
+    hidden: Tensor, weight: Tensor, bias: Tensor, targets: Tensor, label_smoothing: float = 0.0,
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
 ) -> Tensor:
     """Summed cross-entropy of logits = hidden @ weight^T + bias against `targets`, in fp32 (or fp64).

@@ -22,30 +22,15 @@ class Seq2Seq(nn.Module):
         self.src_vocab_size = src_vocab_size
         self.tgt_vocab_size = tgt_vocab_size
         self.encoder = Encoder(
-            src_vocab_size,
-            config.embedding_size,
-            config.hidden_size,
-            num_layers=config.encoder_layers,
-            cell=config.cell,
-            dropout=config.dropout,
-            bidirectional=config.bidirectional_encoder,
+            src_vocab_size, config.embedding_size, config.hidden_size, num_layers=config.encoder_layers,
+            cell=config.cell, dropout=config.dropout, bidirectional=config.bidirectional_encoder,
         )
         provider = build_context_provider(
-            config.attention,
-            config.hidden_size,
-            self.encoder.output_size,
-            config.attention_size,
-            config.fixed_context,
+            config.attention, config.hidden_size, self.encoder.output_size, config.attention_size, config.fixed_context
         )
         self.decoder = Decoder(
-            tgt_vocab_size,
-            config.embedding_size,
-            config.hidden_size,
-            provider,
-            cell=config.cell,
-            maxout_size=config.maxout_size,
-            dropout=config.dropout,
-            tie_embeddings=config.tie_target_embeddings,
+            tgt_vocab_size, config.embedding_size, config.hidden_size, provider, cell=config.cell,
+            maxout_size=config.maxout_size, dropout=config.dropout, tie_embeddings=config.tie_target_embeddings,
         )
         if config.init == "bahdanau":
             init_bahdanau(self)
@@ -77,14 +62,8 @@ class Seq2Seq(nn.Module):
         return self.decoder.decode_step(prev_tokens, state, enc)
 
     def forward(
-        self,
-        src: Tensor,
-        src_lengths: Tensor,
-        tgt_in: Tensor,
-        return_attention: bool = False,
-        target_mask: Tensor | None = None,
-        targets: Tensor | None = None,
-        label_smoothing: float = 0.0,
+        self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, return_attention: bool = False,
+        target_mask: Tensor | None = None, targets: Tensor | None = None, label_smoothing: float = 0.0,
     ) -> Tensor | tuple[Tensor, Tensor]:
         """Teacher forcing. tgt_in: batch x tgt_len (BOS + ids, padded) -> logits batch x tgt_len x
         tgt_vocab, plus attention batch x tgt_len x src_len when asked (ValueError for attention none).
@@ -135,11 +114,8 @@ def init_bahdanau(model: Seq2Seq) -> None:
     """Bahdanau et al.'s init: orthogonal recurrent matrices (per gate), N(0, 0.001^2) for the
     alignment projections, zero v and biases, N(0, 0.01^2) for every other weight."""
     provider = model.decoder.provider
-    alignment = (
-        {id(p) for name, p in provider.named_parameters() if name != "v"}
-        if isinstance(provider, Attention)
-        else set()
-    )
+    scored = provider.named_parameters() if isinstance(provider, Attention) else []
+    alignment = {id(p) for name, p in scored if name != "v"}
     for name, param in model.named_parameters():
         leaf = name.rsplit(".", 1)[-1]
         if leaf.startswith("weight_hh"):  # gates x n, or 2 x gates x n for both encoder directions
