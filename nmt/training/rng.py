@@ -20,18 +20,10 @@ def seed_everything(seed: int) -> None:
 def capture_rng() -> dict[str, Any]:
     """Every RNG the loop draws from, in a form torch.load(weights_only=True) accepts."""
     kind, keys, pos, has_gauss, cached = np.random.get_state()
-    return {
-        "python": random.getstate(),
-        "numpy": {
-            "kind": kind,
-            "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
-            "pos": int(pos),
-            "has_gauss": int(has_gauss),
-            "cached": float(cached),
-        },
-        "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-    }
+    numpy = {"kind": kind, "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)), "pos": int(pos),
+             "has_gauss": int(has_gauss), "cached": float(cached)}
+    return {"python": random.getstate(), "numpy": numpy, "torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
 
 
 def restore_rng(state: dict[str, Any]) -> None:

@@ -69,11 +69,9 @@ class Terminal:
 
     def say(self, text: str) -> None:
         """Print a line (rank 0 only), above the bar while one is open."""
-        if not self.is_main:
-            return
-        if self.bar is not None:
+        if self.is_main and self.bar is not None:
             tqdm.write(text)
-        else:
+        elif self.is_main:
             print(text, flush=True)
 
     def open_bar(self, total: int, initial: int) -> None:

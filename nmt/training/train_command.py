@@ -18,11 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     # --run-name first: torchrun reads `--run` as an abbreviation of its own --run-path and stops
     parser.add_argument(
-        "--run-name",
-        "--run",
-        dest="run",
-        default=None,
-        metavar="NAME",
+        "--run-name", "--run", dest="run", default=None, metavar="NAME",
         help="train one of the config's experiment runs (its `runs:` entry); under torchrun spell it --run-name",
     )
     parser.add_argument("--resume", action="store_true", help="continue from the run directory's latest checkpoint")

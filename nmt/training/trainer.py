@@ -33,7 +33,7 @@ from nmt.training.distributed import DistContext, autocast, resolve_precision, s
 from nmt.training.optim import LRSchedule, Patience, build_optimizer
 from nmt.training.rng import capture_rng, restore_rng, seed_everything
 from nmt.training.terminal import StopRequest, Terminal, format_duration, format_score
-from nmt.training.validation import ValidationResult, batch_loss_sum, safe_exp, validate
+from nmt.training.validation import batch_loss_sum, safe_exp, validate
 
 
 def train(config: Config, run_dir: Path, resume: bool = False) -> dict[str, Any]:
@@ -271,14 +271,10 @@ class Trainer:
         learning rate and early stopping follow the periodic validations, as they do in a longer run, so
         that a run continued with --resume takes the learning-rate path of one trained straight through.
         """
-        result: ValidationResult | None = None
         began = time.monotonic()
-        if self.ctx.is_main:
-            result = validate(self.model, self.data.valid, self.tokenizer, self.config, self.device,
-                              lambda: autocast(self.amp_dtype))
-        result = self.ctx.broadcast(result)
+        result = self.ctx.agreed(lambda: validate(self.model, self.data.valid, self.tokenizer, self.config,
+                                                  self.device, lambda: autocast(self.amp_dtype)))
         self._interval_started += time.monotonic() - began  # throughput counts training time only
-        assert result is not None
         score = result.score(self.tc.early_stopping_metric)
         if self.stopping.observe(score, self.step, counts=not closing) and self.ctx.is_main:
             write_best(self.run_dir, weights(self.model, self.step, score, self.config, self.tokenizer))
