@@ -1,9 +1,5 @@
-"""The loop's side of checkpoints: best.pt's content, writing checkpoints, resuming from one, and the
-errors that name the last intact checkpoint (a full disk, a diverged run).
-
-The file format itself is nmt.rundir.checkpoints' `Checkpoint` (with its `TrainingState`); this module
-loads one back into the live model, optimiser, schedule and grad scaler.
-"""
+"""The loop's side of checkpoints (their format is nmt.rundir.checkpoints'): best.pt's content, writing
+them, resuming from one, and the errors that name the last intact one (a full disk, a diverged run)."""
 
 from __future__ import annotations
 
@@ -56,13 +52,10 @@ def restore(
     device), refusing one this run cannot continue: another vocabulary, model or number of processes.
     Writes nothing. Returns the checkpoint's step and training state."""
     checkpoint = load_checkpoint(path, map_location=next(model.parameters()).device)
-    sizes = (checkpoint.src_vocab_size, checkpoint.tgt_vocab_size)
-    if sizes != (tokenizer.src_vocab_size, tokenizer.tgt_vocab_size):
-        raise NMTError(
-            f"{path} was trained with vocabularies {sizes} but the tokenizer has "
-            f"{(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)}.",
-            "Point data.dir at the data the run was trained on, or start a new run.",
-        )
+    sizes, ours = (checkpoint.src_vocab_size, checkpoint.tgt_vocab_size), (tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
+    if sizes != ours:
+        raise NMTError(f"{path} was trained with vocabularies {sizes} but the tokenizer has {ours}.",
+                       "Point data.dir at the data the run was trained on, or start a new run.")
     state = checkpoint.training
     if state is None:
         raise NMTError(f"{path} is not a resumable checkpoint: it holds the weights only, as best.pt does.",
@@ -79,11 +72,9 @@ def restore(
                        "Resume with the config the run was trained with, or delete that file.") from None
     if state.world_size != world_size:
         # Each process trains on its own shard of every epoch's batches, so another count cannot continue it.
-        raise NMTError(
-            f"{path} was saved by a run with {state.world_size} process(es) but this run has {world_size}.",
-            f"Resume with {state.world_size} process(es) (torchrun --nproc_per_node={state.world_size}, "
-            "or plain `nmt train` for 1), or start a new run.",
-        )
+        raise NMTError(f"{path} was saved by a run with {state.world_size} process(es) but this run has {world_size}.",
+                       f"Resume with {state.world_size} process(es) (torchrun --nproc_per_node={state.world_size}, "
+                       "or plain `nmt train` for 1), or start a new run.")
     return checkpoint.step, state
 
 

@@ -66,20 +66,20 @@ class DistContext:
     def agreed(self, action: Callable[[], T], on_all_ranks: bool = False) -> T:
         """Run `action` on rank 0 (or on every rank); an NMTError on any rank is raised on all of them,
         so no rank waits forever in a collective. Returns rank 0's result (every rank's own, if on_all_ranks)."""
-        outcome: tuple[str, Any] = ("ok", None)
+        result: Any = None
+        failure: tuple[str, str] | None = None
         if on_all_ranks or self.is_main:
             try:
-                outcome = ("ok", action())
+                result = action()
             except NMTError as error:
-                outcome = ("error", (error.message, error.hint))
+                failure = (error.message, error.hint)
         if on_all_ranks:
-            errors = [e for e in self.gather(outcome[1] if outcome[0] == "error" else None) if e is not None]
-            kind, value = ("error", errors[0]) if errors else outcome
+            failure = next((f for f in self.gather(failure) if f is not None), None)
         else:
-            kind, value = self.broadcast(outcome)
-        if kind == "error":
-            raise NMTError(*value)
-        return value
+            result, failure = self.broadcast((result, failure))
+        if failure is not None:
+            raise NMTError(*failure)
+        return result
 
     def barrier(self) -> None:
         """Wait until every rank gets here (no-op in a single process)."""

@@ -43,12 +43,9 @@ def format_score(score: float | None, metric: str) -> str:
 
 
 def progress_bar(total: int, initial: int) -> Any:
-    """A bar of `total` steps on stdout if it is a terminal, else None.
-
-    It is cleared when it closes (leave=False): the step lines above it and the closing "finished at
-    step" line say what it said, and a finished bar drawn again on closing would show twice wherever
-    carriage returns are not honoured (logs of a terminal session).
-    """
+    """A bar of `total` steps on stdout if it is a terminal, else None. It is cleared when it closes
+    (leave=False): the lines printed above it say what it said, and a finished bar drawn again on closing
+    would show twice wherever carriage returns are not honoured (logs of a terminal session)."""
     if not sys.stdout.isatty():
         return None
     try:

@@ -55,11 +55,9 @@ def fresh_accumulators() -> dict[str, float]:
 
 
 class Trainer:
-    """One training run: set up (or restore) everything, then `run` the loop.
-
-    `lock` (default: a new RunLock of `run_dir`) is taken on rank 0 once the run directory's checks pass;
-    whoever ends the training releases it (`train` does), else the end of the process drops it.
-    """
+    """One training run: set up (or restore) everything, then `run` the loop. `lock` (default: a new
+    RunLock of `run_dir`) is taken on rank 0 once the run directory's checks pass; whoever ends the
+    training releases it (`train` does), else the end of the process drops it."""
 
     def __init__(
         self, config: Config, run_dir: Path, resume: bool, ctx: DistContext, lock: RunLock | None = None
@@ -264,13 +262,10 @@ class Trainer:
         return (time.monotonic() - began) / done * (self.tc.max_steps - self.step) if done > 0 else math.nan
 
     def _validate(self, closing: bool = False) -> bool:
-        """Validate on rank 0, share the result, update best.pt, the plateau schedule and early stopping.
-        True = stop.
-
-        The `closing` validation of a last step off the validate_every grid updates best.pt only: the
-        learning rate and early stopping follow the periodic validations, as they do in a longer run, so
-        that a run continued with --resume takes the learning-rate path of one trained straight through.
-        """
+        """Validate on rank 0, share the result, update best.pt, the plateau schedule and early stopping;
+        True = stop. The `closing` validation of a last step off the validate_every grid updates best.pt
+        only: the learning rate and early stopping follow the periodic validations, as in a longer run, so
+        that a run continued with --resume takes the learning-rate path of one trained straight through."""
         began = time.monotonic()
         result = self.ctx.agreed(lambda: validate(self.model, self.data.valid, self.tokenizer, self.config,
                                                   self.device, lambda: autocast(self.amp_dtype)))
@@ -329,7 +324,6 @@ class Trainer:
         }
         if self.ctx.is_main:
             rundir.write_summary(self.run_dir, summary)
-            # a finished run has validated its last step at least
             self.terminal.say(f"finished at step {self.step} ({stopped_by}) after {format_duration(self._elapsed())}; "
                               f"best {metric} {format_score(best_score, metric)} at step {best_step}; "
                               f"run dir {self.run_dir}")
