@@ -1,19 +1,16 @@
 """The learning curve by length, apart from translating (nmt/compare/curve.py does that): which sentences
 a checkpoint translates, per-bucket BLEU, the table and the plot.
 
-Each checkpoint translates a fixed sample of the evaluation split, stratified by bucket: in each
-bucket, the `evaluation.curve_sentences_per_bucket` sentences whose sha256 of "source TAB reference" is
-smallest (all of a smaller bucket). The rule needs no seed, does not depend on the order of the file,
-and gives every checkpoint and every run of the same data the same sentences. Scores are sacrebleu
-corpus BLEU per bucket (scoring.py), without bootstrap: the curve is read for its trend, the intervals
-of the final model are in `nmt evaluate`'s report.
+Each checkpoint translates the same sample of the evaluation split: in each bucket, the
+`evaluation.curve_sentences_per_bucket` sentences whose sha256 of "source TAB reference" is smallest, a
+rule that needs no seed nor the file's order. Scores are corpus BLEU per bucket without bootstrap: the
+curve is read for its trend.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,9 +18,9 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 
 from nmt.evaluation.buckets import BucketBy, assign_buckets, make_buckets, sentence_lengths
+from nmt.evaluation.report import markdown_table
 from nmt.evaluation.scoring import CorpusScorer, bleu_from_stats
 from nmt.evaluation.testset import TestSet
-from nmt.fileio import atomic_open
 
 CURVE_JSON = "learning_curve.json"
 CURVE_MD = "learning_curve.md"
@@ -100,11 +97,11 @@ def format_curve_markdown(results: dict[str, Any]) -> str:
     for name, curve in results["runs"].items():
         labels = [label for label, n in curve["n"].items() if n > 0]
         header = ["step", *(f"{label} (n={curve['n'][label]})" for label in labels), f"sample (n={curve['n_sample']})"]
-        lines += ["", f"## {name} (attention: {curve['attention']})", ""]
-        lines += ["| " + " | ".join(header) + " |", "|" + "|".join(["---:"] * len(header)) + "|"]
-        for point in curve["checkpoints"]:
-            cells = [f"{point['bleu'][label]:.2f}" for label in labels]
-            lines.append(f"| {point['step']} | " + " | ".join(cells) + f" | {point['sample_bleu']:.2f} |")
+        rows = [
+            [str(point["step"]), *(f"{point['bleu'][label]:.2f}" for label in labels), f"{point['sample_bleu']:.2f}"]
+            for point in curve["checkpoints"]
+        ]
+        lines += ["", f"## {name} (attention: {curve['attention']})", "", *markdown_table(header, rows, left=0)]
     return "\n".join(lines) + "\n"
 
 
@@ -131,13 +128,6 @@ def learning_curve_figure(results: dict[str, Any]) -> Figure:
     panels[-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, title="bucket (words)")
     figure.tight_layout()
     return figure
-
-
-def plot_learning_curves(results: dict[str, Any], path: str | Path) -> None:
-    """Write `learning_curve_figure` as a PNG to `path`."""
-    figure = learning_curve_figure(results)
-    with atomic_open(path, "wb") as handle:
-        figure.savefig(handle, format="png", dpi=120)
 
 
 def _shade(index: int, count: int) -> tuple[float, float, float, float]:

@@ -4,9 +4,8 @@ run against an attention run trained on the same sentence lengths, each with the
 1. the attention run is ahead with paired-bootstrap p < 0.05 in every bucket from 20 words;
 2. the fixed-vector run's BLEU on all sentences of 40+ words is at most half of its best bucket, and
    that bucket's 95% bootstrap interval lies above the 40+ figure;
-3. the attention run's BLEU on 40+ words is at least three quarters of its best bucket: only for an
-   attention run trained on sentences of 50 words or more (the paper's RNNsearch-50
-   is flat; its RNNsearch-30 falls past 30 words);
+3. the attention run's BLEU on 40+ words is at least three quarters of its best bucket: only for an attention
+   run trained on sentences of 50 words or more (the paper's RNNsearch-50 is flat; its RNNsearch-30 falls);
 4. the attention run keeps more of its best bucket on 40+ words than the fixed-vector run does.
 
 Between pairs of two training ceilings (-30 and -50), one more (`check_level`):
@@ -30,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -135,9 +134,7 @@ def _ahead_check(evaluation: Evaluation, baseline: str, attention: str, limits: 
         if not skipped:
             none = f"no sentence of {from_words}+ words"
             return Check(claim, None, none, none)
-        return Check(
-            claim, None, f"no bucket from {from_words} words with {min_sentences}+ sentences{left_out}"
-        )
+        return Check(claim, None, f"no bucket from {from_words} words with {min_sentences}+ sentences{left_out}")
     return Check(
         claim,
         all(diff > 0 and p < limits.significance for _, diff, p in tested),
@@ -156,17 +153,19 @@ def _long_untold(claim: str, long: LongSentences, min_sentences: int) -> Check |
     return None
 
 
-def _retention(system: SystemScore, long: LongSentences, min_sentences: int) -> tuple[float, BucketScore] | Check:
-    """(BLEU on 40+ words / BLEU of the best bucket, that bucket), or a Check of why it cannot be told
-    (claim left empty for the caller to fill)."""
-    untold = _long_untold("", long, min_sentences)
+def _retention(
+    system: SystemScore, long: LongSentences, min_sentences: int, claim: str
+) -> tuple[float, BucketScore] | Check:
+    """(BLEU on 40+ words / BLEU of the best bucket, that bucket), or a Check of `claim` saying why it
+    cannot be told."""
+    untold = _long_untold(claim, long, min_sentences)
     if untold is not None:
         return untold
     best = _best_bucket(system, min_sentences)
     if best is None or best.bleu is None or best.ci is None:
-        return Check("", None, f"no bucket with {min_sentences}+ sentences")
+        return Check(claim, None, f"no bucket with {min_sentences}+ sentences")
     if best.bleu <= 0:
-        return Check("", None, f"BLEU 0 in every bucket with {min_sentences}+ sentences")
+        return Check(claim, None, f"BLEU 0 in every bucket with {min_sentences}+ sentences")
     return long.bleu[system.name] / best.bleu, best
 
 
@@ -176,9 +175,9 @@ def _ratio_check(system: SystemScore, long: LongSentences, limits: Thresholds, a
     claim = f"{system.name} on {words}+ words {'at most' if at_most else 'at least'} {limit:g} x its best bucket"
     if at_most:
         claim += f", that bucket's 95% interval above the {words}+ figure"
-    retention = _retention(system, long, limits.min_bucket_sentences)
+    retention = _retention(system, long, limits.min_bucket_sentences, claim)
     if isinstance(retention, Check):
-        return replace(retention, claim=claim)
+        return retention
     ratio, best = retention
     assert best.bleu is not None and best.ci is not None
     long_bleu = long.bleu[system.name]
@@ -196,11 +195,11 @@ def _ratio_check(system: SystemScore, long: LongSentences, limits: Thresholds, a
 
 def _keeps_more_check(base: SystemScore, att: SystemScore, long: LongSentences, min_sentences: int) -> Check:
     claim = f"{att.name} keeps more of its best bucket on {long.words}+ words than {base.name}"
-    base_kept, att_kept = (_retention(system, long, min_sentences) for system in (base, att))
+    base_kept, att_kept = (_retention(system, long, min_sentences, claim) for system in (base, att))
     if isinstance(base_kept, Check):
-        return replace(base_kept, claim=claim)
+        return base_kept
     if isinstance(att_kept, Check):
-        return replace(att_kept, claim=claim)
+        return att_kept
     (base_ratio, base_best), (att_ratio, att_best) = base_kept, att_kept
     evidence = f"{att_ratio:.2f} of {att_best.bucket.label} vs {base_ratio:.2f} of {base_best.bucket.label}"
     return Check(claim, att_ratio > base_ratio, evidence)
