@@ -149,7 +149,7 @@ def greedy_hypotheses(
 
 
 def greedy_search(model: Any, src: Tensor, src_lengths: Tensor, max_lengths: Tensor) -> list[list[int]]:
-    """Greedy search returning only token ids (no BOS/EOS) per sentence, in input order.
+    """Greedy search's token ids (no BOS/EOS) per sentence, in input order.
 
     src: batch x src_len (padded, incl. EOS), src_lengths: batch, max_lengths: batch
     """

@@ -73,15 +73,9 @@ def _read_line(handle: IO[bytes]) -> tuple[bytes, int]:
 
 
 def translate_file(
-    run_dir: str | Path,
-    input_path: str | Path | None = None,
-    output_path: str | Path | None = None,
-    checkpoint: str | Path | None = None,
-    attention_plots: str | Path | None = None,
-    device: str = "auto",
-    overrides: Sequence[str] = (),
-    scores: bool = False,
-    nbest_layout: Literal["lines", "tabs"] = "lines",
+    run_dir: str | Path, input_path: str | Path | None = None, output_path: str | Path | None = None,
+    checkpoint: str | Path | None = None, attention_plots: str | Path | None = None, device: str = "auto",
+    overrides: Sequence[str] = (), scores: bool = False, nbest_layout: Literal["lines", "tabs"] = "lines",
 ) -> None:
     """`nmt translate`: translate a file (default stdin) line by line into a file (default stdout).
 

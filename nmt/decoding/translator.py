@@ -59,11 +59,7 @@ class Translator:
     """A trained model, its tokenizer and search settings; translates lists of sentences."""
 
     def __init__(
-        self,
-        model: Any,
-        tokenizer: Any,
-        decoding: DecodingConfig,
-        beam_size: int | None = None,
+        self, model: Any, tokenizer: Any, decoding: DecodingConfig, beam_size: int | None = None,
         batch_size: int | None = None,
     ) -> None:
         self.model = model
@@ -79,13 +75,8 @@ class Translator:
 
     @classmethod
     def from_run(
-        cls,
-        run_dir: str | Path,
-        checkpoint: str | Path | None = None,
-        device: str = "auto",
-        beam_size: int | None = None,
-        batch_size: int | None = None,
-        decoding: DecodingConfig | None = None,
+        cls, run_dir: str | Path, checkpoint: str | Path | None = None, device: str = "auto",
+        beam_size: int | None = None, batch_size: int | None = None, decoding: DecodingConfig | None = None,
     ) -> Translator:
         """Load a run directory (its default checkpoint unless `checkpoint` is given).
 
@@ -115,9 +106,7 @@ class Translator:
         results = self.translate_nbest(sentences, nbest=nbest, return_attention=return_attention)
         if nbest > 1:
             return results
-        if return_attention:
-            return [r[0] for r in results]
-        return [r[0].text for r in results]
+        return [r[0] for r in results] if return_attention else [r[0].text for r in results]
 
     def translate_nbest(
         self, sentences: list[str], nbest: int = 1, return_attention: bool = False, first_line: int = 1
@@ -148,10 +137,7 @@ class Translator:
                 sentence = sentences[i] = sentence[:MAX_LINE_BYTES]
             ids = tokenizer.encode_src(sentence)
             if len(ids) > limit:
-                warn(
-                    f"line {first_line + i}: {len(ids)} source pieces, cut to the first {limit} "
-                    "(decoding.max_input_tokens)."
-                )
+                warn(f"line {first_line + i}: {len(ids)} source pieces, cut to the first {limit} (decoding.max_input_tokens).")
                 ids = ids[:limit]
             encoded.append(ids)
         # an empty line gets `nbest` empty translations, so that every output line has as many fields
