@@ -36,8 +36,7 @@ def default_out_dir(run_dirs: Sequence[Path]) -> Path:
     """RUN_DIR/evaluation for one run; `evaluation/` in the runs' common parent for several."""
     if len(run_dirs) == 1:
         return Path(run_dirs[0]) / "evaluation"
-    common = Path(os.path.commonpath([str(Path(d).resolve()) for d in run_dirs]))
-    return common / "evaluation"
+    return Path(os.path.commonpath([str(Path(d).resolve()) for d in run_dirs])) / "evaluation"
 
 
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]], left: int = 1) -> list[str]:
@@ -92,18 +91,14 @@ def evaluate_runs(
     test_set = common_test_set(runs, split or settings.split, src_path, ref_path)
     hypotheses, systems, scored, chosen = _translate_runs(runs, test_set, device)
     pairs, unpaired = effect_pairs(runs)
-    note = None
-    if pairs and unpaired:
-        note = (
-            f"not checked for the effect: {', '.join(unpaired)} (runs without attention pair with runs "
-            "with attention in the order given; give as many of each to check them all)"
-        )
+    note = None if not (pairs and unpaired) else (
+        f"not checked for the effect: {', '.join(unpaired)} (runs without attention pair with runs "
+        "with attention in the order given; give as many of each to check them all)"
+    )
     ceilings = {run.name: run.config.training.max_words for run in runs}
     groups = {run.name: plot_group(run.config.model.attention, run.config.training.max_words) for run in runs}
     title = f"{test_set.describe()}\n" + "; ".join(chosen)
-    return score_and_report(
-        hypotheses, test_set, settings, out, scored, systems, pairs, note, ceilings, groups, title
-    )
+    return score_and_report(hypotheses, test_set, settings, out, scored, systems, pairs, note, ceilings, groups, title)
 
 
 def _translate_runs(
@@ -170,39 +165,21 @@ def _refuse_overwriting_inputs(out: Path, runs: Sequence[RunInfo], src_path: Pat
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`nmt evaluate RUN_DIR... [--split S | --src F --ref F] [--beam K] [--out DIR] ...`."""
-    parser.add_argument(
-        "run_dirs", type=Path, nargs="+", metavar="RUN_DIR", help="folders written by `nmt train`, scored together"
-    )
-    parser.add_argument(
-        "--split",
-        choices=["valid", "test"],
-        default=None,
-        help="split of the runs' data (default: the first run's evaluation.split)",
-    )
+    parser.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR", help="folders written by `nmt train`, scored together")
+    parser.add_argument("--split", choices=["valid", "test"], default=None,
+                        help="split of the runs' data (default: the first run's evaluation.split)")
     parser.add_argument("--src", type=Path, default=None, help="source file to translate instead of a split")
     parser.add_argument("--ref", type=Path, default=None, help="reference file for --src")
     arguments.add_decoding_set(parser, "decoding.* or evaluation.*")
-    arguments.add_setting(
-        parser, "--buckets", "evaluation.buckets", "length cutoffs, default 10,20,30,40,50,60", type=arguments.buckets
-    )
-    arguments.add_setting(
-        parser, "--by", "evaluation.by", "bucket by source (default) or reference length",
-        choices=["source", "reference"],
-    )
+    arguments.add_setting(parser, "--buckets", "evaluation.buckets", "length cutoffs, default 10,20,30,40,50,60", type=arguments.buckets)
+    arguments.add_setting(parser, "--by", "evaluation.by", "bucket by source (default) or reference length",
+                          choices=["source", "reference"])
     arguments.add_setting(parser, "--beam", "decoding.beam_size", "beam size, 1 = greedy", type=int, metavar="K")
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        help="output folder (default: RUN_DIR/evaluation for one run, the runs' common parent/evaluation for several)",
-    )
-    parser.add_argument(
-        "--checkpoint",
-        default=None,
-        metavar="NAME",
-        help="checkpoint file name in each RUN_DIR/checkpoints/ (e.g. averaged.pt), or a path for one run "
-        "(default: each run's best.pt, else its latest step_*.pt)",
-    )
+    parser.add_argument("--out", type=Path, default=None,
+                        help="output folder (default: RUN_DIR/evaluation for one run, the runs' common parent/evaluation for several)")
+    parser.add_argument("--checkpoint", default=None, metavar="NAME",
+                        help="checkpoint file name in each RUN_DIR/checkpoints/ (e.g. averaged.pt), or a path for one run "
+                        "(default: each run's best.pt, else its latest step_*.pt)")
     arguments.add_threads(parser, " Here the run is the first RUN_DIR.")
     arguments.add_device(parser)
 
@@ -211,13 +188,4 @@ def run(args: argparse.Namespace) -> None:
     if args.src is not None and args.split is not None:
         raise NMTError("give either --split or --src/--ref, not both.")
     arguments.use_threads(args.threads, args.run_dirs[0])
-    evaluate_runs(
-        args.run_dirs,
-        split=args.split,
-        src_path=args.src,
-        ref_path=args.ref,
-        out_dir=args.out,
-        device=args.device,
-        overrides=args.overrides,
-        checkpoint=args.checkpoint,
-    )
+    evaluate_runs(args.run_dirs, args.split, args.src, args.ref, args.out, args.device, args.overrides, args.checkpoint)
