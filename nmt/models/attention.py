@@ -1,17 +1,8 @@
 """Context providers: where each decoder step's context vector comes from.
 
 Every provider turns the encoder states into an `EncoderOutput` once per batch (the attention keys,
-or the fixed vector), then hands the decoder one context per step. The attention scores:
-
-- additive (Bahdanau): e_ij = v^T tanh(W s_{i-1} + U h_j)
-- dot: e_ij = (W_q s_{i-1}) . (W_k h_j), both projected to d = attention_size (Vaswani-style,
-  since the annotations are 2n wide and the decoder state n wide)
-- scaled_dot: the dot score / sqrt(d)
-- general (Luong): e_ij = s_{i-1}^T W h_j; W h_j is precomputed, so the query is the raw state
-- none (Cho et al.): no scores; one fixed c is the context at every step: c = tanh(V h_T) from a
-  forward-only encoder (`fixed_context: last_state`, the paper's RNNencdec), or c = tanh(V [fwd_T ; bwd_1])
-  from the bidirectional encoder (`fixed_context: both_ends`, an ablation).
-
+or the fixed vector), then hands the decoder one context per step: attention by an additive, dot,
+scaled dot or general (Luong) score, or none, Cho et al.'s one fixed vector (each class gives its formula).
 The query projection W (or W_q) is exposed as `query_weight` so that the decoder can fuse it with
 its recurrent matmul: one matmul of s_{i-1} per step gives both.
 
@@ -166,7 +157,8 @@ class AdditiveAttention(Attention):
 
 
 class DotAttention(Attention):
-    """(W_q s) . (W_k h) over d = attention_size dims, divided by sqrt(d) when `scaled`."""
+    """(W_q s) . (W_k h) over d = attention_size dims (Vaswani-style: both projected, since the annotations
+    are 2n wide and the decoder state n wide), divided by sqrt(d) when `scaled`."""
 
     def __init__(self, state_size: int, annotation_size: int, attention_size: int, scaled: bool) -> None:
         super().__init__(state_size, annotation_size, attention_size, attention_size)
