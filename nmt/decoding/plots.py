@@ -63,16 +63,13 @@ def attention_figure(
     FigureCanvasAgg(figure)
     axes = figure.add_subplot(1, 1, 1)
     image = axes.imshow(weights, cmap="gray_r", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
-    axes.set_xticks(range(len(src_words)))
-    axes.set_xticklabels(src_words, rotation=90, fontsize=_TICK_POINTS)
-    axes.set_yticks(range(len(tgt_words)))
-    axes.set_yticklabels(tgt_words, fontsize=_TICK_POINTS)
+    axes.set_xticks(range(len(src_words)), src_words, rotation=90, fontsize=_TICK_POINTS)
+    axes.set_yticks(range(len(tgt_words)), tgt_words, fontsize=_TICK_POINTS)
     axes.set_xlabel("source word (its pieces' weights added)")
     axes.set_ylabel("translation word (its pieces' rows averaged)")
     if title_lines:
         axes.set_title("\n".join(title_lines), fontsize=_TITLE_POINTS, loc="left")
-    colour_bar = figure.colorbar(image, ax=axes, fraction=0.03, pad=0.02)
-    colour_bar.set_label("attention weight")
+    figure.colorbar(image, ax=axes, fraction=0.03, pad=0.02, label="attention weight")
     figure.tight_layout()
     return figure
 
