@@ -1,8 +1,5 @@
-"""The data a run trains on: the encoded training pairs, their token-budget batches, and the validation set.
-
-Batches are a pure function of (seed, epoch), and each process takes its own shard of every epoch's
-list; so a step checkpoint needs to record only the epoch and the position in it.
-"""
+"""The data a run trains on: the encoded training pairs, their token-budget batches (a pure function of
+(seed, epoch), each process taking its own shard of every epoch's list), and the validation set."""
 
 from __future__ import annotations
 

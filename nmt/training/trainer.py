@@ -3,9 +3,6 @@
 Exactness on resume comes from three things: batches are a pure function of (seed, epoch) and the
 checkpoint records the position in the epoch's list; every RNG state is saved and restored; and
 the running log accumulators are saved too, so the resumed run logs the very same numbers.
-
-The pieces live beside it: data.py (the batches), checkpointing.py (what a checkpoint holds, resume),
-validation.py, optim.py (schedule, early stopping), distributed.py (ranks, device, precision), terminal.py.
 """
 
 from __future__ import annotations
