@@ -62,9 +62,7 @@ def describe_runs(
     for run_dir in map(Path, run_dirs):
         config_path = run_dir / "config.yaml"
         if not config_path.is_file():
-            raise NMTError(
-                f"{run_dir} is not a training run (no config.yaml).", "Pass the folders `nmt train` wrote."
-            )
+            raise NMTError(f"{run_dir} is not a training run (no config.yaml).", "Pass the folders `nmt train` wrote.")
         name = unique_name(run_dir.resolve().name, taken)
         config = override_sections(load_config(config_path), list(overrides), EVALUATE_SECTIONS, "nmt evaluate")
         infos.append(RunInfo(name, run_dir, config, resolve_checkpoint(run_dir, checkpoint)))
@@ -93,15 +91,9 @@ def translate_cached(
         return hyps, path, True
     from nmt.decoding.translator import Translator
 
-    print(
-        f"{run.name}: translating {len(test_set.sources)} sentences with {run.checkpoint.name} "
-        f"(beam {decoding['beam_size']})",
-        file=sys.stderr,
-    )
-    translator = Translator.from_run(
-        run.run_dir, checkpoint=run.checkpoint, device=device, beam_size=decoding["beam_size"],
-        decoding=run.config.decoding,
-    )
+    beam = decoding["beam_size"]
+    print(f"{run.name}: translating {len(test_set.sources)} sentences with {run.checkpoint.name} (beam {beam})", file=sys.stderr)
+    translator = Translator.from_run(run.run_dir, run.checkpoint, device, beam_size=beam, decoding=run.config.decoding)
     hyps = list(translator.translate(test_set.sources))
     if len(hyps) != len(test_set.sources):
         raise RuntimeError(f"{run.name}: {len(hyps)} translations for {len(test_set.sources)} sentences")
