@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,7 +21,6 @@ from nmt.fileio import atomic_write_text
 
 if TYPE_CHECKING:
     from nmt.evaluation.effect import Check
-    from nmt.evaluation.scoring import Evaluation
 # sacrebleu and matplotlib (scoring, effect checks, report) load when something is scored, not with this
 # module: `nmt score --help` and `nmt evaluate --help` stay fast.
 
@@ -56,21 +54,16 @@ def score_files(
         if asked and settings.by == "source":  # asked for, not evaluation.by's default
             raise NMTError("--by source needs the source sentences.", "Give them with --src, or use --by reference.")
         test_set, settings = reference_test_set(ref_path), dataclasses.replace(settings, by="reference")
-    system_names = _system_names(hyp_paths, names)
-    _check_baseline(baseline, system_names)
-    hypotheses = {
-        name: _read_hypotheses(path, ref_path, len(test_set.references))
-        for name, path in zip(system_names, hyp_paths, strict=True)
-    }
+    paths = dict(zip(_system_names(hyp_paths, names), hyp_paths, strict=True))
+    _check_baseline(baseline, list(paths))
+    hypotheses = {name: _read_hypotheses(path, ref_path, len(test_set.references)) for name, path in paths.items()}
     scored = [f"test set: {test_set.origin}, {len(test_set.references)} sentences"]
-    scored += [f"{name}: `{path}`" for name, path in zip(system_names, hyp_paths, strict=True)]
-    systems: dict[str, dict[str, Any]] = {
-        name: {"hypotheses": str(path)} for name, path in zip(system_names, hyp_paths, strict=True)
-    }
-    pairs = [(baseline, name) for name in system_names if name != baseline] if baseline is not None else []
-    out = Path(out_dir) if out_dir is not None else Path("evaluation")
-    title = test_set.describe() + "\n" + ", ".join(system_names)
-    return score_and_report(hypotheses, test_set, settings, out, scored, systems, pairs, title=title)
+    scored += [f"{name}: `{path}`" for name, path in paths.items()]
+    systems: dict[str, dict[str, Any]] = {name: {"hypotheses": str(path)} for name, path in paths.items()}
+    pairs = [(baseline, name) for name in paths if name != baseline] if baseline is not None else []
+    title = test_set.describe() + "\n" + ", ".join(paths)
+    return score_and_report(hypotheses, test_set, settings, Path(out_dir or "evaluation"), scored, systems, pairs,
+                            title=title)
 
 
 def _check_baseline(baseline: str | None, system_names: list[str]) -> None:
@@ -137,23 +130,25 @@ def score_and_report(
     `ceilings` each system's training.max_words where known (nmt/evaluation/effect.py); `groups` and
     `title` style the plot (nmt/evaluation/report.py).
     """
+    from nmt.evaluation.effect import Thresholds, long_sentence_bleu, paper_checks
     from nmt.evaluation.report import format_checks, format_examples, format_table, write_report
-    from nmt.evaluation.scoring import looks_tokenized, score_systems
+    from nmt.evaluation.scoring import score_systems, warn_if_tokenized
 
-    tokenized = looks_tokenized(hypotheses, settings.tokenize)
-    if tokenized:  # once per command, however many systems and resamples are scored
-        print(
-            f"warning: {', '.join(tokenized)}: 100 or more lines end in ' .', as tokenized text does; "
-            "BLEU expects detokenized text (or evaluation.tokenize none for pre-tokenized data).",
-            file=sys.stderr,
-        )
+    warn_if_tokenized(hypotheses, settings.tokenize)  # once per command, however many resamples are scored
     sources = test_set.sources if test_set.sources is not None else test_set.references
     evaluation = score_systems(
         hypotheses, sources, test_set.references, cutoffs=settings.buckets, by=settings.by,
         bootstrap_samples=settings.bootstrap_samples, bootstrap_seed=settings.bootstrap_seed,
         tokenize=settings.tokenize, lowercase=settings.lowercase, min_bucket_sentences=settings.min_bucket_sentences,
     )
-    effect = _effect_checks(evaluation, hypotheses, sources, test_set.references, settings, pairs, ceilings or {})
+    effect: dict[tuple[str, str], list[Check]] = {}
+    if pairs:  # the paper's checks (nmt/evaluation/effect.py) for each (fixed-vector, attention) pair
+        limits = Thresholds(**{key.name: getattr(settings, key.name) for key in dataclasses.fields(Thresholds)})
+        long = long_sentence_bleu(
+            hypotheses, sources, test_set.references, evaluation.by, settings.tokenize, settings.lowercase,
+            settings.bootstrap_samples, settings.bootstrap_seed, settings.long_words,
+        )
+        effect = paper_checks(evaluation, long, pairs, ceilings or {}, limits)
     examples = format_examples(evaluation, hypotheses, test_set.sources, test_set.references)
     extra = {"test_set": test_set.origin, "runs": systems}
     results = write_report(evaluation, out, extra, effect, scored, examples, groups, title)
@@ -169,28 +164,6 @@ def score_and_report(
         print("\n" + note)
     print(f"\nreport written to {out}/")
     return results
-
-
-def _effect_checks(
-    evaluation: Evaluation,
-    hypotheses: dict[str, list[str]],
-    sources: list[str],
-    references: list[str],
-    settings: EvaluationConfig,
-    pairs: Sequence[tuple[str, str]],
-    ceilings: dict[str, int],
-) -> dict[tuple[str, str], list[Check]]:
-    """The paper's checks (nmt/evaluation/effect.py) for each (fixed-vector, attention) pair; none without pairs."""
-    from nmt.evaluation.effect import Thresholds, long_sentence_bleu, paper_checks
-
-    if not pairs:
-        return {}
-    limits = Thresholds(**{key.name: getattr(settings, key.name) for key in dataclasses.fields(Thresholds)})
-    long = long_sentence_bleu(
-        hypotheses, sources, references, evaluation.by, settings.tokenize, settings.lowercase,
-        settings.bootstrap_samples, settings.bootstrap_seed, settings.long_words,
-    )
-    return paper_checks(evaluation, long, pairs, ceilings, limits)
 
 
 def _write_lines(path: Path, lines: Sequence[str]) -> None:
@@ -232,12 +205,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    score_files(
-        args.ref,
-        args.hyps,
-        src_path=args.src,
-        names=args.names,
-        out_dir=args.out,
-        baseline=args.baseline,
-        overrides=args.overrides,
-    )
+    score_files(args.ref, args.hyps, args.src, args.names, args.out, args.baseline, args.overrides)

@@ -8,6 +8,7 @@ matrix times a stats matrix, so 1000 resamples of thousands of sentences take mi
 from __future__ import annotations
 
 import itertools
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -32,8 +33,6 @@ N_STATS = 2 + 2 * MAX_ORDER
 _CHUNK_CELLS = 4_000_000
 # sacrebleu's tokenizers that need no download; "none" is for data tokenized beforehand.
 Tokenize = Literal["13a", "intl", "char", "zh", "ja-mecab", "none"]
-# sacrebleu's rule for "did you forget to detokenize": this many hypotheses ending in " ."
-_TOKENIZED_LINES = 100
 
 
 class CorpusScorer:
@@ -89,15 +88,16 @@ class CorpusScorer:
             )
 
 
-def looks_tokenized(hypotheses: Mapping[str, Sequence[str]], tokenize: Tokenize = "13a") -> list[str]:
-    """Systems whose output looks tokenized (sacrebleu's test: 100+ lines ending in " ."), so that the
-    caller can warn once; never with tokenize "none", which says the data is tokenized on purpose."""
-    if tokenize == "none":
-        return []
-    return [
-        name for name, lines in hypotheses.items()
-        if sum(line.endswith(" .") for line in lines) >= _TOKENIZED_LINES
-    ]
+def warn_if_tokenized(hypotheses: Mapping[str, Sequence[str]], tokenize: Tokenize = "13a") -> None:
+    """One warning on stderr naming the systems whose output looks tokenized (sacrebleu's test: 100+ lines
+    ending in " ."); none with tokenize "none", which says the data is tokenized on purpose."""
+    tokenized = [name for name, lines in hypotheses.items() if sum(line.endswith(" .") for line in lines) >= 100]
+    if tokenized and tokenize != "none":
+        print(
+            f"warning: {', '.join(tokenized)}: 100 or more lines end in ' .', as tokenized text does; "
+            "BLEU expects detokenized text (or evaluation.tokenize none for pre-tokenized data).",
+            file=sys.stderr,
+        )
 
 
 def bleu_from_stats(stats: np.ndarray) -> np.ndarray:
