@@ -1,19 +1,16 @@
 """Word alignment with eflomal, symmetrised, and how often attention's argmax agrees with it.
 
-eflomal (Östling & Tiedemann 2016, `pip install eflomal`) is an unsupervised Bayesian aligner: it
-aligns whitespace words of each pair in both directions (source->target and target->source) by Gibbs
-sampling over the whole corpus it is given. The two directions are symmetrised here, by
-grow-diag-final-and (Koehn et al. 2005, Moses' default) or by their intersection (fewer, surer links).
-
-A link is (source word index, target word index), both from 0. Nothing here imports torch: the
-attention side hands over, per sentence, the argmax source word of each target word.
+eflomal (Östling & Tiedemann 2016) aligns the whitespace words of each pair in both directions by Gibbs
+sampling over the whole corpus; the two directions are symmetrised by grow-diag-final-and (Koehn et al.
+2005, Moses' default) or by their intersection (fewer, surer links). A link is (source word index, target
+word index), both from 0. Nothing here imports torch: the attention side hands over argmaxes.
 """
 
 from __future__ import annotations
 
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Literal
 
@@ -27,11 +24,7 @@ _NEIGHBOURS = ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1,
 
 def parse_links(line: str) -> set[Link]:
     """'0-1 2-2' (Pharaoh format, source-target) -> {(0, 1), (2, 2)}."""
-    links = set()
-    for token in line.split():
-        src, tgt = token.split("-")
-        links.add((int(src), int(tgt)))
-    return links
+    return {(int(src), int(tgt)) for src, tgt in (token.split("-") for token in line.split())}
 
 
 def grow_diag_final_and(forward: set[Link], reverse: set[Link]) -> set[Link]:
@@ -140,13 +133,8 @@ class Agreement:
 
     def merge(self, other: Agreement) -> None:
         """Add another set of counts to this one."""
-        self.counted += other.counted
-        self.agree += other.agree
-        self.chance += other.chance
-        self.diagonal += other.diagonal
-        self.on_eos += other.on_eos
-        self.sentences += other.sentences
-        self.skipped += other.skipped
+        for count in fields(self):
+            setattr(self, count.name, getattr(self, count.name) + getattr(other, count.name))
 
     def summary(self) -> dict[str, float | int | None]:
         """Rates (None without counted words) and counts, for JSON."""
@@ -165,8 +153,3 @@ def reversal_links(sources: Sequence[str]) -> list[set[Link]]:
     """The exact alignment of the reverse task (target = source reversed): word j of n links to n-1-j."""
     return [{(len(s.split()) - 1 - j, j) for j in range(len(s.split()))} for s in sources]
 
-
-def link_precision(found: Sequence[set[Link]], gold: Sequence[set[Link]]) -> float:
-    """Share of `found` links that are in `gold` (0.0 when nothing was found)."""
-    total = sum(len(f) for f in found)
-    return sum(len(f & g) for f, g in zip(found, gold, strict=True)) / total if total else 0.0
