@@ -66,17 +66,23 @@ def _divisors(lengths: Tensor, kind: LengthPenalty, alpha: float) -> Tensor:
 
 
 @contextlib.contextmanager
-def _eval_mode(model: nn.Module) -> Iterator[None]:
-    """Search settings, the caller's restored after: dropout off (it would make outputs random), no
-    gradients, and no TF32 on CUDA: cuDNN's TF32 error, different for different batch shapes, flipped
-    near-tie beam choices between batch sizes (1 in 100 sentences on an H200)."""
+def _searching(
+    model: nn.Module, src: Tensor, src_lengths: Tensor, max_lengths: Tensor
+) -> Iterator[tuple[Tensor, list[int]]]:
+    """-> (max_lengths on src's device, src_lengths as a list), once the batch sizes agree, under search
+    settings, the caller's restored after: dropout off (it would make outputs random), no gradients, and
+    no TF32 on CUDA: cuDNN's TF32 error, different for different batch shapes, flipped near-tie beam
+    choices between batch sizes (1 in 100 sentences on an H200)."""
+    if not (src.size(0) == src_lengths.size(0) == max_lengths.size(0)):
+        raise ValueError("src, src_lengths and max_lengths must have the same batch size")
+    max_len, lengths = max_lengths.to(src.device), src_lengths.tolist()
     was_training = model.training
     tf32 = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
     model.eval()
     torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
     try:
         with torch.inference_mode():
-            yield
+            yield max_len, lengths
     finally:
         model.train(was_training)
         torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = tf32
@@ -95,13 +101,6 @@ def _only_eos(log_probs: Tensor, at_limit: Tensor) -> Tensor:
     return log_probs
 
 
-def _prepare(src: Tensor, src_lengths: Tensor, max_lengths: Tensor) -> tuple[Tensor, list[int]]:
-    """The length limits on src's device and the source lengths as a list, once the batch sizes agree."""
-    if not (src.size(0) == src_lengths.size(0) == max_lengths.size(0)):
-        raise ValueError("src, src_lengths and max_lengths must have the same batch size")
-    return max_lengths.to(src.device), src_lengths.tolist()
-
-
 def greedy_hypotheses(
     model: Any, src: Tensor, src_lengths: Tensor, max_lengths: Tensor, return_attention: bool = False
 ) -> list[Hypothesis]:
@@ -110,9 +109,8 @@ def greedy_hypotheses(
     src: batch x src_len (padded, incl. EOS), src_lengths: batch, max_lengths: batch (tokens before EOS)
     -> one Hypothesis per sentence, in input order; score = log_prob.
     """
-    max_len, lengths = _prepare(src, src_lengths, max_lengths)
     results: list[Hypothesis | None] = [None] * src.size(0)
-    with _eval_mode(model):
+    with _searching(model, src, src_lengths, max_lengths) as (max_len, lengths):
         enc = model.encode(src, src_lengths)
         state = model.init_state(enc)
         active = torch.arange(src.size(0), device=src.device)  # input position of each row
@@ -276,10 +274,9 @@ def beam_search(
     if beam_size < 1 or not 1 <= nbest <= beam_size:
         raise ValueError(f"need beam_size >= 1 and 1 <= nbest <= beam_size, got {beam_size}, {nbest}")
     length_penalty_divisor(1, length_penalty, alpha)  # rejects an unknown kind before any work
-    max_len, lengths = _prepare(src, src_lengths, max_lengths)
     k, device = beam_size, src.device
     finished: list[list[Hypothesis]] = [[] for _ in range(src.size(0))]
-    with _eval_mode(model):
+    with _searching(model, src, src_lengths, max_lengths) as (max_len, lengths):
         # Encoder outputs (and precomputed attention keys) are computed once and copied to every beam.
         rows = torch.arange(src.size(0), device=device).repeat_interleave(k)
         enc = model.encode(src, src_lengths).index_select(rows)
