@@ -38,14 +38,12 @@ Tokenize = Literal["13a", "intl", "char", "zh", "ja-mecab", "none"]
 class CorpusScorer:
     """sacrebleu BLEU (exp smoothing) and chrF against one set of references, read once for all systems.
 
-    sacrebleu's own "forgot to detokenize" warning is off (it would come once per call): `looks_tokenized`.
+    sacrebleu's own "forgot to detokenize" warning is off (it would come once per call): `warn_if_tokenized`.
     """
 
     def __init__(self, references: Sequence[str], tokenize: Tokenize = "13a", lowercase: bool = False) -> None:
         if not references:
-            raise NMTError(
-                "the evaluation set is empty: no sentences to score.", "Check the split or --src/--ref."
-            )
+            raise NMTError("the evaluation set is empty: no sentences to score.", "Check the split or --src/--ref.")
         self.n = len(references)
         try:
             self._bleu = BLEU(references=[list(references)], tokenize=tokenize, lowercase=lowercase, force=True)
@@ -55,12 +53,12 @@ class CorpusScorer:
                 "Install its extra (pip install 'sacrebleu[ja]' for ja-mecab), or choose another tokenizer.",
             ) from None
         self._chrf = CHRF(references=[list(references)], lowercase=lowercase)
+        # e.g. nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0
+        self.bleu_signature, self.chrf_signature = str(self._bleu.get_signature()), str(self._chrf.get_signature())
 
     def sentence_stats(self, hypotheses: Sequence[str]) -> np.ndarray:
-        """BLEU sufficient statistics of each sentence.  # n_sentences x N_STATS (float64, integral)
-
-        They are the rows sacrebleu's corpus_score sums, so BLEU of any subset is exact.
-        """
+        """BLEU sufficient statistics of each sentence, the rows sacrebleu's corpus_score sums, so BLEU of
+        any subset is exact.  # n_sentences x N_STATS (float64, integral)"""
         self._check(hypotheses)
         rows = self._bleu._extract_corpus_statistics(list(hypotheses), None)
         return np.asarray(rows, dtype=np.float64).reshape(self.n, N_STATS)
@@ -69,16 +67,6 @@ class CorpusScorer:
         """Corpus chrF (0-100)."""
         self._check(hypotheses)
         return float(self._chrf.corpus_score(list(hypotheses), None).score)
-
-    @property
-    def bleu_signature(self) -> str:
-        """sacrebleu's BLEU signature, e.g. nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0."""
-        return str(self._bleu.get_signature())
-
-    @property
-    def chrf_signature(self) -> str:
-        """sacrebleu's chrF signature."""
-        return str(self._chrf.get_signature())
 
     def _check(self, hypotheses: Sequence[str]) -> None:
         if len(hypotheses) != self.n:
@@ -120,13 +108,11 @@ def bleu_from_stats(stats: np.ndarray) -> np.ndarray:
     return np.where(defined, score, 0.0)
 
 
-def resampled_sums(stats: np.ndarray, n_samples: int, seed: int | Sequence[int]) -> np.ndarray:
-    """Column sums of `n_samples` bootstrap resamples of the rows.  # n x d -> n_samples x d
-
-    Passing several systems' statistics side by side (n x 10k) resamples them with the same
-    sentence indices, which is what a paired test needs.
-    """
-    n = stats.shape[0]
+def bootstrap_bleu(stats_per_system: Sequence[np.ndarray], n_samples: int, seed: int | Sequence[int]) -> np.ndarray:
+    """BLEU of each system on the same bootstrap resamples of the sentences (the same sentence indices for
+    every system, as a paired test needs).  # n_systems x (n x N_STATS) -> n_systems x n_samples"""
+    stacked = np.concatenate(stats_per_system, axis=1)  # n x (n_systems * N_STATS)
+    n = stacked.shape[0]
     rng = np.random.default_rng(seed)
     chunk = max(1, _CHUNK_CELLS // max(n, 1))
     sums = []
@@ -136,17 +122,8 @@ def resampled_sums(stats: np.ndarray, n_samples: int, seed: int | Sequence[int])
         # how often each sentence was drawn in each resample: bincount over offset indices
         offsets = draws + (np.arange(rows) * n)[:, None]
         counts = np.bincount(offsets.ravel(), minlength=rows * n).reshape(rows, n)
-        sums.append(counts.astype(np.float64) @ stats)
-    return np.concatenate(sums, axis=0)
-
-
-def bootstrap_bleu(
-    stats_per_system: Sequence[np.ndarray], n_samples: int, seed: int | Sequence[int]
-) -> np.ndarray:
-    """BLEU of each system on the same bootstrap resamples.  # n_systems x n_samples"""
-    stacked = np.concatenate(stats_per_system, axis=1)
-    sums = resampled_sums(stacked, n_samples, seed)
-    per_system = sums.reshape(n_samples, len(stats_per_system), N_STATS)
+        sums.append(counts.astype(np.float64) @ stacked)
+    per_system = np.concatenate(sums, axis=0).reshape(n_samples, len(stats_per_system), N_STATS)
     return bleu_from_stats(per_system).T
 
 
