@@ -2,27 +2,19 @@
 run against an attention run trained on the same sentence lengths, each with the numbers it rests on.
 
 1. the attention run is ahead with paired-bootstrap p < 0.05 in every bucket from 20 words;
-2. the fixed-vector run's BLEU on all sentences of 40+ words is at most half of its best bucket, and
-   that bucket's 95% bootstrap interval lies above the 40+ figure;
+2. the fixed-vector run's BLEU on 40+ words is at most half of its best bucket, and that bucket's 95%
+   bootstrap interval lies above the 40+ figure;
 3. the attention run's BLEU on 40+ words is at least three quarters of its best bucket: only for an attention
    run trained on sentences of 50 words or more (the paper's RNNsearch-50 is flat; its RNNsearch-30 falls);
-4. the attention run keeps more of its best bucket on 40+ words than the fixed-vector run does.
+4. the attention run keeps more of its best bucket on 40+ words than the fixed-vector run does;
+5. (`check_level`, across two training ceilings) the attention run of the lower ceiling is at least level on
+   40+ words with the fixed-vector run of the higher one ("RNNsearch-30 even outperforms RNNencdec-50").
 
-Between pairs of two training ceilings (-30 and -50), one more (`check_level`):
-
-5. the attention run of the lower ceiling is at least level on 40+ words with the fixed-vector run of
-   the higher one ("RNNsearch-30 even outperforms RNNencdec-50"), with its paired-bootstrap p-value.
-
-The verdicts are conservative, so that noise never reads as the effect:
-
-- a bucket speaks only with `evaluation.min_bucket_sentences` sentences or more (the "best bucket"
-  included), and so does the set of 40+ words; a check left without such a bucket says "cannot tell";
-- a system whose BLEU on all sentences is under 1 has learned too little to show anything: every check
-  of its pair says "cannot tell";
-- what the test set cannot have (no sentence of 40+ words, none of 20+) is said once, under the table.
-
-"BLEU on 40+ words" is corpus BLEU over every sentence of 40 words or more, one number rather than
-one per bucket, so that a bucket of 20 sentences cannot decide a check on its own.
+"BLEU on 40+ words" is corpus BLEU over all those sentences, so that no small bucket decides a check alone.
+The verdicts are conservative, so that noise never reads as the effect: a bucket (the best one included)
+and the 40+ set speak only with `evaluation.min_bucket_sentences` sentences or more, else "cannot tell";
+so does every check of a system under 1 BLEU overall; what the test set cannot have (no sentence of 40+
+words) is said once, under the table.
 """
 
 from __future__ import annotations
