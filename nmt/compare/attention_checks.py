@@ -276,13 +276,10 @@ def format_markdown(results: dict[str, Any]) -> str:
             ])
         if "alignment" in entry:
             lines += ["", "Argmax agreement with eflomal's links (teacher-forced, per reference word):", ""]
-            rows = []
-            for point in entry["alignment"]:
-                total = point["all"]
-                rows.append([f"{point['checkpoint']} (step {point['step']})",
-                             *(_pct(point["buckets"][label]["agreement"]) for label in labels),
-                             _pct(total["agreement"]), _pct(total["chance"]), _pct(total["diagonal"]),
-                             _pct(total["argmax_on_eos"]), str(total["target_words"])])
+            rows = [[f"{point['checkpoint']} (step {point['step']})",
+                     *(_pct(point["buckets"][label]["agreement"]) for label in labels),
+                     *(_pct(point["all"][key]) for key in ("agreement", "chance", "diagonal", "argmax_on_eos")),
+                     str(point["all"]["target_words"])] for point in entry["alignment"]]
             lines += markdown_table(["checkpoint", *head, "chance", "diagonal", "on EOS", "words"], rows)
     runs = results["runs"].values()
     notes = [*(PERTURBATION_NOTES if any("perturbation" in e for e in runs) else ()),

@@ -5,12 +5,9 @@ has variance d; large scores push the softmax towards one-hot weights, where its
 gradient that reaches the scores, goes flat. Dividing by sqrt(d) keeps the variance near one.
 
 This command teacher-forces a fixed sample of the test split (the learning curve's rule,
-nmt/evaluation/curves.py) through each run twice: at initialisation (the run's config and seed, before
-any step) and at its checkpoint. At every decoder step of every sentence it records, over the real
-source positions: the variance of the scores the softmax sees, the largest weight, the entropy of the
-weights relative to uniform ones, and the L2 norm of the gradient of the sentence's summed
-cross-entropy with respect to that step's scores. Means over all steps are reported, with the share
-of steps whose largest weight is over 0.9.
+nmt/evaluation/curves.py) through each run at initialisation (its config and seed, before any step) and
+at its checkpoint, and averages ScoreStats' statistics of the scores, weights and score gradients over
+all decoder steps.
 """
 
 from __future__ import annotations
@@ -157,7 +154,8 @@ def format_scaling_markdown(results: dict[str, Any]) -> str:
     """attention_scaling.md: a row per run and moment (initialisation, trained), a column per statistic."""
     header = ["run", "attention", "d", "when", *(title for _, title, _ in COLUMNS)]
     rows = [
-        [name, run["attention"], str(run["attention_size"]), label, *(fmt.format(run[when][key]) for key, _, fmt in COLUMNS)]
+        [name, run["attention"], str(run["attention_size"]), label,
+         *(fmt.format(run[when][key]) for key, _, fmt in COLUMNS)]
         for name, run in results["runs"].items()
         for when, label in (("initialisation", "init"), ("trained", f"step {run['step']}"))
     ]

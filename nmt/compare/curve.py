@@ -18,7 +18,6 @@ from typing import Any
 from nmt import arguments
 from nmt.compare.evaluate import default_out_dir, write_outputs
 from nmt.compare.runs import RunInfo, describe_runs, split_test_set, translate_cached
-from nmt.config import TrainingConfig
 from nmt.errors import NMTError
 from nmt.evaluation.buckets import BucketBy
 from nmt.evaluation.testset import TestSet
@@ -88,7 +87,13 @@ def _score_checkpoints(
             f"{run.run_dir} has no periodic checkpoints (checkpoints/step_*.pt) to draw a curve from.",
             "Train it with training.keep_last: 0 to keep every training.checkpoint_every checkpoint.",
         )
-    _note_pruned(run.name, run.config.training, checkpoints)
+    training = run.config.training  # say so when training.keep_last deleted checkpoints the curve could use
+    if training.keep_last and len(checkpoints) < checkpoint_step(checkpoints[-1]) // training.checkpoint_every:
+        print(
+            f"{run.name}: only {len(checkpoints)} checkpoints kept (training.keep_last {training.keep_last}); "
+            "train with training.keep_last: 0 to keep one every training.checkpoint_every steps for the curve",
+            file=sys.stderr,
+        )
     points = []
     for path in checkpoints:
         hyps, cache, cached = translate_cached(dataclasses.replace(run, checkpoint=path), sample, 1, device)
@@ -97,19 +102,6 @@ def _score_checkpoints(
         points.append({"step": checkpoint_step(path), "checkpoint": str(path), "hypotheses": str(cache), "cached": cached,
                        "bleu": bleu, "sample_bleu": sample_bleu})
     return points
-
-
-def _note_pruned(name: str, training: TrainingConfig, checkpoints: list[Path]) -> None:
-    """Say so when training.keep_last deleted checkpoints the curve could have used."""
-    from nmt.rundir.checkpoints import checkpoint_step
-
-    expected = checkpoint_step(checkpoints[-1]) // training.checkpoint_every
-    if training.keep_last and len(checkpoints) < expected:
-        print(
-            f"{name}: only {len(checkpoints)} checkpoints kept (training.keep_last {training.keep_last}); "
-            "train with training.keep_last: 0 to keep one every training.checkpoint_every steps for the curve",
-            file=sys.stderr,
-        )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
