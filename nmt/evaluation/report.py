@@ -1,7 +1,6 @@
 """Reports of an Evaluation: results.json, report.md, bleu_by_length.png and a terminal table.
 
-Each file is written atomically, so none is ever half written; an interrupted run can leave some files
-new and the others from the previous evaluation in the same folder.
+Each file is written atomically (never half written), though an interrupted run can leave some new.
 """
 
 from __future__ import annotations
@@ -115,7 +114,7 @@ def format_markdown(evaluation: Evaluation, scored: Sequence[str] = ()) -> str:
     """report.md: what was scored (one line each, if given), the bucket table, chrF and the sacrebleu
     signatures."""
     header, rows = table_rows(evaluation)
-    by = "source" if evaluation.by == "source" else "reference"
+    by = evaluation.by
     lines = ["# BLEU by sentence length", ""]
     if scored:
         lines += ["What was scored:", "", *(f"- {line}" for line in scored), ""]

@@ -177,9 +177,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "hyps", type=Path, nargs="+", metavar="HYP", help="translation files, one line per reference line"
     )
     parser.add_argument("--ref", type=Path, required=True, help="reference file, one sentence a line")
-    parser.add_argument(
-        "--src", type=Path, default=None, help="source file (needed to bucket by source length, and shown in the examples)"
-    )
+    parser.add_argument("--src", type=Path, help="source file (needed to bucket by source length, and shown in the examples)")
     parser.add_argument(
         "--names", type=arguments.names, default=None, help="system names, comma-separated, one per HYP (default: file names)"
     )
