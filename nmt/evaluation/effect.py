@@ -101,12 +101,6 @@ def long_sentence_bleu(
     )
 
 
-def _best_bucket(system: SystemScore, min_sentences: int) -> BucketScore | None:
-    """The bucket of `min_sentences`+ sentences with the highest BLEU, or None if there is none."""
-    speaking = [b for b in system.buckets if b.n >= min_sentences and b.bleu is not None]
-    return max(speaking, key=lambda b: b.bleu or 0.0, default=None)
-
-
 def _ahead_check(evaluation: Evaluation, baseline: str, attention: str, limits: Thresholds) -> Check:
     min_sentences, from_words = limits.min_bucket_sentences, limits.ahead_from_words
     att = next(s for s in evaluation.systems if s.name == attention)
@@ -153,7 +147,8 @@ def _retention(
     untold = _long_untold(claim, long, min_sentences)
     if untold is not None:
         return untold
-    best = _best_bucket(system, min_sentences)
+    speaking = [b for b in system.buckets if b.n >= min_sentences and b.bleu is not None]
+    best = max(speaking, key=lambda b: b.bleu or 0.0, default=None)  # the best bucket that speaks
     if best is None or best.bleu is None or best.ci is None:
         return Check(claim, None, f"no bucket with {min_sentences}+ sentences")
     if best.bleu <= 0:
