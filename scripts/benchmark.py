@@ -138,7 +138,7 @@ def train_phase(
     from nmt.models import build_model
     from nmt.rundir.loading import resolve_device
     from nmt.training.optim import build_optimizer
-    from nmt.training.trainer import resolve_precision
+    from nmt.training.precision import resolve_precision
     from nmt.training.validation import batch_loss_sum
 
     _setup_child(threads, config.training.seed)

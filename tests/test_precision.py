@@ -1,4 +1,4 @@
-"""nmt.training.distributed: mixed precision, the autocast dtype training.precision asks for, and its context."""
+"""nmt.training.precision: the autocast dtype training.precision asks for, and its context."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from nmt.errors import NMTError
-from nmt.training.distributed import autocast, resolve_precision
+from nmt.training.precision import autocast, resolve_precision
 
 
 @pytest.mark.parametrize("name", ["auto", "fp32", "fp16", "bf16"])

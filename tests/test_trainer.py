@@ -27,8 +27,8 @@ from nmt.errors import NMTError
 from nmt.models.seq2seq import build_model, count_parameters
 from nmt.rundir.checkpoints import load_checkpoint, save_checkpoint
 from nmt.rundir.writing import with_absolute_paths
-from nmt.training.distributed import resolve_precision
 from nmt.training.optim import LRSchedule, Patience, build_optimizer, is_better
+from nmt.training.precision import resolve_precision
 from nmt.training.terminal import format_duration, format_score
 from nmt.training.trainer import train
 from nmt.training.validation import build_valid_set

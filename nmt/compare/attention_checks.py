@@ -22,12 +22,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nmt import arguments
-from nmt.compare.evaluate import common_test_set, default_out_dir, markdown_table, write_outputs
+from nmt.compare.evaluate import common_test_set, default_out_dir, write_outputs
 from nmt.compare.runs import RunInfo, describe_runs
 from nmt.errors import NMTError
 from nmt.evaluation.alignment import Agreement, Link, Symmetrisation, align_words
 from nmt.evaluation.buckets import BucketBy, assign_buckets, make_buckets, sentence_lengths
 from nmt.evaluation.curves import SELECTION, bucket_bleu, sample_test_set
+from nmt.evaluation.report import markdown_table
 from nmt.evaluation.testset import TestSet
 
 if TYPE_CHECKING:

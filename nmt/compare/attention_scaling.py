@@ -24,11 +24,12 @@ from matplotlib.figure import Figure
 from torch import Tensor
 
 from nmt import arguments
-from nmt.compare.evaluate import default_out_dir, markdown_table, write_outputs
+from nmt.compare.evaluate import default_out_dir, write_outputs
 from nmt.compare.runs import describe_runs, split_test_set
 from nmt.data.batching import make_batch
 from nmt.errors import NMTError
 from nmt.evaluation.curves import sample_test_set
+from nmt.evaluation.report import markdown_table
 from nmt.models.attention import Attention, analysed_attention
 from nmt.models.seq2seq import Seq2Seq, build_model
 from nmt.special import PAD_ID

@@ -7,7 +7,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,12 +37,6 @@ def default_out_dir(run_dirs: Sequence[Path]) -> Path:
     if len(run_dirs) == 1:
         return Path(run_dirs[0]) / "evaluation"
     return Path(os.path.commonpath([str(Path(d).resolve()) for d in run_dirs])) / "evaluation"
-
-
-def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]], left: int = 1) -> list[str]:
-    """The lines of a Markdown table whose first `left` columns are aligned left, the others right."""
-    align = "|" + "|".join(["---"] * left + ["---:"] * (len(header) - left)) + "|"
-    return ["| " + " | ".join(header) + " |", align, *("| " + " | ".join(row) + " |" for row in rows)]
 
 
 def write_outputs(

@@ -18,9 +18,10 @@ from typing import Any
 
 from nmt import arguments
 from nmt.compare.curve import learning_curves
-from nmt.compare.evaluate import evaluate_runs, markdown_table
+from nmt.compare.evaluate import evaluate_runs
 from nmt.config import Config, load_config, save_config
 from nmt.errors import NMTError
+from nmt.evaluation.report import markdown_table
 from nmt.fileio import atomic_write_text, same_file
 
 

@@ -1,5 +1,4 @@
-"""Where a process trains: its place in a torchrun job, the few collectives the loop needs, and the
-mixed precision of its device (fp16 also needs the loop's GradScaler; bf16 and fp32 do not).
+"""Where a process trains: its place in a torchrun job and the few collectives the loop needs.
 
 Without torchrun (WORLD_SIZE unset or 1) every collective is a no-op on a single process, so the
 loop has one code path.
@@ -7,7 +6,6 @@ loop has one code path.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -117,19 +115,3 @@ def setup_distributed(device_name: str) -> DistContext:
     if not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     return DistContext(rank, world_size, local_rank, device)
-
-
-def resolve_precision(name: str, device: torch.device) -> torch.dtype | None:
-    """Autocast dtype: None (fp32) on CPU or with fp32; auto -> bf16 where supported, else fp16."""
-    if device.type != "cuda" or name == "fp32":
-        return None
-    if name == "auto":
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    if name == "bf16" and not torch.cuda.is_bf16_supported():
-        raise NMTError("training.precision is bf16 but this GPU does not support bfloat16.", "Use fp16 or auto.")
-    return torch.bfloat16 if name == "bf16" else torch.float16
-
-
-def autocast(dtype: torch.dtype | None) -> contextlib.AbstractContextManager[Any]:
-    """CUDA autocast to `dtype`, or nothing for None (fp32)."""
-    return contextlib.nullcontext() if dtype is None else torch.autocast(device_type="cuda", dtype=dtype)

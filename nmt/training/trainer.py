@@ -26,8 +26,9 @@ from nmt.rundir.checkpoints import TrainingState
 from nmt.rundir.lock import RunLock
 from nmt.training.checkpointing import disk_error, diverged_error, restore, weights, write_best, write_step
 from nmt.training.data import load_training_data
-from nmt.training.distributed import DistContext, autocast, resolve_precision, setup_distributed
+from nmt.training.distributed import DistContext, setup_distributed
 from nmt.training.optim import LRSchedule, Patience, build_optimizer
+from nmt.training.precision import autocast, resolve_precision
 from nmt.training.rng import capture_rng, restore_rng, seed_everything
 from nmt.training.terminal import StopRequest, Terminal, format_duration, format_score
 from nmt.training.validation import batch_loss_sum, safe_exp, validate
@@ -264,8 +265,10 @@ class Trainer:
         only: the learning rate and early stopping follow the periodic validations, as in a longer run, so
         that a run continued with --resume takes the learning-rate path of one trained straight through."""
         began = time.monotonic()
-        result = self.ctx.agreed(lambda: validate(self.model, self.data.valid, self.tokenizer, self.config,
-                                                  self.device, lambda: autocast(self.amp_dtype)))
+        result = self.ctx.agreed(
+            lambda: validate(self.model, self.data.valid, self.tokenizer, self.config, self.device,
+                             lambda: autocast(self.amp_dtype))
+        )
         self._interval_started += time.monotonic() - began  # throughput counts training time only
         score = result.score(self.tc.early_stopping_metric)
         if self.stopping.observe(score, self.step, counts=not closing) and self.ctx.is_main:
