@@ -118,9 +118,10 @@ class DataConfig:
 
     def absolute(self) -> DataConfig:
         """A copy with every path made absolute (against the working directory), so that a run's
-        config.yaml finds its data from any folder: data.dir, cache_dir, train/valid/test, and hf_name
-        when it names a local folder or file."""
-        keys = ("dir", "cache_dir", "train", "valid", "test")
+        config.yaml finds its data from any folder: data.dir, cache_dir, train/valid/test and their
+        _src/_tgt pairs, and hf_name when it names a local folder or file."""
+        splits = ("train", "valid", "test")
+        keys = ("dir", "cache_dir", *splits, *(f"{split}_{side}" for split in splits for side in ("src", "tgt")))
         paths = {key: os.path.abspath(getattr(self, key)) for key in keys if getattr(self, key)}
         if self.source == "huggingface" and os.path.exists(self.hf_name):
             paths["hf_name"] = os.path.abspath(self.hf_name)
@@ -277,8 +278,9 @@ class EvaluationConfig:
         _require(self.min_bucket_sentences >= 1, "evaluation.min_bucket_sentences", "must be >= 1")
         for key in ("ahead_from_words", "long_words", "flat_from_ceiling"):
             _require(getattr(self, key) >= 1, f"evaluation.{key}", "must be >= 1 (words)")
-        for key in ("fixed_vector_max_ratio", "attention_min_ratio", "significance"):
-            _require(0.0 < getattr(self, key) < 1.0 + (key != "significance"), f"evaluation.{key}", "must be in (0, 1]")
+        for key in ("fixed_vector_max_ratio", "attention_min_ratio"):
+            _require(0.0 < getattr(self, key) <= 1.0, f"evaluation.{key}", "must be in (0, 1]")
+        _require(0.0 < self.significance < 1.0, "evaluation.significance", "must be in (0, 1)")
 
 
 def _require(condition: bool, key: str, what: str) -> None:

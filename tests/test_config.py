@@ -59,6 +59,23 @@ def test_invalid_values_name_the_key() -> None:
         config_from_dict({"data": {"source": "files"}})
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("fixed_vector_max_ratio", 1.5, r"must be in \(0, 1\]"),
+        ("attention_min_ratio", 0.0, r"must be in \(0, 1\]"),
+        ("significance", 1.0, r"must be in \(0, 1\)"),
+    ],
+)
+def test_ratios_and_significance_are_checked_against_the_interval_their_message_names(
+    key: str, value: float, message: str
+) -> None:
+    with pytest.raises(NMTError, match=rf"evaluation.{key}.*{message}"):
+        config_from_dict({"evaluation": {key: value}})
+    for fine in (0.5, 1.0) if key != "significance" else (0.05, 0.5):
+        assert getattr(config_from_dict({"evaluation": {key: fine}}).evaluation, key) == fine
+
+
 def test_int_accepted_where_float_expected() -> None:
     config = config_from_dict({"training": {"learning_rate": 1}})
     assert config.training.learning_rate == 1.0

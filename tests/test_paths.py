@@ -65,6 +65,19 @@ def test_a_run_evaluates_from_any_working_directory(tmp_path: Path, monkeypatch:
     assert load_config(config_path).data.absolute() == saved
 
 
+def test_a_run_config_holds_absolute_paths_for_source_and_target_files_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    pairs = {f"{split}_{side}": f"corpus/{split}.{side}" for split in ("train", "valid", "test") for side in ("src", "tgt")}
+    data = config_from_dict({"data": {"source": "files", **pairs}}).data
+    for key, relative in pairs.items():
+        assert getattr(data.absolute(), key) == str(tmp_path / relative), key
+    # one corpus however its paths are spelled: the same derived folder
+    spelled = {key: str(tmp_path / value) for key, value in pairs.items()}
+    assert config_from_dict({"data": {"source": "files", **spelled}}).data.dir == data.dir
+
+
 def test_the_default_data_dir_is_derived_from_the_corpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
 
