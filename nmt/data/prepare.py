@@ -172,8 +172,6 @@ def _in_child_process(function: Callable[..., T], *args: Any) -> T:
             "lower data.max_train_pairs or data.vocab_size.",
         )
     kind, value = outcome
-    if kind == "nmt":
-        raise NMTError(*value)
     if kind == "error":
         raise value
     return value
@@ -184,8 +182,6 @@ def _run_in_child(sender: Connection, function: Callable[..., Any], args: tuple[
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C reaches it too: the parent decides
     try:
         outcome: tuple[str, Any] = ("ok", function(*args))
-    except NMTError as error:
-        outcome = ("nmt", (error.message, error.hint))  # an NMTError's pickle would lose its hint
     except Exception as error:
         outcome = ("error", error)
     sender.send(outcome)
