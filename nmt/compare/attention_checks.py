@@ -345,7 +345,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=1, help="seed of the permutations (default 1)")
     parser.add_argument("--symmetrise", default="grow-diag-final-and", choices=["grow-diag-final-and", "intersection"],
                         help="how eflomal's two directions are combined (default grow-diag-final-and)")
-    parser.add_argument("--only", choices=["perturbation", "alignment"], default=None, help="run one of the two checks only")
+    parser.add_argument("--only", choices=["perturbation", "alignment"], default=None,
+                        help="run one of the two checks only")
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default 64)")
     arguments.add_device(parser)
     arguments.add_threads(parser)

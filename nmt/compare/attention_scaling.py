@@ -137,7 +137,8 @@ def scaling_statistics(
     results = {"sentences": f"{sample.origin}, {len(sample.references)} sentences", "saturated_above": SATURATED,
                "runs": measured}
     out = Path(out_dir) if out_dir is not None else default_out_dir(run_dirs)
-    write_outputs(out, SCALING, results, format_scaling_markdown(results), scaling_figure(results), 120, ensure_ascii=True)
+    markdown, figure = format_scaling_markdown(results), scaling_figure(results)
+    write_outputs(out, SCALING, results, markdown, figure, 120, ensure_ascii=True)
     return results
 
 

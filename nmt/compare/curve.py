@@ -49,7 +49,8 @@ def learning_curves(
     measured: dict[str, Any] = {}
     for run in runs:
         if run.config.data.dir not in samples:
-            samples[run.config.data.dir] = curves.sample_test_set(split_test_set(run.config, split), cutoffs, by, per_bucket)
+            test_set = split_test_set(run.config, split)
+            samples[run.config.data.dir] = curves.sample_test_set(test_set, cutoffs, by, per_bucket)
         sample = samples[run.config.data.dir]
         measured[run.name] = {
             "run_dir": str(run.run_dir),
@@ -99,15 +100,17 @@ def _score_checkpoints(
         hyps, cache, cached = translate_cached(dataclasses.replace(run, checkpoint=path), sample, 1, device)
         assert sample.sources is not None
         bleu, sample_bleu = bucket_bleu(hyps, sample.sources, sample.references, cutoffs, by)
-        points.append({"step": checkpoint_step(path), "checkpoint": str(path), "hypotheses": str(cache), "cached": cached,
-                       "bleu": bleu, "sample_bleu": sample_bleu})
+        points.append({"step": checkpoint_step(path), "checkpoint": str(path), "hypotheses": str(cache),
+                       "cached": cached, "bleu": bleu, "sample_bleu": sample_bleu})
     return points
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`nmt curve RUN_DIR... [--split S] [--sentences-per-bucket N] [--out DIR]`."""
-    parser.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR", help="run directories whose step_*.pt checkpoints to score")
-    parser.add_argument("--split", choices=["valid", "test"], default=None, help="default: the first run's evaluation.split")
+    parser.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR",
+                        help="run directories whose step_*.pt checkpoints to score")
+    parser.add_argument("--split", choices=["valid", "test"], default=None,
+                        help="default: the first run's evaluation.split")
     parser.add_argument("--sentences-per-bucket", type=int, default=None, metavar="N",
                         help="sample size per bucket, 0 = all (default: evaluation.curve_sentences_per_bucket)")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default as for evaluate)")

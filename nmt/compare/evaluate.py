@@ -159,13 +159,15 @@ def _refuse_overwriting_inputs(out: Path, runs: Sequence[RunInfo], src_path: Pat
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`nmt evaluate RUN_DIR... [--split S | --src F --ref F] [--beam K] [--out DIR] ...`."""
-    parser.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR", help="folders written by `nmt train`, scored together")
+    parser.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR",
+                        help="folders written by `nmt train`, scored together")
     parser.add_argument("--split", choices=["valid", "test"], default=None,
                         help="split of the runs' data (default: the first run's evaluation.split)")
     parser.add_argument("--src", type=Path, default=None, help="source file to translate instead of a split")
     parser.add_argument("--ref", type=Path, default=None, help="reference file for --src")
     arguments.add_decoding_set(parser, "decoding.* or evaluation.*")
-    arguments.add_setting(parser, "--buckets", "evaluation.buckets", "length cutoffs, default 10,20,30,40,50,60", type=arguments.buckets)
+    arguments.add_setting(parser, "--buckets", "evaluation.buckets", "length cutoffs, default 10,20,30,40,50,60",
+                          type=arguments.buckets)
     arguments.add_setting(parser, "--by", "evaluation.by", "bucket by source (default) or reference length",
                           choices=["source", "reference"])
     arguments.add_setting(parser, "--beam", "decoding.beam_size", "beam size, 1 = greedy", type=int, metavar="K")

@@ -93,7 +93,8 @@ def _tables(
     lines += ["", *markdown_table(["step", "seconds"], rows, left=2)]
     if attention:
         header = ["run", "mean attention entropy (nats)", "relative to uniform weights"]
-        rows = [[name, f"{a['mean_entropy_nats']:.3f}", f"{a['mean_entropy_vs_uniform']:.3f}"] for name, a in attention.items()]
+        rows = [[name, f"{a['mean_entropy_nats']:.3f}", f"{a['mean_entropy_vs_uniform']:.3f}"]
+                for name, a in attention.items()]
         lines += ["", *markdown_table(header, rows, left=3)]
     return lines
 

@@ -92,7 +92,8 @@ def translate_cached(
     from nmt.decoding.translator import Translator
 
     beam = decoding["beam_size"]
-    print(f"{run.name}: translating {len(test_set.sources)} sentences with {run.checkpoint.name} (beam {beam})", file=sys.stderr)
+    print(f"{run.name}: translating {len(test_set.sources)} sentences with {run.checkpoint.name} (beam {beam})",
+          file=sys.stderr)
     translator = Translator.from_run(run.run_dir, run.checkpoint, device, beam_size=beam, decoding=run.config.decoding)
     hyps = list(translator.translate(test_set.sources))
     if len(hyps) != len(test_set.sources):

@@ -52,7 +52,8 @@ def restore(
     device), refusing one this run cannot continue: another vocabulary, model or number of processes.
     Writes nothing. Returns the checkpoint's step and training state."""
     checkpoint = load_checkpoint(path, map_location=next(model.parameters()).device)
-    sizes, ours = (checkpoint.src_vocab_size, checkpoint.tgt_vocab_size), (tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
+    sizes = (checkpoint.src_vocab_size, checkpoint.tgt_vocab_size)
+    ours = (tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
     if sizes != ours:
         raise NMTError(f"{path} was trained with vocabularies {sizes} but the tokenizer has {ours}.",
                        "Point data.dir at the data the run was trained on, or start a new run.")
