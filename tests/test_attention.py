@@ -71,6 +71,9 @@ def test_recording_keeps_each_steps_scores_and_changes_nothing(kind: str) -> Non
     assert inside[0].equal(plain[0]) and inside[1].equal(plain[1])  # bitwise the same outputs
     [(scores, mask)] = recorded
     assert scores.equal(provider.scores(query, enc.keys)) and mask is states.mask and scores.grad is not None
+    with torch.no_grad(), analysed_attention(provider, record=True) as recorded:  # a translation: no gradient
+        provider.attend(query, enc)
+    assert len(recorded) == 1 and recorded[0][0].grad is None
 
 
 def test_additive_scores_follow_the_paper_formula() -> None:

@@ -118,7 +118,8 @@ class Attention(ContextProvider):
         assert enc.keys is not None and enc.annotations is not None
         scores = self.scores(query, enc.keys)  # batch x src_len
         if self.recorded is not None:
-            scores.retain_grad()
+            if scores.requires_grad:  # under no_grad there is no gradient to keep
+                scores.retain_grad()
             self.recorded.append((scores, enc.mask))
         # the most negative finite value, not -inf: exp() of it is still exactly 0 next to any real
         # score, and a row with no real position cannot turn into NaN
