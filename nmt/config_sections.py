@@ -13,7 +13,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from nmt.errors import NMTError
 
@@ -82,11 +82,16 @@ class DataConfig:
             name = "files-" + Path(self.train).name.removesuffix(".tsv").removesuffix(".jsonl")
         else:
             name = "hf-" + (Path(self.hf_name).name or "dataset")
-        settings = dataclasses.asdict(dataclasses.replace(self, dir="-").absolute())
-        for location in ("dir", "cache_dir"):  # where things are kept, not what is in them
-            del settings[location]
-        digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()[:8]
+        settings = json.dumps(self.content_settings(), sort_keys=True)
+        digest = hashlib.sha256(settings.encode("utf-8")).hexdigest()[:8]
         return f"data/prepared/{re.sub(r'[^A-Za-z0-9._-]+', '_', name)}-{digest}"
+
+    def content_settings(self) -> dict[str, Any]:
+        """Every key that changes the prepared data, paths absolute: all but data.dir and cache_dir, which
+        say where things are kept, not what is in them (default_dir's hash, nmt prepare's fingerprint)."""
+        # dir="-": a copy with dir "" would derive its own default_dir, which calls this again
+        settings = dataclasses.asdict(dataclasses.replace(self, dir="-").absolute())
+        return {key: value for key, value in settings.items() if key not in ("dir", "cache_dir")}
 
     def validate(self) -> None:
         """Raise NMTError naming the first key of this section whose value is out of range."""
@@ -126,14 +131,6 @@ class DataConfig:
         if self.source == "huggingface" and os.path.exists(self.hf_name):
             paths["hf_name"] = os.path.abspath(self.hf_name)
         return dataclasses.replace(self, **paths)
-
-    @property
-    def src_field_path(self) -> str:
-        return self.src_field or f"translation.{self.src_lang}"
-
-    @property
-    def tgt_field_path(self) -> str:
-        return self.tgt_field or f"translation.{self.tgt_lang}"
 
 
 @dataclass

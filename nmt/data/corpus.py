@@ -68,9 +68,10 @@ def read_lines(
 
 
 def _record_pair(record: Any, config: DataConfig, where: str) -> Pair:
-    """The texts at the dotted paths data.src_field / data.tgt_field of a record (e.g. translation.en)."""
+    """The texts at the dotted paths data.src_field / data.tgt_field of a record (default translation.LANG)."""
     pair = []
-    for dotted in (config.src_field_path, config.tgt_field_path):
+    for field, lang in ((config.src_field, config.src_lang), (config.tgt_field, config.tgt_lang)):
+        dotted = field or f"translation.{lang}"
         value = record
         for part in dotted.split("."):
             if not isinstance(value, dict) or part not in value:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import glob
 import json
 import multiprocessing
@@ -36,8 +35,6 @@ from nmt.fileio import atomic_write_text, interrupts_deferred
 
 FORMAT_VERSION = 2
 HISTOGRAM_CUTS = (10, 20, 30, 40, 50, 60)
-# Keys that say where things are kept, not what is in them: changing them must not rebuild.
-_LOCATION_KEYS = ("dir", "cache_dir")
 # How often the wait for the sentencepiece process looks for a Ctrl-C that another thread received.
 _POLL_SECONDS = 0.2
 
@@ -75,15 +72,14 @@ def length_histogram(pairs: list[Pair]) -> dict[str, int]:
 def _fingerprint(config: DataConfig) -> dict[str, Any]:
     """What the prepared folder depends on: the DataConfig minus locations, plus the size and mtime of
     every input file, each file inside an input folder included."""
-    # absolute paths, so that a config spelling them from another folder (a run's config.yaml) matches
-    resolved = {k: v for k, v in dataclasses.asdict(config.absolute()).items() if k not in _LOCATION_KEYS}
     inputs = {}
     for path in _corpus_paths(config):
         for file in sorted(path.rglob("*")) if path.is_dir() else [path]:
             if file.is_file():  # an input that does not exist (yet) has no entry
                 stat = file.stat()
                 inputs[os.path.abspath(file)] = [stat.st_size, stat.st_mtime_ns]
-    return {"format_version": FORMAT_VERSION, "data": resolved, "inputs": inputs}
+    # absolute paths, so that a config spelling them from another folder (a run's config.yaml) matches
+    return {"format_version": FORMAT_VERSION, "data": config.content_settings(), "inputs": inputs}
 
 
 def _corpus_paths(config: DataConfig) -> list[Path]:
