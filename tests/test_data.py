@@ -15,7 +15,7 @@ from nmt.training.distributed import DistContext
 from nmt.training.validation import ValidSet
 from tests.helpers import reverse_task_config
 
-SINGLE = DistContext(0, 1, 0, torch.device("cpu"))
+SINGLE = DistContext(0, 1, torch.device("cpu"))
 
 
 def test_the_training_split_is_encoded_within_max_words(tmp_path: Path) -> None:
@@ -41,8 +41,8 @@ def test_each_process_takes_its_own_shard_of_an_epoch() -> None:
     whole = data.epoch_batches(1, SINGLE)
     assert sorted(i for batch in whole for i in batch) == list(range(40))
     assert whole == data.epoch_batches(1, SINGLE) != data.epoch_batches(2, SINGLE)  # a function of (seed, epoch)
-    ranks = [data.epoch_batches(1, DistContext(rank, 2, rank, torch.device("cpu"))) for rank in range(2)]
+    ranks = [data.epoch_batches(1, DistContext(rank, 2, torch.device("cpu"))) for rank in range(2)]
     assert len(ranks[0]) == len(ranks[1]) == len(whole) // 2
     assert not {i for b in ranks[0] for i in b} & {i for b in ranks[1] for i in b}
     with pytest.raises(NMTError, match=r"an epoch has no batches for 50 process\(es\) \(40 training pairs\)"):
-        data.epoch_batches(1, DistContext(0, 50, 0, torch.device("cpu")))
+        data.epoch_batches(1, DistContext(0, 50, torch.device("cpu")))

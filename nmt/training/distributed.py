@@ -26,8 +26,7 @@ class DistContext:
 
     rank: int
     world_size: int
-    local_rank: int
-    device: torch.device
+    device: torch.device  # on CUDA, the GPU of the process's LOCAL_RANK
 
     @property
     def enabled(self) -> bool:
@@ -65,18 +64,18 @@ class DistContext:
         """Run `action` on rank 0 (or on every rank); an NMTError on any rank is raised on all of them,
         so no rank waits forever in a collective. Returns rank 0's result (every rank's own, if on_all_ranks)."""
         result: Any = None
-        failure: tuple[str, str] | None = None
+        failure: NMTError | None = None  # it crosses to the other ranks pickled, hint included
         if on_all_ranks or self.is_main:
             try:
                 result = action()
             except NMTError as error:
-                failure = (error.message, error.hint)
+                failure = error
         if on_all_ranks:
             failure = next((f for f in self.gather(failure) if f is not None), None)
         else:
             result, failure = self.broadcast((result, failure))
         if failure is not None:
-            raise NMTError(*failure)
+            raise failure
         return result
 
     def barrier(self) -> None:
@@ -95,7 +94,7 @@ def setup_distributed(device_name: str) -> DistContext:
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     device = resolve_device(device_name)
     if world_size <= 1:
-        return DistContext(0, 1, 0, device)
+        return DistContext(0, 1, device)
     try:
         rank = int(os.environ["RANK"])
         local_rank = int(os.environ.get("LOCAL_RANK", rank))
@@ -114,4 +113,4 @@ def setup_distributed(device_name: str) -> DistContext:
         device = torch.device("cuda", local_rank)
     if not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-    return DistContext(rank, world_size, local_rank, device)
+    return DistContext(rank, world_size, device)

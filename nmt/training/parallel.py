@@ -14,7 +14,6 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -59,16 +58,13 @@ def training_jobs(config: Config, jobs: int) -> int:
     return 1 if uses_cuda else max(1, min(len(config.runs), available_cores()))
 
 
-def _train_in_child(name: str, config: Config, run_dir: Path, log_path: Path) -> tuple[str, float, Any]:
-    """One run's training in a worker process, its output in `log_path`; returns (what was done,
-    seconds, None), or ("failed", seconds, (message, hint)) so that the error reaches the parent whole."""
+def _train_in_child(name: str, config: Config, run_dir: Path, log_path: Path) -> tuple[str, float]:
+    """One run's training in a worker process, its output in `log_path`; returns (what was done, seconds).
+    An NMTError reaches the parent whole, hint included (exceptions cross pickled)."""
     start = time.perf_counter()
     with open(log_path, "a", encoding="utf-8") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-        try:
-            done = _train_run(name, config, run_dir)
-        except NMTError as error:
-            return "failed", time.perf_counter() - start, (error.message, error.hint)
-    return done, time.perf_counter() - start, None
+        done = _train_run(name, config, run_dir)
+    return done, time.perf_counter() - start
 
 
 def train_runs(config: Config, run_dirs: dict[str, Path], jobs: int, record: Callable[[str, float], None]) -> int:
@@ -117,9 +113,11 @@ def _train_in_parallel(configs: dict[str, Config], run_dirs: dict[str, Path], jo
         try:
             for future in as_completed(futures):
                 name = futures[future]
-                done, seconds, failure = future.result()
-                if failure is not None:
-                    raise NMTError(f"run {name}: {failure[0]}", f"{failure[1]} (its output: {logs[name]})".strip())
+                try:
+                    done, seconds = future.result()
+                except NMTError as error:
+                    hint = f"{error.hint} (its output: {logs[name]})".strip()
+                    raise NMTError(f"run {name}: {error.message}", hint) from None
                 results[name] = (done, seconds)
                 print(f"run {name}: {done} in {seconds / 60:.1f} min ({time.perf_counter() - start:.0f} s into training)")
         except BaseException:

@@ -125,7 +125,7 @@ def test_one_ddp_step_equals_one_step_on_both_ranks_batches(tmp_path: Path) -> N
         model={"embedding_size": 16, "hidden_size": 32, "attention_size": 32, "maxout_size": 16},
         training={"max_steps": 1, "batch_tokens": 300, "learning_rate": 0.01, "clip_grad_norm": 0.0},
     )
-    single = Trainer(config, tmp_path / "single", False, DistContext(0, 1, 0, torch.device("cpu")))
+    single = Trainer(config, tmp_path / "single", False, DistContext(0, 1, torch.device("cpu")))
     data = single.data
     halves = [shard(data.sampler.epoch(1), rank, 2)[0] for rank in range(2)]
     tokens = [make_batch([data.src[i] for i in h], [data.tgt[i] for i in h], h).n_tgt_tokens for h in halves]
