@@ -66,6 +66,14 @@ def assign_buckets(lengths: Sequence[int], buckets: Sequence[Bucket]) -> list[in
     return indices
 
 
+def bucket_members(lengths: Sequence[int], buckets: Sequence[Bucket]) -> list[list[int]]:
+    """Per bucket, the indices (increasing) of the sentences whose length falls in it."""
+    members: list[list[int]] = [[] for _ in buckets]
+    for i, index in enumerate(assign_buckets(lengths, buckets)):
+        members[index].append(i)
+    return members
+
+
 def length_matched_pairing(lengths: Sequence[int], seed: int) -> list[int]:
     """For each sentence, the index of another sentence of the same length (a fixed, seeded pairing):
     within each length, the sentences in a seeded random order each take the next one's index, the

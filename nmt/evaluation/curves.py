@@ -13,11 +13,10 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
-from nmt.evaluation.buckets import BucketBy, assign_buckets, make_buckets, sentence_lengths
+from nmt.evaluation.buckets import BucketBy, bucket_members, make_buckets, sentence_lengths
 from nmt.evaluation.report import markdown_table
 from nmt.evaluation.scoring import CorpusScorer, bleu_from_stats
 from nmt.evaluation.testset import TestSet
@@ -37,11 +36,8 @@ def curve_sample(
 ) -> list[int]:
     """Indices (increasing) of the curve's sample: up to `per_bucket` sentences of each bucket (0 = all),
     those whose sha256 of "source TAB reference" is smallest, the index breaking ties of duplicates."""
-    buckets = make_buckets(cutoffs)
-    members = assign_buckets(sentence_lengths(sources, references, by), buckets)
     chosen: list[int] = []
-    for index in range(len(buckets)):
-        rows = [i for i, member in enumerate(members) if member == index]
+    for rows in bucket_members(sentence_lengths(sources, references, by), make_buckets(cutoffs)):
         if per_bucket and len(rows) > per_bucket:
             rows = sorted(rows, key=lambda i: (_digest(sources[i], references[i]), i))[:per_bucket]
         chosen += rows
@@ -58,8 +54,8 @@ def sample_test_set(full: TestSet, cutoffs: Sequence[int], by: BucketBy, per_buc
 def bucket_counts(sample: TestSet, cutoffs: Sequence[int], by: BucketBy) -> dict[str, int]:
     """Sentences of `sample` in each bucket, by label."""
     buckets = make_buckets(cutoffs)
-    members = assign_buckets(sentence_lengths(sample.sources or sample.references, sample.references, by), buckets)
-    return {bucket.label: members.count(i) for i, bucket in enumerate(buckets)}
+    members = bucket_members(sentence_lengths(sample.sources or sample.references, sample.references, by), buckets)
+    return {bucket.label: len(rows) for bucket, rows in zip(buckets, members, strict=True)}
 
 
 def _digest(source: str, reference: str) -> str:
@@ -76,11 +72,11 @@ def bucket_bleu(
     """Corpus BLEU of each bucket (None when it is empty), and of all the sentences given."""
     buckets = make_buckets(cutoffs)
     stats = CorpusScorer(references).sentence_stats(hypotheses)  # n x N_STATS
-    members = np.asarray(assign_buckets(sentence_lengths(sources, references, by), buckets))
-    scores: dict[str, float | None] = {}
-    for index, bucket in enumerate(buckets):
-        rows = stats[members == index]
-        scores[bucket.label] = float(bleu_from_stats(rows.sum(axis=0))) if len(rows) else None
+    members = bucket_members(sentence_lengths(sources, references, by), buckets)
+    scores: dict[str, float | None] = {
+        bucket.label: float(bleu_from_stats(stats[rows].sum(axis=0))) if rows else None
+        for bucket, rows in zip(buckets, members, strict=True)
+    }
     return scores, float(bleu_from_stats(stats.sum(axis=0)))
 
 

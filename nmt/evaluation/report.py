@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from nmt.evaluation.buckets import assign_buckets, make_buckets, sentence_lengths
+from nmt.evaluation.buckets import bucket_members, make_buckets, sentence_lengths
 from nmt.evaluation.effect import Check
 from nmt.evaluation.scoring import Anatomy, Evaluation, SystemScore
 from nmt.fileio import atomic_open, atomic_write_text
@@ -199,13 +199,11 @@ def pick_examples(
     with `evaluation.bootstrap_seed`: the same sentences for the same test set and settings."""
     lengths = sentence_lengths(sources if sources is not None else references, references, evaluation.by)
     buckets = make_buckets(evaluation.cutoffs)
-    members = np.asarray(assign_buckets(lengths, buckets))
     rng = np.random.default_rng([evaluation.bootstrap_seed, len(references)])
     picked = []
-    for index, bucket in enumerate(buckets):
-        rows = np.flatnonzero(members == index)
-        if rows.size:
-            chosen = rng.choice(rows, size=min(per_bucket, rows.size), replace=False)
+    for bucket, rows in zip(buckets, bucket_members(lengths, buckets), strict=True):
+        if rows:
+            chosen = rng.choice(rows, size=min(per_bucket, len(rows)), replace=False)
             picked.append((bucket.label, sorted(int(i) for i in chosen)))
     return picked
 

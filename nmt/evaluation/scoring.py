@@ -20,7 +20,7 @@ from nmt.errors import NMTError
 from nmt.evaluation.buckets import (
     Bucket,
     BucketBy,
-    assign_buckets,
+    bucket_members,
     length_matched_pairing,
     make_buckets,
     sentence_lengths,
@@ -313,16 +313,15 @@ def _score_subsets(
     # a system's translation of the wrong source paired with sentence i is its line pairing[i]
     pairing = length_matched_pairing(lengths, seed)
     floor_stats = [scorer.sentence_stats([hypotheses[name][j] for j in pairing]) for name in names]
-    members = np.asarray(assign_buckets(lengths, buckets))
     subsets = []
-    for i, rows in enumerate([np.arange(scorer.n)] + [np.flatnonzero(members == b) for b in range(len(buckets))]):
-        if rows.size == 0:
+    for i, rows in enumerate([list(range(scorer.n)), *bucket_members(lengths, buckets)]):
+        if not rows:
             subsets.append(_Subset(0, [], [], None))
             continue
         sub = [s[rows] for s in stats]
         points = [float(bleu_from_stats(s.sum(axis=0))) for s in sub]
         anatomies = [anatomy(s.sum(axis=0), f[rows].sum(axis=0)) for s, f in zip(sub, floor_stats, strict=True)]
-        resample = i == 0 or rows.size >= min_bucket_sentences
+        resample = i == 0 or len(rows) >= min_bucket_sentences
         samples = bootstrap_bleu(sub, n_samples, [seed, i]) if resample else None
-        subsets.append(_Subset(int(rows.size), points, anatomies, samples))
+        subsets.append(_Subset(len(rows), points, anatomies, samples))
     return subsets
