@@ -17,6 +17,16 @@ from typing import IO
 
 
 @contextlib.contextmanager
+def errors_naming(path: str | Path) -> Iterator[None]:
+    """Raise an OSError of the block again naming `path`: a full disk fails a write to an open file with
+    no file name, so name the file the write was for."""
+    try:
+        yield
+    except OSError as error:
+        raise OSError(error.errno, error.strerror or str(error), str(path)) from error
+
+
+@contextlib.contextmanager
 def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO]:
     """Open a temporary file beside `path`; on success it replaces `path`, on error it is removed (an
     OSError is raised again naming `path`)."""
@@ -28,16 +38,13 @@ def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO]:
     os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes owner-only files; give the usual permissions
     try:
         encoding = None if "b" in mode else "utf-8"
-        with os.fdopen(fd, mode, encoding=encoding) as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-        _fsync_directory(path.parent)
-    except OSError as error:
-        Path(tmp).unlink(missing_ok=True)
-        # A full disk fails a write to an open file with no file name: name the file this write was for.
-        raise OSError(error.errno, error.strerror or str(error), str(path)) from error
+        with errors_naming(path):
+            with os.fdopen(fd, mode, encoding=encoding) as handle:
+                yield handle
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
+            _fsync_directory(path.parent)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -3,6 +3,7 @@ absolute data paths, which config changes a resume accepts, log.jsonl cut back f
 
 from __future__ import annotations
 
+import errno
 import json
 from pathlib import Path
 
@@ -135,6 +136,13 @@ def test_the_log_is_cut_back_to_the_resumed_step_dropping_a_half_written_line(tm
     log.truncate_after(20)
     events = [json.loads(line) for line in log.path.read_text(encoding="utf-8").splitlines()]
     assert events == [{"step": 10, "loss": 1.0}, {"step": 20, "loss": 2.0}, {"event": "start"}]
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full")
+def test_a_log_write_on_a_full_disk_names_the_log() -> None:
+    with pytest.raises(OSError) as error:
+        RunLog(Path("/dev/full")).write({"step": 1})  # every write there fails as a full disk's: no file name
+    assert (error.value.errno, error.value.filename) == (errno.ENOSPC, "/dev/full")
 
 
 def test_the_summary_reads_back_and_is_none_until_written(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ import torch
 from nmt.config import Config, EvaluationConfig, load_config, save_config
 from nmt.environment import describe_environment
 from nmt.errors import NMTError
-from nmt.fileio import atomic_open, atomic_write_text, sha256_file
+from nmt.fileio import atomic_open, atomic_write_text, errors_naming, sha256_file
 from nmt.rundir.checkpoints import CHECKPOINT_DIR, checkpoint_step, latest_step_checkpoint
 from nmt.rundir.lock import RunLock
 from nmt.rundir.translations import HYPS_DIR
@@ -226,11 +226,8 @@ class RunLog:
 
     def write(self, event: dict[str, Any]) -> None:
         """Append one event and flush it to disk."""
-        try:
-            with open(self.path, "a", encoding="utf-8") as handle:
-                handle.write(json.dumps(event) + "\n")
-        except OSError as error:  # a full disk fails the write with no file name
-            raise OSError(error.errno, error.strerror or str(error), str(self.path)) from error
+        with errors_naming(self.path), open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(event) + "\n")
 
 
 def _event_step(line: str) -> int:
