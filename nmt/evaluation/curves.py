@@ -54,7 +54,8 @@ def sample_test_set(full: TestSet, cutoffs: Sequence[int], by: BucketBy, per_buc
 def bucket_counts(sample: TestSet, cutoffs: Sequence[int], by: BucketBy) -> dict[str, int]:
     """Sentences of `sample` in each bucket, by label."""
     buckets = make_buckets(cutoffs)
-    members = bucket_members(sentence_lengths(sample.sources or sample.references, sample.references, by), buckets)
+    texts = sample.sources or sample.references
+    members = bucket_members(sentence_lengths(texts, sample.references, by), buckets)
     return {bucket.label: len(rows) for bucket, rows in zip(buckets, members, strict=True)}
 
 

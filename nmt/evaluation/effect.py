@@ -101,9 +101,8 @@ def long_sentence_bleu(
     )
 
 
-def _ahead_check(evaluation: Evaluation, baseline: str, attention: str, limits: Thresholds) -> Check:
-    min_sentences, from_words = limits.min_bucket_sentences, limits.ahead_from_words
-    att = next(s for s in evaluation.systems if s.name == attention)
+def _ahead_check(evaluation: Evaluation, baseline: str, att: SystemScore, limits: Thresholds) -> Check:
+    min_sentences, from_words, attention = limits.min_bucket_sentences, limits.ahead_from_words, att.name
     (comparison,) = [c for c in evaluation.comparisons if {c.a, c.b} == {baseline, attention}]
     sign = 1.0 if comparison.b == attention else -1.0
     claim = f"{attention} ahead with p < {limits.significance:g} in every bucket from {from_words} words"
@@ -206,7 +205,7 @@ def check_effect(
     systems = {s.name: s for s in evaluation.systems}
     base, att = systems[baseline], systems[attention]
     checks = [
-        _ahead_check(evaluation, baseline, attention, limits),
+        _ahead_check(evaluation, baseline, att, limits),
         _ratio_check(base, long, limits, at_most=True),
     ]
     if flat_expected:

@@ -192,14 +192,12 @@ def _cell_text(text: str) -> str:
     return escaped or "(empty)"
 
 
-def pick_examples(
-    evaluation: Evaluation, sources: Sequence[str] | None, references: Sequence[str], per_bucket: int
-) -> list[tuple[str, list[int]]]:
-    """(bucket label, sentence indices) of up to `per_bucket` sentences of each non-empty bucket, drawn
-    with `evaluation.bootstrap_seed`: the same sentences for the same test set and settings."""
-    lengths = sentence_lengths(sources if sources is not None else references, references, evaluation.by)
+def pick_examples(evaluation: Evaluation, lengths: Sequence[int], per_bucket: int) -> list[tuple[str, list[int]]]:
+    """(bucket label, sentence indices) of up to `per_bucket` sentences of each non-empty bucket, bucketed
+    by their `lengths` (`sentence_lengths`) and drawn with `evaluation.bootstrap_seed`: the same sentences
+    for the same test set and settings."""
     buckets = make_buckets(evaluation.cutoffs)
-    rng = np.random.default_rng([evaluation.bootstrap_seed, len(references)])
+    rng = np.random.default_rng([evaluation.bootstrap_seed, len(lengths)])
     picked = []
     for bucket, rows in zip(buckets, bucket_members(lengths, buckets), strict=True):
         if rows:
@@ -223,10 +221,11 @@ def format_examples(
         f"Up to {per_bucket} sentences per bucket, picked at random with seed {evaluation.bootstrap_seed} "
         "(evaluation.bootstrap_seed); sentence numbers count lines from 1.",
     ]
-    for label, indices in pick_examples(evaluation, sources, references, per_bucket):
+    lengths = sentence_lengths(sources if sources is not None else references, references, evaluation.by)
+    for label, indices in pick_examples(evaluation, lengths, per_bucket):
         for i in indices:
-            words = len((sources[i] if evaluation.by == "source" and sources is not None else references[i]).split())
-            lines += ["", f"### {label}: sentence {i + 1} ({words} {evaluation.by} words)", "", "| | |", "|---|---|"]
+            heading = f"### {label}: sentence {i + 1} ({lengths[i]} {evaluation.by} words)"
+            lines += ["", heading, "", "| | |", "|---|---|"]
             if sources is not None:
                 lines.append(f"| source | {_cell_text(sources[i])} |")
             lines.append(f"| reference | {_cell_text(references[i])} |")
