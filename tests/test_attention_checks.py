@@ -4,10 +4,12 @@ attention perturbation option it sets (nmt/models/attention.py)."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from nmt.compare.attention_checks import attention_checks, teacher_forced_argmax
 from nmt.data.batching import make_batch, make_source_batch
@@ -122,6 +124,20 @@ def test_the_report_explains_only_the_checks_it_ran(trained_reverse_run: Path, t
     report = (tmp_path / "attention_checks.md").read_text()
     assert "- **uniform** spreads" in report and "Attention is not Explanation" in report
     assert "eflomal's (unsupervised" not in report and "Argmax agreement" not in report
+
+
+def test_runs_with_other_buckets_are_scored_on_the_first_runs_buckets(trained_reverse_run: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    shutil.copytree(trained_reverse_run, other)
+    config = yaml.safe_load((other / "config.yaml").read_text())
+    config["evaluation"]["buckets"] = [2, 4]
+    (other / "config.yaml").write_text(yaml.safe_dump(config))
+    results = attention_checks([trained_reverse_run, other], out_dir=tmp_path / "out", checks=("perturbation",),
+                               device="cpu", batch_size=16)
+    labels = list(results["n"])
+    assert results["runs"]["run"]["perturbation"]["none"]["bleu"].keys() == set(labels)
+    assert results["runs"]["other"]["perturbation"]["none"]["bleu"].keys() == set(labels)
+    assert "| uniform |" in (tmp_path / "out/attention_checks.md").read_text()
 
 
 def test_a_run_without_attention_is_refused(tmp_path: Path) -> None:

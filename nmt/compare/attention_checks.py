@@ -86,7 +86,7 @@ def attention_checks(
     for run in runs:
         entry: dict[str, Any] = {"run_dir": _plain(str(run.run_dir)), "checkpoint": run.checkpoint.name}
         if "perturbation" in checks:
-            entry["perturbation"] = perturbation_bleu(run, test_set, seed, device, batch_size)
+            entry["perturbation"] = perturbation_bleu(run, test_set, cutoffs, by, seed, device, batch_size)
         if "alignment" in checks:
             if run.config.data.dir not in links:
                 links[run.config.data.dir] = test_links(run, test_set, symmetrisation)
@@ -107,14 +107,16 @@ def _buckets(test_set: TestSet, cutoffs: list[int], by: BucketBy) -> tuple[list[
     return assign_buckets(sentence_lengths(test_set.sources, test_set.references, by), buckets), [b.label for b in buckets]
 
 
-def perturbation_bleu(run: RunInfo, test_set: TestSet, seed: int, device: str, batch_size: int) -> dict[str, Any]:
-    """Greedy BLEU per bucket of the run's checkpoint with each attention perturbation (KINDS)."""
+def perturbation_bleu(
+    run: RunInfo, test_set: TestSet, cutoffs: list[int], by: BucketBy, seed: int, device: str, batch_size: int
+) -> dict[str, Any]:
+    """Greedy BLEU per bucket (`cutoffs`, `by`: the same for every run, the first run's) of the run's
+    checkpoint with each attention perturbation (KINDS)."""
     from nmt.decoding.translator import Translator
     from nmt.models.attention import analysed_attention
 
     assert test_set.sources is not None
     translator = Translator.from_run(run.run_dir, run.checkpoint, device, beam_size=1, batch_size=batch_size)
-    cutoffs, by = list(run.config.evaluation.buckets), run.config.evaluation.by
     scores: dict[str, Any] = {}
     for kind in KINDS:
         started = time.perf_counter()
