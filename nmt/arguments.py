@@ -58,6 +58,8 @@ def add_set(parser: argparse.ArgumentParser, help: str, metavar: str = "SECTION.
 
 def add_setting(parser: argparse.ArgumentParser, flag: str, key: str, help: str, **kwargs: Any) -> None:
     """`flag VALUE`, a shorthand for `--set key=VALUE` (add_set first)."""
+    if "choices" not in kwargs:  # else argparse would name the value after the shared dest, OVERRIDES
+        kwargs.setdefault("metavar", flag.lstrip("-").upper().replace("-", "_"))
     help = f"{help} (short for --set {key}={kwargs.get('metavar', 'VALUE')})"
     parser.add_argument(flag, dest="overrides", action=SetKey, key=key, default=[], help=help, **kwargs)
 

@@ -41,6 +41,8 @@ def test_every_argument_of_every_subcommand_has_help() -> None:
             assert action.help, f"nmt {name}: {action.dest} has no help"
     translate_help = subparsers.choices["translate"].format_help()
     assert "early_stopping_metric" in translate_help and "best.pt" in translate_help
+    # a shorthand names its value after its flag, not after the --set list it joins
+    assert not [name for name, sub in subparsers.choices.items() if "OVERRIDES" in sub.format_help()]
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
@@ -84,6 +86,14 @@ def test_missing_config_file(capsys: pytest.CaptureFixture[str], tmp_path: Path)
 def test_evaluate_src_without_ref(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["evaluate", str(tmp_path), "--src", "x.en"]) == 2
     assert "--src and --ref go together" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("split", [["--split", "valid"], ["--set", "evaluation.split=valid"]])
+def test_evaluate_refuses_a_split_beside_src_and_ref(
+    split: list[str], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert main(["evaluate", str(tmp_path), "--src", "x.en", "--ref", "x.fr", *split]) == 2
+    assert "give either --split (evaluation.split) or --src/--ref" in capsys.readouterr().err
 
 
 def test_hints_fit_the_command(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -181,6 +191,7 @@ def test_help_of_a_command_that_runs_no_model_does_not_load_torch() -> None:
         (["evaluate", "r", "--beam", "4"], ("decoding", "beam_size"), 4),
         (["evaluate", "r", "--buckets", "5,15"], ("evaluation", "buckets"), [5, 15]),
         (["evaluate", "r", "--by", "reference"], ("evaluation", "by"), "reference"),
+        (["evaluate", "r", "--split", "valid"], ("evaluation", "split"), "valid"),
         (["score", "h", "--ref", "r", "--buckets", "8"], ("evaluation", "buckets"), [8]),
         (["score", "h", "--ref", "r", "--by", "reference"], ("evaluation", "by"), "reference"),
     ],

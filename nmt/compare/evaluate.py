@@ -17,6 +17,7 @@ from nmt.errors import NMTError
 from nmt.evaluation.score_files import score_and_report
 from nmt.evaluation.testset import TestSet, file_test_set
 from nmt.fileio import atomic_open, atomic_write_text, same_file
+from nmt.typed_yaml import parse_override
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -161,11 +162,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`nmt evaluate RUN_DIR... [--split S | --src F --ref F] [--beam K] [--out DIR] ...`."""
     parser.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR",
                         help="folders written by `nmt train`, scored together")
-    parser.add_argument("--split", choices=["valid", "test"], default=None,
-                        help="split of the runs' data (default: the first run's evaluation.split)")
     parser.add_argument("--src", type=Path, default=None, help="source file to translate instead of a split")
     parser.add_argument("--ref", type=Path, default=None, help="reference file for --src")
     arguments.add_decoding_set(parser, "decoding.* or evaluation.*")
+    arguments.add_setting(parser, "--split", "evaluation.split",
+                          "split of the runs' data (default: the first run's evaluation.split)", choices=["valid", "test"])
     arguments.add_setting(parser, "--buckets", "evaluation.buckets", "length cutoffs, default 10,20,30,40,50,60",
                           type=arguments.buckets)
     arguments.add_setting(parser, "--by", "evaluation.by", "bucket by source (default) or reference length",
@@ -181,7 +182,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    if args.src is not None and args.split is not None:
-        raise NMTError("give either --split or --src/--ref, not both.")
+    if args.src is not None and any(parse_override(o)[0] == ["evaluation", "split"] for o in args.overrides):
+        raise NMTError("give either --split (evaluation.split) or --src/--ref, not both.")
     arguments.use_threads(args.threads, args.run_dirs[0])
-    evaluate_runs(args.run_dirs, args.split, args.src, args.ref, args.out, args.device, args.overrides, args.checkpoint)
+    evaluate_runs(args.run_dirs, None, args.src, args.ref, args.out, args.device, args.overrides, args.checkpoint)
