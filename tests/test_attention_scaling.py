@@ -8,12 +8,18 @@ from pathlib import Path
 import pytest
 import torch
 
-from nmt.compare.attention_scaling import attention_statistics, scaling_statistics, step_statistics
+from nmt.compare.attention_scaling import (
+    attention_statistics,
+    initial_model,
+    scaling_statistics,
+    step_statistics,
+)
 from nmt.config import ModelConfig
 from nmt.errors import NMTError
 from nmt.models.attention import DotAttention
 from nmt.models.seq2seq import build_model
-from nmt.training.trainer import train
+from nmt.training.distributed import DistContext
+from nmt.training.trainer import Trainer, train
 from tests.helpers import reverse_task_config
 
 TINY = {"embedding_size": 16, "hidden_size": 16, "maxout_size": 8}
@@ -105,3 +111,10 @@ def test_the_command_measures_a_trained_run_and_writes_its_files(tmp_path: Path)
     assert saved["runs"]["run"]["trained"] == pytest.approx(run["trained"])
     assert "| run | dot | 16 | init |" in (tmp_path / "out" / "attention_scaling.md").read_text()
     assert (tmp_path / "out" / "attention_scaling.png").read_bytes()[:4] == b"\x89PNG"
+    # "at initialisation" is the model training started from: a Trainer built from the same config holds it
+    trainer = Trainer(config, tmp_path / "again", resume=False, ctx=DistContext(0, 1, torch.device("cpu")))
+    trainer.lock.release()
+    tokenizer = trainer.tokenizer
+    initial = initial_model(config, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size).state_dict()
+    assert initial.keys() == trainer.model.state_dict().keys()
+    assert all(torch.equal(initial[k], v) for k, v in trainer.model.state_dict().items())

@@ -26,6 +26,7 @@ from torch import Tensor
 from nmt import arguments
 from nmt.compare.evaluate import default_out_dir, write_outputs
 from nmt.compare.runs import describe_runs, split_test_set
+from nmt.config import Config
 from nmt.data.batching import make_batch
 from nmt.errors import NMTError
 from nmt.evaluation.curves import sample_test_set
@@ -101,6 +102,14 @@ def attention_statistics(model: Seq2Seq, pairs: Sequence[tuple[list[int], list[i
     return ScoreStats(steps=steps, loss_per_token=loss_sum / max(tokens, 1), **means)
 
 
+def initial_model(config: Config, src_vocab_size: int, tgt_vocab_size: int) -> Seq2Seq:
+    """The run's model as its training built it before the first step (the same seed, then build_model)."""
+    from nmt.training.rng import seed_everything
+
+    seed_everything(config.training.seed)
+    return build_model(config.model, src_vocab_size, tgt_vocab_size)
+
+
 def scaling_statistics(
     run_dirs: Sequence[Path],
     out_dir: Path | None = None,
@@ -111,7 +120,6 @@ def scaling_statistics(
     """Measure every run at initialisation and at its checkpoint on the sample of the split, and write
     attention_scaling.json, .md and .png into `out_dir`. Returns the JSON's content."""
     from nmt.rundir.loading import load_run
-    from nmt.training.rng import seed_everything
 
     runs = describe_runs(run_dirs, checkpoint=checkpoint)
     settings = runs[0].config.evaluation
@@ -123,8 +131,7 @@ def scaling_statistics(
         loaded = load_run(run.run_dir, run.checkpoint, device="cpu")
         tokenizer = loaded.tokenizer
         pairs = [(tokenizer.encode_src(s), tokenizer.encode_tgt(t)) for s, t in zip(sample.sources, sample.references, strict=True)]
-        seed_everything(run.config.training.seed)  # the model as training builds it before its first step
-        initial = build_model(run.config.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
+        initial = initial_model(run.config, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
         measured[run.name] = {
             "attention": run.config.model.attention,
             "attention_size": run.config.model.attention_size,
