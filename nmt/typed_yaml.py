@@ -10,6 +10,7 @@ import dataclasses
 import difflib
 import types
 import typing
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -98,6 +99,12 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     except yaml.YAMLError as exc:
         raise NMTError(f"--set '{text}': the value is not valid YAML ({exc}).") from None
     return keys, value
+
+
+def sets_key(overrides: Sequence[str], dotted: str) -> bool:
+    """Whether any of `overrides` (--set texts, shorthands included) sets the key `dotted`, e.g.
+    "decoding.nbest"; a text that is not an override raises NMTError as parse_override does."""
+    return any(parse_override(text)[0] == dotted.split(".") for text in overrides)
 
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:

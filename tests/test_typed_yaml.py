@@ -11,7 +11,15 @@ from typing import Literal
 import pytest
 
 from nmt.errors import NMTError
-from nmt.typed_yaml import apply_overrides, build_section, check_type, config_diff, parse_override, read_yaml
+from nmt.typed_yaml import (
+    apply_overrides,
+    build_section,
+    check_type,
+    config_diff,
+    parse_override,
+    read_yaml,
+    sets_key,
+)
 
 
 @dataclass
@@ -130,3 +138,10 @@ def test_config_diff_names_the_dotted_keys_that_differ() -> None:
     b = {"model": {"size": 16, "kind": "a"}, "training": {"steps": 2, "seed": 1}, "data": {"dir": "d"}, "runs": {}}
     assert config_diff(a, b) == ["data", "model.size", "training.seed"]
     assert config_diff(a, a) == [] and config_diff({"x": [1, 2]}, {"x": [1, 3]}) == ["x"]
+
+
+def test_sets_key_reads_the_key_as_parse_override_does() -> None:
+    assert sets_key(["decoding.beam_size=3", " decoding.nbest = 2"], "decoding.nbest")
+    assert sets_key(["decoding..nbest=2"], "decoding.nbest")  # the spelling parse_override accepts
+    assert not sets_key(["decoding.nbest_x=2", "evaluation.nbest=2"], "decoding.nbest")
+    assert not sets_key([], "decoding.nbest")

@@ -17,7 +17,7 @@ from nmt.errors import NMTError
 from nmt.evaluation.score_files import score_and_report
 from nmt.evaluation.testset import TestSet, file_test_set
 from nmt.fileio import atomic_open, atomic_write_text, same_file
-from nmt.typed_yaml import parse_override
+from nmt.typed_yaml import sets_key
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -182,7 +182,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    if args.src is not None and any(parse_override(o)[0] == ["evaluation", "split"] for o in args.overrides):
+    if args.src is not None and sets_key(args.overrides, "evaluation.split"):
         raise NMTError("give either --split (evaluation.split) or --src/--ref, not both.")
     arguments.use_threads(args.threads, args.run_dirs[0])
     evaluate_runs(args.run_dirs, None, args.src, args.ref, args.out, args.device, args.overrides, args.checkpoint)

@@ -19,6 +19,7 @@ from nmt.decoding import translator as translator_module
 from nmt.decoding.translator import Translation, Translator, warn
 from nmt.errors import NMTError
 from nmt.fileio import atomic_open, same_file
+from nmt.typed_yaml import sets_key
 
 # Lines read, translated and written at a time: bounds memory whatever the input size.
 CHUNK_LINES = 1000
@@ -125,7 +126,7 @@ def _decoding(run_dir: Path, overrides: list[str]) -> DecodingConfig:
     """The run's decoding settings with `overrides`; unless they set decoding.nbest, the run's nbest is
     cut to the beam size they ask for (--beam 1 on a run with nbest 2 writes the best translation)."""
     run_config = load_config(run_dir / "config.yaml")
-    if not any(text.partition("=")[0].strip() == "decoding.nbest" for text in overrides):
+    if not sets_key(overrides, "decoding.nbest"):
         asked = override_sections(run_config, ["decoding.nbest=1", *overrides], ("decoding",), "nmt translate")
         overrides = [*overrides, f"decoding.nbest={min(run_config.decoding.nbest, asked.decoding.beam_size)}"]
     return override_sections(run_config, overrides, ("decoding",), "nmt translate").decoding

@@ -18,6 +18,7 @@ from nmt.data.corpus import read_lines
 from nmt.errors import NMTError
 from nmt.evaluation.testset import TestSet, file_test_set, reference_test_set, unique_name
 from nmt.fileio import atomic_write_text
+from nmt.typed_yaml import sets_key
 
 if TYPE_CHECKING:
     from nmt.evaluation.effect import Check
@@ -50,7 +51,7 @@ def score_files(
     if src_path is not None:
         test_set = file_test_set(src_path, ref_path)
     else:
-        asked = any(text.partition("=")[0].strip() == "evaluation.by" for text in overrides)
+        asked = sets_key(overrides, "evaluation.by")
         if asked and settings.by == "source":  # asked for, not evaluation.by's default
             raise NMTError("--by source needs the source sentences.", "Give them with --src, or use --by reference.")
         test_set, settings = reference_test_set(ref_path), dataclasses.replace(settings, by="reference")
