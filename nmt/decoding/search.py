@@ -190,6 +190,7 @@ class _Candidates:
     scores: Tensor  # log-probability of the beam and its next token
     beam: Tensor  # the beam it continues
     token: Tensor
+    is_eos: Tensor  # token == EOS_ID, compared once for _finish and _advance
     attn: Tensor | None  # n x k x 1 x src_len: each beam's attention at this step, when asked
 
 
@@ -201,21 +202,26 @@ def _candidates(beams: _Beams, log_probs: Tensor, at_limit: Tensor, attn: Tensor
     flat = (beams.scores.unsqueeze(2) + log_probs).view(n, k * vocab)
     top_scores, top_idx = flat.topk(min(2 * k, k * vocab), dim=1)
     step_attn = None if attn is None else attn.float().view(n, k, 1, -1)
-    return _Candidates(top_scores, top_idx // vocab, top_idx % vocab, step_attn)
+    token = top_idx % vocab
+    return _Candidates(top_scores, top_idx // vocab, token, token == EOS_ID, step_attn)
 
 
 def _finish(
-    beams: _Beams, cand: _Candidates, divisor: float, lengths: list[int], finished: list[list[Hypothesis]]
+    beams: _Beams, cand: _Candidates, length: int, penalty: tuple[LengthPenalty, float], lengths: list[int],
+    finished: list[list[Hypothesis]],
 ) -> Tensor:
     """Add the candidates among the k best that end in EOS to `finished` (by input position), their
-    log-probabilities divided by `divisor`, and to `beams.best_done`. -> which ended, n x k.
+    log-probabilities divided by the length penalty (kind, alpha) of a hypothesis of `length` tokens with
+    EOS, and to `beams.best_done`. -> which ended, n x k.
 
     Each beam has one EOS candidate, so the 2k candidates always hold at least k others to keep alive.
     """
     k = beams.scores.size(1)
-    ended = (cand.token[:, :k] == EOS_ID) & torch.isfinite(cand.scores[:, :k])
+    ended = cand.is_eos[:, :k] & torch.isfinite(cand.scores[:, :k])
     if not bool(ended.any()):
         return ended
+    # only here, on the steps where something ended: it builds a CPU tensor, a few % of a small step
+    divisor = length_penalty_divisor(length, *penalty)
     e_row, e_rank = ended.nonzero(as_tuple=True)
     e_beam = cand.beam[e_row, e_rank]
     e_attn = None
@@ -237,7 +243,7 @@ def _advance(beams: _Beams, cand: _Candidates) -> tuple[Tensor, Tensor]:
     """Make the k best candidates not ending in EOS the beams (a stable sort keeps their score order).
     -> each new beam's token (n x k) and the row of the old beam it extends (n*k)."""
     n, k = beams.scores.shape
-    alive_rank = torch.sort((cand.token == EOS_ID).to(torch.uint8), dim=1, stable=True).indices[:, :k]
+    alive_rank = torch.sort(cand.is_eos.to(torch.uint8), dim=1, stable=True).indices[:, :k]
     alive_beam = cand.beam.gather(1, alive_rank)  # n x k: which old beam each new beam extends
     alive_tok = cand.token.gather(1, alive_rank)
     beams.scores = cand.scores.gather(1, alive_rank)
@@ -288,8 +294,7 @@ def beam_search(
             log_probs, state, attn = model.decode_step(prev, state, enc)  # n*k x vocab
             at_limit = beams.max_len <= step  # n
             cand = _candidates(beams, log_probs, at_limit, attn if return_attention else None)
-            divisor = length_penalty_divisor(step + 1, length_penalty, alpha)  # of a hypothesis ending now
-            ended = _finish(beams, cand, divisor, lengths, finished)
+            ended = _finish(beams, cand, step + 1, (length_penalty, alpha), lengths, finished)  # ending now
             alive_tok, reorder = _advance(beams, cand)
             step += 1
             # max() of -inf scores is -inf: a sentence with no finite beam left is done too
