@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from nmt.compare.runs import decoding_settings, describe_runs
+from nmt.compare.runs import decoding_settings, default_out_dir, describe_runs
 from nmt.errors import NMTError
 from nmt.evaluation.testset import file_test_set
 from nmt.rundir.translations import cache_key
@@ -32,6 +32,13 @@ def test_file_test_set_user_errors(tmp_path: Path) -> None:
     with pytest.raises(NMTError, match=r"--src not found: .*missing.txt") as error:
         file_test_set(tmp_path / "missing.txt", tmp_path / "r.txt")
     assert error.value.hint == "Give an existing text file to --src."
+
+
+def test_the_out_folder_given_wins_over_the_default(tmp_path: Path) -> None:
+    runs = [tmp_path / "a", tmp_path / "b"]
+    assert default_out_dir(runs, tmp_path / "mine") == tmp_path / "mine"
+    assert default_out_dir(runs) == tmp_path.resolve() / "evaluation"
+    assert default_out_dir(runs[:1], None) == tmp_path / "a" / "evaluation"
 
 
 def test_decode_time_overrides_change_the_cache_key_and_refuse_learning_keys(tmp_path: Path) -> None:

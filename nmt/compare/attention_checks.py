@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nmt import arguments
-from nmt.compare.evaluate import common_test_set, default_out_dir, write_outputs
-from nmt.compare.runs import RunInfo, describe_runs
+from nmt.compare.evaluate import common_test_set
+from nmt.compare.runs import RunInfo, default_out_dir, describe_runs, write_outputs
 from nmt.errors import NMTError
 from nmt.evaluation.alignment import Agreement, Link, Symmetrisation, align_words
 from nmt.evaluation.buckets import BucketBy, assign_buckets, make_buckets, sentence_lengths
@@ -95,7 +95,7 @@ def attention_checks(
                 for path in _checkpoints(run, steps)
             ]
         results["runs"][run.name] = entry
-    out = Path(out_dir) if out_dir is not None else default_out_dir(run_dirs)
+    out = default_out_dir(run_dirs, out_dir)
     write_outputs(out, CHECKS, results, format_markdown(results), checks_figure(results), 100)
     return results
 

@@ -24,8 +24,7 @@ from matplotlib.figure import Figure
 from torch import Tensor
 
 from nmt import arguments
-from nmt.compare.evaluate import default_out_dir, write_outputs
-from nmt.compare.runs import describe_runs, split_test_set
+from nmt.compare.runs import default_out_dir, describe_runs, split_test_set, write_outputs
 from nmt.config import Config
 from nmt.data.batching import make_batch
 from nmt.errors import NMTError
@@ -143,7 +142,7 @@ def scaling_statistics(
         print(f"{run.name}: measured at initialisation and at step {loaded.step}")
     results = {"sentences": f"{sample.origin}, {len(sample.references)} sentences", "saturated_above": SATURATED,
                "runs": measured}
-    out = Path(out_dir) if out_dir is not None else default_out_dir(run_dirs)
+    out = default_out_dir(run_dirs, out_dir)
     markdown, figure = format_scaling_markdown(results), scaling_figure(results)
     write_outputs(out, SCALING, results, markdown, figure, 120, ensure_ascii=True)
     return results

@@ -16,8 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from nmt import arguments
-from nmt.compare.evaluate import default_out_dir, write_outputs
-from nmt.compare.runs import RunInfo, describe_runs, split_test_set, translate_cached
+from nmt.compare.runs import (
+    RunInfo,
+    default_out_dir,
+    describe_runs,
+    split_test_set,
+    translate_cached,
+    write_outputs,
+)
 from nmt.errors import NMTError
 from nmt.evaluation.buckets import BucketBy
 from nmt.evaluation.testset import TestSet
@@ -69,7 +75,7 @@ def learning_curves(
         "beam_size": 1,
         "runs": measured,
     }
-    out = Path(out_dir) if out_dir is not None else default_out_dir(run_dirs)
+    out = default_out_dir(run_dirs, out_dir)
     stem = Path(curves.CURVE_JSON).stem
     write_outputs(out, stem, results, curves.format_curve_markdown(results), curves.learning_curve_figure(results), 120)
     return results

@@ -4,23 +4,25 @@ path `nmt score` uses (nmt/evaluation/score_files.py)."""
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from nmt import arguments
-from nmt.compare.runs import RunInfo, decoding_settings, describe_runs, split_test_set, translate_cached
+from nmt.compare.runs import (
+    RunInfo,
+    decoding_settings,
+    default_out_dir,
+    describe_runs,
+    split_test_set,
+    translate_cached,
+)
 from nmt.errors import NMTError
 from nmt.evaluation.score_files import score_and_report
 from nmt.evaluation.testset import TestSet, file_test_set
-from nmt.fileio import atomic_open, atomic_write_text, same_file
+from nmt.fileio import same_file
 from nmt.typed_yaml import sets_key
-
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
 
 
 def effect_pairs(runs: Sequence[RunInfo]) -> tuple[list[tuple[str, str]], list[str]]:
@@ -31,26 +33,6 @@ def effect_pairs(runs: Sequence[RunInfo]) -> tuple[list[tuple[str, str]], list[s
     attentive = [run.name for run in runs if run.config.model.attention != "none"]
     paired = min(len(baselines), len(attentive))
     return list(zip(baselines[:paired], attentive[:paired], strict=True)), baselines[paired:] + attentive[paired:]
-
-
-def default_out_dir(run_dirs: Sequence[Path]) -> Path:
-    """RUN_DIR/evaluation for one run; `evaluation/` in the runs' common parent for several."""
-    if len(run_dirs) == 1:
-        return Path(run_dirs[0]) / "evaluation"
-    return Path(os.path.commonpath([str(Path(d).resolve()) for d in run_dirs])) / "evaluation"
-
-
-def write_outputs(
-    out: Path, stem: str, results: dict[str, Any], markdown: str, figure: Figure, dpi: int, ensure_ascii: bool = False,
-) -> None:
-    """STEM.json (`results`), STEM.md and STEM.png in `out` for curve and the attention commands; the
-    Markdown on stdout."""
-    atomic_write_text(out / f"{stem}.json", json.dumps(results, indent=2, ensure_ascii=ensure_ascii) + "\n")
-    atomic_write_text(out / f"{stem}.md", markdown)
-    with atomic_open(out / f"{stem}.png", "wb") as handle:
-        figure.savefig(handle, format="png", dpi=dpi)
-    print(markdown)
-    print(f"{stem.replace('_', ' ')} written to {out}/")
 
 
 def plot_group(attention: str, max_words: int) -> tuple[str, str]:
@@ -80,7 +62,7 @@ def evaluate_runs(
         raise NMTError("--src and --ref go together: give both files, or neither to use --split.")
     # the 1-best is scored: a run's decoding.nbest does not apply, nor bound --beam from below
     runs = describe_runs(run_dirs, ["decoding.nbest=1", *overrides], checkpoint)
-    out = Path(out_dir) if out_dir is not None else default_out_dir(run_dirs)
+    out = default_out_dir(run_dirs, out_dir)
     _refuse_overwriting_inputs(out, runs, src_path, ref_path)
     settings = runs[0].config.evaluation
     test_set = common_test_set(runs, split or settings.split, src_path, ref_path)

@@ -1,19 +1,26 @@
 """The trained runs `nmt evaluate`, `nmt curve` and `nmt experiment` translate, the prepared test split
-they translate, and translating it through the run's cache (RUN_DIR/hyps/, nmt/rundir/translations.py)."""
+they translate, translating it through the run's cache (RUN_DIR/hyps/, nmt/rundir/translations.py), and
+where and how the comparison commands write their reports."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nmt.config import Config, load_config, override_sections
 from nmt.errors import NMTError
 from nmt.evaluation.testset import TestSet, unique_name
+from nmt.fileio import atomic_open, atomic_write_text
 from nmt.rundir import translations
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 # Decoding keys that cannot change a 1-best translation: left out of the cache key.
 _KEY_EXEMPT = ("batch_size", "nbest")
@@ -100,3 +107,26 @@ def translate_cached(
         raise RuntimeError(f"{run.name}: {len(hyps)} translations for {len(test_set.sources)} sentences")
     translations.write_cached(path, key, test_set.origin, hyps)
     return hyps, path, False
+
+
+def default_out_dir(run_dirs: Sequence[Path], out_dir: Path | None = None) -> Path:
+    """Where a comparison command writes: `out_dir` when given (--out), else RUN_DIR/evaluation for one
+    run and `evaluation/` in the runs' common parent for several."""
+    if out_dir is not None:
+        return Path(out_dir)
+    if len(run_dirs) == 1:
+        return Path(run_dirs[0]) / "evaluation"
+    return Path(os.path.commonpath([str(Path(d).resolve()) for d in run_dirs])) / "evaluation"
+
+
+def write_outputs(
+    out: Path, stem: str, results: dict[str, Any], markdown: str, figure: Figure, dpi: int, ensure_ascii: bool = False,
+) -> None:
+    """STEM.json (`results`), STEM.md and STEM.png in `out` for curve and the attention commands; the
+    Markdown on stdout."""
+    atomic_write_text(out / f"{stem}.json", json.dumps(results, indent=2, ensure_ascii=ensure_ascii) + "\n")
+    atomic_write_text(out / f"{stem}.md", markdown)
+    with atomic_open(out / f"{stem}.png", "wb") as handle:
+        figure.savefig(handle, format="png", dpi=dpi)
+    print(markdown)
+    print(f"{stem.replace('_', ' ')} written to {out}/")
