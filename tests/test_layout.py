@@ -11,16 +11,18 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "nmt"
 
 
-def imported_modules(package: str) -> dict[str, set[str]]:
-    """File name -> every module that the files of nmt/`package` import, at the top or inside a function."""
+def imported_modules(package: str, root: Path = PACKAGE) -> dict[str, set[str]]:
+    """File name -> every module that the files of root/`package` import, at the top or inside a function.
+    `from a import b` counts as importing a and a.b, since b may be a module (`from nmt import cli`)."""
     found: dict[str, set[str]] = {}
-    for path in sorted((PACKAGE / package).glob("*.py")):
+    for path in sorted((root / package).glob("*.py")):
         names: set[str] = set()
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 names.update(alias.name for alias in node.names)
             elif isinstance(node, ast.ImportFrom) and node.module is not None:
                 names.add(node.module)
+                names.update(f"{node.module}.{alias.name}" for alias in node.names)
         found[path.name] = names
     return found
 
@@ -63,15 +65,20 @@ def test_the_translation_cache_is_part_of_the_run_directory() -> None:
     assert HYPS_DIR in RUN_MARKERS  # a new training refuses a folder holding another run's translations
 
 
+def test_the_import_walk_sees_every_form_of_import(tmp_path: Path) -> None:
+    (tmp_path / "plain.py").write_text("import nmt.cli\n")
+    (tmp_path / "from_package.py").write_text("def f():\n    from nmt import cli\n")
+    (tmp_path / "from_module.py").write_text("from nmt.cli import main\n")
+    assert all("nmt.cli" in names for names in imported_modules(".", root=tmp_path).values())
+
+
 def test_no_library_module_imports_the_command_line() -> None:
+    packages = sorted(str(init.parent.relative_to(PACKAGE)) for init in PACKAGE.rglob("__init__.py"))
+    assert "." in packages and "compare" in packages  # nmt/ itself and every subpackage
     importers = [
-        str(path.relative_to(PACKAGE))
-        for path in PACKAGE.rglob("*.py")
-        if path.name != "__main__.py"
-        and any(
-            isinstance(node, ast.ImportFrom)
-            and (node.module == "nmt.cli" or (node.module == "nmt" and any(a.name == "cli" for a in node.names)))
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-        )
+        f"{package}/{name}"
+        for package in packages
+        for name, names in imported_modules(package).items()
+        if f"{package}/{name}" != "./__main__.py" and any(_under(m, "nmt.cli") for m in names)
     ]
     assert importers == []
