@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import codecs
+import dataclasses
 import itertools
 import os
 import sys
@@ -105,9 +106,8 @@ def translate_file(
             open(input_path, "rb") if input_path is not None else nullcontext(sys.stdin.buffer) as source,
             atomic_open(output_path, "w") if output_path is not None else nullcontext(sys.stdout) as sink,
         ):
-            source_lines, first = _read_lines(source, name), 1
+            source_lines, first, nbest = _read_lines(source, name), 1, translator.decoding.nbest
             while lines := list(itertools.islice(source_lines, 1 if source.isatty() else CHUNK_LINES)):
-                nbest = translator.decoding.nbest
                 results = translator.translate_nbest(lines, nbest, plots_dir is not None, first_line=first)
                 _write_chunk(sink, lines, results, scores, nbest_layout)
                 if plots_dir is not None:
@@ -126,10 +126,13 @@ def _decoding(run_dir: Path, overrides: list[str]) -> DecodingConfig:
     """The run's decoding settings with `overrides`; unless they set decoding.nbest, the run's nbest is
     cut to the beam size they ask for (--beam 1 on a run with nbest 2 writes the best translation)."""
     run_config = load_config(run_dir / "config.yaml")
-    if not sets_key(overrides, "decoding.nbest"):
-        asked = override_sections(run_config, ["decoding.nbest=1", *overrides], ("decoding",), "nmt translate")
-        overrides = [*overrides, f"decoding.nbest={min(run_config.decoding.nbest, asked.decoding.beam_size)}"]
-    return override_sections(run_config, overrides, ("decoding",), "nmt translate").decoding
+    # One pass: nbest=1 goes first so that the run's nbest cannot fail validation against a smaller beam
+    # the overrides ask for; an nbest the overrides set comes later and wins (and is checked as given).
+    asked = ["decoding.nbest=1", *overrides]
+    decoding = override_sections(run_config, asked, ("decoding",), "nmt translate").decoding
+    if sets_key(overrides, "decoding.nbest"):
+        return decoding
+    return dataclasses.replace(decoding, nbest=min(run_config.decoding.nbest, decoding.beam_size))
 
 
 def _check_paths(
