@@ -22,6 +22,7 @@ from nmt.config import ModelConfig, load_config, save_config
 from nmt.decoding.search import Hypothesis
 from nmt.decoding.translate import translate_file
 from nmt.decoding.translator import Translation, Translator
+from nmt.errors import NMTError
 from nmt.models import build_model
 from tests.synthetic import reverse_pairs
 
@@ -157,7 +158,7 @@ def test_nbest_with_scores_and_decode_time_settings(
     assert "invalid value for 'decoding.beam_size'" in capsys.readouterr().err
 
 
-def test_nbest_0_is_refused_with_a_hint_about_nbest(
+def test_nbest_0_is_refused_as_an_invalid_decoding_nbest_without_a_beam_hint(
     trained_reverse_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     source = _write(tmp_path / "in.txt", LINES[:3])
@@ -165,6 +166,17 @@ def test_nbest_0_is_refused_with_a_hint_about_nbest(
     err = capsys.readouterr().err
     assert "invalid value for 'decoding.nbest': must be >= 1" in err  # --nbest K is decoding.nbest=K
     assert "--beam" not in err
+
+
+def test_the_apis_nbest_checks_name_its_arguments_not_the_cli_flags(trained_reverse_run: Path) -> None:
+    # the CLI's --nbest is decoding.nbest, refused with the config: only Python callers see these
+    translator = Translator.from_run(trained_reverse_run, beam_size=2)
+    for nbest, wanted in ((0, "nbest=0: "), (3, "nbest=3 needs 1 <= nbest <= the beam size (2)")):
+        with pytest.raises(NMTError) as caught:
+            translator.translate(["1 2 3"], nbest=nbest)
+        assert caught.value.message.startswith(wanted)
+        assert "--" not in caught.value.message + caught.value.hint
+    assert "beam_size=3" in caught.value.hint
 
 
 def test_a_plain_string_is_not_translated_character_by_character(trained_reverse_run: Path) -> None:

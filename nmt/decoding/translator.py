@@ -118,15 +118,18 @@ class Translator:
                 "Translator.translate takes a list of sentences, not a str: "
                 f"wrap one sentence in a list, translate([{sentences[:30]!r}])."
             )
+        # Only Python callers get here with a bad nbest (the CLI's --nbest is decoding.nbest, checked with
+        # the config), so the messages name this method's and the constructor's arguments.
         if nbest < 1:
             raise NMTError(
-                f"--nbest {nbest}: the number of translations written per line must be at least 1.",
-                "Give --nbest 1 for the best translation only, or K (up to the beam size) for the K best.",
+                f"nbest={nbest}: the number of translations per sentence must be at least 1.",
+                "Pass nbest=1 for the best translation only, or nbest=K (up to the beam size) for the K best.",
             )
         if nbest > self.beam_size:
             raise NMTError(
-                f"--nbest {nbest} needs 1 <= nbest <= beam size ({self.beam_size}).",
-                f"Use --beam {nbest} or more, or a smaller --nbest.",
+                f"nbest={nbest} needs 1 <= nbest <= the beam size ({self.beam_size}).",
+                f"Make the Translator with beam_size={nbest} or more (Translator.from_run(..., "
+                f"beam_size={nbest})), or pass a smaller nbest.",
             )
         limit, tokenizer = self.decoding.max_input_tokens, self.tokenizer
         sentences = list(sentences)  # the caller's list stays as it was
