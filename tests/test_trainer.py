@@ -27,10 +27,11 @@ from nmt.errors import NMTError
 from nmt.models.seq2seq import build_model, count_parameters
 from nmt.rundir.checkpoints import load_checkpoint, save_checkpoint
 from nmt.rundir.writing import with_absolute_paths
+from nmt.training.distributed import DistContext
 from nmt.training.optim import LRSchedule, Patience, build_optimizer, is_better
 from nmt.training.precision import resolve_precision
 from nmt.training.terminal import format_duration, format_score
-from nmt.training.trainer import train
+from nmt.training.trainer import Trainer, initial_model, train
 from nmt.training.validation import build_valid_set
 from tests.helpers import reverse_task_config
 
@@ -99,6 +100,18 @@ def test_a_run_writes_the_documented_run_directory(data_root: Path, tmp_path: Pa
     best = torch.load(run / "checkpoints" / "best.pt", weights_only=True)
     assert best["step"] == summary["best_step"] and best["score"] == summary["best_score"]
     assert best["score"] == max(e["valid_bleu"] for e in valid_events)
+
+
+def test_a_trainer_starts_from_initial_model_whatever_was_drawn_before(data_root: Path, tmp_path: Path) -> None:
+    config = tiny(data_root)
+    torch.rand(3)  # draws before either: the seed comes just before the build
+    trainer = Trainer(config, tmp_path / "run", resume=False, ctx=DistContext(0, 1, torch.device("cpu")))
+    trainer.lock.release()
+    torch.rand(5)
+    initial = initial_model(config, trainer.tokenizer.src_vocab_size, trainer.tokenizer.tgt_vocab_size)
+    built = trainer.model.state_dict()
+    assert initial.state_dict().keys() == built.keys()
+    assert all(torch.equal(value, built[name]) for name, value in initial.state_dict().items())
 
 
 def test_progress_lines_are_rounded_and_carry_elapsed_time_and_eta(

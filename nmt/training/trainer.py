@@ -20,7 +20,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from nmt.config import Config
 from nmt.data.batching import make_batch
-from nmt.models.seq2seq import build_model, count_parameters
+from nmt.models.seq2seq import Seq2Seq, build_model, count_parameters
 from nmt.rundir import writing as rundir
 from nmt.rundir.checkpoints import TrainingState
 from nmt.rundir.lock import RunLock
@@ -47,6 +47,14 @@ def train(config: Config, run_dir: Path, resume: bool = False) -> dict[str, Any]
         ctx.close()
 
 
+def initial_model(config: Config, src_vocab_size: int, tgt_vocab_size: int) -> Seq2Seq:
+    """The model a run of `config` starts from (on the CPU, before any step): every RNG seeded with
+    training.seed, then `build_model`. One function for the Trainer and for whoever rebuilds a run's
+    initialisation afterwards (nmt attention-scaling), so the two cannot drift apart."""
+    seed_everything(config.training.seed)
+    return build_model(config.model, src_vocab_size, tgt_vocab_size)
+
+
 def fresh_accumulators() -> dict[str, float]:
     """The running sums of one logging interval: loss, target tokens, training seconds."""
     return {"loss": 0.0, "tokens": 0.0, "seconds": 0.0}
@@ -67,7 +75,8 @@ class Trainer:
         self.terminal = Terminal(ctx.is_main)
         if tc.threads > 0:
             torch.set_num_threads(tc.threads)
-        seed_everything(tc.seed)
+        # the RNGs are seeded by initial_model, just before the build: loading the data draws from none of
+        # them (the sampler has its own seeded Random; sentencepiece trains in a child process)
         self.data = load_training_data(config, ctx)
         self.tokenizer = self.data.tokenizer
         # Everything is built, and a resumed checkpoint loaded, before the run dir is written (only its lock is
@@ -98,7 +107,7 @@ class Trainer:
     # ---- setup ------------------------------------------------------------------------------
     def _build_model(self) -> None:
         """The model on this process's device (wrapped in DDP under torchrun), and its dropout seed."""
-        self.model = build_model(self.config.model, self.tokenizer.src_vocab_size, self.tokenizer.tgt_vocab_size)
+        self.model = initial_model(self.config, self.tokenizer.src_vocab_size, self.tokenizer.tgt_vocab_size)
         self.model.recompute_attention(self.tc.recompute_attention)
         self.model.to(self.device)
         self.parameters = count_parameters(self.model)
