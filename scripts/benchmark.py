@@ -138,7 +138,7 @@ def train_phase(
     from nmt.models import build_model
     from nmt.rundir.loading import resolve_device
     from nmt.training.optim import build_optimizer
-    from nmt.training.precision import resolve_precision
+    from nmt.training.precision import autocast, resolve_precision
     from nmt.training.validation import batch_loss_sum
 
     _setup_child(threads, config.training.seed)
@@ -153,7 +153,7 @@ def train_phase(
     def step(indices: list[int]) -> None:
         batch = make_batch([src[i] for i in indices], [tgt[i] for i in indices], indices).to(device)
         optimizer.zero_grad(set_to_none=True)
-        with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
+        with autocast(amp):  # the training loop's context: CUDA autocast to amp, none for fp32
             loss = batch_loss_sum(model, batch, config.training.label_smoothing) / batch.n_tgt_tokens
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), clip)

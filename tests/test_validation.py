@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 import pytest
@@ -54,7 +54,7 @@ def test_validation_is_the_loss_and_sacrebleu_of_the_greedy_translations_whateve
     run.model.train()
     for batch_tokens in (30, 10_000):  # a sentence or two per batch, and all in one
         config = dataclasses.replace(run.config, training=dataclasses.replace(run.config.training, batch_tokens=batch_tokens))
-        result = validate(run.model, valid, run.tokenizer, config, CPU, nullcontext)
+        result = validate(run.model, valid, run.tokenizer, config, CPU, None)
         assert result.sentences == 12
         assert result.bleu == pytest.approx(sacrebleu.corpus_bleu(hypotheses, [[t for _, t in pairs]]).score)
         assert result.loss == pytest.approx(loss, rel=1e-5)
@@ -71,3 +71,22 @@ def test_the_early_stopping_metric_and_an_overflowing_perplexity() -> None:
     result = ValidationResult(loss=2.0, ppl=math.exp(2.0), bleu=31.5, signature="", sentences=3)
     assert (result.score("bleu"), result.score("loss")) == (31.5, 2.0)
     assert safe_exp(1000.0) == math.inf and safe_exp(0.0) == 1.0
+
+
+def test_every_forward_pass_runs_under_the_training_precision(
+    trained_reverse_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import nmt.training.validation as validation
+
+    asked: list[torch.dtype | None] = []
+
+    def recording_autocast(dtype: torch.dtype | None) -> AbstractContextManager[None]:
+        asked.append(dtype)  # the CPU has no bf16 autocast to enter: record, then run in fp32
+        return nullcontext()
+
+    monkeypatch.setattr(validation, "autocast", recording_autocast)
+    run = load_run(trained_reverse_run, device="cpu")
+    valid = build_valid_set(reverse_pairs(4, 5, 10, seed=5), run.tokenizer, 0)
+    config = dataclasses.replace(run.config, training=dataclasses.replace(run.config.training, batch_tokens=30))
+    validate(run.model, valid, run.tokenizer, config, CPU, torch.bfloat16)
+    assert len(asked) >= 4 and set(asked) == {torch.bfloat16}  # a loss and a search per batch of 1-2 sentences

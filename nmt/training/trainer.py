@@ -276,7 +276,7 @@ class Trainer:
         began = time.monotonic()
         result = self.ctx.agreed(
             lambda: validate(self.model, self.data.valid, self.tokenizer, self.config, self.device,
-                             lambda: autocast(self.amp_dtype))
+                             self.amp_dtype)
         )
         self._interval_started += time.monotonic() - began  # throughput counts training time only
         score = result.score(self.tc.early_stopping_metric)

@@ -13,6 +13,7 @@ from nmt.config import Config
 from nmt.data.batching import Batch, TokenBatchSampler, make_batch
 from nmt.decoding.search import greedy_search, max_output_lengths
 from nmt.special import PAD_ID
+from nmt.training.precision import autocast
 
 
 @dataclass
@@ -71,11 +72,11 @@ def build_valid_set(pairs: list[tuple[str, str]], tokenizer: Any, max_sentences:
 
 
 def validate(
-    model: Any, valid: ValidSet, tokenizer: Any, config: Config, device: torch.device, autocast: Any
+    model: Any, valid: ValidSet, tokenizer: Any, config: Config, device: torch.device,
+    amp_dtype: torch.dtype | None,
 ) -> ValidationResult:
-    """Teacher-forced loss/perplexity and greedy BLEU of `model` (the bare model, not a DDP wrapper).
-
-    `autocast` is a zero-argument callable returning the mixed-precision context (or a null one).
+    """Teacher-forced loss/perplexity and greedy BLEU of `model` (the bare model, not a DDP wrapper),
+    its forward passes under the training's autocast to `amp_dtype` (None: fp32; see precision.py).
     """
     batches = TokenBatchSampler([len(s) for s in valid.src], [len(t) for t in valid.tgt], config.training.batch_tokens,
                                 seed=0, shuffle=False).epoch(0)
@@ -87,11 +88,12 @@ def validate(
     try:
         for indices in batches:
             batch = make_batch([valid.src[i] for i in indices], [valid.tgt[i] for i in indices], indices).to(device)
-            with torch.no_grad(), autocast():
+            with torch.no_grad(), autocast(amp_dtype):
                 loss_sum += float(batch_loss_sum(model, batch))
             tokens += int(batch.n_tgt_tokens)
             max_lengths = max_output_lengths(batch.src_lengths, decoding.max_length_ratio, decoding.max_length_offset)
-            with autocast():  # batch.src_lengths stay on the CPU (Batch.to); the search wants them on the device
+            # batch.src_lengths stay on the CPU (Batch.to); the search wants them on the device
+            with autocast(amp_dtype):
                 outputs = greedy_search(model, batch.src, batch.src_lengths.to(device), max_lengths.to(device))
             for index, ids in zip(indices, outputs, strict=True):
                 hypotheses[index] = tokenizer.decode_tgt(ids)
