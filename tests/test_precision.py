@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 
@@ -27,5 +29,13 @@ def test_cuda_precisions(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_fp32_needs_no_autocast() -> None:
-    with autocast(None):
-        assert not torch.is_autocast_enabled()
+    assert isinstance(autocast(None), contextlib.nullcontext)
+
+
+# Built without a GPU, torch.autocast warns that it disables itself; it still records what it was asked for.
+@pytest.mark.filterwarnings("ignore:CUDA is not available:UserWarning")
+def test_a_dtype_asks_for_cuda_autocast_to_it() -> None:
+    # (torch.is_autocast_enabled() inside it would be False on a machine without a GPU: no test there)
+    context = autocast(torch.bfloat16)
+    assert isinstance(context, torch.autocast)
+    assert (context.fast_dtype, context.device) == (torch.bfloat16, "cuda")
