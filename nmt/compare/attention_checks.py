@@ -27,8 +27,6 @@ from nmt.compare.runs import RunInfo, default_out_dir, describe_runs, write_outp
 from nmt.errors import NMTError
 from nmt.evaluation.alignment import Agreement, Link, Symmetrisation, align_words
 from nmt.evaluation.buckets import BucketBy, assign_buckets, make_buckets, sentence_lengths
-from nmt.evaluation.curves import SELECTION, bucket_bleu, sample_test_set
-from nmt.evaluation.report import markdown_table
 from nmt.evaluation.testset import TestSet
 
 if TYPE_CHECKING:
@@ -57,6 +55,8 @@ def attention_checks(
     (default: where `nmt evaluate` writes). `steps`: the periodic checkpoints whose alignment agreement
     is measured besides the evaluated one (None: every kept step_*.pt; []: none). `per_bucket` > 0 takes
     the learning curve's deterministic sample of the test set. Returns the content of the JSON."""
+    from nmt.evaluation.curves import SELECTION, sample_test_set  # matplotlib, sacrebleu: not for --help
+
     runs = describe_runs(run_dirs, (), checkpoint)
     for run in runs:
         if run.config.model.attention == "none":
@@ -113,6 +113,7 @@ def perturbation_bleu(
     """Greedy BLEU per bucket (`cutoffs`, `by`: the same for every run, the first run's) of the run's
     checkpoint with each attention perturbation (KINDS)."""
     from nmt.decoding.translator import Translator
+    from nmt.evaluation.curves import bucket_bleu
     from nmt.models.attention import analysed_attention
 
     assert test_set.sources is not None
@@ -260,6 +261,8 @@ ALIGNMENT_NOTES = (
 
 def format_markdown(results: dict[str, Any]) -> str:
     """attention_checks.md: the setting, then per run the perturbation table and the agreement table."""
+    from nmt.evaluation.report import markdown_table
+
     labels = [label for label, n in results["n"].items() if n > 0]
     head = [f"{label} (n={results['n'][label]})" for label in labels] + [f"all (n={results['sentences']})"]
     lines = [

@@ -17,22 +17,18 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
-
-import torch
-from matplotlib.figure import Figure
-from torch import Tensor
+from typing import TYPE_CHECKING, Any
 
 from nmt import arguments
 from nmt.compare.runs import default_out_dir, describe_runs, split_test_set, write_outputs
 from nmt.config import Config
-from nmt.data.batching import make_batch
 from nmt.errors import NMTError
-from nmt.evaluation.curves import sample_test_set
-from nmt.evaluation.report import markdown_table
-from nmt.models.attention import Attention, analysed_attention
-from nmt.models.seq2seq import Seq2Seq, build_model
-from nmt.special import PAD_ID
+
+if TYPE_CHECKING:  # torch, matplotlib and what imports them load where used: `--help` stays fast
+    from matplotlib.figure import Figure
+    from torch import Tensor
+
+    from nmt.models.seq2seq import Seq2Seq
 
 SCALING = "attention_scaling"  # the stem of the .json, .md and .png written
 SATURATED = 0.9  # a step whose largest weight is above this counts as saturated
@@ -55,6 +51,8 @@ class ScoreStats:
 def step_statistics(scores: Tensor, grads: Tensor, mask: Tensor, alive: Tensor) -> dict[str, Tensor]:
     """Per-step statistics of one decoder step. scores, grads, mask: batch x src_len; alive: batch (bool,
     the rows whose target is still running) -> name: values of the alive rows (1-D)."""
+    import torch
+
     scores, grads, mask = scores[alive].double(), grads[alive].double(), mask[alive]
     count = mask.sum(dim=-1).double()  # real source positions per row
     real = mask.double()
@@ -75,6 +73,10 @@ def step_statistics(scores: Tensor, grads: Tensor, mask: Tensor, alive: Tensor) 
 def attention_statistics(model: Seq2Seq, pairs: Sequence[tuple[list[int], list[int]]]) -> ScoreStats:
     """ScoreStats of `model` (an attention model, left in eval mode) teacher-forced on `pairs` of
     (source ids, target ids), SENTENCES_PER_BATCH at a time."""
+    from nmt.data.batching import make_batch
+    from nmt.models.attention import Attention, analysed_attention
+    from nmt.special import PAD_ID
+
     attention = model.decoder.provider
     if not isinstance(attention, Attention):
         raise NMTError("attention-scaling measures attention scores, and this run has none (attention: none).",
@@ -103,6 +105,7 @@ def attention_statistics(model: Seq2Seq, pairs: Sequence[tuple[list[int], list[i
 
 def initial_model(config: Config, src_vocab_size: int, tgt_vocab_size: int) -> Seq2Seq:
     """The run's model as its training built it before the first step (the same seed, then build_model)."""
+    from nmt.models.seq2seq import build_model
     from nmt.training.rng import seed_everything
 
     seed_everything(config.training.seed)
@@ -118,6 +121,7 @@ def scaling_statistics(
 ) -> dict[str, Any]:
     """Measure every run at initialisation and at its checkpoint on the sample of the split, and write
     attention_scaling.json, .md and .png into `out_dir`. Returns the JSON's content."""
+    from nmt.evaluation.curves import sample_test_set
     from nmt.rundir.loading import load_run
 
     runs = describe_runs(run_dirs, checkpoint=checkpoint)
@@ -160,6 +164,8 @@ COLUMNS = (
 
 def format_scaling_markdown(results: dict[str, Any]) -> str:
     """attention_scaling.md: a row per run and moment (initialisation, trained), a column per statistic."""
+    from nmt.evaluation.report import markdown_table
+
     header = ["run", "attention", "d", "when", *(title for _, title, _ in COLUMNS)]
     rows = [
         [name, run["attention"], str(run["attention_size"]), label,
@@ -181,6 +187,8 @@ def format_scaling_markdown(results: dict[str, Any]) -> str:
 def scaling_figure(results: dict[str, Any]) -> Figure:
     """One panel per statistic against d (log scale): a line per attention type, hollow markers at
     initialisation, filled once trained."""
+    from matplotlib.figure import Figure
+
     figure = Figure(figsize=(15, 4))
     panels = figure.subplots(1, 4)
     keys = ("score_variance", "max_weight", "entropy_ratio", "score_grad_norm")

@@ -21,7 +21,6 @@ from nmt.compare.curve import learning_curves
 from nmt.compare.evaluate import evaluate_runs
 from nmt.config import Config, load_config, save_config
 from nmt.errors import NMTError
-from nmt.evaluation.report import markdown_table
 from nmt.fileio import atomic_write_text, same_file
 
 
@@ -86,6 +85,8 @@ def _tables(
     config: Config, timings: Timings, counts: dict[str, int | None], attention: dict[str, dict[str, float]]
 ) -> list[str]:
     """The report's tables of parameters, step times and attention entropy."""
+    from nmt.evaluation.report import markdown_table  # numpy, matplotlib, sacrebleu: not for --help
+
     runs = [(name, config.for_run(name).model.attention, counts.get(name)) for name in config.runs]
     rows = [[name, attention, f"{count:,}"] if count else [name, "?", "?"] for name, attention, count in runs]
     lines = markdown_table(["run", "attention", "parameters"], rows, left=3)
