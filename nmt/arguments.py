@@ -103,23 +103,24 @@ def names(text: str) -> list[str]:
     return [name.strip() for name in text.split(",")]
 
 
-def integers(what: str, example: str) -> Callable[[str], list[int]]:
-    """The argparse type of a comma-separated list of at least one `what` (e.g. "step numbers")."""
+def integers(malformed: str, empty: str) -> Callable[[str], list[int]]:
+    """The argparse type of a comma-separated list of at least one integer. Its two refusals read
+    "expected {malformed}, got '...'" and "expected {empty}", each worded for its list (steps, buckets)."""
 
     def parse(text: str) -> list[int]:
         try:
             numbers = [int(n) for n in text.split(",") if n.strip()]
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected comma-separated {what}, got '{text}'") from None
+            raise argparse.ArgumentTypeError(f"expected {malformed}, got '{text}'") from None
         if not numbers:
-            raise argparse.ArgumentTypeError(f"expected at least one of the {what}, e.g. {example}")
+            raise argparse.ArgumentTypeError(f"expected {empty}")
         return numbers
 
     return parse
 
 
-steps = integers("step numbers", "600,900")
-buckets = integers("length cutoffs", "10,20,30,40,50,60")
+steps = integers("comma-separated step numbers", "step numbers, e.g. 600,900")
+buckets = integers("comma-separated integers", "at least one length cutoff, e.g. 10,20,30,40,50,60")
 
 
 def use_threads(threads: int | None, run_dir: Path) -> None:

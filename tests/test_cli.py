@@ -6,11 +6,12 @@ import argparse
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from nmt import __version__
+from nmt import __version__, arguments
 from nmt.cli import COMMANDS, build_parser, main
 from nmt.compare.runs import RunInfo
 from nmt.config import config_from_dict, load_config, override_sections, save_config
@@ -227,6 +228,23 @@ def test_of_a_shorthand_and_set_of_one_key_the_later_wins() -> None:
     assert beam() == 5  # neither: the run's own setting (here the default)
     by = build_parser().parse_args(["evaluate", "r", "--by", "reference", "--set", "evaluation.by=source"]).overrides
     assert override_sections(config_from_dict({}), by, ("evaluation",), "nmt evaluate").evaluation.by == "source"
+
+
+@pytest.mark.parametrize(
+    ("parse", "text", "message"),
+    [
+        (arguments.steps, "6OO", "expected comma-separated step numbers, got '6OO'"),
+        (arguments.steps, ",", "expected step numbers, e.g. 600,900"),
+        (arguments.buckets, "10;20", "expected comma-separated integers, got '10;20'"),
+        (arguments.buckets, " ", "expected at least one length cutoff, e.g. 10,20,30,40,50,60"),
+    ],
+)
+def test_a_list_of_integers_is_refused_in_words_of_its_own(
+    parse: Callable[[str], list[int]], text: str, message: str
+) -> None:
+    with pytest.raises(argparse.ArgumentTypeError) as refusal:
+        parse(text)
+    assert str(refusal.value) == message
 
 
 def test_a_shorthand_out_of_range_names_the_setting(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

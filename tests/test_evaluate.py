@@ -119,4 +119,4 @@ def test_empty_bucket_list_is_refused(capsys: pytest.CaptureFixture[str]) -> Non
     with pytest.raises(SystemExit) as exit_info:
         main(["evaluate", "some-run", "--buckets", ","])
     assert exit_info.value.code == 2
-    assert "expected at least one of the length cutoffs" in capsys.readouterr().err
+    assert "expected at least one length cutoff, e.g. 10,20,30,40,50,60" in capsys.readouterr().err
