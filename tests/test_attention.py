@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import pytest
 import torch
@@ -13,8 +14,10 @@ from nmt.models.attention import (
     DotAttention,
     FixedContext,
     GeneralAttention,
+    Perturbation,
     analysed_attention,
     build_context_provider,
+    perturb_weights,
 )
 from nmt.models.encoder import EncoderStates
 
@@ -144,6 +147,16 @@ def test_both_ends_fixed_context_reads_the_last_forward_and_first_backward_state
 def test_unknown_attention_type_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown attention"):
         build_context_provider("multihead", N, ANN, ATT)
+
+
+def test_an_unknown_perturbation_is_refused_alike_before_and_during_search() -> None:
+    message = "unknown attention perturbation 'shuffle': expected one of none, uniform, permute, argmax"
+    provider, kind, mask = AdditiveAttention(N, ANN, ATT), cast(Perturbation, "shuffle"), torch.ones(1, 2) > 0
+    with pytest.raises(ValueError) as early, analysed_attention(provider, kind):
+        pass
+    with pytest.raises(ValueError) as late:
+        perturb_weights(torch.ones(1, 2), mask, kind)
+    assert str(early.value) == str(late.value) == message
 
 
 @pytest.mark.parametrize("kind", ATTENTION_TYPES)

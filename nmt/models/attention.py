@@ -50,6 +50,11 @@ Perturbation = Literal["none", "uniform", "permute", "argmax"]
 PERTURBATIONS: tuple[Perturbation, ...] = ("none", "uniform", "permute", "argmax")
 
 
+def _unknown_perturbation(kind: object) -> ValueError:
+    """The one error for a perturbation outside PERTURBATIONS (perturb_weights, analysed_attention)."""
+    return ValueError(f"unknown attention perturbation {kind!r}: expected one of {', '.join(PERTURBATIONS)}")
+
+
 def perturb_weights(
     weights: Tensor, mask: Tensor, kind: Perturbation, generator: torch.Generator | None = None
 ) -> Tensor:
@@ -75,7 +80,7 @@ def perturb_weights(
         # real positions in increasing order, then the padding (a stable sort of "is padding")
         slots = (~mask).to(torch.uint8).sort(dim=-1, stable=True).indices
         return torch.zeros_like(weights).scatter_(1, slots, weights.gather(1, shuffled))
-    raise ValueError(f"unknown attention perturbation {kind!r}: expected one of {', '.join(PERTURBATIONS)}")
+    raise _unknown_perturbation(kind)
 
 
 class Attention(ContextProvider):
@@ -223,10 +228,8 @@ def analysed_attention(
     settings are restored after."""
     if not isinstance(provider, Attention):
         raise ValueError("the fixed-context model (attention: none) has no attention weights to perturb")
-    if perturbation not in PERTURBATIONS:
-        raise ValueError(
-            f"unknown attention perturbation {perturbation!r}: expected one of {', '.join(PERTURBATIONS)}"
-        )
+    if perturbation not in PERTURBATIONS:  # refused here, before any step, rather than in the first attend
+        raise _unknown_perturbation(perturbation)
     saved = provider.perturbation, provider.perturb_generator, provider.recorded
     provider.perturbation = perturbation
     provider.perturb_generator = torch.Generator().manual_seed(seed) if perturbation == "permute" else None
