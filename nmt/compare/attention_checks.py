@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 CHECKS = "attention_checks"  # the stem of the .json, .md and .png written
-KINDS = ("none", "uniform", "permute", "argmax")
 
 
 def attention_checks(
@@ -111,17 +110,17 @@ def perturbation_bleu(
     run: RunInfo, test_set: TestSet, cutoffs: list[int], by: BucketBy, seed: int, device: str, batch_size: int
 ) -> dict[str, Any]:
     """Greedy BLEU per bucket (`cutoffs`, `by`: the same for every run, the first run's) of the run's
-    checkpoint with each attention perturbation (KINDS)."""
+    checkpoint with each attention perturbation (nmt.models.attention.PERTURBATIONS)."""
     from nmt.decoding.translator import Translator
     from nmt.evaluation.curves import bucket_bleu
-    from nmt.models.attention import analysed_attention
+    from nmt.models.attention import PERTURBATIONS, analysed_attention
 
     assert test_set.sources is not None
     translator = Translator.from_run(run.run_dir, run.checkpoint, device, beam_size=1, batch_size=batch_size)
     scores: dict[str, Any] = {}
-    for kind in KINDS:
+    for kind in PERTURBATIONS:
         started = time.perf_counter()
-        with analysed_attention(translator.model.decoder.provider, kind, seed):  # type: ignore[arg-type]
+        with analysed_attention(translator.model.decoder.provider, kind, seed):
             hyps = [str(h) for h in translator.translate(test_set.sources)]
         bleu, overall = bucket_bleu(hyps, test_set.sources, test_set.references, cutoffs, by)
         scores[kind] = {"bleu": bleu, "all": overall, "seconds": round(time.perf_counter() - started, 1)}
