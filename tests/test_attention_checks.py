@@ -166,8 +166,9 @@ def test_perturbation_none_and_recording_leave_training_bitwise_unchanged(traine
         return loss.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
 
     plain_loss, plain_grads = loss_and_grads()
-    with analysed_attention(model.decoder.provider, "none"):
+    with analysed_attention(model.decoder.provider, "none", record=True) as recorded:
         inside_loss, inside_grads = loss_and_grads()
+    assert len(recorded) == batch.tgt_in.size(1)  # recording was on: one (scores, mask) per decoder step
     assert torch.equal(plain_loss, inside_loss)
     assert all(torch.equal(a, b) for a, b in zip(plain_grads, inside_grads, strict=True))
 
