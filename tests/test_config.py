@@ -11,8 +11,7 @@ import pytest
 from nmt.config import SECTIONS, Config, config_from_dict, load_config, save_config
 from nmt.errors import NMTError
 from nmt.typed_yaml import apply_overrides, config_diff, read_yaml
-
-CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+from tests.helpers import CONFIGS
 
 
 def test_defaults_validate() -> None:

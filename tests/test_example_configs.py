@@ -13,9 +13,8 @@ from nmt.cli import main
 from nmt.config import DataConfig, load_config
 from nmt.data.corpus import load_corpus
 from nmt.data.pairs import split_of
+from tests.helpers import CONFIGS
 from tests.synthetic import reverse_pairs, write_parallel
-
-CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
 Pair = tuple[str, str]
 
