@@ -1,5 +1,6 @@
 """nmt/training/optim.py: the learning-rate schedule's values along a run (warm-up, cosine, plateau decays),
-what it sets on the optimiser, and its state across a resume."""
+what it sets on the optimiser, and its state across a resume; the optimisers built, which score is better,
+and the patience early stopping counts."""
 
 from __future__ import annotations
 
@@ -9,7 +10,14 @@ import pytest
 import torch
 
 from nmt.config import TrainingConfig
-from nmt.training.optim import DEFAULT_LEARNING_RATES, LRSchedule, base_learning_rate, build_optimizer
+from nmt.training.optim import (
+    DEFAULT_LEARNING_RATES,
+    LRSchedule,
+    Patience,
+    base_learning_rate,
+    build_optimizer,
+    is_better,
+)
 
 
 def test_cosine_with_warm_up_at_its_landmarks() -> None:
@@ -24,6 +32,19 @@ def test_cosine_with_warm_up_at_its_landmarks() -> None:
         900: 0.0,  # the last step
     }
     assert {step: schedule.lr(step) for step in landmarks} == pytest.approx(landmarks, abs=1e-15)
+
+
+def test_cosine_falls_strictly_after_the_warm_up_and_stays_at_zero_past_max_steps() -> None:
+    config = TrainingConfig(learning_rate=0.01, warmup_steps=10, max_steps=110, lr_schedule="cosine")
+    schedule = LRSchedule(config)
+    lrs = [schedule.lr(step) for step in range(10, 111)]
+    assert all(a > b for a, b in zip(lrs, lrs[1:], strict=False))
+    assert schedule.lr(500) == 0.0  # a resumed run past max_steps stays at the end of the schedule
+
+
+def test_constant_schedule_with_warm_up_rises_linearly_to_the_base_rate() -> None:
+    schedule = LRSchedule(TrainingConfig(learning_rate=0.01, warmup_steps=4, lr_schedule="constant"))
+    assert [schedule.lr(step) for step in (1, 2, 4, 10)] == pytest.approx([0.0025, 0.005, 0.01, 0.01])
 
 
 def test_constant_schedule_without_warm_up_is_the_base_rate_at_every_step() -> None:
@@ -47,6 +68,17 @@ def test_a_plateau_decay_scales_the_cosine_schedule_from_then_on() -> None:
     assert schedule.state_dict() == {"scale": 0.5, "best": 2.5, "bad_validations": 0}
 
 
+def test_a_plateau_counts_from_the_last_improvement_and_lr_patience_0_never_decays() -> None:
+    schedule = LRSchedule(TrainingConfig(learning_rate=0.01, warmup_steps=4, lr_patience=2,
+                                         lr_decay_factor=0.5, early_stopping_metric="bleu",
+                                         lr_schedule="constant"))
+    # 11.0 beats 10.0 and restarts the count; a score equal to the best is no improvement
+    assert [schedule.observe(s) for s in (10.0, 9.0, 11.0, 11.0, 10.0)] == [False, False, False, False, True]
+    assert schedule.lr(10) == pytest.approx(0.005)
+    off = LRSchedule(TrainingConfig(lr_patience=0, learning_rate=0, warmup_steps=0, lr_schedule="constant"))
+    assert not any(off.observe(s) for s in (5.0, 4.0, 3.0, 2.0)) and off.lr(1) == 0.001
+
+
 def test_apply_sets_every_parameter_group_and_a_resumed_schedule_continues_exactly() -> None:
     config = TrainingConfig(learning_rate=0.01, warmup_steps=4, max_steps=40, lr_schedule="cosine", lr_patience=2,
                             early_stopping_metric="bleu")
@@ -68,6 +100,37 @@ def test_learning_rate_zero_is_the_optimisers_default(optimizer: str, expected: 
     config = TrainingConfig(optimizer=optimizer, learning_rate=0)
     assert base_learning_rate(config) == DEFAULT_LEARNING_RATES[optimizer]
     assert base_learning_rate(TrainingConfig(optimizer=optimizer, learning_rate=0.25)) == 0.25
+    for lr in (0.001, 0.5, 2.0):  # any positive learning_rate is used as given
+        given = build_optimizer([torch.nn.Parameter(torch.zeros(1))],
+                                TrainingConfig(optimizer=optimizer, learning_rate=lr))
+        assert given.param_groups[0]["lr"] == lr
     built = build_optimizer([torch.nn.Parameter(torch.zeros(1))], config)
     assert type(built) is expected and built.param_groups[0]["lr"] == DEFAULT_LEARNING_RATES[optimizer]
     assert LRSchedule(config).base == DEFAULT_LEARNING_RATES[optimizer]
+
+
+def test_adadelta_has_bahdanau_et_al_rho_and_eps_and_adam_the_recipe_rate_by_default() -> None:
+    params = [torch.nn.Parameter(torch.zeros(2))]
+    group = build_optimizer(params, TrainingConfig(optimizer="adadelta", learning_rate=0)).param_groups[0]
+    assert (group["lr"], group["rho"], group["eps"]) == (1.0, 0.95, 1e-6)
+    assert build_optimizer(params, TrainingConfig()).param_groups[0]["lr"] == 0.002  # the recipe's default
+
+
+def test_bleu_improves_upwards_loss_downwards_and_anything_beats_no_score() -> None:
+    assert is_better(2.0, 1.0, "bleu") and not is_better(2.0, 1.0, "loss") and is_better(0.0, None, "loss")
+    assert not is_better(1.0, 1.0, "bleu") and not is_better(1.0, 1.0, "loss")
+
+
+def test_early_stopping_counts_only_the_periodic_validations_that_do_not_improve() -> None:
+    stopping = Patience("loss", patience=2)
+    assert not stopping.exhausted
+    assert stopping.observe(3.0, 10) and (stopping.best_score, stopping.best_step) == (3.0, 10)
+    assert not stopping.observe(3.5, 20) and stopping.bad_validations == 1 and not stopping.exhausted
+    assert stopping.observe(2.0, 25, counts=False)  # a closing validation can win best.pt ...
+    assert stopping.bad_validations == 1 and stopping.best_step == 25  # ... but leaves the patience alone
+    assert not stopping.observe(2.5, 30) and stopping.exhausted
+    assert stopping.observe(1.0, 40) and stopping.bad_validations == 0 and not stopping.exhausted
+    never = Patience("bleu", patience=0)
+    for step in range(5):
+        never.observe(0.0, step)
+    assert not never.exhausted and never.best_step == 0

@@ -1,10 +1,11 @@
-"""nmt.training.trainer: what a run writes, what it refuses, and the optimiser/schedule rules."""
+"""nmt.training.trainer: what a run writes, what it refuses, what it prints. (The schedule, optimisers and
+patience: test_optim.py; precision: test_precision.py; the terminal's lines: test_terminal.py; the
+validation pass and its subset: test_validation.py.)"""
 
 from __future__ import annotations
 
 import dataclasses
 import errno
-import io
 import json
 import math
 import os
@@ -17,22 +18,16 @@ from typing import Any
 
 import pytest
 import torch
-from tqdm import tqdm
 
 from nmt.cli import main
-from nmt.config import Config, TrainingConfig, config_from_dict, load_config, save_config
-from nmt.data.prepare import load_prepared, prepare
+from nmt.config import Config, config_from_dict, load_config, save_config
 from nmt.data.subwords import Tokenizer
 from nmt.errors import NMTError
 from nmt.models.seq2seq import build_model, count_parameters
 from nmt.rundir.checkpoints import load_checkpoint, save_checkpoint
 from nmt.rundir.writing import with_absolute_paths
 from nmt.training.distributed import DistContext
-from nmt.training.optim import LRSchedule, Patience, build_optimizer, is_better
-from nmt.training.precision import resolve_precision
-from nmt.training.terminal import format_duration, format_score
 from nmt.training.trainer import Trainer, initial_model, train
-from nmt.training.validation import build_valid_set
 from tests.helpers import reverse_task_config
 
 TINY_MODEL = {"embedding_size": 16, "hidden_size": 32, "attention_size": 32, "maxout_size": 16}
@@ -129,24 +124,6 @@ def test_progress_lines_are_rounded_and_carry_elapsed_time_and_eta(
     train(tiny(data_root, max_steps=2, validate_every=5), tmp_path / "short")
     finished = capsys.readouterr().out.splitlines()[-1]  # the last step is validated even off the grid
     assert re.search(r"finished at step 2 \(max_steps\) after \d+s; best bleu \d+\.\d\d at step 2;", finished)
-    assert format_duration(75) == "1m15s" and format_duration(3 * 3600 + 125) == "3h02m"
-    assert format_duration(math.nan) == "?" and format_score(0.33478099148693474, "bleu") == "0.33"
-
-
-def test_messages_go_above_the_progress_bar(
-    data_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    import nmt.training.terminal as terminal
-
-    above: list[str] = []
-    monkeypatch.setattr(terminal, "progress_bar", lambda total, initial: tqdm(total=4, file=io.StringIO()))
-    monkeypatch.setattr(terminal.tqdm, "write", lambda text, *a, **k: above.append(text))
-    train(tiny(data_root, max_steps=4, validate_every=2), tmp_path / "run")
-    assert [line.split(":")[0] for line in above if line.startswith("validation")] == [
-        "validation at step 2", "validation at step 4"
-    ]
-    out = capsys.readouterr().out
-    assert "validation at step" not in out and "finished at step 4" in out  # after the bar closed: plain print
 
 
 def test_in_a_terminal_of_unset_size_the_bar_shows_below_the_step_lines_and_is_closed_once(
@@ -335,74 +312,6 @@ def test_tensorboard_without_the_package_is_a_clear_error(data_root: Path, tmp_p
         train(tiny(data_root, tensorboard=True), tmp_path / "run")
     assert "pip install tensorboard" in error.value.hint
     assert not (tmp_path / "run").exists()
-
-
-def test_learning_rate_schedule_warms_up_and_decays_on_plateau() -> None:
-    schedule = LRSchedule(TrainingConfig(learning_rate=0.01, warmup_steps=4, lr_patience=2, lr_decay_factor=0.5,
-                                         early_stopping_metric="bleu", lr_schedule="constant"))
-    assert [schedule.lr(s) for s in (1, 2, 4, 10)] == pytest.approx([0.0025, 0.005, 0.01, 0.01])
-    assert [schedule.observe(s) for s in (10.0, 9.0, 11.0, 11.0, 10.0)] == [False, False, False, False, True]
-    assert schedule.lr(10) == pytest.approx(0.005)
-    restored = LRSchedule(TrainingConfig(learning_rate=0.01, warmup_steps=4, lr_patience=2, lr_schedule="constant"))
-    restored.load_state_dict(schedule.state_dict())
-    assert restored.lr(10) == schedule.lr(10) and restored.state_dict() == schedule.state_dict()
-    off = LRSchedule(TrainingConfig(lr_patience=0, learning_rate=0, warmup_steps=0, lr_schedule="constant"))
-    assert not any(off.observe(s) for s in (5.0, 4.0, 3.0, 2.0)) and off.lr(1) == 0.001
-
-
-def test_cosine_schedule_falls_from_the_base_after_warm_up_to_zero_at_max_steps() -> None:
-    schedule = LRSchedule(TrainingConfig(learning_rate=0.01, warmup_steps=10, max_steps=110, lr_schedule="cosine"))
-    assert [schedule.lr(s) for s in (5, 10, 60, 110)] == pytest.approx([0.005, 0.01, 0.005, 0.0], abs=1e-12)
-    lrs = [schedule.lr(s) for s in range(10, 111)]
-    assert all(a > b for a, b in zip(lrs, lrs[1:], strict=False))  # strictly falling after the warm-up
-    assert schedule.lr(500) == 0.0  # a resumed run past max_steps stays at the end of the schedule
-
-
-def test_optimisers_and_comparisons() -> None:
-    params = [torch.nn.Parameter(torch.zeros(2))]
-    adadelta = build_optimizer(params, TrainingConfig(optimizer="adadelta", learning_rate=0))
-    group = adadelta.param_groups[0]
-    assert isinstance(adadelta, torch.optim.Adadelta)
-    assert (group["lr"], group["rho"], group["eps"]) == (1.0, 0.95, 1e-6)
-    # learning_rate 0 is the optimiser's own default; any positive value is used as given.
-    for optimizer, lr in (("adadelta", 0.5), ("adadelta", 0.001), ("adam", 0.002), ("adam", 1.0)):
-        built = build_optimizer(params, TrainingConfig(optimizer=optimizer, learning_rate=lr))
-        assert built.param_groups[0]["lr"] == lr
-    adam = build_optimizer(params, TrainingConfig(learning_rate=0))
-    assert isinstance(adam, torch.optim.Adam) and adam.param_groups[0]["lr"] == 0.001
-    assert build_optimizer(params, TrainingConfig()).param_groups[0]["lr"] == 0.002  # the recipe's default
-    assert is_better(2.0, 1.0, "bleu") and not is_better(2.0, 1.0, "loss") and is_better(0.0, None, "loss")
-    assert not is_better(1.0, 1.0, "bleu")
-    assert resolve_precision("auto", torch.device("cpu")) is None
-    assert resolve_precision("fp16", torch.device("cpu")) is None
-
-
-def test_early_stopping_counts_only_the_periodic_validations_that_do_not_improve() -> None:
-    stopping = Patience("loss", patience=2)
-    assert not stopping.exhausted
-    assert stopping.observe(3.0, 10) and (stopping.best_score, stopping.best_step) == (3.0, 10)
-    assert not stopping.observe(3.5, 20) and stopping.bad_validations == 1 and not stopping.exhausted
-    assert stopping.observe(2.0, 25, counts=False)  # a closing validation can win best.pt ...
-    assert stopping.bad_validations == 1 and stopping.best_step == 25  # ... but leaves the patience alone
-    assert not stopping.observe(2.5, 30) and stopping.exhausted
-    assert stopping.observe(1.0, 40) and stopping.bad_validations == 0 and not stopping.exhausted
-    never = Patience("bleu", patience=0)
-    for step in range(5):
-        never.observe(0.0, step)
-    assert not never.exhausted and never.best_step == 0
-
-
-def test_validation_subset_is_spread_over_the_whole_split(data_root: Path) -> None:
-    data = tiny(data_root).data
-    prepare(data)
-    tokenizer = load_prepared(data).tokenizer
-    pairs = [(" ".join(str(i)), f"t{i}") for i in range(100)]
-    subset = build_valid_set(pairs, tokenizer, 10)
-    assert subset.references == [f"t{i}" for i in range(0, 100, 10)]
-    assert subset.src[1] == tokenizer.encode_src("1 0") and subset.tgt[1] == tokenizer.encode_tgt("t10")
-    assert build_valid_set(pairs, tokenizer, 30).references == [f"t{i}" for i in range(0, 90, 3)]
-    assert build_valid_set(pairs[:5], tokenizer, 10).references == [f"t{i}" for i in range(5)]
-    assert len(build_valid_set(pairs, tokenizer, 0).references) == 100
 
 
 def test_the_last_step_is_validated_and_checkpointed_off_the_validation_grid(data_root: Path, tmp_path: Path) -> None:

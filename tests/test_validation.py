@@ -1,5 +1,6 @@
 """nmt/training/validation.py: a validation pass's loss, perplexity and greedy BLEU on a small known case
-(the reverse-digits run of conftest.py), whatever the batching; the metric it reports."""
+(the reverse-digits run of conftest.py), whatever the batching; the metric it reports; which sentences
+it validates on."""
 
 from __future__ import annotations
 
@@ -90,3 +91,24 @@ def test_every_forward_pass_runs_under_the_training_precision(
     config = dataclasses.replace(run.config, training=dataclasses.replace(run.config.training, batch_tokens=30))
     validate(run.model, valid, run.tokenizer, config, CPU, torch.bfloat16)
     assert len(asked) >= 4 and set(asked) == {torch.bfloat16}  # a loss and a search per batch of 1-2 sentences
+
+
+class TaggingTokenizer:
+    """Encodes each side so that the test sees which encoder a sentence went through."""
+
+    def encode_src(self, text: str) -> list[str]:
+        return ["src", text]
+
+    def encode_tgt(self, text: str) -> list[str]:
+        return ["tgt", text]
+
+
+def test_the_validation_subset_is_spread_over_the_whole_split() -> None:
+    pairs = [(" ".join(str(i)), f"t{i}") for i in range(100)]
+    tokenizer = TaggingTokenizer()
+    subset = build_valid_set(pairs, tokenizer, 10)
+    assert subset.references == [f"t{i}" for i in range(0, 100, 10)]
+    assert subset.src[1] == ["src", "1 0"] and subset.tgt[1] == ["tgt", "t10"]
+    assert build_valid_set(pairs, tokenizer, 30).references == [f"t{i}" for i in range(0, 90, 3)]
+    assert build_valid_set(pairs[:5], tokenizer, 10).references == [f"t{i}" for i in range(5)]
+    assert len(build_valid_set(pairs, tokenizer, 0).references) == 100  # 0: every sentence
