@@ -28,6 +28,8 @@ def type_name(tp: Any) -> str:
 
 def check_type(value: Any, tp: Any, key: str) -> Any:
     """Return `value` if it fits `tp` (ints are accepted as floats), else raise NMTError."""
+    if tp is Any:  # any value fits, and isinstance(value, Any) would raise TypeError, a traceback
+        return value
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin is list and isinstance(value, list):
         return [check_type(v, args[0], f"{key}[{i}]") for i, v in enumerate(value)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import pytest
 
@@ -66,6 +66,23 @@ def test_values_that_fit_are_kept_and_ints_become_floats() -> None:
     assert build_section(Section, None, "part") == Section()  # an empty section: every default
     assert build_section(Section, {"limit": None}, "part").limit is None
     assert check_type(7, float, "k") == 7.0 and isinstance(check_type(7, float, "k"), float)
+
+
+@dataclass
+class Loose:
+    anything: Any = None
+    items: list[Any] = field(default_factory=list)
+    maybe: Any | None = None
+
+    def validate(self) -> None:
+        pass
+
+
+def test_a_field_typed_any_takes_any_value() -> None:
+    raw = {"anything": {"a": [1]}, "items": [1, "x", None], "maybe": 2.5}
+    assert build_section(Loose, raw, "part") == Loose(anything={"a": [1]}, items=[1, "x", None], maybe=2.5)
+    with pytest.raises(NMTError, match=r"wrong type for 'part.items': expected list"):
+        build_section(Loose, {"items": "x"}, "part")  # the list around Any is still checked
 
 
 def test_unknown_keys_suggest_the_nearest_and_list_the_valid_ones() -> None:
