@@ -2,7 +2,7 @@
 
 On a 2-core CPU two 1-thread trainings do 1.5x the steps per second of one 2-thread training: the
 recurrences' small matrix products keep two threads of one process waiting on each other
-(docs/performance.md). Each run's output then goes to OUT/runs/NAME.log.
+(docs/usage.md). Each run's output then goes to OUT/runs/NAME.log.
 """
 
 from __future__ import annotations
@@ -20,13 +20,12 @@ import torch
 from nmt.config import Config, load_config
 from nmt.environment import available_cores
 from nmt.errors import NMTError
+from nmt.rundir.writing import config_differences, learning_differences, read_summary, write_config
+from nmt.training.trainer import train
 
 
 def _train_run(name: str, config: Config, run_dir: Path) -> str:
     """Train one run unless it is finished; returns what was done ('trained', 'resumed', 'skipped')."""
-    from nmt.rundir.writing import config_differences, learning_differences, read_summary, write_config
-    from nmt.training.trainer import train
-
     saved = run_dir / "config.yaml"
     if not saved.exists():
         train(config, run_dir, resume=False)
