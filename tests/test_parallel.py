@@ -24,6 +24,7 @@ def test_training_jobs_default_to_one_per_core_on_cpu_and_one_on_cuda(monkeypatc
     assert parallel.training_jobs(on_gpu, 0) == 1
 
 
+@pytest.mark.slow  # a spawned worker process imports torch and the package: 2.6-3.7 s on 2 cores
 def test_a_run_failing_in_a_worker_reaches_the_parent_with_its_hint_and_log(tmp_path: Path) -> None:
     config = config_from_dict({"training": {"device": "cpu"}, "runs": {"a": {}}})
     run_dir = tmp_path / "runs" / "a"
