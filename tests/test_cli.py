@@ -183,9 +183,10 @@ def test_the_parser_has_one_command_per_line_of_the_table_and_builds_only_the_on
 
 
 def test_help_of_a_command_that_runs_no_model_does_not_load_torch() -> None:
+    commands = ("score", "evaluate", "translate", "experiment", "curve", "attention-checks", "attention-scaling")
+    helps = [["--help"]] + [[name, "--help"] for name in commands]
     code = (
-        "import sys\nfrom nmt.cli import main\n"
-        "for argv in (['--help'], ['score', '--help'], ['evaluate', '--help'], ['translate', '--help']):\n"
+        f"import sys\nfrom nmt.cli import main\nfor argv in {helps!r}:\n"
         "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
         "print('torch' in sys.modules, 'sacrebleu' in sys.modules, 'matplotlib' in sys.modules, file=sys.stderr)"
     )
