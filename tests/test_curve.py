@@ -10,8 +10,9 @@ import pytest
 from nmt.cli import main
 from nmt.compare.curve import learning_curves
 from nmt.errors import NMTError
+from nmt.evaluation import testset
 from nmt.evaluation.buckets import assign_buckets, make_buckets, sentence_lengths
-from nmt.evaluation.curves import curve_sample, learning_curve_figure
+from nmt.evaluation.curves import bucket_counts, curve_sample, learning_curve_figure
 from nmt.rundir.checkpoints import checkpoint_step, step_checkpoints
 from tests.helpers import reverse_task_config
 
@@ -49,6 +50,14 @@ def test_sample_is_fixed_stratified_and_order_free() -> None:
     again = curve_sample([sources[i] for i in order], [references[i] for i in order], [10, 20], "source", 10)
     assert sorted(sources[order[i]] for i in again) == sorted(sources[i] for i in rows)
     assert curve_sample(sources, references, [10, 20], "source", per_bucket=0) == list(range(len(sources)))
+
+
+def test_bucket_counts_go_by_the_length_asked_for_and_need_sources() -> None:
+    sample = testset.TestSet(["a b c", "a"], ["x", "x y z w"], "two pairs")
+    assert bucket_counts(sample, [2], "source") == {"<2": 1, ">=2": 1}
+    assert bucket_counts(sample, [4], "reference") == {"<4": 1, ">=4": 1}
+    with pytest.raises(AssertionError):  # references alone would be bucketed by reference under by=source
+        bucket_counts(testset.TestSet(None, ["x", "x y z w"], "--ref r"), [2], "source")
 
 
 def test_curve_scores_every_kept_checkpoint_and_caches(

@@ -54,7 +54,8 @@ def attention_checks(
     (default: where `nmt evaluate` writes). `steps`: the periodic checkpoints whose alignment agreement
     is measured besides the evaluated one (None: every kept step_*.pt; []: none). `per_bucket` > 0 takes
     the learning curve's deterministic sample of the test set. Returns the content of the JSON."""
-    from nmt.evaluation.curves import SELECTION, sample_test_set  # matplotlib, sacrebleu: not for --help
+    # matplotlib and sacrebleu: imported here, not for --help
+    from nmt.evaluation.curves import SELECTION, bucket_counts, sample_test_set
 
     runs = describe_runs(run_dirs, (), checkpoint)
     for run in runs:
@@ -75,7 +76,7 @@ def attention_checks(
         "selection": f"up to {per_bucket} per bucket, {SELECTION}" if per_bucket else "all",
         "buckets": cutoffs,
         "by": by,
-        "n": {label: members.count(i) for i, label in enumerate(labels)},
+        "n": bucket_counts(test_set, cutoffs, by),
         "decoding": "greedy (beam 1), the run's length limits",
         "seed": seed,
         "symmetrisation": symmetrisation,

@@ -52,10 +52,10 @@ def sample_test_set(full: TestSet, cutoffs: Sequence[int], by: BucketBy, per_buc
 
 
 def bucket_counts(sample: TestSet, cutoffs: Sequence[int], by: BucketBy) -> dict[str, int]:
-    """Sentences of `sample` in each bucket, by label."""
+    """Sentences of `sample` (a sample the curve translates: it has sources) in each bucket, by label."""
+    assert sample.sources is not None, "the curve translates sources"
     buckets = make_buckets(cutoffs)
-    texts = sample.sources or sample.references
-    members = bucket_members(sentence_lengths(texts, sample.references, by), buckets)
+    members = bucket_members(sentence_lengths(sample.sources, sample.references, by), buckets)
     return {bucket.label: len(rows) for bucket, rows in zip(buckets, members, strict=True)}
 
 
