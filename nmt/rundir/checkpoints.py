@@ -122,6 +122,21 @@ _TYPES: dict[str, tuple[type, ...]] = {  # an annotation's type -> the types a v
 }
 
 
+def _allowed_types(field: dataclasses.Field) -> tuple[type, ...]:
+    """The types a value of `field` may have in the file, read from its annotation as written
+    ("dict[str, Any] | None" -> dict, NoneType); a type _TYPES does not list is a TypeError."""
+    names = [part.strip().split("[")[0] for part in str(field.type).split("|")]
+    unknown = [name for name in names if name not in _TYPES]
+    if unknown:
+        raise TypeError(f"checkpoint field {field.name}: no rule for {', '.join(unknown)} in its annotation "
+                        f"{field.type} (add it to _TYPES)")
+    return tuple(kind for name in names for kind in _TYPES[name])
+
+
+# Built once, at import: an annotation without a rule fails here, not when a checkpoint is loaded.
+_ALLOWED = {field.name: _allowed_types(field) for field in [*_WEIGHT_FIELDS, *_TRAINING_FIELDS]}
+
+
 def _checked(state: dict[str, Any], fields: list[dataclasses.Field], path: Path) -> dict[str, Any]:
     """The values of `fields` in `state`, each of a type its annotation names (an int passes for a float, a
     bool for nothing); an absent key is an error for a field without a default, else None."""
@@ -130,10 +145,9 @@ def _checked(state: dict[str, Any], fields: list[dataclasses.Field], path: Path)
         raise NMTError(f"{path} is not a complete nmt checkpoint: it lacks {', '.join(missing)}.",
                        "It was damaged or written by another program; use another checkpoint of the run.")
     wrong = []
-    for field in fields:  # str(field.type): the annotation as written ("dict[str, Any] | None")
-        allowed = tuple(kind for part in str(field.type).split("|") for kind in _TYPES[part.strip().split("[")[0]])
+    for field in fields:
         value = state.get(field.name)
-        if not isinstance(value, allowed) or isinstance(value, bool):
+        if not isinstance(value, _ALLOWED[field.name]) or isinstance(value, bool):
             wrong.append(f"its {field.name} is a {type(value).__name__}")
     if wrong:
         raise NMTError(f"{path} is not an nmt checkpoint of this format ({'; '.join(wrong)}).",
