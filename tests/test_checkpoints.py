@@ -90,6 +90,9 @@ def test_unusable_checkpoints_are_nmt_errors_naming_the_file(tmp_path: Path, con
         path.write_bytes(content)
     with pytest.raises(NMTError, match="broken.pt"):
         load_checkpoint(path)
+
+
+def test_a_missing_checkpoint_is_an_nmt_error(tmp_path: Path) -> None:
     with pytest.raises(NMTError, match="not found"):
         load_checkpoint(tmp_path / "missing.pt")
 
@@ -113,6 +116,10 @@ def test_a_truncated_or_foreign_checkpoint_names_the_file_and_the_key(
     torch.save(state, path)
     with pytest.raises(NMTError, match=message):
         load_checkpoint(path)
+
+
+def test_the_intact_content_reads_and_a_content_that_is_no_dict_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "step_00000007.pt"  # (named by the errors only: from_dict reads no file)
     assert isinstance(Checkpoint.from_dict(step_state(), path), Checkpoint)
     with pytest.raises(NMTError, match="step_00000007.pt is not an nmt checkpoint"):
         Checkpoint.from_dict([1, 2], path)
