@@ -177,6 +177,10 @@ def test_the_apis_nbest_checks_name_its_arguments_not_the_cli_flags(trained_reve
         assert caught.value.message.startswith(wanted)
         assert "--" not in caught.value.message + caught.value.hint
     assert "beam_size=3" in caught.value.hint
+    for arguments, wanted in (({"beam_size": 0}, "beam_size=0: "), ({"batch_size": 0}, "batch_size=0: ")):
+        with pytest.raises(NMTError) as caught:
+            Translator.from_run(trained_reverse_run, **arguments)
+        assert caught.value.message.startswith(wanted) and "--" not in caught.value.hint
 
 
 def test_a_plain_string_is_not_translated_character_by_character(trained_reverse_run: Path) -> None:

@@ -68,9 +68,9 @@ class Translator:
         self.beam_size = decoding.beam_size if beam_size is None else beam_size
         self.batch_size = decoding.batch_size if batch_size is None else batch_size
         if self.beam_size < 1:
-            raise NMTError(f"beam size must be >= 1, got {self.beam_size}.", "Use --beam 1 for greedy search.")
+            raise NMTError(f"beam_size={self.beam_size}: it must be >= 1.", "Pass beam_size=1 for greedy search.")
         if self.batch_size < 1:
-            raise NMTError(f"batch size must be >= 1, got {self.batch_size}.", "Use e.g. --batch-size 64.")
+            raise NMTError(f"batch_size={self.batch_size}: it must be >= 1.", "Pass e.g. batch_size=64.")
         self.device = next(model.parameters()).device
 
     @classmethod
