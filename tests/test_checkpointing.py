@@ -56,7 +56,12 @@ def test_a_step_checkpoint_restores_model_optimiser_schedule_and_counters(tmp_pa
     step, state = restore(path, fresh, fresh_optimizer, fresh_schedule, fresh_scaler, TOKENIZER, world_size=1)
     assert step == 14 and (state.epoch, state.position, state.best_step, state.bad_validations) == (3, 4, 10, 2)
     assert all(torch.equal(a, b) for a, b in zip(fresh.state_dict().values(), model.state_dict().values(), strict=True))
-    assert fresh_schedule.scale == 0.5 and fresh_optimizer.state_dict()["state"].keys() == {0, 1}
+    assert fresh_schedule.scale == 0.5
+    restored, saved = fresh_optimizer.state_dict()["state"], optimizer.state_dict()["state"]
+    assert restored.keys() == saved.keys() == {0, 1}  # the weight and the bias
+    for index, moments in saved.items():  # Adam's step count and moments, value for value
+        assert restored[index].keys() == moments.keys() == {"step", "exp_avg", "exp_avg_sq"}
+        assert all(torch.equal(restored[index][name], value) for name, value in moments.items()), index
 
 
 def test_restore_refuses_what_this_run_cannot_continue(tmp_path: Path) -> None:
