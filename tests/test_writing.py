@@ -149,3 +149,20 @@ def test_the_summary_reads_back_and_is_none_until_written(tmp_path: Path) -> Non
     assert read_summary(tmp_path) is None
     write_summary(tmp_path, {"final_step": 900, "best_bleu": 12.5})
     assert read_summary(tmp_path) == {"final_step": 900, "best_bleu": 12.5}
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b'{"final_step": 9', r"summary.json is unreadable \("),  # cut short: a disk filled mid-write
+        (b"\xff\xfe not utf-8", r"summary.json is unreadable \("),
+        (b"[1, 2]", r"summary.json is not a run summary \(it holds no JSON object\)"),
+    ],
+)
+def test_a_damaged_summary_is_an_error_naming_it_and_the_way_to_rewrite_it(
+    tmp_path: Path, content: bytes, message: str
+) -> None:
+    (tmp_path / "summary.json").write_bytes(content)
+    with pytest.raises(NMTError, match=message) as error:
+        read_summary(tmp_path)
+    assert str(tmp_path / "summary.json") in error.value.message and "--resume" in error.value.hint
