@@ -140,6 +140,28 @@ def test_runs_with_other_buckets_are_scored_on_the_first_runs_buckets(trained_re
     assert "| uniform |" in (tmp_path / "out/attention_checks.md").read_text()
 
 
+def test_perturbation_bleu_follows_the_runs_scoring_settings(
+    trained_reverse_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nmt.evaluation import scoring
+
+    run = tmp_path / "run"
+    shutil.copytree(trained_reverse_run, run)
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    config["evaluation"].update(tokenize="intl", lowercase=True)
+    (run / "config.yaml").write_text(yaml.safe_dump(config))
+    built: list[tuple[str, bool]] = []
+
+    class Spy(scoring.CorpusScorer):
+        def __init__(self, references: list[str], tokenize: scoring.Tokenize, lowercase: bool) -> None:
+            built.append((tokenize, lowercase))
+            super().__init__(references, tokenize, lowercase)
+
+    monkeypatch.setattr(scoring, "CorpusScorer", Spy)
+    attention_checks([run], out_dir=tmp_path / "out", checks=("perturbation",), device="cpu", batch_size=16)
+    assert built == [("intl", True)]  # as nmt evaluate scores, and once for the four perturbations
+
+
 def test_a_run_without_attention_is_refused(tmp_path: Path) -> None:
     run = fake_run(tmp_path / "rnnencdec", attention="none")
     with pytest.raises(NMTError, match="no attention"):

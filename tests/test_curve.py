@@ -97,6 +97,33 @@ def test_curve_scores_every_kept_checkpoint_and_caches(
     assert [p["bleu"] for p in again["runs"]["run"]["checkpoints"]] == [p["bleu"] for p in curve["checkpoints"]]
 
 
+WORDS = ["the cat sat on the mat", "a dog barked at night",
+         "birds sing in the morning", "rain fell on the roof"]
+
+
+def test_curve_bleu_follows_the_runs_lowercase_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # as `nmt evaluate`, the curve scores with the run's evaluation.lowercase (and tokenize): an all-uppercase
+    # copy of the references is a perfect translation once case is folded
+    from nmt.compare import curve
+    from nmt.config import Config, save_config
+
+    config = Config()
+    config.evaluation.lowercase, config.evaluation.buckets = True, [6]
+    save_config(config, tmp_path / "run" / "config.yaml")
+    (tmp_path / "run" / "checkpoints").mkdir()
+    (tmp_path / "run" / "checkpoints" / "step_00000010.pt").write_bytes(b"weights")
+    test_set = testset.TestSet(WORDS, WORDS, "four sentences")
+    monkeypatch.setattr(curve, "split_test_set", lambda config, split: test_set)
+    monkeypatch.setattr(curve, "translate_cached", lambda run, sample, beam, device: (
+        [line.upper() for line in sample.references], tmp_path / "hyps.txt", False))
+    results = learning_curves([tmp_path / "run"], out_dir=tmp_path / "out", per_bucket=0)
+    (point,) = results["runs"]["run"]["checkpoints"]
+    assert point["sample_bleu"] == pytest.approx(100.0)
+    assert point["bleu"] == pytest.approx({"<6": 100.0, ">=6": 100.0})
+
+
 def test_cli_curve_and_its_errors(curve_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "cli"
     assert main(["curve", str(curve_run), "--out", str(out), "--sentences-per-bucket", "0", "--device", "cpu"]) == 0

@@ -32,6 +32,8 @@ from nmt.evaluation.testset import TestSet
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+    from nmt.evaluation.scoring import CorpusScorer
+
 CHECKS = "attention_checks"  # the stem of the .json, .md and .png written
 
 
@@ -53,9 +55,11 @@ def attention_checks(
     """Run the checks on each attention run and write attention_checks.json, .md and .png into `out_dir`
     (default: where `nmt evaluate` writes). `steps`: the periodic checkpoints whose alignment agreement
     is measured besides the evaluated one (None: every kept step_*.pt; []: none). `per_bucket` > 0 takes
-    the learning curve's deterministic sample of the test set. Returns the content of the JSON."""
+    the learning curve's deterministic sample of the test set. BLEU uses the first run's
+    evaluation.tokenize and evaluation.lowercase, as `nmt evaluate` does. Returns the content of the JSON."""
     # matplotlib and sacrebleu: imported here, not for --help
     from nmt.evaluation.curves import SELECTION, bucket_counts, sample_test_set
+    from nmt.evaluation.scoring import CorpusScorer
 
     runs = describe_runs(run_dirs, (), checkpoint)
     for run in runs:
@@ -83,10 +87,14 @@ def attention_checks(
         "runs": {},
     }
     links: dict[str, list[set[Link]]] = {}
+    # the references read once for every run and perturbation
+    scorer = CorpusScorer(test_set.references, settings.tokenize, settings.lowercase)
     for run in runs:
         entry: dict[str, Any] = {"run_dir": _plain(str(run.run_dir)), "checkpoint": run.checkpoint.name}
         if "perturbation" in checks:
-            entry["perturbation"] = perturbation_bleu(run, test_set, cutoffs, by, seed, device, batch_size)
+            entry["perturbation"] = perturbation_bleu(
+                run, test_set, scorer, cutoffs, by, seed, device, batch_size
+            )
         if "alignment" in checks:
             if run.config.data.dir not in links:
                 links[run.config.data.dir] = test_links(run, test_set, symmetrisation)
@@ -108,10 +116,12 @@ def _buckets(test_set: TestSet, cutoffs: list[int], by: BucketBy) -> tuple[list[
 
 
 def perturbation_bleu(
-    run: RunInfo, test_set: TestSet, cutoffs: list[int], by: BucketBy, seed: int, device: str, batch_size: int
+    run: RunInfo, test_set: TestSet, scorer: CorpusScorer, cutoffs: list[int], by: BucketBy, seed: int,
+    device: str, batch_size: int,
 ) -> dict[str, Any]:
-    """Greedy BLEU per bucket (`cutoffs`, `by`: the same for every run, the first run's) of the run's
-    checkpoint with each attention perturbation (nmt.models.attention.PERTURBATIONS)."""
+    """Greedy BLEU per bucket (`cutoffs`, `by`: the same for every run, the first run's; `scorer`: the test
+    set's references) of the run's checkpoint with each attention perturbation
+    (nmt.models.attention.PERTURBATIONS)."""
     from nmt.decoding.translator import Translator
     from nmt.evaluation.curves import bucket_bleu
     from nmt.models.attention import PERTURBATIONS, analysed_attention
@@ -123,7 +133,7 @@ def perturbation_bleu(
         started = time.perf_counter()
         with analysed_attention(translator.model.decoder.provider, kind, seed):
             hyps = [str(h) for h in translator.translate(test_set.sources)]
-        bleu, overall = bucket_bleu(hyps, test_set.sources, test_set.references, cutoffs, by)
+        bleu, overall = bucket_bleu(scorer, hyps, test_set.sources, test_set.references, cutoffs, by)
         scores[kind] = {"bleu": bleu, "all": overall, "seconds": round(time.perf_counter() - started, 1)}
         print(f"{run.name}: attention {kind}: BLEU {overall:.2f}", file=sys.stderr)
     return scores

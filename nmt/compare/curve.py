@@ -13,7 +13,7 @@ import dataclasses
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nmt import arguments
 from nmt.compare.runs import (
@@ -28,6 +28,9 @@ from nmt.errors import NMTError
 from nmt.evaluation.buckets import BucketBy
 from nmt.evaluation.testset import TestSet
 
+if TYPE_CHECKING:
+    from nmt.evaluation.scoring import CorpusScorer  # sacrebleu, numpy: imported where used
+
 
 def learning_curves(
     run_dirs: Sequence[Path],
@@ -40,9 +43,11 @@ def learning_curves(
     fixed sample, and write learning_curve.json, .md and .png (one panel per run) into `out_dir`.
 
     Split, buckets, bucketing and sample size default to the first run's `evaluation` section
-    (`curve_sentences_per_bucket`). Returns the content of learning_curve.json.
+    (`curve_sentences_per_bucket`), whose tokenize and lowercase score every run, as in `nmt evaluate`.
+    Returns the content of learning_curve.json.
     """
     from nmt.evaluation import curves  # sacrebleu, matplotlib
+    from nmt.evaluation.scoring import CorpusScorer
 
     if per_bucket is not None and per_bucket < 0:
         raise NMTError(f"--sentences-per-bucket {per_bucket}: it must be >= 0.", "Give a count, or 0 for every sentence.")
@@ -51,20 +56,22 @@ def learning_curves(
     split = split or settings.split
     per_bucket = settings.curve_sentences_per_bucket if per_bucket is None else per_bucket
     cutoffs, by = list(settings.buckets), settings.by
-    samples: dict[str, TestSet] = {}  # data dir -> the sample of its split
+    # data dir -> the sample of its split, and a scorer of its references for every checkpoint of its runs
+    samples: dict[str, tuple[TestSet, CorpusScorer]] = {}
     measured: dict[str, Any] = {}
     for run in runs:
         if run.config.data.dir not in samples:
-            test_set = split_test_set(run.config, split)
-            samples[run.config.data.dir] = curves.sample_test_set(test_set, cutoffs, by, per_bucket)
-        sample = samples[run.config.data.dir]
+            sample = curves.sample_test_set(split_test_set(run.config, split), cutoffs, by, per_bucket)
+            scorer = CorpusScorer(sample.references, settings.tokenize, settings.lowercase)
+            samples[run.config.data.dir] = sample, scorer
+        sample, scorer = samples[run.config.data.dir]
         measured[run.name] = {
             "run_dir": str(run.run_dir),
             "attention": run.config.model.attention,
             "sentences": sample.origin,
             "n": curves.bucket_counts(sample, cutoffs, by),
             "n_sample": len(sample.references),
-            "checkpoints": _score_checkpoints(run, sample, cutoffs, by, device),
+            "checkpoints": _score_checkpoints(run, sample, scorer, cutoffs, by, device),
         }
     results = {
         "split": split,
@@ -82,9 +89,10 @@ def learning_curves(
 
 
 def _score_checkpoints(
-    run: RunInfo, sample: TestSet, cutoffs: list[int], by: BucketBy, device: str
+    run: RunInfo, sample: TestSet, scorer: CorpusScorer, cutoffs: list[int], by: BucketBy, device: str
 ) -> list[dict[str, Any]]:
-    """One point per kept step_*.pt of the run: its step, files, and greedy BLEU per bucket on `sample`."""
+    """One point per kept step_*.pt of the run: its step, files, and greedy BLEU per bucket on `sample`
+    (`scorer`: its references)."""
     from nmt.evaluation.curves import bucket_bleu
     from nmt.rundir.checkpoints import checkpoint_step, step_checkpoints
 
@@ -105,7 +113,7 @@ def _score_checkpoints(
     for path in checkpoints:
         hyps, cache, cached = translate_cached(dataclasses.replace(run, checkpoint=path), sample, 1, device)
         assert sample.sources is not None
-        bleu, sample_bleu = bucket_bleu(hyps, sample.sources, sample.references, cutoffs, by)
+        bleu, sample_bleu = bucket_bleu(scorer, hyps, sample.sources, sample.references, cutoffs, by)
         points.append({"step": checkpoint_step(path), "checkpoint": str(path), "hypotheses": str(cache),
                        "cached": cached, "bleu": bleu, "sample_bleu": sample_bleu})
     return points

@@ -64,15 +64,18 @@ def _digest(source: str, reference: str) -> str:
 
 
 def bucket_bleu(
+    scorer: CorpusScorer,
     hypotheses: Sequence[str],
     sources: Sequence[str],
     references: Sequence[str],
     cutoffs: Sequence[int],
     by: BucketBy,
 ) -> tuple[dict[str, float | None], float]:
-    """Corpus BLEU of each bucket (None when it is empty), and of all the sentences given."""
+    """Corpus BLEU of each bucket (None when it is empty), and of all the sentences given. `scorer` holds
+    `references` with the run's evaluation.tokenize and evaluation.lowercase, as `nmt evaluate` scores
+    them; the caller builds it once for every hypothesis set of those references."""
     buckets = make_buckets(cutoffs)
-    stats = CorpusScorer(references).sentence_stats(hypotheses)  # n x N_STATS
+    stats = scorer.sentence_stats(hypotheses)  # n x N_STATS
     members = bucket_members(sentence_lengths(sources, references, by), buckets)
     scores: dict[str, float | None] = {
         bucket.label: float(bleu_from_stats(stats[rows].sum(axis=0))) if rows else None
