@@ -162,6 +162,26 @@ def test_perturbation_bleu_follows_the_runs_scoring_settings(
     assert built == [("intl", True)]  # as nmt evaluate scores, and once for the four perturbations
 
 
+def test_each_checkpoint_is_loaded_once(
+    trained_reverse_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nmt.compare import attention_checks as command
+    from nmt.rundir import loading
+
+    loaded: list[str] = []
+
+    def counting_load_run(run_dir: Path, checkpoint: Path | None, device: str) -> loading.LoadedRun:
+        loaded.append(Path(checkpoint or "").name)
+        return load_run(run_dir, checkpoint, device)
+
+    monkeypatch.setattr(loading, "load_run", counting_load_run)
+    monkeypatch.setattr(command, "test_links", lambda run, test_set, how: reversal_links(test_set.sources))
+    results = attention_checks([trained_reverse_run], out_dir=tmp_path, steps=[60], device="cpu", batch_size=16)
+    assert sorted(loaded) == ["best.pt", "step_00000060.pt"]  # the evaluated one serves both checks
+    alignment = results["runs"]["run"]["alignment"]
+    assert [point["checkpoint"] for point in alignment] == ["step_00000060.pt", "best.pt"]
+
+
 def test_a_run_without_attention_is_refused(tmp_path: Path) -> None:
     run = fake_run(tmp_path / "rnnencdec", attention="none")
     with pytest.raises(NMTError, match="no attention"):

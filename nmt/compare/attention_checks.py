@@ -25,7 +25,7 @@ from nmt import arguments
 from nmt.compare.evaluate import common_test_set
 from nmt.compare.runs import RunInfo, default_out_dir, describe_runs, write_outputs
 from nmt.errors import NMTError
-from nmt.evaluation.alignment import Agreement, Link, Symmetrisation, align_words
+from nmt.evaluation.alignment import Link, Symmetrisation, agreement_per_bucket, align_words
 from nmt.evaluation.buckets import BucketBy, assign_buckets, make_buckets, sentence_lengths
 from nmt.evaluation.testset import TestSet
 
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from nmt.evaluation.scoring import CorpusScorer
+    from nmt.rundir.loading import LoadedRun
 
 CHECKS = "attention_checks"  # the stem of the .json, .md and .png written
 
@@ -58,23 +59,53 @@ def attention_checks(
     the learning curve's deterministic sample of the test set. BLEU uses the first run's
     evaluation.tokenize and evaluation.lowercase, as `nmt evaluate` does. Returns the content of the JSON."""
     # matplotlib and sacrebleu: imported here, not for --help
-    from nmt.evaluation.curves import SELECTION, bucket_counts, sample_test_set
+    from nmt.evaluation.curves import sample_test_set
     from nmt.evaluation.scoring import CorpusScorer
+    from nmt.rundir.loading import load_run
 
     runs = describe_runs(run_dirs, (), checkpoint)
-    for run in runs:
-        if run.config.model.attention == "none":
-            raise NMTError(
-                f"{run.name} has no attention (attention: none, RNNencdec): there are no weights to check.",
-                "Give runs with attention (RNNsearch); the fixed-vector model has one context for every step.",
-            )
+    _refuse_runs_without_attention(runs)
     settings = runs[0].config.evaluation
     cutoffs, by = list(settings.buckets), settings.by
     test_set = common_test_set(runs, split or settings.split, src_path, ref_path)  # nmt evaluate's rule
     if per_bucket:
         test_set = sample_test_set(test_set, cutoffs, by, per_bucket)
     members, labels = _buckets(test_set, cutoffs, by)
-    results: dict[str, Any] = {
+    results = _setting(test_set, per_bucket, cutoffs, by, seed, symmetrisation)
+    links: dict[str, list[set[Link]]] = {}
+    # the references read once for every run and perturbation
+    scorer = CorpusScorer(test_set.references, settings.tokenize, settings.lowercase)
+    for run in runs:
+        entry: dict[str, Any] = {"run_dir": _plain(str(run.run_dir)), "checkpoint": run.checkpoint.name}
+        evaluated = load_run(run.run_dir, run.checkpoint, device)  # read once for both checks
+        if "perturbation" in checks:
+            entry["perturbation"] = perturbation_bleu(
+                run.name, evaluated, test_set, scorer, cutoffs, by, seed, batch_size
+            )
+        if "alignment" in checks:
+            if run.config.data.dir not in links:
+                links[run.config.data.dir] = test_links(run, test_set, symmetrisation)
+            entry["alignment"] = [
+                agreement_by_bucket(
+                    run.name, evaluated if path == run.checkpoint else load_run(run.run_dir, path, device),
+                    test_set, links[run.config.data.dir], members, labels, batch_size,
+                )
+                for path in _checkpoints(run, steps)
+            ]
+        results["runs"][run.name] = entry
+    out = default_out_dir(run_dirs, out_dir)
+    write_outputs(out, CHECKS, results, format_markdown(results), checks_figure(results), 100)
+    return results
+
+
+def _setting(
+    test_set: TestSet, per_bucket: int, cutoffs: list[int], by: BucketBy, seed: int,
+    symmetrisation: Symmetrisation,
+) -> dict[str, Any]:
+    """The results' head: what was checked and how; "runs" is filled run by run."""
+    from nmt.evaluation.curves import SELECTION, bucket_counts
+
+    return {
         "test_set": _plain(test_set.origin),
         "sentences": len(test_set.references),
         "selection": f"up to {per_bucket} per bucket, {SELECTION}" if per_bucket else "all",
@@ -86,26 +117,16 @@ def attention_checks(
         "symmetrisation": symmetrisation,
         "runs": {},
     }
-    links: dict[str, list[set[Link]]] = {}
-    # the references read once for every run and perturbation
-    scorer = CorpusScorer(test_set.references, settings.tokenize, settings.lowercase)
+
+
+def _refuse_runs_without_attention(runs: Sequence[RunInfo]) -> None:
+    """Both checks need attention weights: the fixed-vector model (attention: none) has none."""
     for run in runs:
-        entry: dict[str, Any] = {"run_dir": _plain(str(run.run_dir)), "checkpoint": run.checkpoint.name}
-        if "perturbation" in checks:
-            entry["perturbation"] = perturbation_bleu(
-                run, test_set, scorer, cutoffs, by, seed, device, batch_size
+        if run.config.model.attention == "none":
+            raise NMTError(
+                f"{run.name} has no attention (attention: none, RNNencdec): there are no weights to check.",
+                "Give runs with attention (RNNsearch); the fixed-vector model has one context for every step.",
             )
-        if "alignment" in checks:
-            if run.config.data.dir not in links:
-                links[run.config.data.dir] = test_links(run, test_set, symmetrisation)
-            entry["alignment"] = [
-                agreement_by_bucket(run, path, test_set, links[run.config.data.dir], members, labels, device, batch_size)
-                for path in _checkpoints(run, steps)
-            ]
-        results["runs"][run.name] = entry
-    out = default_out_dir(run_dirs, out_dir)
-    write_outputs(out, CHECKS, results, format_markdown(results), checks_figure(results), 100)
-    return results
 
 
 def _buckets(test_set: TestSet, cutoffs: list[int], by: BucketBy) -> tuple[list[int], list[str]]:
@@ -116,18 +137,19 @@ def _buckets(test_set: TestSet, cutoffs: list[int], by: BucketBy) -> tuple[list[
 
 
 def perturbation_bleu(
-    run: RunInfo, test_set: TestSet, scorer: CorpusScorer, cutoffs: list[int], by: BucketBy, seed: int,
-    device: str, batch_size: int,
+    name: str, loaded: LoadedRun, test_set: TestSet, scorer: CorpusScorer, cutoffs: list[int], by: BucketBy,
+    seed: int, batch_size: int,
 ) -> dict[str, Any]:
     """Greedy BLEU per bucket (`cutoffs`, `by`: the same for every run, the first run's; `scorer`: the test
-    set's references) of the run's checkpoint with each attention perturbation
-    (nmt.models.attention.PERTURBATIONS)."""
+    set's references) of run `name`'s loaded checkpoint with each attention perturbation
+    (nmt.models.attention.PERTURBATIONS), within the run's decoding length limits."""
     from nmt.decoding.translator import Translator
     from nmt.evaluation.curves import bucket_bleu
     from nmt.models.attention import PERTURBATIONS, analysed_attention
 
     assert test_set.sources is not None
-    translator = Translator.from_run(run.run_dir, run.checkpoint, device, beam_size=1, batch_size=batch_size)
+    decoding = loaded.config.decoding
+    translator = Translator(loaded.model, loaded.tokenizer, decoding, beam_size=1, batch_size=batch_size)
     scores: dict[str, Any] = {}
     for kind in PERTURBATIONS:
         started = time.perf_counter()
@@ -135,7 +157,7 @@ def perturbation_bleu(
             hyps = [str(h) for h in translator.translate(test_set.sources)]
         bleu, overall = bucket_bleu(scorer, hyps, test_set.sources, test_set.references, cutoffs, by)
         scores[kind] = {"bleu": bleu, "all": overall, "seconds": round(time.perf_counter() - started, 1)}
-        print(f"{run.name}: attention {kind}: BLEU {overall:.2f}", file=sys.stderr)
+        print(f"{name}: attention {kind}: BLEU {overall:.2f}", file=sys.stderr)
     return scores
 
 
@@ -206,28 +228,20 @@ def teacher_forced_argmax(
 
 
 def agreement_by_bucket(
-    run: RunInfo, path: Path, test_set: TestSet, links: list[set[Link]], members: list[int], labels: list[str],
-    device: str, batch_size: int,
+    name: str, loaded: LoadedRun, test_set: TestSet, links: list[set[Link]], members: list[int],
+    labels: list[str], batch_size: int,
 ) -> dict[str, Any]:
-    """Alignment agreement of checkpoint `path` of `run`: over all pairs and per bucket."""
-    from nmt.rundir.loading import load_run
-
-    loaded = load_run(run.run_dir, path, device)
+    """Alignment agreement of a loaded checkpoint of run `name`: over all pairs and per bucket."""
     assert test_set.sources is not None
     argmaxes = teacher_forced_argmax(loaded.model, loaded.tokenizer, test_set.sources, test_set.references, batch_size)
-    per_bucket = [Agreement() for _ in labels]
-    for i, argmax in enumerate(argmaxes):
-        if argmax is None:
-            per_bucket[members[i]].skipped.append(i)
-            continue
-        per_bucket[members[i]].add(argmax, links[i], len(test_set.sources[i].split()))
-    total = Agreement()
-    for part in per_bucket:
-        total.merge(part)
+    n_src = [len(source.split()) for source in test_set.sources]
+    per_bucket, total = agreement_per_bucket(argmaxes, links, n_src, members, len(labels))
     summary = total.summary()
-    print(f"{run.name}: {path.name} (step {loaded.step}): argmax agreement {summary['agreement']}", file=sys.stderr)
+    checkpoint = loaded.checkpoint.name
+    agreement = summary["agreement"]
+    print(f"{name}: {checkpoint} (step {loaded.step}): argmax agreement {agreement}", file=sys.stderr)
     return {
-        "checkpoint": path.name,
+        "checkpoint": checkpoint,
         "step": loaded.step,
         "all": {**summary, "skipped_sentences": len(total.skipped)},
         "buckets": {label: part.summary() for label, part in zip(labels, per_bucket, strict=True)},

@@ -149,6 +149,24 @@ class Agreement:
         }
 
 
+def agreement_per_bucket(
+    argmaxes: Sequence[Sequence[int] | None], links: Sequence[set[Link]], n_src: Sequence[int],
+    members: Sequence[int], n_buckets: int,
+) -> tuple[list[Agreement], Agreement]:
+    """The counts of each bucket, and over all pairs: pair i (in bucket members[i], with n_src[i] source
+    words) adds argmaxes[i] against links[i]; a pair without argmaxes (None) is counted as skipped."""
+    per_bucket = [Agreement() for _ in range(n_buckets)]
+    for i, argmax in enumerate(argmaxes):
+        if argmax is None:
+            per_bucket[members[i]].skipped.append(i)
+        else:
+            per_bucket[members[i]].add(argmax, links[i], n_src[i])
+    total = Agreement()
+    for part in per_bucket:
+        total.merge(part)
+    return per_bucket, total
+
+
 def reversal_links(sources: Sequence[str]) -> list[set[Link]]:
     """The exact alignment of the reverse task (target = source reversed): word j of n links to n-1-j."""
     return [{(len(s.split()) - 1 - j, j) for j in range(len(s.split()))} for s in sources]
