@@ -222,7 +222,19 @@ def test_command_line_arguments(tmp_path: Path) -> None:
 
     parser = argparse.ArgumentParser()
     command.add_arguments(parser)
-    args = parser.parse_args([str(tmp_path), "--src", "a.txt", "--steps", "300,600", "--only", "alignment"])
+    run = str(fake_run(tmp_path / "run"))
+    args = parser.parse_args([run, "--src", "a.txt", "--steps", "300,600", "--only", "alignment"])
     assert (args.steps, args.only, args.symmetrise) == ([300, 600], "alignment", "grow-diag-final-and")
     with pytest.raises(NMTError, match="--src and --ref go together"):
         command.run(args)
+    with pytest.raises(NMTError, match="it must be >= 0") as error:  # nmt curve's words
+        command.run(parser.parse_args([run, "--sentences-per-bucket", "-1"]))
+    assert error.value.hint == "Give a count, or 0 for every sentence."
+    with pytest.raises(SystemExit):  # as for evaluate and curve: a split the data has
+        parser.parse_args([run, "--split", "train"])
+
+
+def test_src_without_ref_is_refused_by_the_function_too(tmp_path: Path) -> None:
+    # the rule lives in common_test_set, which nmt evaluate shares: the split is not used instead
+    with pytest.raises(NMTError, match="--src and --ref go together"):
+        attention_checks([fake_run(tmp_path / "run")], out_dir=tmp_path / "out", src_path=tmp_path / "a.txt")

@@ -90,6 +90,18 @@ def test_the_recorded_scores_are_the_ones_the_model_attends_with() -> None:
     assert all(p.grad is None for p in model.parameters())  # measuring leaves no gradients behind
 
 
+def test_a_negative_sample_size_is_refused_in_curve_s_words(tmp_path: Path) -> None:
+    import argparse
+
+    from nmt.compare import attention_scaling as command
+
+    parser = argparse.ArgumentParser()
+    command.add_arguments(parser)
+    with pytest.raises(NMTError, match="--sentences-per-bucket -1: it must be >= 0") as error:
+        command.run(parser.parse_args([str(tmp_path), "--sentences-per-bucket", "-1"]))
+    assert error.value.hint == "Give a count, or 0 for every sentence."
+
+
 def test_a_run_without_attention_is_refused() -> None:
     model = build_model(ModelConfig(attention="none", **TINY), 20, 20)
     with pytest.raises(NMTError, match="attention: none"):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from nmt.compare.runs import decoding_settings, default_out_dir, describe_runs
+from nmt.compare.runs import check_sentences_per_bucket, decoding_settings, default_out_dir, describe_runs
 from nmt.errors import NMTError
 from nmt.evaluation.testset import file_test_set
 from nmt.rundir.translations import cache_key
@@ -39,6 +39,14 @@ def test_the_out_folder_given_wins_over_the_default(tmp_path: Path) -> None:
     assert default_out_dir(runs, tmp_path / "mine") == tmp_path / "mine"
     assert default_out_dir(runs) == tmp_path.resolve() / "evaluation"
     assert default_out_dir(runs[:1], None) == tmp_path / "a" / "evaluation"
+
+
+def test_a_negative_sample_size_is_one_message_for_every_command() -> None:
+    check_sentences_per_bucket(None)  # the config's value, checked when it was loaded
+    check_sentences_per_bucket(0)
+    with pytest.raises(NMTError, match=r"--sentences-per-bucket -2: it must be >= 0\.") as error:
+        check_sentences_per_bucket(-2)
+    assert error.value.hint == "Give a count, or 0 for every sentence."
 
 
 def test_decode_time_overrides_change_the_cache_key_and_refuse_learning_keys(tmp_path: Path) -> None:

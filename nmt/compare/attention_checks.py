@@ -23,7 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 from nmt import arguments
 from nmt.compare.evaluate import common_test_set
-from nmt.compare.runs import RunInfo, default_out_dir, describe_runs, write_outputs
+from nmt.compare.runs import (
+    RunInfo,
+    check_sentences_per_bucket,
+    default_out_dir,
+    describe_runs,
+    write_outputs,
+)
 from nmt.errors import NMTError
 from nmt.evaluation.alignment import Link, Symmetrisation, agreement_per_bucket, align_words
 from nmt.evaluation.buckets import BucketBy, assign_buckets, make_buckets, sentence_lengths
@@ -63,6 +69,7 @@ def attention_checks(
     from nmt.evaluation.scoring import CorpusScorer
     from nmt.rundir.loading import load_run
 
+    check_sentences_per_bucket(per_bucket)
     runs = describe_runs(run_dirs, (), checkpoint)
     _refuse_runs_without_attention(runs)
     settings = runs[0].config.evaluation
@@ -73,8 +80,7 @@ def attention_checks(
     members, labels = _buckets(test_set, cutoffs, by)
     results = _setting(test_set, per_bucket, cutoffs, by, seed, symmetrisation)
     links: dict[str, list[set[Link]]] = {}
-    # the references read once for every run and perturbation
-    scorer = CorpusScorer(test_set.references, settings.tokenize, settings.lowercase)
+    scorer = CorpusScorer(test_set.references, settings.tokenize, settings.lowercase)  # all runs, all kinds
     for run in runs:
         entry: dict[str, Any] = {"run_dir": _plain(str(run.run_dir)), "checkpoint": run.checkpoint.name}
         evaluated = load_run(run.run_dir, run.checkpoint, device)  # read once for both checks
@@ -148,8 +154,7 @@ def perturbation_bleu(
     from nmt.models.attention import PERTURBATIONS, analysed_attention
 
     assert test_set.sources is not None
-    decoding = loaded.config.decoding
-    translator = Translator(loaded.model, loaded.tokenizer, decoding, beam_size=1, batch_size=batch_size)
+    translator = Translator(loaded.model, loaded.tokenizer, loaded.config.decoding, 1, batch_size)  # greedy
     scores: dict[str, Any] = {}
     for kind in PERTURBATIONS:
         started = time.perf_counter()
@@ -238,8 +243,8 @@ def agreement_by_bucket(
     per_bucket, total = agreement_per_bucket(argmaxes, links, n_src, members, len(labels))
     summary = total.summary()
     checkpoint = loaded.checkpoint.name
-    agreement = summary["agreement"]
-    print(f"{name}: {checkpoint} (step {loaded.step}): argmax agreement {agreement}", file=sys.stderr)
+    print(f"{name}: {checkpoint} (step {loaded.step}): argmax agreement {summary['agreement']}",
+          file=sys.stderr)
     return {
         "checkpoint": checkpoint,
         "step": loaded.step,
@@ -361,7 +366,8 @@ def checks_figure(results: dict[str, Any]) -> Figure:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`nmt attention-checks RUN_DIR... [--split S | --src F --ref F] [--steps 300,600] [--out DIR]`."""
     parser.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR", help="runs with attention to check")
-    parser.add_argument("--split", default=None, help="prepared split to check on (default: evaluation.split)")
+    parser.add_argument("--split", choices=["valid", "test"], default=None,
+                        help="prepared split to check on (default: the first run's evaluation.split)")
     parser.add_argument("--src", type=Path, default=None, help="source file instead of a split (with --ref)")
     parser.add_argument("--ref", type=Path, default=None, help="reference file, one line per --src line")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: as nmt evaluate's)")
@@ -383,10 +389,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     """Parse-free entry of the command: threads, then `attention_checks`."""
-    if (args.src is None) != (args.ref is None):
-        raise NMTError("--src and --ref go together: give both files, or neither to use --split.")
-    if args.sentences_per_bucket < 0:
-        raise NMTError(f"--sentences-per-bucket {args.sentences_per_bucket}: give 0 (all) or a positive count.")
     arguments.use_threads(args.threads, args.run_dirs[0])
     attention_checks(
         args.run_dirs, out_dir=args.out, split=args.split, src_path=args.src, ref_path=args.ref,

@@ -20,7 +20,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nmt import arguments
-from nmt.compare.runs import default_out_dir, describe_runs, split_test_set, write_outputs
+from nmt.compare.runs import (
+    check_sentences_per_bucket,
+    default_out_dir,
+    describe_runs,
+    split_test_set,
+    write_outputs,
+)
 from nmt.config import Config
 from nmt.errors import NMTError
 
@@ -124,6 +130,7 @@ def scaling_statistics(
     from nmt.evaluation.curves import sample_test_set
     from nmt.rundir.loading import load_run
 
+    check_sentences_per_bucket(per_bucket)
     runs = describe_runs(run_dirs, checkpoint=checkpoint)
     settings = runs[0].config.evaluation
     per_bucket = settings.curve_sentences_per_bucket if per_bucket is None else per_bucket
@@ -226,6 +233,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     """Run `nmt attention-scaling` from parsed arguments."""
     arguments.use_threads(args.threads, args.run_dirs[0])
-    if args.sentences_per_bucket is not None and args.sentences_per_bucket < 0:
-        raise NMTError(f"--sentences-per-bucket {args.sentences_per_bucket}: it must be >= 0.")
     scaling_statistics(args.run_dirs, args.out, args.split, args.sentences_per_bucket, args.checkpoint)

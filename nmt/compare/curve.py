@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from nmt import arguments
 from nmt.compare.runs import (
     RunInfo,
+    check_sentences_per_bucket,
     default_out_dir,
     describe_runs,
     split_test_set,
@@ -49,8 +50,7 @@ def learning_curves(
     from nmt.evaluation import curves  # sacrebleu, matplotlib
     from nmt.evaluation.scoring import CorpusScorer
 
-    if per_bucket is not None and per_bucket < 0:
-        raise NMTError(f"--sentences-per-bucket {per_bucket}: it must be >= 0.", "Give a count, or 0 for every sentence.")
+    check_sentences_per_bucket(per_bucket)
     runs = describe_runs(run_dirs)
     settings = runs[0].config.evaluation
     split = split or settings.split

@@ -58,8 +58,7 @@ def evaluate_runs(
     first run's `evaluation` section; `overrides` are `--set` decoding.* and evaluation.* keys that
     change them for every run (decoding.beam_size=10). Returns the content of results.json.
     """
-    if (src_path is None) != (ref_path is None):
-        raise NMTError("--src and --ref go together: give both files, or neither to use --split.")
+    check_src_and_ref(src_path, ref_path)  # before the runs are read: the flags' mistake comes first
     # the 1-best is scored: a run's decoding.nbest does not apply, nor bound --beam from below
     runs = describe_runs(run_dirs, ["decoding.nbest=1", *overrides], checkpoint)
     out = default_out_dir(run_dirs, out_dir)
@@ -108,9 +107,16 @@ def _translate_runs(
     return hypotheses, systems, scored, chosen
 
 
+def check_src_and_ref(src_path: Path | None, ref_path: Path | None) -> None:
+    """Refuse --src without --ref or the reverse: the other one is not left to the split."""
+    if (src_path is None) != (ref_path is None):
+        raise NMTError("--src and --ref go together: give both files, or neither to use --split.")
+
+
 def common_test_set(runs: list[RunInfo], split: str, src_path: Path | None, ref_path: Path | None) -> TestSet:
-    """The one test set the runs are scored on: --src/--ref when given, else the `split` of their prepared
-    data, which must be the same for every run."""
+    """The one test set the runs are scored on: --src/--ref when given (both), else the `split` of their
+    prepared data, which must be the same for every run."""
+    check_src_and_ref(src_path, ref_path)
     if src_path is not None and ref_path is not None:
         return file_test_set(src_path, ref_path)
     by_dir: dict[str, TestSet] = {}

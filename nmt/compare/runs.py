@@ -109,6 +109,14 @@ def translate_cached(
     return hyps, path, False
 
 
+def check_sentences_per_bucket(per_bucket: int | None) -> None:
+    """Refuse a negative --sentences-per-bucket (None: the config's, checked when it was loaded)."""
+    if per_bucket is not None and per_bucket < 0:
+        raise NMTError(
+            f"--sentences-per-bucket {per_bucket}: it must be >= 0.", "Give a count, or 0 for every sentence."
+        )
+
+
 def default_out_dir(run_dirs: Sequence[Path], out_dir: Path | None = None) -> Path:
     """Where a comparison command writes: `out_dir` when given (--out), else RUN_DIR/evaluation for one
     run and `evaluation/` in the runs' common parent for several."""
