@@ -130,3 +130,23 @@ def test_the_command_measures_a_trained_run_and_writes_its_files(tmp_path: Path)
     initial = initial_model(config, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size).state_dict()
     assert initial.keys() == trainer.model.state_dict().keys()
     assert all(torch.equal(initial[k], v) for k, v in trainer.model.state_dict().items())
+
+
+def test_runs_on_different_data_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the sample is the runs' common test split (nmt evaluate's rule), not the first run's alone
+    import yaml
+
+    from nmt.compare import evaluate
+    from nmt.evaluation.testset import TestSet as Pairs
+    from tests.helpers import fake_run
+
+    runs = [fake_run(tmp_path / name, attention="dot") for name in ("a", "b")]
+    for run in runs:
+        config = yaml.safe_load((run / "config.yaml").read_text())
+        config["data"]["dir"] = str(tmp_path / f"data-{run.name}")
+        (run / "config.yaml").write_text(yaml.safe_dump(config))
+    monkeypatch.setattr(evaluate, "split_test_set", lambda config, split: Pairs(
+        [config.data.dir], ["x"], f"split {split} of {config.data.dir}"))
+    with pytest.raises(NMTError, match="trained on different data"):
+        scaling_statistics(runs, out_dir=tmp_path / "out")
+    assert not (tmp_path / "out").exists()

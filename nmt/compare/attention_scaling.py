@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nmt import arguments
+from nmt.compare.evaluate import common_test_set
 from nmt.compare.runs import (
     check_sentences_per_bucket,
     default_out_dir,
     describe_runs,
-    split_test_set,
     write_outputs,
 )
 from nmt.config import Config
@@ -125,8 +125,9 @@ def scaling_statistics(
     per_bucket: int | None = None,
     checkpoint: str | None = None,
 ) -> dict[str, Any]:
-    """Measure every run at initialisation and at its checkpoint on the sample of the split, and write
-    attention_scaling.json, .md and .png into `out_dir`. Returns the JSON's content."""
+    """Measure every run at initialisation and at its checkpoint on the sample of the split (the same for
+    every run: runs on different data are refused, as by `nmt evaluate`), and write attention_scaling.json,
+    .md and .png into `out_dir`. Returns the JSON's content."""
     from nmt.evaluation.curves import sample_test_set
     from nmt.rundir.loading import load_run
 
@@ -134,7 +135,8 @@ def scaling_statistics(
     runs = describe_runs(run_dirs, checkpoint=checkpoint)
     settings = runs[0].config.evaluation
     per_bucket = settings.curve_sentences_per_bucket if per_bucket is None else per_bucket
-    sample = sample_test_set(split_test_set(runs[0].config, split or settings.split), settings.buckets, settings.by, per_bucket)
+    test_set = common_test_set(runs, split or settings.split, None, None)
+    sample = sample_test_set(test_set, settings.buckets, settings.by, per_bucket)
     assert sample.sources is not None
     measured: dict[str, Any] = {}
     for run in runs:
