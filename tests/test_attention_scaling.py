@@ -150,3 +150,33 @@ def test_runs_on_different_data_are_refused(tmp_path: Path, monkeypatch: pytest.
     with pytest.raises(NMTError, match="trained on different data"):
         scaling_statistics(runs, out_dir=tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_progress_goes_to_stderr_and_only_the_report_to_stdout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from types import SimpleNamespace
+
+    from nmt.compare import attention_scaling as command
+    from nmt.compare import evaluate
+    from nmt.evaluation.testset import TestSet as Pairs
+    from nmt.rundir import loading
+    from tests.helpers import fake_run
+
+    def model() -> torch.nn.Module:
+        torch.manual_seed(0)
+        return build_model(ModelConfig(attention="dot", attention_size=8, **TINY), 20, 20)
+
+    def ids(text: str) -> list[int]:
+        return [int(word) for word in text.split()]
+
+    tokenizer = SimpleNamespace(encode_src=ids, encode_tgt=ids, src_vocab_size=20, tgt_vocab_size=20)
+    pairs = Pairs(["4 5 6", "7 8"], ["6 5 4", "8 7"], "split test")
+    monkeypatch.setattr(evaluate, "split_test_set", lambda config, split: pairs)
+    monkeypatch.setattr(loading, "load_run", lambda run_dir, checkpoint, device: SimpleNamespace(
+        tokenizer=tokenizer, model=model(), step=7))
+    monkeypatch.setattr(command, "initial_model", lambda config, src_vocab, tgt_vocab: model())
+    scaling_statistics([fake_run(tmp_path / "run", attention="dot")], out_dir=tmp_path / "out", per_bucket=0)
+    out, err = capsys.readouterr()
+    assert "run: measured at initialisation and at step 7" in err
+    assert out.startswith("# Attention scores") and "measured at" not in out  # stdout is the Markdown

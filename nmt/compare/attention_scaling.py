@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -152,7 +153,7 @@ def scaling_statistics(
             "initialisation": asdict(attention_statistics(initial, pairs)),
             "trained": asdict(attention_statistics(loaded.model, pairs)),
         }
-        print(f"{run.name}: measured at initialisation and at step {loaded.step}")
+        print(f"{run.name}: measured at initialisation and at step {loaded.step}", file=sys.stderr)
     results = {"sentences": f"{sample.origin}, {len(sample.references)} sentences", "saturated_above": SATURATED,
                "runs": measured}
     out = default_out_dir(run_dirs, out_dir)
