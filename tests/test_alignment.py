@@ -9,6 +9,7 @@ import pytest
 from nmt.errors import NMTError
 from nmt.evaluation.alignment import (
     Agreement,
+    agreement_per_bucket,
     align_words,
     grow_diag_final_and,
     parse_links,
@@ -46,11 +47,34 @@ def test_agreement_counts_only_linked_target_words() -> None:
     assert (summary["target_words"], summary["agreement"], summary["argmax_on_eos"]) == (2, 0.5, 0.5)
     assert summary["chance"] == pytest.approx(0.25)  # one linked word among 3 words + EOS
     assert Agreement().summary()["agreement"] is None
-    total = Agreement(skipped=[7])
+    total = Agreement(skipped=1)
     total.merge(counts)
-    total.merge(Agreement(counted=1, agree=1, chance=0.5, sentences=1, skipped=[9]))
+    total.merge(Agreement(counted=1, agree=1, chance=0.5, sentences=1, skipped=2))
     assert (total.counted, total.agree, total.chance, total.on_eos, total.sentences) == (3, 2, 1.0, 1, 2)
-    assert total.skipped == [7, 9]
+    assert total.skipped == 3
+
+
+def test_the_diagonal_is_the_source_word_at_the_same_relative_position() -> None:
+    # 4 source words, 2 target words: word j's diagonal is source word round(j * 4 / 2), 0 then 2
+    on = Agreement()
+    on.add([3, 3], {(0, 0), (2, 1)}, n_src=4)
+    assert (on.summary()["diagonal"], on.summary()["agreement"]) == (1.0, 0.0)  # whatever the argmax
+    off = Agreement()
+    off.add([3, 3], {(0, 0), (1, 1)}, n_src=4)
+    assert off.summary()["diagonal"] == 0.5
+    # 2 source words, 4 target words: j=3 gives round(1.5) = 2, the EOS column, taken back to the last word
+    longer = Agreement()
+    longer.add([0, 0, 0, 0], {(1, 3)}, n_src=2)
+    assert longer.diagonal == 1
+
+
+def test_agreement_per_bucket_sums_to_the_total_and_counts_the_skipped() -> None:
+    argmaxes = [[0], None, [1, 0], None]
+    links = [{(0, 0)}, set(), {(1, 0), (0, 1)}, {(0, 0)}]
+    per_bucket, total = agreement_per_bucket(argmaxes, links, [1, 1, 2, 3], members=[0, 0, 1, 1], n_buckets=3)
+    counts = [(b.sentences, b.skipped, b.counted, b.agree) for b in per_bucket]
+    assert counts == [(1, 1, 1, 1), (1, 1, 2, 2), (0, 0, 0, 0)]
+    assert (total.sentences, total.skipped, total.counted, total.agree) == (2, 2, 3, 3)
 
 
 def test_eflomal_recovers_the_reversal() -> None:

@@ -248,7 +248,7 @@ def agreement_by_bucket(
     return {
         "checkpoint": checkpoint,
         "step": loaded.step,
-        "all": {**summary, "skipped_sentences": len(total.skipped)},
+        "all": {**summary, "skipped_sentences": total.skipped},
         "buckets": {label: part.summary() for label, part in zip(labels, per_bucket, strict=True)},
     }
 

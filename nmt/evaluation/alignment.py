@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Literal
 
@@ -102,9 +102,11 @@ def align_words(
 @dataclass
 class Agreement:
     """Counts over target words the aligner links at all: how many there were (`counted`), how many had
-    attention's argmax on a linked source word (`agree`), the expected count of a uniformly random source
-    word (`chance`, the sum of links / source words), the count of the word on the diagonal
-    (`diagonal`: source word round(j * n_src / n_tgt)), and how many argmaxes fell on the source EOS."""
+    attention's argmax on a linked source word (`agree`), the expected count of a uniformly random choice
+    among the source words and the EOS (`chance`, the sum of links / (source words + 1)), the count of the
+    word on the diagonal (`diagonal`: source word round(j * n_src / n_tgt), at most the last), and how many
+    argmaxes fell on the source EOS; over how many sentences, and how many were skipped (no argmaxes: a
+    side was empty, or its pieces' words were not the aligner's whitespace words)."""
 
     counted: int = 0
     agree: int = 0
@@ -112,7 +114,7 @@ class Agreement:
     diagonal: int = 0
     on_eos: int = 0
     sentences: int = 0
-    skipped: list[int] = field(default_factory=list)
+    skipped: int = 0
 
     def add(self, argmax: Sequence[int], links: set[Link], n_src: int) -> None:
         """One sentence: argmax[j] is the source word (n_src: the EOS) attention picks for target word j."""
@@ -158,7 +160,7 @@ def agreement_per_bucket(
     per_bucket = [Agreement() for _ in range(n_buckets)]
     for i, argmax in enumerate(argmaxes):
         if argmax is None:
-            per_bucket[members[i]].skipped.append(i)
+            per_bucket[members[i]].skipped += 1
         else:
             per_bucket[members[i]].add(argmax, links[i], n_src[i])
     total = Agreement()
