@@ -7,6 +7,7 @@ attention model does easily and a fixed-vector model finds harder as sequences g
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from pathlib import Path
 
 
@@ -18,6 +19,12 @@ def reverse_pairs(n: int, min_len: int = 5, max_len: int = 40, seed: int = 0) ->
         digits = [str(rng.randrange(10)) for _ in range(rng.randint(min_len, max_len))]
         pairs.append((" ".join(digits), " ".join(reversed(digits))))
     return pairs
+
+
+def reversal_links(sources: Sequence[str]) -> list[set[tuple[int, int]]]:
+    """The exact word alignment of the reverse task, as (source word, target word) links: target word j of
+    n is source word n-1-j."""
+    return [{(len(s.split()) - 1 - j, j) for j in range(len(s.split()))} for s in sources]
 
 
 def write_parallel(

@@ -13,10 +13,9 @@ from nmt.evaluation.alignment import (
     align_words,
     grow_diag_final_and,
     parse_links,
-    reversal_links,
     symmetrise,
 )
-from tests.synthetic import reverse_pairs
+from tests.synthetic import reversal_links, reverse_pairs
 
 
 def test_parse_links_reads_pharaoh_source_target() -> None:

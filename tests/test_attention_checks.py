@@ -17,10 +17,11 @@ from nmt.data.prepare import load_prepared
 from nmt.decoding.search import greedy_hypotheses
 from nmt.decoding.translator import Translator
 from nmt.errors import NMTError
-from nmt.evaluation.alignment import Agreement, reversal_links
+from nmt.evaluation.alignment import Agreement
 from nmt.models.attention import analysed_attention, perturb_weights
 from nmt.rundir.loading import load_run
 from tests.helpers import fake_run
+from tests.synthetic import reversal_links
 
 
 def _weights(lengths: list[int], width: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

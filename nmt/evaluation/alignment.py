@@ -167,9 +167,3 @@ def agreement_per_bucket(
     for part in per_bucket:
         total.merge(part)
     return per_bucket, total
-
-
-def reversal_links(sources: Sequence[str]) -> list[set[Link]]:
-    """The exact alignment of the reverse task (target = source reversed): word j of n links to n-1-j."""
-    return [{(len(s.split()) - 1 - j, j) for j in range(len(s.split()))} for s in sources]
-
