@@ -60,19 +60,21 @@ def step_statistics(scores: Tensor, grads: Tensor, mask: Tensor, alive: Tensor) 
     the rows whose target is still running) -> name: values of the alive rows (1-D)."""
     import torch
 
+    from nmt.decoding.attention_stats import row_entropy, uniform_entropy
+
     scores, grads, mask = scores[alive].double(), grads[alive].double(), mask[alive]
     count = mask.sum(dim=-1).double()  # real source positions per row
     real = mask.double()
     mean = (scores * real).sum(dim=-1) / count
     variance = (((scores - mean.unsqueeze(-1)) ** 2) * real).sum(dim=-1) / count
     weights = torch.softmax(scores.masked_fill(~mask, -math.inf), dim=-1)
-    entropy = -(weights * weights.clamp_min(1e-300).log()).sum(dim=-1)
+    uniform = torch.tensor([uniform_entropy(n) for n in mask.sum(dim=-1).tolist()], dtype=torch.float64)
     largest = weights.max(dim=-1).values
     return {
         "score_variance": variance,
         "max_weight": largest,
         "saturated_share": (largest > SATURATED).double(),
-        "entropy_ratio": entropy / count.log().clamp_min(1e-12),  # a 1-position source counts as 0
+        "entropy_ratio": row_entropy(weights, mask) / uniform,  # `nmt experiment`'s rule (attention_stats)
         "score_grad_norm": (grads * real).norm(dim=-1),
     }
 

@@ -1,4 +1,5 @@
-"""What a trained run's attention weights look like over a test split: their entropy, and one heatmap."""
+"""What a trained run's attention weights look like over a test split: their entropy, and one heatmap.
+`row_entropy` and `uniform_entropy` are the one entropy rule, which `nmt attention-scaling` uses too."""
 
 from __future__ import annotations
 
@@ -9,14 +10,30 @@ import torch
 
 from nmt.config import Config
 
+ENTROPY_FLOOR = 1e-12  # weights are raised to this before their log: no log(0)
+
+
+def row_entropy(weights: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Entropy in nats (float64) of each row of `weights` (... x src_len), over the row's real positions:
+    `mask` (the same shape, bool; default: every position)."""
+    rows = weights.double().clamp_min(ENTROPY_FLOOR)
+    terms = rows * rows.log()
+    if mask is not None:  # padding's floored weights would add to the entropy
+        terms = terms.masked_fill(~mask, 0.0)
+    return -terms.sum(dim=-1)
+
+
+def uniform_entropy(positions: int) -> float:
+    """The entropy of uniform weights over `positions` source positions, log(positions): the denominator
+    of the ratio to uniform. 1 for one position, whose entropy is 0, so that its ratio is 0, not 0/0."""
+    return math.log(positions) if positions > 1 else 1.0
+
 
 def attention_entropy(weights: torch.Tensor) -> tuple[float, float]:
     """Mean entropy in nats of the rows of `weights` (tgt_len x src_len), and its mean ratio to the
     entropy of uniform weights, log(src_len): near 0 means one-hot (saturated), 1 means uniform."""
-    rows = weights.double().clamp_min(1e-12)
-    entropy = -(rows * rows.log()).sum(dim=-1)  # tgt_len
-    uniform = math.log(weights.size(-1)) if weights.size(-1) > 1 else 1.0
-    return float(entropy.mean()), float(entropy.mean() / uniform)
+    entropy = row_entropy(weights)  # tgt_len
+    return float(entropy.mean()), float(entropy.mean() / uniform_entropy(weights.size(-1)))
 
 
 def attention_diagnostics(
