@@ -40,5 +40,5 @@ def test_attention_scaling_measures_entropy_by_the_same_rule() -> None:
     alone = torch.softmax(scores[0, :4], dim=-1).unsqueeze(0)  # the same row without its padding
     assert ratio[0].item() == pytest.approx(attention_entropy(alone)[1], rel=1e-12, abs=0)
     assert ratio[1].item() == 0.0
-    assert row_entropy(torch.softmax(scores.masked_fill(~mask, -math.inf), dim=-1), mask)[0].item() == pytest.approx(
-        attention_entropy(alone)[0], rel=1e-12, abs=0)
+    padded = torch.softmax(scores.masked_fill(~mask, -math.inf), dim=-1)
+    assert row_entropy(padded, mask)[0].item() == pytest.approx(attention_entropy(alone)[0], rel=1e-12, abs=0)
