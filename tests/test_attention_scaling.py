@@ -10,7 +10,6 @@ import torch
 
 from nmt.compare.attention_scaling import (
     attention_statistics,
-    initial_model,
     scaling_statistics,
     step_statistics,
 )
@@ -18,8 +17,8 @@ from nmt.config import ModelConfig
 from nmt.errors import NMTError
 from nmt.models.attention import DotAttention
 from nmt.models.seq2seq import build_model
-from nmt.training.distributed import DistContext
-from nmt.training.trainer import Trainer, train
+from nmt.training import trainer
+from nmt.training.trainer import train
 from tests.helpers import reverse_task_config
 
 TINY = {"embedding_size": 16, "hidden_size": 16, "maxout_size": 8}
@@ -123,13 +122,6 @@ def test_the_command_measures_a_trained_run_and_writes_its_files(tmp_path: Path)
     assert saved["runs"]["run"]["trained"] == pytest.approx(run["trained"])
     assert "| run | dot | 16 | init |" in (tmp_path / "out" / "attention_scaling.md").read_text()
     assert (tmp_path / "out" / "attention_scaling.png").read_bytes()[:4] == b"\x89PNG"
-    # "at initialisation" is the model training started from: a Trainer built from the same config holds it
-    trainer = Trainer(config, tmp_path / "again", resume=False, ctx=DistContext(0, 1, torch.device("cpu")))
-    trainer.lock.release()
-    tokenizer = trainer.tokenizer
-    initial = initial_model(config, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size).state_dict()
-    assert initial.keys() == trainer.model.state_dict().keys()
-    assert all(torch.equal(initial[k], v) for k, v in trainer.model.state_dict().items())
 
 
 def test_runs_on_different_data_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -157,7 +149,6 @@ def test_progress_goes_to_stderr_and_only_the_report_to_stdout(
 ) -> None:
     from types import SimpleNamespace
 
-    from nmt.compare import attention_scaling as command
     from nmt.compare import evaluate
     from nmt.evaluation.testset import TestSet as Pairs
     from nmt.rundir import loading
@@ -175,7 +166,7 @@ def test_progress_goes_to_stderr_and_only_the_report_to_stdout(
     monkeypatch.setattr(evaluate, "split_test_set", lambda config, split: pairs)
     monkeypatch.setattr(loading, "load_run", lambda run_dir, checkpoint, device: SimpleNamespace(
         tokenizer=tokenizer, model=model(), step=7))
-    monkeypatch.setattr(command, "initial_model", lambda config, src_vocab, tgt_vocab: model())
+    monkeypatch.setattr(trainer, "initial_model", lambda config, src_vocab, tgt_vocab: model())
     scaling_statistics([fake_run(tmp_path / "run", attention="dot")], out_dir=tmp_path / "out", per_bucket=0)
     out, err = capsys.readouterr()
     assert "run: measured at initialisation and at step 7" in err

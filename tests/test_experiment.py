@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -38,16 +36,3 @@ def test_timings_read_back_what_they_recorded(tmp_path: Path) -> None:
     timings.record("evaluate", 2.0)
     timings.forget("prepare")
     assert Timings(tmp_path / "timings.json").seconds == {"evaluate": 2.0}
-
-
-def test_help_of_the_comparison_commands_loads_no_heavy_library() -> None:
-    # nmt/cli.py: a command's --help imports only its module; torch, numpy, matplotlib and sacrebleu load
-    # when a command runs (tests/test_cli.py checks score, evaluate and translate)
-    code = (
-        "import sys\nfrom nmt.cli import main\n"
-        "for name in ('experiment', 'curve', 'attention-checks', 'attention-scaling'):\n"
-        "    try:\n        main([name, '--help'])\n    except SystemExit:\n        pass\n"
-        "print(*(m for m in ('torch', 'numpy', 'matplotlib', 'sacrebleu') if m in sys.modules), file=sys.stderr)"
-    )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert result.stderr.split() == []

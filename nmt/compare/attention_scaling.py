@@ -28,7 +28,6 @@ from nmt.compare.runs import (
     describe_runs,
     write_outputs,
 )
-from nmt.config import Config
 from nmt.errors import NMTError
 
 if TYPE_CHECKING:  # torch, matplotlib and what imports them load where used: `--help` stays fast
@@ -112,15 +111,6 @@ def attention_statistics(model: Seq2Seq, pairs: Sequence[tuple[list[int], list[i
     return ScoreStats(steps=steps, loss_per_token=loss_sum / max(tokens, 1), **means)
 
 
-def initial_model(config: Config, src_vocab_size: int, tgt_vocab_size: int) -> Seq2Seq:
-    """The run's model as its training built it before the first step (the same seed, then build_model)."""
-    from nmt.models.seq2seq import build_model
-    from nmt.training.rng import seed_everything
-
-    seed_everything(config.training.seed)
-    return build_model(config.model, src_vocab_size, tgt_vocab_size)
-
-
 def scaling_statistics(
     run_dirs: Sequence[Path],
     out_dir: Path | None = None,
@@ -133,6 +123,7 @@ def scaling_statistics(
     .md and .png into `out_dir`. Returns the JSON's content."""
     from nmt.evaluation.curves import sample_test_set
     from nmt.rundir.loading import load_run
+    from nmt.training import trainer  # initial_model: the model a training starts from
 
     check_sentences_per_bucket(per_bucket)
     runs = describe_runs(run_dirs, checkpoint=checkpoint)
@@ -146,7 +137,7 @@ def scaling_statistics(
         loaded = load_run(run.run_dir, run.checkpoint, device="cpu")
         tokenizer = loaded.tokenizer
         pairs = [(tokenizer.encode_src(s), tokenizer.encode_tgt(t)) for s, t in zip(sample.sources, sample.references, strict=True)]
-        initial = initial_model(run.config, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
+        initial = trainer.initial_model(run.config, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
         measured[run.name] = {
             "attention": run.config.model.attention,
             "attention_size": run.config.model.attention_size,
