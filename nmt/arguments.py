@@ -87,15 +87,24 @@ def add_threads(parser: argparse.ArgumentParser, detail: str = "") -> None:
 
 def add_training_threads(parser: argparse.ArgumentParser, detail: str = "") -> None:
     """--threads N of train and experiment: the setting training.threads, which the run records."""
-    help = THREADS_HELP.format(" Here --threads N is --set training.threads=N: the run records it." + detail)
-    parser.add_argument(
-        "--threads", dest="overrides", action=SetKey, key="training.threads", type=int, default=[], metavar="N",
-        help=help,
-    )
+    add_setting(parser, "--threads", "training.threads", THREADS_HELP.format(" The run records it." + detail),
+                type=int, metavar="N")
 
 
 def add_device(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help=DEVICE_HELP)
+
+
+def add_beam(parser: argparse.ArgumentParser) -> None:
+    """--beam K, short for --set decoding.beam_size=K (translate, evaluate)."""
+    add_setting(parser, "--beam", "decoding.beam_size", "beam size, 1 = greedy", type=int, metavar="K")
+
+
+def add_bucketing(parser: argparse.ArgumentParser, by_default: str) -> None:
+    """--buckets and --by, short for --set evaluation.buckets / evaluation.by (evaluate, score)."""
+    add_setting(parser, "--buckets", "evaluation.buckets", "length cutoffs, default 10,20,30,40,50,60", type=buckets)
+    add_setting(parser, "--by", "evaluation.by", f"bucket by source or reference length (default: {by_default})",
+                choices=["source", "reference"])
 
 
 def names(text: str) -> list[str]:

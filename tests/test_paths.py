@@ -50,7 +50,7 @@ def test_a_run_evaluates_from_any_working_directory(tmp_path: Path, monkeypatch:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
-    results = evaluate_runs([Path("../project/runs/a")], split="test", out_dir=Path("eval"))
+    results = evaluate_runs([Path("../project/runs/a")], out_dir=Path("eval"), overrides=["evaluation.split=test"])
     assert results["runs"]["a"]["n"] == 12
     # the run's prepared data was found as it is, not rebuilt from paths relative to here
     assert (Path(saved.dir) / "prepared.json").stat().st_mtime_ns == stamp

@@ -44,7 +44,6 @@ def plot_group(attention: str, max_words: int) -> tuple[str, str]:
 
 def evaluate_runs(
     run_dirs: Sequence[Path],
-    split: str | None = None,
     src_path: Path | None = None,
     ref_path: Path | None = None,
     out_dir: Path | None = None,
@@ -64,7 +63,7 @@ def evaluate_runs(
     out = default_out_dir(run_dirs, out_dir)
     _refuse_overwriting_inputs(out, runs, src_path, ref_path)
     settings = runs[0].config.evaluation
-    test_set = common_test_set(runs, split or settings.split, src_path, ref_path)
+    test_set = common_test_set(runs, settings.split, src_path, ref_path)
     hypotheses, systems, scored, chosen = _translate_runs(runs, test_set, device)
     pairs, unpaired = effect_pairs(runs)
     note = None if not (pairs and unpaired) else (
@@ -155,11 +154,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     arguments.add_decoding_set(parser, "decoding.* or evaluation.*")
     arguments.add_setting(parser, "--split", "evaluation.split",
                           "split of the runs' data (default: the first run's evaluation.split)", choices=["valid", "test"])
-    arguments.add_setting(parser, "--buckets", "evaluation.buckets", "length cutoffs, default 10,20,30,40,50,60",
-                          type=arguments.buckets)
-    arguments.add_setting(parser, "--by", "evaluation.by", "bucket by source (default) or reference length",
-                          choices=["source", "reference"])
-    arguments.add_setting(parser, "--beam", "decoding.beam_size", "beam size, 1 = greedy", type=int, metavar="K")
+    arguments.add_bucketing(parser, "source")
+    arguments.add_beam(parser)
     parser.add_argument("--out", type=Path, default=None,
                         help="output folder (default: RUN_DIR/evaluation for one run, the runs' common parent/evaluation for several)")
     parser.add_argument("--checkpoint", default=None, metavar="NAME",
@@ -173,4 +169,4 @@ def run(args: argparse.Namespace) -> None:
     if args.src is not None and sets_key(args.overrides, "evaluation.split"):
         raise NMTError("give either --split (evaluation.split) or --src/--ref, not both.")
     arguments.use_threads(args.threads, args.run_dirs[0])
-    evaluate_runs(args.run_dirs, None, args.src, args.ref, args.out, args.device, args.overrides, args.checkpoint)
+    evaluate_runs(args.run_dirs, args.src, args.ref, args.out, args.device, args.overrides, args.checkpoint)

@@ -190,7 +190,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-i", "--input", type=Path, default=None, help="input file (default stdin)")
     parser.add_argument("-o", "--output", type=Path, default=None, help="output file (default stdout)")
     arguments.add_decoding_set(parser, "decoding.*")
-    arguments.add_setting(parser, "--beam", "decoding.beam_size", "beam size, 1 = greedy", type=int, metavar="K")
+    arguments.add_beam(parser)
     arguments.add_setting(parser, "--batch-size", "decoding.batch_size", "sentences per batch", type=int, metavar="N")
     arguments.add_setting(
         parser, "--nbest", "decoding.nbest",

@@ -194,14 +194,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "an evaluation setting (repeatable): --set evaluation.tokenize=intl --set evaluation.lowercase=true",
         metavar="evaluation.KEY=VALUE",
     )
-    arguments.add_setting(
-        parser, "--buckets", "evaluation.buckets", "length cutoffs, default 10,20,30,40,50,60", type=arguments.buckets
-    )
-    arguments.add_setting(
-        parser, "--by", "evaluation.by", "bucket by source (default with --src) or reference length (default without)",
-        choices=["source", "reference"],
-    )
-
+    arguments.add_bucketing(parser, "source with --src, else reference")
 
 def run(args: argparse.Namespace) -> None:
     score_files(args.ref, args.hyps, args.src, args.names, args.out, args.baseline, args.overrides)
