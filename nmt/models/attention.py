@@ -84,12 +84,7 @@ def perturb_weights(
 
 
 class Attention(ContextProvider):
-    """Shared part of the attention types: keys once per batch, masked softmax, weighted sum.
-
-    Two analysis options, off by default, set with `analysed_attention`, never for training:
-    `perturbation` replaces the softmax weights before the weighted sum (`perturb_weights`); `recorded`,
-    when a list, collects each step's (scores, mask) with the scores' gradient kept.
-    """
+    """Shared part of the attention types: keys once per batch, masked softmax, weighted sum."""
 
     has_attention = True
 
@@ -101,6 +96,7 @@ class Attention(ContextProvider):
         self.query_size = query_size
         if query_size:
             self.query_proj = nn.Linear(state_size, query_size, bias=False)
+        # the analysis settings: set only within `analysed_attention` (never in training)
         self.perturbation: Perturbation = "none"
         self.perturb_generator: torch.Generator | None = None
         self.recorded: list[tuple[Tensor, Tensor]] | None = None
@@ -115,8 +111,8 @@ class Attention(ContextProvider):
         return EncoderOutput(states.mask, states.lengths, states.bwd_first, annotations=states.annotations, keys=keys)
 
     def scores(self, query: Tensor, keys: Tensor) -> Tensor:
-        """query: batch x q, keys: batch x src_len x k -> unmasked scores batch x src_len."""
-        raise NotImplementedError
+        """query: batch x q, keys: batch x src_len x k -> unmasked scores batch x src_len: q . k here."""
+        return torch.bmm(keys, query.unsqueeze(2).to(keys.dtype)).squeeze(2)
 
     def attend(self, query: Tensor, enc: EncoderOutput) -> tuple[Tensor, Tensor]:
         """Masked softmax over real source positions; padded positions get exactly zero weight."""
@@ -171,7 +167,7 @@ class DotAttention(Attention):
         self.scale = 1.0 / math.sqrt(attention_size) if scaled else 1.0
 
     def scores(self, query: Tensor, keys: Tensor) -> Tensor:
-        raw = torch.bmm(keys, query.unsqueeze(2).to(keys.dtype)).squeeze(2)  # batch x src_len
+        raw = super().scores(query, keys)  # batch x src_len
         return raw * self.scale if self.scale != 1.0 else raw
 
 
@@ -180,9 +176,6 @@ class GeneralAttention(Attention):
 
     def __init__(self, state_size: int, annotation_size: int) -> None:
         super().__init__(state_size, annotation_size, state_size, query_size=0)
-
-    def scores(self, query: Tensor, keys: Tensor) -> Tensor:
-        return torch.bmm(keys, query.unsqueeze(2).to(keys.dtype)).squeeze(2)
 
 
 class FixedContext(ContextProvider):
