@@ -69,12 +69,7 @@ class Decoder(nn.Module):
         self.output = nn.Linear(output_input_size, vocab_size)  # W_o
         # fixed-vector training: None = the fused nn.GRU on CUDA, the precomputed steps elsewhere
         self.fused_fixed_steps: bool | None = None
-        if tie_embeddings:
-            if output_input_size != embedding_size:
-                raise ValueError(
-                    f"tied target embeddings need maxout_size ({maxout_size}) == embedding_size "
-                    f"({embedding_size}) or maxout_size 0"
-                )
+        if tie_embeddings:  # ModelConfig.validate has checked that the widths match
             self.output.weight = self.embedding.weight
 
     def init_state(self, enc: EncoderOutput) -> DecoderState:
@@ -215,7 +210,7 @@ class Decoder(nn.Module):
     def decode_step(
         self, prev_tokens: Tensor, state: DecoderState, enc: EncoderOutput
     ) -> tuple[Tensor, DecoderState, Tensor | None]:
-        """prev_tokens: batch -> log-probs batch x vocab (float32, or float64 for a double model), s_i, weights batch x src_len | None."""
+        """prev_tokens: batch -> log-probs batch x vocab (fp32+), s_i, weights batch x src_len | None."""
         embedded = self.dropout(self.embedding(prev_tokens))  # batch x m
         hidden = state.hidden
         recurrent = F.linear(hidden, self.rnn.weight_hh_l0, self.rnn.bias_hh_l0)  # batch x gates
