@@ -56,12 +56,8 @@ def grow_diag_final_and(forward: set[Link], reverse: set[Link]) -> set[Link]:
 
 
 def symmetrise(forward: set[Link], reverse: set[Link], method: Symmetrisation) -> set[Link]:
-    """The links of one sentence pair from its two directional alignments."""
-    if method == "intersection":
-        return forward & reverse
-    if method == "grow-diag-final-and":
-        return grow_diag_final_and(forward, reverse)
-    raise NMTError(f"unknown symmetrisation {method!r}.", "Use grow-diag-final-and or intersection.")
+    """The links of one sentence pair from its two directional alignments (--symmetrise checks `method`)."""
+    return forward & reverse if method == "intersection" else grow_diag_final_and(forward, reverse)
 
 
 def align_words(
@@ -75,8 +71,6 @@ def align_words(
         import eflomal
     except ImportError:
         raise NMTError("the word aligner eflomal is not installed.", INSTALL_HINT) from None
-    if len(sources) != len(targets):
-        raise ValueError(f"{len(sources)} sources for {len(targets)} targets")
     keep = [i for i, (s, t) in enumerate(zip(sources, targets, strict=True)) if s.split() and t.split()]
     result: list[set[Link]] = [set() for _ in sources]
     if not keep:
