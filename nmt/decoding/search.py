@@ -147,10 +147,7 @@ def greedy_hypotheses(
 
 
 def greedy_search(model: Any, src: Tensor, src_lengths: Tensor, max_lengths: Tensor) -> list[list[int]]:
-    """Greedy search's token ids (no BOS/EOS) per sentence, in input order.
-
-    src: batch x src_len (padded, incl. EOS), src_lengths: batch, max_lengths: batch
-    """
+    """Greedy search's token ids (no BOS/EOS) per sentence, in input order; shapes as `greedy_hypotheses`."""
     return [h.tokens for h in greedy_hypotheses(model, src, src_lengths, max_lengths)]
 
 
@@ -277,7 +274,7 @@ def beam_search(
     - the step's best candidate ends in EOS (the beam's best is finished; with k = 1 this is greedy);
     and in any case at its length limit, where only EOS is allowed.
     """
-    if beam_size < 1 or not 1 <= nbest <= beam_size:
+    if not 1 <= nbest <= beam_size:
         raise ValueError(f"need beam_size >= 1 and 1 <= nbest <= beam_size, got {beam_size}, {nbest}")
     length_penalty_divisor(1, length_penalty, alpha)  # rejects an unknown kind before any work
     k, device = beam_size, src.device

@@ -171,7 +171,7 @@ class Translator:
         src, lengths = make_source_batch(src_ids)
         cfg = self.decoding
         max_lengths = search.max_output_lengths(lengths, cfg.max_length_ratio, cfg.max_length_offset)
-        src, lengths, max_lengths = src.to(self.device), lengths.to(self.device), max_lengths.to(self.device)
+        src = src.to(self.device)  # lengths stay on the CPU: the encoder and the search move what they need
         if self.beam_size == 1:
             # Greedy is what beam 1 computes, at less cost; its score gets the same normalisation.
             found = search.greedy_hypotheses(self.model, src, lengths, max_lengths, return_attention)

@@ -76,8 +76,7 @@ def validate(
     amp_dtype: torch.dtype | None,
 ) -> ValidationResult:
     """Teacher-forced loss/perplexity and greedy BLEU of `model` (the bare model, not a DDP wrapper),
-    its forward passes under the training's autocast to `amp_dtype` (None: fp32; see precision.py).
-    """
+    its forward passes under the training's autocast to `amp_dtype` (None: fp32; see precision.py)."""
     batches = TokenBatchSampler([len(s) for s in valid.src], [len(t) for t in valid.tgt], config.training.batch_tokens,
                                 seed=0, shuffle=False).epoch(0)
     decoding = config.decoding
@@ -92,9 +91,8 @@ def validate(
                 loss_sum += float(batch_loss_sum(model, batch))
             tokens += int(batch.n_tgt_tokens)
             max_lengths = max_output_lengths(batch.src_lengths, decoding.max_length_ratio, decoding.max_length_offset)
-            # batch.src_lengths stay on the CPU (Batch.to); the search wants them on the device
             with autocast(amp_dtype):
-                outputs = greedy_search(model, batch.src, batch.src_lengths.to(device), max_lengths.to(device))
+                outputs = greedy_search(model, batch.src, batch.src_lengths, max_lengths)
             for index, ids in zip(indices, outputs, strict=True):
                 hypotheses[index] = tokenizer.decode_tgt(ids)
     finally:
