@@ -36,10 +36,8 @@ def attention_entropy(weights: torch.Tensor) -> tuple[float, float]:
     return float(entropy.mean()), float(entropy.mean() / uniform_entropy(weights.size(-1)))
 
 
-def attention_diagnostics(
-    run_dir: Path, config: Config, plot_path: Path | None, sentences: int = 200
-) -> dict[str, float]:
-    """Mean attention entropy over the first test sentences (greedy), and, if `plot_path` is given,
+def attention_diagnostics(run_dir: Path, config: Config, plot_path: Path | None) -> dict[str, float]:
+    """Mean attention entropy over the first 200 test sentences (greedy), and, if `plot_path` is given,
     the heatmap of the first test sentence of 50+ words (or the longest one)."""
     from nmt.data.prepare import load_prepared
     from nmt.decoding.plots import plot_attention
@@ -49,7 +47,7 @@ def attention_diagnostics(
     translator = Translator.from_run(run_dir, beam_size=1)
     entropies = [
         attention_entropy(t.attention)
-        for t in translator.translate(sources[:sentences], return_attention=True)
+        for t in translator.translate(sources[:200], return_attention=True)
         if t.attention is not None
     ]
     if plot_path is not None and sources:
