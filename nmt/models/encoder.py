@@ -22,15 +22,12 @@ from nmt.special import PAD_ID
 
 @dataclass
 class EncoderOutput:
-    """What the decoder may read of a source batch; every tensor has the batch as its first dim.
-
-    `annotations` is None for the fixed-vector model, so that nothing but `context` reaches its decoder.
-    """
+    """What the decoder may read of a source batch; every tensor has the batch as its first dim."""
 
     mask: Tensor  # batch x src_len, True at real tokens
     lengths: Tensor  # batch (long, on the model's device)
     init_input: Tensor  # batch x d: what s_0 is computed from (bwd_1, or the fixed context c)
-    annotations: Tensor | None = None  # batch x src_len x 2n
+    annotations: Tensor | None = None  # batch x src_len x 2n; None for RNNencdec: only c reaches its decoder
     keys: Tensor | None = None  # batch x src_len x k: the attention keys (U h_j), computed once
     context: Tensor | None = None  # batch x ctx: RNNencdec's fixed context vector c
     # RNNencdec only: c's products with the decoder's input-gate and readout weights (and their

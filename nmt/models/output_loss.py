@@ -22,8 +22,7 @@ DEFAULT_CHUNK_ROWS = 1024  # 1024 x 8k fp32 logits = 32 MB per chunk
 
 
 class _LinearCrossEntropy(torch.autograd.Function):
-    """Forward: the loss, and its gradients with respect to hidden, weight and bias; backward: those
-    gradients times the incoming one (see the module docstring)."""
+    """Forward: the loss and its gradients (hidden, weight, bias); backward: those times the incoming one."""
 
     @staticmethod
     def forward(  # type: ignore[override]
