@@ -117,7 +117,8 @@ def learning_curve_figure(results: dict[str, Any]) -> Figure:
         labels = [label for label, n in curve["n"].items() if n > 0]
         for index, label in enumerate(labels):
             bleu = [point["bleu"][label] for point in curve["checkpoints"]]
-            colour = _shade(index, len(labels))
+            # viridis from yellow (shortest) to dark blue (longest), skipping its palest end
+            colour = colormaps["viridis_r"](0.1 + 0.9 * index / max(len(labels) - 1, 1))
             axes.plot(steps, bleu, marker="o", color=colour, label=f"{label} (n={curve['n'][label]})")
         axes.set_title(f"{name} (attention: {curve['attention']})")
         axes.set_xlabel("training step")
@@ -128,8 +129,3 @@ def learning_curve_figure(results: dict[str, Any]) -> Figure:
     panels[-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, title="bucket (words)")
     figure.tight_layout()
     return figure
-
-
-def _shade(index: int, count: int) -> tuple[float, float, float, float]:
-    # viridis from yellow (shortest) to dark blue (longest), skipping its palest end
-    return colormaps["viridis_r"](0.1 + 0.9 * index / max(count - 1, 1))
