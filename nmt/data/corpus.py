@@ -109,7 +109,6 @@ def read_parallel(spec: str, config: DataConfig, bom_files: list[str] | None = N
     """Pairs from a .tsv file, a .jsonl file, or a prefix with PREFIX.src_lang / PREFIX.tgt_lang.
 
     A blank line of a .tsv / .jsonl gives the pair ("", ""), which assembling drops and counts as empty.
-    Files that began with a byte-order mark are appended to `bom_files`.
     """
     if spec.endswith((".tsv", ".jsonl")):
         return [

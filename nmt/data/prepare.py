@@ -50,8 +50,6 @@ class PreparedData:
 
     def pairs(self, split: str) -> list[Pair]:
         """Raw (source, target) text pairs of 'train', 'valid' or 'test'."""
-        if split not in SPLITS:
-            raise NMTError(f"unknown split '{split}'.", f"Use one of {', '.join(SPLITS)}.")
         src = read_lines(self.directory / f"{split}.src")
         tgt = read_lines(self.directory / f"{split}.tgt")
         if len(src) != len(tgt):
@@ -151,7 +149,6 @@ def _in_child_process(function: Callable[..., T], *args: Any) -> T:
         sender.close()  # the child's copy stays open: its result or its death ends the wait
     outcome = None
     try:
-        # Short waits: a Ctrl-C caught by another thread of this process is noticed between them.
         while not receiver.poll(_POLL_SECONDS):
             pass
         with contextlib.suppress(EOFError):  # the child died without sending

@@ -25,7 +25,6 @@ _SPECIAL = {PAD_ID, BOS_ID, EOS_ID}
 
 
 def _train_model(lines: Iterable[str], path: Path, config: DataConfig) -> None:
-    """Train one model from `lines` and write it to `path` atomically."""
     # Fed from memory, not a file: the model then records no input path or prefix, so two
     # trainings on the same lines give byte-identical files wherever they run.
     model = io.BytesIO()
