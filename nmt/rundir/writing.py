@@ -127,9 +127,9 @@ def check_tokenizer(tokenizer: Any, run_dir: Path) -> None:
 
 def check_subword_settings(tokenizer: Any, config: Config) -> None:
     """The prepared tokenizer must have been trained with this config's data.* subword settings."""
-    from nmt.data.subwords import SUBWORD_KEYS, read_manifest
+    from nmt.data.subwords import MANIFEST, SUBWORD_KEYS, read_manifest
 
-    manifest_path = Path(tokenizer.directory) / "tokenizer.json"
+    manifest_path = Path(tokenizer.directory) / MANIFEST
     recorded = read_manifest(tokenizer.directory).get("config", {})
     differing = [
         f"data.{key} (tokenizer {recorded[key]!r}, config {getattr(config.data, key)!r})"
