@@ -95,7 +95,6 @@ def table_rows(evaluation: Evaluation) -> tuple[list[str], list[list[str]]]:
 
 
 def _labels(system: SystemScore) -> list[str]:
-    """The row labels of a system's buckets, then `all`."""
     return [b.bucket.label for b in system.buckets] + ["all"]
 
 
@@ -211,18 +210,17 @@ def format_examples(
     hypotheses: Mapping[str, Sequence[str]],
     sources: Sequence[str] | None,
     references: Sequence[str],
-    per_bucket: int = EXAMPLES_PER_BUCKET,
 ) -> str:
     """A Markdown section: per length bucket, a few sentences with source, reference and each system's
     output one under the other, so that a reader sees what the scores mean."""
     lines = [
         "## Examples",
         "",
-        f"Up to {per_bucket} sentences per bucket, picked at random with seed {evaluation.bootstrap_seed} "
-        "(evaluation.bootstrap_seed); sentence numbers count lines from 1.",
+        f"Up to {EXAMPLES_PER_BUCKET} sentences per bucket, picked at random with seed "
+        f"{evaluation.bootstrap_seed} (evaluation.bootstrap_seed); sentence numbers count lines from 1.",
     ]
     lengths = sentence_lengths(sources if sources is not None else references, references, evaluation.by)
-    for label, indices in pick_examples(evaluation, lengths, per_bucket):
+    for label, indices in pick_examples(evaluation, lengths, EXAMPLES_PER_BUCKET):
         for i in indices:
             heading = f"### {label}: sentence {i + 1} ({lengths[i]} {evaluation.by} words)"
             lines += ["", heading, "", "| | |", "|---|---|"]
