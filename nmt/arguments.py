@@ -39,8 +39,7 @@ TRAINING_SET_HELP = (
 
 
 class SetKey(argparse.Action):
-    """A shorthand for `--set KEY=VALUE`: appends to the same list (dest "overrides") as --set, so
-    that of a shorthand and a --set of one key the later on the command line wins."""
+    """The action of `add_setting`'s shorthands: appends KEY=VALUE to --set's list (dest "overrides")."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, key: str, **kwargs: Any) -> None:
         super().__init__(option_strings, dest, **kwargs)
@@ -113,8 +112,7 @@ def names(text: str) -> list[str]:
 
 
 def integers(malformed: str, empty: str) -> Callable[[str], list[int]]:
-    """The argparse type of a comma-separated list of at least one integer. Its two refusals read
-    "expected {malformed}, got '...'" and "expected {empty}", each worded for its list (steps, buckets)."""
+    """The argparse type of a comma-separated list of at least one integer; its refusals worded per list."""
 
     def parse(text: str) -> list[int]:
         try:

@@ -105,11 +105,7 @@ def config_from_dict(raw: Any, source: str = "config") -> Config:
 
 
 def override_sections(config: Config, overrides: list[str], sections: tuple[str, ...], command: str) -> Config:
-    """`config` with `--set` overrides of the named sections only, validated.
-
-    A trained run's model, data and training settings are fixed by its weights: `nmt translate` and
-    `nmt evaluate` change only how it decodes (and evaluate how it is scored).
-    """
+    """`config` with the `--set` overrides of a command that may change only `sections`, validated."""
     for text in overrides:
         keys, _ = parse_override(text)
         if keys[0] not in sections:

@@ -2,10 +2,7 @@
 
 
 class NMTError(Exception):
-    """A user mistake or an unusable input. The CLI prints it as one paragraph and exits non-zero.
-
-    `message` states the facts (file, line, key, values); `hint` says what to do about it.
-    """
+    """A user mistake or an unusable input: `message` says what is wrong and where, `hint` what to do."""
 
     def __init__(self, message: str, hint: str = "") -> None:
         super().__init__(message)
