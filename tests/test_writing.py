@@ -132,7 +132,7 @@ def test_the_log_is_cut_back_to_the_resumed_step_dropping_a_half_written_line(tm
         log.write({"step": step, "loss": step / 10})
     log.write({"event": "start"})  # an event without a step counts as step 0
     with open(log.path, "a", encoding="utf-8") as handle:
-        handle.write('{"step": 40, "lo')  # killed while writing
+        handle.write('{"step": null}\n{"step": 40, "lo')  # a line that is no event; then killed while writing
     log.truncate_after(20)
     events = [json.loads(line) for line in log.path.read_text(encoding="utf-8").splitlines()]
     assert events == [{"step": 10, "loss": 1.0}, {"step": 20, "loss": 2.0}, {"event": "start"}]

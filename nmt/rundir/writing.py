@@ -233,8 +233,8 @@ class RunLog:
 def _event_step(line: str) -> int:
     try:
         return int(json.loads(line).get("step", 0))
-    except (ValueError, AttributeError):
-        return sys.maxsize  # a half-written last line from a kill: drop it
+    except (ValueError, AttributeError, TypeError):
+        return sys.maxsize  # a half-written last line from a kill, or a line that is no event: drop it
 
 
 def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
