@@ -122,9 +122,8 @@ class DataConfig:
             _require(bool(self.hf_name), "data.hf_name", "is required when data.source is 'huggingface'")
 
     def absolute(self) -> DataConfig:
-        """A copy with every path made absolute (against the working directory), so that a run's
-        config.yaml finds its data from any folder: data.dir, cache_dir, train/valid/test and their
-        _src/_tgt pairs, and hf_name when it names a local folder or file."""
+        """A copy with every path made absolute (against the working directory; hf_name if it is a local
+        path), so that a run's config.yaml finds its data from any folder."""
         splits = ("train", "valid", "test")
         keys = ("dir", "cache_dir", *splits, *(f"{split}_{side}" for split in splits for side in ("src", "tgt")))
         paths = {key: os.path.abspath(getattr(self, key)) for key in keys if getattr(self, key)}

@@ -114,9 +114,7 @@ def forward_flops(cfg: ModelConfig, tgt_vocab: int, src_len: int, tgt_len: int) 
 def training_flops(
     cfg: ModelConfig, tgt_vocab: int, src_lengths: Sequence[int], tgt_lengths: Sequence[int]
 ) -> float:
-    """Forward + backward FLOPs of a set of sentence pairs at their real lengths (no padding).
-
-    Lengths count EOS (source) and the target tokens predicted (incl. EOS)."""
+    """Forward + backward FLOPs of a set of sentence pairs at their real lengths (S and T, no padding)."""
     pairs = zip(src_lengths, tgt_lengths, strict=True)  # ValueError when the counts differ
     forward = sum(sum(forward_flops(cfg, tgt_vocab, s, t).values()) for s, t in pairs)
     return (1.0 + BACKWARD_FACTOR) * forward
