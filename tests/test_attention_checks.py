@@ -236,6 +236,6 @@ def test_command_line_arguments(tmp_path: Path) -> None:
 
 
 def test_src_without_ref_is_refused_by_the_function_too(tmp_path: Path) -> None:
-    # the rule lives in common_test_set, which nmt evaluate shares: the split is not used instead
+    # attention_checks checks it first, as evaluate_runs does: the split is not used instead
     with pytest.raises(NMTError, match="--src and --ref go together"):
         attention_checks([fake_run(tmp_path / "run")], out_dir=tmp_path / "out", src_path=tmp_path / "a.txt")

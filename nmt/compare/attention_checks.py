@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nmt import arguments
-from nmt.compare.evaluate import common_test_set
+from nmt.compare.evaluate import check_src_and_ref, common_test_set
 from nmt.compare.runs import (
     RunInfo,
     check_sentences_per_bucket,
@@ -69,15 +69,19 @@ def attention_checks(
     from nmt.evaluation.scoring import CorpusScorer
     from nmt.rundir.loading import load_run
 
+    check_src_and_ref(src_path, ref_path)
     check_sentences_per_bucket(per_bucket)
-    runs = describe_runs(run_dirs, (), checkpoint)
+    runs = describe_runs(run_dirs, checkpoint=checkpoint)
     _refuse_runs_without_attention(runs)
     settings = runs[0].config.evaluation
     cutoffs, by = list(settings.buckets), settings.by
     test_set = common_test_set(runs, split or settings.split, src_path, ref_path)  # nmt evaluate's rule
     if per_bucket:
         test_set = sample_test_set(test_set, cutoffs, by, per_bucket)
-    members, labels = _buckets(test_set, cutoffs, by)
+    assert test_set.sources is not None
+    buckets = make_buckets(cutoffs)
+    members = assign_buckets(sentence_lengths(test_set.sources, test_set.references, by), buckets)
+    labels = [bucket.label for bucket in buckets]
     results = _setting(test_set, per_bucket, cutoffs, by, seed, symmetrisation)
     links: dict[str, list[set[Link]]] = {}
     scorer = CorpusScorer(test_set.references, settings.tokenize, settings.lowercase)  # all runs, all kinds
@@ -135,19 +139,11 @@ def _refuse_runs_without_attention(runs: Sequence[RunInfo]) -> None:
             )
 
 
-def _buckets(test_set: TestSet, cutoffs: list[int], by: BucketBy) -> tuple[list[int], list[str]]:
-    """The bucket index of each sentence of `test_set`, and the buckets' labels."""
-    assert test_set.sources is not None
-    buckets = make_buckets(cutoffs)
-    return assign_buckets(sentence_lengths(test_set.sources, test_set.references, by), buckets), [b.label for b in buckets]
-
-
 def perturbation_bleu(
     name: str, loaded: LoadedRun, test_set: TestSet, scorer: CorpusScorer, cutoffs: list[int], by: BucketBy,
     seed: int, batch_size: int,
 ) -> dict[str, Any]:
-    """Greedy BLEU per bucket (`cutoffs`, `by`: the same for every run, the first run's; `scorer`: the test
-    set's references) of run `name`'s loaded checkpoint with each attention perturbation
+    """Greedy BLEU per bucket of run `name`'s loaded checkpoint with each attention perturbation
     (nmt.models.attention.PERTURBATIONS), within the run's decoding length limits."""
     from nmt.decoding.translator import Translator
     from nmt.evaluation.curves import bucket_bleu
@@ -388,7 +384,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    """Parse-free entry of the command: threads, then `attention_checks`."""
+    """`nmt attention-checks` from parsed arguments."""
     arguments.use_threads(args.threads, args.run_dirs[0])
     attention_checks(
         args.run_dirs, out_dir=args.out, split=args.split, src_path=args.src, ref_path=args.ref,

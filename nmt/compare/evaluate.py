@@ -66,10 +66,10 @@ def evaluate_runs(
     test_set = common_test_set(runs, settings.split, src_path, ref_path)
     hypotheses, systems, scored, chosen = _translate_runs(runs, test_set, device)
     pairs, unpaired = effect_pairs(runs)
-    note = None if not (pairs and unpaired) else (
+    note = (
         f"not checked for the effect: {', '.join(unpaired)} (runs without attention pair with runs "
         "with attention in the order given; give as many of each to check them all)"
-    )
+    ) if pairs and unpaired else None
     ceilings = {run.name: run.config.training.max_words for run in runs}
     groups = {run.name: plot_group(run.config.model.attention, run.config.training.max_words) for run in runs}
     title = f"{test_set.describe()}\n" + "; ".join(chosen)
@@ -115,7 +115,6 @@ def check_src_and_ref(src_path: Path | None, ref_path: Path | None) -> None:
 def common_test_set(runs: list[RunInfo], split: str, src_path: Path | None, ref_path: Path | None) -> TestSet:
     """The one test set the runs are scored on: --src/--ref when given (both), else the `split` of their
     prepared data, which must be the same for every run."""
-    check_src_and_ref(src_path, ref_path)
     if src_path is not None and ref_path is not None:
         return file_test_set(src_path, ref_path)
     by_dir: dict[str, TestSet] = {}
