@@ -1,5 +1,4 @@
-"""Commands that translate a test set with trained runs and compare the scores: `nmt evaluate`
-(evaluate.py), `nmt curve` (curve.py) and `nmt experiment` (experiment.py: prepare, train, evaluate,
-curve, report). runs.py is what they share: the runs, their test split, translating through the cache.
-Scoring itself uses no model and lives in nmt/evaluation/.
+"""The commands that compare trained runs, one module each: `nmt evaluate`, `nmt curve`, `nmt experiment`
+(prepare, train, evaluate, curve, report), `nmt attention-checks` and `nmt attention-scaling`; runs.py
+holds what they share. Scoring itself uses no model and lives in nmt/evaluation/.
 """

@@ -118,9 +118,8 @@ def scaling_statistics(
     per_bucket: int | None = None,
     checkpoint: str | None = None,
 ) -> dict[str, Any]:
-    """Measure every run at initialisation and at its checkpoint on the sample of the split (the same for
-    every run: runs on different data are refused, as by `nmt evaluate`), and write attention_scaling.json,
-    .md and .png into `out_dir`. Returns the JSON's content."""
+    """Measure every run on the sample of the split (runs on different data are refused, as by `nmt
+    evaluate`) and write attention_scaling.json, .md and .png into `out_dir`. Returns the JSON's content."""
     from nmt.evaluation.curves import sample_test_set
     from nmt.rundir.loading import load_run
     from nmt.training import trainer  # initial_model: the model a training starts from
@@ -216,7 +215,7 @@ def scaling_figure(results: dict[str, Any]) -> Figure:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """`nmt attention-scaling`'s arguments."""
+    """`nmt attention-scaling RUN_DIR... [--split S] [--sentences-per-bucket N] [--out DIR] ...`."""
     parser.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR", help="runs with attention (dot, scaled_dot, ...)")
     parser.add_argument("--split", choices=["valid", "test"], default=None, help="default: the first run's evaluation.split")
     parser.add_argument("--sentences-per-bucket", type=int, default=None, metavar="N",

@@ -109,10 +109,10 @@ def _score_checkpoints(
             "train with training.keep_last: 0 to keep one every training.checkpoint_every steps for the curve",
             file=sys.stderr,
         )
+    assert sample.sources is not None
     points = []
     for path in checkpoints:
         hyps, cache, cached = translate_cached(dataclasses.replace(run, checkpoint=path), sample, 1, device)
-        assert sample.sources is not None
         bleu, sample_bleu = bucket_bleu(scorer, hyps, sample.sources, sample.references, cutoffs, by)
         points.append({"step": checkpoint_step(path), "checkpoint": str(path), "hypotheses": str(cache),
                        "cached": cached, "bleu": bleu, "sample_bleu": sample_bleu})

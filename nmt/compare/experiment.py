@@ -211,12 +211,12 @@ def _attention(config: Config, run_dirs: dict[str, Path], results: dict[str, Any
     from nmt.decoding.attention_stats import attention_diagnostics
 
     attentive = [name for name in config.runs if config.for_run(name).model.attention != "none"]
-    plot = "attention_long_sentence.png" if attentive else None
+    plot = "attention_long_sentence.png"
     results["attention"] = {
-        name: attention_diagnostics(run_dirs[name], config.for_run(name), out_dir / plot if index == 0 and plot else None)
+        name: attention_diagnostics(run_dirs[name], config.for_run(name), None if index else out_dir / plot)
         for index, name in enumerate(attentive)
     }
-    return plot
+    return plot if attentive else None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
