@@ -50,7 +50,6 @@ class Decoder(nn.Module):
         maxout_size: int = 0, dropout: float = 0.0, tie_embeddings: bool = False,
     ) -> None:
         super().__init__()
-        self.hidden_size = hidden_size
         self.embedding_size = embedding_size
         self.maxout_size = maxout_size
         self.is_lstm = cell == "lstm"
