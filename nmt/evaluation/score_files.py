@@ -32,11 +32,11 @@ SCORE_SECTIONS = ("evaluation",)
 def score_files(
     ref_path: Path,
     hyp_paths: Sequence[Path],
-    src_path: Path | None = None,
-    names: Sequence[str] | None = None,
-    out_dir: Path | None = None,
-    baseline: str | None = None,
-    overrides: Sequence[str] = (),
+    src_path: Path | None,
+    names: Sequence[str] | None,
+    out_dir: Path,
+    baseline: str | None,
+    overrides: Sequence[str],
 ) -> dict[str, Any]:
     """`nmt score`: score translations from files (any system's) against `ref_path`, as `nmt evaluate` does.
 
@@ -45,40 +45,33 @@ def score_files(
     (buckets, by, ...); without `src_path` sentences are bucketed by reference length, whatever
     evaluation.by says unless an override asks for source. Returns the content of results.json.
     """
-    if not hyp_paths:
-        raise NMTError("no translation file given.", "Pass one or more HYP files, one translation per line.")
     settings = override_sections(config_from_dict({}), list(overrides), SCORE_SECTIONS, "nmt score").evaluation
     if src_path is not None:
         test_set = file_test_set(src_path, ref_path)
     else:
-        asked = sets_key(overrides, "evaluation.by")
-        if asked and settings.by == "source":  # asked for, not evaluation.by's default
+        if settings.by == "source" and sets_key(overrides, "evaluation.by"):  # asked for, not the default
             raise NMTError("--by source needs the source sentences.", "Give them with --src, or use --by reference.")
         test_set, settings = reference_test_set(ref_path), dataclasses.replace(settings, by="reference")
     paths = dict(zip(_system_names(hyp_paths, names), hyp_paths, strict=True))
-    _check_baseline(baseline, list(paths))
+    pairs: list[tuple[str, str]] = []
+    if baseline is not None:
+        if baseline not in paths:
+            raise NMTError(f"--baseline {baseline}: no such system.", f"The systems are: {', '.join(paths)}.")
+        if len(paths) < 2:
+            raise NMTError(
+                f"--baseline {baseline}: there is no other system to check it against.",
+                "Give the attention system's translations too, or leave --baseline out.",
+            )
+        pairs = [(baseline, name) for name in paths if name != baseline]
     hypotheses = {name: _read_hypotheses(path, ref_path, len(test_set.references)) for name, path in paths.items()}
     scored = [f"test set: {test_set.origin}, {len(test_set.references)} sentences"]
     scored += [f"{name}: `{path}`" for name, path in paths.items()]
     systems: dict[str, dict[str, Any]] = {name: {"hypotheses": str(path)} for name, path in paths.items()}
-    pairs = [(baseline, name) for name in paths if name != baseline] if baseline is not None else []
     title = test_set.describe() + "\n" + ", ".join(paths)
-    return score_and_report(hypotheses, test_set, settings, Path(out_dir or "evaluation"), scored, systems, pairs,
-                            title=title)
-
-
-def _check_baseline(baseline: str | None, system_names: list[str]) -> None:
-    if baseline is not None and baseline not in system_names:
-        raise NMTError(f"--baseline {baseline}: no such system.", f"The systems are: {', '.join(system_names)}.")
-    if baseline is not None and len(system_names) < 2:
-        raise NMTError(
-            f"--baseline {baseline}: there is no other system to check it against.",
-            "Give the attention system's translations too, or leave --baseline out.",
-        )
+    return score_and_report(hypotheses, test_set, settings, out_dir, scored, systems, pairs, title=title)
 
 
 def _read_hypotheses(path: Path, ref_path: Path, count: int) -> list[str]:
-    """A HYP file's lines, one per reference line."""
     lines = read_lines(path, "HYP", "Give an existing text file, one translation per line.")
     if not lines:
         raise NMTError(f"HYP {path} is empty.", f"Give one translation per line of --ref {ref_path}.")
@@ -94,8 +87,7 @@ def _system_names(hyp_paths: Sequence[Path], names: Sequence[str] | None) -> lis
     """--names as given (one per file, unique, usable in file names), else the files' names made unique."""
     if names is None:
         taken: set[str] = set()
-        return [unique_name(Path(path).name.removesuffix(".txt").removesuffix(".hyp"), taken) for path in hyp_paths]
-    names = [name.strip() for name in names]
+        return [unique_name(path.name.removesuffix(".txt").removesuffix(".hyp"), taken) for path in hyp_paths]
     if len(names) != len(hyp_paths):
         raise NMTError(
             f"--names gives {len(names)} names for {len(hyp_paths)} translation files.",
@@ -107,7 +99,7 @@ def _system_names(hyp_paths: Sequence[Path], names: Sequence[str] | None) -> lis
                            "Use letters, digits, '-' and '_'.")
     if len(set(names)) != len(names):
         raise NMTError(f"--names {','.join(names)}: the names must differ.", "Give each system its own name.")
-    return names
+    return list(names)
 
 
 def score_and_report(
@@ -123,8 +115,7 @@ def score_and_report(
     groups: dict[str, tuple[str, str]] | None = None,
     title: str = "",
 ) -> dict[str, Any]:
-    """Score the systems' translations together and write and print the report: the one path behind
-    `nmt evaluate` and `nmt score`.
+    """Score the systems' translations together, write the report and print it.
 
     `scored` says what was scored (one line each, for report.md); `systems` goes into results.json's
     settings.runs; `pairs` are (fixed-vector, attention) systems to run the effect checks on, and
@@ -195,6 +186,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="evaluation.KEY=VALUE",
     )
     arguments.add_bucketing(parser, "source with --src, else reference")
+
 
 def run(args: argparse.Namespace) -> None:
     score_files(args.ref, args.hyps, args.src, args.names, args.out, args.baseline, args.overrides)
