@@ -200,8 +200,7 @@ def check_effect(
     flat_expected: bool = True,
 ) -> list[Check]:
     """Checks 1-4 of the module docstring for runs `baseline` (no attention) and `attention` (check 3
-    only if `flat_expected`); only buckets (and a 40+ set) of `limits.min_bucket_sentences` sentences
-    or more speak."""
+    only if `flat_expected`)."""
     systems = {s.name: s for s in evaluation.systems}
     base, att = systems[baseline], systems[attention]
     checks = [
