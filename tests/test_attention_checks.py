@@ -233,6 +233,8 @@ def test_command_line_arguments(tmp_path: Path) -> None:
     assert error.value.hint == "Give a count, or 0 for every sentence."
     with pytest.raises(SystemExit):  # as for evaluate and curve: a split the data has
         parser.parse_args([run, "--split", "train"])
+    with pytest.raises(SystemExit):  # one or the other: --no-steps does not silently win over --steps
+        parser.parse_args([run, "--steps", "300", "--no-steps"])
 
 
 def test_src_without_ref_is_refused_by_the_function_too(tmp_path: Path) -> None:

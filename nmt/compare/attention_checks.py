@@ -368,9 +368,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ref", type=Path, default=None, help="reference file, one line per --src line")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: as nmt evaluate's)")
     parser.add_argument("--checkpoint", default=None, help=arguments.CHECKPOINT_HELP)
-    parser.add_argument("--steps", type=arguments.steps, default=None, metavar="N,N",
-                        help="periodic checkpoints whose alignment agreement is measured too (default: every kept step_*.pt)")
-    parser.add_argument("--no-steps", action="store_true", help="measure the evaluated checkpoint only")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--steps", type=arguments.steps, default=None, metavar="N,N",
+                       help="periodic checkpoints whose alignment agreement is measured too (default: every kept step_*.pt)")
+    which.add_argument("--no-steps", action="store_true", help="measure the evaluated checkpoint only")
     parser.add_argument("--sentences-per-bucket", type=int, default=0, metavar="N",
                         help="a deterministic sample: the learning curve's N sentences per length bucket (default 0: all)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the permutations (default 1)")
