@@ -306,8 +306,7 @@ def _score_subsets(
     scorer: CorpusScorer, hypotheses: Mapping[str, Sequence[str]], lengths: Sequence[int],
     buckets: Sequence[Bucket], n_samples: int, seed: int, min_bucket_sentences: int,
 ) -> list[_Subset]:
-    """Every system on the whole set (first) and on each bucket, each subset drawing its own resamples
-    from [seed, index]; a bucket of fewer than `min_bucket_sentences` sentences draws none."""
+    """Every system on the whole set (first) and on each bucket; each subset resamples from [seed, index]."""
     names = list(hypotheses)
     stats = [scorer.sentence_stats(hypotheses[name]) for name in names]
     # a system's translation of the wrong source paired with sentence i is its line pairing[i]
