@@ -260,7 +260,7 @@ class EvaluationConfig:
     fixed_vector_max_ratio: float = 0.5  # 2: the fixed vector's long BLEU at most this x its best bucket
     attention_min_ratio: float = 0.75  # 3: attention's long BLEU at least this x its best bucket ...
     flat_from_ceiling: int = 50  # ... if trained on sentences of this many words or more
-    significance: float = 0.05  # 1 and 5: paired bootstrap p below this
+    significance: float = 0.05  # 1: paired bootstrap p below this (5, "at least level", reports its p)
 
     def validate(self) -> None:
         """Raise NMTError naming the first key of this section whose value is out of range."""

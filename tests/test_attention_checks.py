@@ -176,7 +176,7 @@ def test_each_checkpoint_is_loaded_once(
         return load_run(run_dir, checkpoint, device)
 
     monkeypatch.setattr(loading, "load_run", counting_load_run)
-    monkeypatch.setattr(command, "test_links", lambda run, test_set, how: reversal_links(test_set.sources))
+    monkeypatch.setattr(command, "aligner_links", lambda run, test_set, how: reversal_links(test_set.sources))
     results = attention_checks([trained_reverse_run], out_dir=tmp_path, steps=[60], device="cpu", batch_size=16)
     assert sorted(loaded) == ["best.pt", "step_00000060.pt"]  # the evaluated one serves both checks
     alignment = results["runs"]["run"]["alignment"]

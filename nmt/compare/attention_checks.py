@@ -94,7 +94,7 @@ def attention_checks(
             )
         if "alignment" in checks:
             if run.config.data.dir not in links:
-                links[run.config.data.dir] = test_links(run, test_set, symmetrisation)
+                links[run.config.data.dir] = aligner_links(run, test_set, symmetrisation)
             entry["alignment"] = [
                 agreement_by_bucket(
                     run.name, evaluated if path == run.checkpoint else load_run(run.run_dir, path, device),
@@ -162,7 +162,7 @@ def perturbation_bleu(
     return scores
 
 
-def test_links(run: RunInfo, test_set: TestSet, symmetrisation: Symmetrisation) -> list[set[Link]]:
+def aligner_links(run: RunInfo, test_set: TestSet, symmetrisation: Symmetrisation) -> list[set[Link]]:
     """eflomal's symmetrised links of the test pairs, aligned together with the run's prepared training
     pairs (all of them: the run's training.max_words filter is not applied), as is usual for an
     unsupervised aligner."""

@@ -50,7 +50,7 @@ class Thresholds:
     fixed_vector_max_ratio: float = 0.5  # check 2
     attention_min_ratio: float = 0.75  # check 3
     flat_from_ceiling: int = 50  # check 3 only for attention runs trained on this many words or more
-    significance: float = 0.05  # checks 1 and 5: paired bootstrap p below this
+    significance: float = 0.05  # check 1: paired bootstrap p below this (check 5 reports its p)
 
 
 @dataclass(frozen=True)
