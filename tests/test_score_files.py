@@ -179,3 +179,16 @@ def test_examples_are_reproducible_and_cover_each_non_empty_bucket() -> None:
     assert f"### <10: sentence {first + 1} ({len(sources[first].split())} source words)" in text
     assert "w|1" not in text  # a pipe would split the table cell
     assert plotted_buckets(evaluation) == [0, 1, 2]
+
+
+def test_the_python_api_needs_only_the_files(
+    files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nmt.errors import NMTError
+    from nmt.evaluation.score_files import score_files
+
+    monkeypatch.chdir(tmp_path)
+    results = score_files(files["ref"], [files["good"]])  # by reference length, into ./evaluation, as `nmt score`
+    assert results["settings"]["by"] == "reference" and (tmp_path / "evaluation" / "report.md").is_file()
+    with pytest.raises(NMTError, match="no translation file given"):
+        score_files(files["ref"], [])

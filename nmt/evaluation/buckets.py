@@ -48,7 +48,9 @@ def word_count(text: str) -> int:
 
 
 def sentence_lengths(sources: Sequence[str], references: Sequence[str], by: BucketBy = "source") -> list[int]:
-    """The length each sentence is bucketed by: words of its source or reference (the config checks `by`)."""
+    """The length each sentence is bucketed by: words of its source or of its reference."""
+    if by not in ("source", "reference"):  # the config checks evaluation.by; this is for Python callers
+        raise NMTError(f"unknown bucketing '{by}'.", "Bucket by 'source' or 'reference' length.")
     return [word_count(t) for t in (sources if by == "source" else references)]
 
 

@@ -32,11 +32,11 @@ SCORE_SECTIONS = ("evaluation",)
 def score_files(
     ref_path: Path,
     hyp_paths: Sequence[Path],
-    src_path: Path | None,
-    names: Sequence[str] | None,
-    out_dir: Path,
-    baseline: str | None,
-    overrides: Sequence[str],
+    src_path: Path | None = None,
+    names: Sequence[str] | None = None,
+    out_dir: Path = Path("evaluation"),
+    baseline: str | None = None,
+    overrides: Sequence[str] = (),
 ) -> dict[str, Any]:
     """`nmt score`: score translations from files (any system's) against `ref_path`, as `nmt evaluate` does.
 
@@ -45,6 +45,8 @@ def score_files(
     (buckets, by, ...); without `src_path` sentences are bucketed by reference length, whatever
     evaluation.by says unless an override asks for source. Returns the content of results.json.
     """
+    if not hyp_paths:
+        raise NMTError("no translation file given.", "Pass one or more HYP files, one translation per line.")
     settings = override_sections(config_from_dict({}), list(overrides), SCORE_SECTIONS, "nmt score").evaluation
     if src_path is not None:
         test_set = file_test_set(src_path, ref_path)
