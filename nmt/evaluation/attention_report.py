@@ -1,0 +1,113 @@
+"""attention_checks.md and .png: the tables, notes and figure of `nmt attention-checks` from its results
+(nmt/compare/attention_checks.py measures them with the runs; this renders them, with no model)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from nmt.evaluation.report import markdown_table
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+PERTURBATION_NOTES = (
+    "- **uniform** spreads each step's weight evenly over the real source positions: the context no longer "
+    "says where to look. A fall shows the decoder uses where the weights point; no fall would mean its "
+    "state (or annotations that each summarise the whole sentence) carries what it needs.",
+    "- **permute** keeps each step's weights (their peak and entropy) but moves them to random real "
+    "positions (seeded, one permutation per sentence and step): it tests the places, not the shape.",
+    "- **argmax** keeps only the most-weighted position, all mass on it: close to `none` means the weights "
+    "act as a hard alignment and the rest of the distribution adds little.",
+    "- What these cannot show (Jain & Wallace 2019, *Attention is not Explanation*; Wiegreffe & Pinter "
+    "2019, *Attention is not not Explanation*): a perturbation that changes the output shows the weights "
+    "are *used*, not that they *explain* the choice of a word; one that does not would not show they are "
+    "unused, since the model may carry the information elsewhere. The replaced weights are never ones the "
+    "model would produce: a counterfactual, not the model's own alternative (Wiegreffe & Pinter train "
+    "adversarial models for that). In greedy decoding a changed word also changes every later step.",
+)
+ALIGNMENT_NOTES = (
+    "- For each reference word, attention's argmax source word under teacher forcing (the model reads the "
+    "reference, as Koehn & Knowles 2017 and Ghader & Monz 2017 measured), the weights summed over a source "
+    "word's pieces and averaged over a target word's pieces (the attention plots' per-word maps). "
+    "**agreement**: the share of reference words linked by the aligner at all whose argmax is a linked "
+    "source word (precision of the argmax). **chance**: the same for a uniformly random choice among the "
+    "source words and EOS; **diagonal**: for the source word at the same relative position. "
+    "**on EOS**: argmaxes on the source end-of-sentence token (never linked, so counted as disagreeing).",
+    "- The links are eflomal's (unsupervised, Bayesian IBM/HMM-style; both directions, symmetrised), trained "
+    "on the run's prepared training pairs plus the test pairs, as is usual for unsupervised aligners: a "
+    "strong statistical aligner, not gold links. Disagreement can be the aligner's error as well as "
+    "attention's; attention may also look at a neighbouring or context word on purpose.",
+)
+
+
+def format_checks_markdown(results: dict[str, Any]) -> str:
+    """attention_checks.md: the setting, then per run the perturbation table and the agreement table."""
+    labels = [label for label, n in results["n"].items() if n > 0]
+    head = [f"{label} (n={results['n'][label]})" for label in labels] + [f"all (n={results['sentences']})"]
+    lines = [
+        "# What attention weights do and do not tell",
+        "",
+        f"Test set: {results['test_set']}; {results['sentences']} sentences ({results['selection']}), "
+        f"bucketed by {results['by']} length in words. Decoding: {results['decoding']}. Permutation seed "
+        f"{results['seed']}; links symmetrised by {results['symmetrisation']}.",
+    ]
+    for name, entry in results["runs"].items():
+        lines += ["", f"## {name} (`{entry['run_dir']}`, {entry['checkpoint']})"]
+        if "perturbation" in entry:
+            lines += ["", "BLEU with the attention weights replaced at every decoder step:", ""]
+            lines += markdown_table(["attention", *head], [
+                [kind, *(_num(score["bleu"][label]) for label in labels), _num(score["all"])]
+                for kind, score in entry["perturbation"].items()
+            ])
+        if "alignment" in entry:
+            lines += ["", "Argmax agreement with eflomal's links (teacher-forced, per reference word):", ""]
+            rows = [[f"{point['checkpoint']} (step {point['step']})",
+                     *(_pct(point["buckets"][label]["agreement"]) for label in labels),
+                     *(_pct(point["all"][key]) for key in ("agreement", "chance", "diagonal", "argmax_on_eos")),
+                     str(point["all"]["target_words"])] for point in entry["alignment"]]
+            lines += markdown_table(["checkpoint", *head, "chance", "diagonal", "on EOS", "words"], rows)
+    runs = results["runs"].values()
+    notes = [*(PERTURBATION_NOTES if any("perturbation" in e for e in runs) else ()),
+             *(ALIGNMENT_NOTES if any("alignment" in e for e in runs) else ())]
+    lines += ["", "## What the numbers can and cannot show", "", *notes]
+    return "\n".join(lines) + "\n"
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def checks_figure(results: dict[str, Any]) -> Figure:
+    """One row per run: BLEU by bucket for each perturbation (left), agreement by bucket per checkpoint
+    with the chance level dashed (right)."""
+    from matplotlib.figure import Figure
+
+    labels = [label for label, n in results["n"].items() if n > 0]
+    runs = results["runs"]
+    figure = Figure(figsize=(12, 4 * len(runs)))
+    panels = figure.subplots(len(runs), 2, squeeze=False)
+    for (left, right), (name, entry) in zip(panels, runs.items(), strict=True):
+        for kind, score in entry.get("perturbation", {}).items():
+            left.plot(labels, [score["bleu"][label] for label in labels], marker="o", label=kind)
+        left.set_title(f"{name}: greedy BLEU, attention weights replaced")
+        left.set_ylabel("BLEU")
+        for point in entry.get("alignment", []):
+            right.plot(labels, [100 * (point["buckets"][label]["agreement"] or 0) for label in labels],
+                       marker="o", label=f"{point['checkpoint'].removesuffix('.pt')} (step {point['step']})")
+        if entry.get("alignment"):
+            last = entry["alignment"][-1]["buckets"]
+            for key, style in (("diagonal", "k:"), ("chance", "k--")):
+                right.plot(labels, [100 * (last[label][key] or 0) for label in labels], style, label=key)
+        right.set_title(f"{name}: argmax agrees with eflomal (%)")
+        right.set_ylim(0, 100)
+        for axes in (left, right):
+            axes.set_xlabel(f"{results['by']} length (words)")
+            axes.grid(alpha=0.3)
+            if axes.get_legend_handles_labels()[0]:
+                axes.legend(fontsize=8)
+    figure.tight_layout()
+    return figure

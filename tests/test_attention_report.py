@@ -1,0 +1,52 @@
+"""nmt/evaluation/attention_report.py: attention-checks' Markdown and figure from its results (the command
+itself, with runs: tests/test_attention_checks.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nmt.evaluation.attention_report import (
+    ALIGNMENT_NOTES,
+    PERTURBATION_NOTES,
+    checks_figure,
+    format_checks_markdown,
+)
+
+
+def _results(entry: dict[str, Any]) -> dict[str, Any]:
+    return {"test_set": "split test of data/x", "sentences": 3, "selection": "all", "by": "source",
+            "decoding": "greedy", "seed": 1, "symmetrisation": "intersection",
+            "n": {"<10": 2, "[10,20)": 0, ">=20": 1}, "runs": {"search": {"run_dir": "runs/search",
+            "checkpoint": "best.pt", **entry}}}
+
+
+PERTURBATION = {"none": {"bleu": {"<10": 20.0, "[10,20)": None, ">=20": 10.5}, "all": 15.25},
+                "uniform": {"bleu": {"<10": 5.0, "[10,20)": None, ">=20": None}, "all": 4.0}}
+POINT = {"checkpoint": "best.pt", "step": 600,
+         "all": {"agreement": 0.5, "chance": 0.25, "diagonal": 0.125, "argmax_on_eos": 0.0, "target_words": 40},
+         "buckets": {"<10": {"agreement": 0.75, "chance": 0.3, "diagonal": 0.2},
+                     "[10,20)": {"agreement": None, "chance": None, "diagonal": None},
+                     ">=20": {"agreement": None, "chance": None, "diagonal": None}}}
+
+
+def test_the_tables_show_the_non_empty_buckets_with_a_dash_for_no_score() -> None:
+    markdown = format_checks_markdown(_results({"perturbation": PERTURBATION, "alignment": [POINT]}))
+    assert "| attention | <10 (n=2) | >=20 (n=1) | all (n=3) |" in markdown  # the empty bucket left out
+    assert "| none | 20.00 | 10.50 | 15.25 |" in markdown and "| uniform | 5.00 | - | 4.00 |" in markdown
+    assert "| best.pt (step 600) | 75.0% | - | 50.0% | 25.0% | 12.5% | 0.0% | 40 |" in markdown
+    assert all(note in markdown for note in (*PERTURBATION_NOTES, *ALIGNMENT_NOTES))
+
+
+def test_only_the_notes_of_the_checks_that_ran() -> None:
+    markdown = format_checks_markdown(_results({"alignment": [POINT]}))
+    assert "BLEU with the attention weights replaced" not in markdown
+    assert not any(note in markdown for note in PERTURBATION_NOTES)
+    assert all(note in markdown for note in ALIGNMENT_NOTES)
+
+
+def test_the_figure_has_a_row_per_run_and_the_chance_line() -> None:
+    figure = checks_figure(_results({"perturbation": PERTURBATION, "alignment": [POINT]}))
+    left, right = figure.axes
+    assert [line.get_label() for line in left.get_lines()] == ["none", "uniform"]
+    assert [line.get_label() for line in right.get_lines()] == ["best (step 600)", "diagonal", "chance"]
+    assert list(right.get_lines()[0].get_ydata()) == [75.0, 0.0]  # agreement in %, None drawn as 0
