@@ -39,7 +39,8 @@ def test_the_sections_fields_are_typed() -> None:
         config_from_dict({"evaluation": {"buckets": [10, "x"]}})
     with pytest.raises(NMTError, match=r"wrong type for 'model.attention': expected one of 'none', 'additive'"):
         config_from_dict({"model": {"attention": "bahdanau"}})
-    assert config_from_dict({"training": {"learning_rate": 1}}).training.learning_rate == 1.0
+    rate = config_from_dict({"training": {"learning_rate": 1}}).training.learning_rate
+    assert rate == 1.0 and isinstance(rate, float)
 
 
 def test_invalid_values_name_the_key() -> None:

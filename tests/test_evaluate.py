@@ -36,6 +36,14 @@ def test_effect_pairs_follow_the_given_order_and_name_the_unpaired(tmp_path: Pat
     assert effect_pairs(runs[:1]) == ([], ["search-30"])
 
 
+def test_the_common_test_set_takes_src_and_ref_together(tmp_path: Path) -> None:
+    from nmt.compare.evaluate import common_test_set
+    from nmt.errors import NMTError
+
+    with pytest.raises(NMTError, match="--src and --ref go together"):  # not the split instead
+        common_test_set(describe_runs([fake_run(tmp_path / "a")]), "test", tmp_path / "src.txt", None)
+
+
 def test_not_a_run_is_a_user_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "s").write_text("a\n", encoding="utf-8")
     assert main(["evaluate", str(tmp_path), "--src", str(tmp_path / "s"), "--ref", str(tmp_path / "s")]) == 2

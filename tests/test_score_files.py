@@ -190,5 +190,8 @@ def test_the_python_api_needs_only_the_files(
     monkeypatch.chdir(tmp_path)
     results = score_files(files["ref"], [files["good"]])  # by reference length, into ./evaluation, as `nmt score`
     assert results["settings"]["by"] == "reference" and (tmp_path / "evaluation" / "report.md").is_file()
+    # paths as strings, out_dir None (./evaluation), names stripped as --names strips them
+    results = score_files(str(files["ref"]), [str(files["good"])], names=[" good "], out_dir=None)
+    assert list(results["runs"]) == ["good"] and (tmp_path / "evaluation" / "good.hyp.txt").is_file()
     with pytest.raises(NMTError, match="no translation file given"):
         score_files(files["ref"], [])

@@ -44,6 +44,7 @@ def plot_group(attention: str, max_words: int) -> tuple[str, str]:
 
 def evaluate_runs(
     run_dirs: Sequence[Path],
+    *,
     src_path: Path | None = None,
     ref_path: Path | None = None,
     out_dir: Path | None = None,
@@ -55,7 +56,8 @@ def evaluate_runs(
 
     Each run decodes with its `decoding` section; split, buckets, `by` and the bootstrap come from the
     first run's `evaluation` section; `overrides` are `--set` decoding.* and evaluation.* keys that
-    change them for every run (decoding.beam_size=10). Returns the content of results.json.
+    change them for every run (decoding.beam_size=10; evaluation.split=valid). Keywords only, so that
+    a call written for the earlier `split` argument fails instead of shifting. Returns results.json's content.
     """
     check_src_and_ref(src_path, ref_path)  # before the runs are read: the flags' mistake comes first
     # the 1-best is scored: a run's decoding.nbest does not apply, nor bound --beam from below
@@ -115,6 +117,7 @@ def check_src_and_ref(src_path: Path | None, ref_path: Path | None) -> None:
 def common_test_set(runs: list[RunInfo], split: str, src_path: Path | None, ref_path: Path | None) -> TestSet:
     """The one test set the runs are scored on: --src/--ref when given (both), else the `split` of their
     prepared data, which must be the same for every run."""
+    check_src_and_ref(src_path, ref_path)
     if src_path is not None and ref_path is not None:
         return file_test_set(src_path, ref_path)
     by_dir: dict[str, TestSet] = {}
@@ -168,4 +171,5 @@ def run(args: argparse.Namespace) -> None:
     if args.src is not None and sets_key(args.overrides, "evaluation.split"):
         raise NMTError("give either --split (evaluation.split) or --src/--ref, not both.")
     arguments.use_threads(args.threads, args.run_dirs[0])
-    evaluate_runs(args.run_dirs, args.src, args.ref, args.out, args.device, args.overrides, args.checkpoint)
+    evaluate_runs(args.run_dirs, src_path=args.src, ref_path=args.ref, out_dir=args.out, device=args.device,
+                  overrides=args.overrides, checkpoint=args.checkpoint)

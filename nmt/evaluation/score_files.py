@@ -34,7 +34,7 @@ def score_files(
     hyp_paths: Sequence[Path],
     src_path: Path | None = None,
     names: Sequence[str] | None = None,
-    out_dir: Path = Path("evaluation"),
+    out_dir: Path | None = None,
     baseline: str | None = None,
     overrides: Sequence[str] = (),
 ) -> dict[str, Any]:
@@ -70,7 +70,7 @@ def score_files(
     scored += [f"{name}: `{path}`" for name, path in paths.items()]
     systems: dict[str, dict[str, Any]] = {name: {"hypotheses": str(path)} for name, path in paths.items()}
     title = test_set.describe() + "\n" + ", ".join(paths)
-    return score_and_report(hypotheses, test_set, settings, out_dir, scored, systems, pairs, title=title)
+    return score_and_report(hypotheses, test_set, settings, Path(out_dir or "evaluation"), scored, systems, pairs, title=title)
 
 
 def _read_hypotheses(path: Path, ref_path: Path, count: int) -> list[str]:
@@ -89,7 +89,8 @@ def _system_names(hyp_paths: Sequence[Path], names: Sequence[str] | None) -> lis
     """--names as given (one per file, unique, usable in file names), else the files' names made unique."""
     if names is None:
         taken: set[str] = set()
-        return [unique_name(path.name.removesuffix(".txt").removesuffix(".hyp"), taken) for path in hyp_paths]
+        return [unique_name(Path(path).name.removesuffix(".txt").removesuffix(".hyp"), taken) for path in hyp_paths]
+    names = [name.strip() for name in names]
     if len(names) != len(hyp_paths):
         raise NMTError(
             f"--names gives {len(names)} names for {len(hyp_paths)} translation files.",
@@ -101,7 +102,7 @@ def _system_names(hyp_paths: Sequence[Path], names: Sequence[str] | None) -> lis
                            "Use letters, digits, '-' and '_'.")
     if len(set(names)) != len(names):
         raise NMTError(f"--names {','.join(names)}: the names must differ.", "Give each system its own name.")
-    return list(names)
+    return names
 
 
 def score_and_report(
