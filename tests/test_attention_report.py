@@ -1,5 +1,5 @@
-"""nmt/evaluation/attention_report.py: attention-checks' Markdown and figure from its results (the command
-itself, with runs: tests/test_attention_checks.py)."""
+"""nmt/evaluation/attention_report.py: the Markdown and figures of attention-checks and attention-scaling from
+their results (the commands, with runs: tests/test_attention_checks.py, tests/test_attention_scaling.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from nmt.evaluation.attention_report import (
     PERTURBATION_NOTES,
     checks_figure,
     format_checks_markdown,
+    format_scaling_markdown,
+    scaling_figure,
 )
 
 
@@ -23,7 +25,8 @@ def _results(entry: dict[str, Any]) -> dict[str, Any]:
 PERTURBATION = {"none": {"bleu": {"<10": 20.0, "[10,20)": None, ">=20": 10.5}, "all": 15.25},
                 "uniform": {"bleu": {"<10": 5.0, "[10,20)": None, ">=20": None}, "all": 4.0}}
 POINT = {"checkpoint": "best.pt", "step": 600,
-         "all": {"agreement": 0.5, "chance": 0.25, "diagonal": 0.125, "argmax_on_eos": 0.0, "target_words": 40},
+         "all": {"agreement": 0.5, "chance": 0.25, "diagonal": 0.125, "argmax_on_eos": 0.0,
+                 "target_words": 40},
          "buckets": {"<10": {"agreement": 0.75, "chance": 0.3, "diagonal": 0.2},
                      "[10,20)": {"agreement": None, "chance": None, "diagonal": None},
                      ">=20": {"agreement": None, "chance": None, "diagonal": None}}}
@@ -50,3 +53,31 @@ def test_the_figure_has_a_row_per_run_and_the_chance_line() -> None:
     assert [line.get_label() for line in left.get_lines()] == ["none", "uniform"]
     assert [line.get_label() for line in right.get_lines()] == ["best (step 600)", "diagonal", "chance"]
     assert list(right.get_lines()[0].get_ydata()) == [75.0, 0.0]  # agreement in %, None drawn as 0
+
+
+def _scaling_results() -> dict[str, Any]:
+    stats = {"score_variance": 1234.5, "max_weight": 0.9512, "saturated_share": 0.8, "entropy_ratio": 0.1234,
+             "score_grad_norm": 0.00123, "loss_per_token": 2.5}
+    return {"sentences": "split test of data/x, 3 sentences", "saturated_above": 0.9, "runs": {
+        name: {"attention": kind, "attention_size": size, "step": 900, "trained": stats,
+               "initialisation": {**stats, "score_variance": 0.5}}
+        for name, kind, size in
+        (("dot-128", "dot", 128), ("dot-1024", "dot", 1024), ("scaled-128", "scaled_dot", 128))
+    }}
+
+
+def test_the_scaling_table_has_a_row_per_run_and_moment_and_names_the_runs_threshold() -> None:
+    markdown = format_scaling_markdown(_scaling_results())
+    assert "| when | score variance | mean largest weight | steps with largest weight > 0.9 |" in markdown
+    assert "| dot-128 | dot | 128 | init | 0.5 | 0.951 | 80.0% | 0.123 | 0.00123 | 2.500 |" in markdown
+    assert "| dot-128 | dot | 128 | step 900 | 1.23e+03 |" in markdown
+    assert markdown.count("| scaled-128 |") == 2
+
+
+def test_the_scaling_figure_plots_each_statistic_against_d_per_kind() -> None:
+    panels = scaling_figure(_scaling_results()).axes
+    assert [axes.get_title() for axes in panels] == [
+        "score variance", "mean largest weight", "entropy / uniform", "gradient norm at the scores"]
+    assert [axes.get_yscale() for axes in panels] == ["log", "linear", "linear", "log"]
+    dot_trained = panels[0].get_lines()[0]
+    assert dot_trained.get_label() == "dot, trained" and list(dot_trained.get_xdata()) == [128, 1024]

@@ -31,7 +31,6 @@ from nmt.compare.runs import (
 from nmt.errors import NMTError
 
 if TYPE_CHECKING:  # torch, matplotlib and what imports them load where used: `--help` stays fast
-    from matplotlib.figure import Figure
     from torch import Tensor
 
     from nmt.models.seq2seq import Seq2Seq
@@ -120,6 +119,7 @@ def scaling_statistics(
 ) -> dict[str, Any]:
     """Measure every run on the sample of the split (runs on different data are refused, as by `nmt
     evaluate`) and write attention_scaling.json, .md and .png into `out_dir`. Returns the JSON's content."""
+    from nmt.evaluation.attention_report import format_scaling_markdown, scaling_figure
     from nmt.evaluation.curves import sample_test_set
     from nmt.rundir.loading import load_run
     from nmt.training import trainer  # initial_model: the model a training starts from
@@ -152,66 +152,6 @@ def scaling_statistics(
     markdown, figure = format_scaling_markdown(results), scaling_figure(results)
     write_outputs(out, SCALING, results, markdown, figure, 120, ensure_ascii=True)
     return results
-
-
-COLUMNS = (
-    ("score_variance", "score variance", "{:.3g}"),
-    ("max_weight", "mean largest weight", "{:.3f}"),
-    ("saturated_share", f"steps with largest weight > {SATURATED}", "{:.1%}"),
-    ("entropy_ratio", "entropy / uniform", "{:.3f}"),
-    ("score_grad_norm", "gradient norm at the scores", "{:.3g}"),
-    ("loss_per_token", "cross-entropy (nats/token)", "{:.3f}"),
-)
-
-
-def format_scaling_markdown(results: dict[str, Any]) -> str:
-    """attention_scaling.md: a row per run and moment (initialisation, trained), a column per statistic."""
-    from nmt.evaluation.report import markdown_table
-
-    header = ["run", "attention", "d", "when", *(title for _, title, _ in COLUMNS)]
-    rows = [
-        [name, run["attention"], str(run["attention_size"]), label,
-         *(fmt.format(run[when][key]) for key, _, fmt in COLUMNS)]
-        for name, run in results["runs"].items()
-        for when, label in (("initialisation", "init"), ("trained", f"step {run['step']}"))
-    ]
-    lines = [
-        "# Attention scores, weights and gradients: why divide by sqrt(d)",
-        "",
-        f"Teacher-forced on {results['sentences']}; means over decoder steps, each over the real source "
-        "positions. 'initialisation': the run's config and seed before any step; 'trained': its checkpoint.",
-        "",
-        *markdown_table(header, rows, left=4),
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def scaling_figure(results: dict[str, Any]) -> Figure:
-    """One panel per statistic against d (log scale): a line per attention type, hollow markers at
-    initialisation, filled once trained."""
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(15, 4))
-    panels = figure.subplots(1, 4)
-    keys = ("score_variance", "max_weight", "entropy_ratio", "score_grad_norm")
-    kinds = sorted({run["attention"] for run in results["runs"].values()})
-    for axes, key in zip(panels, keys, strict=True):
-        title = next(title for k, title, _ in COLUMNS if k == key)
-        for colour, kind in zip(("tab:red", "tab:blue", "tab:green", "tab:orange"), kinds, strict=False):
-            runs = sorted((r for r in results["runs"].values() if r["attention"] == kind), key=lambda r: r["attention_size"])
-            sizes = [r["attention_size"] for r in runs]
-            axes.plot(sizes, [r["trained"][key] for r in runs], "o-", color=colour, label=f"{kind}, trained")
-            axes.plot(sizes, [r["initialisation"][key] for r in runs], "o--", color=colour, mfc="none",
-                      label=f"{kind}, initialisation")
-        axes.set_xscale("log", base=2)
-        if key in ("score_variance", "score_grad_norm"):
-            axes.set_yscale("log")
-        axes.set_title(title)
-        axes.set_xlabel("d (attention_size)")
-        axes.grid(alpha=0.3)
-    panels[-1].legend(fontsize=8)
-    figure.tight_layout()
-    return figure
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,5 +1,6 @@
-"""attention_checks.md and .png: the tables, notes and figure of `nmt attention-checks` from its results
-(nmt/compare/attention_checks.py measures them with the runs; this renders them, with no model)."""
+"""The reports of the two attention analyses from their results: attention_checks.md and .png
+(`nmt attention-checks`), attention_scaling.md and .png (`nmt attention-scaling`). nmt/compare/ measures
+them with the runs; this renders them, with no model."""
 
 from __future__ import annotations
 
@@ -109,5 +110,64 @@ def checks_figure(results: dict[str, Any]) -> Figure:
             axes.grid(alpha=0.3)
             if axes.get_legend_handles_labels()[0]:
                 axes.legend(fontsize=8)
+    figure.tight_layout()
+    return figure
+
+
+SCALING_COLUMNS = (  # results key, title ({saturated_above}: the threshold the run used), format
+    ("score_variance", "score variance", "{:.3g}"),
+    ("max_weight", "mean largest weight", "{:.3f}"),
+    ("saturated_share", "steps with largest weight > {saturated_above}", "{:.1%}"),
+    ("entropy_ratio", "entropy / uniform", "{:.3f}"),
+    ("score_grad_norm", "gradient norm at the scores", "{:.3g}"),
+    ("loss_per_token", "cross-entropy (nats/token)", "{:.3f}"),
+)
+
+
+def format_scaling_markdown(results: dict[str, Any]) -> str:
+    """attention_scaling.md: a row per run and moment (initialisation, trained), a column per statistic."""
+    titles = [title.format(saturated_above=results["saturated_above"]) for _, title, _ in SCALING_COLUMNS]
+    header = ["run", "attention", "d", "when", *titles]
+    rows = [
+        [name, run["attention"], str(run["attention_size"]), label,
+         *(fmt.format(run[when][key]) for key, _, fmt in SCALING_COLUMNS)]
+        for name, run in results["runs"].items()
+        for when, label in (("initialisation", "init"), ("trained", f"step {run['step']}"))
+    ]
+    lines = [
+        "# Attention scores, weights and gradients: why divide by sqrt(d)",
+        "",
+        f"Teacher-forced on {results['sentences']}; means over decoder steps, each over the real source "
+        "positions. 'initialisation': the run's config and seed before any step; 'trained': its checkpoint.",
+        "",
+        *markdown_table(header, rows, left=4),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def scaling_figure(results: dict[str, Any]) -> Figure:
+    """One panel per statistic against d (log scale): a line per attention type, hollow markers at
+    initialisation, filled once trained."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(15, 4))
+    panels = figure.subplots(1, 4)
+    keys = ("score_variance", "max_weight", "entropy_ratio", "score_grad_norm")
+    kinds = sorted({run["attention"] for run in results["runs"].values()})
+    for axes, key in zip(panels, keys, strict=True):
+        title = next(title for k, title, _ in SCALING_COLUMNS if k == key)
+        for colour, kind in zip(("tab:red", "tab:blue", "tab:green", "tab:orange"), kinds, strict=False):
+            runs = sorted((r for r in results["runs"].values() if r["attention"] == kind), key=lambda r: r["attention_size"])
+            sizes = [r["attention_size"] for r in runs]
+            axes.plot(sizes, [r["trained"][key] for r in runs], "o-", color=colour, label=f"{kind}, trained")
+            axes.plot(sizes, [r["initialisation"][key] for r in runs], "o--", color=colour, mfc="none",
+                      label=f"{kind}, initialisation")
+        axes.set_xscale("log", base=2)
+        if key in ("score_variance", "score_grad_norm"):
+            axes.set_yscale("log")
+        axes.set_title(title)
+        axes.set_xlabel("d (attention_size)")
+        axes.grid(alpha=0.3)
+    panels[-1].legend(fontsize=8)
     figure.tight_layout()
     return figure
