@@ -66,7 +66,7 @@ def step_statistics(scores: Tensor, grads: Tensor, mask: Tensor, alive: Tensor) 
     mean = (scores * real).sum(dim=-1) / count
     variance = (((scores - mean.unsqueeze(-1)) ** 2) * real).sum(dim=-1) / count
     weights = torch.softmax(scores.masked_fill(~mask, -math.inf), dim=-1)
-    uniform = torch.tensor([uniform_entropy(n) for n in mask.sum(dim=-1).tolist()], dtype=torch.float64)
+    uniform = torch.tensor([uniform_entropy(int(n)) for n in count.tolist()], dtype=torch.float64)
     largest = weights.max(dim=-1).values
     return {
         "score_variance": variance,
@@ -150,7 +150,7 @@ def scaling_statistics(
                "runs": measured}
     out = default_out_dir(run_dirs, out_dir)
     markdown, figure = format_scaling_markdown(results), scaling_figure(results)
-    write_outputs(out, SCALING, results, markdown, figure, 120, ensure_ascii=True)
+    write_outputs(out, SCALING, results, markdown, figure, 120)
     return results
 
 

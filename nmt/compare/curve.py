@@ -83,8 +83,7 @@ def learning_curves(
         "runs": measured,
     }
     out = default_out_dir(run_dirs, out_dir)
-    stem = Path(curves.CURVE_JSON).stem
-    write_outputs(out, stem, results, curves.format_curve_markdown(results), curves.learning_curve_figure(results), 120)
+    write_outputs(out, curves.CURVE, results, curves.format_curve_markdown(results), curves.learning_curve_figure(results), 120)
     return results
 
 

@@ -110,15 +110,15 @@ def _report(
     out_dir: Path,
 ) -> str:
     """report.md of the experiment: setup and tables, then the evaluation's report and the learning curve."""
-    from nmt.evaluation.curves import CURVE_MD, CURVE_PNG
+    from nmt.evaluation.curves import CURVE
 
     lines = ["# Experiment report", "", f"Command: `{command}`", "", *_setup_lines(config), ""]
     lines += _tables(config, timings, counts, attention)
     lines += ["", (out_dir / "report.md").read_text(encoding="utf-8").strip(), ""]
     if attention_plot:
         lines += ["", f"![attention of one long test sentence]({attention_plot})", "", ATTENTION_CAVEAT, ""]
-    curve = (out_dir / CURVE_MD).read_text(encoding="utf-8").strip()
-    lines += ["", curve, "", f"![learning curve by sentence length]({CURVE_PNG})", ""]
+    curve = (out_dir / f"{CURVE}.md").read_text(encoding="utf-8").strip()
+    lines += ["", curve, "", f"![learning curve by sentence length]({CURVE}.png)", ""]
     return "\n".join(lines)
 
 

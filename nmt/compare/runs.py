@@ -128,11 +128,11 @@ def default_out_dir(run_dirs: Sequence[Path], out_dir: Path | None = None) -> Pa
 
 
 def write_outputs(
-    out: Path, stem: str, results: dict[str, Any], markdown: str, figure: Figure, dpi: int, ensure_ascii: bool = False,
+    out: Path, stem: str, results: dict[str, Any], markdown: str, figure: Figure, dpi: int,
 ) -> None:
     """STEM.json (`results`), STEM.md and STEM.png in `out` for curve and the attention commands; the
     Markdown on stdout."""
-    atomic_write_text(out / f"{stem}.json", json.dumps(results, indent=2, ensure_ascii=ensure_ascii) + "\n")
+    atomic_write_text(out / f"{stem}.json", json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     atomic_write_text(out / f"{stem}.md", markdown)
     with atomic_open(out / f"{stem}.png", "wb") as handle:
         figure.savefig(handle, format="png", dpi=dpi)

@@ -21,9 +21,7 @@ from nmt.evaluation.report import markdown_table
 from nmt.evaluation.scoring import CorpusScorer, bleu_from_stats
 from nmt.evaluation.testset import TestSet
 
-CURVE_JSON = "learning_curve.json"
-CURVE_MD = "learning_curve.md"
-CURVE_PNG = "learning_curve.png"
+CURVE = "learning_curve"  # the stem of the .json, .md and .png written
 SELECTION = "those with the smallest sha256 of 'source TAB reference'; all of a smaller bucket"
 
 
