@@ -3,7 +3,6 @@ step checkpoints."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -14,9 +13,7 @@ import torch
 from nmt.compare.runs import describe_runs
 from nmt.errors import NMTError
 from nmt.rundir.checkpoints import (
-    _ALLOWED,
     Checkpoint,
-    _allowed_types,
     latest_step_checkpoint,
     load_checkpoint,
     prune_step_checkpoints,
@@ -123,18 +120,6 @@ def test_the_intact_content_reads_and_a_content_that_is_no_dict_is_refused(tmp_p
     assert isinstance(Checkpoint.from_dict(step_state(), path), Checkpoint)
     with pytest.raises(NMTError, match="step_00000007.pt is not an nmt checkpoint"):
         Checkpoint.from_dict([1, 2], path)
-
-
-def test_the_types_each_key_may_have_are_read_from_the_annotations_once() -> None:
-    assert set(_ALLOWED) == WEIGHT_KEYS | {"averaged_steps"} | TRAINING_KEYS
-    assert _ALLOWED["score"] == (int, float, type(None)) and _ALLOWED["model"] == (dict,)
-
-    @dataclasses.dataclass
-    class Odd:
-        steps: set[int] | None
-
-    with pytest.raises(TypeError, match=r"field steps: no rule for set in its annotation set\[int\] \| None"):
-        _allowed_types(dataclasses.fields(Odd)[0])
 
 
 def test_step_checkpoints_are_found_in_step_order_and_pruned(tmp_path: Path) -> None:

@@ -4,13 +4,16 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nmt.errors import NMTError
 from nmt.fileio import atomic_open
+from nmt.typed_yaml import fits
 
 if TYPE_CHECKING:  # torch loads only when a checkpoint is read or written: `nmt average --help` stays fast
     import torch
@@ -105,9 +108,7 @@ class Checkpoint:
         if not isinstance(state, dict) or "model" not in state:
             raise NMTError(f"{path} is not an nmt checkpoint (no model weights in it).",
                            "Point to a file in RUN_DIR/checkpoints/.")
-        required = [f for f in _WEIGHT_FIELDS if f.default is dataclasses.MISSING]  # model, step: checked first
-        optional = [f for f in _WEIGHT_FIELDS if f not in required]
-        fields = _checked(state, required, path) | _checked(state, optional, path)
+        fields = _checked(state, _WEIGHT_FIELDS, path)
         training = None
         if any(f.name in state for f in _TRAINING_FIELDS):  # a step checkpoint: all of it, or it is damaged
             training = TrainingState(**_checked(state, _TRAINING_FIELDS, path))
@@ -117,38 +118,27 @@ class Checkpoint:
 # The file's keys are these fields' names; their annotations say which types their values may have.
 _WEIGHT_FIELDS = [field for field in dataclasses.fields(Checkpoint) if field.name != "training"]
 _TRAINING_FIELDS = list(dataclasses.fields(TrainingState))
-_TYPES: dict[str, tuple[type, ...]] = {  # an annotation's type -> the types a value of it may have in the file
-    "dict": (dict,), "list": (list,), "int": (int,), "float": (int, float), "str": (str,), "None": (type(None),)
-}
 
 
-def _allowed_types(field: dataclasses.Field) -> tuple[type, ...]:
-    """The types a value of `field` may have in the file, read from its annotation as written
-    ("dict[str, Any] | None" -> dict, NoneType); a type _TYPES does not list is a TypeError."""
-    names = [part.strip().split("[")[0] for part in str(field.type).split("|")]
-    unknown = [name for name in names if name not in _TYPES]
-    if unknown:
-        raise TypeError(f"checkpoint field {field.name}: no rule for {', '.join(unknown)} in its annotation "
-                        f"{field.type} (add it to _TYPES)")
-    return tuple(kind for name in names for kind in _TYPES[name])
+@functools.cache
+def _field_types() -> dict[str, Any]:
+    """Each field's annotation resolved to a type, for typed_yaml's check (torch: only once a file is read)."""
+    import torch
 
-
-# Built once, at import: an annotation without a rule fails here, not when a checkpoint is loaded.
-_ALLOWED = {field.name: _allowed_types(field) for field in [*_WEIGHT_FIELDS, *_TRAINING_FIELDS]}
+    return {**typing.get_type_hints(Checkpoint, localns={"torch": torch}), **typing.get_type_hints(TrainingState)}
 
 
 def _checked(state: dict[str, Any], fields: list[dataclasses.Field], path: Path) -> dict[str, Any]:
-    """The values of `fields` in `state`, each of a type its annotation names (an int passes for a float, a
-    bool for nothing); an absent key is an error for a field without a default, else None."""
+    """The values of `fields` in `state`, each of a type its annotation names (typed_yaml's rule, as for the
+    config: an int passes for a float, a bool for nothing); an absent key is an error for a field without a
+    default, else None."""
     missing = [f.name for f in fields if f.name not in state and f.default is dataclasses.MISSING]
     if missing:
         raise NMTError(f"{path} is not a complete nmt checkpoint: it lacks {', '.join(missing)}.",
                        "It was damaged or written by another program; use another checkpoint of the run.")
-    wrong = []
-    for field in fields:
-        value = state.get(field.name)
-        if not isinstance(value, _ALLOWED[field.name]) or isinstance(value, bool):
-            wrong.append(f"its {field.name} is a {type(value).__name__}")
+    types = _field_types()
+    wrong = [f"its {f.name} is a {type(state.get(f.name)).__name__}"
+             for f in fields if not fits(state.get(f.name), types[f.name])]
     if wrong:
         raise NMTError(f"{path} is not an nmt checkpoint of this format ({'; '.join(wrong)}).",
                        "It was damaged or written by another program; use another checkpoint of the run.")
