@@ -75,8 +75,8 @@ def test_recording_keeps_each_steps_scores_and_changes_nothing(kind: str) -> Non
     [(scores, mask)] = recorded
     assert scores.equal(provider.scores(query, enc.keys)) and mask is states.mask and scores.grad is not None
     with torch.no_grad(), analysed_attention(provider, record=True) as recorded:  # a translation: no gradient
-        provider.attend(query, enc)
-    assert len(recorded) == 1 and recorded[0][0].grad is None
+        provider.attend(query, enc)  # the check: recording there does not raise (retain_grad needs a graph)
+    assert len(recorded) == 1
 
 
 def test_additive_scores_follow_the_paper_formula() -> None:
