@@ -63,13 +63,12 @@ def fake_run(path: Path, beam_size: int = 5, attention: str = "additive") -> Pat
     return path
 
 
-def shortened(config_path: Path, root: Path) -> list[str]:
-    """Overrides that point a config's data at local reverse-digit files and cut training to 2 steps.
-    The same for every config (`config_path` only names which one, for the callers): the runs of a shipped
-    config share the top-level data (the -30 / -50 runs differ in training.max_words, not data.dir)."""
+def shortened(root: Path) -> list[str]:
+    """Overrides that point any shipped config's data at local reverse-digit files in `root` and cut training
+    to 2 steps (a config's runs share its top-level data: the -30 / -50 runs differ in training.max_words)."""
     for name, n, seed in (("train", 200, 0), ("valid", 20, 1), ("test", 30, 2)):
         write_parallel(root / name, reverse_pairs(n, 3, 12, seed=seed))
-    overrides = [
+    return [
         "data.source=files",
         f"data.dir={root / 'prepared'}",
         "data.src_lang=src",
@@ -88,7 +87,6 @@ def shortened(config_path: Path, root: Path) -> list[str]:
         "training.device=cpu",
         "decoding.batch_size=16",
     ]
-    return overrides
 
 
 TIMING_KEYS = ("tgt_tokens_per_s", "elapsed_s")

@@ -25,7 +25,7 @@ ROOT = CONFIGS.parent
 @pytest.mark.slow
 def test_quick_benchmark_writes_the_schema_with_sane_values(tmp_path: Path) -> None:
     config = CONFIGS / "bench.yaml"
-    overrides = shortened(config, tmp_path / "data") + [
+    overrides = shortened(tmp_path / "data") + [
         "model.embedding_size=16", "model.hidden_size=24", "model.attention_size=24", "model.maxout_size=16",
         "training.recompute_attention=true",
     ]

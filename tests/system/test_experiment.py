@@ -21,7 +21,7 @@ from tests.helpers import CONFIGS, shortened
 def test_quick_config_runs_the_whole_pipeline_shortened(tmp_path: Path) -> None:
     config_path = CONFIGS / "quick.yaml"
     out = tmp_path / "out"
-    results = run_experiment(config_path, shortened(config_path, tmp_path / "data"), out)
+    results = run_experiment(config_path, shortened(tmp_path / "data"), out)
     config = load_config(config_path)
     assert set(results["runs"]) == set(config.runs)
     for run in config.runs:
@@ -34,7 +34,7 @@ def test_quick_config_runs_the_whole_pipeline_shortened(tmp_path: Path) -> None:
         assert stats["sentences"] == 30  # every sentence of the shortened test split (at most 200)
     report = (out / "report.md").read_text()
     assert "| bucket | n |" in report
-    overrides = shortened(config_path, tmp_path / "data")
+    overrides = shortened(tmp_path / "data")
     command = " ".join(["nmt experiment", str(config_path), *(f"--set {o}" for o in overrides), "--out", str(out)])
     assert f"Command: `{command}`" in report  # what reproduces the run, its output folder included
     assert "What was scored:" in report and "checkpoint best.pt (step " in report and "## Examples" in report
@@ -108,7 +108,7 @@ def test_other_experiment_configs_load_name_their_runs_and_train_a_step(name: st
         assert {key: getattr(settings.training, key) for key in training} == training
 
     # shortened onto local files: every run keeps its model and ceiling, and trains 2 steps
-    config = load_config(config_path, shortened(config_path, tmp_path / "data"))
+    config = load_config(config_path, shortened(tmp_path / "data"))
     for run in config.runs:
         short, full = config.for_run(run), as_written.for_run(run)
         assert short.model == full.model and short.training.max_words == full.training.max_words
@@ -136,7 +136,7 @@ def test_rerun_skips_finished_runs_and_refuses_changed_config(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     config_path = CONFIGS / "quick.yaml"
-    overrides = shortened(config_path, tmp_path / "data")
+    overrides = shortened(tmp_path / "data")
     out = tmp_path / "out"
     run_experiment(config_path, overrides, out)
     summary = out / "runs" / "rnnsearch-50" / "summary.json"
@@ -174,7 +174,7 @@ def test_runs_trained_in_parallel_learn_what_they_learn_one_after_the_other(tmp_
         "runs:\n  fixed: {model: {attention: none}}\n  search: {training: {max_words: 8}}\n",
         encoding="utf-8",
     )
-    overrides = shortened(config_path, tmp_path / "data") + ["training.max_steps=6", "training.validate_every=3"]
+    overrides = shortened(tmp_path / "data") + ["training.max_steps=6", "training.validate_every=3"]
     config = load_config(config_path, overrides + ["training.threads=1"])
     prepare(config.data)
     for jobs in (1, 2):
