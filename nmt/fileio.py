@@ -6,14 +6,51 @@ A kill at any instant leaves either the old file or the new one, never half of o
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
+import shutil
 import signal
 import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
+
+from nmt.errors import NMTError
+
+
+class DiskFullError(NMTError):
+    """A write that ran out of disk space; `filename` and `strerror` as an OSError's, for callers that add
+    what they know (which checkpoint is intact)."""
+
+    filename: str
+    strerror: str
+
+    @classmethod
+    def writing(cls, path: Path, written: int) -> DiskFullError:
+        """The error of `path`, of which `written` bytes were written (it is removed: they are free again)."""
+        strerror = (f"no space left on device: it needs more than the {_size(written)} written before the disk "
+                    f"filled, and {_size(shutil.disk_usage(path.parent).free)} is free there")
+        error = cls(f"could not write {path} ({strerror}); the file it replaces, if any, is intact.",
+                    "Free space on that disk (or write elsewhere), then run the command again.")
+        error.filename, error.strerror = str(path), strerror
+        return error
+
+
+def _size(count: int) -> str:
+    """A byte count for people: 512 B, 3.2 MB."""
+    exponent = min(3, (len(str(count)) - 1) // 3)
+    return f"{count} B" if exponent == 0 else f"{count / 1000 ** exponent:.1f} {' kMG'[exponent]}B"
+
+
+def _disk_full(error: BaseException | None) -> bool:
+    """Whether `error`, or one it was raised while handling (torch.save's RuntimeError), is a full disk's."""
+    while error is not None:
+        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        error = error.__context__
+    return False
 
 
 @contextlib.contextmanager
@@ -29,7 +66,7 @@ def errors_naming(path: str | Path) -> Iterator[None]:
 @contextlib.contextmanager
 def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO]:
     """Open a temporary file beside `path`; on success it replaces `path`, on error it is removed (an
-    OSError is raised again naming `path`)."""
+    OSError is raised again naming `path`; a full disk's as a DiskFullError)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -45,8 +82,11 @@ def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO]:
                 os.fsync(handle.fileno())
             os.replace(tmp, path)
             _fsync_directory(path.parent)
-    except BaseException:
+    except BaseException as error:
+        written = os.path.getsize(tmp) if os.path.exists(tmp) else 0
         Path(tmp).unlink(missing_ok=True)
+        if _disk_full(error):
+            raise DiskFullError.writing(path, written) from error
         raise
 
 

@@ -3,6 +3,8 @@ folder, and a shipped config shortened onto local files."""
 
 from __future__ import annotations
 
+import errno
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,15 @@ from nmt.config import Config, config_from_dict, save_config
 from tests.synthetic import reverse_pairs, write_parallel
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
+
+class FillingDisk(io.FileIO):
+    """A file on a disk with 5,000 bytes left: the write that goes past them fails as a full disk's."""
+
+    def write(self, data: Any) -> int:
+        if self.tell() + len(data) > 5000:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return super().write(data)
 
 
 def reverse_task_config(

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import errno
+import os
+import re
+import shutil
 from pathlib import Path
 
 import pytest
+import torch
 
-from nmt.fileio import atomic_open, atomic_write_text
+from nmt import fileio
+from nmt.fileio import DiskFullError, atomic_open, atomic_write_text
+from nmt.rundir.checkpoints import Checkpoint, load_checkpoint, save_checkpoint
+from tests.helpers import FillingDisk
 
 
 def test_a_write_that_fails_names_the_file_and_leaves_the_previous_one(tmp_path: Path) -> None:
@@ -15,10 +22,28 @@ def test_a_write_that_fails_names_the_file_and_leaves_the_previous_one(tmp_path:
     atomic_write_text(path, "old")
     with pytest.raises(OSError) as error, atomic_open(path) as handle:
         handle.write("new, half of it")
-        raise OSError(errno.ENOSPC, "No space left on device")  # as a full disk raises it: no file name
-    assert (error.value.errno, error.value.strerror) == (errno.ENOSPC, "No space left on device")
+        raise OSError(errno.EIO, "Input/output error")  # as a failing disk raises it: no file name
+    assert (error.value.errno, error.value.strerror) == (errno.EIO, "Input/output error")
     assert error.value.filename == str(path)
     assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["summary.json"]
     with pytest.raises(PermissionError) as denied, atomic_open(path) as handle:
         raise PermissionError(errno.EACCES, "Permission denied", "/some/inner/file")
     assert denied.value.filename == str(path)  # the file this write was for, in its own kind of error
+
+
+def test_a_full_disk_names_the_file_and_the_space_it_needs_and_keeps_the_previous_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "step_00000004.pt"
+    save_checkpoint(path, Checkpoint({"w": torch.ones(2)}, 2))
+    monkeypatch.setattr(os, "fdopen", lambda fd, mode, encoding=None: FillingDisk(fd, mode))
+    monkeypatch.setattr(shutil, "disk_usage", lambda folder: shutil._ntuple_diskusage(10**9, 10**9, 1234))
+    with pytest.raises(DiskFullError) as error:  # the real torch.save: it raises a RuntimeError over the OSError
+        save_checkpoint(path, Checkpoint({"w": torch.zeros(4000)}, 4))
+    assert re.fullmatch(rf"could not write {re.escape(str(path))} \(no space left on device: it needs more than the "
+                        r"\d+ B written before the disk filled, and 1.2 kB is free there\); the file it replaces, if "
+                        r"any, is intact.", error.value.message)
+    assert error.value.filename == str(path) and "Free space on that disk" in error.value.hint
+    monkeypatch.undo()
+    assert load_checkpoint(path).step == 2 and [p.name for p in tmp_path.iterdir()] == [path.name]
+    assert fileio._size(999) == "999 B" and fileio._size(23_456_789) == "23.5 MB"

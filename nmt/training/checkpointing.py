@@ -10,6 +10,7 @@ import torch
 from nmt.config import Config
 from nmt.data.subwords import Tokenizer
 from nmt.errors import NMTError
+from nmt.fileio import DiskFullError
 from nmt.rundir.checkpoints import (
     BEST_NAME,
     CHECKPOINT_DIR,
@@ -79,8 +80,8 @@ def restore(
     return checkpoint.step, state
 
 
-def disk_error(run_dir: Path, step: int, error: OSError) -> NMTError:
-    """An OSError writing the run (a full disk: checkpoints, log, summary) as an NMTError naming the file,
+def disk_error(run_dir: Path, step: int, error: OSError | DiskFullError) -> NMTError:
+    """An OSError or DiskFullError writing the run (checkpoints, log, summary) as an NMTError naming the file,
     the checkpoint left intact (each is written whole or not at all) and how to continue."""
     last = latest_step_checkpoint(run_dir)
     reached = checkpoint_step(last) if last is not None else 0

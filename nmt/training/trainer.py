@@ -20,6 +20,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from nmt.config import Config
 from nmt.data.batching import make_batch
+from nmt.fileio import DiskFullError
 from nmt.models.seq2seq import Seq2Seq, build_model, count_parameters
 from nmt.rundir import writing as rundir
 from nmt.rundir.checkpoints import TrainingState
@@ -199,7 +200,7 @@ class Trainer:
         """Turn an OSError writing the run (a full disk) into an NMTError naming the file and how to continue."""
         try:
             yield
-        except OSError as error:
+        except (OSError, DiskFullError) as error:
             raise disk_error(self.run_dir, self.step, error) from None
 
     def _next_batch(self) -> list[int]:
