@@ -134,13 +134,15 @@ class DataConfig:
 
 @dataclass
 class ModelConfig:
-    """Sizes and kind of the encoder-decoder; `attention: none` is the fixed-vector RNNencdec."""
+    """Sizes and kind of the encoder-decoder: an RNN (`attention: none` is the fixed-vector RNNencdec) or a
+    Transformer, whose d_model is hidden_size."""
 
     @property
     def bidirectional_encoder(self) -> bool:
         """Every model reads the source both ways except the paper's RNNencdec (one forward RNN)."""
         return self.attention != "none" or self.fixed_context == "both_ends"
 
+    architecture: Literal["rnn", "transformer"] = "rnn"
     attention: AttentionType = "additive"
     # attention none: c = tanh(V h_T) of a forward-only encoder (Cho et al.; Bahdanau et al.'s RNNencdec),
     # or both_ends: c = tanh(V [fwd_T ; bwd_1]) of the bidirectional encoder (an ablation, stronger)
@@ -154,18 +156,48 @@ class ModelConfig:
     dropout: float = 0.0
     tie_target_embeddings: bool = False
     init: Literal["pytorch", "bahdanau"] = "pytorch"
+    # transformer: layers on each side, heads of hidden_size / heads, the feed-forward layer's width
+    layers: int = 3
+    heads: int = 4
+    feedforward_size: int = 1024
+    # sinusoidal (the paper's) | learned (absolute) | relative: Shaw et al.'s keys, distances clipped to ±relative_clip
+    positions: Literal["sinusoidal", "learned", "relative"] = "sinusoidal"
+    relative_clip: int = 16
+    norm: Literal["post", "pre"] = "post"  # post: LN(x + sublayer(x)), the paper's; pre: x + sublayer(LN(x))
 
     def validate(self) -> None:
-        """Raise NMTError naming the first key of this section whose value is out of range."""
-        for key in ("embedding_size", "hidden_size", "attention_size", "encoder_layers"):
+        """Raise NMTError naming the first key of this section whose value is out of range, or that the
+        architecture does not use (set away from its default)."""
+        other = "transformer" if self.architecture == "rnn" else "rnn"
+        defaults = ModelConfig()
+        for key in ARCHITECTURE_KEYS[other]:
+            _require(
+                getattr(self, key) == getattr(defaults, key), f"model.{key}",
+                f"is a setting of model.architecture {other}, not of {self.architecture}: leave it out",
+            )
+        sizes = ("embedding_size", "hidden_size", "attention_size", "encoder_layers", "layers", "heads",
+                 "feedforward_size", "relative_clip")
+        for key in sizes:
             _require(getattr(self, key) >= 1, f"model.{key}", "must be >= 1")
+        if self.architecture == "transformer":
+            _require(self.embedding_size == self.hidden_size, "model.embedding_size", "must equal model.hidden_size "
+                     "(d_model) for a transformer")
+            _require(self.hidden_size % self.heads == 0, "model.heads", "must divide model.hidden_size (d_model)")
         _require(self.maxout_size >= 0, "model.maxout_size", "must be >= 0 (0 = tanh layer)")
         _require(0.0 <= self.dropout < 1.0, "model.dropout", "must be in [0, 1)")
         _require(
-            not self.tie_target_embeddings or self.maxout_size in (0, self.embedding_size),
+            not self.tie_target_embeddings or self.architecture == "transformer"
+            or self.maxout_size in (0, self.embedding_size),
             "model.tie_target_embeddings",
             "needs model.maxout_size equal to model.embedding_size, or 0 (a tanh layer as wide as the embeddings)",
         )
+
+
+# the keys only one architecture reads; the other refuses them unless left at their defaults
+ARCHITECTURE_KEYS = {
+    "rnn": ("attention", "fixed_context", "cell", "attention_size", "maxout_size", "encoder_layers", "init"),
+    "transformer": ("layers", "heads", "feedforward_size", "relative_clip", "positions", "norm"),
+}
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""Encoder + context provider + decoder, built from `ModelConfig`: RNNsearch or RNNencdec."""
+"""Encoder + context provider + decoder, built from `ModelConfig`: RNNsearch or RNNencdec; `build_model`
+builds it or the Transformer (nmt/models/transformer.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from nmt.errors import NMTError
 from nmt.models.attention import AdditiveAttention, Attention, build_context_provider
 from nmt.models.decoder import Decoder, DecoderState
 from nmt.models.encoder import Encoder, EncoderOutput
+from nmt.models.transformer import Transformer
 from nmt.special import EOS_ID, PAD_ID
 
 
@@ -44,6 +46,11 @@ class Seq2Seq(nn.Module):
     def has_attention(self) -> bool:
         """False for RNNencdec (attention: none)."""
         return self.decoder.provider.has_attention
+
+    @property
+    def name(self) -> str:
+        """RNNsearch or RNNencdec."""
+        return "RNNsearch" if self.has_attention else "RNNencdec"
 
     def encode(self, src: Tensor, src_lengths: Tensor) -> EncoderOutput:
         """src: batch x src_len (ids + EOS, PAD right padding), src_lengths: batch -> the encoder output
@@ -81,11 +88,10 @@ class Seq2Seq(nn.Module):
     def describe(self) -> str:
         """One line: which model, its sizes, and its parameter count."""
         c = self.config
-        name = "RNNsearch" if self.has_attention else "RNNencdec"
         encoder = "bidirectional" if c.bidirectional_encoder else "forward"
         summary = "" if self.has_attention else f", c from {c.fixed_context}"
         return (
-            f"{name} (attention {c.attention}{summary}, {c.cell.upper()}, {c.encoder_layers}-layer {encoder} encoder, "
+            f"{self.name} (attention {c.attention}{summary}, {c.cell.upper()}, {c.encoder_layers}-layer {encoder} encoder, "
             f"embeddings {c.embedding_size}, hidden {c.hidden_size}, attention {c.attention_size}, "
             f"maxout {c.maxout_size}, vocab {self.src_vocab_size}/{self.tgt_vocab_size}): "
             f"{count_parameters(self):,} parameters"
@@ -97,8 +103,11 @@ def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
-def build_model(config: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> Seq2Seq:
-    """The model `config` describes, for the given vocabulary sizes."""
+Model = Seq2Seq | Transformer  # what build_model returns: both have search's interface
+
+
+def build_model(config: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> Model:
+    """The model `config` describes (model.architecture), for the given vocabulary sizes."""
     special = max(PAD_ID, EOS_ID) + 1
     for name, size in (("source", src_vocab_size), ("target", tgt_vocab_size)):
         if size <= special:
@@ -107,7 +116,8 @@ def build_model(config: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -
                 "Raise data.vocab_size, or use a larger training corpus.",
             )
     config.validate()  # a ModelConfig built in code has not been through the YAML checks
-    return Seq2Seq(config, src_vocab_size, tgt_vocab_size)
+    model_class = Transformer if config.architecture == "transformer" else Seq2Seq
+    return model_class(config, src_vocab_size, tgt_vocab_size)
 
 
 def init_bahdanau(model: Seq2Seq) -> None:

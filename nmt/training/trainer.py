@@ -21,7 +21,7 @@ from torch.nn.parallel import DistributedDataParallel
 from nmt.config import Config
 from nmt.data.batching import make_batch
 from nmt.fileio import DiskFullError
-from nmt.models.seq2seq import Seq2Seq, build_model, count_parameters
+from nmt.models.seq2seq import Model, build_model, count_parameters
 from nmt.rundir import writing as rundir
 from nmt.rundir.checkpoints import TrainingState
 from nmt.rundir.lock import RunLock
@@ -48,7 +48,7 @@ def train(config: Config, run_dir: Path, resume: bool = False) -> dict[str, Any]
         ctx.close()
 
 
-def initial_model(config: Config, src_vocab_size: int, tgt_vocab_size: int) -> Seq2Seq:
+def initial_model(config: Config, src_vocab_size: int, tgt_vocab_size: int) -> Model:
     """The model a run of `config` starts from (on the CPU, before any step): every RNG seeded with
     training.seed, then `build_model`. One function for the Trainer and for whoever rebuilds a run's
     initialisation afterwards (nmt attention-scaling), so the two cannot drift apart."""
@@ -329,7 +329,7 @@ class Trainer:
             "best_step": best_step, "best_score": best_score,
             "early_stopping_metric": metric, "last_validation": self.last_validation,
             "wall_time_s": self._elapsed(), "parameters": self.parameters,
-            "model": "RNNsearch" if self.model.has_attention else "RNNencdec",
+            "model": self.model.name,
             "device": str(self.device), "world_size": self.ctx.world_size,
         }
         if self.ctx.is_main:

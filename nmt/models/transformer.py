@@ -1,0 +1,286 @@
+"""The Transformer (Vaswani et al. 2017): self-attention encoder and decoder, cross-attention between them.
+
+    attention(Q, K, V) = softmax(Q Kᵀ / √d_k + bias) V   per head, d_k = d_model / heads
+    post-norm (the paper's): x = LN(x + Dropout(sublayer(x)))   pre-norm: x = x + Dropout(sublayer(LN(x)))
+
+Positions (`model.positions`): sinusoidal (the paper's) or learned vectors added to the scaled embeddings,
+or `relative`: Shaw et al. 2018's learned vectors a_{clip(j - i, ±k)} added to the keys of every
+self-attention, with no absolute position anywhere, so that a distance unseen in training is clipped to one
+that was seen. Search calls `decode_step` with a cache of every decoder layer's self-attention keys and
+values, so step t costs O(t) rather than O(t²); the source's cross-attention keys and values are computed
+once, by `encode`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields, replace
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from nmt.config_sections import ModelConfig
+from nmt.models.output_loss import linear_cross_entropy
+from nmt.special import PAD_ID
+
+MAX_LEARNED_POSITIONS = 1024  # learned positions: the table's size; later positions share its last row
+
+
+@dataclass
+class Memory:
+    """The encoded source as the decoder reads it; every tensor has the batch first."""
+
+    mask: Tensor  # batch x src_len, True at real tokens
+    lengths: Tensor  # batch (long)
+    cross: Tensor  # batch x layers x 2 x heads x src_len x d_k: each decoder layer's cross-attention keys, values
+
+    def index_select(self, index: Tensor) -> Memory:
+        """Rows `index` (beam search: expand to batch*beam, drop finished sentences)."""
+        return replace(self, **{f.name: getattr(self, f.name).index_select(0, index) for f in fields(self)})
+
+
+@dataclass
+class Cache:
+    """The decoder's self-attention keys and values of the steps decoded so far."""
+
+    keys_values: Tensor  # batch x layers x 2 x heads x steps x d_k
+
+    @property
+    def steps(self) -> int:
+        return self.keys_values.size(4)
+
+    def index_select(self, index: Tensor) -> Cache:
+        """Rows `index` (beam search's back-pointers)."""
+        return Cache(self.keys_values.index_select(0, index))
+
+
+def sinusoids(positions: Tensor, size: int) -> Tensor:
+    """The paper's encoding: PE(p, 2i) = sin(p / 10000^(2i/size)), PE(p, 2i+1) = cos(...). positions: t -> t x size."""
+    rates = torch.exp(torch.arange(0, size, 2, device=positions.device) * (-math.log(10000.0) / size))
+    angles = positions.float().unsqueeze(1) * rates  # t x size/2
+    return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(1)[:, :size]  # interleaved: sin, cos, ...
+
+
+class MultiHeadAttention(nn.Module):
+    """Scaled dot-product attention of several heads, with optional relative-position keys (Shaw et al.)."""
+
+    def __init__(self, size: int, heads: int, relative_clip: int = 0) -> None:
+        super().__init__()
+        self.heads, self.head_size = heads, size // heads
+        self.query = nn.Linear(size, size)
+        self.key_value = nn.Linear(size, 2 * size)
+        self.out = nn.Linear(size, size)
+        # a_{-k} .. a_{+k}: one vector per clipped distance j - i, shared by the heads (as Shaw et al.)
+        self.relative = nn.Embedding(2 * relative_clip + 1, self.head_size) if relative_clip else None
+        self.scaled = True  # divide the scores by √d_k (the explainer's point; nmt attention-scaling turns it off)
+
+    def keys_values(self, states: Tensor) -> Tensor:
+        """states: batch x len x size -> keys and values batch x 2 x heads x len x d_k."""
+        batch, length, _ = states.shape
+        return self.key_value(states).view(batch, length, 2, self.heads, self.head_size).permute(0, 2, 3, 1, 4)
+
+    def _relative_bias(self, query: Tensor, keys: int, offset: int) -> Tensor:
+        """q_i · a_{clip(j - i)}: query batch x heads x t x d_k (positions offset..offset+t-1) -> batch x heads x t x keys."""
+        assert self.relative is not None
+        clip = (self.relative.num_embeddings - 1) // 2
+        positions = torch.arange(offset, offset + query.size(2), device=query.device)
+        distance = torch.arange(keys, device=query.device).unsqueeze(0) - positions.unsqueeze(1)  # t x keys
+        per_distance = query @ self.relative.weight.t()  # batch x heads x t x (2 clip + 1)
+        index = (distance.clamp(-clip, clip) + clip).expand(*query.shape[:2], -1, -1)
+        return per_distance.gather(-1, index)
+
+    def forward(
+        self, states: Tensor, keys_values: Tensor, mask: Tensor | None, offset: int = 0, need_weights: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        """states: batch x t x size (the queries, at positions offset..), keys_values: batch x 2 x heads x s x d_k,
+        mask: bool, broadcastable to batch x heads x t x s, True where a query may look (None: everywhere)
+        -> batch x t x size, and the weights batch x heads x t x s when asked."""
+        batch, steps, _ = states.shape
+        query = self.query(states).view(batch, steps, self.heads, self.head_size).transpose(1, 2)  # b x h x t x d_k
+        keys, values = keys_values.unbind(1)  # each b x h x s x d_k
+        scale = 1.0 / math.sqrt(self.head_size) if self.scaled else 1.0
+        bias = None if self.relative is None else self._relative_bias(query, keys.size(2), offset) * scale
+        weights = None
+        if need_weights:  # written out: the fused kernel returns no weights
+            scores = (query @ keys.transpose(-1, -2)) * scale  # b x h x t x s
+            scores = scores if bias is None else scores + bias
+            if mask is not None:
+                scores = scores.masked_fill(~mask, -math.inf)
+            weights = torch.softmax(scores.float(), dim=-1).to(values.dtype)
+            context = weights @ values
+        else:
+            if bias is not None:  # the relative term as an additive mask of the fused kernel
+                mask = bias if mask is None else bias.masked_fill(~mask, -math.inf)
+            context = F.scaled_dot_product_attention(query, keys, values, attn_mask=mask, scale=scale)
+        context = context.transpose(1, 2).reshape(batch, steps, -1)  # b x t x size: heads side by side
+        return self.out(context), weights
+
+
+class Layer(nn.Module):
+    """One layer: self-attention, cross-attention to the source (decoder layers only) and a feed-forward
+    network, each a residual sublayer with layer norm and dropout."""
+
+    def __init__(self, config: ModelConfig, cross: bool) -> None:
+        super().__init__()
+        size, clip = config.hidden_size, config.relative_clip if config.positions == "relative" else 0
+        self.self_attention = MultiHeadAttention(size, config.heads, clip)
+        self.cross_attention = MultiHeadAttention(size, config.heads) if cross else None
+        self.feedforward = nn.Sequential(
+            nn.Linear(size, config.feedforward_size), nn.ReLU(), nn.Dropout(config.dropout),
+            nn.Linear(config.feedforward_size, size),
+        )
+        self.norms = nn.ModuleList(nn.LayerNorm(size) for _ in range(3 if cross else 2))
+        self.dropout = nn.Dropout(config.dropout)
+        self.pre_norm = config.norm == "pre"
+
+    def _input(self, x: Tensor, sublayer: int) -> Tensor:
+        return self.norms[sublayer](x) if self.pre_norm else x
+
+    def _add(self, x: Tensor, out: Tensor, sublayer: int) -> Tensor:
+        out = self.dropout(out)
+        return x + out if self.pre_norm else self.norms[sublayer](x + out)
+
+    def forward(
+        self, x: Tensor, mask: Tensor | None, past: Tensor | None = None, memory: Tensor | None = None,
+        memory_mask: Tensor | None = None, need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
+        """x: batch x t x size; past: batch x 2 x heads x steps x d_k, the keys and values of earlier steps
+        (incremental decoding); memory: batch x 2 x heads x s x d_k, the source's keys and values
+        -> x, this layer's self-attention keys and values (past's steps and t), the cross-attention weights
+        batch x heads x t x s when asked."""
+        h = self._input(x, 0)
+        keys_values = self.self_attention.keys_values(h)
+        offset = 0
+        if past is not None:
+            offset, keys_values = past.size(3), torch.cat([past, keys_values], dim=3)
+        x = self._add(x, self.self_attention(h, keys_values, mask, offset)[0], 0)
+        weights = None
+        if self.cross_attention is not None:
+            assert memory is not None
+            out, weights = self.cross_attention(self._input(x, 1), memory, memory_mask, need_weights=need_weights)
+            x = self._add(x, out, 1)
+        return self._add(x, self.feedforward(self._input(x, -1)), -1), keys_values, weights
+
+
+class Transformer(nn.Module):
+    """The whole model, with the interface of `Seq2Seq`: `forward` for teacher forcing, `encode`,
+    `init_state` and `decode_step` for search."""
+
+    name = "Transformer"
+    has_attention = True
+
+    def __init__(self, config: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> None:
+        super().__init__()
+        self.config, self.src_vocab_size, self.tgt_vocab_size = config, src_vocab_size, tgt_vocab_size
+        size = config.hidden_size
+        self.src_embedding = nn.Embedding(src_vocab_size, size, padding_idx=PAD_ID)
+        self.tgt_embedding = nn.Embedding(tgt_vocab_size, size, padding_idx=PAD_ID)
+        learned = config.positions == "learned"
+        self.learned_positions = nn.Embedding(MAX_LEARNED_POSITIONS, size) if learned else None
+        self.encoder_layers = nn.ModuleList(Layer(config, cross=False) for _ in range(config.layers))
+        self.decoder_layers = nn.ModuleList(Layer(config, cross=True) for _ in range(config.layers))
+        # pre-norm leaves each stack's output unnormalised: one last layer norm (post-norm ends in one)
+        pre = config.norm == "pre"
+        self.encoder_norm = nn.LayerNorm(size) if pre else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(size) if pre else nn.Identity()
+        self.dropout = nn.Dropout(config.dropout)
+        self.output = nn.Linear(size, tgt_vocab_size)
+        for module in self.modules():  # Xavier (Glorot) uniform, as tensor2tensor and fairseq
+            if isinstance(module, nn.Linear):
+                nn.init.xavier_uniform_(module.weight)
+                nn.init.zeros_(module.bias)
+        for embedding in (self.src_embedding, self.tgt_embedding):
+            nn.init.normal_(embedding.weight, std=size**-0.5)  # x √d_model in `_embed`: unit variance
+            embedding.weight.data[PAD_ID].zero_()
+        if config.tie_target_embeddings:
+            self.output.weight = self.tgt_embedding.weight
+
+    def recompute_attention(self, enabled: bool) -> None:
+        """training.recompute_attention is additive attention's; the Transformer keeps nothing to recompute."""
+
+    def _embed(self, tokens: Tensor, embedding: nn.Embedding, offset: int) -> Tensor:
+        """tokens: batch x t at positions offset.. -> batch x t x size: √d_model E y (+ position), dropout."""
+        x = embedding(tokens) * math.sqrt(embedding.embedding_dim)
+        positions = torch.arange(offset, offset + tokens.size(1), device=tokens.device)
+        if self.learned_positions is not None:
+            x = x + self.learned_positions(positions.clamp(max=MAX_LEARNED_POSITIONS - 1))
+        elif self.config.positions == "sinusoidal":
+            x = x + sinusoids(positions, x.size(-1)).to(x.dtype)
+        return self.dropout(x)
+
+    def encode(self, src: Tensor, src_lengths: Tensor) -> Memory:
+        """src: batch x src_len (ids + EOS, PAD right padding), src_lengths: batch -> the decoder's memory."""
+        lengths = src_lengths.to(src.device, torch.long)
+        if int(lengths.min()) < 1 or int(lengths.max()) > src.size(1):
+            raise ValueError(f"src_lengths must lie in [1, {src.size(1)}], got {lengths.tolist()}")
+        mask = torch.arange(src.size(1), device=src.device).unsqueeze(0) < lengths.unsqueeze(1)  # b x s
+        x = self._embed(src, self.src_embedding, 0)
+        for layer in self.encoder_layers:
+            x, _, _ = layer(x, mask[:, None, None, :])
+        x = self.encoder_norm(x)
+        cross = [layer.cross_attention.keys_values(x) for layer in self.decoder_layers]
+        return Memory(mask, lengths, torch.stack(cross, dim=1))  # cross: b x layers x 2 x heads x s x d_k
+
+    def init_state(self, enc: Memory) -> Cache:
+        """An empty cache for every row of `enc`."""
+        batch, layers, _, heads, _, head_size = enc.cross.shape
+        return Cache(enc.cross.new_zeros(batch, layers, 2, heads, 0, head_size))
+
+    def _decode(
+        self, tgt_in: Tensor, enc: Memory, cache: Cache | None, need_weights: bool
+    ) -> tuple[Tensor, list[Tensor], Tensor | None]:
+        """tgt_in: batch x t, the steps after the cache's -> states batch x t x size, each layer's keys and
+        values, the last layer's cross-attention averaged over heads (batch x t x s) when asked."""
+        steps = 0 if cache is None else cache.steps
+        x = self._embed(tgt_in, self.tgt_embedding, steps)
+        t = tgt_in.size(1)
+        causal = None if t == 1 else torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
+        memory_mask = enc.mask[:, None, None, :]  # b x 1 x 1 x s
+        last = len(self.decoder_layers) - 1
+        keys_values, weights = [], None
+        for i, layer in enumerate(self.decoder_layers):
+            past = None if cache is None else cache.keys_values[:, i]
+            x, kv, weights = layer(x, causal, past, enc.cross[:, i], memory_mask, need_weights and i == last)
+            keys_values.append(kv)
+        return self.decoder_norm(x), keys_values, None if weights is None else weights.mean(dim=1)
+
+    def decode_step(self, prev_tokens: Tensor, state: Cache, enc: Memory) -> tuple[Tensor, Cache, Tensor]:
+        """prev_tokens: batch (long) -> log-probs batch x tgt_vocab (float32 at least), the cache with this step,
+        the last layer's cross-attention averaged over its heads, batch x src_len."""
+        states, keys_values, weights = self._decode(prev_tokens.unsqueeze(1), enc, state, need_weights=True)
+        logits = self.output(states[:, 0])
+        log_probs = F.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
+        assert weights is not None
+        return log_probs, Cache(torch.stack(keys_values, dim=1)), weights[:, 0]
+
+    def forward(
+        self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, return_attention: bool = False,
+        target_mask: Tensor | None = None, targets: Tensor | None = None, label_smoothing: float = 0.0,
+    ) -> Tensor | tuple[Tensor, Tensor]:
+        """Teacher forcing, as `Seq2Seq.forward`: logits batch x tgt_len x tgt_vocab (n_true x tgt_vocab with
+        `target_mask`, the summed cross-entropy with `targets` too), plus the last layer's cross-attention
+        averaged over heads, batch x tgt_len x src_len, when asked."""
+        if targets is not None and target_mask is None:
+            raise ValueError("targets need the target_mask that picks their positions")
+        states, _, weights = self._decode(tgt_in, self.encode(src, src_lengths), None, return_attention)
+        if target_mask is not None:
+            states = states[target_mask]
+        if targets is not None:
+            out = linear_cross_entropy(states, self.output.weight, self.output.bias, targets, label_smoothing)
+        else:
+            out = self.output(states)
+        if return_attention:
+            assert weights is not None
+            return out, weights
+        return out
+
+    def describe(self) -> str:
+        """One line: which model, its sizes, and its parameter count."""
+        c = self.config
+        parameters = sum(p.numel() for p in self.parameters() if p.requires_grad)
+        return (
+            f"Transformer ({c.norm}-norm, {c.positions} positions, {c.layers}+{c.layers} layers, d_model "
+            f"{c.hidden_size}, {c.heads} heads of {c.hidden_size // c.heads}, feed-forward {c.feedforward_size}, "
+            f"vocab {self.src_vocab_size}/{self.tgt_vocab_size}): {parameters:,} parameters"
+        )
