@@ -4,7 +4,9 @@ attention perturbation option it sets (nmt/models/attention.py)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -164,7 +166,7 @@ def test_perturbation_bleu_follows_the_runs_scoring_settings(
 
 
 def test_each_checkpoint_is_loaded_once(
-    trained_reverse_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    trained_reverse_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from nmt.compare import attention_checks as command
     from nmt.rundir import loading
@@ -177,8 +179,10 @@ def test_each_checkpoint_is_loaded_once(
 
     monkeypatch.setattr(loading, "load_run", counting_load_run)
     monkeypatch.setattr(command, "aligner_links", lambda run, test_set, how: reversal_links(test_set.sources))
+    monkeypatch.setattr(command, "require_aligner", lambda: None)
     results = attention_checks([trained_reverse_run], out_dir=tmp_path, steps=[60], device="cpu", batch_size=16)
     assert sorted(loaded) == ["best.pt", "step_00000060.pt"]  # the evaluated one serves both checks
+    assert re.search(r"\(step 150\): argmax agreement \d+\.\d%\n", capsys.readouterr().err)  # a rate, not 0.96875
     alignment = results["runs"]["run"]["alignment"]
     assert [point["checkpoint"] for point in alignment] == ["step_00000060.pt", "best.pt"]
 
@@ -186,11 +190,16 @@ def test_each_checkpoint_is_loaded_once(
 def test_a_run_without_attention_is_refused(tmp_path: Path) -> None:
     run = fake_run(tmp_path / "rnnencdec", attention="none")
     with pytest.raises(NMTError, match="no attention"):
-        attention_checks([run], out_dir=tmp_path / "out")
+        attention_checks([run], out_dir=tmp_path / "out", checks=("perturbation",))
     assert not (tmp_path / "out").exists()
 
 
-def test_missing_step_checkpoint_is_named(trained_reverse_run: Path, tmp_path: Path) -> None:
+def test_missing_step_checkpoint_is_named(
+    trained_reverse_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nmt.compare import attention_checks as command
+
+    monkeypatch.setattr(command, "require_aligner", lambda: None)
     with pytest.raises(NMTError, match="step_00000045.pt"):
         attention_checks([trained_reverse_run], out_dir=tmp_path, steps=[45], checks=("alignment",), device="cpu")
 
@@ -241,3 +250,31 @@ def test_src_without_ref_is_refused_by_the_function_too(tmp_path: Path) -> None:
     # attention_checks checks it first, as evaluate_runs does: the split is not used instead
     with pytest.raises(NMTError, match="--src and --ref go together"):
         attention_checks([fake_run(tmp_path / "run")], out_dir=tmp_path / "out", src_path=tmp_path / "a.txt")
+
+
+def test_a_missing_aligner_is_said_before_any_work_unless_only_the_perturbations_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "eflomal", None)  # `import eflomal` fails as when it is not installed
+    with pytest.raises(NMTError, match="eflomal is not installed"):
+        attention_checks([tmp_path / "nothing"], out_dir=tmp_path / "out")
+    with pytest.raises(NMTError, match="does not exist"):
+        attention_checks([tmp_path / "nothing"], out_dir=tmp_path / "out", checks=("perturbation",))
+
+
+def test_the_sample_per_bucket_defaults_to_the_curve_s(trained_reverse_run: Path, tmp_path: Path) -> None:
+    import argparse
+
+    from nmt.compare import attention_checks as command
+
+    run = tmp_path / "run"
+    shutil.copytree(trained_reverse_run, run)
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    config["evaluation"]["curve_sentences_per_bucket"] = 3
+    (run / "config.yaml").write_text(yaml.safe_dump(config))
+    parser = argparse.ArgumentParser()
+    command.add_arguments(parser)
+    per_bucket = parser.parse_args([str(run)]).sentences_per_bucket
+    results = attention_checks([run], out_dir=tmp_path / "out", per_bucket=per_bucket, checks=("perturbation",),
+                               device="cpu", batch_size=16)
+    assert results["selection"].startswith("up to 3 per bucket") and max(results["n"].values()) == 3

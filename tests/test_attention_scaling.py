@@ -19,7 +19,7 @@ from nmt.models.attention import DotAttention
 from nmt.models.seq2seq import build_model
 from nmt.training import trainer
 from nmt.training.trainer import train
-from tests.helpers import reverse_task_config
+from tests.helpers import fake_run, reverse_task_config
 
 TINY = {"embedding_size": 16, "hidden_size": 16, "maxout_size": 8}
 
@@ -99,6 +99,21 @@ def test_a_negative_sample_size_is_refused_in_curve_s_words(tmp_path: Path) -> N
     with pytest.raises(NMTError, match="--sentences-per-bucket -1: it must be >= 0") as error:
         command.run(parser.parse_args([str(tmp_path), "--sentences-per-bucket", "-1"]))
     assert error.value.hint == "Give a count, or 0 for every sentence."
+
+
+def test_a_missing_folder_is_said_not_to_exist_and_an_experiment_points_to_its_runs(tmp_path: Path) -> None:
+    import argparse
+
+    from nmt.compare import attention_scaling as command
+
+    parser = argparse.ArgumentParser()
+    command.add_arguments(parser)
+    with pytest.raises(NMTError, match=r"missing does not exist\."):
+        command.run(parser.parse_args([str(tmp_path / "missing")]))
+    fake_run(tmp_path / "exp" / "runs" / "dot-128")
+    with pytest.raises(NMTError, match=r"exp is not a training run") as error:
+        command.run(parser.parse_args([str(tmp_path / "exp")]))
+    assert f"pass its runs, {tmp_path / 'exp'}/runs/NAME (dot-128)" in error.value.hint
 
 
 def test_a_run_without_attention_is_refused() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,11 @@ def test_curve_scores_every_kept_checkpoint_and_caches(
 
     saved = json.loads((tmp_path / "out" / "learning_curve.json").read_text(encoding="utf-8"))
     assert saved == results
+    # no folder of the machine: the sample by what it is, files by name (outside here and --out)
+    assert re.fullmatch(r"sample of the split test of prepared \(files, src -> tgt\), 24 sentences, sha256 \w{12}",
+                        curve["sentences"])
+    assert (curve["run_dir"], last["checkpoint"]) == ("run", "step_00000100.pt")
+    assert str(curve_run.parent) not in json.dumps(saved)
     table = (tmp_path / "out" / "learning_curve.md").read_text(encoding="utf-8")
     assert "| step | <7 (n=8) | [7,10) (n=8) | >=10 (n=8) | sample (n=24) |" in table
     assert f"| 100 | {last['bleu']['<7']:.2f} |" in table

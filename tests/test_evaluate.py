@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -76,9 +77,10 @@ def test_two_runs_end_to_end_with_cache(
                         lambda *args: (titles.append(args[3]), draw(*args)))
     assert main(argv) == 0
     out = tmp_path.resolve() / "runs" / "evaluation"
-    # the plot says what it shows: test set, each run's checkpoint step and beam
-    assert titles == [f"--src {src}, 30 sentences\nbeam2: best.pt (step 150), beam 2; greedy: best.pt (step 150), beam 1"]
     results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    # the plot's title is the test set in a line (the runs' checkpoints are in the report), with no folder of the machine
+    assert titles == [results["settings"]["test_set"]]
+    assert re.fullmatch(r"--src eval.src, 30 sentences, sha256 [0-9a-f]{12}", titles[0])
     assert list(results["runs"]) == ["beam2", "greedy"]
     references = ref.read_text(encoding="utf-8").splitlines()
     for name, run in results["runs"].items():
@@ -89,8 +91,9 @@ def test_two_runs_end_to_end_with_cache(
         assert sum(b["n"] for b in run["buckets"]) == 30
     assert results["settings"]["runs"]["greedy"]["beam_size"] == 1
     report = (out / "report.md").read_text(encoding="utf-8")
-    assert f"- test set: --src {src}, 30 sentences" in report
-    assert "- greedy: `" in report and "checkpoint best.pt (step " in report
+    assert f"- test set: {titles[0]}\n" in report
+    assert "- greedy: `greedy`, checkpoint best.pt (step 150" in report
+    assert str(tmp_path) not in report + json.dumps(results)
     assert ", beam 1, length penalty gnmt (alpha 0.6)" in report and "## Examples" in report
     assert "![BLEU by source length](bleu_by_length.png)" in report
     # `nmt score` on the same translations goes through the same scoring path: the same numbers

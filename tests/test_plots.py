@@ -74,3 +74,17 @@ def test_the_title_stays_inside_a_figure_of_few_words(words: int) -> None:
     figure.canvas.draw()
     title = figure.axes[0]._left_title
     assert figure.bbox.contains(*title.get_window_extent(figure.canvas.get_renderer()).p1)
+
+
+def test_a_runaway_translation_is_capped_in_size_and_labels_every_kth_word_without_overlap() -> None:
+    src, tgt = _sentence(60), _sentence(220, seed=2)  # an early model repeating itself
+    attention = torch.softmax(torch.randn(len(tgt) + 1, len(src) + 1), dim=-1)
+    figure = attention_figure(attention, src, tgt, title="a long verse")
+    figure.canvas.draw()
+    assert max(figure.get_size_inches()) * 100 <= 3200  # pixels at plot_attention's 100 dpi
+    heatmap = figure.axes[0]
+    words = sum(p.startswith("▁") for p in tgt) + 1
+    labels = heatmap.get_yticklabels()
+    assert words // 3 < len(labels) < words and all(label.get_fontsize() >= 9 for label in labels)
+    assert _overlaps([label.get_window_extent(figure.canvas.get_renderer()) for label in labels]) == 0
+    assert len(heatmap.get_xticklabels()) == sum(p.startswith("▁") for p in src) + 1  # the source fits: every word

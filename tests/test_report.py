@@ -123,3 +123,8 @@ def test_small_buckets_show_a_dash_for_interval_and_p_in_table_json_and_plot(tmp
     assert bucket["n"] == 1 and bucket["bleu"] is not None and bucket["ci"] is None
     assert results["comparisons"][0]["buckets"][0]["p"] is None
     assert (tmp_path / "bleu_by_length.png").stat().st_size > 0
+    # fewer sentences in all than the rule asks: the all row gets its dashes too
+    few = score_systems(hyps, sources, references, bootstrap_samples=50, min_bucket_sentences=100)
+    assert next(line for line in format_table(few).splitlines() if line.startswith("all")).endswith("(p -)")
+    results = write_report(few, tmp_path)
+    assert results["runs"]["x"]["ci"] is None and results["comparisons"][0]["p"] is None

@@ -3,14 +3,15 @@ key of the translation cache (nmt.rundir.translations)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from nmt.compare.runs import check_sentences_per_bucket, decoding_settings, default_out_dir, describe_runs
 from nmt.errors import NMTError
-from nmt.evaluation.testset import file_test_set
-from nmt.rundir.translations import cache_key
+from nmt.evaluation.testset import file_test_set, shown_path
+from nmt.rundir.translations import cache_key, cache_path, read_cached, write_cached
 from tests.helpers import fake_run
 
 
@@ -100,3 +101,58 @@ def test_a_hugging_face_split_without_a_name_is_said_to_be_carved_from_train() -
     assert describe_source(data) == (
         "Hugging Face dataset json, train d/train.jsonl, valid carved from train, test carved from train"
     )
+
+
+def test_a_test_set_is_described_by_what_it_is_not_by_the_machine_s_folders(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import nmt.data.prepare
+    from nmt.compare.runs import split_test_set
+    from nmt.config import config_from_dict
+
+    pairs = [("a b", "x"), ("c", "y z")]
+    monkeypatch.setattr(nmt.data.prepare, "load_prepared", lambda data: type("P", (), {"pairs": lambda self, s: pairs})())
+    config = config_from_dict({"data": {"dir": str(tmp_path / "prepared" / "bible-k-l")}})
+    described = split_test_set(config, "test").describe()
+    assert re.fullmatch(r"split test of bible-k-l \(bible, k -> l\), 2 sentences, sha256 [0-9a-f]{12}", described)
+    pairs[1] = ("c", "y")  # the hash follows the content
+    assert split_test_set(config, "test").describe()[-12:] != described[-12:]
+    monkeypatch.chdir(tmp_path)  # under the working directory: the path relative to it
+    assert split_test_set(config, "test").describe().startswith("split test of prepared/bible-k-l (bible, k -> l)")
+    assert file_test_set(*[_lines(tmp_path / "t" / name) for name in ("s.txt", "r.txt")]).origin == "--src t/s.txt"
+
+
+def _lines(path: Path) -> Path:
+    path.parent.mkdir(exist_ok=True)
+    path.write_text("a\n", encoding="utf-8")
+    return path
+
+
+def test_a_shown_path_is_relative_to_the_working_directory_or_the_report_else_a_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert shown_path(tmp_path / "exp" / "runs" / "a") == "exp/runs/a"
+    elsewhere = tmp_path.parent / "elsewhere"
+    assert shown_path(elsewhere / "runs" / "a", elsewhere) == "runs/a"
+    assert shown_path(elsewhere / "runs" / "a", tmp_path / "out") == "a"
+
+
+def test_a_missing_folder_does_not_exist_and_an_experiment_s_points_to_its_runs(tmp_path: Path) -> None:
+    with pytest.raises(NMTError, match=r"nothing does not exist\. Pass the folders"):
+        describe_runs([tmp_path / "nothing"])
+    experiment = tmp_path / "exp"
+    fake_run(experiment / "runs" / "rnnsearch")
+    with pytest.raises(NMTError, match=r"exp is not a training run \(no config.yaml\)") as error:
+        describe_runs([experiment])
+    assert error.value.hint == f"It is an experiment's folder: pass its runs, {experiment}/runs/NAME (rnnsearch)."
+
+
+def test_a_cached_translation_file_edited_since_is_not_used(tmp_path: Path) -> None:
+    run = describe_runs([fake_run(tmp_path / "run")])[0]
+    key = cache_key(run.checkpoint, ["a", "b"], decoding_settings(run.config, None))
+    path = cache_path(run.run_dir, key)
+    write_cached(path, key, "split test", ["x y", "z"])
+    assert read_cached(path, key) == ["x y", "z"]
+    path.write_text(path.read_text(encoding="utf-8").replace('"x y"', '""'), encoding="utf-8")  # a line blanked
+    assert read_cached(path, key) is None

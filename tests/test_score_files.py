@@ -54,7 +54,7 @@ def test_score_two_files_with_source(files: dict[str, Path], tmp_path: Path) -> 
         hyps = files[key].read_text(encoding="utf-8").splitlines()
         assert results["runs"][name]["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [references]).score)
         assert (out / f"{name}.hyp.txt").read_text(encoding="utf-8").splitlines() == hyps
-        assert results["settings"]["runs"][name] == {"hypotheses": str(files[key])}
+        assert results["settings"]["runs"][name] == {"hypotheses": files[key].name}  # outside here and --out
     assert [b["label"] for b in results["runs"]["search"]["buckets"]] == ["<10", "[10,20)", "[20,30)", ">=30"]
     (comparison,) = results["comparisons"]
     assert (comparison["a"], comparison["b"]) == ("encdec", "search") and comparison["p"] < 0.05
@@ -62,8 +62,9 @@ def test_score_two_files_with_source(files: dict[str, Path], tmp_path: Path) -> 
     assert (settings["by"], settings["bootstrap_samples"], settings["tokenize"]) == ("source", 100, "13a")
     assert "effect" not in results
     report = (out / "report.md").read_text(encoding="utf-8")
-    assert f"- test set: --src {files['src']}, 150 sentences" in report
-    assert f"- search: `{files['good']}`" in report
+    assert re.search(r"- test set: --src test.src, 150 sentences, sha256 [0-9a-f]{12}\n", report)
+    assert "- search: `search.hyp.txt`" in report
+    assert settings["test_set"] in report and str(tmp_path) not in report + json.dumps(results)
     assert "## Examples" in report and "| source |" in report
     assert (out / "bleu_by_length.png").is_file() and (out / "src.txt").is_file()
 
@@ -86,11 +87,23 @@ def test_without_source_buckets_by_reference(files: dict[str, Path], tmp_path: P
     assert main(["score", "--ref", str(files["ref"]), str(files["good"]), "--out", str(out)]) == 0
     results = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert results["settings"]["by"] == "reference"
-    assert results["settings"]["test_set"] == f"--ref {files['ref']}"
+    assert re.fullmatch(r"--ref test.ref, 150 sentences, sha256 [0-9a-f]{12}", results["settings"]["test_set"])
     assert not (out / "src.txt").exists()
     assert "| source |" not in (out / "report.md").read_text(encoding="utf-8")
     assert main(["score", "--ref", str(files["ref"]), str(files["good"]), "--by", "source"]) == 2
     assert "--by source needs the source sentences" in capsys.readouterr().err
+
+
+def test_a_baseline_is_named_by_its_file_s_stem_too(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy, search = files["poor"].rename(tmp_path / "copy.fr"), files["good"].rename(tmp_path / "search.fr")
+    options = ["--ref", str(files["ref"]), "--out", str(tmp_path / "out"), "--set", "evaluation.bootstrap_samples=20"]
+    assert main(["score", str(copy), str(search), *options, "--baseline", "copy"]) == 0
+    results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    assert [(e["baseline"], e["attention"]) for e in results["effect"]] == [("copy.fr", "search.fr")]
+    assert main(["score", str(copy), str(search.rename(tmp_path / "copy.de")), *options, "--baseline", "copy"]) == 2
+    assert "--baseline copy: it is the stem of copy.fr and copy.de." in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

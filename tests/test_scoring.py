@@ -237,4 +237,14 @@ def test_a_bucket_under_min_bucket_sentences_has_bleu_but_no_interval_or_p(corpu
             assert bucket.bleu is not None and bucket.anatomy is not None
             assert (bucket.ci is None) == (bucket.n < 45) == (diff.p is None)
             assert diff.bleu_diff is not None
-    assert evaluation.systems[0].ci is not None and comparison.p is not None  # the whole set always
+    assert evaluation.systems[0].ci is not None and comparison.p is not None  # 300 sentences: resampled
+
+
+def test_the_all_row_follows_the_buckets_rule(corpus: tuple[list[str], list[str]]) -> None:
+    sources, references = corpus[0][:10], corpus[1][:10]
+    hyps = {"a": corrupt(references, 0.6), "b": references}
+    small = score_systems(hyps, sources, references, bootstrap_samples=20, min_bucket_sentences=50)
+    assert [s.ci for s in small.systems] == [None, None] and small.comparisons[0].p is None
+    assert small.systems[0].bleu > 0 and small.comparisons[0].bleu_diff > 0
+    resampled = score_systems(hyps, sources, references, bootstrap_samples=20, min_bucket_sentences=10)
+    assert resampled.systems[0].ci is not None and resampled.comparisons[0].p is not None

@@ -15,7 +15,6 @@ and cannot show.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -32,9 +31,9 @@ from nmt.compare.runs import (
     write_outputs,
 )
 from nmt.errors import NMTError
-from nmt.evaluation.alignment import Link, Symmetrisation, agreement_per_bucket, align_words
+from nmt.evaluation.alignment import Link, Symmetrisation, agreement_per_bucket, align_words, require_aligner
 from nmt.evaluation.buckets import BucketBy, assign_buckets, make_buckets, sentence_lengths
-from nmt.evaluation.testset import TestSet
+from nmt.evaluation.testset import TestSet, shown_path
 
 if TYPE_CHECKING:
     from nmt.evaluation.scoring import CorpusScorer
@@ -51,7 +50,7 @@ def attention_checks(
     ref_path: Path | None = None,
     checkpoint: str | None = None,
     steps: Sequence[int] | None = None,
-    per_bucket: int = 0,
+    per_bucket: int | None = None,
     seed: int = 1,
     symmetrisation: Symmetrisation = "grow-diag-final-and",
     checks: Sequence[str] = ("perturbation", "alignment"),
@@ -61,7 +60,8 @@ def attention_checks(
     """Run the checks on each attention run and write attention_checks.json, .md and .png into `out_dir`
     (default: where `nmt evaluate` writes). `steps`: the periodic checkpoints whose alignment agreement
     is measured besides the evaluated one (None: every kept step_*.pt; []: none). `per_bucket` > 0 takes
-    the learning curve's deterministic sample of the test set. BLEU uses the first run's
+    the learning curve's deterministic sample of the test set (None: evaluation.curve_sentences_per_bucket,
+    as curve and attention-scaling do; 0: all of it). BLEU uses the first run's
     evaluation.tokenize and evaluation.lowercase, as `nmt evaluate` does. Returns the content of the JSON."""
     # matplotlib and sacrebleu: imported here, not for --help
     from nmt.evaluation.attention_report import checks_figure, format_checks_markdown
@@ -71,9 +71,12 @@ def attention_checks(
 
     check_src_and_ref(src_path, ref_path)
     check_sentences_per_bucket(per_bucket)
+    if "alignment" in checks:
+        require_aligner()  # before the perturbations' minutes
     runs = describe_runs(run_dirs, checkpoint=checkpoint)
     _refuse_runs_without_attention(runs)
     settings = runs[0].config.evaluation
+    per_bucket = settings.curve_sentences_per_bucket if per_bucket is None else per_bucket
     cutoffs, by = list(settings.buckets), settings.by
     test_set = common_test_set(runs, split or settings.split, src_path, ref_path)  # nmt evaluate's rule
     if per_bucket:
@@ -82,8 +85,9 @@ def attention_checks(
     results = _setting(test_set, per_bucket, cutoffs, by, seed, symmetrisation)
     links: dict[str, list[set[Link]]] = {}
     scorer = CorpusScorer(test_set.references, settings.tokenize, settings.lowercase)  # all runs, all kinds
+    out = default_out_dir(run_dirs, out_dir)
     for run in runs:
-        entry: dict[str, Any] = {"run_dir": _plain(str(run.run_dir)), "checkpoint": run.checkpoint.name}
+        entry: dict[str, Any] = {"run_dir": shown_path(run.run_dir, out), "checkpoint": run.checkpoint.name}
         evaluated = load_run(run.run_dir, run.checkpoint, device)  # read once for both checks
         if "perturbation" in checks:
             entry["perturbation"] = perturbation_bleu(
@@ -100,7 +104,6 @@ def attention_checks(
                 for path in _checkpoints(run, steps)
             ]
         results["runs"][run.name] = entry
-    out = default_out_dir(run_dirs, out_dir)
     write_outputs(out, CHECKS, results, format_checks_markdown(results), checks_figure(results), 100)
     return results
 
@@ -113,7 +116,7 @@ def _setting(
     from nmt.evaluation.curves import SELECTION, bucket_counts
 
     return {
-        "test_set": _plain(test_set.origin),
+        "test_set": test_set.describe(),
         "sentences": len(test_set.references),
         "selection": f"up to {per_bucket} per bucket, {SELECTION}" if per_bucket else "all",
         "buckets": cutoffs,
@@ -237,13 +240,15 @@ def agreement_by_bucket(
     labels: list[str], batch_size: int,
 ) -> dict[str, Any]:
     """Alignment agreement of a loaded checkpoint of run `name`: over all pairs and per bucket."""
+    from nmt.evaluation.attention_report import percent
+
     assert test_set.sources is not None
     argmaxes = teacher_forced_argmax(loaded.model, loaded.tokenizer, test_set.sources, test_set.references, batch_size)
     n_src = [len(source.split()) for source in test_set.sources]
     per_bucket, total = agreement_per_bucket(argmaxes, links, n_src, members, len(labels))
     summary = total.summary()
     checkpoint = loaded.checkpoint.name
-    print(f"{name}: {checkpoint} (step {loaded.step}): argmax agreement {summary['agreement']}",
+    print(f"{name}: {checkpoint} (step {loaded.step}): argmax agreement {percent(summary['agreement'])}",
           file=sys.stderr)
     return {
         "checkpoint": checkpoint,
@@ -251,11 +256,6 @@ def agreement_by_bucket(
         "all": {**summary, "skipped_sentences": total.skipped},
         "buckets": {label: part.summary() for label, part in zip(labels, per_bucket, strict=True)},
     }
-
-
-def _plain(text: str) -> str:
-    """`text` with the current directory's absolute path taken out (paths relative to where it ran)."""
-    return text.replace(os.getcwd() + os.sep, "")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -271,8 +271,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     which.add_argument("--steps", type=arguments.steps, default=None, metavar="N,N",
                        help="periodic checkpoints whose alignment agreement is measured too (default: every kept step_*.pt)")
     which.add_argument("--no-steps", action="store_true", help="measure the evaluated checkpoint only")
-    parser.add_argument("--sentences-per-bucket", type=int, default=0, metavar="N",
-                        help="a deterministic sample: the learning curve's N sentences per length bucket (default 0: all)")
+    parser.add_argument("--sentences-per-bucket", type=int, default=None, metavar="N",
+                        help="the learning curve's sample: N sentences per length bucket, 0 = all "
+                        "(default: evaluation.curve_sentences_per_bucket)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the permutations (default 1)")
     parser.add_argument("--symmetrise", default="grow-diag-final-and", choices=["grow-diag-final-and", "intersection"],
                         help="how eflomal's two directions are combined (default grow-diag-final-and)")

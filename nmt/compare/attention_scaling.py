@@ -29,6 +29,7 @@ from nmt.compare.runs import (
     write_outputs,
 )
 from nmt.errors import NMTError
+from nmt.evaluation.testset import shown_path
 
 if TYPE_CHECKING:  # torch, matplotlib and what imports them load where used: `--help` stays fast
     from torch import Tensor
@@ -131,6 +132,7 @@ def scaling_statistics(
     test_set = common_test_set(runs, split or settings.split, None, None)
     sample = sample_test_set(test_set, settings.buckets, settings.by, per_bucket)
     assert sample.sources is not None
+    out = default_out_dir(run_dirs, out_dir)
     measured: dict[str, Any] = {}
     for run in runs:
         loaded = load_run(run.run_dir, run.checkpoint, device="cpu")
@@ -140,15 +142,13 @@ def scaling_statistics(
         measured[run.name] = {
             "attention": run.config.model.attention,
             "attention_size": run.config.model.attention_size,
-            "checkpoint": str(run.checkpoint),
+            "checkpoint": shown_path(run.checkpoint, out),
             "step": loaded.step,
             "initialisation": asdict(attention_statistics(initial, pairs)),
             "trained": asdict(attention_statistics(loaded.model, pairs)),
         }
         print(f"{run.name}: measured at initialisation and at step {loaded.step}", file=sys.stderr)
-    results = {"sentences": f"{sample.origin}, {len(sample.references)} sentences", "saturated_above": SATURATED,
-               "runs": measured}
-    out = default_out_dir(run_dirs, out_dir)
+    results = {"sentences": sample.describe(), "saturated_above": SATURATED, "runs": measured}
     markdown, figure = format_scaling_markdown(results), scaling_figure(results)
     write_outputs(out, SCALING, results, markdown, figure, 120)
     return results

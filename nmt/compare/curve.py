@@ -27,7 +27,7 @@ from nmt.compare.runs import (
 )
 from nmt.errors import NMTError
 from nmt.evaluation.buckets import BucketBy
-from nmt.evaluation.testset import TestSet
+from nmt.evaluation.testset import TestSet, shown_path
 
 if TYPE_CHECKING:
     from nmt.evaluation.scoring import CorpusScorer  # sacrebleu, numpy: imported where used
@@ -56,6 +56,7 @@ def learning_curves(
     split = split or settings.split
     per_bucket = settings.curve_sentences_per_bucket if per_bucket is None else per_bucket
     cutoffs, by = list(settings.buckets), settings.by
+    out = default_out_dir(run_dirs, out_dir)
     # data dir -> the sample of its split, and a scorer of its references for every checkpoint of its runs
     samples: dict[str, tuple[TestSet, CorpusScorer]] = {}
     measured: dict[str, Any] = {}
@@ -66,12 +67,12 @@ def learning_curves(
             samples[run.config.data.dir] = sample, scorer
         sample, scorer = samples[run.config.data.dir]
         measured[run.name] = {
-            "run_dir": str(run.run_dir),
+            "run_dir": shown_path(run.run_dir, out),
             "attention": run.config.model.attention,
-            "sentences": sample.origin,
+            "sentences": sample.describe(),
             "n": curves.bucket_counts(sample, cutoffs, by),
             "n_sample": len(sample.references),
-            "checkpoints": _score_checkpoints(run, sample, scorer, cutoffs, by, device),
+            "checkpoints": _score_checkpoints(run, sample, scorer, cutoffs, by, device, out),
         }
     results = {
         "split": split,
@@ -82,16 +83,15 @@ def learning_curves(
         "beam_size": 1,
         "runs": measured,
     }
-    out = default_out_dir(run_dirs, out_dir)
     write_outputs(out, curves.CURVE, results, curves.format_curve_markdown(results), curves.learning_curve_figure(results), 120)
     return results
 
 
 def _score_checkpoints(
-    run: RunInfo, sample: TestSet, scorer: CorpusScorer, cutoffs: list[int], by: BucketBy, device: str
+    run: RunInfo, sample: TestSet, scorer: CorpusScorer, cutoffs: list[int], by: BucketBy, device: str, out: Path
 ) -> list[dict[str, Any]]:
-    """One point per kept step_*.pt of the run: its step, files, and greedy BLEU per bucket on `sample`
-    (`scorer`: its references)."""
+    """One point per kept step_*.pt of the run: its step, files (shown_path from `out`), and greedy BLEU per
+    bucket on `sample` (`scorer`: its references)."""
     from nmt.evaluation.curves import bucket_bleu
     from nmt.rundir.checkpoints import checkpoint_step, step_checkpoints
 
@@ -113,7 +113,7 @@ def _score_checkpoints(
     for path in checkpoints:
         hyps, cache, cached = translate_cached(dataclasses.replace(run, checkpoint=path), sample, 1, device)
         bleu, sample_bleu = bucket_bleu(scorer, hyps, sample.sources, sample.references, cutoffs, by)
-        points.append({"step": checkpoint_step(path), "checkpoint": str(path), "hypotheses": str(cache),
+        points.append({"step": checkpoint_step(path), "checkpoint": shown_path(path, out), "hypotheses": shown_path(cache, out),
                        "cached": cached, "bleu": bleu, "sample_bleu": sample_bleu})
     return points
 

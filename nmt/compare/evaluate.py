@@ -20,7 +20,7 @@ from nmt.compare.runs import (
 )
 from nmt.errors import NMTError
 from nmt.evaluation.score_files import score_and_report
-from nmt.evaluation.testset import TestSet, file_test_set
+from nmt.evaluation.testset import TestSet, file_test_set, shown_path
 from nmt.fileio import same_file
 from nmt.typed_yaml import sets_key
 
@@ -66,7 +66,7 @@ def evaluate_runs(
     _refuse_overwriting_inputs(out, runs, src_path, ref_path)
     settings = runs[0].config.evaluation
     test_set = common_test_set(runs, settings.split, src_path, ref_path)
-    hypotheses, systems, scored, chosen = _translate_runs(runs, test_set, device)
+    hypotheses, systems, scored = _translate_runs(runs, test_set, device, out)
     pairs, unpaired = effect_pairs(runs)
     note = (
         f"not checked for the effect: {', '.join(unpaired)} (runs without attention pair with runs "
@@ -74,38 +74,35 @@ def evaluate_runs(
     ) if pairs and unpaired else None
     ceilings = {run.name: run.config.training.max_words for run in runs}
     groups = {run.name: plot_group(run.config.model.attention, run.config.training.max_words) for run in runs}
-    title = f"{test_set.describe()}\n" + "; ".join(chosen)
-    return score_and_report(hypotheses, test_set, settings, out, scored, systems, pairs, note, ceilings, groups, title)
+    return score_and_report(hypotheses, test_set, settings, out, scored, systems, pairs, note, ceilings, groups)
 
 
 def _translate_runs(
-    runs: list[RunInfo], test_set: TestSet, device: str
-) -> tuple[dict[str, list[str]], dict[str, dict[str, Any]], list[str], list[str]]:
-    """Each run's translations, and what the report says of them: (hypotheses, results.json's systems,
-    report.md's lines on what was scored, the plot title's "name: checkpoint, beam" per run)."""
+    runs: list[RunInfo], test_set: TestSet, device: str, out: Path
+) -> tuple[dict[str, list[str]], dict[str, dict[str, Any]], list[str]]:
+    """Each run's translations, and what the report in `out` says of them: (hypotheses, results.json's
+    systems, report.md's lines on what was scored)."""
     from nmt.rundir.checkpoints import describe_checkpoint
 
     hypotheses: dict[str, list[str]] = {}
     systems: dict[str, dict[str, Any]] = {}
-    scored = [f"test set: {test_set.origin}, {len(test_set.references)} sentences"]
-    chosen = []
+    scored = [f"test set: {test_set.describe()}"]
     for run in runs:
         checkpoint_text = describe_checkpoint(run.checkpoint)
         print(f"{run.name}: checkpoint {checkpoint_text}", file=sys.stderr)
         hypotheses[run.name], path, _ = translate_cached(run, test_set, None, device)
         decoding = decoding_settings(run.config, None)
         systems[run.name] = {
-            "run_dir": str(run.run_dir),
-            "checkpoint": str(run.checkpoint),
+            "run_dir": shown_path(run.run_dir, out),
+            "checkpoint": shown_path(run.checkpoint, out),
             **{key: decoding[key] for key in ("beam_size", "length_penalty", "alpha")},
-            "hypotheses": str(path),
+            "hypotheses": shown_path(path, out),
         }
-        chosen.append(f"{run.name}: {checkpoint_text.split(',')[0].removesuffix(')')}), beam {decoding['beam_size']}")
         scored.append(
-            f"{run.name}: `{run.run_dir}`, checkpoint {checkpoint_text}, beam {decoding['beam_size']}, "
+            f"{run.name}: `{shown_path(run.run_dir, out)}`, checkpoint {checkpoint_text}, beam {decoding['beam_size']}, "
             f"length penalty {decoding['length_penalty']} (alpha {decoding['alpha']:g})"
         )
-    return hypotheses, systems, scored, chosen
+    return hypotheses, systems, scored
 
 
 def check_src_and_ref(src_path: Path | None, ref_path: Path | None) -> None:

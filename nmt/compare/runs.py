@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from nmt.config import Config, load_config, override_sections
 from nmt.errors import NMTError
-from nmt.evaluation.testset import TestSet, unique_name
+from nmt.evaluation.testset import TestSet, shown_path, unique_name
 from nmt.fileio import atomic_open, atomic_write_text
 from nmt.rundir import translations
 
@@ -40,12 +40,15 @@ class RunInfo:
 
 def split_test_set(config: Config, split: str) -> TestSet:
     """The `split` pairs of a run's prepared data (prepared first if needed)."""
-    from nmt.data.prepare import describe_source, load_prepared
+    from nmt.data.prepare import load_prepared
 
-    pairs = load_prepared(config.data).pairs(split)
+    data = config.data
+    pairs = load_prepared(data).pairs(split)
     if not pairs:
-        raise NMTError(f"the {split} split of {config.data.dir} is empty.", "Use the other split or --src/--ref.")
-    origin = f"split {split} of {config.data.dir}, prepared from {describe_source(config.data)}"
+        raise NMTError(f"the {split} split of {data.dir} is empty.", "Use the other split or --src/--ref.")
+    corpus = f"{data.source} {data.hf_name}".strip()
+    languages = f"{data.bible_src} -> {data.bible_tgt}" if data.source == "bible" else f"{data.src_lang} -> {data.tgt_lang}"
+    origin = f"split {split} of {shown_path(data.dir)} ({corpus}, {languages})"
     return TestSet([s for s, _ in pairs], [t for _, t in pairs], origin)
 
 
@@ -68,8 +71,12 @@ def describe_runs(
     taken: set[str] = set()
     for run_dir in map(Path, run_dirs):
         config_path = run_dir / "config.yaml"
+        if not run_dir.exists():
+            raise NMTError(f"{run_dir} does not exist.", "Pass the folders `nmt train` wrote.")
         if not config_path.is_file():
-            raise NMTError(f"{run_dir} is not a training run (no config.yaml).", "Pass the folders `nmt train` wrote.")
+            runs = sorted(path.name for path in (run_dir / "runs").glob("*") if (path / "config.yaml").is_file())
+            hint = f"It is an experiment's folder: pass its runs, {run_dir}/runs/NAME ({', '.join(runs)})." if runs else ""
+            raise NMTError(f"{run_dir} is not a training run (no config.yaml).", hint or "Pass the folders `nmt train` wrote.")
         name = unique_name(run_dir.resolve().name, taken)
         config = override_sections(load_config(config_path), list(overrides), EVALUATE_SECTIONS, "nmt evaluate")
         infos.append(RunInfo(name, run_dir, config, resolve_checkpoint(run_dir, checkpoint)))

@@ -10,6 +10,7 @@ those that `evaluation.buckets` count.
 
 from __future__ import annotations
 
+import math
 import textwrap
 from pathlib import Path
 
@@ -20,10 +21,12 @@ from torch import Tensor
 
 from nmt.fileio import atomic_open
 
-# Inches per source/target piece (a 9 pt label is about 0.13 inch high), and the bounds that keep a
-# 400-piece sentence drawable.
+# Inches per source/target piece (a 9 pt label is about 0.13 inch high), the bounds that keep a
+# 400-piece sentence drawable (at most 3200 px a side), and the room a label needs: past the bound, every
+# k-th word is labelled.
 _INCH_PER_PIECE = 0.3
-_MIN_INCHES, _MAX_INCHES = 4.0, 60.0
+_MIN_INCHES, _MAX_INCHES = 4.0, 32.0
+_LABEL_INCHES = 0.18
 _TICK_POINTS = 9
 _TITLE_POINTS = 11
 # Extra inches: the tick labels on two sides, the title above, the colour bar on the right.
@@ -58,13 +61,15 @@ def attention_figure(
     title_lines = textwrap.wrap(title, width=max(20, int(title_inches * 72 / (0.55 * _TITLE_POINTS)))) if title else []
     height = _INCH_PER_PIECE * len(tgt_words) + _MARGIN_INCHES + label_inches + 0.2 * len(title_lines)
     height = min(max(height, _MIN_INCHES), _MAX_INCHES)
+    grid = (width - _MARGIN_INCHES - label_inches, height - _MARGIN_INCHES - label_inches - 0.2 * len(title_lines))
     # A bare Figure with its own Agg canvas: no pyplot global state, no display backend needed.
     figure = Figure(figsize=(width, height))
     FigureCanvasAgg(figure)
     axes = figure.add_subplot(1, 1, 1)
     image = axes.imshow(weights, cmap="gray_r", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
-    axes.set_xticks(range(len(src_words)), src_words, rotation=90, fontsize=_TICK_POINTS)
-    axes.set_yticks(range(len(tgt_words)), tgt_words, fontsize=_TICK_POINTS)
+    for axis, words, inches, rotation in ((axes.xaxis, src_words, grid[0], 90), (axes.yaxis, tgt_words, grid[1], 0)):
+        step = max(1, math.ceil(_LABEL_INCHES * len(words) / max(inches, 1.0)))
+        axis.set_ticks(range(0, len(words), step), words[::step], rotation=rotation, fontsize=_TICK_POINTS)
     axes.set_xlabel("source word (its pieces' weights added)")
     axes.set_ylabel("translation word (its pieces' rows averaged)")
     if title_lines:

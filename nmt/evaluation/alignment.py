@@ -12,6 +12,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
+from types import ModuleType
 from typing import Literal
 
 from nmt.errors import NMTError
@@ -62,6 +63,15 @@ def symmetrise(forward: set[Link], reverse: set[Link], method: Symmetrisation) -
     return forward & reverse if method == "intersection" else grow_diag_final_and(forward, reverse)
 
 
+def require_aligner() -> ModuleType:
+    """The eflomal module, or an NMTError saying how to install it."""
+    try:
+        import eflomal
+    except ImportError:
+        raise NMTError("the word aligner eflomal is not installed.", INSTALL_HINT) from None
+    return eflomal
+
+
 def align_words(
     sources: Sequence[str], targets: Sequence[str], method: Symmetrisation = "grow-diag-final-and"
 ) -> list[set[Link]]:
@@ -69,10 +79,7 @@ def align_words(
 
     eflomal samples: its links can differ slightly between calls (it takes no seed).
     """
-    try:
-        import eflomal
-    except ImportError:
-        raise NMTError("the word aligner eflomal is not installed.", INSTALL_HINT) from None
+    eflomal = require_aligner()
     keep = [i for i, (s, t) in enumerate(zip(sources, targets, strict=True)) if s.split() and t.split()]
     result: list[set[Link]] = [set() for _ in sources]
     if not keep:

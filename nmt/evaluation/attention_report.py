@@ -63,8 +63,8 @@ def format_checks_markdown(results: dict[str, Any]) -> str:
         if "alignment" in entry:
             lines += ["", "Argmax agreement with eflomal's links (teacher-forced, per reference word):", ""]
             rows = [[f"{point['checkpoint']} (step {point['step']})",
-                     *(_pct(point["buckets"][label]["agreement"]) for label in labels),
-                     *(_pct(point["all"][key]) for key in ("agreement", "chance", "diagonal", "argmax_on_eos")),
+                     *(percent(point["buckets"][label]["agreement"]) for label in labels),
+                     *(percent(point["all"][key]) for key in ("agreement", "chance", "diagonal", "argmax_on_eos")),
                      str(point["all"]["target_words"])] for point in entry["alignment"]]
             lines += markdown_table(["checkpoint", *head, "chance", "diagonal", "on EOS", "words"], rows)
     runs = results["runs"].values()
@@ -78,7 +78,7 @@ def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def _pct(value: float | None) -> str:
+def percent(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
 

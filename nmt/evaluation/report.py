@@ -66,7 +66,7 @@ def _system_dict(system: SystemScore) -> dict[str, Any]:
     ]
     return {
         "bleu": system.bleu, "chrf": system.chrf, "signature": system.signature,
-        "chrf_signature": system.chrf_signature, "n": system.n, "ci": list(system.ci),
+        "chrf_signature": system.chrf_signature, "n": system.n, "ci": list(system.ci) if system.ci else None,
         **_anatomy_dict(system.anatomy), "buckets": buckets,
     }
 
@@ -121,7 +121,7 @@ def format_markdown(evaluation: Evaluation, scored: Sequence[str] = ()) -> str:
         f"Sentences bucketed by {by} length in words. BLEU is sacrebleu corpus BLEU on each bucket, "
         f"with a {evaluation.confidence:.0%} bootstrap interval ({evaluation.bootstrap_samples} resamples, "
         f"seed {evaluation.bootstrap_seed}). Differences are b - a with two-sided paired bootstrap p-values. "
-        "A bucket too small to resample (evaluation.min_bucket_sentences) has a dash for both.",
+        "A bucket too small to resample (evaluation.min_bucket_sentences), all included, has a dash for both.",
         "",
         *markdown_table(header, rows),
         "",
@@ -299,7 +299,7 @@ def write_report(
 
     `effect` maps (fixed-vector run, attention run) to the checks of nmt/evaluation/effect.py; `scored`
     says what each system is (one line each), `examples` is a `format_examples` section and `groups`
-    styles the plot's lines (plot_bleu_by_length) under `title` (what was scored, in a line or two).
+    styles the plot's lines (plot_bleu_by_length) under `title` (the test set, in a line).
     """
     out_dir = Path(out_dir)
     results = results_dict(evaluation, extra_settings)

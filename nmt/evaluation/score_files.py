@@ -16,7 +16,7 @@ from nmt import arguments
 from nmt.config import EvaluationConfig, config_from_dict, override_sections
 from nmt.data.corpus import read_lines
 from nmt.errors import NMTError
-from nmt.evaluation.testset import TestSet, file_test_set, reference_test_set, unique_name
+from nmt.evaluation.testset import TestSet, file_test_set, reference_test_set, shown_path, unique_name
 from nmt.fileio import atomic_write_text
 from nmt.typed_yaml import sets_key
 
@@ -40,8 +40,8 @@ def score_files(
 ) -> dict[str, Any]:
     """`nmt score`: score translations from files (any system's) against `ref_path`, as `nmt evaluate` does.
 
-    Systems are named by `names` or by their files' names; `baseline` names the fixed-vector system,
-    whose effect checks are run against every other system. `overrides` are `--set evaluation.*` keys
+    Systems are named by `names` or by their files' names; `baseline` names the fixed-vector system (by
+    its name or, for a file name, its stem), whose effect checks are run against every other system. `overrides` are `--set evaluation.*` keys
     (buckets, by, ...); without `src_path` sentences are bucketed by reference length, whatever
     evaluation.by says unless an override asks for source. Returns the content of results.json.
     """
@@ -57,8 +57,11 @@ def score_files(
     paths = dict(zip(_system_names(hyp_paths, names), hyp_paths, strict=True))
     pairs: list[tuple[str, str]] = []
     if baseline is not None:
-        if baseline not in paths:
-            raise NMTError(f"--baseline {baseline}: no such system.", f"The systems are: {', '.join(paths)}.")
+        named = [baseline] if baseline in paths else [name for name in paths if Path(name).stem == baseline]
+        if len(named) != 1:  # a stem names a system too: copy for copy.fr
+            found = f"it is the stem of {' and '.join(named)}" if named else "no such system"
+            raise NMTError(f"--baseline {baseline}: {found}.", f"The systems are: {', '.join(paths)}.")
+        baseline = named[0]
         if len(paths) < 2:
             raise NMTError(
                 f"--baseline {baseline}: there is no other system to check it against.",
@@ -66,11 +69,11 @@ def score_files(
             )
         pairs = [(baseline, name) for name in paths if name != baseline]
     hypotheses = {name: _read_hypotheses(path, ref_path, len(test_set.references)) for name, path in paths.items()}
-    scored = [f"test set: {test_set.origin}, {len(test_set.references)} sentences"]
-    scored += [f"{name}: `{path}`" for name, path in paths.items()]
-    systems: dict[str, dict[str, Any]] = {name: {"hypotheses": str(path)} for name, path in paths.items()}
-    title = test_set.describe() + "\n" + ", ".join(paths)
-    return score_and_report(hypotheses, test_set, settings, Path(out_dir or "evaluation"), scored, systems, pairs, title=title)
+    out = Path(out_dir or "evaluation")
+    scored = [f"test set: {test_set.describe()}"]
+    scored += [f"{name}: `{shown_path(path, out)}`" for name, path in paths.items()]
+    systems: dict[str, dict[str, Any]] = {name: {"hypotheses": shown_path(path, out)} for name, path in paths.items()}
+    return score_and_report(hypotheses, test_set, settings, out, scored, systems, pairs)
 
 
 def _read_hypotheses(path: Path, ref_path: Path, count: int) -> list[str]:
@@ -116,14 +119,13 @@ def score_and_report(
     note: str | None = None,
     ceilings: dict[str, int] | None = None,
     groups: dict[str, tuple[str, str]] | None = None,
-    title: str = "",
 ) -> dict[str, Any]:
     """Score the systems' translations together, write the report and print it.
 
     `scored` says what was scored (one line each, for report.md); `systems` goes into results.json's
     settings.runs; `pairs` are (fixed-vector, attention) systems to run the effect checks on, and
-    `ceilings` each system's training.max_words where known (nmt/evaluation/effect.py); `groups` and
-    `title` style the plot (nmt/evaluation/report.py).
+    `ceilings` each system's training.max_words where known (nmt/evaluation/effect.py); `groups` styles
+    the plot (nmt/evaluation/report.py), titled with the test set.
     """
     from nmt.evaluation.effect import Thresholds, long_sentence_bleu, paper_checks
     from nmt.evaluation.report import format_checks, format_examples, format_table, write_report
@@ -145,8 +147,8 @@ def score_and_report(
         )
         effect = paper_checks(evaluation, long, pairs, ceilings or {}, limits)
     examples = format_examples(evaluation, hypotheses, test_set.sources, test_set.references)
-    extra = {"test_set": test_set.origin, "runs": systems}
-    results = write_report(evaluation, out, extra, effect, scored, examples, groups, title)
+    extra = {"test_set": test_set.describe(), "runs": systems}
+    results = write_report(evaluation, out, extra, effect, scored, examples, groups, test_set.describe())
     if test_set.sources is not None:
         _write_lines(out / "src.txt", test_set.sources)
     _write_lines(out / "ref.txt", test_set.references)
@@ -180,7 +182,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--baseline",
         default=None,
         metavar="NAME",
-        help="the fixed-vector (no attention) system: check the long-sentence effect against every other system",
+        help="the fixed-vector (no attention) system, by name or file stem: check the long-sentence effect against every other system",
     )
     parser.add_argument("--out", type=Path, default=Path("evaluation"), help="output folder (default ./evaluation)")
     arguments.add_set(

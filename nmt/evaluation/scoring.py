@@ -177,7 +177,8 @@ class BucketScore:
 
 @dataclass(frozen=True)
 class SystemScore:
-    """One system: overall scores, its bootstrap interval, and one entry per bucket."""
+    """One system: overall scores, its bootstrap interval (None, as a bucket's, when the test set is too
+    small to resample), and one entry per bucket."""
 
     name: str
     bleu: float
@@ -185,7 +186,7 @@ class SystemScore:
     signature: str
     chrf_signature: str
     n: int
-    ci: tuple[float, float]
+    ci: tuple[float, float] | None
     buckets: list[BucketScore]
     anatomy: Anatomy | None = None
 
@@ -201,12 +202,13 @@ class BucketComparison:
 
 @dataclass(frozen=True)
 class Comparison:
-    """Paired bootstrap of system b against system a: differences are BLEU(b) - BLEU(a)."""
+    """Paired bootstrap of system b against system a: differences are BLEU(b) - BLEU(a); `p` is None when
+    the test set is too small to resample."""
 
     a: str
     b: str
     bleu_diff: float
-    p: float
+    p: float | None
     buckets: list[BucketComparison]
 
 
@@ -240,8 +242,9 @@ def score_systems(
     """Score every system overall and per length bucket; compare every pair (a before b).
 
     `hypotheses` maps a system name to one line per source sentence. Bootstrap resamples are drawn per
-    subset (overall, each bucket) from `bootstrap_seed`, shared by all systems; a bucket of fewer than
-    `min_bucket_sentences` sentences gets its BLEU but no interval and no p-value (None). `tokenize` and
+    subset (overall, each bucket) from `bootstrap_seed`, shared by all systems; a subset of fewer than
+    `min_bucket_sentences` sentences, the whole set included, gets its BLEU but no interval and no p-value
+    (None). `tokenize` and
     `lowercase` are sacrebleu's. Each score carries its Anatomy, the floor's wrong sources paired by
     `length_matched_pairing` with `bootstrap_seed`.
     """
@@ -262,14 +265,14 @@ def score_systems(
     systems = []
     for k, name in enumerate(names):
         bleu, ci, whole_anatomy = whole.system(k)
-        assert bleu is not None and ci is not None  # the whole set is never empty and always resampled
+        assert bleu is not None  # the whole set is never empty
         per_bucket = [BucketScore(bucket, sub.n, *sub.system(k)) for bucket, sub in zip(buckets, parts, strict=True)]
         chrf, signatures = scorer.chrf(hypotheses[name]), (scorer.bleu_signature, scorer.chrf_signature)
         systems.append(SystemScore(name, bleu, chrf, *signatures, scorer.n, ci, per_bucket, whole_anatomy))
     comparisons = []
     for a, b in itertools.combinations(range(len(names)), 2):
         diff, p = whole.compare(a, b)
-        assert diff is not None and p is not None
+        assert diff is not None
         diffs = [BucketComparison(bucket, *sub.compare(a, b)) for bucket, sub in zip(buckets, parts, strict=True)]
         comparisons.append(Comparison(names[a], names[b], diff, p, diffs))
     return Evaluation(
@@ -320,7 +323,6 @@ def _score_subsets(
         sub = [s[rows] for s in stats]
         points = [float(bleu_from_stats(s.sum(axis=0))) for s in sub]
         anatomies = [anatomy(s.sum(axis=0), f[rows].sum(axis=0)) for s, f in zip(sub, floor_stats, strict=True)]
-        resample = i == 0 or len(rows) >= min_bucket_sentences
-        samples = bootstrap_bleu(sub, n_samples, [seed, i]) if resample else None
+        samples = bootstrap_bleu(sub, n_samples, [seed, i]) if len(rows) >= min_bucket_sentences else None
         subsets.append(_Subset(len(rows), points, anatomies, samples))
     return subsets

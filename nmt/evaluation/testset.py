@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,11 +16,22 @@ class TestSet:
 
     sources: list[str] | None
     references: list[str]
-    origin: str  # "split test of data/prepared/...", "--src FILE" or "--ref FILE"
+    origin: str  # "split test of data/prepared/... (bible, k -> l)", "--src FILE" or "--ref FILE" (shown_path)
 
     def describe(self) -> str:
-        """The test set in a few words for a plot's title: its split or file, and its size."""
-        return f"{self.origin.split(', prepared from')[0]}, {len(self.references)} sentences"
+        """What the reports say of the test set: its split or file, size and content hash."""
+        digest = hashlib.sha256("\n".join([*(self.sources or []), "\t", *self.references]).encode()).hexdigest()
+        return f"{self.origin}, {len(self.references)} sentences, sha256 {digest[:12]}"
+
+
+def shown_path(path: str | Path, base: Path | None = None) -> str:
+    """`path` as a report shows it: relative to the working directory, else to `base` (the report's folder),
+    else its name alone; never a folder of the machine."""
+    path = Path(path).resolve()
+    for root in (Path.cwd(), base):
+        if root is not None and path.is_relative_to(root.resolve()):
+            return path.relative_to(root.resolve()).as_posix()
+    return path.name
 
 
 def file_test_set(src_path: Path, ref_path: Path) -> TestSet:
@@ -33,7 +45,7 @@ def file_test_set(src_path: Path, ref_path: Path) -> TestSet:
         )
     if not sources:
         raise NMTError(f"--src {src_path} is empty: nothing to evaluate.", "Give a file with one sentence a line.")
-    return TestSet(sources, references, f"--src {src_path}")
+    return TestSet(sources, references, f"--src {shown_path(src_path)}")
 
 
 def reference_test_set(ref_path: Path) -> TestSet:
@@ -41,7 +53,7 @@ def reference_test_set(ref_path: Path) -> TestSet:
     references = read_lines(ref_path, "--ref", "Give an existing text file to --ref.")
     if not references:
         raise NMTError(f"--ref {ref_path} is empty: nothing to score.", "Give a file with one sentence a line.")
-    return TestSet(None, references, f"--ref {ref_path}")
+    return TestSet(None, references, f"--ref {shown_path(ref_path)}")
 
 
 def unique_name(name: str, taken: set[str]) -> str:

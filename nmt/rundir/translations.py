@@ -2,7 +2,8 @@
 
 A cache file is keyed by the checkpoint file (name, size, mtime), the exact source text and every
 decoding setting that changes the output, so re-running an evaluation (another bucketing, another run
-added) re-uses the translations instead of translating again.
+added) re-uses the translations instead of translating again. The file records the sha256 of its
+translations beside the key: one edited since (a line blanked) is translated again.
 """
 
 from __future__ import annotations
@@ -48,12 +49,16 @@ def read_cached(path: Path, key: dict[str, Any]) -> list[str] | None:
     if not isinstance(cached, dict) or cached.get("key") != key:
         return None
     hyps = cached.get("hypotheses")
-    if not isinstance(hyps, list) or len(hyps) != key["n_sentences"]:
+    if not isinstance(hyps, list) or len(hyps) != key["n_sentences"] or cached.get("sha256") != _checksum(hyps):
         return None
-    return [str(h) for h in hyps]
+    return hyps
 
 
 def write_cached(path: Path, key: dict[str, Any], origin: str, hypotheses: Sequence[str]) -> None:
     """Write the cache file `path` (atomically: a reader never sees half of it)."""
-    payload = {"key": key, "origin": origin, "hypotheses": list(hypotheses)}
+    payload = {"key": key, "origin": origin, "sha256": _checksum(hypotheses), "hypotheses": list(hypotheses)}
     atomic_write_text(path, json.dumps(payload, ensure_ascii=False, indent=0) + "\n")
+
+
+def _checksum(hypotheses: Sequence[str]) -> str:
+    return hashlib.sha256(json.dumps(list(hypotheses), ensure_ascii=False).encode("utf-8")).hexdigest()
