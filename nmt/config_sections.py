@@ -12,11 +12,15 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
+from nmt.data.corpus import Source
+from nmt.data.sources import SOURCES
 from nmt.errors import NMTError
+from nmt.errors import require as _require
 
+# data.source: the names in the registry of corpus sources
+SourceName = Literal[tuple(SOURCES)]  # type: ignore[valid-type]
 AttentionType = Literal["none", "additive", "dot", "scaled_dot", "general"]
 
 
@@ -24,7 +28,7 @@ AttentionType = Literal["none", "additive", "dot", "scaled_dot", "general"]
 class DataConfig:
     """Where the parallel corpus comes from, how it is split, and its subword models."""
 
-    source: Literal["bible", "files", "huggingface"] = "bible"
+    source: SourceName = "bible"
     dir: str = ""  # "" = derived from the corpus and its settings (see default_dir)
     cache_dir: str = "data/cache"
     src_lang: str = "en"
@@ -76,15 +80,13 @@ class DataConfig:
         """data/prepared/NAME-HASH: NAME says the corpus (bible-k-l, files-<train file>, hf-<dataset>),
         HASH covers every key that changes the prepared data (absolute paths), so that two corpora, or
         one corpus prepared two ways, never share a folder."""
-        if self.source == "bible":
-            name = f"bible-{self.bible_src}-{self.bible_tgt}"
-        elif self.source == "files":
-            name = "files-" + Path(self.train).name.removesuffix(".tsv").removesuffix(".jsonl")
-        else:
-            name = "hf-" + (Path(self.hf_name).name or "dataset")
         settings = json.dumps(self.content_settings(), sort_keys=True)
         digest = hashlib.sha256(settings.encode("utf-8")).hexdigest()[:8]
-        return f"data/prepared/{re.sub(r'[^A-Za-z0-9._-]+', '_', name)}-{digest}"
+        return f"data/prepared/{re.sub(r'[^A-Za-z0-9._-]+', '_', self.corpus_source().name())}-{digest}"
+
+    def corpus_source(self) -> Source:
+        """The source named by data.source (nmt/data/sources/), reading this section."""
+        return SOURCES[self.source](self)
 
     def content_settings(self) -> dict[str, Any]:
         """Every key that changes the prepared data, paths absolute: all but data.dir and cache_dir, which
@@ -111,25 +113,15 @@ class DataConfig:
                 )
             both = f"cannot be given with data.{split}_src / data.{split}_tgt: give the prefix or the two files"
             _require(not (src and getattr(self, split)), f"data.{split}", both)
-        if self.source == "files":
-            _require(
-                bool(self.train or self.train_src),
-                "data.train",
-                "is required when data.source is 'files' (a path prefix, a .tsv / .jsonl file, or "
-                "data.train_src and data.train_tgt)",
-            )
-        if self.source == "huggingface":
-            _require(bool(self.hf_name), "data.hf_name", "is required when data.source is 'huggingface'")
+        self.corpus_source().validate()
 
     def absolute(self) -> DataConfig:
-        """A copy with every path made absolute (against the working directory; hf_name if it is a local
-        path), so that a run's config.yaml finds its data from any folder."""
+        """A copy with every path made absolute (against the working directory; those its source adds too),
+        so that a run's config.yaml finds its data from any folder."""
         splits = ("train", "valid", "test")
         keys = ("dir", "cache_dir", *splits, *(f"{split}_{side}" for split in splits for side in ("src", "tgt")))
         paths = {key: os.path.abspath(getattr(self, key)) for key in keys if getattr(self, key)}
-        if self.source == "huggingface" and os.path.exists(self.hf_name):
-            paths["hf_name"] = os.path.abspath(self.hf_name)
-        return dataclasses.replace(self, **paths)
+        return dataclasses.replace(self, **paths, **self.corpus_source().absolute_paths())
 
 
 @dataclass
@@ -309,9 +301,3 @@ class EvaluationConfig:
         for key in ("fixed_vector_max_ratio", "attention_min_ratio"):
             _require(0.0 < getattr(self, key) <= 1.0, f"evaluation.{key}", "must be in (0, 1]")
         _require(0.0 < self.significance < 1.0, "evaluation.significance", "must be in (0, 1)")
-
-
-def _require(condition: bool, key: str, what: str) -> None:
-    """Refuse the value of `key` (section.key) unless `condition`: it `what` (e.g. "must be >= 1")."""
-    if not condition:
-        raise NMTError(f"invalid value for '{key}': {what}.", "Fix it in the config or with --set.")

@@ -11,3 +11,9 @@ class NMTError(Exception):
 
     def __str__(self) -> str:
         return f"{self.message} {self.hint}".strip()
+
+
+def require(condition: bool, key: str, what: str) -> None:
+    """Refuse the value of config key `key` (section.key) unless `condition`: it `what` (e.g. "must be >= 1")."""
+    if not condition:
+        raise NMTError(f"invalid value for '{key}': {what}.", "Fix it in the config or with --set.")

@@ -13,10 +13,12 @@ from pathlib import Path
 import pytest
 
 from nmt.config import DataConfig, config_from_dict
-from nmt.data import bible as bible_module
-from nmt.data.bible import DB_SHA256, bible_corpus, clean_verse, fetch_bible_db, read_translations
-from nmt.data.corpus import files_corpus, huggingface_corpus, load_corpus
+from nmt.data.corpus import load_corpus
 from nmt.data.pairs import MAX_LINE_CHARS, TRAIN_WORDS_CEILING, split_of
+from nmt.data.sources import bible as bible_module
+from nmt.data.sources.bible import DB_SHA256, Bible, clean_verse, fetch_bible_db, read_translations
+from nmt.data.sources.files import Files
+from nmt.data.sources.huggingface import HuggingFace
 from nmt.errors import NMTError
 from nmt.fileio import sha256_file
 from tests.synthetic import reverse_pairs, write_parallel
@@ -86,7 +88,7 @@ def test_split_of_is_stable_and_proportional() -> None:
 def test_bible_pairs_cleaned_split_and_placeholders_dropped(tmp_path: Path) -> None:
     db = make_bible_db(tmp_path / "bible.db")
     config = data_config(valid_fraction=0.2, test_fraction=0.3)
-    corpus = bible_corpus(config, db)
+    corpus = Bible(config).read(db)
     all_pairs = [p for split in corpus.splits.values() for p in split]
     assert len(all_pairs) == 200
     assert ("In the beginning God created the heaven.", "Au commencement, Dieu créa. Les cieux cinquante mille.") in all_pairs
@@ -97,9 +99,9 @@ def test_bible_pairs_cleaned_split_and_placeholders_dropped(tmp_path: Path) -> N
                 assert split_of(f"{words[2]}.{words[3]}.{words[4]}", 0.2, 0.3) == split
     assert 40 < len(corpus.splits["test"]) < 80 and 20 < len(corpus.splits["valid"]) < 60
     # The same db and config give the same splits.
-    assert bible_corpus(config, db).splits == corpus.splits
+    assert Bible(config).read(db).splits == corpus.splits
     # `3` has a placeholder at 1.1.3 and *** at 1.1.1: with 3 -> l those pairs are dropped and counted.
-    three = bible_corpus(data_config(bible_src="3", valid_fraction=0.2, test_fraction=0.3), db)
+    three = Bible(data_config(bible_src="3", valid_fraction=0.2, test_fraction=0.3)).read(db)
     assert sum(len(p) for p in three.splits.values()) == 198
     assert sum(three.dropped_empty.values()) == 2
 
@@ -107,8 +109,8 @@ def test_bible_pairs_cleaned_split_and_placeholders_dropped(tmp_path: Path) -> N
 def test_extra_translations_never_leak_valid_or_test_verses(tmp_path: Path) -> None:
     db = make_bible_db(tmp_path / "bible.db")
     config = data_config(valid_fraction=0.2, test_fraction=0.3, bible_extra_translations=True)
-    plain = bible_corpus(data_config(valid_fraction=0.2, test_fraction=0.3), db)
-    corpus = bible_corpus(config, db)
+    plain = Bible(data_config(valid_fraction=0.2, test_fraction=0.3)).read(db)
+    corpus = Bible(config).read(db)
     assert corpus.splits["valid"] == plain.splits["valid"] and corpus.splits["test"] == plain.splits["test"]
     n_train = len(plain.splits["train"])
     # k/4/3 x l/5 minus the main pair: 5 extra pairs per training verse, less the one `3` placeholder if in train.
@@ -127,7 +129,7 @@ def test_unknown_code_lists_valid_codes(tmp_path: Path) -> None:
         read_translations(db, ["k", "zz"])
     assert "'zz'" in error.value.message and "3, 4, 5, k, l" in error.value.hint
     with pytest.raises(NMTError, match="English/French"):
-        bible_corpus(data_config(bible_src="k", bible_tgt="4", bible_extra_translations=True), db)
+        Bible(data_config(bible_src="k", bible_tgt="4", bible_extra_translations=True)).read(db)
 
 
 def _fake_wheel(cache_dir: Path, db_bytes: bytes) -> Path:
@@ -194,7 +196,7 @@ def test_files_prefix_tsv_and_jsonl_give_the_same_pairs(tmp_path: Path) -> None:
     results = []
     for spec, extra in ((str(prefix), {}), (str(tmp_path / "train.tsv"), {}), (str(tmp_path / "train.jsonl"), {}),
                         (str(tmp_path / "nested.jsonl"), {"src_field": "a.b", "tgt_field": "t"})):
-        corpus = files_corpus(data_config(source="files", train=spec, valid=spec, test=spec, **extra))
+        corpus = Files(data_config(source="files", train=spec, valid=spec, test=spec, **extra)).read()
         assert corpus.splits["train"] == corpus.splits["test"] == pairs
         results.append(corpus.splits)
     assert all(r == results[0] for r in results)
@@ -205,10 +207,10 @@ def test_separate_source_and_target_files_beside_the_prefix_form(tmp_path: Path)
     prefix = write_parallel(tmp_path / "train", pairs, "en", "fr")
     (tmp_path / "src-train.txt").write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
     (tmp_path / "tgt-train.txt").write_text("".join(t + "\n" for _, t in pairs), encoding="utf-8")
-    separate = files_corpus(data_config(
+    separate = Files(data_config(
         source="files", train_src=str(tmp_path / "src-train.txt"), train_tgt=str(tmp_path / "tgt-train.txt"),
         test_src=str(tmp_path / "src-train.txt"), test_tgt=str(tmp_path / "tgt-train.txt"), valid=str(prefix),
-    ))
+    )).read()
     assert separate.splits["train"] == separate.splits["test"] == separate.splits["valid"] == pairs
     with pytest.raises(NMTError, match=r"data.valid_src.*and data.valid_tgt go together"):
         data_config(source="files", train=str(prefix), valid_src="a")
@@ -216,32 +218,32 @@ def test_separate_source_and_target_files_beside_the_prefix_form(tmp_path: Path)
         data_config(source="files", train=str(prefix), train_src="a", train_tgt="b")
     # a prefix whose files are named otherwise: the message explains the rule and the alternative
     with pytest.raises(NMTError, match=r"corpus file not found: .*src-train.en") as error:
-        files_corpus(data_config(source="files", train=str(tmp_path / "src-train")))
+        Files(data_config(source="files", train=str(tmp_path / "src-train"))).read()
     assert "read as a path prefix" in error.value.hint and "data.train_src / data.train_tgt" in error.value.hint
 
 
 def test_blank_tsv_and_jsonl_lines_are_dropped_and_counted(tmp_path: Path) -> None:
     (tmp_path / "a.tsv").write_text("one\tun\n\ntwo\tdeux\n  \n", encoding="utf-8")
     (tmp_path / "a.jsonl").write_text('{"translation": {"en": "one", "fr": "un"}}\n\n', encoding="utf-8")
-    tsv = files_corpus(data_config(source="files", train=str(tmp_path / "a.tsv"), valid=str(tmp_path / "a.tsv"),
-                                   test=str(tmp_path / "a.tsv")))
+    tsv = Files(data_config(source="files", train=str(tmp_path / "a.tsv"), valid=str(tmp_path / "a.tsv"),
+                            test=str(tmp_path / "a.tsv"))).read()
     assert tsv.splits["train"] == [("one", "un"), ("two", "deux")]
     assert tsv.dropped_empty == {"train": 2, "valid": 2, "test": 2}
     jsonl = str(tmp_path / "a.jsonl")
-    assert files_corpus(data_config(source="files", train=jsonl, valid=jsonl, test=jsonl)).dropped_empty["test"] == 1
+    assert Files(data_config(source="files", train=jsonl, valid=jsonl, test=jsonl)).read().dropped_empty["test"] == 1
 
 
 def test_files_carve_valid_and_test_from_train_without_overlap(tmp_path: Path) -> None:
     pairs = reverse_pairs(400, seed=2) + [("", "x"), ("y", "  ")]
     prefix = write_parallel(tmp_path / "all", pairs, "en", "fr")
     config = data_config(source="files", train=str(prefix), valid_fraction=0.1, test_fraction=0.2)
-    corpus = files_corpus(config)
+    corpus = Files(config).read()
     sets = {s: set(p) for s, p in corpus.splits.items()}
     assert not (sets["train"] & sets["valid"]) and not (sets["train"] & sets["test"]) and not (sets["valid"] & sets["test"])
     assert sum(len(p) for p in corpus.splits.values()) == 400
     assert sum(corpus.dropped_empty.values()) == 2
     assert 50 < len(corpus.splits["test"]) < 110 and 20 < len(corpus.splits["valid"]) < 65
-    assert files_corpus(config).splits == corpus.splits
+    assert Files(config).read().splits == corpus.splits
 
 
 def test_max_train_words_and_pairs_filter_training_only(tmp_path: Path) -> None:
@@ -296,7 +298,7 @@ def test_a_byte_order_mark_is_stripped_and_counted(tmp_path: Path) -> None:
     source.write_bytes(b"\xef\xbb\xbf" + source.read_bytes())
     (tmp_path / "win.tsv").write_bytes(b"\xef\xbb\xbf" + "".join(f"{s}\t{t}\n" for s, t in pairs).encode())
     for spec, files in ((str(prefix), [str(source)]), (str(tmp_path / "win.tsv"), [str(tmp_path / "win.tsv")])):
-        corpus = files_corpus(data_config(source="files", train=spec, valid=spec, test=spec))
+        corpus = Files(data_config(source="files", train=spec, valid=spec, test=spec)).read()
         assert corpus.splits["train"] == pairs  # the first source sentence without the mark
         assert corpus.bom_files == files  # once, though the file serves three splits
 
@@ -305,26 +307,35 @@ def test_bad_inputs_raise_errors_naming_file_and_line(tmp_path: Path) -> None:
     (tmp_path / "a.en").write_text("one\ntwo\nthree\n", encoding="utf-8")
     (tmp_path / "a.fr").write_text("un\ndeux\n", encoding="utf-8")
     with pytest.raises(NMTError, match=r"a\.en has 3 lines but .*a\.fr has 2"):
-        files_corpus(data_config(source="files", train=str(tmp_path / "a")))
+        Files(data_config(source="files", train=str(tmp_path / "a"))).read()
     (tmp_path / "b.en").write_bytes(b"ok\nfine\ncaf\xe9\n")
     (tmp_path / "b.fr").write_text("ok\nbien\ncafe\n", encoding="utf-8")
     with pytest.raises(NMTError, match=r"b\.en, line 3: not valid UTF-8 \(byte 4 of the line\)"):
-        files_corpus(data_config(source="files", train=str(tmp_path / "b")))
+        Files(data_config(source="files", train=str(tmp_path / "b"))).read()
     with pytest.raises(NMTError, match=r"corpus file not found: .*missing\.en"):
-        files_corpus(data_config(source="files", train=str(tmp_path / "missing")))
+        Files(data_config(source="files", train=str(tmp_path / "missing"))).read()
     (tmp_path / "c.tsv").write_text("a\tb\nno tab here\n", encoding="utf-8")
     with pytest.raises(NMTError, match=r"c\.tsv, line 2: expected 'source<TAB>target', found 1"):
-        files_corpus(data_config(source="files", train=str(tmp_path / "c.tsv")))
+        Files(data_config(source="files", train=str(tmp_path / "c.tsv"))).read()
     (tmp_path / "d.jsonl").write_text('{"translation": {"en": "a", "fr": "b"}}\n{"translation": {"en": "c"}}\n')
     with pytest.raises(NMTError, match=r"d\.jsonl, line 2: no field 'translation\.fr'"):
-        files_corpus(data_config(source="files", train=str(tmp_path / "d.jsonl")))
+        Files(data_config(source="files", train=str(tmp_path / "d.jsonl"))).read()
     (tmp_path / "f.jsonl").write_text('{"translation": {"en": "a", "fr": "b"}}\n{"translation": {"en" "c"}}\n')
     with pytest.raises(NMTError, match=r"f\.jsonl, line 2: invalid JSON \(Expecting ':' delimiter, character 23 of"):
-        files_corpus(data_config(source="files", train=str(tmp_path / "f.jsonl")))
+        Files(data_config(source="files", train=str(tmp_path / "f.jsonl"))).read()
     (tmp_path / "e.en").write_text("\n \n", encoding="utf-8")
     (tmp_path / "e.fr").write_text("x\ny\n", encoding="utf-8")
     with pytest.raises(NMTError, match="the train split is empty.*2 empty pairs dropped"):
         load_corpus(data_config(source="files", train=str(tmp_path / "e"), valid=str(tmp_path / "e")))
+
+
+def test_files_are_described_however_the_config_names_them() -> None:
+    named = data_config(source="files", train="corpus/train", test_src="t/news.en", test_tgt="t/news.fr")
+    assert named.corpus_source().describe() == (
+        "files train corpus/train{.en,.fr}, valid carved from train, test t/news.en + t/news.fr"
+    )
+    prefixes = data_config(source="files", train="a.tsv", valid="v", test="t")
+    assert prefixes.corpus_source().describe() == "files train a.tsv, valid v{.en,.fr}, test t{.en,.fr}"
 
 
 def test_huggingface_json_builder_on_local_files(tmp_path: Path, offline: None) -> None:
@@ -337,7 +348,7 @@ def test_huggingface_json_builder_on_local_files(tmp_path: Path, offline: None) 
         )
     config = data_config(source="huggingface", hf_name="json", train=str(files["train"]),
                          valid=str(files["validation"]), test=str(files["test"]))
-    corpus = huggingface_corpus(config)
+    corpus = HuggingFace(config).read()
     assert corpus.splits["train"] == splits["train"]
     assert corpus.splits["valid"] == splits["validation"] and corpus.splits["test"] == splits["test"]
 
@@ -347,13 +358,13 @@ def test_a_builder_split_without_a_file_says_how_to_carve_it(tmp_path: Path, off
     train = tmp_path / "train.jsonl"
     train.write_text("".join(json.dumps({"translation": {"en": s, "fr": t}}) + "\n" for s, t in pairs), encoding="utf-8")
     with pytest.raises(NMTError) as error:  # hf_valid_split keeps its default, 'validation'
-        huggingface_corpus(data_config(source="huggingface", hf_name="json", train=str(train)))
+        HuggingFace(data_config(source="huggingface", hf_name="json", train=str(train))).read()
     assert error.value.message == "data.hf_valid_split is 'validation', but data.valid gives the json builder no file for it."
     assert 'data.hf_valid_split: "" to carve valid from train' in error.value.hint
     with pytest.raises(NMTError, match="data.hf_train_split is 'train', but data.train gives the parquet builder no"):
-        huggingface_corpus(data_config(source="huggingface", hf_name="parquet"))
-    carved = huggingface_corpus(data_config(source="huggingface", hf_name="json", train=str(train),
-                                            hf_valid_split="", hf_test_split=""))
+        HuggingFace(data_config(source="huggingface", hf_name="parquet")).read()
+    carved = HuggingFace(data_config(source="huggingface", hf_name="json", train=str(train),
+                                     hf_valid_split="", hf_test_split="")).read()
     for split in ("train", "valid", "test"):
         assert carved.splits[split] == [p for p in pairs if split_of(f"{p[0]}\t{p[1]}", 0.02, 0.1) == split]
 
@@ -367,14 +378,21 @@ def test_huggingface_local_folder_with_carved_splits(tmp_path: Path, offline: No
     )
     config = data_config(source="huggingface", hf_name=str(folder), src_field="en", tgt_field="fr",
                          hf_valid_split="", hf_test_split="", test_fraction=0.25)
-    corpus = huggingface_corpus(config)
+    corpus = HuggingFace(config).read()
     assert sorted(p for s in corpus.splits.values() for p in s) == sorted(pairs)
     assert len(corpus.splits["test"]) > 20 and len(corpus.splits["valid"]) > 0
 
 
+def test_a_hugging_face_split_without_a_name_is_said_to_be_carved_from_train() -> None:
+    data = data_config(source="huggingface", hf_name="json", train="d/train.jsonl", hf_valid_split="", hf_test_split="")
+    assert data.corpus_source().describe() == (
+        "Hugging Face dataset json, train d/train.jsonl, valid carved from train, test carved from train"
+    )
+
+
 def test_huggingface_unreachable_hub_is_a_user_error_with_hint(offline: None) -> None:
     with pytest.raises(NMTError) as error:
-        huggingface_corpus(data_config(source="huggingface", hf_name="some-user/some-missing-corpus"))
+        HuggingFace(data_config(source="huggingface", hf_name="some-user/some-missing-corpus")).read()
     assert "some-user/some-missing-corpus" in error.value.message
     assert "data.source: files" in error.value.hint
 
@@ -393,7 +411,7 @@ def test_an_unreachable_hub_fails_in_seconds_naming_offline_mode_and_local_files
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
     start = time.monotonic()
     with pytest.raises(NMTError) as error:
-        huggingface_corpus(data_config(source="huggingface", hf_name="some-user/some-missing-corpus"))
+        HuggingFace(data_config(source="huggingface", hf_name="some-user/some-missing-corpus")).read()
     assert time.monotonic() - start < 5
     assert f"the hub (127.0.0.1:{port}) cannot be reached" in error.value.message
     assert "HF_HUB_OFFLINE=1" in error.value.hint and "hf_name a local dataset folder" in error.value.hint

@@ -79,30 +79,6 @@ def test_cache_key_follows_checkpoint_source_and_decoding(tmp_path: Path) -> Non
     assert cache_key(run.checkpoint, ["a b"], decoding) != key
 
 
-def test_the_test_sets_origin_names_its_files_however_the_config_gives_them() -> None:
-    from nmt.config import config_from_dict
-    from nmt.data.prepare import describe_source
-
-    named = config_from_dict({"data": {
-        "source": "files", "train": "corpus/train", "test_src": "t/news.en", "test_tgt": "t/news.fr"}}).data
-    assert describe_source(named) == (
-        "files train corpus/train{.en,.fr}, valid carved from train, test t/news.en + t/news.fr"
-    )
-    prefixes = config_from_dict({"data": {"source": "files", "train": "a.tsv", "valid": "v", "test": "t"}}).data
-    assert describe_source(prefixes) == "files train a.tsv, valid v{.en,.fr}, test t{.en,.fr}"
-
-
-def test_a_hugging_face_split_without_a_name_is_said_to_be_carved_from_train() -> None:
-    from nmt.config import config_from_dict
-    from nmt.data.prepare import describe_source
-
-    data = config_from_dict({"data": {"source": "huggingface", "hf_name": "json", "train": "d/train.jsonl",
-                                      "hf_valid_split": "", "hf_test_split": ""}}).data
-    assert describe_source(data) == (
-        "Hugging Face dataset json, train d/train.jsonl, valid carved from train, test carved from train"
-    )
-
-
 def test_a_test_set_is_described_by_what_it_is_not_by_the_machine_s_folders(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -74,10 +74,8 @@ def _setup_lines(config: Config) -> list[str]:
         + (f", GPU {machine['gpu']}" if machine["gpu"] else ", no GPU")
         + f"; Python {machine['python']}, torch {machine['torch']}.",
         "",
-        f"Data: `{data.source}`"
-        + (f" ({data.bible_src} -> {data.bible_tgt})" if data.source == "bible" else "")
-        + f", prepared in `{data.dir}`; scored on the `{config.evaluation.split}` split, "
-        f"buckets by {config.evaluation.by} length in words.",
+        f"Data: `{data.source}` ({data.corpus_source().languages()}), prepared in `{data.dir}`; "
+        f"scored on the `{config.evaluation.split}` split, buckets by {config.evaluation.by} length in words.",
     ]
 
 

@@ -47,8 +47,7 @@ def split_test_set(config: Config, split: str) -> TestSet:
     if not pairs:
         raise NMTError(f"the {split} split of {data.dir} is empty.", "Use the other split or --src/--ref.")
     corpus = f"{data.source} {data.hf_name}".strip()
-    languages = f"{data.bible_src} -> {data.bible_tgt}" if data.source == "bible" else f"{data.src_lang} -> {data.tgt_lang}"
-    origin = f"split {split} of {shown_path(data.dir)} ({corpus}, {languages})"
+    origin = f"split {split} of {shown_path(data.dir)} ({corpus}, {data.corpus_source().languages()})"
     return TestSet([s for s, _ in pairs], [t for _, t in pairs], origin)
 
 

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import glob
 import json
 import multiprocessing
 import os
 import shutil
-import signal
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,6 +30,7 @@ from nmt.data.subwords import SUBWORD_KEYS, Tokenizer, read_manifest
 from nmt.errors import NMTError
 from nmt.evaluation.buckets import assign_buckets, make_buckets, word_count
 from nmt.fileio import atomic_write_text, interrupts_deferred
+from nmt.interrupts import starting_children
 
 FORMAT_VERSION = 2
 HISTOGRAM_CUTS = (10, 20, 30, 40, 50, 60)
@@ -73,27 +72,13 @@ def _fingerprint(config: DataConfig) -> dict[str, Any]:
     """What the prepared folder depends on: the DataConfig minus locations, plus the size and mtime of
     every input file, each file inside an input folder included."""
     inputs = {}
-    for path in _corpus_paths(config):
+    for path in config.corpus_source().inputs():
         for file in sorted(path.rglob("*")) if path.is_dir() else [path]:
             if file.is_file():  # an input that does not exist (yet) has no entry
                 stat = file.stat()
                 inputs[os.path.abspath(file)] = [stat.st_size, stat.st_mtime_ns]
     # absolute paths, so that a config spelling them from another folder (a run's config.yaml) matches
     return {"format_version": FORMAT_VERSION, "data": config.content_settings(), "inputs": inputs}
-
-
-def _corpus_paths(config: DataConfig) -> list[Path]:
-    """The files and folders a `files` or `huggingface` corpus is read from (globs expanded; a hub name,
-    which is no path, gives nothing that exists); none for the Bible, which is checked by its sha256."""
-    specs = [spec for spec in (config.train, config.valid, config.test) if spec]
-    if config.source == "files":
-        sides = [f".{config.src_lang}", f".{config.tgt_lang}"]
-        paths = [Path(spec + side) for spec in specs for side in ([""] if spec.endswith((".tsv", ".jsonl")) else sides)]
-        return paths + [Path(getattr(config, f"{split}_{side}")) for split in SPLITS for side in ("src", "tgt")
-                        if getattr(config, f"{split}_{side}")]
-    if config.source == "huggingface":
-        return [Path(p) for spec in [config.hf_name, *specs] for p in (sorted(glob.glob(spec)) or [spec])]
-    return []
 
 
 def _is_current(directory: Path, config: DataConfig) -> bool:
@@ -146,11 +131,11 @@ def _in_child_process(function: Callable[..., T], *args: Any) -> T:
     context = multiprocessing.get_context("spawn")
     receiver, sender = context.Pipe(duplex=False)
     child = context.Process(target=_run_in_child, args=(sender, function, args), daemon=True)
-    with interrupts_deferred():  # started whole (then killed below on Ctrl-C), never left half-launched
-        child.start()
-        sender.close()  # the child's copy stays open: its result or its death ends the wait
     outcome = None
     try:
+        with starting_children():  # started whole, deaf to the group's Ctrl-C and SIGTERM: killed below
+            child.start()
+            sender.close()  # the child's copy stays open: its result or its death ends the wait
         while not receiver.poll(_POLL_SECONDS):
             pass
         with contextlib.suppress(EOFError):  # the child died without sending
@@ -158,7 +143,8 @@ def _in_child_process(function: Callable[..., T], *args: Any) -> T:
     finally:
         if child.is_alive():
             child.kill()
-        child.join()
+        if child.pid is not None:  # started
+            child.join()
         receiver.close()
     if outcome is None:
         raise NMTError(
@@ -174,7 +160,6 @@ def _in_child_process(function: Callable[..., T], *args: Any) -> T:
 
 def _run_in_child(sender: Connection, function: Callable[..., Any], args: tuple[Any, ...]) -> None:
     """The child's side of `_in_child_process`."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C reaches it too: the parent decides
     try:
         outcome: tuple[str, Any] = ("ok", function(*args))
     except Exception as error:
@@ -193,11 +178,10 @@ def _check_replaceable(directory: Path, config: DataConfig) -> None:
             "preparing replaces the whole folder, so nothing was done.",
             "Point data.dir at a new or empty folder, or at one that nmt prepare wrote.",
         )
-    here = Path(os.path.abspath(directory))
-    inputs = _corpus_paths(config) if config.source != "bible" else [Path(config.cache_dir)]
-    for path in inputs:
+    here, source = Path(os.path.abspath(directory)), config.corpus_source()
+    for path in source.kept_apart():
         there = Path(os.path.abspath(path))
-        inside_input = config.source == "huggingface" and there.is_dir() and there in here.parents
+        inside_input = source.reads_folders and there.is_dir() and there in here.parents
         if here == there or here in there.parents or inside_input:
             raise NMTError(
                 f"data.dir {directory} and the input {path} lie one inside the other: preparing replaces "
@@ -243,33 +227,6 @@ def load_prepared(config: DataConfig) -> PreparedData:
     return PreparedData(Path(config.dir), Tokenizer.load(Path(config.dir)))
 
 
-def describe_source(config: DataConfig) -> str:
-    """Which corpus files or dataset `config` reads, in words (for reports)."""
-    if config.source == "bible":
-        extra = ", and the other public-domain translations of training verses" * config.bible_extra_translations
-        return (
-            f"the Bible db in {config.cache_dir}, translations {config.bible_src} -> {config.bible_tgt}{extra}, "
-            "split by a hash of each verse id"
-        )
-    if config.source == "files":
-        named = {}
-        for split in SPLITS:
-            spec, src, tgt = getattr(config, split), getattr(config, f"{split}_src"), getattr(config, f"{split}_tgt")
-            if src:  # a source and a target file of any name
-                named[split] = f"{src} + {tgt}"
-            elif spec:
-                tsv_or_jsonl = spec.endswith((".tsv", ".jsonl"))
-                named[split] = spec if tsv_or_jsonl else f"{spec}{{.{config.src_lang},.{config.tgt_lang}}}"
-            elif split != "train":
-                named[split] = "carved from train"
-        return "files " + ", ".join(f"{split} {named_as}" for split, named_as in named.items())
-    files = "".join(f", {split} {getattr(config, split)}" for split in SPLITS if getattr(config, split))
-    carved = "".join(
-        f", {split} carved from train" for split in ("valid", "test") if not getattr(config, f"hf_{split}_split")
-    )
-    return f"Hugging Face dataset {config.hf_name}" + (f" ({config.hf_config})" if config.hf_config else "") + files + carved
-
-
 def _by_split(counts: dict[str, int]) -> str:
     return ", ".join(f"{split} {n}" for split, n in counts.items())
 
@@ -277,7 +234,7 @@ def _by_split(counts: dict[str, int]) -> str:
 def format_stats(stats: dict[str, Any], config: DataConfig | None = None) -> str:
     """Pair counts per split and the source-length histogram, as a plain-text table; with `config`, first
     where the data was prepared and from what (which splits were carved from train)."""
-    lines = [f"prepared {config.dir} from {describe_source(config)}"] if config is not None else []
+    lines = [f"prepared {config.dir} from {config.corpus_source().describe()}"] if config is not None else []
     lines += [
         f"source: {stats['source']}   vocab: src {stats['src_vocab_size']}, tgt {stats['tgt_vocab_size']}",
         f"dropped empty pairs: {_by_split(stats['dropped_empty'])}; "

