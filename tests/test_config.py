@@ -158,7 +158,6 @@ def test_example_config_lists_and_comments_every_key() -> None:
 def test_every_shipped_config_is_valid() -> None:
     for path in sorted(CONFIGS.glob("*.yaml")):
         config = load_config(path)
-        assert isinstance(config, Config)
         for name in config.runs:
             config.for_run(name)
 
