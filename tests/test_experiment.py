@@ -6,10 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
-from nmt.compare.experiment import Timings, run_experiment
+from nmt.compare.experiment import Timings, _setup_lines, run_experiment
+from nmt.config import config_from_dict, load_config, save_config
 from nmt.errors import NMTError
-from tests.helpers import CONFIGS
+from nmt.rundir.writing import write_config, write_summary
+from tests.helpers import CONFIGS, shortened
 
 
 def test_force_only_deletes_experiment_folders(tmp_path: Path) -> None:
@@ -36,3 +39,35 @@ def test_timings_read_back_what_they_recorded(tmp_path: Path) -> None:
     timings.record("evaluate", 2.0)
     timings.forget("prepare")
     assert Timings(tmp_path / "timings.json").seconds == {"evaluate": 2.0}
+
+
+def test_a_refused_experiment_writes_nothing(tmp_path: Path) -> None:
+    config_path, out = tmp_path / "a.yaml", tmp_path / "out"
+    config_path.write_text("model: {hidden_size: 16}\nruns: {a: {}}\n", encoding="utf-8")
+    overrides = shortened(tmp_path / "data")
+    config = load_config(config_path, overrides)
+    save_config(config, out / "config.yaml")
+    Timings(out / "timings.json").record("prepare", 5.0)
+    write_config(config.for_run("a"), out / "runs" / "a")
+    write_summary(out / "runs" / "a", {"stopped_by": "max_steps", "wall_time_s": 60.0})
+    before = {path: path.read_bytes() for path in out.rglob("*") if path.is_file()}
+    with pytest.raises(NMTError, match=r"run 'a' in .* was trained with a different config \(model.hidden_size\)"):
+        run_experiment(config_path, [*overrides, "model.hidden_size=32"], out)
+    with pytest.raises(NMTError, match=r"finished at training.max_steps 2; continuing it to 4 would stretch its "
+                                       r"cosine schedule") as longer:
+        run_experiment(config_path, [*overrides, "training.max_steps=4"], out)
+    assert "--force" in longer.value.hint
+    assert {path: path.read_bytes() for path in out.rglob("*") if path.is_file()} == before
+
+
+def test_the_report_gives_the_torch_threads_the_runs_trained_with(tmp_path: Path) -> None:
+    config = config_from_dict({"runs": {"a": {}, "b": {}}})
+    for name in config.runs:
+        (tmp_path / "runs" / name).mkdir(parents=True)
+        (tmp_path / "runs" / name / "environment.json").write_text('{"torch_threads": 1}', encoding="utf-8")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        assert ", torch threads 1 per training run and 2 in evaluation" in _setup_lines(config, tmp_path)[0]
+    finally:
+        torch.set_num_threads(threads)

@@ -3,6 +3,7 @@ parallel, end to end: tests/system/test_experiment.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,10 @@ import pytest
 import nmt.training.parallel as parallel
 from nmt.config import config_from_dict
 from nmt.errors import NMTError
-from nmt.rundir.writing import write_config
+from nmt.rundir.checkpoints import load_checkpoint, save_checkpoint
+from nmt.rundir.writing import read_summary
+from nmt.training.trainer import train
+from tests.helpers import reverse_task_config
 
 
 def test_training_jobs_default_to_one_per_core_on_cpu_and_one_on_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -28,9 +32,27 @@ def test_training_jobs_default_to_one_per_core_on_cpu_and_one_on_cuda(monkeypatc
 def test_a_run_failing_in_a_worker_reaches_the_parent_with_its_hint_and_log(tmp_path: Path) -> None:
     config = config_from_dict({"training": {"device": "cpu"}, "runs": {"a": {}}})
     run_dir = tmp_path / "runs" / "a"
-    earlier = config_from_dict({"training": {"device": "cpu", "learning_rate": 0.5}, "runs": {"a": {}}})
-    write_config(earlier.for_run("a"), run_dir)  # a run trained with another config: refused, nothing trained
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.yaml").write_text("model: {hiden_size: 8}", encoding="utf-8")  # refused, nothing trained
     with pytest.raises(NMTError) as caught:
         parallel._train_in_parallel({"a": config.for_run("a")}, {"a": run_dir}, jobs=1)
-    assert caught.value.message.startswith("run a: run 'a' in ") and "training.learning_rate" in caught.value.message
-    assert caught.value.hint == f"Re-run with --force to redo it, or choose another --out folder. (its output: {run_dir}.log)"
+    assert caught.value.message.startswith(f"run a: {run_dir / 'config.yaml'}: unknown key 'model.hiden_size'")
+    assert caught.value.hint.startswith("Valid keys of model: ") and caught.value.hint.endswith(f"(its output: {run_dir}.log)")
+
+
+def test_a_resumed_run_records_its_whole_training_time(tmp_path: Path) -> None:
+    tiny = {"embedding_size": 8, "hidden_size": 8, "attention_size": 8, "maxout_size": 8}
+    config = reverse_task_config(tmp_path / "data", n_train=100, model=tiny,
+                                 training={"max_steps": 4, "checkpoint_every": 2, "validate_every": 2})
+    config = dataclasses.replace(config, runs={"a": {}})
+    run_dir = tmp_path / "runs" / "a"
+    train(config.for_run("a"), run_dir)
+    checkpoint = load_checkpoint(run_dir / "checkpoints" / "step_00000004.pt")
+    assert checkpoint.training is not None
+    checkpoint.training.elapsed_s = 1000.0  # as if the first session had trained for 1000 s
+    save_checkpoint(run_dir / "checkpoints" / "step_00000004.pt", checkpoint)
+    (run_dir / "summary.json").unlink()  # interrupted after that checkpoint
+    longer = dataclasses.replace(config, training=dataclasses.replace(config.training, max_steps=6))
+    timings: dict[str, float] = {}
+    assert parallel.train_runs(longer, {"a": run_dir}, 1, timings.__setitem__) == 0
+    assert timings["train a"] == read_summary(run_dir)["wall_time_s"] > 1000

@@ -61,16 +61,19 @@ ATTENTION_CAVEAT = (
 RERUN = " (re-run, training skipped)"
 
 
-def _setup_lines(config: Config) -> list[str]:
-    """The report's machine and data paragraphs."""
+def _setup_lines(config: Config, out_dir: Path) -> list[str]:
+    """The report's machine and data paragraphs (the torch threads each run trained with: its environment.json)."""
     import torch
 
     from nmt.environment import describe_environment
 
     machine = describe_environment(torch.device("cuda") if torch.cuda.is_available() else None)
     data = config.data
+    threads = {json.loads((out_dir / "runs" / name / "environment.json").read_text())["torch_threads"]
+               for name in config.runs}
     return [
-        f"Machine: {machine['cpu']}, {machine['cpu_count']} cores, torch threads {machine['torch_threads']}"
+        f"Machine: {machine['cpu']}, {machine['cpu_count']} cores, torch threads {', '.join(map(str, sorted(threads)))} "
+        f"per training run and {machine['torch_threads']} in evaluation"
         + (f", GPU {machine['gpu']}" if machine["gpu"] else ", no GPU")
         + f"; Python {machine['python']}, torch {machine['torch']}.",
         "",
@@ -110,7 +113,7 @@ def _report(
     """report.md of the experiment: setup and tables, then the evaluation's report and the learning curve."""
     from nmt.evaluation.curves import CURVE
 
-    lines = ["# Experiment report", "", f"Command: `{command}`", "", *_setup_lines(config), ""]
+    lines = ["# Experiment report", "", f"Command: `{command}`", "", *_setup_lines(config, out_dir), ""]
     lines += _tables(config, timings, counts, attention)
     lines += ["", (out_dir / "report.md").read_text(encoding="utf-8").strip(), ""]
     if attention_plot:
@@ -148,7 +151,7 @@ def run_experiment(
     """Run the whole comparison described by `config_path`; returns the evaluation results (results.json).
     `jobs` runs train at once (0: see `nmt.training.parallel.training_jobs`)."""
     from nmt.rundir.writing import read_summary
-    from nmt.training.parallel import train_runs  # torch: not for `nmt experiment --help`
+    from nmt.training.parallel import check_runs, train_runs  # torch: not for `nmt experiment --help`
 
     config = load_config(config_path, overrides)
     if not config.runs:
@@ -160,12 +163,13 @@ def run_experiment(
     if force and out_dir.exists():
         _check_is_experiment_folder(out_dir)
         shutil.rmtree(out_dir)
+    run_dirs = {name: out_dir / "runs" / name for name in config.runs}
+    check_runs(config, run_dirs)  # a refused experiment leaves the folder as it was
+    timings = Timings(out_dir / "timings.json")
     out_dir.mkdir(parents=True, exist_ok=True)
     save_config(config, out_dir / "config.yaml")
-    timings = Timings(out_dir / "timings.json")
     _prepare_data(config, timings)
 
-    run_dirs = {name: out_dir / "runs" / name for name in config.runs}
     skipped = train_runs(config, run_dirs, jobs, timings.record)
     rerun = RERUN if skipped == len(run_dirs) and "evaluate" in timings.seconds else ""
     if not rerun:

@@ -24,19 +24,41 @@ from nmt.rundir.writing import config_differences, learning_differences, read_su
 from nmt.training.trainer import train
 
 
+def check_runs(config: Config, run_dirs: dict[str, Path]) -> None:
+    """Refuse, before anything is written, a run folder trained with another config, or a finished run whose
+    training.max_steps grew under the cosine schedule (it would not continue as one longer run)."""
+    for name, run_dir in run_dirs.items():
+        saved, ours = run_dir / "config.yaml", config.for_run(name).training
+        if not saved.exists():
+            continue
+        previous = load_config(saved)
+        differing = learning_differences(previous, config.for_run(name))
+        if differing:
+            raise NMTError(
+                f"run '{name}' in {run_dir} was trained with a different config ({', '.join(differing)}); "
+                "nothing was written.",
+                "Re-run with --force to redo it, or choose another --out folder.",
+            )
+        old = previous.training.max_steps
+        if (read_summary(run_dir) or {}).get("stopped_by") == "max_steps" and old < ours.max_steps and \
+                ours.lr_schedule == "cosine":
+            raise NMTError(
+                f"run '{name}' in {run_dir} finished at training.max_steps {old}; continuing it to {ours.max_steps} "
+                f"would stretch its cosine schedule, so the learning rate, near 0 at step {old}, would rise again: "
+                f"not a run trained for {ours.max_steps} steps. Nothing was written.",
+                f"Re-run with --force to train every run afresh for {ours.max_steps} steps, or choose another --out "
+                "folder.",
+            )
+
+
 def _train_run(name: str, config: Config, run_dir: Path) -> str:
-    """Train one run unless it is finished; returns what was done ('trained', 'resumed', 'skipped')."""
+    """Train one run unless it is finished (check_runs has accepted its folder); returns what was done
+    ('trained', 'resumed', 'skipped')."""
     saved = run_dir / "config.yaml"
     if not saved.exists():
         train(config, run_dir, resume=False)
         return "trained"
     previous = load_config(saved)
-    differing = learning_differences(previous, config)
-    if differing:
-        raise NMTError(
-            f"run '{name}' in {run_dir} was trained with a different config ({', '.join(differing)}).",
-            "Re-run with --force to redo it, or choose another --out folder.",
-        )
     finished = read_summary(run_dir) is not None
     if finished and previous.training.max_steps == config.training.max_steps:
         # evaluation reads decoding and evaluation settings from the run's config.yaml: keep it current
@@ -45,6 +67,11 @@ def _train_run(name: str, config: Config, run_dir: Path) -> str:
         return "skipped"
     train(config, run_dir, resume=True)
     return "resumed"
+
+
+def _training_seconds(run_dir: Path) -> float:
+    """A finished run's whole training time, as its summary.json (and log) has it."""
+    return float((read_summary(run_dir) or {})["wall_time_s"])
 
 
 def training_jobs(config: Config, jobs: int) -> int:
@@ -68,7 +95,8 @@ def _train_in_child(name: str, config: Config, run_dir: Path, log_path: Path) ->
 
 def train_runs(config: Config, run_dirs: dict[str, Path], jobs: int, record: Callable[[str, float], None]) -> int:
     """Train every run, `jobs` at once (see training_jobs); returns how many were already finished.
-    `record(step, seconds)` receives each run's training time and, for parallel training, the wall time."""
+    `record(step, seconds)` receives each run's whole training time (a resumed run's earlier sessions
+    included) and, for parallel training, the wall time."""
     jobs = min(training_jobs(config, jobs), len(run_dirs))
     configs = {name: config.for_run(name) for name in run_dirs}
     start = time.perf_counter()
@@ -76,8 +104,7 @@ def train_runs(config: Config, run_dirs: dict[str, Path], jobs: int, record: Cal
         results = {}
         for name, run_dir in run_dirs.items():
             print(f"\n== run {name} ({configs[name].model.attention} attention) ==")
-            run_start = time.perf_counter()
-            results[name] = (_train_run(name, configs[name], run_dir), time.perf_counter() - run_start)
+            results[name] = _train_run(name, configs[name], run_dir)
     else:
         threads = max(1, available_cores() // jobs)
         for name, run_config in configs.items():
@@ -85,18 +112,18 @@ def train_runs(config: Config, run_dirs: dict[str, Path], jobs: int, record: Cal
                 configs[name] = replace(run_config, training=replace(run_config.training, threads=threads))
         results = _train_in_parallel(configs, run_dirs, jobs)
     skipped = 0
-    for name, (done, seconds) in results.items():
+    for name, done in results.items():
         if done == "skipped":
             skipped += 1
             print(f"run {name} already finished: skipped")
         else:
-            record(f"train {name}", seconds)
+            record(f"train {name}", _training_seconds(run_dirs[name]))
     if skipped < len(results):  # the runs' own times overlap when they train side by side
         record(f"train (all runs, {jobs} at once)", time.perf_counter() - start)
     return skipped
 
 
-def _train_in_parallel(configs: dict[str, Config], run_dirs: dict[str, Path], jobs: int) -> dict[str, tuple[str, float]]:
+def _train_in_parallel(configs: dict[str, Config], run_dirs: dict[str, Path], jobs: int) -> dict[str, str]:
     """Train the runs in `jobs` worker processes, the costliest first (steps x 2 for attention runs),
     so that the last to finish starts early; each run's output goes to runs/NAME.log."""
     order = sorted(run_dirs, key=lambda n: -configs[n].training.max_steps * (2 if configs[n].model.attention != "none" else 1))
@@ -105,7 +132,7 @@ def _train_in_parallel(configs: dict[str, Config], run_dirs: dict[str, Path], jo
         log.parent.mkdir(parents=True, exist_ok=True)
     print(f"\n== training {len(order)} runs, {jobs} at once ({configs[order[0]].training.threads} torch threads each); "
           f"each run's output: {logs[order[0]].parent}/NAME.log ==")
-    results: dict[str, tuple[str, float]] = {}
+    results: dict[str, str] = {}
     start = time.perf_counter()
     with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = {pool.submit(_train_in_child, n, configs[n], run_dirs[n], logs[n]): n for n in order}
@@ -117,8 +144,9 @@ def _train_in_parallel(configs: dict[str, Config], run_dirs: dict[str, Path], jo
                 except NMTError as error:
                     hint = f"{error.hint} (its output: {logs[name]})".strip()
                     raise NMTError(f"run {name}: {error.message}", hint) from None
-                results[name] = (done, seconds)
-                print(f"run {name}: {done} in {seconds / 60:.1f} min ({time.perf_counter() - start:.0f} s into training)")
+                results[name] = done
+                print(f"run {name}: {done}, {_training_seconds(run_dirs[name]) / 60:.1f} min of training in all "
+                      f"({seconds / 60:.1f} min now, done {time.perf_counter() - start:.0f} s after the trainings began)")
         except BaseException:
             for future in futures:
                 future.cancel()
