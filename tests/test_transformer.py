@@ -1,0 +1,203 @@
+"""The Transformer: attention values by hand (with and without √d_k), the causal mask, padding, relative
+positions, the key/value cache, batch-invariant beam search, its config rules, and that it learns."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from nmt.config_sections import ModelConfig
+from nmt.data.batching import make_source_batch
+from nmt.decoding.search import beam_search, greedy_search, max_output_lengths
+from nmt.errors import NMTError
+from nmt.models import build_model
+from nmt.models.transformer import MultiHeadAttention, Transformer, sinusoids
+from nmt.special import BOS_ID, EOS_ID, PAD_ID
+
+POSITIONS = ["sinusoidal", "learned", "relative"]
+
+
+def tiny(positions: str = "sinusoidal", norm: str = "post", seed: int = 0, **keys: object) -> Transformer:
+    torch.manual_seed(seed)
+    config = ModelConfig(
+        architecture="transformer", embedding_size=16, hidden_size=16, heads=4, feedforward_size=32, layers=2,
+        positions=positions, norm=norm, relative_clip=3, **keys,  # type: ignore[arg-type]
+    )
+    model = build_model(config, 30, 40)
+    assert isinstance(model, Transformer)
+    return model.eval()
+
+
+def padded(rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Source ids (EOS appended, right-padded) and lengths."""
+    return make_source_batch(rows)
+
+
+@pytest.mark.parametrize("scaled", [True, False])
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_attention_values_by_hand(scaled: bool, need_weights: bool) -> None:
+    torch.manual_seed(1)
+    attention = MultiHeadAttention(size=4, heads=2)
+    attention.scaled = scaled
+    states, memory = torch.randn(1, 3, 4), torch.randn(1, 5, 4)
+    mask = torch.tensor([True, True, True, False, True]).view(1, 1, 1, 5)
+    out, weights = attention(states, attention.keys_values(memory), mask, need_weights=need_weights)
+
+    q = states[0] @ attention.query.weight.t() + attention.query.bias  # 3 x 4
+    kv = memory[0] @ attention.key_value.weight.t() + attention.key_value.bias  # 5 x 8: keys, then values
+    heads = []
+    for h in range(2):  # head h reads columns 2h, 2h+1 of q, k and v
+        qh, kh, vh = q[:, 2 * h : 2 * h + 2], kv[:, 2 * h : 2 * h + 2], kv[:, 4 + 2 * h : 4 + 2 * h + 2]
+        scores = (qh @ kh.t()) / (math.sqrt(2) if scaled else 1.0)
+        scores[:, 3] = -math.inf  # the masked key
+        alpha = torch.softmax(scores, dim=-1)
+        if weights is not None:
+            torch.testing.assert_close(weights[0, h], alpha)
+        heads.append(alpha @ vh)
+    expected = torch.cat(heads, dim=-1) @ attention.out.weight.t() + attention.out.bias
+    torch.testing.assert_close(out[0], expected)
+
+
+def test_relative_scores_depend_on_the_distance_only_and_are_clipped() -> None:
+    torch.manual_seed(2)
+    attention = MultiHeadAttention(size=8, heads=2, relative_clip=2)
+    query = torch.randn(1, 2, 1, 4).expand(1, 2, 7, 4)  # the same query at 7 positions
+    bias = attention._relative_bias(query, keys=7, offset=0)[0, 0]  # 7 x 7: bias[i, j] for distance j - i
+    for i in range(6):
+        for j in range(6):
+            assert torch.equal(bias[i, j], bias[i + 1, j + 1])  # shift invariance
+    assert torch.equal(bias[0, 2], bias[0, 6]) and torch.equal(bias[6, 0], bias[4, 0])  # beyond ±2: clipped
+    assert not torch.equal(bias[0, 1], bias[0, 2])
+    # a query at offset 3 sees keys as the query at position 3 of the full sequence does (the cache's case)
+    torch.testing.assert_close(attention._relative_bias(query[:, :, :1], keys=7, offset=3)[0, 0, 0], bias[3])
+
+
+@pytest.mark.parametrize("positions", POSITIONS)
+def test_the_future_changes_nothing_before_it(positions: str) -> None:
+    model = tiny(positions)
+    src, lengths = padded([[5, 6, 7]])
+    tgt = torch.tensor([[BOS_ID, 8, 9, 10, 11, 12]])
+    changed = tgt.clone()
+    changed[0, 4] = 20
+    a, b = model(src, lengths, tgt), model(src, lengths, changed)
+    torch.testing.assert_close(a[:, :4], b[:, :4], rtol=0, atol=0)
+    assert not torch.allclose(a[:, 4:], b[:, 4:])
+
+
+@pytest.mark.parametrize("positions", POSITIONS)
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_a_padded_batch_equals_its_rows_one_at_a_time(positions: str, norm: str) -> None:
+    model = tiny(positions, norm)
+    rows = [[5, 6, 7, 8, 9], [10, 11], [12]]
+    targets = [[BOS_ID, 3, 4, 5], [BOS_ID, 6], [BOS_ID, 7, 8]]
+    src, lengths = padded(rows)
+    tgt = torch.full((3, 4), PAD_ID)
+    for i, t in enumerate(targets):
+        tgt[i, : len(t)] = torch.tensor(t)
+    batch = model(src, lengths, tgt)
+    for i, (row, t) in enumerate(zip(rows, targets, strict=True)):
+        alone = model(*padded([row]), torch.tensor([t]))
+        torch.testing.assert_close(batch[i, : len(t)], alone[0], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("positions", POSITIONS)
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_cached_steps_equal_teacher_forcing(positions: str, norm: str) -> None:
+    model = tiny(positions, norm)
+    src, lengths = padded([[5, 6, 7, 8], [9, 10]])
+    tgt = torch.tensor([[BOS_ID, 3, 4, 5, 6, 7, 8], [BOS_ID, 9, 10, 11, 12, 13, 14]])
+    logits, attention = model(src, lengths, tgt, return_attention=True)
+    enc = model.encode(src, lengths)
+    state = model.init_state(enc)
+    for t in range(tgt.size(1)):
+        log_probs, state, weights = model.decode_step(tgt[:, t], state, enc)
+        assert state.steps == t + 1
+        torch.testing.assert_close(log_probs, torch.log_softmax(logits[:, t], -1), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(weights, attention[:, t], atol=1e-6, rtol=1e-5)
+    assert torch.all(attention[1, :, 3:] == 0)  # never on the padding
+    torch.testing.assert_close(attention.sum(-1), torch.ones(2, tgt.size(1)))
+
+
+@pytest.mark.parametrize("positions", POSITIONS)
+def test_beam_search_is_the_same_alone_and_in_a_batch_of_16(positions: str) -> None:
+    model = tiny(positions, seed=3)
+    generator = torch.Generator().manual_seed(4)
+    rows = [torch.randint(4, 30, (int(n),), generator=generator).tolist() for n in torch.randint(1, 12, (16,), generator=generator)]
+    src, lengths = padded(rows)
+    limits = max_output_lengths(lengths, 1.5, 3)
+    batch = beam_search(model, src, lengths, 5, limits, nbest=3)
+    for i, row in enumerate(rows):
+        alone = beam_search(model, *padded([row]), 5, limits[i : i + 1], nbest=3)[0]
+        assert [h.tokens for h in alone] == [h.tokens for h in batch[i]]
+        assert len(alone) == 3 and alone[0].score >= alone[1].score >= alone[2].score
+    greedy = greedy_search(model, src, lengths, limits)
+    assert greedy == [greedy_search(model, *padded([row]), limits[i : i + 1])[0] for i, row in enumerate(rows)]
+
+
+def test_sinusoids_are_the_papers() -> None:
+    table = sinusoids(torch.arange(50), 8)
+    assert table.shape == (50, 8)
+    torch.testing.assert_close(table[7, 2], torch.tensor(math.sin(7 / 10000 ** (2 / 8))))
+    torch.testing.assert_close(table[7, 3], torch.tensor(math.cos(7 / 10000 ** (2 / 8))))
+
+
+def test_tied_embeddings_share_one_tensor_and_the_loss_is_the_cross_entropy() -> None:
+    model = tiny(tie_target_embeddings=True)
+    assert model.output.weight is model.tgt_embedding.weight
+    src, lengths = padded([[5, 6], [7]])
+    tgt = torch.tensor([[BOS_ID, 3, 4], [BOS_ID, 5, PAD_ID]])
+    mask, targets = tgt != PAD_ID, torch.tensor([3, 4, EOS_ID, 5, EOS_ID])
+    loss = model(src, lengths, tgt, target_mask=mask, targets=targets, label_smoothing=0.1)
+    expected = torch.nn.functional.cross_entropy(
+        model(src, lengths, tgt, target_mask=mask), targets, label_smoothing=0.1, reduction="sum"
+    )
+    torch.testing.assert_close(loss, expected)
+
+
+@pytest.mark.parametrize(
+    ("keys", "named"),
+    [
+        ({"architecture": "transformer", "attention": "none"}, "model.attention"),
+        ({"architecture": "transformer", "maxout_size": 128}, "model.maxout_size"),
+        ({"architecture": "transformer", "init": "bahdanau"}, "model.init"),
+        ({"heads": 8}, "model.heads"),
+        ({"positions": "relative"}, "model.positions"),
+        ({"architecture": "transformer", "embedding_size": 128}, "model.embedding_size"),
+        ({"architecture": "transformer", "heads": 3}, "model.heads"),
+    ],
+)
+def test_keys_of_the_other_architecture_and_bad_sizes_are_refused(keys: dict[str, object], named: str) -> None:
+    with pytest.raises(NMTError, match=named):
+        ModelConfig(**keys).validate()  # type: ignore[arg-type]
+
+
+def test_describe_names_the_form() -> None:
+    text = tiny("relative", "pre").describe()
+    assert text.startswith("Transformer (pre-norm, relative positions, 2+2 layers, d_model 16, 4 heads of 4")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("positions", "steps"), [("sinusoidal", 300), ("relative", 800)])
+def test_a_tiny_transformer_learns_to_reverse_sequences(positions: str, steps: int) -> None:
+    # relative positions only: the decoder learns where to read from the encoder's relative keys alone (slower)
+    torch.manual_seed(0)
+    config = ModelConfig(architecture="transformer", embedding_size=32, hidden_size=32, heads=4,
+                         feedforward_size=64, layers=2, positions=positions)  # type: ignore[arg-type]
+    model = build_model(config, 15, 15)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    generator = torch.Generator().manual_seed(5)
+    for _ in range(steps):
+        rows = [torch.randint(4, 15, (6,), generator=generator).tolist() for _ in range(32)]
+        src, lengths = padded(rows)
+        tgt = torch.tensor([[BOS_ID, *row[::-1]] for row in rows])
+        out = torch.tensor([[*row[::-1], EOS_ID] for row in rows])
+        loss = torch.nn.functional.cross_entropy(model(src, lengths, tgt).flatten(0, 1), out.flatten())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    rows = [torch.randint(4, 15, (6,), generator=generator).tolist() for _ in range(20)]
+    src, lengths = padded(rows)
+    decoded = greedy_search(model, src, lengths, max_output_lengths(lengths, 2.0, 2))
+    assert sum(d == row[::-1] for d, row in zip(decoded, rows, strict=True)) >= 18
