@@ -14,7 +14,15 @@ import torch
 
 from nmt.config import Config
 from nmt.errors import NMTError
-from nmt.rundir.checkpoints import TrainingState, load_checkpoint, step_checkpoint_name
+from nmt.rundir.averaging import choose_checkpoints
+from nmt.rundir.checkpoints import (
+    TrainingState,
+    checkpoint_step,
+    latest_step_checkpoint,
+    load_checkpoint,
+    step_checkpoint_name,
+    step_checkpoints,
+)
 from nmt.training.checkpointing import disk_error, diverged_error, restore, weights, write_best, write_step
 from nmt.training.optim import LRSchedule, build_optimizer
 from nmt.training.rng import capture_rng
@@ -97,3 +105,17 @@ def test_errors_name_the_last_intact_checkpoint(tmp_path: Path) -> None:
     diverged = diverged_error(tmp_path, 6, 2, "the training loss is nan")
     assert diverged.message.startswith("training diverged at step 6 (epoch 2): the training loss is nan;")
     assert f"Last good checkpoint: {last}." in diverged.message
+
+
+def test_an_interruption_checkpoint_is_for_resuming_only(tmp_path: Path) -> None:
+    model, optimizer, schedule, _ = parts(seed=0)
+    state = weights(model, 0, math.nan, Config(), TOKENIZER)
+    for step, interrupted in ((2, False), (4, False), (5, True)):
+        write_step(tmp_path, dataclasses.replace(state, step=step, training=training_state(optimizer, schedule)),
+                   keep_last=2, interrupted=interrupted)
+    folder = tmp_path / "checkpoints"
+    assert [checkpoint_step(p) for p in step_checkpoints(tmp_path)] == [2, 4]  # keep_last evicted none for it
+    assert latest_step_checkpoint(tmp_path) == folder / "interrupted_00000005.pt"  # what --resume continues
+    assert [checkpoint_step(p) for p in choose_checkpoints(tmp_path, 2, None)] == [2, 4]  # nmt average, curve
+    write_step(tmp_path, dataclasses.replace(state, step=6, training=training_state(optimizer, schedule)), keep_last=2)
+    assert sorted(p.name for p in folder.iterdir()) == ["step_00000004.pt", "step_00000006.pt"]

@@ -16,7 +16,7 @@ from nmt.cli import COMMANDS, build_parser, main
 from nmt.compare.runs import RunInfo
 from nmt.config import config_from_dict, load_config, override_sections, save_config
 from nmt.evaluation import testset
-from tests.helpers import fake_run
+from tests.helpers import CONFIGS, fake_run
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -272,3 +272,19 @@ def test_evaluate_beam_1_on_a_run_with_nbest_2_scores_the_best_translation(
     argv = ["evaluate", str(run), "--src", str(text), "--ref", str(text), "--out", str(tmp_path / "o"), "--beam", "1"]
     assert main(argv) == 0
     assert beams == [1]
+
+
+def test_train_names_its_default_run_dir_and_how_to_resume_after_ctrl_c(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert "runs/<run name>" in _subparsers(build_parser())["train"].format_help()
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    import nmt.training.trainer
+
+    monkeypatch.setattr(nmt.training.trainer, "train", interrupted)
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", str(CONFIGS / "quick.yaml"), "--run-name", "rnnsearch-50"]) == 130
+    assert "runs/rnnsearch-50: the same command with --resume continues it" in capsys.readouterr().err

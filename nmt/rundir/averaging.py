@@ -68,9 +68,10 @@ def average_checkpoints(
     these models) are taken from the newest checkpoint."""
     run_dir = Path(run_dir)
     output = Path(output) if output is not None else run_dir / CHECKPOINT_DIR / AVERAGED_NAME
-    if output.name == BEST_NAME or output.name.startswith("step_"):
+    if output.name == BEST_NAME or output.name.startswith(("step_", "interrupted_")):
         raise NMTError(
-            f"-o {output}: that name is the run's own (best.pt, step_*.pt), which training and resume read.",
+            f"-o {output}: that name is the run's own (best.pt, step_*.pt, interrupted_*.pt), which training and "
+            "resume read.",
             f"Use another name, e.g. {AVERAGED_NAME}.",
         )
     chosen = choose_checkpoints(run_dir, last, steps)

@@ -21,6 +21,8 @@ if TYPE_CHECKING:  # torch loads only when a checkpoint is read or written: `nmt
 CHECKPOINT_DIR = "checkpoints"
 BEST_NAME = "best.pt"
 _STEP_RE = re.compile(r"^step_(\d{8})\.pt$")
+# A Ctrl-C's checkpoint: for --resume only, so no periodic checkpoint's reader (average, curve, keep_last) sees it.
+_RESUMABLE_RE = re.compile(r"^(?:step|interrupted)_(\d{8})\.pt$")
 
 
 def step_checkpoint_name(step: int) -> str:
@@ -28,9 +30,14 @@ def step_checkpoint_name(step: int) -> str:
     return f"step_{step:08d}.pt"
 
 
+def interrupted_checkpoint_name(step: int) -> str:
+    """File name of the checkpoint an interruption (Ctrl-C) saved after `step` updates."""
+    return f"interrupted_{step:08d}.pt"
+
+
 def checkpoint_step(path: Path) -> int:
-    """The step in a periodic checkpoint's file name (step_00000300.pt -> 300)."""
-    match = _STEP_RE.match(path.name)
+    """The step in a periodic or interruption checkpoint's file name (step_00000300.pt -> 300)."""
+    match = _RESUMABLE_RE.match(path.name)
     if match is None:
         raise ValueError(f"{path.name} is not a periodic checkpoint name")
     return int(match.group(1))
@@ -44,9 +51,10 @@ def step_checkpoints(run_dir: Path) -> list[Path]:
 
 
 def latest_step_checkpoint(run_dir: Path) -> Path | None:
-    """The periodic checkpoint with the highest step, or None."""
-    found = step_checkpoints(run_dir)
-    return found[-1] if found else None
+    """The checkpoint a run resumes from: the periodic or interruption checkpoint of the highest step, or None."""
+    folder = Path(run_dir) / CHECKPOINT_DIR
+    found = [p for p in folder.iterdir() if _RESUMABLE_RE.match(p.name)] if folder.is_dir() else []
+    return max(found, key=checkpoint_step, default=None)
 
 
 def prune_step_checkpoints(run_dir: Path, keep_last: int) -> None:

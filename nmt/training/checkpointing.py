@@ -17,6 +17,7 @@ from nmt.rundir.checkpoints import (
     Checkpoint,
     TrainingState,
     checkpoint_step,
+    interrupted_checkpoint_name,
     latest_step_checkpoint,
     load_checkpoint,
     prune_step_checkpoints,
@@ -39,10 +40,16 @@ def write_best(run_dir: Path, checkpoint: Checkpoint) -> None:
     save_checkpoint(run_dir / CHECKPOINT_DIR / BEST_NAME, checkpoint)
 
 
-def write_step(run_dir: Path, checkpoint: Checkpoint, keep_last: int) -> None:
-    """RUN_DIR/checkpoints/step_*.pt of the checkpoint's step; then only the newest `keep_last` are kept."""
-    save_checkpoint(run_dir / CHECKPOINT_DIR / step_checkpoint_name(checkpoint.step), checkpoint)
-    prune_step_checkpoints(run_dir, keep_last)
+def write_step(run_dir: Path, checkpoint: Checkpoint, keep_last: int, interrupted: bool = False) -> None:
+    """RUN_DIR/checkpoints/step_*.pt of the checkpoint's step, then only the newest `keep_last` are kept; an
+    interruption's is interrupted_*.pt, for --resume only (it evicts none). Either replaces an older interruption's."""
+    path = run_dir / CHECKPOINT_DIR / (interrupted_checkpoint_name if interrupted else step_checkpoint_name)(checkpoint.step)
+    save_checkpoint(path, checkpoint)
+    for old in path.parent.glob("interrupted_*.pt"):
+        if old != path:
+            old.unlink()
+    if not interrupted:
+        prune_step_checkpoints(run_dir, keep_last)
 
 
 def restore(

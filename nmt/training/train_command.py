@@ -14,7 +14,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`nmt train CONFIG [--run-name NAME] [--run-dir DIR] [--resume]`."""
     add_config(parser)
     parser.add_argument(
-        "--run-dir", type=Path, default=None, help="where the run is written (default runs/<config name>)"
+        "--run-dir", type=Path, default=None, help="where the run is written (default runs/<run name>, or runs/<config name> without --run-name)"
     )
     # --run-name first: torchrun reads `--run` as an abbreviation of its own --run-path and stops
     parser.add_argument(
@@ -41,4 +41,8 @@ def run(args: argparse.Namespace) -> None:
         )
     from nmt.training.trainer import train  # torch: only once there is something to train
 
-    train(config, run_dir, resume=args.resume)
+    try:
+        train(config, run_dir, resume=args.resume)
+    except KeyboardInterrupt:
+        print(f"{run_dir}: the same command with --resume continues it from its last checkpoint.", file=sys.stderr)
+        raise

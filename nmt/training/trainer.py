@@ -173,7 +173,7 @@ class Trainer:
         stopped_by = "early_stopping" if self.stopping.exhausted else "max_steps"
         while stopped_by == "max_steps" and self.step < self.tc.max_steps:
             if self.ctx.sum([float(stop_request.requested)])[0] > 0:  # on any rank: all stop together
-                self._save_step_checkpoint()
+                self._save_step_checkpoint(interrupted=True)
                 raise KeyboardInterrupt
             self._train_step(self._next_batch())
             self.step += 1
@@ -303,8 +303,9 @@ class Trainer:
                           f"at step {best_step})")
         return not closing and self.stopping.exhausted
 
-    def _save_step_checkpoint(self) -> None:
-        """Write this step's checkpoint (rank 0; every rank takes part in gathering the RNG states)."""
+    def _save_step_checkpoint(self, interrupted: bool = False) -> None:
+        """Write this step's checkpoint (rank 0; every rank takes part in gathering the RNG states); an
+        interruption's is for --resume only (write_step)."""
         rngs = self.ctx.gather(capture_rng())
         self.saved_step = self.step
         if not self.ctx.is_main:
@@ -319,7 +320,7 @@ class Trainer:
             last_validation=self.last_validation, world_size=self.ctx.world_size,
         )
         checkpoint = weights(self.model, self.step, best if best is not None else math.nan, self.config, self.tokenizer)
-        write_step(self.run_dir, dataclasses.replace(checkpoint, training=state), self.tc.keep_last)
+        write_step(self.run_dir, dataclasses.replace(checkpoint, training=state), self.tc.keep_last, interrupted)
 
     def _finish(self, stopped_by: str) -> dict[str, Any]:
         """Write summary.json, written last: its presence says the run finished. Returns it."""

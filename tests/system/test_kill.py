@@ -76,8 +76,9 @@ def test_sigint_saves_a_checkpoint_and_exits_130(tmp_path: Path) -> None:
     output, _ = process.communicate(timeout=60)
     assert process.returncode == 130, output
     assert "interrupted" in output
-    checkpoints = sorted((run_dir / "checkpoints").glob("step_*.pt"))
-    assert len(checkpoints) == 1
+    assert "the same command with --resume continues it" in output
+    checkpoints = sorted((run_dir / "checkpoints").glob("*_*.pt"))
+    assert [p.name.split("_")[0] for p in checkpoints] == ["interrupted"]  # no periodic checkpoint: for resume only
     step = torch.load(checkpoints[0], weights_only=True)["step"]
     assert 3 <= step < 400
     assert not (run_dir / "summary.json").exists()
