@@ -49,7 +49,8 @@ def reverse_task_config(
             "train": str(root / "train"), "valid": str(root / "valid"), "test": str(root / "test"),
             "vocab_size": 25, "subword_type": "bpe",
         },
-        "model": {
+        # a transformer's `model` replaces these RNN sizes (it refuses RNN keys away from their defaults)
+        "model": model if (model or {}).get("architecture") == "transformer" else {
             "attention": "additive", "embedding_size": 32, "hidden_size": 64, "attention_size": 64,
             "maxout_size": 32, **(model or {}),
         },
@@ -63,11 +64,17 @@ def reverse_task_config(
     return config_from_dict(raw, "reverse_task_config")
 
 
-def fake_run(path: Path, beam_size: int = 5, attention: str = "additive") -> Path:
-    """A run folder as far as evaluate's bookkeeping looks: config.yaml and a checkpoint file."""
+def fake_run(
+    path: Path, beam_size: int = 5, attention: str = "additive", positions: str = "", max_words: int = 0
+) -> Path:
+    """A run folder as far as evaluate's bookkeeping looks: config.yaml and a checkpoint file. With
+    `positions`, a Transformer's."""
     config = Config()
     config.decoding.beam_size = beam_size
     config.model.attention = attention
+    if positions:
+        config.model.architecture, config.model.positions = "transformer", positions  # type: ignore[assignment]
+    config.training.max_words = max_words
     save_config(config, path / "config.yaml")
     (path / "checkpoints").mkdir(parents=True)
     (path / "checkpoints" / "best.pt").write_bytes(b"weights")
@@ -103,7 +110,13 @@ def shortened(root: Path) -> list[str]:
 TIMING_KEYS = ("tgt_tokens_per_s", "elapsed_s")
 
 
-def resume_config(data_root: Path, **training: Any) -> Config:
+TINY_TRANSFORMER = {
+    "architecture": "transformer", "embedding_size": 16, "hidden_size": 16, "heads": 2, "feedforward_size": 32,
+    "layers": 2, "dropout": 0.2,
+}
+
+
+def resume_config(data_root: Path, model: dict[str, Any] | None = None, **training: Any) -> Config:
     """A small reverse-task config whose resume must restore dropout, warm-up and plateau state."""
     # Dropout, warm-up and plateau decay all carry state that a resume must restore. A constant schedule:
     # the half run is the same config with a smaller max_steps, which would move the default cosine.
@@ -112,7 +125,7 @@ def resume_config(data_root: Path, **training: Any) -> Config:
         "learning_rate": 0.001, "lr_schedule": "constant",
         "lr_patience": 1, "batch_tokens": 300, "valid_max_sentences": 10, **training,
     }
-    model = {"embedding_size": 16, "hidden_size": 32, "attention_size": 32, "maxout_size": 16, "dropout": 0.2}
+    model = model or {"embedding_size": 16, "hidden_size": 32, "attention_size": 32, "maxout_size": 16, "dropout": 0.2}
     return reverse_task_config(data_root, n_train=200, min_len=4, max_len=8, model=model, training=settings)
 
 

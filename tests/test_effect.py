@@ -16,6 +16,7 @@ from nmt.evaluation.effect import (
     Thresholds,
     check_effect,
     check_level,
+    contrast_checks,
     long_sentence_bleu,
     paper_checks,
 )
@@ -255,3 +256,16 @@ def test_the_thresholds_are_evaluation_settings() -> None:
     assert {f.name: getattr(settings, f.name) for f in fields(Thresholds)} == vars(Thresholds())
     with pytest.raises(NMTError, match="evaluation.significance"):
         config_from_dict({"evaluation": {"significance": 1.5}})
+
+
+def test_contrasts_below_the_flat_ceiling_ask_who_keeps_more_and_at_it_both_flat() -> None:
+    evaluation, long = scored_systems()
+    ceilings = {"encdec": 30, "search": 30}
+    (checks,) = contrast_checks(evaluation, long, [("encdec", "search")], ceilings).values()
+    assert [c.claim for c in checks] == ["search keeps more of its best bucket on 40+ words than encdec"]
+    assert [c.passed for c in checks] == [True]
+    reverse = contrast_checks(evaluation, long, [("search", "encdec")], ceilings)[("search", "encdec")]
+    assert [c.passed for c in reverse] == [False]
+    flat = contrast_checks(evaluation, long, [("encdec", "search")], {"encdec": 50, "search": 50})
+    claims = [(c.claim.split()[0], c.passed) for c in flat[("encdec", "search")]]
+    assert claims == [("search", True), ("encdec", False)]

@@ -12,7 +12,7 @@ import pytest
 import sacrebleu
 
 from nmt.cli import main
-from nmt.compare.evaluate import default_out_dir, effect_pairs
+from nmt.compare.evaluate import default_out_dir, effect_pairs, length_contrasts, plot_group
 from nmt.compare.runs import describe_runs
 from nmt.config import load_config, save_config
 from tests.helpers import fake_run
@@ -35,6 +35,21 @@ def test_effect_pairs_follow_the_given_order_and_name_the_unpaired(tmp_path: Pat
     assert pairs == [("encdec-30", "search-30"), ("encdec-50", "search-50")]
     assert unpaired == ["extra"]
     assert effect_pairs(runs[:1]) == ([], ["search-30"])
+
+
+def test_transformers_are_contrasted_with_runs_trained_on_the_same_lengths(tmp_path: Path) -> None:
+    kinds = {  # name: (attention, positions, max_words)
+        "search-30": ("additive", "", 30), "search-50": ("additive", "", 50), "encdec-30": ("none", "", 30),
+        "t-30": ("additive", "sinusoidal", 30), "t-50": ("additive", "learned", 50),
+        "t-30-rel": ("additive", "relative", 30),
+    }
+    runs = describe_runs([
+        fake_run(tmp_path / name, attention=a, positions=p, max_words=w) for name, (a, p, w) in kinds.items()
+    ])
+    assert length_contrasts(runs) == [("t-30", "search-30"), ("t-30", "t-30-rel"), ("t-50", "search-50")]
+    assert effect_pairs(runs) == ([("encdec-30", "search-30")], ["search-50"])  # Transformers pair with no fixed vector
+    assert plot_group(runs[4].config.model, 50) == ("Transformer (learned positions)", "-50")
+    assert plot_group(runs[3].config.model, 30) == ("Transformer", "-30")
 
 
 def test_the_common_test_set_takes_src_and_ref_together(tmp_path: Path) -> None:

@@ -3,18 +3,27 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
 from nmt.config import config_from_dict
 from nmt.training.trainer import train
-from tests.helpers import assert_same_weights, final_state, log_without_timing, resume_config, with_max_steps
+from tests.helpers import (
+    TINY_TRANSFORMER,
+    assert_same_weights,
+    final_state,
+    log_without_timing,
+    resume_config,
+    with_max_steps,
+)
 
 
 @pytest.mark.slow
-def test_half_plus_resume_equals_straight_bitwise(tmp_path: Path) -> None:
-    config = resume_config(tmp_path / "data")
+@pytest.mark.parametrize("model", [None, TINY_TRANSFORMER], ids=["rnn", "transformer"])
+def test_half_plus_resume_equals_straight_bitwise(tmp_path: Path, model: dict[str, Any] | None) -> None:
+    config = resume_config(tmp_path / "data", model)
     straight = train(config, tmp_path / "straight")
     train(with_max_steps(config, 20), tmp_path / "split")
     resumed = train(config, tmp_path / "split", resume=True)

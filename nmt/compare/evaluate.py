@@ -18,6 +18,7 @@ from nmt.compare.runs import (
     split_test_set,
     translate_cached,
 )
+from nmt.config_sections import ModelConfig
 from nmt.errors import NMTError
 from nmt.evaluation.score_files import score_and_report
 from nmt.evaluation.testset import TestSet, file_test_set, shown_path
@@ -29,17 +30,39 @@ def effect_pairs(runs: Sequence[RunInfo]) -> tuple[list[tuple[str, str]], list[s
     """(fixed-vector run, attention run) names to check for the long-sentence effect: the runs without
     attention and those with it, paired in the order given (rnnencdec-30 with rnnsearch-30, ...);
     and the names of the runs left without a partner."""
-    baselines = [run.name for run in runs if run.config.model.attention == "none"]
-    attentive = [run.name for run in runs if run.config.model.attention != "none"]
+    rnns = [run for run in runs if run.config.model.architecture == "rnn"]
+    baselines = [run.name for run in rnns if run.config.model.attention == "none"]
+    attentive = [run.name for run in rnns if run.config.model.attention != "none"]
     paired = min(len(baselines), len(attentive))
     return list(zip(baselines[:paired], attentive[:paired], strict=True)), baselines[paired:] + attentive[paired:]
 
 
-def plot_group(attention: str, max_words: int) -> tuple[str, str]:
-    """(model, variant) of a run for the plot: RNNencdec / RNNsearch (or the attention's name), and its
-    training ceiling, e.g. ("RNNsearch", "-30")."""
-    model = {"none": "RNNencdec", "additive": "RNNsearch"}.get(attention, f"{attention} attention")
-    return model, f"-{max_words}" if max_words else "all lengths"
+def length_contrasts(runs: Sequence[RunInfo]) -> list[tuple[str, str]]:
+    """(expected to fall, expected to hold) on long sentences, both trained on the same lengths: each
+    Transformer with absolute positions against each RNN with attention and each Transformer with relative
+    positions (Neishi & Yoshinaga 2019; nmt/evaluation/effect.py's contrast checks)."""
+    def kind(run: RunInfo) -> str:
+        model = run.config.model
+        if model.architecture == "rnn":
+            return "fixed vector" if model.attention == "none" else "rnn attention"
+        return "relative" if model.positions == "relative" else "absolute"
+
+    return [
+        (falls.name, holds.name)
+        for falls in runs if kind(falls) == "absolute"
+        for holds in runs if kind(holds) in ("rnn attention", "relative")
+        if holds.config.training.max_words == falls.config.training.max_words
+    ]
+
+
+def plot_group(model: ModelConfig, max_words: int) -> tuple[str, str]:
+    """(model, variant) of a run for the plot: RNNencdec / RNNsearch (or the attention's name) / Transformer
+    (with its positions unless the paper's), and its training ceiling, e.g. ("RNNsearch", "-30")."""
+    if model.architecture == "transformer":
+        name = "Transformer" + ("" if model.positions == "sinusoidal" else f" ({model.positions} positions)")
+    else:
+        name = {"none": "RNNencdec", "additive": "RNNsearch"}.get(model.attention, f"{model.attention} attention")
+    return name, f"-{max_words}" if max_words else "all lengths"
 
 
 def evaluate_runs(
@@ -73,8 +96,10 @@ def evaluate_runs(
         "with attention in the order given; give as many of each to check them all)"
     ) if pairs and unpaired else None
     ceilings = {run.name: run.config.training.max_words for run in runs}
-    groups = {run.name: plot_group(run.config.model.attention, run.config.training.max_words) for run in runs}
-    return score_and_report(hypotheses, test_set, settings, out, scored, systems, pairs, note, ceilings, groups)
+    groups = {run.name: plot_group(run.config.model, run.config.training.max_words) for run in runs}
+    return score_and_report(
+        hypotheses, test_set, settings, out, scored, systems, pairs, note, ceilings, groups, length_contrasts(runs)
+    )
 
 
 def _translate_runs(

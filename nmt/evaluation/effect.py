@@ -10,6 +10,10 @@ run against an attention run trained on the same sentence lengths, each with the
 5. (`check_level`, across two training ceilings) the attention run of the lower ceiling is at least level on
    40+ words with the fixed-vector run of the higher one ("RNNsearch-30 even outperforms RNNencdec-50").
 
+The Transformer's claims (Neishi & Yoshinaga 2019) are `contrast_checks` of a run expected to fall on
+long sentences against one expected to hold, both trained on the same lengths: below `flat_from_ceiling`
+the second keeps more of its best bucket on 40+ words (as 4); at or above it both are flat (as 3).
+
 "BLEU on 40+ words" is corpus BLEU over all those sentences, so that no small bucket decides a check alone.
 The verdicts are conservative, so that noise never reads as the effect: a bucket (the best one included)
 and the 40+ set speak only with `evaluation.min_bucket_sentences` sentences or more, else "cannot tell";
@@ -262,4 +266,25 @@ def paper_checks(
         for long_base, long_att in pairs:
             if ceiling(short_att) < ceiling(long_att) and ceiling(short_att) < ceiling(long_base):
                 checks[(long_base, short_att)] = check_level(evaluation, long, long_base, short_att, limits)
+    return checks
+
+
+def contrast_checks(
+    evaluation: Evaluation,
+    long: LongSentences,
+    contrasts: Sequence[tuple[str, str]],
+    ceilings: Mapping[str, int],
+    limits: Thresholds = Thresholds(),
+) -> dict[tuple[str, str], list[Check]]:
+    """The module docstring's contrast checks for each (expected to fall, expected to hold) pair of runs
+    trained on the same lengths (`ceilings`: training.max_words, 0 or missing: no ceiling)."""
+    systems = {s.name: s for s in evaluation.systems}
+    checks = {}
+    for falls, holds in contrasts:
+        a, b = systems[falls], systems[holds]
+        if (ceilings.get(falls, 0) or math.inf) >= limits.flat_from_ceiling:
+            found = [_ratio_check(b, long, limits, at_most=False), _ratio_check(a, long, limits, at_most=False)]
+        else:
+            found = [_keeps_more_check(a, b, long, limits.min_bucket_sentences)]
+        checks[(falls, holds)] = _unless_weak(found, a, b)
     return checks

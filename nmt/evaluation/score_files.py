@@ -119,15 +119,17 @@ def score_and_report(
     note: str | None = None,
     ceilings: dict[str, int] | None = None,
     groups: dict[str, tuple[str, str]] | None = None,
+    contrasts: Sequence[tuple[str, str]] = (),
 ) -> dict[str, Any]:
     """Score the systems' translations together, write the report and print it.
 
     `scored` says what was scored (one line each, for report.md); `systems` goes into results.json's
     settings.runs; `pairs` are (fixed-vector, attention) systems to run the effect checks on, and
-    `ceilings` each system's training.max_words where known (nmt/evaluation/effect.py); `groups` styles
+    `ceilings` each system's training.max_words where known, `contrasts` (expected to fall, expected to
+    hold) systems for the contrast checks (both nmt/evaluation/effect.py); `groups` styles
     the plot (nmt/evaluation/report.py), titled with the test set.
     """
-    from nmt.evaluation.effect import Thresholds, long_sentence_bleu, paper_checks
+    from nmt.evaluation.effect import Thresholds, contrast_checks, long_sentence_bleu, paper_checks
     from nmt.evaluation.report import format_checks, format_examples, format_table, write_report
     from nmt.evaluation.scoring import score_systems, warn_if_tokenized
 
@@ -139,13 +141,14 @@ def score_and_report(
         tokenize=settings.tokenize, lowercase=settings.lowercase, min_bucket_sentences=settings.min_bucket_sentences,
     )
     effect: dict[tuple[str, str], list[Check]] = {}
-    if pairs:  # the paper's checks (nmt/evaluation/effect.py) for each (fixed-vector, attention) pair
+    if pairs or contrasts:  # the paper's checks for each (fixed-vector, attention) pair, and the contrasts
         limits = Thresholds(**{key.name: getattr(settings, key.name) for key in dataclasses.fields(Thresholds)})
         long = long_sentence_bleu(
             hypotheses, sources, test_set.references, evaluation.by, settings.tokenize, settings.lowercase,
             settings.bootstrap_samples, settings.bootstrap_seed, settings.long_words,
         )
         effect = paper_checks(evaluation, long, pairs, ceilings or {}, limits)
+        effect |= contrast_checks(evaluation, long, contrasts, ceilings or {}, limits)
     examples = format_examples(evaluation, hypotheses, test_set.sources, test_set.references)
     extra = {"test_set": test_set.describe(), "runs": systems}
     results = write_report(evaluation, out, extra, effect, scored, examples, groups, test_set.describe())

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -19,9 +20,10 @@ from nmt.config import Config, save_config
 from nmt.data.batching import make_batch, shard
 from nmt.training.distributed import DistContext, setup_distributed
 from nmt.training.trainer import Trainer
-from tests.helpers import reverse_task_config
+from tests.helpers import TINY_TRANSFORMER, reverse_task_config
 
 REPO = Path(__file__).resolve().parents[2]
+RNN = {"embedding_size": 16, "hidden_size": 32, "attention_size": 32, "maxout_size": 16}
 
 
 @pytest.mark.slow
@@ -121,11 +123,11 @@ def _one_ddp_step(rank: int, config: Config, tmp_path: Path, port: int) -> None:
 
 
 @pytest.mark.slow
-def test_one_ddp_step_equals_one_step_on_both_ranks_batches(tmp_path: Path) -> None:
+@pytest.mark.parametrize("model", [RNN, {**TINY_TRANSFORMER, "dropout": 0.0}], ids=["rnn", "transformer"])
+def test_one_ddp_step_equals_one_step_on_both_ranks_batches(tmp_path: Path, model: dict[str, Any]) -> None:
     # No clipping, so the gradients left after the step are the averaged ones DDP produced.
     config = reverse_task_config(
-        tmp_path / "data", n_train=200, min_len=4, max_len=8,
-        model={"embedding_size": 16, "hidden_size": 32, "attention_size": 32, "maxout_size": 16},
+        tmp_path / "data", n_train=200, min_len=4, max_len=8, model=model,
         training={"max_steps": 1, "batch_tokens": 300, "learning_rate": 0.01, "clip_grad_norm": 0.0},
     )
     single = Trainer(config, tmp_path / "single", False, DistContext(0, 1, torch.device("cpu")))
