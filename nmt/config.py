@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -126,6 +127,9 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
     raw = read_yaml(path)
     if raw is not None and not isinstance(raw, dict):
         raise NMTError(f"{path}: the top level must be a mapping of sections (data, model, ...).")
+    if raw is None:
+        print(f"note: {path} is empty: every setting is its default (the Bible corpus, quick.yaml's recipe: "
+              "nmt/config_sections.py lists them).", file=sys.stderr)
     try:
         return config_from_dict(apply_overrides(raw or {}, overrides or []), str(path))
     except NMTError as error:

@@ -256,7 +256,8 @@ class DecodingConfig:
         """Raise NMTError naming the first key of this section whose value is out of range."""
         for key in ("beam_size", "batch_size", "max_input_tokens", "nbest"):
             _require(getattr(self, key) >= 1, f"decoding.{key}", "must be >= 1")
-        _require(self.nbest <= self.beam_size, "decoding.nbest", "must be <= decoding.beam_size")
+        _require(self.nbest <= self.beam_size, "decoding.nbest", f"{self.nbest} is above decoding.beam_size "
+                 f"{self.beam_size}, and a beam keeps that many translations: raise the beam (--beam) or lower nbest")
         _require(self.max_length_ratio > 0, "decoding.max_length_ratio", "must be > 0")
         _require(self.max_length_offset >= 0, "decoding.max_length_offset", "must be >= 0")
         _require(self.alpha >= 0, "decoding.alpha", "must be >= 0")

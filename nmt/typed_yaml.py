@@ -144,6 +144,8 @@ def read_yaml(path: str | Path) -> Any:
         raise NMTError(
             f"config file not found: {path}", "Check the path (configs/quick.yaml is the example)."
         ) from None
+    except IsADirectoryError:
+        raise NMTError(f"{path} is a folder, not a config file.", "Give a YAML file, e.g. configs/quick.yaml.") from None
     except UnicodeDecodeError as exc:
         line = exc.object[: exc.start].count(b"\n") + 1
         column = exc.start - (exc.object.rfind(b"\n", 0, exc.start) + 1) + 1

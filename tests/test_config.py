@@ -187,3 +187,15 @@ def test_the_defaults_are_the_recipe_of_quick_yaml() -> None:
         if quick[section][key] != value
     }
     assert differing == set()
+
+
+def test_a_folder_an_empty_file_and_nbest_above_the_beam_say_what_they_are(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(NMTError, match=r"is a folder, not a config file"):
+        load_config(tmp_path)
+    (tmp_path / "empty.yaml").write_text("", encoding="utf-8")
+    assert load_config(tmp_path / "empty.yaml") == Config()
+    assert "empty.yaml is empty: every setting is its default" in capsys.readouterr().err
+    with pytest.raises(NMTError, match=r"'decoding.nbest': 8 is above decoding.beam_size 5, .*\(--beam\)"):
+        config_from_dict({"decoding": {"beam_size": 5, "nbest": 8}})
