@@ -111,7 +111,7 @@ def translate_file(
                 results = translator.translate_nbest(lines, nbest, plots_dir is not None, first_line=first)
                 _write_chunk(sink, lines, results, scores, nbest_layout)
                 if plots_dir is not None:
-                    _plot_chunk(results, lines, first, plots_dir)
+                    _plot_chunk(results, lines, first, plots_dir, translator.model.attention_shown)
                 sink.flush()
                 first += len(lines)
     except BrokenPipeError:
@@ -174,14 +174,17 @@ def _write_chunk(
         sink.write("\t".join(fields) + "\n" if layout == "tabs" else "".join(f + "\n" for f in fields))
 
 
-def _plot_chunk(results: list[list[Translation]], lines: list[str], first: int, plots_dir: Path) -> None:
-    """One heatmap of the best translation per line (none for an empty line), named by line number."""
+def _plot_chunk(
+    results: list[list[Translation]], lines: list[str], first: int, plots_dir: Path, shown: str
+) -> None:
+    """One heatmap of the best translation per line (none for an empty line), named by line number, titled
+    with the line and what the weights are (`shown`)."""
     from nmt.decoding.plots import plot_attention  # matplotlib loads only when plots are asked for
 
     for offset, (best, *_) in enumerate(results):
         if best.attention is not None:
             path = plots_dir / f"line-{first + offset:06d}.png"
-            plot_attention(best.attention, best.src_pieces, best.tgt_pieces, path, title=lines[offset])
+            plot_attention(best.attention, best.src_pieces, best.tgt_pieces, path, title=f"{lines[offset]} [{shown}]")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -48,6 +48,11 @@ class Seq2Seq(nn.Module):
         return self.decoder.provider.has_attention
 
     @property
+    def attention_shown(self) -> str:
+        """What the attention weights are, for plot titles: the one attention there is."""
+        return f"{self.config.attention} attention"
+
+    @property
     def name(self) -> str:
         """RNNsearch or RNNencdec."""
         return "RNNsearch" if self.has_attention else "RNNencdec"

@@ -196,6 +196,14 @@ class Transformer(nn.Module):
         if config.tie_target_embeddings:
             self.output.weight = self.tgt_embedding.weight
 
+    @property
+    def attention_shown(self) -> str:
+        """What `decode_step`'s and `forward`'s attention weights are, for plot titles."""
+        return (
+            f"the last layer's cross-attention averaged over its {self.config.heads} heads: one mixing step "
+            "of one layer, not an account of the translation"
+        )
+
     def recompute_attention(self, enabled: bool) -> None:
         """training.recompute_attention is additive attention's; the Transformer keeps nothing to recompute."""
 
