@@ -5,17 +5,20 @@ arguments with the shared flags of nmt/arguments.py, and `run(args: argparse.Nam
 register it with one line in COMMANDS (name -> module, one-line help). `main` imports only the module
 of the command that argv names, so `nmt --help` and `nmt COMMAND --help` stay fast: keep torch and other
 heavy imports out of a command module's top level where its --help should be fast.
-User mistakes (NMTError) become one paragraph on stderr and exit status 2, never a traceback.
+User mistakes (NMTError) become one paragraph on stderr and exit status 2, never a traceback; Ctrl-C, and
+SIGTERM the same way (nmt/interrupts.py), one line and exit status 130.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 
 from nmt import __version__
 from nmt.errors import NMTError
+from nmt.interrupts import as_ctrl_c
 
 # name -> (module with add_arguments and run, the line `nmt --help` shows)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -64,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     named = next((word for word in argv if not word.startswith("-")), None)  # `nmt` itself takes only flags
     args = build_parser(named if named in COMMANDS else "").parse_args(argv)
+    previous = signal.signal(signal.SIGTERM, as_ctrl_c)
     try:
         importlib.import_module(COMMANDS[args.command][0]).run(args)
     except NMTError as error:
@@ -77,6 +81,9 @@ def main(argv: list[str] | None = None) -> int:
         print("Check that the path exists, is writable and that the disk has space.", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"nmt {args.command}: interrupted.", file=sys.stderr)
+        again = "" if args.command == "train" else " Run the same command again to continue."  # train says how
+        print(f"nmt {args.command}: interrupted.{again}", file=sys.stderr)
         return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     return 0

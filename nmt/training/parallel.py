@@ -2,24 +2,29 @@
 
 On a 2-core CPU two 1-thread trainings do 1.5x the steps per second of one 2-thread training: the
 recurrences' small matrix products keep two threads of one process waiting on each other
-(docs/usage.md). Each run's output then goes to OUT/runs/NAME.log.
+(docs/usage.md). Each run's output then goes to OUT/runs/NAME.log. An interrupted experiment (Ctrl-C,
+SIGTERM) asks each worker once to stop, which it does as `nmt train` does on Ctrl-C (nmt/interrupts.py).
 """
 
 from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
+import signal
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import replace
 from pathlib import Path
+from types import FrameType
 
 import torch
 
 from nmt.config import Config, load_config
 from nmt.environment import available_cores
 from nmt.errors import NMTError
+from nmt.interrupts import starting_children
 from nmt.rundir.writing import config_differences, learning_differences, read_summary, write_config
 from nmt.training.trainer import train
 
@@ -84,12 +89,46 @@ def training_jobs(config: Config, jobs: int) -> int:
     return 1 if uses_cuda else max(1, min(len(config.runs), available_cores()))
 
 
+_stopping = False  # in a worker: the parent asked it to stop (_stop)
+
+
+def _start_worker() -> None:
+    """A worker's signals (it starts with them blocked, nmt/interrupts.py): Ctrl-C stays blocked, for the
+    parent passes it on once, as SIGUSR1 (_stop); SIGTERM ends the worker at once, as the pool expects."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # until a run starts (_train_in_child)
+    signal.signal(signal.SIGUSR1, _stop)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGUSR1})
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    """SIGUSR1 in a worker: a run in training stops as on Ctrl-C (the trainer saves a checkpoint at the end
+    of its step), and no later run starts."""
+    global _stopping
+    _stopping = True
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler):
+        handler(signal.SIGINT, frame)
+
+
+def _stop_workers() -> None:
+    """Ask every worker once to stop (_stop)."""
+    for worker in multiprocessing.active_children():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker.pid, signal.SIGUSR1)
+
+
 def _train_in_child(name: str, config: Config, run_dir: Path, log_path: Path) -> tuple[str, float]:
     """One run's training in a worker process, its output in `log_path`; returns (what was done, seconds).
     An NMTError reaches the parent whole, hint included (exceptions cross pickled)."""
     start = time.perf_counter()
-    with open(log_path, "a", encoding="utf-8") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-        done = _train_run(name, config, run_dir)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # set before _stopping is read: no stop is lost
+    try:
+        if _stopping:
+            raise KeyboardInterrupt
+        with open(log_path, "a", encoding="utf-8") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+            done = _train_run(name, config, run_dir)
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     return done, time.perf_counter() - start
 
 
@@ -134,9 +173,12 @@ def _train_in_parallel(configs: dict[str, Config], run_dirs: dict[str, Path], jo
           f"each run's output: {logs[order[0]].parent}/NAME.log ==")
     results: dict[str, str] = {}
     start = time.perf_counter()
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {pool.submit(_train_in_child, n, configs[n], run_dirs[n], logs[n]): n for n in order}
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=spawn, initializer=_start_worker) as pool:
+        futures = {}
         try:
+            with starting_children():  # submit starts the workers
+                futures = {pool.submit(_train_in_child, n, configs[n], run_dirs[n], logs[n]): n for n in order}
             for future in as_completed(futures):
                 name = futures[future]
                 try:
@@ -150,6 +192,7 @@ def _train_in_parallel(configs: dict[str, Config], run_dirs: dict[str, Path], jo
         except BaseException:
             for future in futures:
                 future.cancel()
+            _stop_workers()
             raise
     return {name: results[name] for name in run_dirs}
 

@@ -1,5 +1,5 @@
 """The person at the terminal: the lines rank 0 prints and the progress bar below them, and the
-SIGINT/SIGTERM they may send (finish the current step, save a checkpoint, then stop).
+Ctrl-C they may send (finish the current step, save a checkpoint, then stop).
 
 Only rank 0 talks, so that N processes under torchrun print each line once. While the bar is open,
 lines go through tqdm.write, above it: a plain print would break the bar into two.
@@ -88,13 +88,14 @@ class Terminal:
 
 
 class StopRequest:
-    """While active, the first SIGINT/SIGTERM only sets `requested` (and is announced); a second one
-    interrupts at once."""
+    """While active, the first SIGINT only sets `requested` (and is announced); a second one interrupts at
+    once. SIGTERM comes here through `nmt`'s own handler (nmt/interrupts.py); elsewhere, as in an
+    experiment's training worker, it ends the process, as multiprocessing's pool expects of it."""
 
     def __init__(self, announce: Callable[[str], None]) -> None:
         self.requested = False
         self._announce = announce
-        self._previous: dict[int, Any] = {}
+        self._previous: Any = None
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.requested:
@@ -106,11 +107,10 @@ class StopRequest:
     def __enter__(self) -> StopRequest:
         # Python only lets the main thread install handlers; elsewhere (a thread pool) signals stay default.
         if threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                self._previous[signum] = signal.signal(signum, self._handle)
+            self._previous = signal.signal(signal.SIGINT, self._handle)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-        self._previous.clear()
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+        self._previous = None

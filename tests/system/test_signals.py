@@ -1,0 +1,163 @@
+"""Ctrl-C (SIGINT) and SIGTERM sent to real `nmt prepare`, `nmt experiment` (parallel workers) and `nmt train`
+processes at several moments: each ends within seconds with one line and status 130, leaves no process of
+its group (workers, sentencepiece's process, multiprocessing's resource tracker) and no broken checkpoint,
+and the same command resumes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+
+from nmt.config import config_from_dict, save_config
+from tests.helpers import reverse_task_config
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def start(*argv: str) -> subprocess.Popen[str]:
+    """`nmt ARGV...` in a process group of its own, as a shell starts a job."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "nmt", *argv], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )
+
+
+def _stat(pid: str) -> list[str]:
+    """/proc/PID/stat's fields after the command name: state, ppid, pgid, ..."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def living(pgid: int) -> list[str]:
+    """The processes of group `pgid` that have not ended (zombies have: they wait only to be reaped)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fields = _stat(pid)
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:  # ended meanwhile
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            found.append(cmdline)
+    return found
+
+
+def wait_until(ready: Callable[[], bool], process: subprocess.Popen[str], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert process.poll() is None, f"ended early:\n{process.communicate()[0]}"
+        assert time.monotonic() < deadline, "the moment to signal never came"
+        time.sleep(0.01)
+
+
+def stopped(process: subprocess.Popen[str], signum: int, command: str, group: bool = True) -> str:
+    """Send `signum` to the process's group (or to it alone); check it ends within seconds with one line and
+    status 130, and that its whole group ends; returns its output."""
+    (os.killpg if group else os.kill)(process.pid, signum)
+    try:
+        output = process.communicate(timeout=30)[0]
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        pytest.fail(f"still running 30 s after {signal.Signals(signum).name}: {living(process.pid)}")
+    assert process.returncode == 130, output
+    assert output.rstrip().splitlines()[-1].startswith(f"nmt {command}: interrupted.")
+    assert "Traceback" not in output and "Process SpawnProcess" not in output, output
+    deadline = time.monotonic() + 10
+    while living(process.pid):
+        assert time.monotonic() < deadline, f"left running: {living(process.pid)}"
+        time.sleep(0.05)
+    return output
+
+
+def children(pid: int) -> list[str]:
+    return [p for p in filter(str.isdigit, os.listdir("/proc")) if _child_of(p, pid)]
+
+
+def _child_of(pid: str, parent: int) -> bool:
+    try:
+        return int(_stat(pid)[1]) == parent
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("delay", [0.0, 0.05, 0.1, 0.15, 0.2, 0.3])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_prepare_stops_whenever_the_signal_comes_as_its_sentencepiece_process_starts(
+    tmp_path: Path, signum: int, delay: float
+) -> None:
+    # 20,000 pairs: more start-up data than a pipe holds, so a child dying as it starts once hung the parent
+    save_config(reverse_task_config(tmp_path / "data", n_train=20_000), tmp_path / "config.yaml")
+    process = start("prepare", str(tmp_path / "config.yaml"))
+    wait_until(lambda: bool(children(process.pid)), process)  # the first child: the resource tracker
+    time.sleep(delay)
+    stopped(process, signum, "prepare")
+
+
+def experiment_config(root: Path) -> Path:
+    """Two runs: `long` trains for hours, `short` (no attention) for 4 steps, then its worker idles."""
+    raw = reverse_task_config(root / "data", n_train=300).to_dict()
+    raw["training"].update(max_steps=100_000, checkpoint_every=20, validate_every=1000, threads=1)
+    raw["runs"] = {"long": {}, "short": {"model": {"attention": "none"}, "training": {"max_steps": 4}}}
+    save_config(config_from_dict(raw), root / "config.yaml")
+    return root / "config.yaml"
+
+
+def checkpoints_load(out: Path) -> None:
+    for path in (out / "runs").glob("*/checkpoints/*.pt"):
+        torch.load(path, weights_only=True)
+
+
+# (signal, to the whole group or to the parent alone, the file whose appearance is the moment to send it)
+MOMENTS = [
+    (signal.SIGINT, True, "runs/short/summary.json"),  # Ctrl-C with one worker idle
+    (signal.SIGTERM, True, "runs/short/summary.json"),  # `timeout`, Slurm
+    (signal.SIGINT, True, "runs/long.log"),  # the workers start
+    (signal.SIGTERM, True, "runs/long.log"),
+    (signal.SIGTERM, False, "runs/long/log.jsonl"),  # `kill PID`, a container's stop
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("signum", "group", "moment"), MOMENTS)
+def test_a_parallel_experiment_stops_every_worker(tmp_path: Path, signum: int, group: bool, moment: str) -> None:
+    out = tmp_path / "out"
+    command = ["experiment", str(experiment_config(tmp_path)), "--out", str(out), "--jobs", "2"]
+    process = start(*command)
+    wait_until((out / moment).exists, process)
+    stopped(process, signum, "experiment", group)
+    checkpoints_load(out)
+
+
+@pytest.mark.slow
+def test_ctrl_c_saves_the_training_run_and_the_same_experiment_command_resumes_it(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    command = ["experiment", str(experiment_config(tmp_path)), "--out", str(out), "--jobs", "2"]
+    process = start(*command)
+    wait_until(lambda: (out / "runs/short/summary.json").exists() and (out / "runs/long/checkpoints").is_dir(), process)
+    stopped(process, signal.SIGINT, "experiment")
+    assert "saving a checkpoint, then stopping" in (out / "runs/long.log").read_text()
+    checkpoints_load(out)
+
+    again = start(*command)
+    wait_until(lambda: "resumed from" in (out / "runs/long.log").read_text(), again)
+    stopped(again, signal.SIGTERM, "experiment")
+
+
+@pytest.mark.slow
+def test_sigterm_stops_nmt_train_with_a_checkpoint(tmp_path: Path) -> None:
+    config = reverse_task_config(tmp_path / "data", training={"max_steps": 100_000, "checkpoint_every": 1000})
+    save_config(config, tmp_path / "config.yaml")
+    process = start("train", str(tmp_path / "config.yaml"), "--run-dir", str(tmp_path / "run"))
+    wait_until((tmp_path / "run" / "log.jsonl").exists, process)
+    output = stopped(process, signal.SIGTERM, "train")
+    assert "signal SIGTERM: saving a checkpoint" in output and "--resume" in output
+    steps = [torch.load(p, weights_only=True)["step"] for p in (tmp_path / "run/checkpoints").glob("*.pt")]
+    assert len(steps) == 1 and steps[0] > 0
