@@ -100,7 +100,7 @@ def test_hints_fit_the_command(capsys: pytest.CaptureFixture[str], tmp_path: Pat
     hyp.write_text("a b\n")
     assert main(["translate", str(tmp_path / "nope"), "-i", str(hyp)]) == 2
     err = capsys.readouterr().err
-    assert f"run directory not found: {tmp_path / 'nope'}" in err and "--run-dir" not in err
+    assert f"{tmp_path / 'nope'} does not exist" in err and "--run-dir" not in err
     assert "RUN_DIR" in err and "nmt train" in err
     # score has no run: a decoding setting is refused without a word about retraining
     assert main(["score", str(hyp), "--ref", str(hyp), "--set", "decoding.beam_size=3"]) == 2

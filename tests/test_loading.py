@@ -37,8 +37,13 @@ def test_load_run_gives_a_working_model(trained_reverse_run: Path) -> None:
 
 
 def test_load_run_errors(trained_reverse_run: Path, tmp_path: Path) -> None:
-    with pytest.raises(NMTError, match="run directory not found"):
+    with pytest.raises(NMTError, match="nope does not exist"):
         load_run(tmp_path / "nope")
+    config = tmp_path / "quick.yaml"
+    config.write_text("model: {}\n")
+    with pytest.raises(NMTError, match="quick.yaml is a config file, not a run directory") as error:
+        load_run(config)
+    assert f"nmt train {config} --run-name NAME" in error.value.hint
     copy = tmp_path / "copy"
     shutil.copytree(trained_reverse_run, copy)
     for path in (copy / "checkpoints").iterdir():
@@ -54,7 +59,7 @@ def test_load_run_errors(trained_reverse_run: Path, tmp_path: Path) -> None:
     assert "model.hidden_size 64 in the checkpoint, 48 in the config" in error.value.message
     assert "more weights of other sizes" in error.value.message and "Error(s)" not in error.value.message
     (copy / "config.yaml").unlink()
-    with pytest.raises(NMTError, match="config.yaml is missing"):
+    with pytest.raises(NMTError, match=r"copy is not a training run \(no config.yaml\)"):
         load_run(copy)
 
 

@@ -115,7 +115,7 @@ def test_a_shown_path_is_relative_to_the_working_directory_or_the_report_else_a_
 
 
 def test_a_missing_folder_does_not_exist_and_an_experiment_s_points_to_its_runs(tmp_path: Path) -> None:
-    with pytest.raises(NMTError, match=r"nothing does not exist\. Pass the folders"):
+    with pytest.raises(NMTError, match=r"nothing does not exist\."):
         describe_runs([tmp_path / "nothing"])
     experiment = tmp_path / "exp"
     fake_run(experiment / "runs" / "rnnsearch")

@@ -58,6 +58,7 @@ def describe_runs(
     name (made unique: name, name-2, ...). `checkpoint` is a file name in each RUN_DIR/checkpoints/ or,
     for one run, a path (`resolve_checkpoint`); the default is the run's own choice."""
     from nmt.rundir.checkpoints import CHECKPOINT_DIR, resolve_checkpoint
+    from nmt.rundir.loading import check_run_dir
 
     if not run_dirs:
         raise NMTError("no run directory given.", "Pass one or more folders written by `nmt train`.")
@@ -69,15 +70,9 @@ def describe_runs(
     infos: list[RunInfo] = []
     taken: set[str] = set()
     for run_dir in map(Path, run_dirs):
-        config_path = run_dir / "config.yaml"
-        if not run_dir.exists():
-            raise NMTError(f"{run_dir} does not exist.", "Pass the folders `nmt train` wrote.")
-        if not config_path.is_file():
-            runs = sorted(path.name for path in (run_dir / "runs").glob("*") if (path / "config.yaml").is_file())
-            hint = f"It is an experiment's folder: pass its runs, {run_dir}/runs/NAME ({', '.join(runs)})." if runs else ""
-            raise NMTError(f"{run_dir} is not a training run (no config.yaml).", hint or "Pass the folders `nmt train` wrote.")
+        check_run_dir(run_dir)
         name = unique_name(run_dir.resolve().name, taken)
-        config = override_sections(load_config(config_path), list(overrides), EVALUATE_SECTIONS, "nmt evaluate")
+        config = override_sections(load_config(run_dir / "config.yaml"), list(overrides), EVALUATE_SECTIONS, "nmt evaluate")
         infos.append(RunInfo(name, run_dir, config, resolve_checkpoint(run_dir, checkpoint)))
     return infos
 

@@ -139,12 +139,9 @@ def _check_paths(
     run: Path, input_path: str | Path | None, output_path: str | Path | None, checkpoint: str | Path | None
 ) -> None:
     """Refuse a missing run or input, and an output that is a folder or a file translation reads."""
-    if not run.is_dir():
-        raise NMTError(
-            f"run directory not found: {run}",
-            "Give as RUN_DIR, the first argument, a folder that `nmt train` wrote (runs/NAME by default) "
-            "or one of the runs of `nmt experiment` (OUT/runs/NAME).",
-        )
+    from nmt.rundir.loading import check_run_dir
+
+    check_run_dir(run)
     if input_path is not None and not Path(input_path).is_file():
         raise NMTError(f"input file not found: {input_path}", "Check the path, or omit -i to read stdin.")
     if output_path is None:

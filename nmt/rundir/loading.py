@@ -44,16 +44,32 @@ class LoadedRun:
     step: int
 
 
+def check_run_dir(run_dir: Path) -> None:
+    """Refuse a RUN_DIR argument that is not a training run, saying what it is instead."""
+    if run_dir.is_file() and run_dir.suffix in (".yaml", ".yml"):
+        raise NMTError(
+            f"{run_dir} is a config file, not a run directory.",
+            f"Train a run from it first (`nmt train {run_dir} --run-name NAME`, or `nmt experiment {run_dir}` for "
+            "all its runs), then give the folder it writes (runs/NAME, or OUT/runs/NAME).",
+        )
+    if not run_dir.is_dir():
+        raise NMTError(
+            f"{run_dir} does not exist.",
+            "Give as RUN_DIR a folder that `nmt train` wrote (runs/NAME by default) or one of the runs of "
+            "`nmt experiment` (OUT/runs/NAME).",
+        )
+    if not (run_dir / "config.yaml").is_file():
+        runs = sorted(path.name for path in (run_dir / "runs").glob("*") if (path / "config.yaml").is_file())
+        hint = f"It is an experiment's folder: pass its runs, {run_dir}/runs/NAME ({', '.join(runs)})." if runs else ""
+        raise NMTError(f"{run_dir} is not a training run (no config.yaml).", hint or "Pass the folders `nmt train` wrote.")
+
+
 def load_run(run_dir: Path, checkpoint: str | Path | None = None, device: str = "auto") -> LoadedRun:
     """Load a run directory's config, tokenizer copy and model weights for translation or evaluation;
     `checkpoint` as `resolve_checkpoint` reads it (a bare name is a file of RUN_DIR/checkpoints/)."""
     run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise NMTError(f"run directory not found: {run_dir}", "Pass the --run-dir a training run wrote.")
-    config_path = run_dir / "config.yaml"
-    if not config_path.is_file():
-        raise NMTError(f"{config_path} is missing, so {run_dir} is not a complete run.", "Pass the folder `nmt train` wrote.")
-    config = load_config(config_path)
+    check_run_dir(run_dir)
+    config = load_config(run_dir / "config.yaml")
     tokenizer_dir = run_dir / "tokenizer"
     try:
         tokenizer = Tokenizer.load(tokenizer_dir)
@@ -72,7 +88,7 @@ def load_run(run_dir: Path, checkpoint: str | Path | None = None, device: str = 
         model.load_state_dict(checkpoint.model)
     except RuntimeError:
         raise NMTError(
-            f"{path} does not fit the model described by {config_path}: "
+            f"{path} does not fit the model described by {run_dir / 'config.yaml'}: "
             f"{'; '.join(mismatch(checkpoint, model.state_dict(), config, tokenizer))}.",
             "Use a checkpoint of this run, or the config it was trained with.",
         ) from None
