@@ -1,4 +1,4 @@
-"""Analytic FLOP counts of the two models, term by term, for model FLOP utilisation (MFU).
+"""Analytic FLOP counts of the models (the RNNs and the Transformer), term by term, for model FLOP utilisation (MFU).
 
 Only matrix products are counted (2 FLOPs per multiply-add), as in every MFU figure: they are the
 work a matmul peak measures, and what `torch.utils.flop_counter.FlopCounterMode` counts. Elementwise
@@ -17,6 +17,19 @@ Training counts one forward, as the implementation runs it (the recurrent update
 step is never computed; RNNencdec's input-gate and readout products of its fixed context are one
 product each per sentence), and a backward of twice the forward: each product has one gradient
 product for its input and one for its weight.
+
+The Transformer (`architecture: transformer`): d = d_model (hidden_size; heads x d_k), F = feedforward_size,
+L = layers on each side, P = 2 relative_clip + 1 distances with relative positions (else 0). Per layer and
+query position: Q, K and V, and output projections (8 d^2), the feed-forward's two products (4 d F), the
+relative term q . a_r against P distances (2 d P, the heads' d_k adding up to d), and per key position
+Q Kᵀ and weights . V (2 d each, summed over the heads). The encoder's S queries read S keys; the decoder's
+T queries in training read all T keys: the causal mask hides half of Q Kᵀ, but the fused kernel (given a
+boolean mask, not is_causal) computes the whole T x T product, so that is what is counted. Each decoder layer adds the
+cross-attention's Q and output projections (4 d^2 per target position) and its products with the S source
+positions (4 d S); the source's cross-attention keys and values (4 d^2 per source position and decoder
+layer) are computed once, by `encode`. Search's step t (the t-th output token) reads the t keys of the
+steps so far (t - 1 from the cache, and its own): O(t) per step. The cache starts empty: no product for
+`init_state`. Elementwise work (softmax, layer norms, ReLU, positions, residuals) is left out as above.
 """
 
 from __future__ import annotations
@@ -50,10 +63,32 @@ def _sizes(cfg: ModelConfig) -> dict[str, int]:
     }
 
 
+def _transformer_layers(cfg: ModelConfig, side: str, queries: int, keys: int, src_len: int = 0) -> dict[str, float]:
+    """Forward FLOPs of one side's `cfg.layers` layers for `queries` positions, each of whose self-attention
+    reads `keys` positions (and, on the decoder side, whose cross-attention reads `src_len` positions)."""
+    d, L = cfg.hidden_size, cfg.layers
+    terms = {
+        f"{side}_self_projections": L * 2.0 * queries * d * 4 * d,  # Q, K and V, output: 4 (d x d)
+        f"{side}_self_scores": L * 2.0 * queries * keys * d,  # Q Kᵀ: heads x d_k = d
+        f"{side}_self_context": L * 2.0 * queries * keys * d,  # weights . V
+        f"{side}_feedforward": L * 2.0 * queries * 2 * d * cfg.feedforward_size,
+    }
+    if cfg.positions == "relative":  # q . a_r for each of the 2k+1 clipped distances, every head
+        terms[f"{side}_relative"] = L * 2.0 * queries * d * (2 * cfg.relative_clip + 1)
+    if side == "decoder":
+        terms["cross_projections"] = L * 2.0 * queries * d * 2 * d  # Q, output (K and V: `encode`)
+        terms["cross_scores"] = terms["cross_context"] = L * 2.0 * queries * src_len * d
+    return terms
+
+
 def encoder_flops(cfg: ModelConfig, src_len: int) -> dict[str, float]:
     """Forward FLOPs of encoding one sentence of `src_len` tokens, and of what the decoder computes
-    once per sentence from it (attention keys or the fixed context, and s_0). At the real length: the
-    padded steps the encoder runs (masked) are not useful work and are left out of MFU on purpose."""
+    once per sentence from it (attention keys or the fixed context, and s_0; the Transformer's
+    cross-attention keys and values). At the real length: the padded steps the encoder runs (masked)
+    are not useful work and are left out of MFU on purpose."""
+    if cfg.architecture == "transformer":
+        S, d = src_len, cfg.hidden_size
+        return {**_transformer_layers(cfg, "encoder", S, S), "cross_keys_values": cfg.layers * 2.0 * S * d * 2 * d}
     z = _sizes(cfg)
     n, d, G, C, R, S = z["n"], z["d"], z["G"], z["C"], z["R"], src_len
     terms: dict[str, float] = {}
@@ -84,6 +119,9 @@ def _attention_step(cfg: ModelConfig, src_len: int) -> dict[str, float]:
 
 def decoder_training_flops(cfg: ModelConfig, tgt_vocab: int, src_len: int, tgt_len: int) -> dict[str, float]:
     """Forward FLOPs of the teacher-forced decoder over `tgt_len` steps attending to `src_len` tokens."""
+    if cfg.architecture == "transformer":
+        output = 2.0 * tgt_len * cfg.hidden_size * tgt_vocab
+        return {**_transformer_layers(cfg, "decoder", tgt_len, tgt_len, src_len), "output": output}
     z = _sizes(cfg)
     n, m, G, C, R, D = z["n"], z["m"], z["G"], z["C"], z["R"], z["D"]
     T = tgt_len
@@ -120,11 +158,16 @@ def training_flops(
     return (1.0 + BACKWARD_FACTOR) * forward
 
 
-def decode_step_flops(cfg: ModelConfig, tgt_vocab: int, src_len: int) -> float:
-    """FLOPs of one search step (`decode_step`) for one hypothesis attending to `src_len` tokens.
+def decode_step_flops(cfg: ModelConfig, tgt_vocab: int, src_len: int, step: int = 1) -> float:
+    """FLOPs of search step `step` (`decode_step`, 1 for the first token) for one hypothesis attending to
+    `src_len` tokens.
 
     Unlike training, every product runs each step, the state update included; RNNencdec's products of
-    its fixed c come from `encode` (`search_encode_flops`)."""
+    its fixed c come from `encode` (`search_encode_flops`). An RNN step costs the same at every `step`;
+    the Transformer's self-attention reads `step` keys."""
+    if cfg.architecture == "transformer":
+        layers = _transformer_layers(cfg, "decoder", 1, step, src_len)
+        return sum(layers.values()) + 2.0 * cfg.hidden_size * tgt_vocab
     z = _sizes(cfg)
     n, m, G, C, R, D = z["n"], z["m"], z["G"], z["C"], z["R"], z["D"]
     context = 0 if cfg.attention == "none" else C  # c_i's input-gate and readout products
@@ -133,28 +176,32 @@ def decode_step_flops(cfg: ModelConfig, tgt_vocab: int, src_len: int) -> float:
 
 
 def decode_state_flops(cfg: ModelConfig) -> float:
-    """FLOPs of s_0 for one hypothesis (`init_state`; beam search computes it for every beam)."""
-    return encoder_flops(cfg, 0)["init_state"]
+    """FLOPs of s_0 for one hypothesis (`init_state`; beam search computes it for every beam); none for
+    the Transformer, whose cache starts empty."""
+    return encoder_flops(cfg, 0).get("init_state", 0.0)
 
 
 def search_encode_flops(cfg: ModelConfig, src_len: int) -> float:
     """FLOPs of `encode` for one sentence in search (the encoder and keys, or c and its products; s_0
     is counted per hypothesis by `decode_state_flops`)."""
     terms = encoder_flops(cfg, src_len)
-    return sum(terms.values()) - terms["init_state"]
+    return sum(terms.values()) - terms.get("init_state", 0.0)
 
 
 class SearchFlopCounter(nn.Module):
     """A model seen through search's interface (`encode`, `init_state`, `decode_step`), adding up the
     analytic FLOPs of every row it computes into `flops`: each beam hypothesis counts, padding does not
-    (attention is counted at each row's real source length)."""
+    (attention is counted at each row's real source length; the Transformer's self-attention at the
+    number of steps since `init_state`, its cache's length plus the step's own)."""
 
     def __init__(self, model: Any, cfg: ModelConfig, tgt_vocab: int) -> None:
         super().__init__()
         self.model, self.cfg = model, cfg  # a submodule, so that search's eval()/train() reach it
         self.step_base = decode_step_flops(cfg, tgt_vocab, 0)
         self.step_per_src_token = decode_step_flops(cfg, tgt_vocab, 1) - self.step_base
+        self.step_per_key = decode_step_flops(cfg, tgt_vocab, 0, 2) - self.step_base  # 0 for an RNN
         self.flops = 0.0
+        self.steps = 0  # decode_step calls since init_state
 
     def encode(self, src: Tensor, src_lengths: Tensor) -> Any:
         """The model's `encode`, counted per sentence at its real length."""
@@ -164,9 +211,12 @@ class SearchFlopCounter(nn.Module):
     def init_state(self, enc: Any) -> Any:
         """The model's `init_state`, counted per row."""
         self.flops += enc.lengths.numel() * decode_state_flops(self.cfg)
+        self.steps = 0
         return self.model.init_state(enc)
 
     def decode_step(self, prev_tokens: Tensor, state: Any, enc: Any) -> Any:
         """The model's `decode_step`, counted per row at the row's source length."""
-        self.flops += prev_tokens.numel() * self.step_base + self.step_per_src_token * int(enc.lengths.sum())
+        self.steps += 1
+        per_row = self.step_base + self.step_per_key * (self.steps - 1)
+        self.flops += prev_tokens.numel() * per_row + self.step_per_src_token * int(enc.lengths.sum())
         return self.model.decode_step(prev_tokens, state, enc)

@@ -8,6 +8,10 @@ known differences, both accounted for below rather than hidden in a tolerance:
   differentiate), one (batch x G) by (G x n) product per direction and layer: 1/S of that RNN's
   recurrent backward.
 Elementwise work (gates, tanh, softmax, maxout, loss) is in neither count.
+The Transformer's attention runs through F.scaled_dot_product_attention, whose fused CPU kernel
+(aten._scaled_dot_product_flash_attention_for_cpu) FlopCounterMode has no formula for: it counts 0. Its
+comparisons run on the math backend, which computes the same products (Q Kᵀ over every key, masked
+after, and weights . V, per head) as counted bmm's; the fused kernel's 0 is checked too.
 The batches have no padding: nmt.flops counts the useful work at real lengths, and the products a
 model spends on padded positions are exactly what MFU leaves out.
 """
@@ -20,6 +24,7 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from nmt.config import ModelConfig
@@ -57,6 +62,14 @@ def small_config(
     )
 
 
+def transformer_config(positions: str = "sinusoidal") -> ModelConfig:
+    """d_model 12 in 3 heads, feed-forward 20, 2 layers a side, distances clipped at 2 (5 of them)."""
+    return ModelConfig(
+        architecture="transformer", embedding_size=12, hidden_size=12, heads=3, feedforward_size=20, layers=2,
+        positions=positions, relative_clip=2,  # type: ignore[arg-type]
+    )
+
+
 def small_batch() -> Batch:
     """Three pairs, no padding: padded positions are work the analytic count leaves out on purpose
     (it counts useful work), and how much of it a model does is an implementation choice."""
@@ -91,6 +104,12 @@ def counted(fn: Callable[[], object]) -> int:
     with counter:
         fn()
     return counter.get_total_flops()
+
+
+def counted_unfused(fn: Callable[[], object]) -> int:
+    """FLOPs FlopCounterMode sees while `fn()` runs with attention on the math backend (see above)."""
+    with sdpa_kernel(SDPBackend.MATH):
+        return counted(fn)
 
 
 CASES = [
@@ -226,3 +245,92 @@ def test_pairs_add_up() -> None:
     assert decoder(small_config("none"), 40) == decoder(small_config("none"), 5)
     with pytest.raises(ValueError):
         training_flops(cfg, TGT_VOCAB, [1, 2], [3])
+
+
+@pytest.mark.parametrize(("positions", "weights"), [("sinusoidal", False), ("relative", True), ("learned", True)])
+def test_transformer_forward_count_matches_flop_counter(positions: str, weights: bool) -> None:
+    """`weights`: the last layer's cross-attention written out (return_attention), the others fused."""
+    torch.manual_seed(0)
+    cfg = transformer_config(positions)
+    model = build_model(cfg, SRC_VOCAB, TGT_VOCAB)
+    batch = small_batch()
+    analytic = batch_forward_flops(cfg, batch)
+    assert counted_unfused(lambda: model(batch.src, batch.src_lengths, batch.tgt_in, weights)) == analytic
+    # the default kernels (torch's choice; a relative bias is a float mask): only attention products go
+    # uncounted, and all of them when every attention is fused (boolean masks, no weights asked)
+    terms = forward_flops(cfg, TGT_VOCAB, batch.src.size(1), batch.tgt_in.size(1))
+    attention = batch.src.size(0) * sum(v for k, v in terms.items() if k.endswith(("_scores", "_context")))
+    measured = counted(lambda: model(batch.src, batch.src_lengths, batch.tgt_in, weights))
+    assert analytic - attention <= measured < analytic
+    if positions != "relative" and not weights:
+        assert measured == analytic - attention
+
+
+@pytest.mark.parametrize("positions", ["sinusoidal", "relative"])
+def test_transformer_training_count_matches_flop_counter(positions: str) -> None:
+    torch.manual_seed(0)
+    cfg = transformer_config(positions)
+    model = build_model(cfg, SRC_VOCAB, TGT_VOCAB)
+    batch = small_batch()
+
+    def step() -> None:
+        logits = model(batch.src, batch.src_lengths, batch.tgt_in)
+        loss = F.cross_entropy(logits.reshape(-1, TGT_VOCAB), batch.tgt_out.reshape(-1), ignore_index=PAD_ID)
+        loss.backward()
+
+    lengths = [batch.src.size(1)] * 3, [batch.tgt_in.size(1)] * 3
+    assert counted_unfused(step) == training_flops(cfg, TGT_VOCAB, *lengths) == 3.0 * batch_forward_flops(cfg, batch)
+
+
+def test_transformer_search_steps_match_flop_counter() -> None:
+    """encode (the source's cross-attention keys and values included), no init_state product, and step t
+    reading t keys."""
+    torch.manual_seed(0)
+    cfg = transformer_config("relative")
+    model = build_model(cfg, SRC_VOCAB, TGT_VOCAB).eval()
+    batch = small_batch()
+    rows, src_len = batch.src.size(0), batch.src.size(1)
+    with torch.inference_mode():
+        holder: dict[str, Any] = {}
+        encode = counted_unfused(lambda: holder.update(enc=model.encode(batch.src, batch.src_lengths)))
+        enc = holder["enc"]
+        init = counted_unfused(lambda: holder.update(state=model.init_state(enc)))
+        for step, prev in enumerate((torch.tensor([20, 21, 22]), torch.tensor([23, 24, 25])), start=1):
+            flops = counted_unfused(lambda p=prev: holder.update(state=model.decode_step(p, holder["state"], enc)[1]))
+            assert flops == rows * decode_step_flops(cfg, TGT_VOCAB, src_len, step), step
+    assert encode == rows * search_encode_flops(cfg, src_len) and init == decode_state_flops(cfg) == 0
+    assert decode_step_flops(cfg, TGT_VOCAB, src_len, 9) > decode_step_flops(cfg, TGT_VOCAB, src_len, 2)
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_search_counter_counts_the_transformers_rows_and_steps(beam: int) -> None:
+    torch.manual_seed(0)
+    cfg = transformer_config()
+    model = build_model(cfg, SRC_VOCAB, TGT_VOCAB)
+    src, lengths = make_source_batch([[5, 6, 7, 8], [9, 10, 11, 12], [13, 14, 15, 16]])  # no padding
+    limits = torch.tensor([3, 9, 6])
+    counter = SearchFlopCounter(model, cfg, TGT_VOCAB)
+    if beam == 1:
+        measured = counted_unfused(lambda: greedy_search(counter, src, lengths, limits))
+    else:
+        measured = counted_unfused(lambda: beam_search(counter, src, lengths, beam, limits))
+    assert measured == counter.flops > 0 and counter.steps > 1
+
+
+def test_transformer_terms_by_hand() -> None:
+    """OpenNMT-py's small Transformer (the bench's), written out."""
+    cfg = ModelConfig(architecture="transformer", embedding_size=256, hidden_size=256, positions="relative")
+    enc = encoder_flops(cfg, 30)
+    assert enc["encoder_self_projections"] == 3 * 2 * 30 * 256 * 4 * 256
+    assert enc["encoder_self_scores"] == enc["encoder_self_context"] == 3 * 2 * 30 * 30 * 256
+    assert enc["encoder_feedforward"] == 3 * 2 * 2 * 30 * 256 * 1024
+    assert enc["encoder_relative"] == 3 * 2 * 30 * 256 * 33
+    assert enc["cross_keys_values"] == 3 * 2 * 30 * 256 * 512
+    dec = decoder_training_flops(cfg, 8000, src_len=30, tgt_len=40)
+    assert dec["decoder_self_scores"] == 3 * 2 * 40 * 40 * 256  # the whole T x T, as the fused kernel
+    assert dec["cross_projections"] == 3 * 2 * 40 * 256 * 512
+    assert dec["cross_scores"] == dec["cross_context"] == 3 * 2 * 40 * 30 * 256
+    assert dec["output"] == 2 * 40 * 256 * 8000
+    assert "init_state" not in enc and decode_state_flops(cfg) == 0
+    step_10 = sum(decoder_training_flops(cfg, 8000, 30, 1).values()) + 2 * 2 * 9 * 256 * 3
+    assert decode_step_flops(cfg, 8000, 30, 10) == step_10  # 9 more keys than step 1, in 3 layers
