@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from nmt.config import DataConfig, config_from_dict
-from nmt.data.corpus import load_corpus
+from nmt.data.corpus import load_corpus, read_lines
 from nmt.data.pairs import MAX_LINE_CHARS, TRAIN_WORDS_CEILING, split_of
 from nmt.data.sources import bible as bible_module
 from nmt.data.sources.bible import DB_SHA256, Bible, clean_verse, fetch_bible_db, read_translations
@@ -311,7 +311,7 @@ def test_bad_inputs_raise_errors_naming_file_and_line(tmp_path: Path) -> None:
     (tmp_path / "b.fr").write_text("ok\nbien\ncafe\n", encoding="utf-8")
     with pytest.raises(NMTError, match=r"b\.en, line 3: not valid UTF-8 \(byte 4 of the line\)"):
         Files(data_config(source="files", train=str(tmp_path / "b"))).read()
-    with pytest.raises(NMTError, match=r"corpus file not found: .*missing\.en"):
+    with pytest.raises(NMTError, match=r"not found: \S*missing\.en '"):  # an absolute path: no folder to name
         Files(data_config(source="files", train=str(tmp_path / "missing"))).read()
     (tmp_path / "c.tsv").write_text("a\tb\nno tab here\n", encoding="utf-8")
     with pytest.raises(NMTError, match=r"c\.tsv, line 2: expected 'source<TAB>target', found 1"):
@@ -414,3 +414,11 @@ def test_an_unreachable_hub_fails_in_seconds_naming_offline_mode_and_local_files
     assert time.monotonic() - start < 5
     assert f"the hub (127.0.0.1:{port}) cannot be reached" in error.value.message
     assert "HF_HUB_OFFLINE=1" in error.value.hint and "hf_name a local dataset folder" in error.value.hint
+
+
+def test_a_relative_corpus_path_not_found_names_the_folder_it_was_looked_for_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(NMTError, match=rf"missing\.en \(looked for it from the current folder, {tmp_path}\)"):
+        read_lines("corpus/missing.en")

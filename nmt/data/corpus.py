@@ -78,7 +78,8 @@ def read_lines(
     try:
         data = Path(path).read_bytes()
     except FileNotFoundError:
-        raise NMTError(f"{label} not found: {path}", hint) from None
+        where = "" if Path(path).is_absolute() else f" (looked for it from the current folder, {Path.cwd()})"
+        raise NMTError(f"{label} not found: {path}{where}", hint) from None
     except IsADirectoryError:
         raise NMTError(f"{label} {path} is a folder, expected a text file.", hint) from None
     if data.startswith(codecs.BOM_UTF8):  # as Windows editors save it: not part of the first sentence
