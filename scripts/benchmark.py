@@ -3,7 +3,8 @@
     python scripts/benchmark.py [--config configs/bench.yaml] [--set k=v ...] [--out FILE] [--quick] [--device auto]
 
 Each phase runs in a fresh child process, so that each phase's peak resident memory is its own:
-training of RNNsearch and RNNencdec on real Bible batches (the trainer's length-bucketed token
+training of each run of the config (configs/bench.yaml: RNNsearch, RNNencdec and OpenNMT-py's small
+Transformer) on real Bible batches (the trainer's length-bucketed token
 batches; forward, loss, backward, clip, Adam step; target tokens/s after warm-up), then greedy and
 beam-5 decoding of test sentences. MFU = achieved FLOP/s / the matmul peak (fp32 at the same thread
 count; bf16 on CUDA, where training runs in bf16) measured in the same child right before and after
@@ -12,7 +13,7 @@ measurements taken together. The FLOPs are the analytic count of nmt/flops.py at
 padding is not useful work; in beam search every hypothesis computed counts.
 
 Decoding uses the weights the training phase ends with unless `--trained DIR` names trained runs
-(DIR/rnnsearch, DIR/rnnencdec): output lengths, and so decoding speed, depend on the weights, which is
+(DIR/RUN for each run of the config): output lengths, and so decoding speed, depend on the weights, which is
 why the JSON records the hypothesis/reference length ratio. `--profile` prints torch.profiler's top
 operators of a few steps of each phase, by time and by the memory they allocate.
 """
@@ -39,7 +40,6 @@ from nmt.errors import NMTError
 from nmt.fileio import atomic_write_text
 from nmt.flops import SearchFlopCounter, training_flops
 
-RUNS = ("rnnsearch", "rnnencdec")
 MFU_NOTE = (
     "each phase's mfu divides by that phase's own measured peak (mfu_peak_gflops: the best of the peaks "
     "measured in its process around its timed work), not by peak_gflops, the highest over all phases"
@@ -181,7 +181,7 @@ def train_phase(
         _profile(
             lambda: [step(nth(warmup + len(timed) + k)) for k in range(3)],
             device,
-            f"training {config.model.attention}",
+            f"training {model.name}",
         )
     src_lens = [len(src[i]) + 1 for b in timed for i in b]  # + EOS
     tgt_lens = [len(tgt[i]) + 1 for b in timed for i in b]  # predicted tokens incl. EOS
@@ -346,20 +346,21 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
     from nmt.rundir.loading import resolve_device
 
     config = load_config(args.config, args.set)
-    missing = [run for run in RUNS if run not in config.runs]
-    if missing:
+    runs = list(config.runs)
+    if not runs:
         raise NMTError(
-            f"{args.config} defines no run named {', '.join(missing)}.",
-            "Use configs/bench.yaml, or add runs rnnsearch and rnnencdec to the config.",
+            f"{args.config} defines no runs: the benchmark measures each run of its config.",
+            "Use configs/bench.yaml (RNNsearch, RNNencdec, Transformer), or add runs to the config.",
         )
     if args.trained is not None:
         absent = [
-            str(args.trained / run) for run in RUNS if not (args.trained / run / "config.yaml").is_file()
+            str(args.trained / run) for run in runs if not (args.trained / run / "config.yaml").is_file()
         ]
         if absent:
             raise NMTError(
                 f"--trained {args.trained}: no trained run in {', '.join(absent)}.",
-                "Pass the folder holding the runs rnnsearch/ and rnnencdec/ (e.g. EXPERIMENT/runs).",
+                f"Pass the folder holding the runs {', '.join(runs)} (e.g. EXPERIMENT/runs), or a --config "
+                "whose runs are the trained ones.",
             )
     device = resolve_device(args.device)
     threads = args.threads or torch.get_num_threads()
@@ -370,7 +371,7 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
     decode: dict[str, Any] = {}
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="nmt-bench-") as tmp:
-        for run in RUNS:
+        for run in runs:
             print(f"[{time.perf_counter() - started:4.0f}s] training {run} ...", flush=True)
             train[run] = in_child(
                 train_phase,
@@ -381,7 +382,7 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
                 str(Path(tmp) / f"{run}.pt"),
                 args.profile,
             )
-        for run in RUNS:
+        for run in runs:
             print(f"[{time.perf_counter() - started:4.0f}s] decoding {run} ...", flush=True)
             label = f"the benchmark's own training ({plan['warmup_steps'] + train[run]['steps']} steps)"
             decode[run] = in_child(
@@ -430,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
         "--trained",
         type=Path,
         default=None,
-        help="folder holding trained runs rnnsearch/ and rnnencdec/ to decode with",
+        help="folder holding a trained run of each of the config's runs (DIR/RUN) to decode with",
     )
     parser.add_argument("--profile", action="store_true", help="print torch.profiler tables per phase")
     parser.add_argument(

@@ -25,9 +25,11 @@ ROOT = CONFIGS.parent
 @pytest.mark.slow
 def test_quick_benchmark_writes_the_schema_with_sane_values(tmp_path: Path) -> None:
     config = CONFIGS / "bench.yaml"
+    # the RNN-only keys run by run: a transformer refuses them set (and the RNNs the transformer's)
     overrides = shortened(tmp_path / "data") + [
-        "model.embedding_size=16", "model.hidden_size=24", "model.attention_size=24", "model.maxout_size=16",
-        "training.recompute_attention=true",
+        "model.embedding_size=16", "model.hidden_size=16", "training.recompute_attention=true",
+        *(f"runs.{run}.model.{key}=16" for run in ("rnnsearch", "rnnencdec") for key in ("attention_size", "maxout_size")),
+        "runs.transformer.model.feedforward_size=32",
     ]
     out = tmp_path / "bench.json"
     command = [sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--config", str(config), "--quick",
@@ -40,7 +42,8 @@ def test_quick_benchmark_writes_the_schema_with_sane_values(tmp_path: Path) -> N
     assert report["peak_gflops"] > 0 and report["torch"]
     assert report["settings"]["recompute_attention"] is True
     assert report["settings"]["overrides"] == overrides
-    for run in ("rnnsearch", "rnnencdec"):
+    assert list(report["train"]) == list(report["decode"]) == ["rnnsearch", "rnnencdec", "transformer"]
+    for run in report["train"]:
         train = report["train"][run]
         assert train["tgt_tokens_per_s"] > 0 and train["flops_per_token"] > 0 and train["peak_rss_mb"] > 50
         assert 0 < train["mfu"] < 1
@@ -50,7 +53,7 @@ def test_quick_benchmark_writes_the_schema_with_sane_values(tmp_path: Path) -> N
         decode = report["decode"][run]
         for key in ("greedy_sent_per_s", "beam5_sent_per_s", "greedy_mfu", "beam5_mfu", "peak_rss_mb"):
             assert decode[key] > 0, key
-    assert "rnnsearch" in done.stdout and "written to" in done.stdout
+    assert "rnnsearch" in done.stdout and "transformer" in done.stdout and "written to" in done.stdout
 
 
 @pytest.mark.slow
