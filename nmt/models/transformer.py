@@ -74,6 +74,11 @@ class MultiHeadAttention(nn.Module):
         # a_{-k} .. a_{+k}: one vector per clipped distance j - i, shared by the heads (as Shaw et al.)
         self.relative = nn.Embedding(2 * relative_clip + 1, self.head_size) if relative_clip else None
         self.scaled = True  # divide the scores by √d_k (the explainer's point; nmt attention-scaling turns it off)
+        # analyses, off by default (the hot path is then untouched): each call's weights appended to `record`
+        # (batch x heads x t x s); each head's output times `head_mask` (heads); every head's weights uniform
+        self.record: list[Tensor] | None = None
+        self.head_mask: Tensor | None = None
+        self.uniform = False
 
     def keys_values(self, states: Tensor) -> Tensor:
         """states: batch x len x size -> keys and values batch x 2 x heads x len x d_k."""
@@ -102,17 +107,23 @@ class MultiHeadAttention(nn.Module):
         scale = 1.0 / math.sqrt(self.head_size) if self.scaled else 1.0
         bias = None if self.relative is None else self._relative_bias(query, keys.size(2), offset) * scale
         weights = None
-        if need_weights:  # written out: the fused kernel returns no weights
+        if need_weights or self.record is not None or self.uniform:  # written out: the fused kernel returns no weights
             scores = (query @ keys.transpose(-1, -2)) * scale  # b x h x t x s
             scores = scores if bias is None else scores + bias
+            if self.uniform:
+                scores = torch.zeros_like(scores)
             if mask is not None:
                 scores = scores.masked_fill(~mask, -math.inf)
             weights = torch.softmax(scores.float(), dim=-1).to(values.dtype)
             context = weights @ values
+            if self.record is not None:
+                self.record.append(weights)
         else:
             if bias is not None:  # the relative term as an additive mask of the fused kernel
                 mask = bias if mask is None else bias.masked_fill(~mask, -math.inf)
             context = F.scaled_dot_product_attention(query, keys, values, attn_mask=mask, scale=scale)
+        if self.head_mask is not None:
+            context = context * self.head_mask.view(1, -1, 1, 1).to(context.dtype)
         context = context.transpose(1, 2).reshape(batch, steps, -1)  # b x t x size: heads side by side
         return self.out(context), weights
 
