@@ -194,6 +194,16 @@ def test_a_run_without_attention_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
+def test_a_transformer_run_is_refused_before_any_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from nmt.compare import attention_checks as command
+
+    monkeypatch.setattr(command, "require_aligner", lambda: None)
+    runs = [fake_run(tmp_path / "rnnsearch"), fake_run(tmp_path / "transformer-30", positions="sinusoidal")]
+    with pytest.raises(NMTError, match="transformer-30 is a Transformer: nmt attention-checks measures the RNN's"):
+        attention_checks(runs, out_dir=tmp_path / "out")  # no data: loading the test set would fail
+    assert not (tmp_path / "out").exists()
+
+
 def test_missing_step_checkpoint_is_named(
     trained_reverse_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -122,6 +122,13 @@ def test_a_run_without_attention_is_refused() -> None:
         attention_statistics(model, _pairs(2, seed=3))
 
 
+def test_a_transformer_run_is_refused_before_any_work(tmp_path: Path) -> None:
+    runs = [fake_run(tmp_path / "dot", attention="dot"), fake_run(tmp_path / "transformer-30", positions="relative")]
+    with pytest.raises(NMTError, match="transformer-30 is a Transformer: nmt attention-scaling measures the RNN's"):
+        scaling_statistics(runs, out_dir=tmp_path / "out")  # no data: loading the test set would fail
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.slow
 def test_the_command_measures_a_trained_run_and_writes_its_files(tmp_path: Path) -> None:
     config = reverse_task_config(

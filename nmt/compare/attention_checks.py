@@ -129,8 +129,20 @@ def _setting(
     }
 
 
+def refuse_transformers(runs: Sequence[RunInfo], command: str) -> None:
+    """`nmt command` measures the RNN's one attention per decoder step: a Transformer (heads in every
+    layer; per-head support is still to come) is refused."""
+    for run in runs:
+        if run.config.model.architecture == "transformer":
+            raise NMTError(
+                f"{run.name} is a Transformer: nmt {command} measures the RNN's attention for now.",
+                "Give RNN runs with attention (RNNsearch); the Transformer's per-head attention is not supported yet.",
+            )
+
+
 def _refuse_runs_without_attention(runs: Sequence[RunInfo]) -> None:
-    """Both checks need attention weights: the fixed-vector model (attention: none) has none."""
+    """Both checks need an RNN's attention weights: the fixed-vector model (attention: none) has none."""
+    refuse_transformers(runs, "attention-checks")
     for run in runs:
         if run.config.model.attention == "none":
             raise NMTError(

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nmt import arguments
+from nmt.compare.attention_checks import refuse_transformers
 from nmt.compare.evaluate import common_test_set
 from nmt.compare.runs import (
     check_sentences_per_bucket,
@@ -127,6 +128,7 @@ def scaling_statistics(
 
     check_sentences_per_bucket(per_bucket)
     runs = describe_runs(run_dirs, checkpoint=checkpoint)
+    refuse_transformers(runs, "attention-scaling")
     settings = runs[0].config.evaluation
     per_bucket = settings.curve_sentences_per_bucket if per_bucket is None else per_bucket
     test_set = common_test_set(runs, split or settings.split, None, None)
