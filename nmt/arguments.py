@@ -10,9 +10,10 @@ import argparse
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from nmt.config import load_config
+from nmt.config_sections import BucketBy
 from nmt.errors import NMTError
 
 # What `nmt translate --help` says about the checkpoint it uses by default.
@@ -103,7 +104,7 @@ def add_bucketing(parser: argparse.ArgumentParser, by_default: str) -> None:
     """--buckets and --by, short for --set evaluation.buckets / evaluation.by (evaluate, score)."""
     add_setting(parser, "--buckets", "evaluation.buckets", "length cutoffs, default 10,20,30,40,50,60", type=buckets)
     add_setting(parser, "--by", "evaluation.by", f"bucket by source or reference length (default: {by_default})",
-                choices=["source", "reference"])
+                choices=get_args(BucketBy))
 
 
 def names(text: str) -> list[str]:

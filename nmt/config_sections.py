@@ -22,6 +22,10 @@ from nmt.errors import require as _require
 # data.source: the names in the registry of corpus sources
 SourceName = Literal[tuple(SOURCES)]  # type: ignore[valid-type]
 AttentionType = Literal["none", "additive", "dot", "scaled_dot", "general"]
+LengthPenalty = Literal["none", "average", "gnmt"]
+BucketBy = Literal["source", "reference"]
+# sacrebleu's tokenizers that need no download; "none" is for data tokenized beforehand
+Tokenize = Literal["13a", "intl", "char", "zh", "ja-mecab", "none"]
 
 
 @dataclass
@@ -244,7 +248,7 @@ class DecodingConfig:
     """Search settings for validation, `nmt translate` and `nmt evaluate`."""
 
     beam_size: int = 5
-    length_penalty: Literal["none", "average", "gnmt"] = "gnmt"
+    length_penalty: LengthPenalty = "gnmt"
     alpha: float = 0.6
     max_length_ratio: float = 2.0
     max_length_offset: int = 10
@@ -269,13 +273,13 @@ class EvaluationConfig:
 
     split: Literal["valid", "test"] = "test"
     buckets: list[int] = field(default_factory=lambda: [10, 20, 30, 40, 50, 60])
-    by: Literal["source", "reference"] = "source"
+    by: BucketBy = "source"
     bootstrap_samples: int = 1000
     bootstrap_seed: int = 12345
     # learning curve (`nmt curve`): greedy BLEU per bucket of each kept checkpoint on a fixed sample
     curve_sentences_per_bucket: int = 100
     # sacrebleu's tokenizer and case folding (both change scores; the signature shows them)
-    tokenize: Literal["13a", "intl", "char", "zh", "ja-mecab", "none"] = "13a"
+    tokenize: Tokenize = "13a"
     lowercase: bool = False
     # a bucket gets an interval and p-values, and speaks in the paper's checks, only with this many sentences
     min_bucket_sentences: int = 50

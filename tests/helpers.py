@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from nmt.config import Config, config_from_dict, save_config
+from nmt.config import Config, EvaluationConfig, config_from_dict, save_config
 from tests.synthetic import reverse_pairs, write_parallel
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
@@ -24,6 +24,12 @@ class FillingDisk(io.FileIO):
         if self.tell() + len(data) > 5000:
             raise OSError(errno.ENOSPC, "No space left on device")
         return super().write(data)
+
+
+def scoring_settings(**values: Any) -> EvaluationConfig:
+    """Evaluation settings that resample every non-empty subset (min_bucket_sentences 1) unless `values` say
+    otherwise."""
+    return EvaluationConfig(**{"min_bucket_sentences": 1, **values})
 
 
 def reverse_task_config(

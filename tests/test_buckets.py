@@ -70,11 +70,6 @@ def test_bad_cutoffs_are_user_errors(cutoffs: list[int]) -> None:
         make_buckets(cutoffs)
 
 
-def test_unknown_bucketing_is_a_user_error() -> None:
-    with pytest.raises(NMTError, match="unknown bucketing 'target'"):
-        sentence_lengths(["a"], ["b"], "target")  # type: ignore[arg-type]
-
-
 def test_length_matched_pairing_pairs_other_sentences_of_equal_length() -> None:
     from nmt.evaluation.buckets import length_matched_pairing
 

@@ -44,7 +44,7 @@ def test_sample_is_fixed_stratified_and_order_free() -> None:
     rows = curve_sample(sources, references, [10, 20], "source", per_bucket=10)
     assert rows == curve_sample(sources, references, [10, 20], "source", per_bucket=10)
     assert rows == sorted(rows)
-    members = assign_buckets(sentence_lengths(sources, references), make_buckets([10, 20]))
+    members = assign_buckets(sentence_lengths(sources, references, "source"), make_buckets([10, 20]))
     assert [sum(members[i] == b for i in rows) for b in range(3)] == [5, 10, 2]  # small buckets kept whole
     # the same sentences are chosen whatever the order of the file
     order = list(reversed(range(len(sources))))

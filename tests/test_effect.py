@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import random
+from typing import Any
 
 import pytest
 import sacrebleu
 
-from nmt.config import config_from_dict
+from nmt.config import EvaluationConfig, config_from_dict
 from nmt.errors import NMTError
 from nmt.evaluation.buckets import make_buckets
 from nmt.evaluation.effect import (
     LongSentences,
-    Thresholds,
     check_effect,
     check_level,
     contrast_checks,
@@ -49,7 +50,7 @@ def systems(seed: int = 0) -> tuple[dict[str, list[str]], list[str], list[str]]:
 
 def test_long_sentence_bleu_is_corpus_bleu_of_the_40_plus_subset() -> None:
     hypotheses, sources, references = systems()
-    long = long_sentence_bleu(hypotheses, sources, references, "source")
+    long = long_sentence_bleu(hypotheses, sources, references, EvaluationConfig())
     rows = [i for i, s in enumerate(sources) if len(s.split()) >= 40]
     assert long.n == len(rows)
     for name, lines in hypotheses.items():
@@ -58,10 +59,18 @@ def test_long_sentence_bleu_is_corpus_bleu_of_the_40_plus_subset() -> None:
     assert long.bleu["search"] > 2 * long.bleu["encdec"]
 
 
-def scored(hypotheses: dict[str, list[str]], sources: list[str], references: list[str]) -> tuple[Evaluation, LongSentences]:
-    """The bucket evaluation and the 40+ BLEU of `hypotheses`, as the evaluation command computes them."""
-    evaluation = score_systems(hypotheses, sources, references, bootstrap_samples=200)
-    return evaluation, long_sentence_bleu(hypotheses, sources, references, "source")
+def scored(
+    hypotheses: dict[str, list[str]], sources: list[str], references: list[str], **settings: Any
+) -> tuple[Evaluation, LongSentences]:
+    """The bucket evaluation (200 resamples) and the 40+ BLEU of `hypotheses`, as the evaluation command
+    computes them, with the evaluation `settings` given."""
+    evaluation = score_systems(hypotheses, sources, references, EvaluationConfig(bootstrap_samples=200, **settings))
+    return evaluation, long_sentence_bleu(hypotheses, sources, references, EvaluationConfig(**settings))
+
+
+def held_to(evaluation: Evaluation, **limits: Any) -> Evaluation:
+    """`evaluation` with the checks' evaluation settings changed as `limits` say (the scores kept)."""
+    return dataclasses.replace(evaluation, settings=dataclasses.replace(evaluation.settings, **limits))
 
 
 @functools.cache
@@ -120,10 +129,11 @@ def test_buckets_with_too_few_sentences_do_not_speak() -> None:
     assert [c.passed for c in checks] == [True, True, True, True], checks
     assert "on <10" not in checks[1].evidence and "on [10,20)" in checks[1].evidence
     # were every bucket to speak, the 3 sentences would be the baseline's best bucket
-    assert "on <10 (3)" in check_effect(evaluation, long, "encdec", "search", Thresholds(min_bucket_sentences=1))[1].evidence
+    every = scored({"encdec": encdec, "search": search}, sources, references, min_bucket_sentences=1)
+    assert "on <10 (3)" in check_effect(*every, "encdec", "search")[1].evidence
     # With a threshold above every bucket's size, no bucket speaks: nothing can be told.
     largest = max(b.n for b in evaluation.systems[0].buckets)
-    strict = check_effect(evaluation, long, "encdec", "search", Thresholds(min_bucket_sentences=largest + 1))
+    strict = check_effect(held_to(evaluation, min_bucket_sentences=largest + 1), long, "encdec", "search")
     assert [c.passed for c in strict] == [None, None, None, None], strict
     assert "too few sentences to count: [20,30)" in strict[0].evidence
     assert strict[1].evidence == f"no bucket with {largest + 1}+ sentences"
@@ -145,30 +155,27 @@ def hand_made(base_buckets: list[tuple[int, float, tuple[float, float]]], base_b
     return Evaluation(
         [system("base", base_buckets, base_bleu), system("att", att_rows, base_bleu + 10)],
         [comparison],
-        [10, 20, 30, 40, 50, 60],
-        "source",
-        1000,
-        1,
+        EvaluationConfig(),
     )
 
 
 def test_the_fixed_vector_fall_must_lie_beyond_the_best_buckets_interval() -> None:
     rows = [(60, 12.0, (10.0, 14.0))] + [(100, 8.0, (7.0, 9.0))] * 3 + [(60, 5.0, (3.0, 7.0))] * 3
-    long = LongSentences(180, {"base": 5.5, "att": 15.5})
+    long = LongSentences(180, {"base": 5.5, "att": 15.5}, 40)
     assert check_effect(hand_made(rows), long, "base", "att")[1].passed is True
     # The same ratio (5.5 / 12 = 0.46) with a best bucket whose interval reaches down to 5: noise.
     rows[0] = (60, 12.0, (5.0, 19.0))
     check = check_effect(hand_made(rows), long, "base", "att")[1]
     assert check.passed is False and "reaches down to 5.00" in check.evidence
     # 40+ words held by 12 sentences: neither ratio check may speak
-    few = check_effect(hand_made(rows), LongSentences(12, long.bleu), "base", "att")
+    few = check_effect(hand_made(rows), LongSentences(12, long.bleu, 40), "base", "att")
     assert [c.passed for c in few] == [True, None, None, None]
     assert few[1].evidence == "40+ words: 12 sentences, fewer than evaluation.min_bucket_sentences = 50"
 
 
 def test_a_system_under_1_bleu_makes_every_check_cannot_tell() -> None:
     rows = [(60, 0.9, (0.1, 1.6))] + [(100, 0.2, (0.0, 0.4))] * 3 + [(60, 0.1, (0.0, 0.3))] * 3
-    long = LongSentences(180, {"base": 0.1, "att": 10.1})
+    long = LongSentences(180, {"base": 0.1, "att": 10.1}, 40)
     checks = check_effect(hand_made(rows, base_bleu=0.28), long, "base", "att")
     assert [c.passed for c in checks] == [None, None, None, None], checks
     assert all("base scores 0.28 BLEU on all sentences (under 1" in c.evidence for c in checks)
@@ -218,8 +225,9 @@ def test_paper_checks_pair_each_ceiling_and_cross_the_ceilings() -> None:
     hypotheses, sources, references = systems()
     four = {"e30": hypotheses["encdec"], "s30": hypotheses["search"],
             "e50": hypotheses["encdec"], "s50": hypotheses["search"]}
-    evaluation = score_systems(four, sources, references, bootstrap_samples=200)
-    long = long_sentence_bleu(four, sources, references, "source", bootstrap_samples=200)
+    settings = EvaluationConfig(bootstrap_samples=200)
+    evaluation = score_systems(four, sources, references, settings)
+    long = long_sentence_bleu(four, sources, references, settings)
     ceilings = {"e30": 30, "s30": 30, "e50": 50, "s50": 50}
     checks = paper_checks(evaluation, long, [("e30", "s30"), ("e50", "s50")], ceilings)
     assert list(checks) == [("e30", "s30"), ("e50", "s50"), ("e50", "s30")]
@@ -243,17 +251,12 @@ def test_min_bucket_sentences_is_a_validated_key() -> None:
 def test_the_thresholds_are_evaluation_settings() -> None:
     hypotheses, sources, references = systems()
     evaluation = scored_systems()[0]
-    long = long_sentence_bleu(hypotheses, sources, references, "source", words=30)
+    long = long_sentence_bleu(hypotheses, sources, references, EvaluationConfig(long_words=30))
     assert long.n == sum(len(s.split()) >= 30 for s in sources)
     checks = check_effect(evaluation, long, "encdec", "search")
     assert checks[1].passed is True and "on 30+ words" in checks[1].claim
-    strict = check_effect(evaluation, long, "encdec", "search", Thresholds(fixed_vector_max_ratio=0.01))
+    strict = check_effect(held_to(evaluation, fixed_vector_max_ratio=0.01), long, "encdec", "search")
     assert strict[1].passed is False and "at most 0.01 x" in strict[1].claim
-    # every Thresholds field is an evaluation.* key of the same name and default
-    from dataclasses import fields
-
-    settings = config_from_dict({}).evaluation
-    assert {f.name: getattr(settings, f.name) for f in fields(Thresholds)} == vars(Thresholds())
     with pytest.raises(NMTError, match="evaluation.significance"):
         config_from_dict({"evaluation": {"significance": 1.5}})
 

@@ -11,6 +11,7 @@ import pytest
 
 from nmt.evaluation.report import format_markdown, format_table, results_dict, write_report
 from nmt.evaluation.scoring import Evaluation, score_systems
+from tests.helpers import scoring_settings
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -23,7 +24,7 @@ def evaluation() -> Evaluation:
     references = [" ".join(reversed(s.split())) for s in sources]
     good = [" ".join(w if rng.random() < 0.8 else "x" for w in r.split()) for r in references]
     poor = [" ".join(w if rng.random() < 0.4 else "x" for w in r.split()) for r in references]
-    return score_systems({"rnnsearch": good, "rnnencdec": poor}, sources, references, bootstrap_samples=100)
+    return score_systems({"rnnsearch": good, "rnnencdec": poor}, sources, references, scoring_settings(bootstrap_samples=100))
 
 
 def test_results_json_schema(evaluation: Evaluation, tmp_path: Path) -> None:
@@ -98,8 +99,7 @@ def test_plot_is_a_valid_png(evaluation: Evaluation, tmp_path: Path) -> None:
 
 
 def test_single_system_has_no_comparisons(evaluation: Evaluation, tmp_path: Path) -> None:
-    single = Evaluation([evaluation.systems[0]], [], evaluation.cutoffs, evaluation.by,
-                        evaluation.bootstrap_samples, evaluation.bootstrap_seed)
+    single = Evaluation([evaluation.systems[0]], [], evaluation.settings)
     write_report(single, tmp_path)
     results = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
     assert results["comparisons"] == []
@@ -112,7 +112,7 @@ def test_small_buckets_show_a_dash_for_interval_and_p_in_table_json_and_plot(tmp
     sources = ["a b c"] + [" ".join(["w"] * 15)] * 60
     references = list(sources)
     hyps = {"x": ["a b"] + references[1:], "y": references}
-    evaluation = score_systems(hyps, sources, references, bootstrap_samples=50, min_bucket_sentences=50)
+    evaluation = score_systems(hyps, sources, references, scoring_settings(bootstrap_samples=50, min_bucket_sentences=50))
     text = format_table(evaluation)
     small = next(line for line in text.splitlines() if line.startswith("<10"))
     assert "[-]" in small and "(p -)" in small and "p=" not in small
@@ -124,7 +124,7 @@ def test_small_buckets_show_a_dash_for_interval_and_p_in_table_json_and_plot(tmp
     assert results["comparisons"][0]["buckets"][0]["p"] is None
     assert (tmp_path / "bleu_by_length.png").stat().st_size > 0
     # fewer sentences in all than the rule asks: the all row gets its dashes too
-    few = score_systems(hyps, sources, references, bootstrap_samples=50, min_bucket_sentences=100)
+    few = score_systems(hyps, sources, references, scoring_settings(bootstrap_samples=50, min_bucket_sentences=100))
     assert next(line for line in format_table(few).splitlines() if line.startswith("all")).endswith("(p -)")
     results = write_report(few, tmp_path)
     assert results["runs"]["x"]["ci"] is None and results["comparisons"][0]["p"] is None

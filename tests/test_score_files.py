@@ -16,6 +16,7 @@ from nmt.cli import main
 from nmt.evaluation.buckets import sentence_lengths
 from nmt.evaluation.report import format_examples, pick_examples, plotted_buckets
 from nmt.evaluation.scoring import score_systems
+from tests.helpers import scoring_settings
 
 VOCAB = [f"w{i}" for i in range(80)]
 
@@ -179,11 +180,11 @@ def test_examples_are_reproducible_and_cover_each_non_empty_bucket() -> None:
     rng = random.Random(0)
     sources = [" ".join(rng.choices(VOCAB, k=rng.randint(1, 25))) for _ in range(60)]
     references = [s.replace("w1", "w|1") for s in sources]
-    evaluation = score_systems({"a": references, "b": sources}, sources, references, bootstrap_samples=10)
-    picked = pick_examples(evaluation, sentence_lengths(sources, references), 2)
+    evaluation = score_systems({"a": references, "b": sources}, sources, references, scoring_settings(bootstrap_samples=10))
+    picked = pick_examples(evaluation, sentence_lengths(sources, references, "source"), 2)
     assert [label for label, _ in picked] == ["<10", "[10,20)", "[20,30)"]  # no empty bucket
     assert all(len(indices) == 2 for _, indices in picked)
-    assert picked == pick_examples(evaluation, sentence_lengths(sources, references), 2)
+    assert picked == pick_examples(evaluation, sentence_lengths(sources, references, "source"), 2)
     for label, indices in picked:
         bucket = next(b.bucket for b in evaluation.systems[0].buckets if b.bucket.label == label)
         assert all(bucket.contains(len(sources[i].split())) for i in indices)

@@ -18,6 +18,7 @@ from nmt.evaluation.scoring import (
     paired_p_value,
     score_systems,
 )
+from tests.helpers import scoring_settings
 
 VOCAB = [f"w{i}" for i in range(200)]
 
@@ -43,7 +44,7 @@ def corpus() -> tuple[list[str], list[str]]:
 def test_bleu_from_stats_equals_sacrebleu_on_subsets(corpus: tuple[list[str], list[str]]) -> None:
     _, references = corpus
     hyps = corrupt(references, 0.6)
-    stats = CorpusScorer(references).sentence_stats(hyps)
+    stats = CorpusScorer(references, "13a", False).sentence_stats(hyps)
     assert stats.shape == (300, N_STATS)
     rng = np.random.default_rng(0)
     for size in (1, 2, 5, 40, 300):
@@ -65,7 +66,7 @@ def test_bleu_from_stats_equals_sacrebleu_on_subsets(corpus: tuple[list[str], li
     ],
 )
 def test_bleu_conventions_match_sacrebleu(hyps: list[str], refs: list[str]) -> None:
-    stats = CorpusScorer(refs).sentence_stats(hyps)
+    stats = CorpusScorer(refs, "13a", False).sentence_stats(hyps)
     expected = sacrebleu.corpus_bleu(hyps, [refs]).score
     assert float(bleu_from_stats(stats.sum(axis=0))) == pytest.approx(expected, abs=1e-6)
 
@@ -73,7 +74,7 @@ def test_bleu_conventions_match_sacrebleu(hyps: list[str], refs: list[str]) -> N
 def test_chrf_and_signatures(corpus: tuple[list[str], list[str]]) -> None:
     _, references = corpus
     hyps = corrupt(references, 0.7)
-    scorer = CorpusScorer(references)
+    scorer = CorpusScorer(references, "13a", False)
     assert scorer.chrf(hyps) == pytest.approx(sacrebleu.corpus_chrf(hyps, [references]).score, abs=1e-9)
     assert "tok:13a" in scorer.bleu_signature and "smooth:exp" in scorer.bleu_signature
     assert "nrefs:1" in scorer.bleu_signature
@@ -83,7 +84,7 @@ def test_chrf_and_signatures(corpus: tuple[list[str], list[str]]) -> None:
 def test_per_bucket_bleu_equals_sacrebleu_on_the_subset(corpus: tuple[list[str], list[str]]) -> None:
     sources, references = corpus
     hyps = corrupt(references, 0.7)
-    evaluation = score_systems({"sys": hyps}, sources, references, bootstrap_samples=100)
+    evaluation = score_systems({"sys": hyps}, sources, references, scoring_settings(bootstrap_samples=100))
     system = evaluation.systems[0]
     assert system.bleu == pytest.approx(sacrebleu.corpus_bleu(hyps, [references]).score, abs=1e-6)
     assert sum(b.n for b in system.buckets) == 300
@@ -97,19 +98,22 @@ def test_per_bucket_bleu_equals_sacrebleu_on_the_subset(corpus: tuple[list[str],
 def test_bucketing_by_reference_uses_reference_lengths() -> None:
     sources = ["a b c", "a b c d e f g h i j k l"]
     references = ["a b c d e f g h i j k l", "a b c"]
-    evaluation = score_systems({"s": references}, sources, references, cutoffs=[10], by="reference",
-                               bootstrap_samples=20)
+    evaluation = score_systems({"s": references}, sources, references,
+                               scoring_settings(buckets=[10], by="reference", bootstrap_samples=20))
     first, second = evaluation.systems[0].buckets
     assert (first.bucket.label, first.n, second.bucket.label, second.n) == ("<10", 1, ">=10", 1)
-    assert evaluation.by == "reference"
+    assert evaluation.settings.by == "reference"
 
 
 def test_intervals_contain_the_estimate_and_are_deterministic(corpus: tuple[list[str], list[str]]) -> None:
     sources, references = corpus
     hyps = corrupt(references, 0.6)
-    first = score_systems({"s": hyps}, sources, references, bootstrap_samples=200, bootstrap_seed=7)
-    again = score_systems({"s": hyps}, sources, references, bootstrap_samples=200, bootstrap_seed=7)
-    other = score_systems({"s": hyps}, sources, references, bootstrap_samples=200, bootstrap_seed=8)
+    first = score_systems({"s": hyps}, sources, references,
+                          scoring_settings(bootstrap_samples=200, bootstrap_seed=7))
+    again = score_systems({"s": hyps}, sources, references,
+                          scoring_settings(bootstrap_samples=200, bootstrap_seed=7))
+    other = score_systems({"s": hyps}, sources, references,
+                          scoring_settings(bootstrap_samples=200, bootstrap_seed=8))
     system = first.systems[0]
     assert system.ci[0] < system.bleu < system.ci[1]
     assert system.ci[1] - system.ci[0] < 10  # 300 sentences pin corpus BLEU to a few points
@@ -123,7 +127,8 @@ def test_intervals_contain_the_estimate_and_are_deterministic(corpus: tuple[list
 def test_paired_bootstrap_system_against_itself(corpus: tuple[list[str], list[str]]) -> None:
     sources, references = corpus
     hyps = corrupt(references, 0.6)
-    evaluation = score_systems({"a": hyps, "b": list(hyps)}, sources, references, bootstrap_samples=200)
+    evaluation = score_systems({"a": hyps, "b": list(hyps)}, sources, references,
+                               scoring_settings(bootstrap_samples=200))
     (comparison,) = evaluation.comparisons
     assert (comparison.a, comparison.b, comparison.bleu_diff, comparison.p) == ("a", "b", 0.0, 1.0)
     assert all(b.bleu_diff == 0.0 and b.p == 1.0 for b in comparison.buckets)
@@ -132,7 +137,8 @@ def test_paired_bootstrap_system_against_itself(corpus: tuple[list[str], list[st
 def test_paired_bootstrap_good_against_garbled(corpus: tuple[list[str], list[str]]) -> None:
     sources, references = corpus
     good, garbled = corrupt(references, 0.8, seed=1), corrupt(references, 0.4, seed=2)
-    evaluation = score_systems({"good": good, "garbled": garbled}, sources, references, bootstrap_samples=500)
+    evaluation = score_systems({"good": good, "garbled": garbled}, sources, references,
+                               scoring_settings(bootstrap_samples=500))
     (comparison,) = evaluation.comparisons
     expected = evaluation.systems[1].bleu - evaluation.systems[0].bleu  # b - a
     assert comparison.bleu_diff == pytest.approx(expected, abs=1e-9)
@@ -144,7 +150,8 @@ def test_paired_bootstrap_good_against_garbled(corpus: tuple[list[str], list[str
 def test_close_systems_are_not_significant(corpus: tuple[list[str], list[str]]) -> None:
     sources, references = corpus
     a, b = corrupt(references, 0.6, seed=1), corrupt(references, 0.6, seed=2)
-    evaluation = score_systems({"a": a, "b": b}, sources, references, bootstrap_samples=500, bootstrap_seed=1)
+    evaluation = score_systems({"a": a, "b": b}, sources, references,
+                               scoring_settings(bootstrap_samples=500, bootstrap_seed=1))
     (comparison,) = evaluation.comparisons
     assert comparison.bleu_diff != 0.0 and comparison.p > 0.05
 
@@ -160,7 +167,7 @@ def test_empty_bucket_has_no_score(corpus: tuple[list[str], list[str]]) -> None:
     sources, references = make_corpus(50, max_len=30)
     hyps = corrupt(references, 0.7)
     evaluation = score_systems({"a": hyps, "b": corrupt(references, 0.5)}, sources, references,
-                               bootstrap_samples=50)
+                               scoring_settings(bootstrap_samples=50))
     last = evaluation.systems[0].buckets[-1]
     assert (last.bucket.label, last.n, last.bleu, last.ci) == (">=60", 0, None, None)
     assert evaluation.comparisons[0].buckets[-1].bleu_diff is None
@@ -181,9 +188,9 @@ def test_bootstrap_resamples_both_systems_alike() -> None:
 def test_mismatched_lengths_are_user_errors(corpus: tuple[list[str], list[str]]) -> None:
     sources, references = corpus
     with pytest.raises(NMTError, match="299 translations for 300 references"):
-        score_systems({"s": references[:-1]}, sources, references)
+        score_systems({"s": references[:-1]}, sources, references, scoring_settings())
     with pytest.raises(NMTError, match="evaluation set is empty"):
-        score_systems({"s": []}, [], [])
+        score_systems({"s": []}, [], [], scoring_settings())
 
 
 def test_anatomy_is_sacrebleus_length_ratio_and_precisions_per_bucket(corpus: tuple[list[str], list[str]]) -> None:
@@ -191,7 +198,7 @@ def test_anatomy_is_sacrebleus_length_ratio_and_precisions_per_bucket(corpus: tu
     # drop the last word of long sentences: short outputs from 30 words on
     hyps = [" ".join(h.split()[: max(1, len(h.split()) - (5 if len(h.split()) >= 30 else 0))])
             for h in corrupt(references, 0.8)]
-    evaluation = score_systems({"s": hyps}, sources, references, bootstrap_samples=20)
+    evaluation = score_systems({"s": hyps}, sources, references, scoring_settings(bootstrap_samples=20))
     system = evaluation.systems[0]
     for bucket in system.buckets:
         rows = [i for i, s in enumerate(sources) if bucket.bucket.contains(len(s.split()))]
@@ -210,7 +217,8 @@ def test_the_floor_scores_each_systems_translation_of_a_length_matched_wrong_sou
 
     sources, references = corpus
     perfect = list(references)  # reads its source perfectly: BLEU 100, floor near 0
-    evaluation = score_systems({"perfect": perfect}, sources, references, bootstrap_samples=20, bootstrap_seed=4)
+    evaluation = score_systems({"perfect": perfect}, sources, references,
+                               scoring_settings(bootstrap_samples=20, bootstrap_seed=4))
     system = evaluation.systems[0]
     assert system.bleu == pytest.approx(100.0)
     pairing = length_matched_pairing([len(s.split()) for s in sources], 4)
@@ -219,14 +227,16 @@ def test_the_floor_scores_each_systems_translation_of_a_length_matched_wrong_sou
     assert system.anatomy.floor < 10
     # a system that ignores its source (the same line for all) has its BLEU as its floor
     blind = ["w1 w2 w3 w4 w5"] * len(references)
-    (blind_score,) = score_systems({"b": blind}, sources, references, bootstrap_samples=20).systems
+    (blind_score,) = score_systems({"b": blind}, sources, references,
+                                   scoring_settings(bootstrap_samples=20)).systems
     assert blind_score.anatomy is not None and blind_score.anatomy.floor == pytest.approx(blind_score.bleu)
 
 
 def test_a_bucket_under_min_bucket_sentences_has_bleu_but_no_interval_or_p(corpus: tuple[list[str], list[str]]) -> None:
     sources, references = corpus
     hyps = {"a": corrupt(references, 0.6), "b": corrupt(references, 0.8, seed=2)}
-    evaluation = score_systems(hyps, sources, references, bootstrap_samples=50, min_bucket_sentences=45)
+    evaluation = score_systems(hyps, sources, references,
+                               scoring_settings(bootstrap_samples=50, min_bucket_sentences=45))
     sizes = [b.n for b in evaluation.systems[0].buckets]
     assert any(0 < n < 45 for n in sizes) and any(n >= 45 for n in sizes), sizes
     (comparison,) = evaluation.comparisons
@@ -243,8 +253,10 @@ def test_a_bucket_under_min_bucket_sentences_has_bleu_but_no_interval_or_p(corpu
 def test_the_all_row_follows_the_buckets_rule(corpus: tuple[list[str], list[str]]) -> None:
     sources, references = corpus[0][:10], corpus[1][:10]
     hyps = {"a": corrupt(references, 0.6), "b": references}
-    small = score_systems(hyps, sources, references, bootstrap_samples=20, min_bucket_sentences=50)
+    small = score_systems(hyps, sources, references,
+                          scoring_settings(bootstrap_samples=20, min_bucket_sentences=50))
     assert [s.ci for s in small.systems] == [None, None] and small.comparisons[0].p is None
     assert small.systems[0].bleu > 0 and small.comparisons[0].bleu_diff > 0
-    resampled = score_systems(hyps, sources, references, bootstrap_samples=20, min_bucket_sentences=10)
+    resampled = score_systems(hyps, sources, references,
+                              scoring_settings(bootstrap_samples=20, min_bucket_sentences=10))
     assert resampled.systems[0].ci is not None and resampled.comparisons[0].p is not None

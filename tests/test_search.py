@@ -4,12 +4,13 @@ that are the model's own log-probabilities, n-best order, length penalties and l
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 import torch
 
 from nmt.config import ModelConfig
+from nmt.config_sections import LengthPenalty
 from nmt.data.batching import make_source_batch
 from nmt.decoding.search import (
     Hypothesis,
@@ -94,7 +95,7 @@ def test_beam_is_the_same_alone_in_a_mixed_batch_and_in_any_split(
             _assert_same(b, a)
 
 
-@pytest.mark.parametrize("penalty", ["none", "average", "gnmt"])
+@pytest.mark.parametrize("penalty", get_args(LengthPenalty))
 def test_beam_of_one_is_greedy(loaded: Any, sources: list[list[int]], penalty: str) -> None:
     greedy = greedy_hypotheses(loaded.model, *_batch(sources))
     beam = [h[0] for h in beam_search(loaded.model, *_batch(sources)[:2], 1, _batch(sources)[2], penalty)]
@@ -127,7 +128,7 @@ def test_beam_finds_at_least_the_greedy_log_probability(loaded: Any, sources: li
 
 
 def test_nbest_lists_are_distinct_and_sorted_best_first(loaded: Any, sources: list[list[int]]) -> None:
-    for penalty in ("none", "average", "gnmt"):
+    for penalty in get_args(LengthPenalty):
         for hyps in beam_search(loaded.model, *_batch(sources)[:2], 5, _batch(sources)[2], penalty, nbest=5):
             assert 1 <= len(hyps) <= 5
             scores = [h.score for h in hyps]

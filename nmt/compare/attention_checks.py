@@ -30,9 +30,10 @@ from nmt.compare.runs import (
     describe_runs,
     write_outputs,
 )
+from nmt.config_sections import BucketBy
 from nmt.errors import NMTError
 from nmt.evaluation.alignment import Link, Symmetrisation, agreement_per_bucket, align_words, require_aligner
-from nmt.evaluation.buckets import BucketBy, assign_buckets, make_buckets, sentence_lengths
+from nmt.evaluation.buckets import assign_buckets, make_buckets, sentence_lengths
 from nmt.evaluation.testset import TestSet, shown_path
 
 if TYPE_CHECKING:

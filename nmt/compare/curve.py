@@ -25,8 +25,8 @@ from nmt.compare.runs import (
     translate_cached,
     write_outputs,
 )
+from nmt.config_sections import BucketBy
 from nmt.errors import NMTError
-from nmt.evaluation.buckets import BucketBy
 from nmt.evaluation.testset import TestSet, shown_path
 
 if TYPE_CHECKING:

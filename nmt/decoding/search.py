@@ -16,14 +16,13 @@ import dataclasses
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
+from nmt.config_sections import LengthPenalty
 from nmt.special import BOS_ID, EOS_ID
-
-LengthPenalty = Literal["none", "average", "gnmt"]
 
 
 @dataclass

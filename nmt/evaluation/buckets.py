@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING
 
 from nmt.errors import NMTError
 
-BucketBy = Literal["source", "reference"]
+if TYPE_CHECKING:  # config_sections imports this module (through nmt.data)
+    from nmt.config_sections import BucketBy
 
 
 @dataclass(frozen=True)
@@ -47,10 +48,8 @@ def word_count(text: str) -> int:
     return len(text.split())
 
 
-def sentence_lengths(sources: Sequence[str], references: Sequence[str], by: BucketBy = "source") -> list[int]:
+def sentence_lengths(sources: Sequence[str], references: Sequence[str], by: BucketBy) -> list[int]:
     """The length each sentence is bucketed by: words of its source or of its reference."""
-    if by not in ("source", "reference"):  # the config checks evaluation.by; this is for Python callers
-        raise NMTError(f"unknown bucketing '{by}'.", "Bucket by 'source' or 'reference' length.")
     return [word_count(t) for t in (sources if by == "source" else references)]
 
 

@@ -16,7 +16,8 @@ from typing import Any
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
-from nmt.evaluation.buckets import BucketBy, bucket_members, make_buckets, sentence_lengths
+from nmt.config_sections import BucketBy
+from nmt.evaluation.buckets import bucket_members, make_buckets, sentence_lengths
 from nmt.evaluation.report import markdown_table
 from nmt.evaluation.scoring import CorpusScorer, bleu_from_stats
 from nmt.evaluation.testset import TestSet

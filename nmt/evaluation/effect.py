@@ -29,32 +29,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nmt.evaluation.buckets import BucketBy, sentence_lengths
+from nmt.config_sections import EvaluationConfig
+from nmt.evaluation.buckets import sentence_lengths
 from nmt.evaluation.scoring import (
     BucketScore,
     CorpusScorer,
     Evaluation,
     SystemScore,
-    Tokenize,
     bleu_from_stats,
     bootstrap_bleu,
     paired_p_value,
 )
 
 MIN_SYSTEM_BLEU = 1.0
-
-
-@dataclass(frozen=True)
-class Thresholds:
-    """The numbers the checks hold the scores to: the evaluation.* settings of the same names."""
-
-    min_bucket_sentences: int = 50  # a bucket (and the 40+ set) speaks only with this many sentences
-    ahead_from_words: int = 20  # check 1: every bucket from this length
-    long_words: int = 40  # checks 2-5: the long sentences have this many words or more
-    fixed_vector_max_ratio: float = 0.5  # check 2
-    attention_min_ratio: float = 0.75  # check 3
-    flat_from_ceiling: int = 50  # check 3 only for attention runs trained on this many words or more
-    significance: float = 0.05  # check 1: paired bootstrap p below this (check 5 reports its p)
 
 
 @dataclass(frozen=True)
@@ -74,38 +61,36 @@ class LongSentences:
 
     n: int
     bleu: dict[str, float]  # NaN for every system when n is 0
+    words: int  # "long": this many words or more (evaluation.long_words)
     # each system's BLEU on the same bootstrap resamples of these sentences (n_samples); empty when n is 0
     samples: dict[str, np.ndarray] = field(default_factory=dict)
-    words: int = 40  # "long": this many words or more
 
 
 def long_sentence_bleu(
     hypotheses: Mapping[str, Sequence[str]],
     sources: Sequence[str],
     references: Sequence[str],
-    by: BucketBy,
-    tokenize: Tokenize = "13a",
-    lowercase: bool = False,
-    bootstrap_samples: int = 1000,
-    bootstrap_seed: int = 12345,
-    words: int = 40,
+    settings: EvaluationConfig,
 ) -> LongSentences:
-    """Corpus BLEU of each system on the sentences of `words` words or more, with paired resamples."""
-    rows = np.flatnonzero(np.asarray(sentence_lengths(sources, references, by)) >= words)
+    """Corpus BLEU of each system on the sentences of `settings.long_words` words or more (bucketed by
+    `settings.by`), with paired resamples."""
+    words = settings.long_words
+    rows = np.flatnonzero(np.asarray(sentence_lengths(sources, references, settings.by)) >= words)
     if rows.size == 0:
-        return LongSentences(0, dict.fromkeys(hypotheses, float("nan")), words=words)
-    scorer = CorpusScorer(references, tokenize, lowercase)
+        return LongSentences(0, dict.fromkeys(hypotheses, float("nan")), words)
+    scorer = CorpusScorer(references, settings.tokenize, settings.lowercase)
     stats = {name: scorer.sentence_stats(lines)[rows] for name, lines in hypotheses.items()}
-    samples = bootstrap_bleu(list(stats.values()), bootstrap_samples, [bootstrap_seed, words])
+    samples = bootstrap_bleu(list(stats.values()), settings.bootstrap_samples, [settings.bootstrap_seed, words])
     return LongSentences(
         int(rows.size),
         {name: float(bleu_from_stats(s.sum(axis=0))) for name, s in stats.items()},
-        dict(zip(stats, samples, strict=True)),
         words,
+        dict(zip(stats, samples, strict=True)),
     )
 
 
-def _ahead_check(evaluation: Evaluation, baseline: str, att: SystemScore, limits: Thresholds) -> Check:
+def _ahead_check(evaluation: Evaluation, baseline: str, att: SystemScore) -> Check:
+    limits = evaluation.settings
     min_sentences, from_words, attention = limits.min_bucket_sentences, limits.ahead_from_words, att.name
     (comparison,) = [c for c in evaluation.comparisons if {c.a, c.b} == {baseline, attention}]
     sign = 1.0 if comparison.b == attention else -1.0
@@ -159,7 +144,7 @@ def _retention(
     return long.bleu[system.name] / best.bleu, best
 
 
-def _ratio_check(system: SystemScore, long: LongSentences, limits: Thresholds, at_most: bool) -> Check:
+def _ratio_check(system: SystemScore, long: LongSentences, limits: EvaluationConfig, at_most: bool) -> Check:
     limit = limits.fixed_vector_max_ratio if at_most else limits.attention_min_ratio
     words = long.words
     claim = f"{system.name} on {words}+ words {'at most' if at_most else 'at least'} {limit:g} x its best bucket"
@@ -200,15 +185,14 @@ def check_effect(
     long: LongSentences,
     baseline: str,
     attention: str,
-    limits: Thresholds = Thresholds(),
     flat_expected: bool = True,
 ) -> list[Check]:
     """Checks 1-4 of the module docstring for runs `baseline` (no attention) and `attention` (check 3
-    only if `flat_expected`)."""
-    systems = {s.name: s for s in evaluation.systems}
+    only if `flat_expected`), held to the evaluation's settings."""
+    systems, limits = {s.name: s for s in evaluation.systems}, evaluation.settings
     base, att = systems[baseline], systems[attention]
     checks = [
-        _ahead_check(evaluation, baseline, att, limits),
+        _ahead_check(evaluation, baseline, att),
         _ratio_check(base, long, limits, at_most=True),
     ]
     if flat_expected:
@@ -217,13 +201,11 @@ def check_effect(
     return _unless_weak(checks, base, att)
 
 
-def check_level(
-    evaluation: Evaluation, long: LongSentences, baseline: str, attention: str, limits: Thresholds = Thresholds()
-) -> list[Check]:
+def check_level(evaluation: Evaluation, long: LongSentences, baseline: str, attention: str) -> list[Check]:
     """Check 5: `attention` (trained on shorter sentences) at least level with `baseline` on 40+ words."""
     systems = {s.name: s for s in evaluation.systems}
     claim = f"{attention} at least level with {baseline} on {long.words}+ words"
-    check = _long_untold(claim, long, limits.min_bucket_sentences)
+    check = _long_untold(claim, long, evaluation.settings.min_bucket_sentences)
     if check is None:
         diff = long.bleu[attention] - long.bleu[baseline]
         p = paired_p_value(long.samples[baseline], long.samples[attention])
@@ -250,7 +232,6 @@ def paper_checks(
     long: LongSentences,
     pairs: Sequence[tuple[str, str]],
     ceilings: Mapping[str, int],
-    limits: Thresholds = Thresholds(),
 ) -> dict[tuple[str, str], list[Check]]:
     """Every check for the (fixed-vector, attention) `pairs`: 1-4 per pair, and 5 for each pair of a lower
     training ceiling against each of a higher one. `ceilings` maps a run to training.max_words (0 or
@@ -258,14 +239,12 @@ def paper_checks(
     def ceiling(name: str) -> float:
         return ceilings.get(name, 0) or math.inf
 
-    checks = {
-        (base, att): check_effect(evaluation, long, base, att, limits, ceiling(att) >= limits.flat_from_ceiling)
-        for base, att in pairs
-    }
+    flat_from = evaluation.settings.flat_from_ceiling
+    checks = {(base, att): check_effect(evaluation, long, base, att, ceiling(att) >= flat_from) for base, att in pairs}
     for _, short_att in pairs:
         for long_base, long_att in pairs:
             if ceiling(short_att) < ceiling(long_att) and ceiling(short_att) < ceiling(long_base):
-                checks[(long_base, short_att)] = check_level(evaluation, long, long_base, short_att, limits)
+                checks[(long_base, short_att)] = check_level(evaluation, long, long_base, short_att)
     return checks
 
 
@@ -274,11 +253,10 @@ def contrast_checks(
     long: LongSentences,
     contrasts: Sequence[tuple[str, str]],
     ceilings: Mapping[str, int],
-    limits: Thresholds = Thresholds(),
 ) -> dict[tuple[str, str], list[Check]]:
     """The module docstring's contrast checks for each (expected to fall, expected to hold) pair of runs
     trained on the same lengths (`ceilings`: training.max_words, 0 or missing: no ceiling)."""
-    systems = {s.name: s for s in evaluation.systems}
+    systems, limits = {s.name: s for s in evaluation.systems}, evaluation.settings
     checks = {}
     for falls, holds in contrasts:
         a, b = systems[falls], systems[holds]

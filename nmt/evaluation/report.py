@@ -39,14 +39,15 @@ def results_dict(evaluation: Evaluation, extra_settings: dict[str, Any] | None =
         }
         for c in evaluation.comparisons
     ]
+    config = evaluation.settings
     settings: dict[str, Any] = {
-        "buckets": list(evaluation.cutoffs),
-        "by": evaluation.by,
-        "bootstrap_samples": evaluation.bootstrap_samples,
-        "bootstrap_seed": evaluation.bootstrap_seed,
+        "buckets": list(config.buckets),
+        "by": config.by,
+        "bootstrap_samples": config.bootstrap_samples,
+        "bootstrap_seed": config.bootstrap_seed,
         "confidence": evaluation.confidence,
-        "tokenize": evaluation.tokenize,
-        "lowercase": evaluation.lowercase,
+        "tokenize": config.tokenize,
+        "lowercase": config.lowercase,
         "bleu_diff": "b - a",
         "p": "two-sided paired bootstrap resampling (Koehn 2004)",
     }
@@ -113,19 +114,19 @@ def format_markdown(evaluation: Evaluation, scored: Sequence[str] = ()) -> str:
     """report.md: what was scored (one line each, if given), the bucket table, chrF and the sacrebleu
     signatures."""
     header, rows = table_rows(evaluation)
-    by = evaluation.by
+    settings = evaluation.settings
     lines = ["# BLEU by sentence length", ""]
     if scored:
         lines += ["What was scored:", "", *(f"- {line}" for line in scored), ""]
     lines += [
-        f"Sentences bucketed by {by} length in words. BLEU is sacrebleu corpus BLEU on each bucket, "
-        f"with a {evaluation.confidence:.0%} bootstrap interval ({evaluation.bootstrap_samples} resamples, "
-        f"seed {evaluation.bootstrap_seed}). Differences are b - a with two-sided paired bootstrap p-values. "
+        f"Sentences bucketed by {settings.by} length in words. BLEU is sacrebleu corpus BLEU on each bucket, "
+        f"with a {evaluation.confidence:.0%} bootstrap interval ({settings.bootstrap_samples} resamples, "
+        f"seed {settings.bootstrap_seed}). Differences are b - a with two-sided paired bootstrap p-values. "
         "A bucket too small to resample (evaluation.min_bucket_sentences), all included, has a dash for both.",
         "",
         *markdown_table(header, rows),
         "",
-        f"![BLEU by {by} length]({PLOT_PNG})",
+        f"![BLEU by {settings.by} length]({PLOT_PNG})",
         "",
         *markdown_table(["run", "chrF"], [[s.name, f"{s.chrf:.2f}"] for s in evaluation.systems]),
     ]
@@ -195,8 +196,8 @@ def pick_examples(evaluation: Evaluation, lengths: Sequence[int], per_bucket: in
     """(bucket label, sentence indices) of up to `per_bucket` sentences of each non-empty bucket, bucketed
     by their `lengths` (`sentence_lengths`) and drawn with `evaluation.bootstrap_seed`: the same sentences
     for the same test set and settings."""
-    buckets = make_buckets(evaluation.cutoffs)
-    rng = np.random.default_rng([evaluation.bootstrap_seed, len(lengths)])
+    buckets = make_buckets(evaluation.settings.buckets)
+    rng = np.random.default_rng([evaluation.settings.bootstrap_seed, len(lengths)])
     picked = []
     for bucket, rows in zip(buckets, bucket_members(lengths, buckets), strict=True):
         if rows:
@@ -217,12 +218,13 @@ def format_examples(
         "## Examples",
         "",
         f"Up to {EXAMPLES_PER_BUCKET} sentences per bucket, picked at random with seed "
-        f"{evaluation.bootstrap_seed} (evaluation.bootstrap_seed); sentence numbers count lines from 1.",
+        f"{evaluation.settings.bootstrap_seed} (evaluation.bootstrap_seed); sentence numbers count lines from 1.",
     ]
-    lengths = sentence_lengths(sources if sources is not None else references, references, evaluation.by)
+    by = evaluation.settings.by
+    lengths = sentence_lengths(sources if sources is not None else references, references, by)
     for label, indices in pick_examples(evaluation, lengths, EXAMPLES_PER_BUCKET):
         for i in indices:
-            heading = f"### {label}: sentence {i + 1} ({lengths[i]} {evaluation.by} words)"
+            heading = f"### {label}: sentence {i + 1} ({lengths[i]} {by} words)"
             lines += ["", heading, "", "| | |", "|---|---|"]
             if sources is not None:
                 lines.append(f"| source | {_cell_text(sources[i])} |")
@@ -273,7 +275,7 @@ def plot_bleu_by_length(
         axes.plot(x, floor, color=colour, linestyle=":", linewidth=0.8, alpha=0.7)
     axes.plot([], [], color="grey", linestyle=":", linewidth=0.8, label="source-blind floor (wrong source)")
     axes.set_xticks(x, [f"{first.buckets[i].bucket.label}\nn={first.buckets[i].n}" for i in kept])
-    axes.set_xlabel(f"{evaluation.by} length (words)")
+    axes.set_xlabel(f"{evaluation.settings.by} length (words)")
     axes.set_ylabel("BLEU (95% bootstrap band)")
     axes.set_ylim(bottom=0)
     axes.grid(alpha=0.3)

@@ -129,26 +129,18 @@ def score_and_report(
     hold) systems for the contrast checks (both nmt/evaluation/effect.py); `groups` styles
     the plot (nmt/evaluation/report.py), titled with the test set.
     """
-    from nmt.evaluation.effect import Thresholds, contrast_checks, long_sentence_bleu, paper_checks
+    from nmt.evaluation.effect import contrast_checks, long_sentence_bleu, paper_checks
     from nmt.evaluation.report import format_checks, format_examples, format_table, write_report
     from nmt.evaluation.scoring import score_systems, warn_if_tokenized
 
     warn_if_tokenized(hypotheses, settings.tokenize)  # once per command, however many resamples are scored
     sources = test_set.sources if test_set.sources is not None else test_set.references
-    evaluation = score_systems(
-        hypotheses, sources, test_set.references, cutoffs=settings.buckets, by=settings.by,
-        bootstrap_samples=settings.bootstrap_samples, bootstrap_seed=settings.bootstrap_seed,
-        tokenize=settings.tokenize, lowercase=settings.lowercase, min_bucket_sentences=settings.min_bucket_sentences,
-    )
+    evaluation = score_systems(hypotheses, sources, test_set.references, settings)
     effect: dict[tuple[str, str], list[Check]] = {}
     if pairs or contrasts:  # the paper's checks for each (fixed-vector, attention) pair, and the contrasts
-        limits = Thresholds(**{key.name: getattr(settings, key.name) for key in dataclasses.fields(Thresholds)})
-        long = long_sentence_bleu(
-            hypotheses, sources, test_set.references, evaluation.by, settings.tokenize, settings.lowercase,
-            settings.bootstrap_samples, settings.bootstrap_seed, settings.long_words,
-        )
-        effect = paper_checks(evaluation, long, pairs, ceilings or {}, limits)
-        effect |= contrast_checks(evaluation, long, contrasts, ceilings or {}, limits)
+        long = long_sentence_bleu(hypotheses, sources, test_set.references, settings)
+        effect = paper_checks(evaluation, long, pairs, ceilings or {})
+        effect |= contrast_checks(evaluation, long, contrasts, ceilings or {})
     examples = format_examples(evaluation, hypotheses, test_set.sources, test_set.references)
     extra = {"test_set": test_set.describe(), "runs": systems}
     results = write_report(evaluation, out, extra, effect, scored, examples, groups, test_set.describe())

@@ -11,15 +11,14 @@ import itertools
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 from sacrebleu.metrics import BLEU, CHRF
 
+from nmt.config_sections import EvaluationConfig, Tokenize
 from nmt.errors import NMTError
 from nmt.evaluation.buckets import (
     Bucket,
-    BucketBy,
     bucket_members,
     length_matched_pairing,
     make_buckets,
@@ -31,8 +30,6 @@ MAX_ORDER = 4
 N_STATS = 2 + 2 * MAX_ORDER
 # Resample in chunks so that the count matrix stays small for large test sets.
 _CHUNK_CELLS = 4_000_000
-# sacrebleu's tokenizers that need no download; "none" is for data tokenized beforehand.
-Tokenize = Literal["13a", "intl", "char", "zh", "ja-mecab", "none"]
 
 
 class CorpusScorer:
@@ -41,7 +38,7 @@ class CorpusScorer:
     sacrebleu's own "forgot to detokenize" warning is off (it would come once per call): `warn_if_tokenized`.
     """
 
-    def __init__(self, references: Sequence[str], tokenize: Tokenize = "13a", lowercase: bool = False) -> None:
+    def __init__(self, references: Sequence[str], tokenize: Tokenize, lowercase: bool) -> None:
         if not references:
             raise NMTError("the evaluation set is empty: no sentences to score.", "Check the split or --src/--ref.")
         self.n = len(references)
@@ -76,7 +73,7 @@ class CorpusScorer:
             )
 
 
-def warn_if_tokenized(hypotheses: Mapping[str, Sequence[str]], tokenize: Tokenize = "13a") -> None:
+def warn_if_tokenized(hypotheses: Mapping[str, Sequence[str]], tokenize: Tokenize) -> None:
     """One warning on stderr naming the systems whose output looks tokenized (sacrebleu's test: 100+ lines
     ending in " ."); none with tokenize "none", which says the data is tokenized on purpose."""
     tokenized = [name for name, lines in hypotheses.items() if sum(line.endswith(" .") for line in lines) >= 100]
@@ -218,34 +215,23 @@ class Evaluation:
 
     systems: list[SystemScore]
     comparisons: list[Comparison]
-    cutoffs: list[int]
-    by: BucketBy
-    bootstrap_samples: int
-    bootstrap_seed: int
+    settings: EvaluationConfig
     confidence: float = 0.95
-    tokenize: Tokenize = "13a"
-    lowercase: bool = False
 
 
 def score_systems(
     hypotheses: Mapping[str, Sequence[str]],
     sources: Sequence[str],
     references: Sequence[str],
-    cutoffs: Sequence[int] = (10, 20, 30, 40, 50, 60),
-    by: BucketBy = "source",
-    bootstrap_samples: int = 1000,
-    bootstrap_seed: int = 12345,
-    tokenize: Tokenize = "13a",
-    lowercase: bool = False,
-    min_bucket_sentences: int = 1,
+    settings: EvaluationConfig,
 ) -> Evaluation:
     """Score every system overall and per length bucket; compare every pair (a before b).
 
-    `hypotheses` maps a system name to one line per source sentence. Bootstrap resamples are drawn per
-    subset (overall, each bucket) from `bootstrap_seed`, shared by all systems; a subset of fewer than
-    `min_bucket_sentences` sentences, the whole set included, gets its BLEU but no interval and no p-value
-    (None). `tokenize` and
-    `lowercase` are sacrebleu's. Each score carries its Anatomy, the floor's wrong sources paired by
+    `hypotheses` maps a system name to one line per source sentence; `settings` gives the buckets, what
+    they go by, and the rest. Bootstrap resamples are drawn per subset (overall, each bucket) from
+    `bootstrap_seed`, shared by all systems; a subset of fewer than `min_bucket_sentences` sentences, the
+    whole set included, gets its BLEU but no interval and no p-value (None). `tokenize` and `lowercase`
+    are sacrebleu's. Each score carries its Anatomy, the floor's wrong sources paired by
     `length_matched_pairing` with `bootstrap_seed`.
     """
     if not hypotheses:
@@ -255,12 +241,10 @@ def score_systems(
             f"{len(sources)} source lines against {len(references)} references.",
             "Give one reference line per source line.",
         )
-    scorer = CorpusScorer(references, tokenize, lowercase)
-    buckets = make_buckets(cutoffs)
-    lengths = sentence_lengths(sources, references, by)
-    whole, *parts = _score_subsets(
-        scorer, hypotheses, lengths, buckets, bootstrap_samples, bootstrap_seed, min_bucket_sentences
-    )
+    scorer = CorpusScorer(references, settings.tokenize, settings.lowercase)
+    buckets = make_buckets(settings.buckets)
+    lengths = sentence_lengths(sources, references, settings.by)
+    whole, *parts = _score_subsets(scorer, hypotheses, lengths, buckets, settings)
     names = list(hypotheses)
     systems = []
     for k, name in enumerate(names):
@@ -275,10 +259,7 @@ def score_systems(
         assert diff is not None
         diffs = [BucketComparison(bucket, *sub.compare(a, b)) for bucket, sub in zip(buckets, parts, strict=True)]
         comparisons.append(Comparison(names[a], names[b], diff, p, diffs))
-    return Evaluation(
-        systems, comparisons, list(cutoffs), by, bootstrap_samples, bootstrap_seed,
-        tokenize=tokenize, lowercase=lowercase,
-    )
+    return Evaluation(systems, comparisons, settings)
 
 
 @dataclass(frozen=True)
@@ -307,10 +288,10 @@ class _Subset:
 
 def _score_subsets(
     scorer: CorpusScorer, hypotheses: Mapping[str, Sequence[str]], lengths: Sequence[int],
-    buckets: Sequence[Bucket], n_samples: int, seed: int, min_bucket_sentences: int,
+    buckets: Sequence[Bucket], settings: EvaluationConfig,
 ) -> list[_Subset]:
     """Every system on the whole set (first) and on each bucket; each subset resamples from [seed, index]."""
-    names = list(hypotheses)
+    names, seed = list(hypotheses), settings.bootstrap_seed
     stats = [scorer.sentence_stats(hypotheses[name]) for name in names]
     # a system's translation of the wrong source paired with sentence i is its line pairing[i]
     pairing = length_matched_pairing(lengths, seed)
@@ -323,6 +304,7 @@ def _score_subsets(
         sub = [s[rows] for s in stats]
         points = [float(bleu_from_stats(s.sum(axis=0))) for s in sub]
         anatomies = [anatomy(s.sum(axis=0), f[rows].sum(axis=0)) for s, f in zip(sub, floor_stats, strict=True)]
-        samples = bootstrap_bleu(sub, n_samples, [seed, i]) if len(rows) >= min_bucket_sentences else None
+        resampled = len(rows) >= settings.min_bucket_sentences
+        samples = bootstrap_bleu(sub, settings.bootstrap_samples, [seed, i]) if resampled else None
         subsets.append(_Subset(len(rows), points, anatomies, samples))
     return subsets
