@@ -29,8 +29,6 @@ def test_grow_diag_final_and_grows_from_the_intersection() -> None:
     # (2, 1) neighbours (1, 1) and its source word 2 is unaligned: grown; (3, 3) joins at final-and
     assert grow_diag_final_and(forward, reverse) == {(0, 0), (1, 1), (2, 1), (3, 3)}
     assert symmetrise(forward, reverse, "intersection") == {(0, 0), (1, 1)}
-    with pytest.raises(NMTError, match="unknown symmetrisation 'union'"):  # not silently grow-diag-final-and
-        symmetrise(forward, reverse, "union")  # type: ignore[arg-type]
 
 
 def test_final_and_needs_both_words_unaligned() -> None:

@@ -23,7 +23,14 @@ from nmt.rundir.checkpoints import (
     step_checkpoint_name,
     step_checkpoints,
 )
-from nmt.training.checkpointing import disk_error, diverged_error, restore, weights, write_best, write_step
+from nmt.training.checkpointing import (
+    disk_error,
+    diverged_error,
+    restore,
+    weights_checkpoint,
+    write_best,
+    write_step,
+)
 from nmt.training.optim import LRSchedule, build_optimizer
 from nmt.training.rng import capture_rng
 
@@ -51,7 +58,7 @@ def test_a_step_checkpoint_restores_model_optimiser_schedule_and_counters(tmp_pa
     model(torch.ones(1, 3)).sum().backward()
     optimizer.step()  # the optimiser now has state (Adam's moments) to carry over
     schedule.scale = 0.5
-    best = weights(model, 12, 21.5, Config(), TOKENIZER)
+    best = weights_checkpoint(model, 12, 21.5, Config(), TOKENIZER)
     assert (best.step, best.score, best.metric, best.src_vocab_size, best.training) == (12, 21.5, "bleu", 25, None)
     write_best(tmp_path, best)
     assert load_checkpoint(tmp_path / "checkpoints" / "best.pt").score == 21.5
@@ -74,7 +81,7 @@ def test_a_step_checkpoint_restores_model_optimiser_schedule_and_counters(tmp_pa
 
 def test_restore_refuses_what_this_run_cannot_continue(tmp_path: Path) -> None:
     model, optimizer, schedule, scaler = parts(seed=0)
-    best = weights(model, 4, 1.0, Config(), TOKENIZER)
+    best = weights_checkpoint(model, 4, 1.0, Config(), TOKENIZER)
     write_best(tmp_path, best)
     with pytest.raises(NMTError, match=r"best.pt is not a resumable checkpoint: it holds the weights only"):
         restore(tmp_path / "checkpoints" / "best.pt", model, optimizer, schedule, scaler, TOKENIZER, 1)
@@ -97,7 +104,7 @@ def test_errors_name_the_last_intact_checkpoint(tmp_path: Path) -> None:
                              "no step checkpoint was saved yet.")
     assert "continues from step 0" in error.hint
     model, optimizer, schedule, _ = parts(seed=0)
-    write_step(tmp_path, dataclasses.replace(weights(model, 4, math.nan, Config(), TOKENIZER),
+    write_step(tmp_path, dataclasses.replace(weights_checkpoint(model, 4, math.nan, Config(), TOKENIZER),
                                              training=training_state(optimizer, schedule)), keep_last=0)
     last = tmp_path / "checkpoints" / step_checkpoint_name(4)
     assert f"{last} (step 4) is intact" in disk_error(tmp_path, 5, OSError(errno.ENOSPC, "full")).message
@@ -109,7 +116,7 @@ def test_errors_name_the_last_intact_checkpoint(tmp_path: Path) -> None:
 
 def test_an_interruption_checkpoint_is_for_resuming_only(tmp_path: Path) -> None:
     model, optimizer, schedule, _ = parts(seed=0)
-    state = weights(model, 0, math.nan, Config(), TOKENIZER)
+    state = weights_checkpoint(model, 0, math.nan, Config(), TOKENIZER)
     for step, interrupted in ((2, False), (4, False), (5, True)):
         write_step(tmp_path, dataclasses.replace(state, step=step, training=training_state(optimizer, schedule)),
                    keep_last=2, interrupted=interrupted)

@@ -49,8 +49,6 @@ class PreparedData:
 
     def pairs(self, split: str) -> list[Pair]:
         """Raw (source, target) text pairs of 'train', 'valid' or 'test'."""
-        if split not in SPLITS:  # the flags and the config check it; Python callers too
-            raise NMTError(f"unknown split '{split}'.", f"Use one of {', '.join(SPLITS)}.")
         src = read_lines(self.directory / f"{split}.src")
         tgt = read_lines(self.directory / f"{split}.tgt")
         if len(src) != len(tgt):

@@ -16,8 +16,7 @@ from typing import IO, Literal
 
 from nmt import arguments
 from nmt.config import DecodingConfig, load_config, override_sections
-from nmt.decoding import translator as translator_module
-from nmt.decoding.translator import Translation, Translator, warn
+from nmt.decoding.translator import MAX_LINE_BYTES, Translation, Translator, warn
 from nmt.errors import NMTError
 from nmt.fileio import atomic_open, same_file
 from nmt.typed_yaml import sets_key
@@ -26,14 +25,14 @@ from nmt.typed_yaml import sets_key
 CHUNK_LINES = 1000
 
 
-def _read_lines(handle: IO[bytes], name: str) -> Iterator[str]:
-    """The lines of a binary stream, decoded, without their line ends.
+def _read_lines(handle: IO[bytes], name: str, limit: int) -> Iterator[str]:
+    """The lines of a binary stream, decoded, without their line ends, each cut to `limit` bytes.
 
     Decoding line by line lets a UTF-8 error name its line. A byte-order mark that opens the stream
     is not part of the first sentence: it is dropped.
     """
     for number in itertools.count(1):
-        raw, cut_from = _read_line(handle)
+        raw, cut_from = _read_line(handle, limit)
         if not raw:
             return
         if cut_from:
@@ -51,13 +50,12 @@ def _read_lines(handle: IO[bytes], name: str) -> Iterator[str]:
         yield text.rstrip("\r\n")
 
 
-def _read_line(handle: IO[bytes]) -> tuple[bytes, int]:
+def _read_line(handle: IO[bytes], limit: int) -> tuple[bytes, int]:
     """(the next line of `handle`, b"" at the end; its length in bytes if it was cut, else 0).
 
-    At most MAX_LINE_BYTES (translator.py) of a line are kept, cut back to a character boundary; the
-    rest of a longer line is read in pieces and dropped, so memory stays bounded however long the line.
+    At most `limit` bytes of a line are kept, cut back to a character boundary; the rest of a longer
+    line is read in pieces and dropped, so memory stays bounded however long the line.
     """
-    limit = translator_module.MAX_LINE_BYTES  # read at each call: tests lower it
     line = handle.readline(limit + 1)
     if len(line) <= limit or line.endswith(b"\n"):
         return line, 0
@@ -106,7 +104,7 @@ def translate_file(
             open(input_path, "rb") if input_path is not None else nullcontext(sys.stdin.buffer) as source,
             atomic_open(output_path, "w") if output_path is not None else nullcontext(sys.stdout) as sink,
         ):
-            source_lines, first, nbest = _read_lines(source, name), 1, translator.decoding.nbest
+            source_lines, first, nbest = _read_lines(source, name, MAX_LINE_BYTES), 1, translator.decoding.nbest
             while lines := list(itertools.islice(source_lines, 1 if source.isatty() else CHUNK_LINES)):
                 results = translator.translate_nbest(lines, nbest, plots_dir is not None, first_line=first)
                 _write_chunk(sink, lines, results, scores, nbest_layout)

@@ -67,10 +67,6 @@ class Translator:
         self.decoding = decoding
         self.beam_size = decoding.beam_size if beam_size is None else beam_size
         self.batch_size = decoding.batch_size if batch_size is None else batch_size
-        if self.beam_size < 1:
-            raise NMTError(f"beam_size={self.beam_size}: it must be >= 1.", "Pass beam_size=1 for greedy search.")
-        if self.batch_size < 1:
-            raise NMTError(f"batch_size={self.batch_size}: it must be >= 1.", "Pass e.g. batch_size=64.")
         self.device = next(model.parameters()).device
 
     @classmethod
@@ -85,6 +81,10 @@ class Translator:
         """
         from nmt.rundir.loading import load_run
 
+        if beam_size is not None and beam_size < 1:
+            raise NMTError(f"beam_size={beam_size}: it must be >= 1.", "Pass beam_size=1 for greedy search.")
+        if batch_size is not None and batch_size < 1:
+            raise NMTError(f"batch_size={batch_size}: it must be >= 1.", "Pass e.g. batch_size=64.")
         run = load_run(Path(run_dir), Path(checkpoint) if checkpoint is not None else None, device)
         return cls(run.model, run.tokenizer, decoding or run.config.decoding, beam_size, batch_size)
 
@@ -103,6 +103,17 @@ class Translator:
         sentence (an empty sentence gets `nbest` empty ones). A plain string is refused (TypeError):
         iterating it would translate each of its characters.
         """
+        if nbest < 1:
+            raise NMTError(
+                f"nbest={nbest}: the number of translations per sentence must be at least 1.",
+                "Pass nbest=1 for the best translation only, or nbest=K (up to the beam size) for the K best.",
+            )
+        if nbest > self.beam_size:
+            raise NMTError(
+                f"nbest={nbest} needs 1 <= nbest <= the beam size ({self.beam_size}).",
+                f"Make the Translator with beam_size={nbest} or more (Translator.from_run(..., "
+                f"beam_size={nbest})), or pass a smaller nbest.",
+            )
         results = self.translate_nbest(sentences, nbest=nbest, return_attention=return_attention)
         if nbest > 1:
             return results
@@ -117,19 +128,6 @@ class Translator:
             raise TypeError(
                 "Translator.translate takes a list of sentences, not a str: "
                 f"wrap one sentence in a list, translate([{sentences[:30]!r}])."
-            )
-        # Only Python callers get here with a bad nbest (the CLI's --nbest is decoding.nbest, checked with
-        # the config), so the messages name this method's and the constructor's arguments.
-        if nbest < 1:
-            raise NMTError(
-                f"nbest={nbest}: the number of translations per sentence must be at least 1.",
-                "Pass nbest=1 for the best translation only, or nbest=K (up to the beam size) for the K best.",
-            )
-        if nbest > self.beam_size:
-            raise NMTError(
-                f"nbest={nbest} needs 1 <= nbest <= the beam size ({self.beam_size}).",
-                f"Make the Translator with beam_size={nbest} or more (Translator.from_run(..., "
-                f"beam_size={nbest})), or pass a smaller nbest.",
             )
         limit, tokenizer = self.decoding.max_input_tokens, self.tokenizer
         sentences = list(sentences)  # the caller's list stays as it was

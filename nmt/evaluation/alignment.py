@@ -58,8 +58,6 @@ def grow_diag_final_and(forward: set[Link], reverse: set[Link]) -> set[Link]:
 
 def symmetrise(forward: set[Link], reverse: set[Link], method: Symmetrisation) -> set[Link]:
     """The links of one sentence pair from its two directional alignments."""
-    if method not in ("intersection", "grow-diag-final-and"):  # --symmetrise checks it; this is for Python callers
-        raise NMTError(f"unknown symmetrisation {method!r}.", "Use grow-diag-final-and or intersection.")
     return forward & reverse if method == "intersection" else grow_diag_final_and(forward, reverse)
 
 

@@ -69,11 +69,6 @@ class Decoder(nn.Module):
         # fixed-vector training: None = the fused nn.GRU on CUDA, the precomputed steps elsewhere
         self.fused_fixed_steps: bool | None = None
         if tie_embeddings:
-            if output_input_size != embedding_size:  # ModelConfig.validate tells users; this, Python callers
-                raise ValueError(
-                    f"tied target embeddings need maxout_size ({maxout_size}) == embedding_size "
-                    f"({embedding_size}) or maxout_size 0"
-                )
             self.output.weight = self.embedding.weight
 
     def init_state(self, enc: EncoderOutput) -> DecoderState:

@@ -33,8 +33,6 @@ AVERAGED_NAME = "averaged.pt"
 
 def choose_checkpoints(run_dir: Path, last: int | None, steps: Sequence[int] | None) -> list[Path]:
     """The periodic checkpoints to average: the `last` N, or those of the given `steps` (oldest first)."""
-    if (last is None) == (steps is None):  # the command line's group makes it one; Python callers too
-        raise NMTError("give either --last N or --steps A,B,...", "e.g. nmt average RUN_DIR --last 2")
     available = step_checkpoints(run_dir)
     have = ", ".join(str(checkpoint_step(p)) for p in available) or "none"
     if last is not None:

@@ -27,7 +27,7 @@ from nmt.rundir.checkpoints import (
 from nmt.training.optim import LRSchedule
 
 
-def weights(model: torch.nn.Module, step: int, score: float, config: Config, tokenizer: Tokenizer) -> Checkpoint:
+def weights_checkpoint(model: torch.nn.Module, step: int, score: float, config: Config, tokenizer: Tokenizer) -> Checkpoint:
     """best.pt's content: what translation needs, and the validation score that chose it."""
     return Checkpoint(
         model.state_dict(), step, config=config.to_dict(), src_vocab_size=tokenizer.src_vocab_size,

@@ -25,7 +25,14 @@ from nmt.models.seq2seq import Model, build_model, count_parameters
 from nmt.rundir import writing as rundir
 from nmt.rundir.checkpoints import TrainingState
 from nmt.rundir.lock import RunLock
-from nmt.training.checkpointing import disk_error, diverged_error, restore, weights, write_best, write_step
+from nmt.training.checkpointing import (
+    disk_error,
+    diverged_error,
+    restore,
+    weights_checkpoint,
+    write_best,
+    write_step,
+)
 from nmt.training.data import load_training_data
 from nmt.training.distributed import DistContext, setup_distributed
 from nmt.training.optim import LRSchedule, Patience, build_optimizer
@@ -282,7 +289,7 @@ class Trainer:
         self._interval_started += time.monotonic() - began  # throughput counts training time only
         score = result.score(self.tc.early_stopping_metric)
         if self.stopping.observe(score, self.step, counts=not closing) and self.ctx.is_main:
-            write_best(self.run_dir, weights(self.model, self.step, score, self.config, self.tokenizer))
+            write_best(self.run_dir, weights_checkpoint(self.model, self.step, score, self.config, self.tokenizer))
         decayed = False if closing else self.schedule.observe(score)
         self.last_validation = {
             "step": self.step, "valid_loss": result.loss, "valid_ppl": result.ppl, "valid_bleu": result.bleu,
@@ -319,7 +326,7 @@ class Trainer:
             log_acc={**self.acc, "seconds": seconds}, elapsed_s=self._elapsed(), rng=rngs,
             last_validation=self.last_validation, world_size=self.ctx.world_size,
         )
-        checkpoint = weights(self.model, self.step, best if best is not None else math.nan, self.config, self.tokenizer)
+        checkpoint = weights_checkpoint(self.model, self.step, best if best is not None else math.nan, self.config, self.tokenizer)
         write_step(self.run_dir, dataclasses.replace(checkpoint, training=state), self.tc.keep_last, interrupted)
 
     def _finish(self, stopped_by: str) -> dict[str, Any]:
