@@ -156,6 +156,18 @@ def test_a_sentencepiece_error_comes_back_from_its_process_whole(tmp_path: Path)
     assert error.value.hint == "The training split may be too small for data.vocab_size: lower it."
     assert multiprocessing.active_children() == [] and not list(tmp_path.glob(".prepared*"))
 
+
+def test_a_failed_prepare_leaves_no_folder_it_made(tmp_path: Path) -> None:
+    config, _ = setup(tmp_path)
+    nested = dataclasses.replace(config, dir=str(tmp_path / "data" / "prepared" / "x"))
+    with pytest.raises(NMTError, match="corpus file not found"):
+        prepare(dataclasses.replace(nested, train=str(tmp_path / "missing")))
+    assert not (tmp_path / "data").exists()
+    (tmp_path / "data" / "prepared" / "mine").mkdir(parents=True)  # a folder holding something stays
+    with pytest.raises(NMTError, match="corpus file not found"):
+        prepare(dataclasses.replace(nested, train=str(tmp_path / "missing")))
+    assert [p.name for p in (tmp_path / "data" / "prepared").iterdir()] == ["mine"]
+
 class HangingTokenizer:
     """Stands in for sentencepiece's training: C++ that holds Ctrl-C back until it returns, here 20 s."""
 

@@ -196,6 +196,7 @@ def prepare(config: DataConfig) -> dict[str, Any]:
     directory = Path(config.dir)
     if not _is_current(directory, config):
         _check_replaceable(directory, config)
+        made = [folder for folder in directory.parents if not folder.exists()]  # innermost first
         directory.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.build-"))
         old = None
@@ -211,6 +212,12 @@ def prepare(config: DataConfig) -> dict[str, Any]:
                     old = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.old-"))
                     os.replace(directory, old / "prev")
                 os.replace(tmp, directory)
+        except BaseException:  # a failed prepare leaves no empty folders (data/prepared/) behind
+            shutil.rmtree(tmp, ignore_errors=True)
+            for folder in made:
+                with contextlib.suppress(OSError):  # not empty: another prepare writes there
+                    folder.rmdir()
+            raise
         finally:
             with interrupts_deferred():  # a Ctrl-C here would leave half a folder behind
                 shutil.rmtree(tmp, ignore_errors=True)
