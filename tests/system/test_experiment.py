@@ -197,3 +197,33 @@ def test_runs_trained_in_parallel_learn_what_they_learn_one_after_the_other(tmp_
     with pytest.raises(NMTError, match=r"run search: .*no pairs of at most 1 words") as error:
         train_runs(bad, run_dirs, 2, Timings(tmp_path / "bad" / "timings.json").record)
     assert "runs/search.log" in error.value.hint
+
+
+@pytest.mark.slow
+def test_transformer_config_runs_the_whole_pipeline_shortened(tmp_path: Path) -> None:
+    config_path = CONFIGS / "transformer.yaml"
+    as_written = load_config(config_path)
+    quick = load_config(CONFIGS / "quick.yaml")
+    for run in ("rnnsearch-30", "rnnsearch-50"):  # the main job's runs, so that they can be re-used
+        assert as_written.for_run(run).model == quick.for_run(run).model
+        assert as_written.for_run(run).training == quick.for_run(run).training
+    kinds = {run: (as_written.for_run(run).model.architecture, as_written.for_run(run).model.positions,
+                   as_written.for_run(run).training.max_words) for run in as_written.runs}
+    assert kinds == {
+        "rnnsearch-30": ("rnn", "sinusoidal", 30), "rnnsearch-50": ("rnn", "sinusoidal", 50),
+        "transformer-30": ("transformer", "sinusoidal", 30), "transformer-50": ("transformer", "sinusoidal", 50),
+        "transformer-30-relative": ("transformer", "relative", 30),
+    }
+    out = tmp_path / "out"
+    results = run_experiment(config_path, [*shortened(tmp_path / "data"), "model.hidden_size=32",
+                                           "model.embedding_size=32"], out)
+    assert set(results["runs"]) == set(as_written.runs)
+    summary = json.loads((out / "runs" / "transformer-30-relative" / "summary.json").read_text())
+    assert summary["model"] == "Transformer" and summary["final_step"] == 2
+    contrasts = {(e["baseline"], e["attention"]): e["checks"] for e in results["effect"]}
+    assert list(contrasts) == [("transformer-30", "rnnsearch-30"), ("transformer-30", "transformer-30-relative"),
+                               ("transformer-50", "rnnsearch-50")]
+    assert [len(checks) for checks in contrasts.values()] == [1, 1, 2]  # keeps more; both flat at 50
+    report = (out / "report.md").read_text()
+    assert "## Does the table show the effect? (transformer-30 vs transformer-30-relative)" in report
+    assert set(results["attention"]) == set(as_written.runs)  # the Transformer's last-layer cross-attention too
