@@ -152,12 +152,16 @@ def test_ctrl_c_saves_the_training_run_and_the_same_experiment_command_resumes_i
 
 
 @pytest.mark.slow
-def test_sigterm_stops_nmt_train_with_a_checkpoint(tmp_path: Path) -> None:
+def test_sigterm_stops_nmt_train_as_ctrl_c_does_as_it_starts_and_in_training(tmp_path: Path) -> None:
     config = reverse_task_config(tmp_path / "data", training={"max_steps": 100_000, "checkpoint_every": 1000})
     save_config(config, tmp_path / "config.yaml")
-    process = start("train", str(tmp_path / "config.yaml"), "--run-dir", str(tmp_path / "run"))
-    wait_until((tmp_path / "run" / "log.jsonl").exists, process)
-    output = stopped(process, signal.SIGTERM, "train")
-    assert "signal SIGTERM: saving a checkpoint" in output and "--resume" in output
+    command = ["train", str(tmp_path / "config.yaml"), "--run-dir"]
+    process = start(*command, str(tmp_path / "starting"))
+    wait_until((tmp_path / "starting").exists, process)  # with its lock, before the model is built
+    stopped(process, signal.SIGTERM, "train")
+
+    process = start(*command, str(tmp_path / "run"))
+    wait_until((tmp_path / "run" / "log.jsonl").exists, process)  # written in the training loop
+    assert "signal SIGTERM: saving a checkpoint" in stopped(process, signal.SIGTERM, "train")
     steps = [torch.load(p, weights_only=True)["step"] for p in (tmp_path / "run/checkpoints").glob("*.pt")]
     assert len(steps) == 1 and steps[0] > 0
