@@ -85,7 +85,7 @@ def test_perturbation_none_leaves_decoding_bitwise_unchanged(reverse_model, test
 
 def test_argmax_agrees_with_the_reversal_far_above_chance(reverse_model, test_pairs) -> None:  # noqa: ANN001
     sources, references = [s for s, _ in test_pairs], [t for _, t in test_pairs]
-    argmaxes = teacher_forced_argmax(reverse_model.model, reverse_model.tokenizer, sources, references, 16)
+    argmaxes = teacher_forced_argmax(reverse_model.model, reverse_model.tokenizer, sources, references, 16)["attention"]
     counts = Agreement()
     for argmax, links, source in zip(argmaxes, reversal_links(sources), sources, strict=True):
         assert argmax is not None  # one piece per digit: words match
@@ -199,8 +199,9 @@ def test_a_transformer_run_is_refused_before_any_work(tmp_path: Path, monkeypatc
 
     monkeypatch.setattr(command, "require_aligner", lambda: None)
     runs = [fake_run(tmp_path / "rnnsearch"), fake_run(tmp_path / "transformer-30", positions="sinusoidal")]
-    with pytest.raises(NMTError, match="transformer-30 is a Transformer: nmt attention-checks measures the RNN's"):
+    with pytest.raises(NMTError, match="transformer-30 is a Transformer: the perturbations replace an RNN's") as error:
         attention_checks(runs, out_dir=tmp_path / "out")  # no data: loading the test set would fail
+    assert "--only alignment" in error.value.hint
     assert not (tmp_path / "out").exists()
 
 
@@ -288,3 +289,33 @@ def test_the_sample_per_bucket_defaults_to_the_curve_s(trained_reverse_run: Path
     results = attention_checks([run], out_dir=tmp_path / "out", per_bucket=per_bucket, checks=("perturbation",),
                                device="cpu", batch_size=16)
     assert results["selection"].startswith("up to 3 per bucket") and max(results["n"].values()) == 3
+
+
+@pytest.mark.slow
+def test_some_transformer_head_finds_the_reversal(trained_transformer_run: Path) -> None:
+    loaded = load_run(trained_transformer_run, device="cpu")
+    pairs = load_prepared(loaded.config.data).pairs("test")
+    sources, references = [s for s, _ in pairs], [t for _, t in pairs]
+    views = teacher_forced_argmax(loaded.model, loaded.tokenizer, sources, references, 16)
+    heads = [f"layer {layer} head {head}" for layer in (1, 2) for head in (1, 2)]
+    assert list(views) == ["attention", *heads[:2], "layer 1 mean", *heads[2:], "layer 2 mean"]
+    agreement, chance = {}, 0.0
+    for view, argmaxes in views.items():
+        counts = Agreement()
+        for argmax, links, source in zip(argmaxes, reversal_links(sources), sources, strict=True):
+            assert argmax is not None
+            counts.add(argmax, links, len(source.split()))
+        agreement[view], chance = counts.summary()["agreement"], counts.summary()["chance"]
+    # a model that reverses a third of the sequences exactly: its best head 54% here, chance 13%
+    assert max(agreement[view] for view in heads) > max(0.4, 3 * chance), (agreement, chance)
+    assert agreement["attention"] == agreement["layer 2 mean"]  # the model's own weights: the last layer's mean
+
+
+@pytest.mark.slow
+def test_the_command_reports_a_transformer_per_layer_and_head(trained_transformer_run: Path, tmp_path: Path) -> None:
+    pytest.importorskip("eflomal", reason="pip install eflomal (the align extra) to run the aligner")
+    results = attention_checks([trained_transformer_run], out_dir=tmp_path, checks=("alignment",), device="cpu")
+    points = results["runs"]["run"]["alignment"]
+    assert [p["checkpoint"] for p in points] == ["step_00000150.pt", "step_00000300.pt", "best.pt"]
+    assert set(points[-1]["heads"]) == {f"layer {n} {c}" for n in (1, 2) for c in ("head 1", "head 2", "mean")}
+    assert "| layer | head 1 | head 2 | mean |" in (tmp_path / "attention_checks.md").read_text()

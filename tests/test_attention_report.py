@@ -81,3 +81,25 @@ def test_the_scaling_figure_plots_each_statistic_against_d_per_kind() -> None:
     assert [axes.get_yscale() for axes in panels] == ["log", "linear", "linear", "log"]
     dot_trained = panels[0].get_lines()[0]
     assert dot_trained.get_label() == "dot, trained" and list(dot_trained.get_xdata()) == [128, 1024]
+
+
+def _head(agreement: float | None) -> dict[str, Any]:
+    bucket = {"agreement": agreement, "chance": 0.25, "diagonal": 0.1}
+    return {"all": {**bucket, "argmax_on_eos": 0.0, "target_words": 40},
+            "buckets": {"<10": bucket, "[10,20)": {**bucket, "agreement": None}, ">=20": bucket}}
+
+
+HEADS = {f"layer {layer} {column}": _head(value) for layer, row in ((1, (0.1, 0.2, 0.15)), (2, (0.9, None, 0.5)))
+         for column, value in zip(("head 1", "head 2", "mean"), row, strict=True)}
+
+
+def test_a_transformer_s_heads_are_a_layers_by_heads_table_and_heatmap() -> None:
+    results = _results({"alignment": [{**POINT, "heads": HEADS}]})
+    markdown = format_checks_markdown(results)
+    assert "| layer | head 1 | head 2 | mean |" in markdown
+    assert "| layer 1 | 10.0% | 20.0% | 15.0% |" in markdown and "| layer 2 | 90.0% | - | 50.0% |" in markdown
+    assert "| layer 2 head 1 | 90.0% | 90.0% | 90.0% |" in markdown  # by bucket: <10, >=20, all
+    axes = checks_figure(results).axes[0]
+    assert axes.get_title().startswith("search: argmax agrees with eflomal, per head")
+    assert [t.get_text() for t in axes.texts] == ["10", "20", "15", "90", "-", "50"]
+    assert [t.get_text() for t in axes.get_yticklabels()] == ["layer 1", "layer 2"]

@@ -25,7 +25,6 @@ from nmt.decoding.translate import translate_file
 from nmt.decoding.translator import Translation, Translator
 from nmt.errors import NMTError
 from nmt.models import build_model
-from tests.helpers import TINY_TRANSFORMER, reverse_task_config
 from tests.synthetic import reverse_pairs
 
 PAIRS = reverse_pairs(24, 5, 8, seed=5)
@@ -399,20 +398,15 @@ def test_translate_and_curve_use_the_runs_training_threads_unless_given_threads(
 
 
 @pytest.mark.slow
-def test_a_trained_transformer_translates_alike_at_batch_1_and_16_and_plots(tmp_path: Path) -> None:
-    from nmt.training.trainer import train
-
-    model = {**TINY_TRANSFORMER, "embedding_size": 32, "hidden_size": 32, "feedforward_size": 64, "dropout": 0.0}
-    config = reverse_task_config(tmp_path / "data", max_len=10, model=model, training={
-        "max_steps": 300, "validate_every": 100, "batch_tokens": 1000, "learning_rate": 0.002, "warmup_steps": 50,
-    })
-    train(config, tmp_path / "run")
+def test_a_trained_transformer_translates_alike_at_batch_1_and_16_and_plots(
+    trained_transformer_run: Path, tmp_path: Path
+) -> None:
     sources = [src for src, _ in reverse_pairs(24, 5, 10, seed=7)]
     source = _write(tmp_path / "in.txt", sources)
     outputs = []
     for batch in ("1", "16"):
         out = tmp_path / f"out-{batch}.txt"
-        assert main(["translate", str(tmp_path / "run"), "-i", str(source), "-o", str(out), "--beam", "5",
+        assert main(["translate", str(trained_transformer_run), "-i", str(source), "-o", str(out), "--beam", "5",
                      "--set", f"decoding.batch_size={batch}", "--attention-plots", str(tmp_path / "plots")]) == 0
         outputs.append(_read(out))
     assert outputs[0] == outputs[1]

@@ -37,6 +37,8 @@ from nmt.evaluation.buckets import assign_buckets, make_buckets, sentence_length
 from nmt.evaluation.testset import TestSet, shown_path
 
 if TYPE_CHECKING:
+    from torch import Tensor
+
     from nmt.evaluation.scoring import CorpusScorer
     from nmt.rundir.loading import LoadedRun
 
@@ -75,7 +77,7 @@ def attention_checks(
     if "alignment" in checks:
         require_aligner()  # before the perturbations' minutes
     runs = describe_runs(run_dirs, checkpoint=checkpoint)
-    _refuse_runs_without_attention(runs)
+    _refuse_runs_without_attention(runs, checks)
     settings = runs[0].config.evaluation
     per_bucket = settings.curve_sentences_per_bucket if per_bucket is None else per_bucket
     cutoffs, by = list(settings.buckets), settings.by
@@ -130,20 +132,21 @@ def _setting(
     }
 
 
-def refuse_transformers(runs: Sequence[RunInfo], command: str) -> None:
-    """`nmt command` measures the RNN's one attention per decoder step: a Transformer (heads in every
-    layer; per-head support is still to come) is refused."""
+def refuse_transformers(runs: Sequence[RunInfo], why: str, hint: str) -> None:
+    """Refuse the Transformer runs among `runs` for what measures an RNN's one attention: NMTError saying `why`."""
     for run in runs:
         if run.config.model.architecture == "transformer":
-            raise NMTError(
-                f"{run.name} is a Transformer: nmt {command} measures the RNN's attention for now.",
-                "Give RNN runs with attention (RNNsearch); the Transformer's per-head attention is not supported yet.",
-            )
+            raise NMTError(f"{run.name} is a Transformer: {why}.", hint)
 
 
-def _refuse_runs_without_attention(runs: Sequence[RunInfo]) -> None:
-    """Both checks need an RNN's attention weights: the fixed-vector model (attention: none) has none."""
-    refuse_transformers(runs, "attention-checks")
+def _refuse_runs_without_attention(runs: Sequence[RunInfo], checks: Sequence[str]) -> None:
+    """Both checks need attention weights: the fixed-vector model (attention: none) has none; the
+    perturbations replace an RNN's one attention (a Transformer's heads are checked by alignment only)."""
+    if "perturbation" in checks:
+        refuse_transformers(
+            runs, "the perturbations replace an RNN's one attention (a head ablation is still to come)",
+            "Give --only alignment: its agreement with the aligner is measured per layer and head.",
+        )
     for run in runs:
         if run.config.model.attention == "none":
             raise NMTError(
@@ -212,20 +215,40 @@ def _checkpoints(run: RunInfo, steps: Sequence[int] | None) -> list[Path]:
     return [path for path in chosen if path.resolve() != run.checkpoint.resolve()] + [run.checkpoint]
 
 
+MAIN_VIEW = "attention"  # the weights the model returns: an RNN's one attention, a Transformer's last layer mean
+
+
+def attention_views(model: Any, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> dict[str, Tensor]:
+    """Teacher-forced attention weights, each batch x T x S: MAIN_VIEW, and for a Transformer each decoder
+    layer's cross-attention per head ("layer 2 head 3") and averaged over its heads ("layer 2 mean")."""
+    from nmt.models.transformer import Transformer, recorded_cross_attention
+
+    if not isinstance(model, Transformer):
+        return {MAIN_VIEW: model(src, src_lengths, tgt_in, return_attention=True)[1]}
+    with recorded_cross_attention(model) as records:
+        _, main = model(src, src_lengths, tgt_in, return_attention=True)
+    views = {MAIN_VIEW: main}
+    for layer, (weights,) in enumerate(records, 1):  # weights: batch x heads x T x S
+        views |= {f"layer {layer} head {head}": w for head, w in enumerate(weights.unbind(1), 1)}
+        views[f"layer {layer} mean"] = weights.mean(dim=1)
+    return views
+
+
 def teacher_forced_argmax(
     model: Any, tokenizer: Any, sources: Sequence[str], references: Sequence[str], batch_size: int
-) -> list[list[int] | None]:
-    """Per pair, the argmax source word of each reference word under teacher forcing (None where the
-    pieces' words do not match the whitespace words the aligner sees, or a side is empty).
+) -> dict[str, list[list[int] | None]]:
+    """Per attention view (`attention_views`) and pair, the argmax source word of each reference word under
+    teacher forcing (None where the pieces' words do not match the whitespace words the aligner sees, or a
+    side is empty).
 
-    Each batch: src batch x S, tgt_in batch x T -> attention batch x T x S; row t is the step that
-    predicts reference piece t (the last, EOS), column s source piece s (the last real one, EOS)."""
+    Each batch: src batch x S, tgt_in batch x T -> weights batch x T x S; row t is the step that predicts
+    reference piece t (the last, EOS), column s source piece s (the last real one, EOS)."""
     import torch
 
     from nmt.data.batching import make_batch
     from nmt.decoding.plots import EOS_LABEL, word_attention
 
-    result: list[list[int] | None] = [None] * len(sources)
+    result: dict[str, list[list[int] | None]] = {}
     keep = [i for i in range(len(sources)) if sources[i].split() and references[i].split()]
     order = sorted(keep, key=lambda i: -len(sources[i]))
     device = next(model.parameters()).device
@@ -236,15 +259,17 @@ def teacher_forced_argmax(
         tgt_ids = [tokenizer.encode_tgt(references[i]) for i in batch]
         data = make_batch(src_ids, tgt_ids, batch).to(device)
         with torch.inference_mode():
-            _, attention = model(data.src, data.src_lengths, data.tgt_in, return_attention=True)
-        attention = attention.float().cpu().numpy()
-        for row, i in enumerate(batch):
-            weights = attention[row, : len(tgt_ids[row]) + 1, : len(src_ids[row]) + 1]
-            src_pieces, tgt_pieces = tokenizer.src_pieces(sources[i]), tokenizer.tgt_id_to_piece(tgt_ids[row])
-            # words as in the attention plots; the EOS column is index n_src, the EOS row is left out
-            rows, src_words, tgt_words = word_attention(weights, [*src_pieces, EOS_LABEL], [*tgt_pieces, EOS_LABEL])
-            if (len(src_words) - 1, len(tgt_words) - 1) == (len(sources[i].split()), len(references[i].split())):
-                result[i] = [int(j) for j in rows[:-1].argmax(axis=1)]
+            views = attention_views(model, data.src, data.src_lengths, data.tgt_in)
+        for view, attention in views.items():
+            found = result.setdefault(view, [None] * len(sources))
+            attention = attention.float().cpu().numpy()
+            for row, i in enumerate(batch):
+                weights = attention[row, : len(tgt_ids[row]) + 1, : len(src_ids[row]) + 1]
+                src_pieces, tgt_pieces = tokenizer.src_pieces(sources[i]), tokenizer.tgt_id_to_piece(tgt_ids[row])
+                # words as in the attention plots; the EOS column is index n_src, the EOS row is left out
+                rows, src_words, tgt_words = word_attention(weights, [*src_pieces, EOS_LABEL], [*tgt_pieces, EOS_LABEL])
+                if (len(src_words) - 1, len(tgt_words) - 1) == (len(sources[i].split()), len(references[i].split())):
+                    found[i] = [int(j) for j in rows[:-1].argmax(axis=1)]
     return result
 
 
@@ -252,23 +277,25 @@ def agreement_by_bucket(
     name: str, loaded: LoadedRun, test_set: TestSet, links: list[set[Link]], members: list[int],
     labels: list[str], batch_size: int,
 ) -> dict[str, Any]:
-    """Alignment agreement of a loaded checkpoint of run `name`: over all pairs and per bucket."""
+    """Alignment agreement of a loaded checkpoint of run `name`: over all pairs and per bucket, of the
+    model's attention and, for a Transformer, of each layer's heads and their mean ("heads")."""
     from nmt.evaluation.attention_report import percent
 
     assert test_set.sources is not None
-    argmaxes = teacher_forced_argmax(loaded.model, loaded.tokenizer, test_set.sources, test_set.references, batch_size)
+    views = teacher_forced_argmax(loaded.model, loaded.tokenizer, test_set.sources, test_set.references, batch_size)
     n_src = [len(source.split()) for source in test_set.sources]
-    per_bucket, total = agreement_per_bucket(argmaxes, links, n_src, members, len(labels))
-    summary = total.summary()
+    scored = {}
+    for view, argmaxes in views.items():
+        per_bucket, total = agreement_per_bucket(argmaxes, links, n_src, members, len(labels))
+        scored[view] = {
+            "all": {**total.summary(), "skipped_sentences": total.skipped},
+            "buckets": {label: part.summary() for label, part in zip(labels, per_bucket, strict=True)},
+        }
+    main = scored.pop(MAIN_VIEW)
     checkpoint = loaded.checkpoint.name
-    print(f"{name}: {checkpoint} (step {loaded.step}): argmax agreement {percent(summary['agreement'])}",
+    print(f"{name}: {checkpoint} (step {loaded.step}): argmax agreement {percent(main['all']['agreement'])}",
           file=sys.stderr)
-    return {
-        "checkpoint": checkpoint,
-        "step": loaded.step,
-        "all": {**summary, "skipped_sentences": total.skipped},
-        "buckets": {label: part.summary() for label, part in zip(labels, per_bucket, strict=True)},
-    }
+    return {"checkpoint": checkpoint, "step": loaded.step, **main, **({"heads": scored} if scored else {})}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -128,7 +128,10 @@ def scaling_statistics(
 
     check_sentences_per_bucket(per_bucket)
     runs = describe_runs(run_dirs, checkpoint=checkpoint)
-    refuse_transformers(runs, "attention-scaling")
+    refuse_transformers(
+        runs, "nmt attention-scaling measures the RNN's one attention for now",
+        "Give RNN runs with attention (RNNsearch); the Transformer's heads are not supported yet.",
+    )
     settings = runs[0].config.evaluation
     per_bucket = settings.curve_sentences_per_bucket if per_bucket is None else per_bucket
     test_set = common_test_set(runs, split or settings.split, None, None)

@@ -67,11 +67,38 @@ def format_checks_markdown(results: dict[str, Any]) -> str:
                      *(percent(point["all"][key]) for key in ("agreement", "chance", "diagonal", "argmax_on_eos")),
                      str(point["all"]["target_words"])] for point in entry["alignment"]]
             lines += markdown_table(["checkpoint", *head, "chance", "diagonal", "on EOS", "words"], rows)
+            for point in entry["alignment"]:
+                if "heads" in point:
+                    lines += ["", *format_heads(point, labels, head)]
     runs = results["runs"].values()
     notes = [*(PERTURBATION_NOTES if any("perturbation" in e for e in runs) else ()),
              *(ALIGNMENT_NOTES if any("alignment" in e for e in runs) else ())]
     lines += ["", "## What the numbers can and cannot show", "", *notes]
     return "\n".join(lines) + "\n"
+
+
+def head_grid(heads: dict[str, Any]) -> tuple[list[str], list[str], list[list[float | None]]]:
+    """(layer names, column names: "head 1".. and "mean", agreement over all sentences) of a checkpoint's
+    per-head results, whose keys are "layer L head H" and "layer L mean"."""
+    layers = list(dict.fromkeys(view.rsplit(" ", 2)[0] if "head" in view else view.removesuffix(" mean")
+                                for view in heads))
+    columns = list(dict.fromkeys(view.split(" ", 2)[2] for view in heads))
+    grid = [[heads[f"{layer} {column}"]["all"]["agreement"] for column in columns] for layer in layers]
+    return layers, columns, grid
+
+
+def format_heads(point: dict[str, Any], labels: list[str], head: list[str]) -> list[str]:
+    """Markdown lines: a checkpoint's agreement per decoder layer (rows) and cross-attention head (columns,
+    and their mean), then every head's agreement by bucket."""
+    layers, columns, grid = head_grid(point["heads"])
+    lines = [f"Per decoder layer and head of the cross-attention, {point['checkpoint']} (step {point['step']}), "
+             "all sentences:", ""]
+    lines += markdown_table(["layer", *columns], [[layer, *map(percent, row)] for layer, row in zip(layers, grid, strict=True)])
+    lines += ["", "By bucket:", ""]
+    return lines + markdown_table(["layer and head", *head], [
+        [view, *(percent(scores["buckets"][label]["agreement"]) for label in labels), percent(scores["all"]["agreement"])]
+        for view, scores in point["heads"].items()
+    ])
 
 
 def _num(value: float | None) -> str:
@@ -83,8 +110,9 @@ def percent(value: float | None) -> str:
 
 
 def checks_figure(results: dict[str, Any]) -> Figure:
-    """One row per run: BLEU by bucket for each perturbation (left), agreement by bucket per checkpoint
-    with the chance level dashed (right)."""
+    """One row per run: BLEU by bucket for each perturbation (left; for a Transformer, the evaluated
+    checkpoint's agreement per layer and head), agreement by bucket per checkpoint with the chance level
+    dashed (right)."""
     from matplotlib.figure import Figure
 
     labels = [label for label, n in results["n"].items() if n > 0]
@@ -92,10 +120,15 @@ def checks_figure(results: dict[str, Any]) -> Figure:
     figure = Figure(figsize=(12, 4 * len(runs)))
     panels = figure.subplots(len(runs), 2, squeeze=False)
     for (left, right), (name, entry) in zip(panels, runs.items(), strict=True):
-        for kind, score in entry.get("perturbation", {}).items():
-            left.plot(labels, [score["bleu"][label] for label in labels], marker="o", label=kind)
-        left.set_title(f"{name}: greedy BLEU, attention weights replaced")
-        left.set_ylabel("BLEU")
+        final = (entry.get("alignment") or [{}])[-1]
+        if "heads" in final:  # a Transformer: no perturbation; its heatmap of layers x heads instead
+            _heads_heatmap(left, final, name)
+        else:
+            for kind, score in entry.get("perturbation", {}).items():
+                left.plot(labels, [score["bleu"][label] for label in labels], marker="o", label=kind)
+            left.set_title(f"{name}: greedy BLEU, attention weights replaced")
+            left.set(ylabel="BLEU", xlabel=f"{results['by']} length (words)")
+            left.grid(alpha=0.3)
         for point in entry.get("alignment", []):
             right.plot(labels, [100 * (point["buckets"][label]["agreement"] or 0) for label in labels],
                        marker="o", label=f"{point['checkpoint'].removesuffix('.pt')} (step {point['step']})")
@@ -104,14 +137,28 @@ def checks_figure(results: dict[str, Any]) -> Figure:
             for key, style in (("diagonal", "k:"), ("chance", "k--")):
                 right.plot(labels, [100 * (last[label][key] or 0) for label in labels], style, label=key)
         right.set_title(f"{name}: argmax agrees with eflomal (%)")
-        right.set_ylim(0, 100)
+        right.set(ylim=(0, 100), xlabel=f"{results['by']} length (words)")
+        right.grid(alpha=0.3)
         for axes in (left, right):
-            axes.set_xlabel(f"{results['by']} length (words)")
-            axes.grid(alpha=0.3)
             if axes.get_legend_handles_labels()[0]:
                 axes.legend(fontsize=8)
     figure.tight_layout()
     return figure
+
+
+def _heads_heatmap(axes: Any, point: dict[str, Any], name: str) -> None:
+    """Agreement (%) per decoder layer (rows) and head (columns, then their mean), numbers in the cells."""
+    import numpy as np
+
+    layers, columns, grid = head_grid(point["heads"])
+    values = 100 * np.array([[np.nan if v is None else v for v in row] for row in grid])
+    image = axes.imshow(values, cmap="viridis", vmin=0, vmax=100, aspect="auto")
+    axes.figure.colorbar(image, ax=axes, label="agreement (%)")
+    axes.set_xticks(range(len(columns)), columns)
+    axes.set_yticks(range(len(layers)), layers)
+    for (row, column), value in np.ndenumerate(values):
+        axes.text(column, row, "-" if np.isnan(value) else f"{value:.0f}", ha="center", va="center", color="w")
+    axes.set_title(f"{name}: argmax agrees with eflomal, per head ({point['checkpoint']})")
 
 
 SCALING_COLUMNS = (  # results key, title ({saturated_above}: the threshold the run used), format

@@ -13,7 +13,9 @@ once, by `encode`.
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, fields, replace
 
 import torch
@@ -303,3 +305,18 @@ class Transformer(nn.Module):
             f"{c.hidden_size}, {c.heads} heads of {c.hidden_size // c.heads}, feed-forward {c.feedforward_size}, "
             f"vocab {self.src_vocab_size}/{self.tgt_vocab_size}): {parameters:,} parameters"
         )
+
+
+@contextlib.contextmanager
+def recorded_cross_attention(model: Transformer) -> Iterator[list[list[Tensor]]]:
+    """Within the block, each decoder layer's cross-attention weights per head: one list per layer, of one
+    batch x heads x t x s tensor per call (written out, not fused, while recording)."""
+    attentions = [layer.cross_attention for layer in model.decoder_layers]
+    records: list[list[Tensor]] = [[] for _ in attentions]
+    for attention, record in zip(attentions, records, strict=True):
+        attention.record = record
+    try:
+        yield records
+    finally:
+        for attention in attentions:
+            attention.record = None
