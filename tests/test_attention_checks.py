@@ -23,7 +23,7 @@ from nmt.evaluation.alignment import Agreement
 from nmt.models.attention import analysed_attention, perturb_weights
 from nmt.rundir.loading import load_run
 from tests.helpers import fake_run
-from tests.synthetic import reversal_links
+from tests.synthetic import reversal_links, reverse_pairs
 
 
 def _weights(lengths: list[int], width: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -194,14 +194,6 @@ def test_a_run_without_attention_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
-def test_a_transformer_run_is_refused_before_any_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from nmt.compare import attention_checks as command
-
-    monkeypatch.setattr(command, "require_aligner", lambda: None)
-    runs = [fake_run(tmp_path / "rnnsearch"), fake_run(tmp_path / "transformer-30", positions="sinusoidal")]
-    with pytest.raises(NMTError, match="transformer-30 is a Transformer: the perturbations replace an RNN's") as error:
-        attention_checks(runs, out_dir=tmp_path / "out")  # no data: loading the test set would fail
-    assert "--only alignment" in error.value.hint
     assert not (tmp_path / "out").exists()
 
 
@@ -314,8 +306,30 @@ def test_some_transformer_head_finds_the_reversal(trained_transformer_run: Path)
 @pytest.mark.slow
 def test_the_command_reports_a_transformer_per_layer_and_head(trained_transformer_run: Path, tmp_path: Path) -> None:
     pytest.importorskip("eflomal", reason="pip install eflomal (the align extra) to run the aligner")
-    results = attention_checks([trained_transformer_run], out_dir=tmp_path, checks=("alignment",), device="cpu")
-    points = results["runs"]["run"]["alignment"]
+    results = attention_checks([trained_transformer_run], out_dir=tmp_path, device="cpu", batch_size=16)
+    entry = results["runs"]["run"]
+    points = entry["alignment"]
     assert [p["checkpoint"] for p in points] == ["step_00000150.pt", "step_00000300.pt", "best.pt"]
     assert set(points[-1]["heads"]) == {f"layer {n} {c}" for n in (1, 2) for c in ("head 1", "head 2", "mean")}
-    assert "| layer | head 1 | head 2 | mean |" in (tmp_path / "attention_checks.md").read_text()
+    report = (tmp_path / "attention_checks.md").read_text()
+    assert "| layer | head 1 | head 2 | mean |" in report
+    # the ablations: each head of each layer silenced, each layer uniform, each layer's best-aligning head alone
+    ablations = entry["perturbation"]
+    assert list(ablations)[:4] == ["none", "layer 1 head 1 silenced", "layer 1 head 2 silenced", "layer 1 uniform"]
+    assert sum(kind.startswith("layer 2 only head") for kind in ablations) == 1
+    assert "p_all" not in ablations["none"] and all(0 < s["p_all"] <= 1 for k, s in ablations.items() if k != "none")
+    assert ablations["layer 2 uniform"]["all"] < ablations["none"]["all"] - 5  # the decoder reads where it looks
+    assert "Heads whose silencing changes BLEU on all sentences by no more than chance" in report
+
+
+@pytest.mark.slow
+def test_the_ablation_switches_leave_the_model_as_it_was(trained_transformer_run: Path) -> None:
+    from nmt.models.transformer import ablated_cross_attention
+
+    loaded = load_run(trained_transformer_run, device="cpu")
+    src, lengths = make_source_batch([loaded.tokenizer.encode_src(s) for s, _ in reverse_pairs(8, 5, 10, seed=9)])
+    plain = greedy_hypotheses(loaded.model, src, lengths, lengths + 5)
+    with ablated_cross_attention(loaded.model, 2, torch.tensor([0.0, 1.0])):
+        silenced = greedy_hypotheses(loaded.model, src, lengths, lengths + 5)
+    after = greedy_hypotheses(loaded.model, src, lengths, lengths + 5)
+    assert [h.log_prob for h in plain] == [h.log_prob for h in after] != [h.log_prob for h in silenced]

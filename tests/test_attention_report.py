@@ -103,3 +103,19 @@ def test_a_transformer_s_heads_are_a_layers_by_heads_table_and_heatmap() -> None
     assert axes.get_title().startswith("search: argmax agrees with eflomal, per head")
     assert [t.get_text() for t in axes.texts] == ["10", "20", "15", "90", "-", "50"]
     assert [t.get_text() for t in axes.get_yticklabels()] == ["layer 1", "layer 2"]
+
+
+def test_a_transformer_s_ablations_name_the_heads_that_cost_nothing_significant() -> None:
+    def score(bleu: float, p_all: float | None = None, p_long: float | None = None) -> dict[str, Any]:
+        ps = {key: p for key, p in (("p_all", p_all), ("p_long", p_long)) if p is not None}
+        return {"bleu": {"<10": bleu, "[10,20)": None, ">=20": bleu}, "all": bleu, "long": bleu - 1, **ps}
+
+    ablations = {"none": score(20.0), "layer 1 head 1 silenced": score(19.5, 0.4, 0.01),
+                 "layer 1 head 2 silenced": score(12.0, 0.002, 0.002), "layer 1 uniform": score(3.0, 0.002)}
+    results = {**_results({"perturbation": ablations}), "significance": 0.05}
+    markdown = format_checks_markdown(results)
+    assert "| cross-attention | <10 (n=2) | >=20 (n=1) | all (n=3) | long | p (all) | p (long) |" in markdown
+    assert "| none | 20.00 | 20.00 | 20.00 | 19.00 | - | - |" in markdown
+    assert "| layer 1 uniform | 3.00 | 3.00 | 3.00 | 2.00 | 0.002 | - |" in markdown
+    assert "on all sentences by no more than chance (p >= 0.05): layer 1 head 1 of 2." in markdown
+    assert "on the long sentences by no more than chance (p >= 0.05): none of 2." in markdown

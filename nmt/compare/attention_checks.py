@@ -3,7 +3,9 @@
 1. Does the output depend on where attention looks? Greedy decoding with the model's own weights
    (`none`) and with them replaced at every decoder step (nmt/models/attention.py, `analysed_attention`):
    uniform over the real source positions, permuted across them (seeded), or one-hot at their argmax;
-   BLEU per length bucket of each.
+   BLEU per length bucket of each. A Transformer's cross-attention is ablated instead, layer by layer
+   (`head_ablation_bleu`): each head silenced in turn, all heads uniform, all but the best-aligning head
+   silenced (Michel et al. 2019); each against `none` by paired bootstrap, on all and on long sentences.
 2. Do the weights agree with a word aligner? Teacher-forced attention over the reference, summed over a
    source word's pieces and averaged over a target word's pieces (the per-word maps of the attention
    plots); the argmax source word of each target word is checked against eflomal's symmetrised links
@@ -30,7 +32,7 @@ from nmt.compare.runs import (
     describe_runs,
     write_outputs,
 )
-from nmt.config_sections import BucketBy
+from nmt.config_sections import BucketBy, EvaluationConfig
 from nmt.errors import NMTError
 from nmt.evaluation.alignment import Link, Symmetrisation, agreement_per_bucket, align_words, require_aligner
 from nmt.evaluation.buckets import assign_buckets, make_buckets, sentence_lengths
@@ -77,7 +79,7 @@ def attention_checks(
     if "alignment" in checks:
         require_aligner()  # before the perturbations' minutes
     runs = describe_runs(run_dirs, checkpoint=checkpoint)
-    _refuse_runs_without_attention(runs, checks)
+    _refuse_runs_without_attention(runs)
     settings = runs[0].config.evaluation
     per_bucket = settings.curve_sentences_per_bucket if per_bucket is None else per_bucket
     cutoffs, by = list(settings.buckets), settings.by
@@ -86,26 +88,33 @@ def attention_checks(
         test_set = sample_test_set(test_set, cutoffs, by, per_bucket)
     members, labels = _buckets(test_set, cutoffs, by)
     results = _setting(test_set, per_bucket, cutoffs, by, seed, symmetrisation)
+    results["significance"] = settings.significance  # a Transformer's ablations: what p counts as chance
     links: dict[str, list[set[Link]]] = {}
     scorer = CorpusScorer(test_set.references, settings.tokenize, settings.lowercase)  # all runs, all kinds
     out = default_out_dir(run_dirs, out_dir)
     for run in runs:
         entry: dict[str, Any] = {"run_dir": shown_path(run.run_dir, out), "checkpoint": run.checkpoint.name}
         evaluated = load_run(run.run_dir, run.checkpoint, device)  # read once for both checks
-        if "perturbation" in checks:
-            entry["perturbation"] = perturbation_bleu(
-                run.name, evaluated, test_set, scorer, cutoffs, by, seed, batch_size
-            )
-        if "alignment" in checks:
+        alignment = None
+        if "alignment" in checks:  # first: a Transformer's ablation keeps each layer's best-aligning head
             if run.config.data.dir not in links:
                 links[run.config.data.dir] = aligner_links(run, test_set, symmetrisation)
-            entry["alignment"] = [
+            alignment = [
                 agreement_by_bucket(
                     run.name, evaluated if path == run.checkpoint else load_run(run.run_dir, path, device),
                     test_set, links[run.config.data.dir], members, labels, batch_size,
                 )
                 for path in _checkpoints(run, steps)
             ]
+        if "perturbation" in checks and run.config.model.architecture == "transformer":
+            best = alignment[-1]["heads"] if alignment else None
+            entry["perturbation"] = head_ablation_bleu(run.name, evaluated, test_set, scorer, settings, best, batch_size)
+        elif "perturbation" in checks:
+            entry["perturbation"] = perturbation_bleu(
+                run.name, evaluated, test_set, scorer, cutoffs, by, seed, batch_size
+            )
+        if alignment is not None:
+            entry["alignment"] = alignment
         results["runs"][run.name] = entry
     write_outputs(out, CHECKS, results, format_checks_markdown(results), checks_figure(results), 100)
     return results
@@ -139,14 +148,8 @@ def refuse_transformers(runs: Sequence[RunInfo], why: str, hint: str) -> None:
             raise NMTError(f"{run.name} is a Transformer: {why}.", hint)
 
 
-def _refuse_runs_without_attention(runs: Sequence[RunInfo], checks: Sequence[str]) -> None:
-    """Both checks need attention weights: the fixed-vector model (attention: none) has none; the
-    perturbations replace an RNN's one attention (a Transformer's heads are checked by alignment only)."""
-    if "perturbation" in checks:
-        refuse_transformers(
-            runs, "the perturbations replace an RNN's one attention (a head ablation is still to come)",
-            "Give --only alignment: its agreement with the aligner is measured per layer and head.",
-        )
+def _refuse_runs_without_attention(runs: Sequence[RunInfo]) -> None:
+    """Both checks need attention weights: the fixed-vector model (attention: none) has none."""
     for run in runs:
         if run.config.model.attention == "none":
             raise NMTError(
@@ -182,6 +185,56 @@ def perturbation_bleu(
         bleu, overall = bucket_bleu(scorer, hyps, test_set.sources, test_set.references, cutoffs, by)
         scores[kind] = {"bleu": bleu, "all": overall, "seconds": round(time.perf_counter() - started, 1)}
         print(f"{name}: attention {kind}: BLEU {overall:.2f}", file=sys.stderr)
+    return scores
+
+
+def head_ablation_bleu(
+    name: str, loaded: LoadedRun, test_set: TestSet, scorer: CorpusScorer, settings: EvaluationConfig,
+    heads: dict[str, Any] | None, batch_size: int,
+) -> dict[str, Any]:
+    """Greedy BLEU per bucket of a Transformer with its cross-attention ablated in one decoder layer at a
+    time (the module docstring; "only" needs `heads`, the per-head agreement of `agreement_by_bucket`), each
+    with its paired-bootstrap p against the unablated model on all sentences and on the long ones
+    (evaluation.long_words and more)."""
+    import numpy as np
+    import torch
+
+    from nmt.decoding.translator import Translator
+    from nmt.evaluation.curves import bucket_bleu
+    from nmt.evaluation.scoring import bleu_from_stats, bootstrap_bleu, paired_p_value
+    from nmt.models.transformer import ablated_cross_attention
+
+    assert test_set.sources is not None
+    model = loaded.model
+    translator = Translator(model, loaded.tokenizer, loaded.config.decoding, 1, batch_size)  # greedy
+    count = model.config.heads
+    ablations: dict[str, tuple[int, torch.Tensor | None, bool]] = {"none": (1, None, False)}
+    for layer in range(1, model.config.layers + 1):
+        for head in range(1, count + 1):
+            ablations[f"layer {layer} head {head} silenced"] = (layer, 1.0 - torch.eye(count)[head - 1], False)
+        ablations[f"layer {layer} uniform"] = (layer, None, True)
+        if heads is not None:  # the head whose argmax agrees most with the aligner, alone
+            best = max(range(1, count + 1), key=lambda h: heads[f"layer {layer} head {h}"]["all"]["agreement"] or 0)
+            ablations[f"layer {layer} only head {best}"] = (layer, torch.eye(count)[best - 1], False)
+    lengths = np.asarray(sentence_lengths(test_set.sources, test_set.references, settings.by))
+    long = np.flatnonzero(lengths >= settings.long_words)
+    scores: dict[str, Any] = {}
+    stats: dict[str, np.ndarray] = {}
+    for kind, (layer, mask, uniform) in ablations.items():
+        started = time.perf_counter()
+        with ablated_cross_attention(model, layer, mask, uniform):
+            hyps = [str(h) for h in translator.translate(test_set.sources)]
+        bleu, overall = bucket_bleu(scorer, hyps, test_set.sources, test_set.references, settings.buckets, settings.by)
+        stats[kind] = scorer.sentence_stats(hyps)
+        score = {"bleu": bleu, "all": overall, "seconds": round(time.perf_counter() - started, 1)}
+        score["long"] = float(bleu_from_stats(stats[kind][long].sum(axis=0))) if long.size else None
+        for part, rows in (("all", slice(None)), ("long", long)):
+            if kind != "none" and (part == "all" or long.size):
+                samples = bootstrap_bleu([stats["none"][rows], stats[kind][rows]], settings.bootstrap_samples,
+                                         settings.bootstrap_seed)
+                score[f"p_{part}"] = paired_p_value(samples[0], samples[1])
+        scores[kind] = score
+        print(f"{name}: cross-attention {kind}: BLEU {overall:.2f}", file=sys.stderr)
     return scores
 
 

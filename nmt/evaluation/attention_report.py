@@ -54,7 +54,9 @@ def format_checks_markdown(results: dict[str, Any]) -> str:
     ]
     for name, entry in results["runs"].items():
         lines += ["", f"## {name} (`{entry['run_dir']}`, {entry['checkpoint']})"]
-        if "perturbation" in entry:
+        if "perturbation" in entry and "layer 1 uniform" in entry["perturbation"]:
+            lines += ["", *format_ablation(entry["perturbation"], labels, head, results["significance"])]
+        elif "perturbation" in entry:
             lines += ["", "BLEU with the attention weights replaced at every decoder step:", ""]
             lines += markdown_table(["attention", *head], [
                 [kind, *(_num(score["bleu"][label]) for label in labels), _num(score["all"])]
@@ -75,6 +77,25 @@ def format_checks_markdown(results: dict[str, Any]) -> str:
              *(ALIGNMENT_NOTES if any("alignment" in e for e in runs) else ())]
     lines += ["", "## What the numbers can and cannot show", "", *notes]
     return "\n".join(lines) + "\n"
+
+
+def format_ablation(scores: dict[str, Any], labels: list[str], head: list[str], significance: float) -> list[str]:
+    """Markdown lines: a Transformer's BLEU with its cross-attention ablated (`head_ablation_bleu`), each
+    row's paired-bootstrap p against `none`, and the ablations that cost no significant BLEU."""
+    long = "long"
+    lines = ["Greedy BLEU with the cross-attention of one decoder layer ablated (p: paired bootstrap against "
+             "`none`; long: the sentences of evaluation.long_words words or more):", ""]
+    lines += markdown_table(["cross-attention", *head, long, "p (all)", "p (long)"], [
+        [kind, *(_num(score["bleu"][label]) for label in labels), _num(score["all"]), _num(score["long"]),
+         *(f"{score[key]:.3f}" if key in score else "-" for key in ("p_all", "p_long"))]
+        for kind, score in scores.items()
+    ])
+    silenced = [kind for kind in scores if kind.endswith("silenced")]
+    for part, what in (("p_all", "all sentences"), ("p_long", "the long sentences")):
+        free = [kind.removesuffix(" silenced") for kind in silenced if scores[kind].get(part, 0.0) >= significance]
+        lines += ["", f"Heads whose silencing changes BLEU on {what} by no more than chance (p >= {significance:g}): "
+                  f"{', '.join(free) or 'none'} of {len(silenced)}."]
+    return lines
 
 
 def head_grid(heads: dict[str, Any]) -> tuple[list[str], list[str], list[list[float | None]]]:

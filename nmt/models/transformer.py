@@ -320,3 +320,19 @@ def recorded_cross_attention(model: Transformer) -> Iterator[list[list[Tensor]]]
     finally:
         for attention in attentions:
             attention.record = None
+
+
+@contextlib.contextmanager
+def ablated_cross_attention(
+    model: Transformer, layer: int, head_mask: Tensor | None = None, uniform: bool = False
+) -> Iterator[None]:
+    """Within the block, decoder layer `layer`'s (from 1) cross-attention has each head's output multiplied
+    by `head_mask` (heads; 0 silences a head) or, with `uniform`, every head's weights uniform over the
+    source; its settings are restored after."""
+    attention = model.decoder_layers[layer - 1].cross_attention
+    saved = attention.head_mask, attention.uniform
+    attention.head_mask, attention.uniform = head_mask, uniform
+    try:
+        yield
+    finally:
+        attention.head_mask, attention.uniform = saved
