@@ -160,6 +160,7 @@ class ModelConfig:
     positions: Literal["sinusoidal", "learned", "relative"] = "sinusoidal"
     relative_clip: int = 16
     norm: Literal["post", "pre"] = "post"  # post: LN(x + sublayer(x)), the paper's; pre: x + sublayer(LN(x))
+    scaled_attention: bool = True  # divide the scores by sqrt(d_k), the paper's; false: the explainer's ablation
 
     def validate(self) -> None:
         """Raise NMTError naming the first key of this section whose value is out of range, or that the
@@ -192,7 +193,7 @@ class ModelConfig:
 # the keys only one architecture reads; the other refuses them unless left at their defaults
 ARCHITECTURE_KEYS = {
     "rnn": ("attention", "fixed_context", "cell", "attention_size", "maxout_size", "encoder_layers", "init"),
-    "transformer": ("layers", "heads", "feedforward_size", "relative_clip", "positions", "norm"),
+    "transformer": ("layers", "heads", "feedforward_size", "relative_clip", "positions", "norm", "scaled_attention"),
 }
 
 

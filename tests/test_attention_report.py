@@ -74,6 +74,17 @@ def test_the_scaling_table_has_a_row_per_run_and_moment_and_names_the_runs_thres
     assert markdown.count("| scaled-128 |") == 2
 
 
+def test_a_transformer_s_scaling_gets_a_row_per_layer_head_and_moment() -> None:
+    results = _scaling_results()
+    run = results["runs"]["scaled-128"]
+    run["parts"] = {part: {"trained": run["trained"], "initialisation": run["initialisation"]}
+                    for part in ("layer 1 head 1", "layer 1")}
+    markdown = format_scaling_markdown(results)
+    assert "scaled-128, per decoder layer and cross-attention head:" in markdown
+    assert "| layer 1 head 1 | init | 0.5 | 0.951 |" in markdown and "| layer 1 | step 900 | 1.23e+03 |" in markdown
+    assert "dot-128, per decoder layer" not in markdown
+
+
 def test_the_scaling_figure_plots_each_statistic_against_d_per_kind() -> None:
     panels = scaling_figure(_scaling_results()).axes
     assert [axes.get_title() for axes in panels] == [

@@ -63,10 +63,10 @@ def test_large_scores_saturate_the_softmax_and_flatten_the_gradient() -> None:
     torch.manual_seed(0)
     model = build_model(ModelConfig(attention="dot", attention_size=64, **TINY), 20, 20)
     pairs = _pairs(40, seed=1)
-    before = attention_statistics(model, pairs)
+    before = attention_statistics(model, pairs)["attention"]
     with torch.no_grad():  # keys 100x larger: the first step's scores 100x, variance 10^4 x (later steps'
         model.decoder.provider.key_proj.weight.mul_(100.0)  # queries change with the contexts read)
-    after = attention_statistics(model, pairs)
+    after = attention_statistics(model, pairs)["attention"]
     assert 5e3 * before.score_variance < after.score_variance < 2e4 * before.score_variance
     assert before.saturated_share < 0.05 < 0.5 < after.saturated_share
     assert after.entropy_ratio < 0.3 < 0.9 < before.entropy_ratio
@@ -78,7 +78,7 @@ def test_the_recorded_scores_are_the_ones_the_model_attends_with() -> None:
     torch.manual_seed(0)
     model = build_model(ModelConfig(attention="scaled_dot", attention_size=8, **TINY), 20, 20).eval()
     pairs = _pairs(5, seed=2)
-    stats = attention_statistics(model, pairs)
+    stats = attention_statistics(model, pairs)["attention"]
     from nmt.data.batching import make_batch
 
     batch = make_batch([s for s, _ in pairs], [t for _, t in pairs], list(range(5)))
@@ -122,11 +122,45 @@ def test_a_run_without_attention_is_refused() -> None:
         attention_statistics(model, _pairs(2, seed=3))
 
 
-def test_a_transformer_run_is_refused_before_any_work(tmp_path: Path) -> None:
-    runs = [fake_run(tmp_path / "dot", attention="dot"), fake_run(tmp_path / "transformer-30", positions="relative")]
-    with pytest.raises(NMTError, match="transformer-30 is a Transformer: nmt attention-scaling measures the RNN's"):
-        scaling_statistics(runs, out_dir=tmp_path / "out")  # no data: loading the test set would fail
-    assert not (tmp_path / "out").exists()
+@pytest.mark.parametrize("scaled", [True, False])
+def test_a_transformer_is_measured_per_layer_and_head_with_and_without_sqrt_dk(scaled: bool) -> None:
+    torch.manual_seed(0)
+    config = ModelConfig(architecture="transformer", embedding_size=64, hidden_size=64, heads=2, layers=2,
+                         feedforward_size=32, scaled_attention=scaled)
+    model = build_model(config, 20, 20)
+    pairs = _pairs(20, seed=4)
+    stats = attention_statistics(model, pairs)
+    heads = [f"layer {layer} head {head}" for layer in (1, 2) for head in (1, 2)]
+    assert set(stats) == {"attention", "layer 1", "layer 2", *heads}
+    steps = sum(len(t) + 1 for _, t in pairs)  # each head of each layer: one row per target step
+    assert {name: s.steps for name, s in stats.items()} == {
+        "attention": 4 * steps, "layer 1": 2 * steps, "layer 2": 2 * steps, **dict.fromkeys(heads, steps)}
+    pooled = sum(stats[h].score_variance for h in heads) / 4
+    assert stats["attention"].score_variance == pytest.approx(pooled)
+    from nmt.data.batching import make_batch
+    from nmt.models.transformer import recorded_cross_attention
+
+    batch = make_batch([s for s, _ in pairs], [t for _, t in pairs], list(range(20)))
+    with torch.no_grad(), recorded_cross_attention(model) as records:
+        model(batch.src, batch.src_lengths, batch.tgt_in)
+    _, weights = records[1][0]  # layer 2: batch x heads x T x S
+    real = batch.tgt_out != 0
+    largest = weights[:, 0].max(dim=-1).values[real].double().mean().item()
+    assert stats["layer 2 head 1"].max_weight == pytest.approx(largest, rel=1e-5)
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_dropping_sqrt_dk_multiplies_a_transformer_s_score_variance_by_dk() -> None:
+    torch.manual_seed(0)
+    config = ModelConfig(architecture="transformer", embedding_size=64, hidden_size=64, heads=1, layers=1,
+                         feedforward_size=32)
+    model, pairs = build_model(config, 20, 20), _pairs(20, seed=5)
+    scaled = attention_statistics(model, pairs)["layer 1 head 1"].score_variance
+    model.decoder_layers[0].cross_attention.scaled = False  # the same queries and keys, not divided by sqrt(64)
+    assert attention_statistics(model, pairs)["layer 1 head 1"].score_variance == pytest.approx(64 * scaled)
+    unscaled = build_model(ModelConfig(**{**config.__dict__, "scaled_attention": False}), 20, 20)
+    attentions = [m for m in unscaled.modules() if hasattr(m, "scaled")]
+    assert len(attentions) == 3 and not any(m.scaled for m in attentions)  # model.scaled_attention reaches all
 
 
 @pytest.mark.slow
@@ -193,3 +227,13 @@ def test_progress_goes_to_stderr_and_only_the_report_to_stdout(
     out, err = capsys.readouterr()
     assert "run: measured at initialisation and at step 7" in err
     assert out.startswith("# Attention scores") and "measured at" not in out  # stdout is the Markdown
+
+
+@pytest.mark.slow
+def test_the_command_measures_a_trained_transformer_per_head(trained_transformer_run: Path, tmp_path: Path) -> None:
+    results = scaling_statistics([trained_transformer_run], out_dir=tmp_path)
+    run = results["runs"]["run"]
+    assert (run["attention"], run["attention_size"]) == ("scaled_dot (Transformer)", 16)  # d_k = 32 / 2 heads
+    assert set(run["parts"]) == {"layer 1", "layer 2", *(f"layer {n} head {h}" for n in (1, 2) for h in (1, 2))}
+    assert run["trained"]["loss_per_token"] < run["initialisation"]["loss_per_token"]
+    assert "run, per decoder layer and cross-attention head:" in (tmp_path / "attention_scaling.md").read_text()

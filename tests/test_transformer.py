@@ -67,7 +67,7 @@ def test_masking_a_head_removes_exactly_its_share_of_the_output() -> None:
     keys_values = attention.keys_values(memory)
     attention.record = []
     full, _ = attention(states, keys_values, None)
-    (weights,) = attention.record
+    ((_, weights),) = attention.record
     head_context = weights[:, 1] @ keys_values[:, 1, 1]  # batch x t x d_k: head 1's context
     attention.head_mask = torch.tensor([1.0, 0.0, 1.0, 1.0])
     masked, _ = attention(states, keys_values, None)
@@ -75,7 +75,7 @@ def test_masking_a_head_removes_exactly_its_share_of_the_output() -> None:
     torch.testing.assert_close(full - masked, removed)
     attention.head_mask, attention.uniform = None, True
     attention(states, keys_values, torch.tensor([True, True, False, True, True]).view(1, 1, 1, 5))
-    uniform = attention.record[-1]
+    uniform = attention.record[-1][1]
     torch.testing.assert_close(uniform[..., 2], torch.zeros(2, 4, 3))
     torch.testing.assert_close(uniform[..., 0], torch.full((2, 4, 3), 0.25))
 

@@ -141,13 +141,6 @@ def _setting(
     }
 
 
-def refuse_transformers(runs: Sequence[RunInfo], why: str, hint: str) -> None:
-    """Refuse the Transformer runs among `runs` for what measures an RNN's one attention: NMTError saying `why`."""
-    for run in runs:
-        if run.config.model.architecture == "transformer":
-            raise NMTError(f"{run.name} is a Transformer: {why}.", hint)
-
-
 def _refuse_runs_without_attention(runs: Sequence[RunInfo]) -> None:
     """Both checks need attention weights: the fixed-vector model (attention: none) has none."""
     for run in runs:
@@ -281,7 +274,7 @@ def attention_views(model: Any, src: Tensor, src_lengths: Tensor, tgt_in: Tensor
     with recorded_cross_attention(model) as records:
         _, main = model(src, src_lengths, tgt_in, return_attention=True)
     views = {MAIN_VIEW: main}
-    for layer, (weights,) in enumerate(records, 1):  # weights: batch x heads x T x S
+    for layer, ((_, weights),) in enumerate(records, 1):  # weights: batch x heads x T x S
         views |= {f"layer {layer} head {head}": w for head, w in enumerate(weights.unbind(1), 1)}
         views[f"layer {layer} mean"] = weights.mean(dim=1)
     return views

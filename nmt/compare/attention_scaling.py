@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nmt import arguments
-from nmt.compare.attention_checks import refuse_transformers
 from nmt.compare.evaluate import common_test_set
 from nmt.compare.runs import (
     check_sentences_per_bucket,
@@ -35,7 +34,7 @@ from nmt.evaluation.testset import shown_path
 if TYPE_CHECKING:  # torch, matplotlib and what imports them load where used: `--help` stays fast
     from torch import Tensor
 
-    from nmt.models.seq2seq import Seq2Seq
+    from nmt.models.seq2seq import Model
 
 SCALING = "attention_scaling"  # the stem of the .json, .md and .png written
 SATURATED = 0.9  # a step whose largest weight is above this counts as saturated
@@ -79,37 +78,77 @@ def step_statistics(scores: Tensor, grads: Tensor, mask: Tensor, alive: Tensor) 
     }
 
 
-def attention_statistics(model: Seq2Seq, pairs: Sequence[tuple[list[int], list[int]]]) -> ScoreStats:
-    """ScoreStats of `model` (an attention model, left in eval mode) teacher-forced on `pairs` of
-    (source ids, target ids), SENTENCES_PER_BATCH at a time."""
+def attention_statistics(model: Model, pairs: Sequence[tuple[list[int], list[int]]]) -> dict[str, ScoreStats]:
+    """ScoreStats of `model` (left in eval mode) teacher-forced on `pairs` of (source ids, target ids),
+    SENTENCES_PER_BATCH at a time: MAIN ("attention") of an RNN's one attention; for a Transformer, of each
+    decoder layer's cross-attention head ("layer 2 head 3"), each layer's heads together ("layer 2") and
+    all of them (MAIN)."""
     from nmt.data.batching import make_batch
-    from nmt.models.attention import Attention, analysed_attention
     from nmt.special import PAD_ID
 
-    attention = model.decoder.provider
-    if not isinstance(attention, Attention):
-        raise NMTError("attention-scaling measures attention scores, and this run has none (attention: none).",
-                       "Give runs trained with model.attention dot, scaled_dot, additive or general.")
     model.eval()
-    sums: dict[str, float] = {}  # statistic -> its sum over the steps
-    steps, loss_sum, tokens = 0, 0.0, 0
+    sums: dict[str, dict[str, float]] = {}  # group -> statistic -> its sum over the group's steps
+    steps: dict[str, int] = {}
+    loss_sum, tokens = 0.0, 0
     for start in range(0, len(pairs), SENTENCES_PER_BATCH):
         chunk = pairs[start : start + SENTENCES_PER_BATCH]
         batch = make_batch([s for s, _ in chunk], [t for _, t in chunk], list(range(len(chunk))))
         real = batch.tgt_out != PAD_ID  # batch x tgt_len
-        with analysed_attention(attention, record=True) as recorded:
-            loss = model(batch.src, batch.src_lengths, batch.tgt_in, target_mask=real, targets=batch.tgt_out[real])
-            loss.backward()
-        model.zero_grad(set_to_none=True)
-        for step, (scores, mask) in enumerate(recorded):
-            assert scores.grad is not None
-            for name, values in step_statistics(scores.detach(), scores.grad, mask, real[:, step]).items():
-                sums[name] = sums.get(name, 0.0) + float(values.double().sum())
-        steps += int(real.sum())
-        loss_sum += float(loss.detach())
+        loss, recorded = _backpropagated(model, batch, real)
+        for groups, (scores, grads, mask, alive) in recorded:
+            for name, values in step_statistics(scores, grads, mask, alive).items():
+                for group in groups:
+                    sums.setdefault(group, {})[name] = sums.get(group, {}).get(name, 0.0) + float(values.sum())
+            for group in groups:
+                steps[group] = steps.get(group, 0) + int(alive.sum())
+        loss_sum += float(loss)
         tokens += batch.n_tgt_tokens
-    means = {name: total / max(steps, 1) for name, total in sums.items()}
-    return ScoreStats(steps=steps, loss_per_token=loss_sum / max(tokens, 1), **means)
+    return {
+        group: ScoreStats(steps=steps[group], loss_per_token=loss_sum / max(tokens, 1),
+                          **{name: total / max(steps[group], 1) for name, total in totals.items()})
+        for group, totals in sums.items()
+    }
+
+
+MAIN = "attention"  # the group of every attention step of a run
+
+
+def _backpropagated(model: Model, batch: Any, real: Tensor) -> tuple[float, list[tuple[tuple[str, ...], tuple[Tensor, ...]]]]:
+    """Teacher-force one batch and backpropagate its summed loss -> the loss, and the attention's decoder
+    steps: (the groups they count in, (scores, their gradients, source mask, alive rows)), each rows x
+    src_len (alive: rows, the steps whose target is real)."""
+    from nmt.models.attention import Attention, analysed_attention
+    from nmt.models.transformer import Transformer, recorded_cross_attention
+    from nmt.special import PAD_ID
+
+    def backward() -> float:
+        loss = model(batch.src, batch.src_lengths, batch.tgt_in, target_mask=real, targets=batch.tgt_out[real])
+        loss.backward()
+        model.zero_grad(set_to_none=True)
+        return float(loss.detach())
+
+    if isinstance(model, Transformer):
+        with recorded_cross_attention(model) as records:
+            loss = backward()
+        source = batch.src != PAD_ID  # batch x S
+        rows, src_len = real.numel(), source.size(1)
+        mask = source.unsqueeze(1).expand(-1, real.size(1), -1).reshape(rows, src_len)
+        steps = []
+        for layer, ((scores, _),) in enumerate(records, 1):  # scores: batch x heads x T x S
+            assert scores.grad is not None
+            for head in range(scores.size(1)):
+                flat = (scores[:, head].detach().reshape(rows, src_len), scores.grad[:, head].reshape(rows, src_len))
+                groups = (f"layer {layer} head {head + 1}", f"layer {layer}", MAIN)
+                steps.append((groups, (*flat, mask, real.reshape(rows))))
+        return loss, steps
+    attention = model.decoder.provider
+    if not isinstance(attention, Attention):
+        raise NMTError("attention-scaling measures attention scores, and this run has none (attention: none).",
+                       "Give runs trained with model.attention dot, scaled_dot, additive or general.")
+    with analysed_attention(attention, record=True) as recorded:
+        loss = backward()
+    return loss, [((MAIN,), (scores.detach(), scores.grad, mask, real[:, step]))
+                  for step, (scores, mask) in enumerate(recorded)]
 
 
 def scaling_statistics(
@@ -128,10 +167,6 @@ def scaling_statistics(
 
     check_sentences_per_bucket(per_bucket)
     runs = describe_runs(run_dirs, checkpoint=checkpoint)
-    refuse_transformers(
-        runs, "nmt attention-scaling measures the RNN's one attention for now",
-        "Give RNN runs with attention (RNNsearch); the Transformer's heads are not supported yet.",
-    )
     settings = runs[0].config.evaluation
     per_bucket = settings.curve_sentences_per_bucket if per_bucket is None else per_bucket
     test_set = common_test_set(runs, split or settings.split, None, None)
@@ -144,14 +179,22 @@ def scaling_statistics(
         tokenizer = loaded.tokenizer
         pairs = [(tokenizer.encode_src(s), tokenizer.encode_tgt(t)) for s, t in zip(sample.sources, sample.references, strict=True)]
         initial = trainer.initial_model(run.config, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
-        measured[run.name] = {
-            "attention": run.config.model.attention,
-            "attention_size": run.config.model.attention_size,
+        at_init, trained = attention_statistics(initial, pairs), attention_statistics(loaded.model, pairs)
+        model = run.config.model
+        transformer = model.architecture == "transformer"
+        measured[run.name] = {  # a Transformer: its cross-attention, d = d_k
+            "attention": ("scaled_dot" if model.scaled_attention else "dot") + " (Transformer)" if transformer
+            else model.attention,
+            "attention_size": model.hidden_size // model.heads if transformer else model.attention_size,
             "checkpoint": shown_path(run.checkpoint, out),
             "step": loaded.step,
-            "initialisation": asdict(attention_statistics(initial, pairs)),
-            "trained": asdict(attention_statistics(loaded.model, pairs)),
+            "initialisation": asdict(at_init.pop(MAIN)),
+            "trained": asdict(trained.pop(MAIN)),
         }
+        if transformer:  # per layer and per head
+            measured[run.name]["parts"] = {
+                group: {"initialisation": asdict(stats), "trained": asdict(trained[group])} for group, stats in at_init.items()
+            }
         print(f"{run.name}: measured at initialisation and at step {loaded.step}", file=sys.stderr)
     results = {"sentences": sample.describe(), "saturated_above": SATURATED, "runs": measured}
     markdown, figure = format_scaling_markdown(results), scaling_figure(results)

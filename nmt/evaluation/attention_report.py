@@ -210,6 +210,15 @@ def format_scaling_markdown(results: dict[str, Any]) -> str:
         "",
         *markdown_table(header, rows, left=4),
     ]
+    for name, run in results["runs"].items():
+        if "parts" in run:  # a Transformer: its cross-attention per decoder layer (heads together) and head
+            lines += ["", f"{name}, per decoder layer and cross-attention head:", "", *markdown_table(
+                ["part", "when", *titles],
+                [[part, label, *(fmt.format(moments[when][key]) for key, _, fmt in SCALING_COLUMNS)]
+                 for part, moments in run["parts"].items()
+                 for when, label in (("initialisation", "init"), ("trained", f"step {run['step']}"))],
+                left=2,
+            )]
     return "\n".join(lines) + "\n"
 
 

@@ -67,7 +67,7 @@ def sinusoids(positions: Tensor, size: int) -> Tensor:
 class MultiHeadAttention(nn.Module):
     """Scaled dot-product attention of several heads, with optional relative-position keys (Shaw et al.)."""
 
-    def __init__(self, size: int, heads: int, relative_clip: int = 0) -> None:
+    def __init__(self, size: int, heads: int, relative_clip: int = 0, scaled: bool = True) -> None:
         super().__init__()
         self.heads, self.head_size = heads, size // heads
         self.query = nn.Linear(size, size)
@@ -75,10 +75,11 @@ class MultiHeadAttention(nn.Module):
         self.out = nn.Linear(size, size)
         # a_{-k} .. a_{+k}: one vector per clipped distance j - i, shared by the heads (as Shaw et al.)
         self.relative = nn.Embedding(2 * relative_clip + 1, self.head_size) if relative_clip else None
-        self.scaled = True  # divide the scores by √d_k (the explainer's point; nmt attention-scaling turns it off)
-        # analyses, off by default (the hot path is then untouched): each call's weights appended to `record`
-        # (batch x heads x t x s); each head's output times `head_mask` (heads); every head's weights uniform
-        self.record: list[Tensor] | None = None
+        self.scaled = scaled  # divide the scores by √d_k (the explainer's point; model.scaled_attention)
+        # analyses, off by default (the hot path is then untouched): each call's scores before the mask (their
+        # gradient kept) and weights appended to `record` (each batch x heads x t x s); each head's output
+        # times `head_mask` (heads); every head's weights uniform
+        self.record: list[tuple[Tensor, Tensor]] | None = None
         self.head_mask: Tensor | None = None
         self.uniform = False
 
@@ -112,6 +113,9 @@ class MultiHeadAttention(nn.Module):
         if need_weights or self.record is not None or self.uniform:  # written out: the fused kernel returns no weights
             scores = (query @ keys.transpose(-1, -2)) * scale  # b x h x t x s
             scores = scores if bias is None else scores + bias
+            if self.record is not None and scores.requires_grad:
+                scores.retain_grad()  # nmt attention-scaling reads the gradient that reaches the scores
+            recorded = scores
             if self.uniform:
                 scores = torch.zeros_like(scores)
             if mask is not None:
@@ -119,7 +123,7 @@ class MultiHeadAttention(nn.Module):
             weights = torch.softmax(scores.float(), dim=-1).to(values.dtype)
             context = weights @ values
             if self.record is not None:
-                self.record.append(weights)
+                self.record.append((recorded, weights))
         else:
             if bias is not None:  # the relative term as an additive mask of the fused kernel
                 mask = bias if mask is None else bias.masked_fill(~mask, -math.inf)
@@ -137,8 +141,9 @@ class Layer(nn.Module):
     def __init__(self, config: ModelConfig, cross: bool) -> None:
         super().__init__()
         size, clip = config.hidden_size, config.relative_clip if config.positions == "relative" else 0
-        self.self_attention = MultiHeadAttention(size, config.heads, clip)
-        self.cross_attention = MultiHeadAttention(size, config.heads) if cross else None
+        scaled = config.scaled_attention
+        self.self_attention = MultiHeadAttention(size, config.heads, clip, scaled)
+        self.cross_attention = MultiHeadAttention(size, config.heads, scaled=scaled) if cross else None
         self.feedforward = nn.Sequential(
             nn.Linear(size, config.feedforward_size), nn.ReLU(), nn.Dropout(config.dropout),
             nn.Linear(config.feedforward_size, size),
@@ -308,11 +313,11 @@ class Transformer(nn.Module):
 
 
 @contextlib.contextmanager
-def recorded_cross_attention(model: Transformer) -> Iterator[list[list[Tensor]]]:
-    """Within the block, each decoder layer's cross-attention weights per head: one list per layer, of one
-    batch x heads x t x s tensor per call (written out, not fused, while recording)."""
+def recorded_cross_attention(model: Transformer) -> Iterator[list[list[tuple[Tensor, Tensor]]]]:
+    """Within the block, each decoder layer's cross-attention per head: one list per layer, of one (scores
+    before the mask, weights) pair per call, each batch x heads x t x s (written out, not fused)."""
     attentions = [layer.cross_attention for layer in model.decoder_layers]
-    records: list[list[Tensor]] = [[] for _ in attentions]
+    records: list[list[tuple[Tensor, Tensor]]] = [[] for _ in attentions]
     for attention, record in zip(attentions, records, strict=True):
         attention.record = record
     try:
