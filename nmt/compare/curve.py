@@ -68,7 +68,8 @@ def learning_curves(
         sample, scorer = samples[run.config.data.dir]
         measured[run.name] = {
             "run_dir": shown_path(run.run_dir, out),
-            "attention": run.config.model.attention,
+            "attention": run.config.model.attention if run.config.model.architecture == "rnn"
+            else f"multi-head (Transformer, {run.config.model.positions} positions)",
             "sentences": sample.describe(),
             "n": curves.bucket_counts(sample, cutoffs, by),
             "n_sample": len(sample.references),

@@ -227,3 +227,6 @@ def test_transformer_config_runs_the_whole_pipeline_shortened(tmp_path: Path) ->
     report = (out / "report.md").read_text()
     assert "## Does the table show the effect? (transformer-30 vs transformer-30-relative)" in report
     assert set(results["attention"]) == set(as_written.runs)  # the Transformer's last-layer cross-attention too
+    curves = json.loads((out / "learning_curve.json").read_text())["runs"]
+    assert curves["transformer-30-relative"]["attention"] == "multi-head (Transformer, relative positions)"
+    assert curves["rnnsearch-30"]["attention"] == "additive"
