@@ -87,42 +87,56 @@ def attention_checks(
     if per_bucket:
         test_set = sample_test_set(test_set, cutoffs, by, per_bucket)
     members, labels = _buckets(test_set, cutoffs, by)
-    results = _setting(test_set, per_bucket, cutoffs, by, seed, symmetrisation)
-    results["significance"] = settings.significance  # a Transformer's ablations: what p counts as chance
+    results = _setting(test_set, per_bucket, cutoffs, by, seed, symmetrisation, settings.significance)
     links: dict[str, list[set[Link]]] = {}
     scorer = CorpusScorer(test_set.references, settings.tokenize, settings.lowercase)  # all runs, all kinds
     out = default_out_dir(run_dirs, out_dir)
     for run in runs:
         entry: dict[str, Any] = {"run_dir": shown_path(run.run_dir, out), "checkpoint": run.checkpoint.name}
         evaluated = load_run(run.run_dir, run.checkpoint, device)  # read once for both checks
-        alignment = None
         if "alignment" in checks:  # first: a Transformer's ablation keeps each layer's best-aligning head
             if run.config.data.dir not in links:
                 links[run.config.data.dir] = aligner_links(run, test_set, symmetrisation)
-            alignment = [
-                agreement_by_bucket(
-                    run.name, evaluated if path == run.checkpoint else load_run(run.run_dir, path, device),
-                    test_set, links[run.config.data.dir], members, labels, batch_size,
-                )
-                for path in _checkpoints(run, steps)
-            ]
-        if "perturbation" in checks and run.config.model.architecture == "transformer":
-            best = alignment[-1]["heads"] if alignment else None
-            entry["perturbation"] = head_ablation_bleu(run.name, evaluated, test_set, scorer, settings, best, batch_size)
-        elif "perturbation" in checks:
-            entry["perturbation"] = perturbation_bleu(
-                run.name, evaluated, test_set, scorer, cutoffs, by, seed, batch_size
-            )
-        if alignment is not None:
-            entry["alignment"] = alignment
+            aligned = links[run.config.data.dir], members, labels
+            entry["alignment"] = _agreements(run, evaluated, test_set, aligned, steps, device, batch_size)
+        if "perturbation" in checks:
+            heads = entry["alignment"][-1].get("heads") if "alignment" in entry else None
+            entry["perturbation"] = _perturbation(run, evaluated, test_set, scorer, settings, heads, seed, batch_size)
         results["runs"][run.name] = entry
     write_outputs(out, CHECKS, results, format_checks_markdown(results), checks_figure(results), 100)
     return results
 
 
+def _perturbation(
+    run: RunInfo, evaluated: LoadedRun, test_set: TestSet, scorer: CorpusScorer, settings: EvaluationConfig,
+    heads: dict[str, Any] | None, seed: int, batch_size: int,
+) -> dict[str, Any]:
+    """An RNN's `perturbation_bleu`, or a Transformer's `head_ablation_bleu` (`heads`: its per-head agreement)."""
+    if run.config.model.architecture == "transformer":
+        return head_ablation_bleu(run.name, evaluated, test_set, scorer, settings, heads, batch_size)
+    cutoffs, by = list(settings.buckets), settings.by
+    return perturbation_bleu(run.name, evaluated, test_set, scorer, cutoffs, by, seed, batch_size)
+
+
+def _agreements(
+    run: RunInfo, evaluated: LoadedRun, test_set: TestSet, aligned: tuple[list[set[Link]], list[int], list[str]],
+    steps: Sequence[int] | None, device: str, batch_size: int,
+) -> list[dict[str, Any]]:
+    """`agreement_by_bucket` of each checkpoint of `_checkpoints` (`evaluated`, loaded already, last);
+    `aligned`: the aligner's links, each sentence's bucket and the buckets' labels."""
+    from nmt.rundir.loading import load_run
+
+    links, members, labels = aligned
+    return [
+        agreement_by_bucket(run.name, evaluated if path == run.checkpoint else load_run(run.run_dir, path, device),
+                            test_set, links, members, labels, batch_size)
+        for path in _checkpoints(run, steps)
+    ]
+
+
 def _setting(
     test_set: TestSet, per_bucket: int, cutoffs: list[int], by: BucketBy, seed: int,
-    symmetrisation: Symmetrisation,
+    symmetrisation: Symmetrisation, significance: float,
 ) -> dict[str, Any]:
     """The results' head: what was checked and how; "runs" is filled run by run."""
     from nmt.evaluation.curves import SELECTION, bucket_counts
@@ -137,6 +151,7 @@ def _setting(
         "decoding": "greedy (beam 1), the run's length limits",
         "seed": seed,
         "symmetrisation": symmetrisation,
+        "significance": significance,  # a Transformer's ablations: what p counts as chance
         "runs": {},
     }
 
