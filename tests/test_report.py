@@ -9,7 +9,7 @@ from pathlib import Path
 import matplotlib.image
 import pytest
 
-from nmt.evaluation.report import format_markdown, format_table, results_dict, write_report
+from nmt.evaluation.report import format_markdown, format_table, line_styles, results_dict, write_report
 from nmt.evaluation.scoring import Evaluation, score_systems
 from tests.helpers import scoring_settings
 
@@ -96,6 +96,18 @@ def test_plot_is_a_valid_png(evaluation: Evaluation, tmp_path: Path) -> None:
     image = matplotlib.image.imread(png)
     assert image.shape[0] > 200 and image.shape[1] > 400
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bleu_by_length.png", "report.md", "results.json"]
+
+
+def test_plot_lines_are_figure_2s_colour_per_model_and_style_per_ceiling_or_a_colour_per_run() -> None:
+    figure_2 = {"e30": ("RNNencdec", "-30"), "s30": ("RNNsearch", "-30"), "e50": ("RNNencdec", "-50"),
+                "s50": ("RNNsearch", "-50")}
+    assert line_styles(list(figure_2), figure_2) == {
+        "e30": ("C0", "-"), "s30": ("C1", "-"), "e50": ("C0", "--"), "s50": ("C1", "--"),
+    }
+    # dot attention at d 128 and 1024, both on all lengths: one group, so a colour each (both were C0 "-")
+    same = {"dot-128": ("dot attention", "all lengths"), "dot-1024": ("dot attention", "all lengths")}
+    assert line_styles(list(same), same) == {"dot-128": ("C0", "-"), "dot-1024": ("C1", "-")}
+    assert line_styles(["a", "b"], None) == {"a": ("C0", "-"), "b": ("C1", "-")}
 
 
 def test_single_system_has_no_comparisons(evaluation: Evaluation, tmp_path: Path) -> None:

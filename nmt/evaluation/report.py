@@ -241,6 +241,17 @@ def plotted_buckets(evaluation: Evaluation) -> list[int]:
 LINE_STYLES = ("-", "--", "-.", ":")
 
 
+def line_styles(names: Sequence[str], groups: Mapping[str, tuple[str, str]] | None) -> dict[str, tuple[str, str]]:
+    """(colour, line style) of each run: a colour per model and a style per variant of `groups` (see
+    plot_bleu_by_length), or a colour per run where the groups do not tell every run apart."""
+    if not groups or len({groups[name] for name in names}) < len(names):
+        groups = {name: (name, "") for name in names}
+    models = list(dict.fromkeys(groups[name][0] for name in names))
+    variants = list(dict.fromkeys(groups[name][1] for name in names))
+    return {name: (f"C{models.index(groups[name][0]) % 10}", LINE_STYLES[variants.index(groups[name][1]) % len(LINE_STYLES)])
+            for name in names}
+
+
 def plot_bleu_by_length(
     evaluation: Evaluation,
     path: str | Path,
@@ -254,15 +265,11 @@ def plot_bleu_by_length(
     first = evaluation.systems[0]
     kept = plotted_buckets(evaluation)
     x = np.arange(len(kept))
-    groups = groups or {s.name: (s.name, "") for s in evaluation.systems}
-    models = list(dict.fromkeys(groups[s.name][0] for s in evaluation.systems))
-    variants = list(dict.fromkeys(groups[s.name][1] for s in evaluation.systems))
+    styles = line_styles([s.name for s in evaluation.systems], groups)
     figure = Figure(figsize=(9, 5))
     axes = figure.add_subplot()
     for system in evaluation.systems:
-        model, variant = groups[system.name]
-        colour = f"C{models.index(model) % 10}"
-        style = LINE_STYLES[variants.index(variant) % len(LINE_STYLES)]
+        colour, style = styles[system.name]
         buckets = [system.buckets[i] for i in kept]
         bleu = np.array([b.bleu for b in buckets], dtype=np.float64)
         low, high = np.array([b.ci or (np.nan, np.nan) for b in buckets]).reshape(-1, 2).T

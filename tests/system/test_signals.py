@@ -147,13 +147,17 @@ def test_a_parallel_experiment_stops_every_worker(tmp_path: Path, signum: int, g
 
 
 @pytest.mark.slow
-def test_ctrl_c_saves_the_training_run_and_the_same_experiment_command_resumes_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])  # Ctrl-C; `timeout`, Slurm (the group)
+def test_a_stopped_experiment_saves_the_training_run_and_the_same_command_resumes_it(
+    tmp_path: Path, signum: int
+) -> None:
     out = tmp_path / "out"
     command = ["experiment", str(experiment_config(tmp_path)), "--out", str(out), "--jobs", "2"]
     process = start(*command)
     wait_until(lambda: (out / "runs/short/summary.json").exists() and (out / "runs/long/checkpoints").is_dir(), process)
-    stopped(process, signal.SIGINT, "experiment")
+    stopped(process, signum, "experiment")
     assert "saving a checkpoint, then stopping" in (out / "runs/long.log").read_text()
+    assert list((out / "runs/long/checkpoints").glob("interrupted_*.pt"))
     checkpoints_load(out)
 
     again = start(*command)
