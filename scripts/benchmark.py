@@ -38,7 +38,8 @@ from nmt.config import Config, load_config
 from nmt.environment import describe_environment
 from nmt.errors import NMTError
 from nmt.fileio import atomic_write_text
-from nmt.flops import SearchFlopCounter, training_flops
+
+from flops import SearchFlopCounter, training_flops  # scripts/flops.py, beside this benchmark
 
 MFU_NOTE = (
     "each phase's mfu divides by that phase's own measured peak (mfu_peak_gflops: the best of the peaks "

@@ -30,7 +30,10 @@ from torch.utils.flop_counter import FlopCounterMode
 from nmt.config import ModelConfig
 from nmt.data.batching import Batch, make_batch, make_source_batch
 from nmt.decoding.search import beam_search, greedy_search
-from nmt.flops import (
+from nmt.models import build_model
+from nmt.special import PAD_ID
+
+from flops import (  # scripts/flops.py (pyproject.toml puts scripts/ on the tests' path)
     SearchFlopCounter,
     decode_state_flops,
     decode_step_flops,
@@ -40,8 +43,6 @@ from nmt.flops import (
     search_encode_flops,
     training_flops,
 )
-from nmt.models import build_model
-from nmt.special import PAD_ID
 
 SRC_VOCAB, TGT_VOCAB = 53, 61
 
