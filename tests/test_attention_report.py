@@ -6,7 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from nmt.evaluation.attention_report import (
+    ABLATION_NOTES,
     ALIGNMENT_NOTES,
+    CAVEAT_NOTES,
     PERTURBATION_NOTES,
     checks_figure,
     format_checks_markdown,
@@ -37,13 +39,14 @@ def test_the_tables_show_the_non_empty_buckets_with_a_dash_for_no_score() -> Non
     assert "| attention | <10 (n=2) | >=20 (n=1) | all (n=3) |" in markdown  # the empty bucket left out
     assert "| none | 20.00 | 10.50 | 15.25 |" in markdown and "| uniform | 5.00 | - | 4.00 |" in markdown
     assert "| best.pt (step 600) | 75.0% | - | 50.0% | 25.0% | 12.5% | 0.0% | 40 |" in markdown
-    assert all(note in markdown for note in (*PERTURBATION_NOTES, *ALIGNMENT_NOTES))
+    assert all(note in markdown for note in (*PERTURBATION_NOTES, *CAVEAT_NOTES, *ALIGNMENT_NOTES))
+    assert not any(note in markdown for note in ABLATION_NOTES)
 
 
 def test_only_the_notes_of_the_checks_that_ran() -> None:
     markdown = format_checks_markdown(_results({"alignment": [POINT]}))
     assert "BLEU with the attention weights replaced" not in markdown
-    assert not any(note in markdown for note in PERTURBATION_NOTES)
+    assert not any(note in markdown for note in (*PERTURBATION_NOTES, *CAVEAT_NOTES))
     assert all(note in markdown for note in ALIGNMENT_NOTES)
 
 
@@ -130,3 +133,6 @@ def test_a_transformer_s_ablations_name_the_heads_that_cost_nothing_significant(
     assert "| layer 1 uniform | 3.00 | 3.00 | 3.00 | 2.00 | 0.002 | - |" in markdown
     assert "on all sentences by no more than chance (p >= 0.05): layer 1 head 1 of 2." in markdown
     assert "on the long sentences by no more than chance (p >= 0.05): none of 2." in markdown
+    # the notes on an RNN's uniform / permute / argmax are not a Transformer's ablation's
+    assert all(note in markdown for note in (*ABLATION_NOTES, *CAVEAT_NOTES))
+    assert not any(note in markdown for note in PERTURBATION_NOTES)

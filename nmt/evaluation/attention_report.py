@@ -19,6 +19,13 @@ PERTURBATION_NOTES = (
     "positions (seeded, one permutation per sentence and step): it tests the places, not the shape.",
     "- **argmax** keeps only the most-weighted position, all mass on it: close to `none` means the weights "
     "act as a hard alignment and the rest of the distribution adds little.",
+)
+ABLATION_NOTES = (
+    "- **head H silenced** zeroes that head's output before the layer's output projection (Michel et al. "
+    "2019 mask heads so); **uniform** spreads every head's weight of the layer evenly over the real source "
+    "positions; **only head H** silences all but the head that agrees best with the aligner.",
+)
+CAVEAT_NOTES = (
     "- What these cannot show (Jain & Wallace 2019, *Attention is not Explanation*; Wiegreffe & Pinter "
     "2019, *Attention is not not Explanation*): a perturbation that changes the output shows the weights "
     "are *used*, not that they *explain* the choice of a word; one that does not would not show they are "
@@ -54,7 +61,7 @@ def format_checks_markdown(results: dict[str, Any]) -> str:
     ]
     for name, entry in results["runs"].items():
         lines += ["", f"## {name} (`{entry['run_dir']}`, {entry['checkpoint']})"]
-        if "perturbation" in entry and "layer 1 uniform" in entry["perturbation"]:
+        if _ablated(entry):
             lines += ["", *format_ablation(entry["perturbation"], labels, head, results["significance"])]
         elif "perturbation" in entry:
             lines += ["", "BLEU with the attention weights replaced at every decoder step:", ""]
@@ -73,10 +80,17 @@ def format_checks_markdown(results: dict[str, Any]) -> str:
                 if "heads" in point:
                     lines += ["", *format_heads(point, labels, head)]
     runs = results["runs"].values()
-    notes = [*(PERTURBATION_NOTES if any("perturbation" in e for e in runs) else ()),
+    notes = [*(PERTURBATION_NOTES if any("perturbation" in e and not _ablated(e) for e in runs) else ()),
+             *(ABLATION_NOTES if any(_ablated(e) for e in runs) else ()),
+             *(CAVEAT_NOTES if any("perturbation" in e for e in runs) else ()),
              *(ALIGNMENT_NOTES if any("alignment" in e for e in runs) else ())]
     lines += ["", "## What the numbers can and cannot show", "", *notes]
     return "\n".join(lines) + "\n"
+
+
+def _ablated(entry: dict[str, Any]) -> bool:
+    """Whether a run's perturbation is a Transformer's head ablation (format_ablation), not an RNN's."""
+    return "layer 1 uniform" in entry.get("perturbation", {})
 
 
 def format_ablation(scores: dict[str, Any], labels: list[str], head: list[str], significance: float) -> list[str]:
