@@ -15,6 +15,7 @@ import signal
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
 from pathlib import Path
 from types import FrameType
@@ -196,6 +197,12 @@ def _train_in_parallel(configs: dict[str, Config], run_dirs: dict[str, Path], jo
                 except NMTError as error:
                     hint = f"{error.hint} (its output: {logs[name]})".strip()
                     raise NMTError(f"run {name}: {error.message}", hint) from None
+                except BrokenProcessPool:  # a worker was killed: the out-of-memory killer, a signal to it alone
+                    raise NMTError(
+                        f"run {name}: a training worker ended without finishing (killed, or out of memory); "
+                        "every run's saved checkpoints are kept.",
+                        f"Run the same command again to resume (the run's output: {logs[name]}).",
+                    ) from None
                 results[name] = done
                 print(f"run {name}: {done}, {_training_seconds(run_dirs[name]) / 60:.1f} min of training in all "
                       f"({seconds / 60:.1f} min now, done {time.perf_counter() - start:.0f} s after the trainings began)")

@@ -179,3 +179,26 @@ def test_sigterm_stops_nmt_train_as_ctrl_c_does_as_it_starts_and_in_training(tmp
     assert "signal SIGTERM: saving a checkpoint" in stopped(process, signal.SIGTERM, "train")
     steps = [torch.load(p, weights_only=True)["step"] for p in (tmp_path / "run/checkpoints").glob("*.pt")]
     assert len(steps) == 1 and steps[0] > 0
+
+
+@pytest.mark.slow
+def test_a_killed_worker_ends_the_experiment_with_a_message_and_it_resumes(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    command = ["experiment", str(experiment_config(tmp_path)), "--out", str(out), "--jobs", "2"]
+    process = start(*command)
+    wait_until(lambda: (out / "runs/short/summary.json").exists() and (out / "runs/long/checkpoints").is_dir(), process)
+    tracker = next(pid for pid in children(process.pid) if b"resource_tracker" in Path(f"/proc/{pid}/cmdline").read_bytes())
+    for worker in set(children(process.pid)) - {tracker}:  # as the out-of-memory killer would
+        os.kill(int(worker), signal.SIGKILL)
+    try:
+        output = process.communicate(timeout=90)[0]
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        pytest.fail(f"still running 90 s after its workers were killed: {living(process.pid)}")
+    assert process.returncode == 2, output
+    assert "a training worker ended without finishing" in output and "Run the same command again" in output
+    assert "Traceback" not in output, output
+    checkpoints_load(out)
+    again = start(*command)
+    wait_until(lambda: "resumed from" in (out / "runs/long.log").read_text(), again)
+    stopped(again, signal.SIGINT, "experiment")
