@@ -90,32 +90,24 @@ def training_jobs(config: Config, jobs: int) -> int:
     return 1 if uses_cuda else max(1, min(len(config.runs), available_cores()))
 
 
-_stopping = False  # in a worker: the parent or SIGTERM asked it to stop (_stop)
-_terminated = False  # in a worker: SIGTERM came, so the worker ends once its run has stopped
+_stopping = False  # in a worker: the parent asked it to stop (_stop)
 
 
 def _start_worker() -> None:
     """A worker's signals (it starts with them blocked, nmt/interrupts.py): Ctrl-C stays blocked, for the
-    parent passes it on once, as SIGUSR1; SIGTERM (to the whole group, or the pool's own) stops the run
-    with a checkpoint as SIGUSR1 does, then ends the worker (_stop)."""
+    parent passes it on once, as SIGUSR1 (_stop); SIGTERM ends the worker at once, as the pool expects."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # until a run starts (_train_in_child)
     signal.signal(signal.SIGUSR1, _stop)
-    signal.signal(signal.SIGTERM, _stop)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGUSR1})
 
 
 def _stop(signum: int, frame: FrameType | None) -> None:
-    """SIGUSR1 or SIGTERM in a worker: a run in training stops as on one Ctrl-C (the trainer saves a
-    checkpoint at the end of its step), however many of the two arrive, and no later run starts. An idle
-    worker ends at SIGTERM at once, as the pool expects."""
-    global _stopping, _terminated
-    first, _stopping = not _stopping, True
-    _terminated = _terminated or signum == signal.SIGTERM
+    """SIGUSR1 in a worker: a run in training stops as on Ctrl-C (the trainer saves a checkpoint at the end
+    of its step), and no later run starts."""
+    global _stopping
+    _stopping = True
     handler = signal.getsignal(signal.SIGINT)
-    if not callable(handler):
-        if _terminated:
-            raise SystemExit(128 + signal.SIGTERM)
-    elif first:
+    if callable(handler):
         handler(signal.SIGINT, frame)
 
 
@@ -138,8 +130,6 @@ def _train_in_child(name: str, config: Config, run_dir: Path, log_path: Path) ->
             done = _train_run(name, config, run_dir)
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        if _terminated:  # its checkpoint is saved; the pool may be joining it, so it must not wait for work
-            os._exit(128 + signal.SIGTERM)
     return done, time.perf_counter() - start
 
 

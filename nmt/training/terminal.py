@@ -89,8 +89,8 @@ class Terminal:
 
 class StopRequest:
     """While active, the first SIGINT only sets `requested` (and is announced); a second one interrupts at
-    once. SIGTERM comes here through `nmt`'s own handler (nmt/interrupts.py), or in an experiment's training
-    worker through the worker's (nmt/training/parallel.py)."""
+    once. SIGTERM comes here through `nmt`'s own handler (nmt/interrupts.py); elsewhere, as in an
+    experiment's training worker, it ends the process, as multiprocessing's pool expects of it."""
 
     def __init__(self, announce: Callable[[str], None]) -> None:
         self.requested = False
