@@ -16,15 +16,19 @@ from tests.helpers import scoring_settings
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.fixture(scope="module")
-def evaluation() -> Evaluation:
+def evaluation_inputs() -> tuple[dict[str, list[str]], list[str], list[str]]:
     """Two systems on 120 sentences of 1..45 words: the `[50,60)` and `>=60` buckets are empty."""
     rng = random.Random(0)
     sources = [" ".join(f"w{rng.randrange(100)}" for _ in range(rng.randint(1, 45))) for _ in range(120)]
     references = [" ".join(reversed(s.split())) for s in sources]
     good = [" ".join(w if rng.random() < 0.8 else "x" for w in r.split()) for r in references]
     poor = [" ".join(w if rng.random() < 0.4 else "x" for w in r.split()) for r in references]
-    return score_systems({"rnnsearch": good, "rnnencdec": poor}, sources, references, scoring_settings(bootstrap_samples=100))
+    return {"rnnsearch": good, "rnnencdec": poor}, sources, references
+
+
+@pytest.fixture(scope="module")
+def evaluation() -> Evaluation:
+    return score_systems(*evaluation_inputs(), scoring_settings(bootstrap_samples=100))
 
 
 def test_results_json_schema(evaluation: Evaluation, tmp_path: Path) -> None:
@@ -34,14 +38,14 @@ def test_results_json_schema(evaluation: Evaluation, tmp_path: Path) -> None:
     assert set(results) == {"runs", "comparisons", "settings"}
     assert list(results["runs"]) == ["rnnsearch", "rnnencdec"]
     run = results["runs"]["rnnsearch"]
-    anatomy = {"length_ratio", "precisions", "floor"}
-    assert set(run) == {"bleu", "chrf", "signature", "chrf_signature", "n", "ci", "buckets"} | anatomy
+    statistics = {"length_ratio", "precisions", "floor"}  # scoring.STATISTICS
+    assert set(run) == {"bleu", "chrf", "signature", "chrf_signature", "n", "ci", "buckets"} | statistics
     assert run["n"] == 120 and run["ci"][0] < run["bleu"] < run["ci"][1]
     assert run["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp")
     labels = [b["label"] for b in run["buckets"]]
     assert labels == ["<10", "[10,20)", "[20,30)", "[30,40)", "[40,50)", "[50,60)", ">=60"]
     for bucket in run["buckets"]:
-        assert set(bucket) == {"label", "low", "high", "n", "bleu", "ci"} | anatomy
+        assert set(bucket) == {"label", "low", "high", "n", "bleu", "ci"} | statistics
     assert (run["buckets"][0]["low"], run["buckets"][0]["high"]) == (0, 10)
     assert (run["buckets"][1]["low"], run["buckets"][1]["high"]) == (10, 20)
     assert (run["buckets"][-1]["low"], run["buckets"][-1]["high"]) == (60, None)
@@ -87,6 +91,40 @@ def test_markdown_report(evaluation: Evaluation) -> None:
     assert evaluation.systems[0].signature in markdown
     assert evaluation.systems[0].chrf_signature in markdown
     assert f"| rnnsearch | {evaluation.systems[0].chrf:.2f} |" in markdown
+
+
+def test_the_statistics_section_shows_each_declared_statistic_and_a_new_one_is_one_declaration(
+    evaluation: Evaluation, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nmt.evaluation import report, scoring
+
+    def section(markdown: str, run: str) -> list[str]:
+        lines = markdown.split(f"### {run}\n\n", 1)[1].splitlines()
+        return lines[: lines.index("") if "" in lines else len(lines)]
+
+    table = section(format_markdown(evaluation), "rnnsearch")
+    assert table[0] == "| bucket | n | BLEU | floor | length ratio | p1 | p2 | p3 | p4 |"
+    whole = evaluation.systems[0]
+    floor, ratio, precisions = (whole.statistics[name].values for name in ("floor", "length_ratio", "precisions"))
+    assert table[-1] == (f"| all | 120 | {whole.bleu:.2f} | {floor[0]:.2f} | {ratio[0]:.2f} | "
+                         + " | ".join(f"{p:.1f}" for p in precisions) + " |")
+    assert table[-2] == "| >=60 | 0 | - | - | - | - | - | - | - |"
+
+    hyp_tokens = scoring.BucketStatistic("hyp_tokens", ("hyp tokens",), lambda stats, floor: stats[..., :1],
+                                         "tokens output.", digits=0, bootstraps=True)
+    declared = (*scoring.STATISTICS, hyp_tokens)
+    for module in (scoring, report):
+        monkeypatch.setattr(module, "STATISTICS", declared)
+    sentences = evaluation_inputs()
+    extended = score_systems(*sentences, scoring_settings(bootstrap_samples=100))
+    table = section(format_markdown(extended), "rnnsearch")
+    assert table[0].endswith("| p4 | hyp tokens |") and "**hyp tokens**: tokens output." in format_markdown(extended)
+    value = extended.systems[0].statistics["hyp_tokens"]
+    low, high = value.intervals[0]
+    assert table[-1].endswith(f"| {value.values[0]:.0f} [{low:.0f}, {high:.0f}] |")
+    run = results_dict(extended)["runs"]["rnnsearch"]
+    assert (run["hyp_tokens"], run["hyp_tokens_ci"]) == (value.values[0], [low, high])
+    assert run["buckets"][-1]["hyp_tokens"] is None and run["buckets"][-1]["hyp_tokens_ci"] is None
 
 
 def test_plot_is_a_valid_png(evaluation: Evaluation, tmp_path: Path) -> None:

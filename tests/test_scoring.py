@@ -185,6 +185,30 @@ def test_bootstrap_resamples_both_systems_alike() -> None:
     np.testing.assert_array_equal(samples[0], samples[1])  # paired: same resamples for both
 
 
+def test_a_declared_statistic_that_bootstraps_gets_an_interval_from_bleus_resamples(
+    corpus: tuple[list[str], list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nmt.evaluation import scoring
+
+    sources, references = corpus
+    hyps = corrupt(references, 0.7)
+    hyp_words = scoring.BucketStatistic(  # a new statistic: hypothesis tokens, resampled
+        "hyp_tokens", ("hyp tokens",), lambda stats, floor: stats[..., :1], "tokens output.", bootstraps=True)
+    monkeypatch.setattr(scoring, "STATISTICS", (*scoring.STATISTICS, hyp_words))
+    settings = scoring_settings(bootstrap_samples=200, min_bucket_sentences=45)
+    system = score_systems({"s": hyps}, sources, references, settings).systems[0]
+    whole = system.statistics["hyp_tokens"]
+    stats = CorpusScorer(references, "13a", False).sentence_stats(hyps)
+    assert whole.values == (stats[:, 0].sum(),)
+    # the interval is the percentile interval of the same resamples (seed [seed, 0]) BLEU's comes from
+    drawn = scoring.bootstrap_sums([stats], 200, [settings.bootstrap_seed, 0])[:, 0, 0]
+    assert whole.intervals == (scoring.percentile_interval(drawn),)
+    assert whole.intervals[0][0] < whole.values[0] < whole.intervals[0][1]
+    for bucket in system.buckets:  # a bucket too small to resample gets none
+        if bucket.n:
+            assert (bucket.statistics["hyp_tokens"].intervals is None) == (bucket.n < 45)
+
+
 def test_mismatched_lengths_are_user_errors(corpus: tuple[list[str], list[str]]) -> None:
     sources, references = corpus
     with pytest.raises(NMTError, match="299 translations for 300 references"):
@@ -193,7 +217,7 @@ def test_mismatched_lengths_are_user_errors(corpus: tuple[list[str], list[str]])
         score_systems({"s": []}, [], [], scoring_settings())
 
 
-def test_anatomy_is_sacrebleus_length_ratio_and_precisions_per_bucket(corpus: tuple[list[str], list[str]]) -> None:
+def test_the_statistics_are_sacrebleus_length_ratio_and_precisions_per_bucket(corpus: tuple[list[str], list[str]]) -> None:
     sources, references = corpus
     # drop the last word of long sentences: short outputs from 30 words on
     hyps = [" ".join(h.split()[: max(1, len(h.split()) - (5 if len(h.split()) >= 30 else 0))])
@@ -203,10 +227,10 @@ def test_anatomy_is_sacrebleus_length_ratio_and_precisions_per_bucket(corpus: tu
     for bucket in system.buckets:
         rows = [i for i, s in enumerate(sources) if bucket.bucket.contains(len(s.split()))]
         expected = sacrebleu.corpus_bleu([hyps[i] for i in rows], [[references[i] for i in rows]])
-        assert bucket.anatomy is not None
-        assert bucket.anatomy.length_ratio == pytest.approx(expected.sys_len / expected.ref_len)
-        assert bucket.anatomy.precisions == pytest.approx(expected.precisions)
-    ratios = [b.anatomy.length_ratio for b in system.buckets if b.anatomy is not None]
+        assert bucket.statistics["length_ratio"].values == pytest.approx([expected.sys_len / expected.ref_len])
+        assert bucket.statistics["precisions"].values == pytest.approx(expected.precisions)
+        assert all(value.intervals is None for value in bucket.statistics.values())  # none of them bootstraps
+    ratios = [b.statistics["length_ratio"].values[0] for b in system.buckets if b.statistics]
     assert ratios[0] == pytest.approx(1.0) and ratios[-1] < 0.95  # the cut shows as brevity
 
 
@@ -223,13 +247,13 @@ def test_the_floor_scores_each_systems_translation_of_a_length_matched_wrong_sou
     assert system.bleu == pytest.approx(100.0)
     pairing = length_matched_pairing([len(s.split()) for s in sources], 4)
     expected = sacrebleu.corpus_bleu([perfect[j] for j in pairing], [references]).score
-    assert system.anatomy is not None and system.anatomy.floor == pytest.approx(expected)
-    assert system.anatomy.floor < 10
+    (floor,) = system.statistics["floor"].values
+    assert floor == pytest.approx(expected) and floor < 10
     # a system that ignores its source (the same line for all) has its BLEU as its floor
     blind = ["w1 w2 w3 w4 w5"] * len(references)
     (blind_score,) = score_systems({"b": blind}, sources, references,
                                    scoring_settings(bootstrap_samples=20)).systems
-    assert blind_score.anatomy is not None and blind_score.anatomy.floor == pytest.approx(blind_score.bleu)
+    assert blind_score.statistics["floor"].values == pytest.approx([blind_score.bleu])
 
 
 def test_a_bucket_under_min_bucket_sentences_has_bleu_but_no_interval_or_p(corpus: tuple[list[str], list[str]]) -> None:
@@ -244,7 +268,7 @@ def test_a_bucket_under_min_bucket_sentences_has_bleu_but_no_interval_or_p(corpu
         for bucket, diff in zip(system.buckets, comparison.buckets, strict=True):
             if bucket.n == 0:
                 continue
-            assert bucket.bleu is not None and bucket.anatomy is not None
+            assert bucket.bleu is not None and set(bucket.statistics) == {"floor", "length_ratio", "precisions"}
             assert (bucket.ci is None) == (bucket.n < 45) == (diff.p is None)
             assert diff.bleu_diff is not None
     assert evaluation.systems[0].ci is not None and comparison.p is not None  # 300 sentences: resampled

@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 
 from nmt.evaluation.buckets import bucket_members, make_buckets, sentence_lengths
 from nmt.evaluation.effect import Check
-from nmt.evaluation.scoring import Anatomy, Evaluation, SystemScore
+from nmt.evaluation.scoring import STATISTICS, BucketScore, Evaluation, StatisticValue, SystemScore
 from nmt.fileio import atomic_open, atomic_write_text
 
 RESULTS_JSON = "results.json"
@@ -55,20 +55,28 @@ def results_dict(evaluation: Evaluation, extra_settings: dict[str, Any] | None =
     return {"runs": runs, "comparisons": comparisons, "settings": settings}
 
 
-def _anatomy_dict(anatomy: Anatomy | None) -> dict[str, Any]:
-    fields = {"length_ratio": None, "precisions": None, "floor": None}
-    return fields if anatomy is None else {**asdict(anatomy), "precisions": list(anatomy.precisions)}
+def _statistics_dict(statistics: Mapping[str, StatisticValue]) -> dict[str, Any]:
+    """Each of STATISTICS by name (a number, or a list for several columns; None on an empty bucket), and
+    NAME_ci for one that bootstraps."""
+    fields: dict[str, Any] = {}
+    for statistic in STATISTICS:
+        value, several = statistics.get(statistic.name), len(statistic.columns) > 1
+        fields[statistic.name] = None if value is None else list(value.values) if several else value.values[0]
+        if statistic.bootstraps:
+            intervals = None if value is None or value.intervals is None else [list(i) for i in value.intervals]
+            fields[f"{statistic.name}_ci"] = intervals if several or intervals is None else intervals[0]
+    return fields
 
 
 def _system_dict(system: SystemScore) -> dict[str, Any]:
     buckets = [
-        {**asdict(b.bucket), "n": b.n, "bleu": b.bleu, "ci": list(b.ci) if b.ci else None, **_anatomy_dict(b.anatomy)}
+        {**asdict(b.bucket), "n": b.n, "bleu": b.bleu, "ci": list(b.ci) if b.ci else None, **_statistics_dict(b.statistics)}
         for b in system.buckets
     ]
     return {
         "bleu": system.bleu, "chrf": system.chrf, "signature": system.signature,
         "chrf_signature": system.chrf_signature, "n": system.n, "ci": list(system.ci) if system.ci else None,
-        **_anatomy_dict(system.anatomy), "buckets": buckets,
+        **_statistics_dict(system.statistics), "buckets": buckets,
     }
 
 
@@ -132,32 +140,39 @@ def format_markdown(evaluation: Evaluation, scored: Sequence[str] = ()) -> str:
     ]
     first = evaluation.systems[0]
     lines += ["", f"BLEU signature: `{first.signature}`", "", f"chrF signature: `{first.chrf_signature}`", ""]
-    return "\n".join(lines) + "\n" + format_anatomy(evaluation)
+    return "\n".join(lines) + "\n" + format_statistics(evaluation)
 
 
-def format_anatomy(evaluation: Evaluation) -> str:
-    """A Markdown section: per run and bucket, BLEU beside what it is made of (Anatomy) and its floor."""
-    lines = [
-        "## What each score is made of",
-        "",
-        "Length ratio: output / reference length in sacrebleu's tokens (under 1, the brevity penalty cuts "
-        "BLEU); p1-p4: n-gram precisions. A fall with a falling length ratio is outputs getting short; a fall "
-        "in p4 is words going wrong. Floor: the BLEU of the same system's translations of wrong sources of "
-        "the same length (a fixed, seeded pairing), against these references: what it scores without "
-        "reading its source.",
-    ]
-    header = ["bucket", "n", "BLEU", "floor", "length ratio", "p1", "p2", "p3", "p4"]
+def format_statistics(evaluation: Evaluation) -> str:
+    """A Markdown section: per run and bucket, BLEU beside what it is made of (STATISTICS)."""
+    described = " ".join(f"**{_label(statistic.columns)}**: {statistic.description}" for statistic in STATISTICS)
+    lines = ["## What each score is made of", "", described]
+    header = ["bucket", "n", "BLEU", *(column for statistic in STATISTICS for column in statistic.columns)]
     for system in evaluation.systems:
         rows = []
         for label, score in zip(_labels(system), [*system.buckets, system], strict=True):
-            if score.bleu is None or score.anatomy is None:
-                rows.append([label, str(score.n)] + ["-"] * 7)
-            else:
-                numbers = (score.bleu, score.anatomy.floor, score.anatomy.length_ratio)
-                precisions = (f"{p:.1f}" for p in score.anatomy.precisions)
-                rows.append([label, str(score.n), *(f"{x:.2f}" for x in numbers), *precisions])
+            cells = ["-"] * (len(header) - 2) if score.bleu is None else [f"{score.bleu:.2f}", *_statistic_cells(score)]
+            rows.append([label, str(score.n), *cells])
         lines += ["", f"### {system.name}", "", *markdown_table(header, rows)]
     return "\n".join(lines) + "\n"
+
+
+def _label(columns: Sequence[str]) -> str:
+    return columns[0] if len(columns) == 1 else f"{columns[0]}-{columns[-1]}"
+
+
+def _statistic_cells(score: BucketScore | SystemScore) -> list[str]:
+    """A score's statistics, each column as `value` or `value [low, high]` where it bootstraps."""
+    cells = []
+    for statistic in STATISTICS:
+        value = score.statistics[statistic.name]
+        for k, number in enumerate(value.values):
+            cell = f"{number:.{statistic.digits}f}"
+            if value.intervals is not None:
+                low, high = value.intervals[k]
+                cell += f" [{low:.{statistic.digits}f}, {high:.{statistic.digits}f}]"
+            cells.append(cell)
+    return cells
 
 
 def format_checks(checks: Sequence[Check], baseline: str, attention: str) -> str:
@@ -278,7 +293,7 @@ def plot_bleu_by_length(
         axes.plot(x[resampled], bleu[resampled], "o", color=colour)
         axes.plot(x[~resampled], bleu[~resampled], "o", color=colour, markerfacecolor="none")
         axes.fill_between(x, low, high, color=colour, alpha=0.12, linewidth=0)
-        floor = [b.anatomy.floor if b.anatomy is not None else np.nan for b in buckets]
+        floor = [b.statistics["floor"].values[0] if b.statistics else np.nan for b in buckets]
         axes.plot(x, floor, color=colour, linestyle=":", linewidth=0.8, alpha=0.7)
     axes.plot([], [], color="grey", linestyle=":", linewidth=0.8, label="source-blind floor (wrong source)")
     axes.set_xticks(x, [f"{first.buckets[i].bucket.label}\nn={first.buckets[i].n}" for i in kept])

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import itertools
 import sys
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 from sacrebleu.metrics import BLEU, CHRF
@@ -105,10 +105,10 @@ def bleu_from_stats(stats: np.ndarray) -> np.ndarray:
     return np.where(defined, score, 0.0)
 
 
-def bootstrap_bleu(stats_per_system: Sequence[np.ndarray], n_samples: int, seed: int | Sequence[int]) -> np.ndarray:
-    """BLEU of each system on the same bootstrap resamples of the sentences (the same sentence indices for
-    every system, as a paired test needs).  # n_systems x (n x N_STATS) -> n_systems x n_samples"""
-    stacked = np.concatenate(stats_per_system, axis=1)  # n x (n_systems * N_STATS)
+def bootstrap_sums(stats_per_system: Sequence[np.ndarray], n_samples: int, seed: int | Sequence[int]) -> np.ndarray:
+    """Summed statistics of each system on the same bootstrap resamples of the sentences (the same sentence
+    indices for every system, as a paired test needs).  # n_systems x (n x k) -> n_samples x n_systems x k"""
+    stacked = np.concatenate(stats_per_system, axis=1)  # n x (n_systems * k)
     n = stacked.shape[0]
     rng = np.random.default_rng(seed)
     chunk = max(1, _CHUNK_CELLS // max(n, 1))
@@ -119,9 +119,14 @@ def bootstrap_bleu(stats_per_system: Sequence[np.ndarray], n_samples: int, seed:
         # how often each sentence was drawn in each resample: bincount over offset indices
         offsets = draws + (np.arange(rows) * n)[:, None]
         counts = np.bincount(offsets.ravel(), minlength=rows * n).reshape(rows, n)
-        sums.append(counts.astype(np.float64) @ stacked)
-    per_system = np.concatenate(sums, axis=0).reshape(n_samples, len(stats_per_system), N_STATS)
-    return bleu_from_stats(per_system).T
+        sums.append(counts.astype(np.float64) @ stacked)  # exact: integral statistics
+    return np.concatenate(sums, axis=0).reshape(n_samples, len(stats_per_system), -1)
+
+
+def bootstrap_bleu(stats_per_system: Sequence[np.ndarray], n_samples: int, seed: int | Sequence[int]) -> np.ndarray:
+    """BLEU of each system on the same bootstrap resamples (bootstrap_sums).
+    # n_systems x (n x N_STATS) -> n_systems x n_samples"""
+    return bleu_from_stats(bootstrap_sums(stats_per_system, n_samples, seed)).T
 
 
 def percentile_interval(samples: np.ndarray, level: float = 0.95) -> tuple[float, float]:
@@ -141,35 +146,68 @@ def paired_p_value(samples_a: np.ndarray, samples_b: np.ndarray) -> float:
 
 
 @dataclass(frozen=True)
-class Anatomy:
-    """What a BLEU score is made of on one set of sentences: `length_ratio` is output / reference length
-    (sacrebleu's tokens), `precisions` the 1- to 4-gram precisions (0-100), `floor` the BLEU of the same
-    system's translations of length-matched wrong sources (`length_matched_pairing`) against these
-    references: what a system earns without reading its source."""
+class BucketStatistic:
+    """A number (or a few) reported beside BLEU for each bucket and the whole set. `compute(stats, floor)`
+    maps a subset's summed sentence statistics, the system's and its floor's (its translations of
+    length-matched wrong sources, `length_matched_pairing`), to one value per column; it takes stacked sums
+    too, so that a statistic that `bootstraps` gets a percentile interval from BLEU's own resamples.
+    # (... x N_STATS, ... x N_STATS) -> ... x len(columns)"""
 
-    length_ratio: float
-    precisions: tuple[float, ...]
-    floor: float
+    name: str  # its key in results.json: a number, or a list where it has several columns
+    columns: tuple[str, ...]  # its headers in report.md's "What each score is made of"
+    compute: Callable[[np.ndarray, np.ndarray], np.ndarray]
+    description: str  # for the report's reader
+    digits: int = 2
+    bootstraps: bool = False
 
 
-def anatomy(stats: np.ndarray, floor_stats: np.ndarray) -> Anatomy:
-    """The Anatomy of summed statistics and of the floor's summed statistics.  # N_STATS, N_STATS"""
-    correct, total = stats[2 : 2 + MAX_ORDER], stats[2 + MAX_ORDER :]
-    ratio = float(stats[0] / stats[1]) if stats[1] > 0 else 0.0
-    precisions = tuple(float(100.0 * c / t) if t > 0 else 0.0 for c, t in zip(correct, total, strict=True))
-    return Anatomy(ratio, precisions, float(bleu_from_stats(floor_stats)))
+def _floor(stats: np.ndarray, floor: np.ndarray) -> np.ndarray:
+    return bleu_from_stats(floor)[..., None]
+
+
+def _length_ratio(stats: np.ndarray, floor: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(stats[..., 1] > 0, stats[..., 0] / stats[..., 1], 0.0)[..., None]
+
+
+def _precisions(stats: np.ndarray, floor: np.ndarray) -> np.ndarray:
+    correct, total = stats[..., 2 : 2 + MAX_ORDER], stats[..., 2 + MAX_ORDER :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(total > 0, 100.0 * correct / total, 0.0)
+
+
+# What a BLEU score is made of, in report order.
+STATISTICS = (
+    BucketStatistic("floor", ("floor",), _floor, "the BLEU of the same system's translations of wrong sources of "
+                    "the same length (a fixed, seeded pairing), against these references: what it scores without "
+                    "reading its source."),
+    BucketStatistic("length_ratio", ("length ratio",), _length_ratio, "output / reference length in sacrebleu's "
+                    "tokens; under 1, the brevity penalty cuts BLEU, and a fall with a falling length ratio is "
+                    "outputs getting short."),
+    BucketStatistic("precisions", ("p1", "p2", "p3", "p4"), _precisions, "n-gram precisions; a fall in p4 is "
+                    "words going wrong.", digits=1),
+)
+
+
+@dataclass(frozen=True)
+class StatisticValue:
+    """One BucketStatistic on one subset: a value per column, and with `bootstraps` a percentile interval
+    per column (None when the subset is too small to resample)."""
+
+    values: tuple[float, ...]
+    intervals: tuple[tuple[float, float], ...] | None = None
 
 
 @dataclass(frozen=True)
 class BucketScore:
-    """One system on one bucket; `bleu`, `ci` and `anatomy` are None if it is empty, `ci` also when it
-    holds too few sentences to resample."""
+    """One system on one bucket; `bleu` and `ci` are None, `statistics` empty, if it is empty, `ci` also
+    when it holds too few sentences to resample. `statistics` maps each of STATISTICS by name."""
 
     bucket: Bucket
     n: int
     bleu: float | None
     ci: tuple[float, float] | None
-    anatomy: Anatomy | None = None
+    statistics: Mapping[str, StatisticValue] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -185,7 +223,7 @@ class SystemScore:
     n: int
     ci: tuple[float, float] | None
     buckets: list[BucketScore]
-    anatomy: Anatomy | None = None
+    statistics: Mapping[str, StatisticValue] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -231,7 +269,7 @@ def score_systems(
     they go by, and the rest. Bootstrap resamples are drawn per subset (overall, each bucket) from
     `bootstrap_seed`, shared by all systems; a subset of fewer than `min_bucket_sentences` sentences, the
     whole set included, gets its BLEU but no interval and no p-value (None). `tokenize` and `lowercase`
-    are sacrebleu's. Each score carries its Anatomy, the floor's wrong sources paired by
+    are sacrebleu's. Each score carries its STATISTICS, the floor's wrong sources paired by
     `length_matched_pairing` with `bootstrap_seed`.
     """
     if not hypotheses:
@@ -248,11 +286,11 @@ def score_systems(
     names = list(hypotheses)
     systems = []
     for k, name in enumerate(names):
-        bleu, ci, whole_anatomy = whole.system(k)
+        bleu, ci, whole_statistics = whole.system(k)
         assert bleu is not None  # the whole set is never empty
         per_bucket = [BucketScore(bucket, sub.n, *sub.system(k)) for bucket, sub in zip(buckets, parts, strict=True)]
         chrf, signatures = scorer.chrf(hypotheses[name]), (scorer.bleu_signature, scorer.chrf_signature)
-        systems.append(SystemScore(name, bleu, chrf, *signatures, scorer.n, ci, per_bucket, whole_anatomy))
+        systems.append(SystemScore(name, bleu, chrf, *signatures, scorer.n, ci, per_bucket, whole_statistics))
     comparisons = []
     for a, b in itertools.combinations(range(len(names)), 2):
         diff, p = whole.compare(a, b)
@@ -264,19 +302,20 @@ def score_systems(
 
 @dataclass(frozen=True)
 class _Subset:
-    """Point BLEU, Anatomy and bootstrap samples of every system on one subset of the sentences."""
+    """Point BLEU, STATISTICS and bootstrap samples of every system on one subset of the sentences."""
 
     n: int
     points: list[float]  # one per system; empty when the subset is empty
-    anatomies: list[Anatomy]  # one per system; empty when the subset is empty
+    statistics: list[dict[str, StatisticValue]]  # one per system; empty when the subset is empty
     samples: np.ndarray | None  # n_systems x n_samples; None when empty or too small to resample
 
-    def system(self, k: int) -> tuple[float | None, tuple[float, float] | None, Anatomy | None]:
-        """System k's BLEU, bootstrap interval and Anatomy (None when empty, the interval when not resampled)."""
+    def system(self, k: int) -> tuple[float | None, tuple[float, float] | None, dict[str, StatisticValue]]:
+        """System k's BLEU, bootstrap interval and statistics (None, None, {} when empty; the interval None
+        when not resampled)."""
         if not self.points:
-            return None, None, None
+            return None, None, {}
         ci = percentile_interval(self.samples[k]) if self.samples is not None else None
-        return self.points[k], ci, self.anatomies[k]
+        return self.points[k], ci, self.statistics[k]
 
     def compare(self, a: int, b: int) -> tuple[float | None, float | None]:
         """BLEU(b) - BLEU(a) and its paired p-value (None when empty, the p-value when not resampled)."""
@@ -292,19 +331,37 @@ def _score_subsets(
 ) -> list[_Subset]:
     """Every system on the whole set (first) and on each bucket; each subset resamples from [seed, index]."""
     names, seed = list(hypotheses), settings.bootstrap_seed
-    stats = [scorer.sentence_stats(hypotheses[name]) for name in names]
     # a system's translation of the wrong source paired with sentence i is its line pairing[i]
     pairing = length_matched_pairing(lengths, seed)
-    floor_stats = [scorer.sentence_stats([hypotheses[name][j] for j in pairing]) for name in names]
+    stats = [  # each sentence's statistics, then its floor's: n x 2 N_STATS per system
+        np.concatenate([scorer.sentence_stats(hypotheses[name]),
+                        scorer.sentence_stats([hypotheses[name][j] for j in pairing])], axis=1)
+        for name in names
+    ]
     subsets = []
     for i, rows in enumerate([list(range(scorer.n)), *bucket_members(lengths, buckets)]):
         if not rows:
             subsets.append(_Subset(0, [], [], None))
             continue
         sub = [s[rows] for s in stats]
-        points = [float(bleu_from_stats(s.sum(axis=0))) for s in sub]
-        anatomies = [anatomy(s.sum(axis=0), f[rows].sum(axis=0)) for s, f in zip(sub, floor_stats, strict=True)]
         resampled = len(rows) >= settings.min_bucket_sentences
-        samples = bootstrap_bleu(sub, settings.bootstrap_samples, [seed, i]) if resampled else None
-        subsets.append(_Subset(len(rows), points, anatomies, samples))
+        resamples = bootstrap_sums(sub, settings.bootstrap_samples, [seed, i]) if resampled else None
+        samples = None if resamples is None else bleu_from_stats(resamples[..., :N_STATS]).T
+        sums = [s.sum(axis=0) for s in sub]
+        points = [float(bleu_from_stats(total[:N_STATS])) for total in sums]
+        statistics = [
+            {st.name: _statistic(st, total, None if resamples is None else resamples[:, k]) for st in STATISTICS}
+            for k, total in enumerate(sums)
+        ]
+        subsets.append(_Subset(len(rows), points, statistics, samples))
     return subsets
+
+
+def _statistic(statistic: BucketStatistic, sums: np.ndarray, resamples: np.ndarray | None) -> StatisticValue:
+    """One statistic of a system's summed statistics and its floor's (2 N_STATS), with its intervals from
+    the resampled sums (n_samples x 2 N_STATS) where it bootstraps."""
+    values = tuple(float(v) for v in statistic.compute(sums[:N_STATS], sums[N_STATS:]))
+    if not statistic.bootstraps or resamples is None:
+        return StatisticValue(values)
+    drawn = statistic.compute(resamples[:, :N_STATS], resamples[:, N_STATS:])  # n_samples x columns
+    return StatisticValue(values, tuple(percentile_interval(column) for column in drawn.T))
