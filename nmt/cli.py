@@ -1,10 +1,10 @@
-"""Command line: `nmt COMMAND ...`, one module per command, listed in COMMANDS.
+"""Command line: `nmt COMMAND ...`, one module per command in nmt/commands/, listed in COMMANDS.
 
 A command module has `add_arguments(parser: argparse.ArgumentParser) -> None`, which declares its
-arguments with the shared flags of nmt/arguments.py, and `run(args: argparse.Namespace) -> None`, which does the work;
-register it with one line in COMMANDS (name -> module, one-line help). `main` imports only the module
-of the command that argv names, so `nmt --help` and `nmt COMMAND --help` stay fast: keep torch and other
-heavy imports out of a command module's top level where its --help should be fast.
+arguments with the shared flags of nmt/commands/arguments.py, and `run(args: argparse.Namespace) -> None`,
+which calls the library; register it with one line in COMMANDS (name -> module, one-line help). `main`
+imports only the module of the command that argv names, and a command module imports the library only in
+`run`, so `nmt --help` and `nmt COMMAND --help` stay fast.
 User mistakes (NMTError) become one paragraph on stderr and exit status 2, never a traceback; Ctrl-C, and
 SIGTERM the same way (nmt/interrupts.py), one line and exit status 130.
 """
@@ -22,26 +22,26 @@ from nmt.interrupts import as_ctrl_c
 
 # name -> (module with add_arguments and run, the line `nmt --help` shows)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "prepare": ("nmt.data.prepare", "get the corpus, split it, train sentencepiece models"),
-    "train": ("nmt.training.train_command", "train one model (use torchrun for several GPUs)"),
-    "translate": ("nmt.decoding.translate", "translate text with a trained run"),
-    "evaluate": ("nmt.compare.evaluate", "BLEU and chrF overall and by sentence length, with significance"),
+    "prepare": ("nmt.commands.prepare", "get the corpus, split it, train sentencepiece models"),
+    "train": ("nmt.commands.train", "train one model (use torchrun for several GPUs)"),
+    "translate": ("nmt.commands.translate", "translate text with a trained run"),
+    "evaluate": ("nmt.commands.evaluate", "BLEU and chrF overall and by sentence length, with significance"),
     "score": (
-        "nmt.evaluation.score_files",
+        "nmt.commands.score",
         "BLEU and chrF by sentence length of any system's translations (files), with significance",
     ),
     "average": (
-        "nmt.rundir.averaging",
+        "nmt.commands.average",
         "average a run's last periodic checkpoints into one (for translate/evaluate --checkpoint)",
     ),
-    "curve": ("nmt.compare.curve", "greedy BLEU by sentence length of every kept checkpoint, against step"),
-    "experiment": ("nmt.compare.experiment", "prepare, train every run, evaluate them together, report"),
+    "curve": ("nmt.commands.curve", "greedy BLEU by sentence length of every kept checkpoint, against step"),
+    "experiment": ("nmt.commands.experiment", "prepare, train every run, evaluate them together, report"),
     "attention-checks": (
-        "nmt.compare.attention_checks",
+        "nmt.commands.attention_checks",
         "BLEU by length with attention made uniform, permuted or one-hot; attention vs a word aligner",
     ),
     "attention-scaling": (
-        "nmt.compare.attention_scaling",
+        "nmt.commands.attention_scaling",
         "why scaled dot-product attention divides by sqrt(d): score statistics at initialisation and trained",
     ),
 }

@@ -13,6 +13,7 @@ import pytest
 import torch
 import yaml
 
+from nmt.compare import attention_checks as checks_module
 from nmt.compare.attention_checks import attention_checks, teacher_forced_argmax
 from nmt.data.batching import make_batch, make_source_batch
 from nmt.data.prepare import load_prepared
@@ -160,7 +161,7 @@ def test_perturbation_bleu_follows_the_runs_scoring_settings(
             built.append((tokenize, lowercase))
             super().__init__(references, tokenize, lowercase)
 
-    monkeypatch.setattr(scoring, "CorpusScorer", Spy)
+    monkeypatch.setattr(checks_module, "CorpusScorer", Spy)
     attention_checks([run], out_dir=tmp_path / "out", checks=("perturbation",), device="cpu", batch_size=16)
     assert built == [("intl", True)]  # as nmt evaluate scores, and once for the four perturbations
 
@@ -168,7 +169,6 @@ def test_perturbation_bleu_follows_the_runs_scoring_settings(
 def test_each_checkpoint_is_loaded_once(
     trained_reverse_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from nmt.compare import attention_checks as command
     from nmt.rundir import loading
 
     loaded: list[str] = []
@@ -177,9 +177,9 @@ def test_each_checkpoint_is_loaded_once(
         loaded.append(Path(checkpoint or "").name)
         return load_run(run_dir, checkpoint, device)
 
-    monkeypatch.setattr(loading, "load_run", counting_load_run)
-    monkeypatch.setattr(command, "aligner_links", lambda run, test_set, how: reversal_links(test_set.sources))
-    monkeypatch.setattr(command, "require_aligner", lambda: None)
+    monkeypatch.setattr(checks_module, "load_run", counting_load_run)
+    monkeypatch.setattr(checks_module, "aligner_links", lambda run, test_set, how: reversal_links(test_set.sources))
+    monkeypatch.setattr(checks_module, "require_aligner", lambda: None)
     results = attention_checks([trained_reverse_run], out_dir=tmp_path, steps=[60], device="cpu", batch_size=16)
     assert sorted(loaded) == ["best.pt", "step_00000060.pt"]  # the evaluated one serves both checks
     assert re.search(r"\(step 150\): argmax agreement \d+\.\d%\n", capsys.readouterr().err)  # a rate, not 0.96875
@@ -200,9 +200,7 @@ def test_a_run_without_attention_is_refused(tmp_path: Path) -> None:
 def test_missing_step_checkpoint_is_named(
     trained_reverse_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from nmt.compare import attention_checks as command
-
-    monkeypatch.setattr(command, "require_aligner", lambda: None)
+    monkeypatch.setattr(checks_module, "require_aligner", lambda: None)
     with pytest.raises(NMTError, match="step_00000045.pt"):
         attention_checks([trained_reverse_run], out_dir=tmp_path, steps=[45], checks=("alignment",), device="cpu")
 
@@ -231,7 +229,7 @@ def test_perturbation_none_and_recording_leave_training_bitwise_unchanged(traine
 def test_command_line_arguments(tmp_path: Path) -> None:
     import argparse
 
-    from nmt.compare import attention_checks as command
+    from nmt.commands import attention_checks as command
 
     parser = argparse.ArgumentParser()
     command.add_arguments(parser)
@@ -268,7 +266,7 @@ def test_a_missing_aligner_is_said_before_any_work_unless_only_the_perturbations
 def test_the_sample_per_bucket_defaults_to_the_curve_s(trained_reverse_run: Path, tmp_path: Path) -> None:
     import argparse
 
-    from nmt.compare import attention_checks as command
+    from nmt.commands import attention_checks as command
 
     run = tmp_path / "run"
     shutil.copytree(trained_reverse_run, run)

@@ -92,7 +92,7 @@ def test_the_recorded_scores_are_the_ones_the_model_attends_with() -> None:
 def test_a_negative_sample_size_is_refused_in_curve_s_words(tmp_path: Path) -> None:
     import argparse
 
-    from nmt.compare import attention_scaling as command
+    from nmt.commands import attention_scaling as command
 
     parser = argparse.ArgumentParser()
     command.add_arguments(parser)
@@ -104,7 +104,7 @@ def test_a_negative_sample_size_is_refused_in_curve_s_words(tmp_path: Path) -> N
 def test_a_missing_folder_is_said_not_to_exist_and_an_experiment_points_to_its_runs(tmp_path: Path) -> None:
     import argparse
 
-    from nmt.compare import attention_scaling as command
+    from nmt.commands import attention_scaling as command
 
     parser = argparse.ArgumentParser()
     command.add_arguments(parser)
@@ -205,9 +205,8 @@ def test_progress_goes_to_stderr_and_only_the_report_to_stdout(
 ) -> None:
     from types import SimpleNamespace
 
-    from nmt.compare import evaluate
+    from nmt.compare import attention_scaling, evaluate
     from nmt.evaluation.testset import TestSet as Pairs
-    from nmt.rundir import loading
     from tests.helpers import fake_run
 
     def model() -> torch.nn.Module:
@@ -220,7 +219,7 @@ def test_progress_goes_to_stderr_and_only_the_report_to_stdout(
     tokenizer = SimpleNamespace(encode_src=ids, encode_tgt=ids, src_vocab_size=20, tgt_vocab_size=20)
     pairs = Pairs(["4 5 6", "7 8"], ["6 5 4", "8 7"], "split test")
     monkeypatch.setattr(evaluate, "split_test_set", lambda config, split: pairs)
-    monkeypatch.setattr(loading, "load_run", lambda run_dir, checkpoint, device: SimpleNamespace(
+    monkeypatch.setattr(attention_scaling, "load_run", lambda run_dir, checkpoint, device: SimpleNamespace(
         tokenizer=tokenizer, model=model(), step=7))
     monkeypatch.setattr(trainer, "initial_model", lambda config, src_vocab, tgt_vocab: model())
     scaling_statistics([fake_run(tmp_path / "run", attention="dot")], out_dir=tmp_path / "out", per_bucket=0)

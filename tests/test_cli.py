@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from nmt import __version__, arguments
+from nmt import __version__
 from nmt.cli import COMMANDS, build_parser, main
+from nmt.commands import arguments
 from nmt.compare.runs import RunInfo
 from nmt.config import config_from_dict, load_config, override_sections, save_config
 from nmt.evaluation import testset
@@ -253,7 +254,6 @@ def test_evaluate_beam_1_on_a_run_with_nbest_2_scores_the_best_translation(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import nmt.compare.evaluate
-    import nmt.rundir.checkpoints
 
     run = fake_run(tmp_path / "run", beam_size=3)
     config = load_config(run / "config.yaml")
@@ -268,7 +268,7 @@ def test_evaluate_beam_1_on_a_run_with_nbest_2_scores_the_best_translation(
         return list(test_set.references), tmp_path / "hyps.txt", True
 
     monkeypatch.setattr(nmt.compare.evaluate, "translate_cached", translated)
-    monkeypatch.setattr(nmt.rundir.checkpoints, "describe_checkpoint", lambda path: "best.pt (step 1)")
+    monkeypatch.setattr(nmt.compare.evaluate, "describe_checkpoint", lambda path: "best.pt (step 1)")
     argv = ["evaluate", str(run), "--src", str(text), "--ref", str(text), "--out", str(tmp_path / "o"), "--beam", "1"]
     assert main(argv) == 0
     assert beams == [1]

@@ -6,7 +6,7 @@ import errno
 
 import pytest
 
-import nmt.data.prepare
+import nmt.commands.prepare
 from nmt.cli import main
 
 
@@ -24,6 +24,6 @@ def test_an_os_error_is_one_line_naming_its_file_if_it_has_one(
     def fail(args: object) -> None:
         raise error
 
-    monkeypatch.setattr(nmt.data.prepare, "run", fail)
+    monkeypatch.setattr(nmt.commands.prepare, "run", fail)
     assert main(["prepare", "any.yaml"]) == 2
     assert capsys.readouterr().err.startswith(printed)

@@ -82,12 +82,12 @@ def test_cache_key_follows_checkpoint_source_and_decoding(tmp_path: Path) -> Non
 def test_a_test_set_is_described_by_what_it_is_not_by_the_machine_s_folders(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import nmt.data.prepare
+    import nmt.compare.runs
     from nmt.compare.runs import split_test_set
     from nmt.config import config_from_dict
 
     pairs = [("a b", "x"), ("c", "y z")]
-    monkeypatch.setattr(nmt.data.prepare, "load_prepared", lambda data: type("P", (), {"pairs": lambda self, s: pairs})())
+    monkeypatch.setattr(nmt.compare.runs, "load_prepared", lambda data: type("P", (), {"pairs": lambda self, s: pairs})())
     config = config_from_dict({"data": {"dir": str(tmp_path / "prepared" / "bible-k-l")}})
     described = split_test_set(config, "test").describe()
     assert re.fullmatch(r"split test of bible-k-l \(bible, k -> l\), 2 sentences, sha256 [0-9a-f]{12}", described)

@@ -16,14 +16,16 @@ and cannot show.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from nmt import arguments
+import numpy as np
+import torch
+from torch import Tensor
+
 from nmt.compare.evaluate import check_src_and_ref, common_test_set
 from nmt.compare.runs import (
     RunInfo,
@@ -33,16 +35,21 @@ from nmt.compare.runs import (
     write_outputs,
 )
 from nmt.config_sections import BucketBy, EvaluationConfig
+from nmt.data.batching import make_batch
+from nmt.data.prepare import load_prepared
+from nmt.decoding.plots import EOS_LABEL, word_attention
+from nmt.decoding.translator import Translator
 from nmt.errors import NMTError
 from nmt.evaluation.alignment import Link, Symmetrisation, agreement_per_bucket, align_words, require_aligner
+from nmt.evaluation.attention_report import checks_figure, format_checks_markdown, percent
 from nmt.evaluation.buckets import assign_buckets, make_buckets, sentence_lengths
+from nmt.evaluation.curves import SELECTION, bucket_bleu, bucket_counts, sample_test_set
+from nmt.evaluation.scoring import CorpusScorer, bleu_from_stats, bootstrap_bleu, paired_p_value
 from nmt.evaluation.testset import TestSet, shown_path
-
-if TYPE_CHECKING:
-    from torch import Tensor
-
-    from nmt.evaluation.scoring import CorpusScorer
-    from nmt.rundir.loading import LoadedRun
+from nmt.models.attention import PERTURBATIONS, analysed_attention
+from nmt.models.transformer import Transformer, ablated_cross_attention, recorded_cross_attention
+from nmt.rundir.checkpoints import CHECKPOINT_DIR, step_checkpoint_name, step_checkpoints
+from nmt.rundir.loading import LoadedRun, load_run
 
 CHECKS = "attention_checks"  # the stem of the .json, .md and .png written
 
@@ -68,11 +75,6 @@ def attention_checks(
     the learning curve's deterministic sample of the test set (None: evaluation.curve_sentences_per_bucket,
     as curve and attention-scaling do; 0: all of it). BLEU uses the first run's
     evaluation.tokenize and evaluation.lowercase, as `nmt evaluate` does. Returns the content of the JSON."""
-    # matplotlib and sacrebleu: imported here, not for --help
-    from nmt.evaluation.attention_report import checks_figure, format_checks_markdown
-    from nmt.evaluation.curves import sample_test_set
-    from nmt.evaluation.scoring import CorpusScorer
-    from nmt.rundir.loading import load_run
 
     check_src_and_ref(src_path, ref_path)
     check_sentences_per_bucket(per_bucket)
@@ -124,8 +126,6 @@ def _agreements(
 ) -> list[dict[str, Any]]:
     """`agreement_by_bucket` of each checkpoint of `_checkpoints` (`evaluated`, loaded already, last);
     `aligned`: the aligner's links, each sentence's bucket and the buckets' labels."""
-    from nmt.rundir.loading import load_run
-
     links, members, labels = aligned
     return [
         agreement_by_bucket(run.name, evaluated if path == run.checkpoint else load_run(run.run_dir, path, device),
@@ -139,8 +139,6 @@ def _setting(
     symmetrisation: Symmetrisation, significance: float,
 ) -> dict[str, Any]:
     """The results' head: what was checked and how; "runs" is filled run by run."""
-    from nmt.evaluation.curves import SELECTION, bucket_counts
-
     return {
         "test_set": test_set.describe(),
         "sentences": len(test_set.references),
@@ -179,10 +177,6 @@ def perturbation_bleu(
 ) -> dict[str, Any]:
     """Greedy BLEU per bucket of run `name`'s loaded checkpoint with each attention perturbation
     (nmt.models.attention.PERTURBATIONS), within the run's decoding length limits."""
-    from nmt.decoding.translator import Translator
-    from nmt.evaluation.curves import bucket_bleu
-    from nmt.models.attention import PERTURBATIONS, analysed_attention
-
     assert test_set.sources is not None
     translator = Translator(loaded.model, loaded.tokenizer, loaded.config.decoding, 1, batch_size)  # greedy
     scores: dict[str, Any] = {}
@@ -204,14 +198,6 @@ def head_ablation_bleu(
     time (the module docstring; "only" needs `heads`, the per-head agreement of `agreement_by_bucket`), each
     with its paired-bootstrap p against the unablated model on all sentences and on the long ones
     (evaluation.long_words and more)."""
-    import numpy as np
-    import torch
-
-    from nmt.decoding.translator import Translator
-    from nmt.evaluation.curves import bucket_bleu
-    from nmt.evaluation.scoring import bleu_from_stats, bootstrap_bleu, paired_p_value
-    from nmt.models.transformer import ablated_cross_attention
-
     assert test_set.sources is not None
     model = loaded.model
     translator = Translator(model, loaded.tokenizer, loaded.config.decoding, 1, batch_size)  # greedy
@@ -250,8 +236,6 @@ def aligner_links(run: RunInfo, test_set: TestSet, symmetrisation: Symmetrisatio
     """eflomal's symmetrised links of the test pairs, aligned together with the run's prepared training
     pairs (all of them: the run's training.max_words filter is not applied), as is usual for an
     unsupervised aligner."""
-    from nmt.data.prepare import load_prepared
-
     train = load_prepared(run.config.data).pairs("train")
     started = time.perf_counter()
     found = align_words(
@@ -263,8 +247,6 @@ def aligner_links(run: RunInfo, test_set: TestSet, symmetrisation: Symmetrisatio
 
 def _checkpoints(run: RunInfo, steps: Sequence[int] | None) -> list[Path]:
     """The periodic checkpoints asked for (None: every kept one), then the run's evaluated checkpoint."""
-    from nmt.rundir.checkpoints import CHECKPOINT_DIR, step_checkpoint_name, step_checkpoints
-
     if steps is None:
         chosen = step_checkpoints(run.run_dir)
     else:
@@ -282,8 +264,6 @@ MAIN_VIEW = "attention"  # the weights the model returns: an RNN's one attention
 def attention_views(model: Any, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> dict[str, Tensor]:
     """Teacher-forced attention weights, each batch x T x S: MAIN_VIEW, and for a Transformer each decoder
     layer's cross-attention per head ("layer 2 head 3") and averaged over its heads ("layer 2 mean")."""
-    from nmt.models.transformer import Transformer, recorded_cross_attention
-
     if not isinstance(model, Transformer):
         return {MAIN_VIEW: model(src, src_lengths, tgt_in, return_attention=True)[1]}
     with recorded_cross_attention(model) as records:
@@ -304,11 +284,6 @@ def teacher_forced_argmax(
 
     Each batch: src batch x S, tgt_in batch x T -> weights batch x T x S; row t is the step that predicts
     reference piece t (the last, EOS), column s source piece s (the last real one, EOS)."""
-    import torch
-
-    from nmt.data.batching import make_batch
-    from nmt.decoding.plots import EOS_LABEL, word_attention
-
     result: dict[str, list[list[int] | None]] = {}
     keep = [i for i in range(len(sources)) if sources[i].split() and references[i].split()]
     order = sorted(keep, key=lambda i: -len(sources[i]))
@@ -340,8 +315,6 @@ def agreement_by_bucket(
 ) -> dict[str, Any]:
     """Alignment agreement of a loaded checkpoint of run `name`: over all pairs and per bucket, of the
     model's attention and, for a Transformer, of each layer's heads and their mean ("heads")."""
-    from nmt.evaluation.attention_report import percent
-
     assert test_set.sources is not None
     views = teacher_forced_argmax(loaded.model, loaded.tokenizer, test_set.sources, test_set.references, batch_size)
     n_src = [len(source.split()) for source in test_set.sources]
@@ -357,42 +330,3 @@ def agreement_by_bucket(
     print(f"{name}: {checkpoint} (step {loaded.step}): argmax agreement {percent(main['all']['agreement'])}",
           file=sys.stderr)
     return {"checkpoint": checkpoint, "step": loaded.step, **main, **({"heads": scored} if scored else {})}
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """`nmt attention-checks RUN_DIR... [--split S | --src F --ref F] [--steps 300,600] [--out DIR]`."""
-    parser.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR", help="runs with attention to check")
-    parser.add_argument("--split", choices=["valid", "test"], default=None,
-                        help="prepared split to check on (default: the first run's evaluation.split)")
-    parser.add_argument("--src", type=Path, default=None, help="source file instead of a split (with --ref)")
-    parser.add_argument("--ref", type=Path, default=None, help="reference file, one line per --src line")
-    parser.add_argument("--out", type=Path, default=None, help="output folder (default: as nmt evaluate's)")
-    parser.add_argument("--checkpoint", default=None, help=arguments.CHECKPOINT_HELP)
-    which = parser.add_mutually_exclusive_group()
-    which.add_argument("--steps", type=arguments.steps, default=None, metavar="N,N",
-                       help="periodic checkpoints whose alignment agreement is measured too (default: every kept step_*.pt)")
-    which.add_argument("--no-steps", action="store_true", help="measure the evaluated checkpoint only")
-    parser.add_argument("--sentences-per-bucket", type=int, default=None, metavar="N",
-                        help="the learning curve's sample: N sentences per length bucket, 0 = all "
-                        "(default: evaluation.curve_sentences_per_bucket)")
-    parser.add_argument("--seed", type=int, default=1, help="seed of the permutations (default 1)")
-    parser.add_argument("--symmetrise", default="grow-diag-final-and", choices=["grow-diag-final-and", "intersection"],
-                        help="how eflomal's two directions are combined (default grow-diag-final-and)")
-    parser.add_argument("--only", choices=["perturbation", "alignment"], default=None,
-                        help="run one of the two checks only")
-    parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default 64)")
-    arguments.add_device(parser)
-    arguments.add_threads(parser)
-
-
-def run(args: argparse.Namespace) -> None:
-    """`nmt attention-checks` from parsed arguments."""
-    arguments.use_threads(args.threads, args.run_dirs[0])
-    attention_checks(
-        args.run_dirs, out_dir=args.out, split=args.split, src_path=args.src, ref_path=args.ref,
-        checkpoint=args.checkpoint, steps=[] if args.no_steps else args.steps, per_bucket=args.sentences_per_bucket,
-        seed=args.seed, symmetrisation=args.symmetrise,
-        checks=(args.only,) if args.only else ("perturbation", "alignment"), device=args.device,
-        batch_size=args.batch_size,
-    )
-

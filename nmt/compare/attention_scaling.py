@@ -12,15 +12,16 @@ all decoder steps.
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from nmt import arguments
+import torch
+from torch import Tensor
+
 from nmt.compare.evaluate import common_test_set
 from nmt.compare.runs import (
     check_sentences_per_bucket,
@@ -28,13 +29,18 @@ from nmt.compare.runs import (
     describe_runs,
     write_outputs,
 )
+from nmt.data.batching import make_batch
+from nmt.decoding.attention_stats import row_entropy, uniform_entropy
 from nmt.errors import NMTError
+from nmt.evaluation.attention_report import format_scaling_markdown, scaling_figure
+from nmt.evaluation.curves import sample_test_set
 from nmt.evaluation.testset import shown_path
-
-if TYPE_CHECKING:  # torch, matplotlib and what imports them load where used: `--help` stays fast
-    from torch import Tensor
-
-    from nmt.models.seq2seq import Model
+from nmt.models.attention import Attention, analysed_attention
+from nmt.models.seq2seq import Model
+from nmt.models.transformer import Transformer, recorded_cross_attention
+from nmt.rundir.loading import load_run
+from nmt.special import PAD_ID
+from nmt.training import trainer
 
 SCALING = "attention_scaling"  # the stem of the .json, .md and .png written
 SATURATED = 0.9  # a step whose largest weight is above this counts as saturated
@@ -57,10 +63,6 @@ class ScoreStats:
 def step_statistics(scores: Tensor, grads: Tensor, mask: Tensor, alive: Tensor) -> dict[str, Tensor]:
     """Per-step statistics of one decoder step. scores, grads, mask: batch x src_len; alive: batch (bool,
     the rows whose target is still running) -> name: values of the alive rows (1-D)."""
-    import torch
-
-    from nmt.decoding.attention_stats import row_entropy, uniform_entropy
-
     scores, grads, mask = scores[alive].double(), grads[alive].double(), mask[alive]
     count = mask.sum(dim=-1).double()  # real source positions per row
     real = mask.double()
@@ -83,9 +85,6 @@ def attention_statistics(model: Model, pairs: Sequence[tuple[list[int], list[int
     SENTENCES_PER_BATCH at a time: MAIN ("attention") of an RNN's one attention; for a Transformer, of each
     decoder layer's cross-attention head ("layer 2 head 3"), each layer's heads together ("layer 2") and
     all of them (MAIN)."""
-    from nmt.data.batching import make_batch
-    from nmt.special import PAD_ID
-
     model.eval()
     sums: dict[str, dict[str, float]] = {}  # group -> statistic -> its sum over the group's steps
     steps: dict[str, int] = {}
@@ -117,10 +116,6 @@ def _backpropagated(model: Model, batch: Any, real: Tensor) -> tuple[float, list
     """Teacher-force one batch and backpropagate its summed loss -> the loss, and the attention's decoder
     steps: (the groups they count in, (scores, their gradients, source mask, alive rows)), each rows x
     src_len (alive: rows, the steps whose target is real)."""
-    from nmt.models.attention import Attention, analysed_attention
-    from nmt.models.transformer import Transformer, recorded_cross_attention
-    from nmt.special import PAD_ID
-
     def backward() -> float:
         loss = model(batch.src, batch.src_lengths, batch.tgt_in, target_mask=real, targets=batch.tgt_out[real])
         loss.backward()
@@ -160,11 +155,6 @@ def scaling_statistics(
 ) -> dict[str, Any]:
     """Measure every run on the sample of the split (runs on different data are refused, as by `nmt
     evaluate`) and write attention_scaling.json, .md and .png into `out_dir`. Returns the JSON's content."""
-    from nmt.evaluation.attention_report import format_scaling_markdown, scaling_figure
-    from nmt.evaluation.curves import sample_test_set
-    from nmt.rundir.loading import load_run
-    from nmt.training import trainer  # initial_model: the model a training starts from
-
     check_sentences_per_bucket(per_bucket)
     runs = describe_runs(run_dirs, checkpoint=checkpoint)
     settings = runs[0].config.evaluation
@@ -200,20 +190,3 @@ def scaling_statistics(
     markdown, figure = format_scaling_markdown(results), scaling_figure(results)
     write_outputs(out, SCALING, results, markdown, figure, 120)
     return results
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """`nmt attention-scaling RUN_DIR... [--split S] [--sentences-per-bucket N] [--out DIR] ...`."""
-    parser.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR", help="runs with attention (dot, scaled_dot, ...)")
-    parser.add_argument("--split", choices=["valid", "test"], default=None, help="default: the first run's evaluation.split")
-    parser.add_argument("--sentences-per-bucket", type=int, default=None, metavar="N",
-                        help="sample size per length bucket, 0 = all (default: evaluation.curve_sentences_per_bucket)")
-    parser.add_argument("--checkpoint", default=None, metavar="NAME", help="checkpoint file name in each RUN_DIR/checkpoints/")
-    parser.add_argument("--out", type=Path, default=None, help="output folder (default as for evaluate)")
-    arguments.add_threads(parser, " Here the run is the first RUN_DIR.")
-
-
-def run(args: argparse.Namespace) -> None:
-    """Run `nmt attention-scaling` from parsed arguments."""
-    arguments.use_threads(args.threads, args.run_dirs[0])
-    scaling_statistics(args.run_dirs, args.out, args.split, args.sentences_per_bucket, args.checkpoint)

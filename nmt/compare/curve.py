@@ -8,14 +8,12 @@ the run's translation cache: a checkpoint already scored is not translated again
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from nmt import arguments
 from nmt.compare.runs import (
     RunInfo,
     check_sentences_per_bucket,
@@ -27,10 +25,11 @@ from nmt.compare.runs import (
 )
 from nmt.config_sections import BucketBy
 from nmt.errors import NMTError
+from nmt.evaluation import curves
+from nmt.evaluation.curves import bucket_bleu
+from nmt.evaluation.scoring import CorpusScorer
 from nmt.evaluation.testset import TestSet, shown_path
-
-if TYPE_CHECKING:
-    from nmt.evaluation.scoring import CorpusScorer  # sacrebleu, numpy: imported where used
+from nmt.rundir.checkpoints import checkpoint_step, step_checkpoints
 
 
 def learning_curves(
@@ -47,9 +46,6 @@ def learning_curves(
     (`curve_sentences_per_bucket`), whose tokenize and lowercase score every run, as in `nmt evaluate`.
     Returns the content of learning_curve.json.
     """
-    from nmt.evaluation import curves  # sacrebleu, matplotlib
-    from nmt.evaluation.scoring import CorpusScorer
-
     check_sentences_per_bucket(per_bucket)
     runs = describe_runs(run_dirs)
     settings = runs[0].config.evaluation
@@ -93,9 +89,6 @@ def _score_checkpoints(
 ) -> list[dict[str, Any]]:
     """One point per kept step_*.pt of the run: its step, files (shown_path from `out`), and greedy BLEU per
     bucket on `sample` (`scorer`: its references)."""
-    from nmt.evaluation.curves import bucket_bleu
-    from nmt.rundir.checkpoints import checkpoint_step, step_checkpoints
-
     checkpoints = step_checkpoints(run.run_dir)
     if not checkpoints:
         raise NMTError(
@@ -117,21 +110,3 @@ def _score_checkpoints(
         points.append({"step": checkpoint_step(path), "checkpoint": shown_path(path, out), "hypotheses": shown_path(cache, out),
                        "cached": cached, "bleu": bleu, "sample_bleu": sample_bleu})
     return points
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """`nmt curve RUN_DIR... [--split S] [--sentences-per-bucket N] [--out DIR]`."""
-    parser.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR",
-                        help="run directories whose step_*.pt checkpoints to score")
-    parser.add_argument("--split", choices=["valid", "test"], default=None,
-                        help="default: the first run's evaluation.split")
-    parser.add_argument("--sentences-per-bucket", type=int, default=None, metavar="N",
-                        help="sample size per bucket, 0 = all (default: evaluation.curve_sentences_per_bucket)")
-    parser.add_argument("--out", type=Path, default=None, help="output folder (default as for evaluate)")
-    arguments.add_device(parser)
-    arguments.add_threads(parser, " Here the run is the first RUN_DIR.")
-
-
-def run(args: argparse.Namespace) -> None:
-    arguments.use_threads(args.threads, args.run_dirs[0])
-    learning_curves(args.run_dirs, args.out, args.split, args.sentences_per_bucket, args.device)

@@ -3,13 +3,11 @@ path `nmt score` uses (nmt/evaluation/score_files.py)."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nmt import arguments
 from nmt.compare.runs import (
     RunInfo,
     decoding_settings,
@@ -23,7 +21,7 @@ from nmt.errors import NMTError
 from nmt.evaluation.score_files import score_and_report
 from nmt.evaluation.testset import TestSet, file_test_set, shown_path
 from nmt.fileio import same_file
-from nmt.typed_yaml import sets_key
+from nmt.rundir.checkpoints import describe_checkpoint
 
 
 def effect_pairs(runs: Sequence[RunInfo]) -> tuple[list[tuple[str, str]], list[str]]:
@@ -107,8 +105,6 @@ def _translate_runs(
 ) -> tuple[dict[str, list[str]], dict[str, dict[str, Any]], list[str]]:
     """Each run's translations, and what the report in `out` says of them: (hypotheses, results.json's
     systems, report.md's lines on what was scored)."""
-    from nmt.rundir.checkpoints import describe_checkpoint
-
     hypotheses: dict[str, list[str]] = {}
     systems: dict[str, dict[str, Any]] = {}
     scored = [f"test set: {test_set.describe()}"]
@@ -167,31 +163,3 @@ def _refuse_overwriting_inputs(out: Path, runs: Sequence[RunInfo], src_path: Pat
                 f"{flag} {given} is the file {clash} that the report writes: it would be replaced.",
                 "Give another --out folder; nothing was written.",
             )
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """`nmt evaluate RUN_DIR... [--split S | --src F --ref F] [--beam K] [--out DIR] ...`."""
-    parser.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR",
-                        help="folders written by `nmt train`, scored together")
-    parser.add_argument("--src", type=Path, default=None, help="source file to translate instead of a split")
-    parser.add_argument("--ref", type=Path, default=None, help="reference file for --src")
-    arguments.add_decoding_set(parser, "decoding.* or evaluation.*")
-    arguments.add_setting(parser, "--split", "evaluation.split",
-                          "split of the runs' data (default: the first run's evaluation.split)", choices=["valid", "test"])
-    arguments.add_bucketing(parser, "source")
-    arguments.add_beam(parser)
-    parser.add_argument("--out", type=Path, default=None,
-                        help="output folder (default: RUN_DIR/evaluation for one run, the runs' common parent/evaluation for several)")
-    parser.add_argument("--checkpoint", default=None, metavar="NAME",
-                        help="checkpoint file name in each RUN_DIR/checkpoints/ (e.g. averaged.pt), or a path for one run "
-                        "(default: each run's best.pt, else its latest step_*.pt)")
-    arguments.add_threads(parser, " Here the run is the first RUN_DIR.")
-    arguments.add_device(parser)
-
-
-def run(args: argparse.Namespace) -> None:
-    if args.src is not None and sets_key(args.overrides, "evaluation.split"):
-        raise NMTError("give either --split (evaluation.split) or --src/--ref, not both.")
-    arguments.use_threads(args.threads, args.run_dirs[0])
-    evaluate_runs(args.run_dirs, src_path=args.src, ref_path=args.ref, out_dir=args.out, device=args.device,
-                  overrides=args.overrides, checkpoint=args.checkpoint)

@@ -7,7 +7,6 @@ part-way is resumed, so re-running after an interruption finishes the job; `forc
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shlex
@@ -16,12 +15,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nmt import arguments
+import torch
+
 from nmt.compare.curve import learning_curves
 from nmt.compare.evaluate import evaluate_runs
 from nmt.config import Config, load_config, save_config
+from nmt.data.prepare import format_stats, prepare
+from nmt.decoding.attention_stats import attention_diagnostics
+from nmt.environment import describe_environment
 from nmt.errors import NMTError
+from nmt.evaluation.curves import CURVE
+from nmt.evaluation.report import markdown_table
 from nmt.fileio import atomic_write_text, same_file
+from nmt.rundir.writing import read_summary
+from nmt.training.parallel import check_runs, train_runs
 
 
 class Timings:
@@ -63,10 +70,6 @@ RERUN = " (re-run, training skipped)"
 
 def _setup_lines(config: Config, out_dir: Path) -> list[str]:
     """The report's machine and data paragraphs (the torch threads each run trained with: its environment.json)."""
-    import torch
-
-    from nmt.environment import describe_environment
-
     machine = describe_environment(torch.device("cuda") if torch.cuda.is_available() else None)
     data = config.data
     threads = {json.loads((out_dir / "runs" / name / "environment.json").read_text())["torch_threads"]
@@ -86,8 +89,6 @@ def _tables(
     config: Config, timings: Timings, counts: dict[str, int | None], attention: dict[str, dict[str, float]]
 ) -> list[str]:
     """The report's tables of parameters, step times and attention entropy."""
-    from nmt.evaluation.report import markdown_table  # numpy, matplotlib, sacrebleu: not for --help
-
     runs = [(name, config.for_run(name).model.attention, counts.get(name)) for name in config.runs]
     rows = [[name, attention, f"{count:,}"] if count else [name, "?", "?"] for name, attention, count in runs]
     lines = markdown_table(["run", "attention", "parameters"], rows, left=3)
@@ -111,8 +112,6 @@ def _report(
     out_dir: Path,
 ) -> str:
     """report.md of the experiment: setup and tables, then the evaluation's report and the learning curve."""
-    from nmt.evaluation.curves import CURVE
-
     lines = ["# Experiment report", "", f"Command: `{command}`", "", *_setup_lines(config, out_dir), ""]
     lines += _tables(config, timings, counts, attention)
     lines += ["", (out_dir / "report.md").read_text(encoding="utf-8").strip(), ""]
@@ -150,9 +149,6 @@ def run_experiment(
 ) -> dict[str, Any]:
     """Run the whole comparison described by `config_path`; returns the evaluation results (results.json).
     `jobs` runs train at once (0: see `nmt.training.parallel.training_jobs`)."""
-    from nmt.rundir.writing import read_summary
-    from nmt.training.parallel import check_runs, train_runs  # torch: not for `nmt experiment --help`
-
     config = load_config(config_path, overrides)
     if not config.runs:
         raise NMTError(
@@ -198,8 +194,6 @@ def run_experiment(
 
 def _prepare_data(config: Config, timings: Timings) -> None:
     """Prepare each data folder the runs use, once."""
-    from nmt.data.prepare import format_stats, prepare
-
     start = time.perf_counter()
     data_sections = {run.data.dir: run.data for run in (config.for_run(name) for name in config.runs)}
     for data in data_sections.values():
@@ -210,8 +204,6 @@ def _prepare_data(config: Config, timings: Timings) -> None:
 def _attention(config: Config, run_dirs: dict[str, Path], results: dict[str, Any], out_dir: Path) -> str | None:
     """results["attention"]: each attention run's mean entropy; the first one's heatmap of a long test
     sentence, whose file name is returned (None without attention runs)."""
-    from nmt.decoding.attention_stats import attention_diagnostics
-
     attentive = [name for name in config.runs if config.for_run(name).model.attention != "none"]
     plot = "attention_long_sentence.png"
     results["attention"] = {
@@ -219,22 +211,3 @@ def _attention(config: Config, run_dirs: dict[str, Path], results: dict[str, Any
         for index, name in enumerate(attentive)
     }
     return plot if attentive else None
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """`nmt experiment CONFIG [--out DIR] [--force] [--jobs N]`."""
-    arguments.add_config(parser)
-    parser.add_argument("--out", type=Path, default=None, help="output folder (default experiments/<config name>)")
-    parser.add_argument("--force", action="store_true", help="redo every step, even finished ones")
-    parser.add_argument("--jobs", type=int, default=0, help="runs trained at once, each in its own process (default 0: "
-                        "one per CPU core, each with cores/jobs torch threads unless training.threads is set; 1 on CUDA)")
-    arguments.add_training_threads(parser, " Where that is 0, parallel trainings (--jobs) share the cores.")
-
-
-def run(args: argparse.Namespace) -> None:
-    out_dir = args.out or Path("experiments") / args.config.stem
-    if args.jobs < 0:
-        raise NMTError(f"--jobs {args.jobs}: give 0 (one per core) or a positive count.")
-    # the evaluations after training run in this process
-    arguments.set_threads(load_config(args.config, args.overrides).training.threads)
-    run_experiment(args.config, args.overrides, out_dir, force=args.force, jobs=args.jobs)

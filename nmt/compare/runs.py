@@ -11,16 +11,19 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from matplotlib.figure import Figure
 
 from nmt.config import Config, load_config, override_sections
+from nmt.data.prepare import load_prepared
+from nmt.decoding.translator import Translator
 from nmt.errors import NMTError
 from nmt.evaluation.testset import TestSet, shown_path, unique_name
 from nmt.fileio import atomic_open, atomic_write_text
 from nmt.rundir import translations
-
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
+from nmt.rundir.checkpoints import CHECKPOINT_DIR, resolve_checkpoint
+from nmt.rundir.loading import check_run_dir
 
 # Decoding keys that cannot change a 1-best translation: left out of the cache key.
 _KEY_EXEMPT = ("batch_size", "nbest")
@@ -40,8 +43,6 @@ class RunInfo:
 
 def split_test_set(config: Config, split: str) -> TestSet:
     """The `split` pairs of a run's prepared data (prepared first if needed)."""
-    from nmt.data.prepare import load_prepared
-
     data = config.data
     pairs = load_prepared(data).pairs(split)
     if not pairs:
@@ -57,9 +58,6 @@ def describe_runs(
     """Config (with `--set` decoding/evaluation overrides) and checkpoint of each run, named by folder
     name (made unique: name, name-2, ...). `checkpoint` is a file name in each RUN_DIR/checkpoints/ or,
     for one run, a path (`resolve_checkpoint`); the default is the run's own choice."""
-    from nmt.rundir.checkpoints import CHECKPOINT_DIR, resolve_checkpoint
-    from nmt.rundir.loading import check_run_dir
-
     if not run_dirs:
         raise NMTError("no run directory given.", "Pass one or more folders written by `nmt train`.")
     if checkpoint is not None and Path(checkpoint).parent != Path(".") and len(run_dirs) > 1:
@@ -97,7 +95,6 @@ def translate_cached(
     if hyps is not None:
         print(f"{run.name}: re-using cached translations {path}", file=sys.stderr)
         return hyps, path, True
-    from nmt.decoding.translator import Translator
 
     beam = decoding["beam_size"]
     print(f"{run.name}: translating {len(test_set.sources)} sentences with {run.checkpoint.name} (beam {beam})",

@@ -9,7 +9,6 @@ trains in a child process: its C++ returns to Python only when done, so Ctrl-C w
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import multiprocessing
@@ -22,8 +21,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, TypeVar
 
-from nmt.arguments import add_config
-from nmt.config import DataConfig, load_config
+from nmt.config import DataConfig
 from nmt.data.corpus import load_corpus, read_lines
 from nmt.data.pairs import MAX_LINE_CHARS, SPLITS, Corpus, Pair
 from nmt.data.subwords import SUBWORD_KEYS, Tokenizer, read_manifest
@@ -262,13 +260,3 @@ def format_stats(stats: dict[str, Any], config: DataConfig | None = None) -> str
         lines.append(label.ljust(14) + "".join(str(histogram[s][label]).rjust(width) for s in SPLITS))
     lines.append("all".ljust(14) + "".join(str(stats["pairs"][s]).rjust(width) for s in SPLITS))
     return "\n".join(lines)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """`nmt prepare CONFIG`."""
-    add_config(parser)
-
-
-def run(args: argparse.Namespace) -> None:
-    config = load_config(args.config, args.overrides)
-    print(format_stats(prepare(config.data), config.data))

@@ -9,6 +9,9 @@ from pathlib import Path
 import torch
 
 from nmt.config import Config
+from nmt.data.prepare import load_prepared
+from nmt.decoding.plots import plot_attention
+from nmt.decoding.translator import Translator
 
 ENTROPY_FLOOR = 1e-12  # weights are raised to this before their log: no log(0)
 
@@ -39,10 +42,6 @@ def attention_entropy(weights: torch.Tensor) -> tuple[float, float]:
 def attention_diagnostics(run_dir: Path, config: Config, plot_path: Path | None) -> dict[str, float]:
     """Mean attention entropy over the first 200 test sentences (greedy), and, if `plot_path` is given,
     the heatmap of the first test sentence of 50+ words (or the longest one)."""
-    from nmt.data.prepare import load_prepared
-    from nmt.decoding.plots import plot_attention
-    from nmt.decoding.translator import Translator
-
     sources = [src for src, _ in load_prepared(config.data).pairs(config.evaluation.split)]
     translator = Translator.from_run(run_dir, beam_size=1)
     entropies = [

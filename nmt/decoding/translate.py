@@ -3,7 +3,6 @@ in bounded chunks, to a file or stdout; n-best lists, scores and attention plots
 
 from __future__ import annotations
 
-import argparse
 import codecs
 import dataclasses
 import itertools
@@ -14,11 +13,13 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import IO, Literal
 
-from nmt import arguments
 from nmt.config import DecodingConfig, load_config, override_sections
+from nmt.decoding.plots import plot_attention
 from nmt.decoding.translator import MAX_LINE_BYTES, Translation, Translator, warn
 from nmt.errors import NMTError
 from nmt.fileio import atomic_open, same_file
+from nmt.rundir.checkpoints import resolve_checkpoint
+from nmt.rundir.loading import check_run_dir
 from nmt.typed_yaml import sets_key
 
 # Lines read, translated and written at a time: bounds memory whatever the input size.
@@ -137,8 +138,6 @@ def _check_paths(
     run: Path, input_path: str | Path | None, output_path: str | Path | None, checkpoint: str | Path | None
 ) -> None:
     """Refuse a missing run or input, and an output that is a folder or a file translation reads."""
-    from nmt.rundir.loading import check_run_dir
-
     check_run_dir(run)
     if input_path is not None and not Path(input_path).is_file():
         raise NMTError(f"input file not found: {input_path}", "Check the path, or omit -i to read stdin.")
@@ -146,7 +145,6 @@ def _check_paths(
         return
     if Path(output_path).is_dir():
         raise NMTError(f"output path {output_path} is a directory.", "Give a file name with -o.")
-    from nmt.rundir.checkpoints import resolve_checkpoint
 
     used = resolve_checkpoint(run, checkpoint) if checkpoint is not None else None  # a name: the run's file
     read = [input_path, used, run / "config.yaml", *run.glob("checkpoints/*.pt"), *run.glob("tokenizer/*")]
@@ -174,49 +172,7 @@ def _plot_chunk(
 ) -> None:
     """One heatmap of the best translation per line (none for an empty line), named by line number, titled
     with the line and what the weights are (`shown`)."""
-    from nmt.decoding.plots import plot_attention  # matplotlib loads only when plots are asked for
-
     for offset, (best, *_) in enumerate(results):
         if best.attention is not None:
             path = plots_dir / f"line-{first + offset:06d}.png"
             plot_attention(best.attention, best.src_pieces, best.tgt_pieces, path, title=f"{lines[offset]} [{shown}]")
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """`nmt translate RUN_DIR [-i IN] [-o OUT] [--beam K] [--nbest K] ...`."""
-    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a folder written by `nmt train`")
-    parser.add_argument("-i", "--input", type=Path, default=None, help="input file (default stdin)")
-    parser.add_argument("-o", "--output", type=Path, default=None, help="output file (default stdout)")
-    arguments.add_decoding_set(parser, "decoding.*")
-    arguments.add_beam(parser)
-    arguments.add_setting(parser, "--batch-size", "decoding.batch_size", "sentences per batch", type=int, metavar="N")
-    arguments.add_setting(
-        parser, "--nbest", "decoding.nbest",
-        "write the K best translations of each input line, best first, as --nbest-layout says (at most "
-        "the beam size)", type=int, metavar="K",
-    )
-    parser.add_argument(
-        "--nbest-layout", choices=["lines", "tabs"], default="lines",
-        help="lines (default, as OpenNMT-py's -n_best): K lines per input line, so that output line "
-        "(i-1)*K+j is the j-th best of input line i; tabs: one line per input line, its K translations "
-        "separated by tabs",
-    )
-    parser.add_argument(
-        "--scores", action="store_true",
-        help="follow each translation with a tab and its model score (log-probability / length penalty)",
-    )
-    parser.add_argument("--checkpoint", type=Path, default=None, help=arguments.CHECKPOINT_HELP)
-    parser.add_argument(
-        "--attention-plots", type=Path, default=None, metavar="DIR", help="write one attention heatmap PNG per sentence"
-    )
-    arguments.add_threads(parser)
-    arguments.add_device(parser)
-
-
-def run(args: argparse.Namespace) -> None:
-    arguments.use_threads(args.threads, args.run_dir)
-    translate_file(
-        args.run_dir, input_path=args.input, output_path=args.output, checkpoint=args.checkpoint,
-        attention_plots=args.attention_plots, device=args.device, overrides=args.overrides, scores=args.scores,
-        nbest_layout=args.nbest_layout,
-    )

@@ -13,17 +13,16 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from torch import Tensor
 
 from nmt.config import DecodingConfig
+from nmt.data.batching import make_source_batch
+from nmt.decoding import search
+from nmt.decoding.search import Hypothesis
 from nmt.errors import NMTError
-
-if TYPE_CHECKING:
-    from torch import Tensor
-
-    from nmt.decoding.search import Hypothesis
-# torch and the model code load with the first Translator, not with this module: `nmt translate --help`
-# stays fast.
+from nmt.rundir.loading import load_run
 
 # Bytes of one input line kept (the rest is skipped, with a warning), so that one endless line cannot fill
 # memory; far more than decoding.max_input_tokens pieces ever need.
@@ -79,8 +78,6 @@ class Translator:
         Search settings come from `decoding` (default: the run's `decoding` config); `beam_size` and
         `batch_size` override it.
         """
-        from nmt.rundir.loading import load_run
-
         if beam_size is not None and beam_size < 1:
             raise NMTError(f"beam_size={beam_size}: it must be >= 1.", "Pass beam_size=1 for greedy search.")
         if batch_size is not None and batch_size < 1:
@@ -163,9 +160,6 @@ class Translator:
 
     def _search(self, src_ids: list[list[int]], nbest: int, return_attention: bool) -> list[list[Hypothesis]]:
         """Search one batch of encoded sentences -> up to `nbest` Hypotheses each."""
-        from nmt.data.batching import make_source_batch
-        from nmt.decoding import search
-
         src, lengths = make_source_batch(src_ids)
         cfg = self.decoding
         max_lengths = search.max_output_lengths(lengths, cfg.max_length_ratio, cfg.max_length_offset)

@@ -4,12 +4,12 @@ them with the runs; this renders them, with no model."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
 
 from nmt.evaluation.report import markdown_table
-
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
 
 PERTURBATION_NOTES = (
     "- **uniform** spreads each step's weight evenly over the real source positions: the context no longer "
@@ -148,8 +148,6 @@ def checks_figure(results: dict[str, Any]) -> Figure:
     """One row per run: BLEU by bucket for each perturbation (left; for a Transformer, the evaluated
     checkpoint's agreement per layer and head), agreement by bucket per checkpoint with the chance level
     dashed (right)."""
-    from matplotlib.figure import Figure
-
     labels = [label for label, n in results["n"].items() if n > 0]
     runs = results["runs"]
     figure = Figure(figsize=(12, 4 * len(runs)))
@@ -183,8 +181,6 @@ def checks_figure(results: dict[str, Any]) -> Figure:
 
 def _heads_heatmap(axes: Any, point: dict[str, Any], name: str) -> None:
     """Agreement (%) per decoder layer (rows) and head (columns, then their mean), numbers in the cells."""
-    import numpy as np
-
     layers, columns, grid = head_grid(point["heads"])
     values = 100 * np.array([[np.nan if v is None else v for v in row] for row in grid])
     image = axes.imshow(values, cmap="viridis", vmin=0, vmax=100, aspect="auto")
@@ -239,8 +235,6 @@ def format_scaling_markdown(results: dict[str, Any]) -> str:
 def scaling_figure(results: dict[str, Any]) -> Figure:
     """One panel per statistic against d (log scale): a line per attention type, hollow markers at
     initialisation, filled once trained."""
-    from matplotlib.figure import Figure
-
     figure = Figure(figsize=(15, 4))
     panels = figure.subplots(1, 4)
     keys = ("score_variance", "max_weight", "entropy_ratio", "score_grad_norm")

@@ -6,24 +6,20 @@ translations from files, whatever system made them.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from nmt import arguments
 from nmt.config import EvaluationConfig, config_from_dict, override_sections
 from nmt.data.corpus import read_lines
 from nmt.errors import NMTError
+from nmt.evaluation.effect import Check, contrast_checks, long_sentence_bleu, paper_checks
+from nmt.evaluation.report import format_checks, format_examples, format_table, write_report
+from nmt.evaluation.scoring import score_systems, warn_if_tokenized
 from nmt.evaluation.testset import TestSet, file_test_set, reference_test_set, shown_path, unique_name
 from nmt.fileio import atomic_write_text
 from nmt.typed_yaml import sets_key
-
-if TYPE_CHECKING:
-    from nmt.evaluation.effect import Check
-# sacrebleu and matplotlib (scoring, effect checks, report) load when something is scored, not with this
-# module: `nmt score --help` and `nmt evaluate --help` stay fast.
 
 # What `--set` may change in `nmt score`.
 SCORE_SECTIONS = ("evaluation",)
@@ -129,10 +125,6 @@ def score_and_report(
     hold) systems for the contrast checks (both nmt/evaluation/effect.py); `groups` styles
     the plot (nmt/evaluation/report.py), titled with the test set.
     """
-    from nmt.evaluation.effect import contrast_checks, long_sentence_bleu, paper_checks
-    from nmt.evaluation.report import format_checks, format_examples, format_table, write_report
-    from nmt.evaluation.scoring import score_systems, warn_if_tokenized
-
     warn_if_tokenized(hypotheses, settings.tokenize)  # once per command, however many resamples are scored
     sources = test_set.sources if test_set.sources is not None else test_set.references
     evaluation = score_systems(hypotheses, sources, test_set.references, settings)
@@ -161,32 +153,3 @@ def score_and_report(
 def _write_lines(path: Path, lines: Sequence[str]) -> None:
     # a hypothesis never holds a newline, but one stray one would shift every later line
     atomic_write_text(path, "".join(line.replace("\n", " ") + "\n" for line in lines))
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """`nmt score HYP... --ref REF [--src SRC] [--names A,B] [--baseline A] ...`."""
-    parser.add_argument(
-        "hyps", type=Path, nargs="+", metavar="HYP", help="translation files, one line per reference line"
-    )
-    parser.add_argument("--ref", type=Path, required=True, help="reference file, one sentence a line")
-    parser.add_argument("--src", type=Path, help="source file (needed to bucket by source length, and shown in the examples)")
-    parser.add_argument(
-        "--names", type=arguments.names, default=None, help="system names, comma-separated, one per HYP (default: file names)"
-    )
-    parser.add_argument(
-        "--baseline",
-        default=None,
-        metavar="NAME",
-        help="the fixed-vector (no attention) system, by name or file stem: check the long-sentence effect against every other system",
-    )
-    parser.add_argument("--out", type=Path, default=Path("evaluation"), help="output folder (default ./evaluation)")
-    arguments.add_set(
-        parser,
-        "an evaluation setting (repeatable): --set evaluation.tokenize=intl --set evaluation.lowercase=true",
-        metavar="evaluation.KEY=VALUE",
-    )
-    arguments.add_bucketing(parser, "source with --src, else reference")
-
-
-def run(args: argparse.Namespace) -> None:
-    score_files(args.ref, args.hyps, args.src, args.names, args.out, args.baseline, args.overrides)

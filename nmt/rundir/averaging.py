@@ -7,26 +7,21 @@ translate --checkpoint` and `nmt evaluate --checkpoint` take it like any other c
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from nmt import arguments
+import torch
+
 from nmt.errors import NMTError
 from nmt.rundir.checkpoints import (
     BEST_NAME,
     CHECKPOINT_DIR,
     Checkpoint,
     checkpoint_step,
-    describe_checkpoint,
     load_checkpoint,
     save_checkpoint,
     step_checkpoints,
 )
-
-if TYPE_CHECKING:
-    import torch
 
 AVERAGED_NAME = "averaged.pt"
 
@@ -99,22 +94,3 @@ def average_checkpoints(
     )
     save_checkpoint(output, averaged)
     return output
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """`nmt average RUN_DIR (--last N | --steps A,B,...) [-o FILE]`."""
-    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a folder written by `nmt train`")
-    choice = parser.add_mutually_exclusive_group(required=True)
-    choice.add_argument("--last", type=int, default=None, metavar="N", help="average the newest N step_*.pt")
-    choice.add_argument(
-        "--steps", type=arguments.steps, default=None, metavar="A,B,...", help="average the checkpoints of these steps"
-    )
-    parser.add_argument(
-        "-o", "--output", type=Path, default=None, help="output file (default RUN_DIR/checkpoints/averaged.pt)"
-    )
-
-
-def run(args: argparse.Namespace) -> None:
-    path = average_checkpoints(args.run_dir, last=args.last, steps=args.steps, output=args.output)
-    print(f"wrote {path}: {describe_checkpoint(path)}")
-    print(f"use it with: nmt translate {args.run_dir} --checkpoint {path}")

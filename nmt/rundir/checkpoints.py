@@ -9,14 +9,13 @@ import re
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import torch
 
 from nmt.errors import NMTError
 from nmt.fileio import atomic_open
 from nmt.typed_yaml import fits
-
-if TYPE_CHECKING:  # torch loads only when a checkpoint is read or written: `nmt average --help` stays fast
-    import torch
 
 CHECKPOINT_DIR = "checkpoints"
 BEST_NAME = "best.pt"
@@ -131,8 +130,6 @@ _TRAINING_FIELDS = list(dataclasses.fields(TrainingState))
 @functools.cache
 def _field_types() -> dict[str, Any]:
     """Each field's annotation resolved to a type, for typed_yaml's check (torch: only once a file is read)."""
-    import torch
-
     return {**typing.get_type_hints(Checkpoint, localns={"torch": torch}), **typing.get_type_hints(TrainingState)}
 
 
@@ -155,16 +152,12 @@ def _checked(state: dict[str, Any], fields: list[dataclasses.Field], path: Path)
 
 def save_checkpoint(path: Path, checkpoint: Checkpoint) -> None:
     """Write `checkpoint` with torch.save through a temporary file, so a kill never leaves half a file."""
-    import torch
-
     with atomic_open(path, "wb") as handle:
         torch.save(checkpoint.to_dict(), handle)
 
 
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> Checkpoint:
     """Read a checkpoint written by `save_checkpoint`; anything unreadable becomes an NMTError naming the file."""
-    import torch
-
     path = Path(path)
     if not path.is_file():
         raise NMTError(f"checkpoint not found: {path}", "Check the path, or list the run's checkpoints/ folder.")

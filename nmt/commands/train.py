@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from nmt.arguments import add_config, add_training_threads
+from nmt.commands.arguments import add_config, add_training_threads
 from nmt.config import load_config
 
 

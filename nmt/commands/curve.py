@@ -1,0 +1,28 @@
+"""`nmt curve`: greedy BLEU by length of every kept checkpoint (nmt/compare/curve.py)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from nmt.commands import arguments
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`nmt curve RUN_DIR... [--split S] [--sentences-per-bucket N] [--out DIR]`."""
+    parser.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR",
+                        help="run directories whose step_*.pt checkpoints to score")
+    parser.add_argument("--split", choices=["valid", "test"], default=None,
+                        help="default: the first run's evaluation.split")
+    parser.add_argument("--sentences-per-bucket", type=int, default=None, metavar="N",
+                        help="sample size per bucket, 0 = all (default: evaluation.curve_sentences_per_bucket)")
+    parser.add_argument("--out", type=Path, default=None, help="output folder (default as for evaluate)")
+    arguments.add_device(parser)
+    arguments.add_threads(parser, " Here the run is the first RUN_DIR.")
+
+
+def run(args: argparse.Namespace) -> None:
+    from nmt.compare.curve import learning_curves  # the library: only now
+
+    arguments.use_threads(args.threads, args.run_dirs[0])
+    learning_curves(args.run_dirs, args.out, args.split, args.sentences_per_bucket, args.device)

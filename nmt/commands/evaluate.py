@@ -1,0 +1,40 @@
+"""`nmt evaluate`: runs translated and scored together by length (nmt/compare/evaluate.py)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from nmt.commands import arguments
+from nmt.errors import NMTError
+from nmt.typed_yaml import sets_key
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`nmt evaluate RUN_DIR... [--split S | --src F --ref F] [--beam K] [--out DIR] ...`."""
+    parser.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR",
+                        help="folders written by `nmt train`, scored together")
+    parser.add_argument("--src", type=Path, default=None, help="source file to translate instead of a split")
+    parser.add_argument("--ref", type=Path, default=None, help="reference file for --src")
+    arguments.add_decoding_set(parser, "decoding.* or evaluation.*")
+    arguments.add_setting(parser, "--split", "evaluation.split",
+                          "split of the runs' data (default: the first run's evaluation.split)", choices=["valid", "test"])
+    arguments.add_bucketing(parser, "source")
+    arguments.add_beam(parser)
+    parser.add_argument("--out", type=Path, default=None,
+                        help="output folder (default: RUN_DIR/evaluation for one run, the runs' common parent/evaluation for several)")
+    parser.add_argument("--checkpoint", default=None, metavar="NAME",
+                        help="checkpoint file name in each RUN_DIR/checkpoints/ (e.g. averaged.pt), or a path for one run "
+                        "(default: each run's best.pt, else its latest step_*.pt)")
+    arguments.add_threads(parser, " Here the run is the first RUN_DIR.")
+    arguments.add_device(parser)
+
+
+def run(args: argparse.Namespace) -> None:
+    from nmt.compare.evaluate import evaluate_runs  # the library: only now
+
+    if args.src is not None and sets_key(args.overrides, "evaluation.split"):
+        raise NMTError("give either --split (evaluation.split) or --src/--ref, not both.")
+    arguments.use_threads(args.threads, args.run_dirs[0])
+    evaluate_runs(args.run_dirs, src_path=args.src, ref_path=args.ref, out_dir=args.out, device=args.device,
+                  overrides=args.overrides, checkpoint=args.checkpoint)

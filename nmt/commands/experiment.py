@@ -1,0 +1,31 @@
+"""`nmt experiment CONFIG`: prepare, train every run, evaluate, report (nmt/compare/experiment.py)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from nmt.commands import arguments
+from nmt.config import load_config
+from nmt.errors import NMTError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`nmt experiment CONFIG [--out DIR] [--force] [--jobs N]`."""
+    arguments.add_config(parser)
+    parser.add_argument("--out", type=Path, default=None, help="output folder (default experiments/<config name>)")
+    parser.add_argument("--force", action="store_true", help="redo every step, even finished ones")
+    parser.add_argument("--jobs", type=int, default=0, help="runs trained at once, each in its own process (default 0: "
+                        "one per CPU core, each with cores/jobs torch threads unless training.threads is set; 1 on CUDA)")
+    arguments.add_training_threads(parser, " Where that is 0, parallel trainings (--jobs) share the cores.")
+
+
+def run(args: argparse.Namespace) -> None:
+    from nmt.compare.experiment import run_experiment  # the library: only now
+
+    out_dir = args.out or Path("experiments") / args.config.stem
+    if args.jobs < 0:
+        raise NMTError(f"--jobs {args.jobs}: give 0 (one per core) or a positive count.")
+    # the evaluations after training run in this process
+    arguments.set_threads(load_config(args.config, args.overrides).training.threads)
+    run_experiment(args.config, args.overrides, out_dir, force=args.force, jobs=args.jobs)

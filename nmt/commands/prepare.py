@@ -1,0 +1,21 @@
+"""`nmt prepare CONFIG`: the corpus split, sentencepiece models and statistics in `data.dir`
+(nmt/data/prepare.py)."""
+
+from __future__ import annotations
+
+import argparse
+
+from nmt.commands.arguments import add_config
+from nmt.config import load_config
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`nmt prepare CONFIG`."""
+    add_config(parser)
+
+
+def run(args: argparse.Namespace) -> None:
+    from nmt.data.prepare import format_stats, prepare  # the library: only now
+
+    config = load_config(args.config, args.overrides)
+    print(format_stats(prepare(config.data), config.data))

@@ -1,0 +1,39 @@
+"""`nmt score`: BLEU and chrF by length of any system's translation files (nmt/evaluation/score_files.py)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from nmt.commands import arguments
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`nmt score HYP... --ref REF [--src SRC] [--names A,B] [--baseline A] ...`."""
+    parser.add_argument(
+        "hyps", type=Path, nargs="+", metavar="HYP", help="translation files, one line per reference line"
+    )
+    parser.add_argument("--ref", type=Path, required=True, help="reference file, one sentence a line")
+    parser.add_argument("--src", type=Path, help="source file (needed to bucket by source length, and shown in the examples)")
+    parser.add_argument(
+        "--names", type=arguments.names, default=None, help="system names, comma-separated, one per HYP (default: file names)"
+    )
+    parser.add_argument(
+        "--baseline",
+        default=None,
+        metavar="NAME",
+        help="the fixed-vector (no attention) system, by name or file stem: check the long-sentence effect against every other system",
+    )
+    parser.add_argument("--out", type=Path, default=Path("evaluation"), help="output folder (default ./evaluation)")
+    arguments.add_set(
+        parser,
+        "an evaluation setting (repeatable): --set evaluation.tokenize=intl --set evaluation.lowercase=true",
+        metavar="evaluation.KEY=VALUE",
+    )
+    arguments.add_bucketing(parser, "source with --src, else reference")
+
+
+def run(args: argparse.Namespace) -> None:
+    from nmt.evaluation.score_files import score_files  # the library: only now
+
+    score_files(args.ref, args.hyps, args.src, args.names, args.out, args.baseline, args.overrides)
