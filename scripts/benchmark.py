@@ -145,6 +145,11 @@ def train_phase(
     _setup_child(threads, config.training.seed)
     device = resolve_device(device_name)
     tok, src, tgt, batches = training_batches(config)
+    # The epoch's largest batch first (sentences x longest source x longest target, what attention's saved
+    # activations grow with): the peak RSS is then the whole epoch's, not that of whichever batches the
+    # timed window happened to reach on this machine.
+    largest = max(range(len(batches)), key=lambda k: _positions(batches[k], src, tgt))
+    batches = [batches[largest]] + batches[:largest] + batches[largest + 1 :]
     model = build_model(config.model, tok.src_vocab_size, tok.tgt_vocab_size).to(device).train()
     model.recompute_attention(config.training.recompute_attention)
     optimizer = build_optimizer(model.parameters(), config.training)
@@ -292,6 +297,11 @@ def decode_phase(
     result["peak_gflops_around"] = peaks
     result["peak_rss_mb"] = _peak_rss_mb()
     return result
+
+
+def _positions(batch: list[int], src: list[list[int]], tgt: list[list[int]]) -> int:
+    """Sentences x longest source x longest target of a batch: how its attention's memory grows."""
+    return len(batch) * max(len(src[i]) for i in batch) * max(len(tgt[i]) for i in batch)
 
 
 # ---- the run --------------------------------------------------------------------------------------
