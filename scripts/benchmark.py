@@ -130,6 +130,18 @@ def training_batches(config: Config) -> tuple[Any, list[list[int]], list[list[in
     return tok, src, tgt, sampler.epoch(1)
 
 
+def largest_first(batches: list[list[int]], src: list[list[int]], tgt: list[list[int]]) -> list[list[int]]:
+    """`batches` with the largest (sentences x longest source x longest target, what attention's saved
+    activations grow with) moved to the front, the others in their order: a peak RSS measured from the
+    first step is then the whole epoch's, not that of whichever batches a machine's timed window reached."""
+
+    def size(batch: list[int]) -> int:
+        return len(batch) * max(len(src[i]) for i in batch) * max(len(tgt[i]) for i in batch)
+
+    largest = max(range(len(batches)), key=lambda k: size(batches[k]))
+    return [batches[largest]] + batches[:largest] + batches[largest + 1 :]
+
+
 def train_phase(
     config: Config, device_name: str, threads: int, plan: dict[str, Any], weights_path: str, profile: bool
 ) -> dict[str, Any]:
@@ -145,11 +157,7 @@ def train_phase(
     _setup_child(threads, config.training.seed)
     device = resolve_device(device_name)
     tok, src, tgt, batches = training_batches(config)
-    # The epoch's largest batch first (sentences x longest source x longest target, what attention's saved
-    # activations grow with): the peak RSS is then the whole epoch's, not that of whichever batches the
-    # timed window happened to reach on this machine.
-    largest = max(range(len(batches)), key=lambda k: _positions(batches[k], src, tgt))
-    batches = [batches[largest]] + batches[:largest] + batches[largest + 1 :]
+    batches = largest_first(batches, src, tgt)  # the peak RSS is the epoch's, on every machine
     model = build_model(config.model, tok.src_vocab_size, tok.tgt_vocab_size).to(device).train()
     model.recompute_attention(config.training.recompute_attention)
     optimizer = build_optimizer(model.parameters(), config.training)
@@ -297,11 +305,6 @@ def decode_phase(
     result["peak_gflops_around"] = peaks
     result["peak_rss_mb"] = _peak_rss_mb()
     return result
-
-
-def _positions(batch: list[int], src: list[list[int]], tgt: list[list[int]]) -> int:
-    """Sentences x longest source x longest target of a batch: how its attention's memory grows."""
-    return len(batch) * max(len(src[i]) for i in batch) * max(len(tgt[i]) for i in batch)
 
 
 # ---- the run --------------------------------------------------------------------------------------

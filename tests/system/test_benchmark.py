@@ -79,3 +79,16 @@ def test_decoding_a_trained_run_counts_its_own_sizes(trained_reverse_run: Path) 
     for search in ("greedy", "beam5"):
         assert results[0][f"{search}_flops"] > 0
         assert results[0][f"{search}_flops"] == results[1][f"{search}_flops"], search
+
+
+def test_the_largest_batch_trains_first_and_the_rest_keep_their_order() -> None:
+    """The batch of most sentences x longest source x longest target leads; not the one of most tokens."""
+    spec = importlib.util.spec_from_file_location("benchmark", ROOT / "scripts" / "benchmark.py")
+    assert spec is not None and spec.loader is not None
+    benchmark = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(benchmark)
+    src = [[1] * n for n in (5, 5, 5, 9, 2, 8)]
+    tgt = [[1] * n for n in (5, 5, 5, 2, 9, 8)]
+    batches = [[0, 1, 2], [3, 4], [5]]  # 30, 22 and 16 tokens; sizes 3*5*5 = 75, 2*9*9 = 162, 1*8*8 = 64
+    assert benchmark.largest_first(batches, src, tgt) == [[3, 4], [0, 1, 2], [5]]
+    assert benchmark.largest_first([[5], [0, 1, 2]], src, tgt) == [[5], [0, 1, 2]]
