@@ -91,4 +91,4 @@ def test_the_largest_batch_trains_first_and_the_rest_keep_their_order() -> None:
     tgt = [[1] * n for n in (5, 5, 5, 2, 9, 8)]
     batches = [[0, 1, 2], [3, 4], [5]]  # 30, 22 and 16 tokens; sizes 3*5*5 = 75, 2*9*9 = 162, 1*8*8 = 64
     assert benchmark.largest_first(batches, src, tgt) == [[3, 4], [0, 1, 2], [5]]
-    assert benchmark.largest_first([[5], [0, 1, 2]], src, tgt) == [[5], [0, 1, 2]]
+    assert benchmark.largest_first([[3, 4], [5], [0, 1, 2]], src, tgt) == [[3, 4], [5], [0, 1, 2]]
