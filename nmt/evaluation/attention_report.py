@@ -96,10 +96,9 @@ def _ablated(entry: dict[str, Any]) -> bool:
 def format_ablation(scores: dict[str, Any], labels: list[str], head: list[str], significance: float) -> list[str]:
     """Markdown lines: a Transformer's BLEU with its cross-attention ablated (`head_ablation_bleu`), each
     row's paired-bootstrap p against `none`, and the ablations that cost no significant BLEU."""
-    long = "long"
     lines = ["Greedy BLEU with the cross-attention of one decoder layer ablated (p: paired bootstrap against "
              "`none`; long: the sentences of evaluation.long_words words or more):", ""]
-    lines += markdown_table(["cross-attention", *head, long, "p (all)", "p (long)"], [
+    lines += markdown_table(["cross-attention", *head, "long", "p (all)", "p (long)"], [
         [kind, *(_num(score["bleu"][label]) for label in labels), _num(score["all"]), _num(score["long"]),
          *(f"{score[key]:.3f}" if key in score else "-" for key in ("p_all", "p_long"))]
         for kind, score in scores.items()

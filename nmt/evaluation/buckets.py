@@ -6,11 +6,10 @@ A sentence's length is its number of whitespace-separated words, of the source b
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-
-from nmt.errors import NMTError
 
 if TYPE_CHECKING:  # config_sections imports this module (through nmt.data)
     from nmt.config_sections import BucketBy
@@ -30,15 +29,10 @@ class Bucket:
 
 
 def make_buckets(cutoffs: Sequence[int]) -> list[Bucket]:
-    """Buckets from increasing positive cutoffs: [10, 20] -> `<10`, `[10,20)`, `>=20`."""
-    cutoffs = list(cutoffs)
-    if not cutoffs or any(c <= 0 for c in cutoffs) or cutoffs != sorted(set(cutoffs)):
-        raise NMTError(
-            f"invalid length buckets {cutoffs}: they must be increasing positive integers.",
-            "Give cutoffs such as --buckets 10,20,30,40,50,60 (or evaluation.buckets in the config).",
-        )
+    """Buckets from increasing positive cutoffs (evaluation.buckets, which the config checks): [10, 20] ->
+    `<10`, `[10,20)`, `>=20`."""
     buckets = [Bucket(f"<{cutoffs[0]}", 0, cutoffs[0])]
-    buckets += [Bucket(f"[{lo},{hi})", lo, hi) for lo, hi in zip(cutoffs[:-1], cutoffs[1:], strict=True)]
+    buckets += [Bucket(f"[{lo},{hi})", lo, hi) for lo, hi in itertools.pairwise(cutoffs)]
     buckets.append(Bucket(f">={cutoffs[-1]}", cutoffs[-1], None))
     return buckets
 
@@ -54,14 +48,8 @@ def sentence_lengths(sources: Sequence[str], references: Sequence[str], by: Buck
 
 
 def assign_buckets(lengths: Sequence[int], buckets: Sequence[Bucket]) -> list[int]:
-    """Index into `buckets` of each length (buckets cover [0, inf) without overlap)."""
-    indices = []
-    for length in lengths:
-        index = next((i for i, bucket in enumerate(buckets) if bucket.contains(length)), None)
-        if index is None:
-            raise ValueError(f"length {length} is in no bucket of {[b.label for b in buckets]}")
-        indices.append(index)
-    return indices
+    """Index into `buckets` (`make_buckets`: they cover [0, inf) without overlap) of each length."""
+    return [next(i for i, bucket in enumerate(buckets) if bucket.contains(length)) for length in lengths]
 
 
 def bucket_members(lengths: Sequence[int], buckets: Sequence[Bucket]) -> list[list[int]]:

@@ -29,14 +29,8 @@ EXAMPLES_PER_BUCKET = 2
 def results_dict(evaluation: Evaluation, extra_settings: dict[str, Any] | None = None) -> dict[str, Any]:
     """The content of results.json: runs, pairwise comparisons (b - a) and the settings used."""
     runs = {system.name: _system_dict(system) for system in evaluation.systems}
-    comparisons = [
-        {
-            "a": c.a,
-            "b": c.b,
-            "bleu_diff": c.bleu_diff,
-            "p": c.p,
-            "buckets": [{"label": b.bucket.label, "bleu_diff": b.bleu_diff, "p": b.p} for b in c.buckets],
-        }
+    comparisons = [  # a, b, bleu_diff, p, then the buckets by label
+        {**asdict(c), "buckets": [{"label": b.bucket.label, "bleu_diff": b.bleu_diff, "p": b.p} for b in c.buckets]}
         for c in evaluation.comparisons
     ]
     config = evaluation.settings

@@ -165,15 +165,18 @@ def _floor(stats: np.ndarray, floor: np.ndarray) -> np.ndarray:
     return bleu_from_stats(floor)[..., None]
 
 
-def _length_ratio(stats: np.ndarray, floor: np.ndarray) -> np.ndarray:
+def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
+    """numerator / denominator, 0 where the denominator is 0."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(stats[..., 1] > 0, stats[..., 0] / stats[..., 1], 0.0)[..., None]
+        return np.where(denominator > 0, numerator / denominator, 0.0)
+
+
+def _length_ratio(stats: np.ndarray, floor: np.ndarray) -> np.ndarray:
+    return _ratio(stats[..., 0], stats[..., 1])[..., None]
 
 
 def _precisions(stats: np.ndarray, floor: np.ndarray) -> np.ndarray:
-    correct, total = stats[..., 2 : 2 + MAX_ORDER], stats[..., 2 + MAX_ORDER :]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(total > 0, 100.0 * correct / total, 0.0)
+    return _ratio(100.0 * stats[..., 2 : 2 + MAX_ORDER], stats[..., 2 + MAX_ORDER :])
 
 
 # What a BLEU score is made of, in report order.
@@ -272,76 +275,45 @@ def score_systems(
     are sacrebleu's. Each score carries its STATISTICS, the floor's wrong sources paired by
     `length_matched_pairing` with `bootstrap_seed`.
     """
-    if not hypotheses:
-        raise NMTError("no systems to score.", "Give at least one run directory.")
-    if len(sources) != len(references):
-        raise NMTError(
-            f"{len(sources)} source lines against {len(references)} references.",
-            "Give one reference line per source line.",
-        )
     scorer = CorpusScorer(references, settings.tokenize, settings.lowercase)
     buckets = make_buckets(settings.buckets)
     lengths = sentence_lengths(sources, references, settings.by)
-    whole, *parts = _score_subsets(scorer, hypotheses, lengths, buckets, settings)
     names = list(hypotheses)
+    pairs = list(itertools.combinations(range(len(names)), 2))
+    (whole, whole_diffs), *parts = _score_subsets(scorer, hypotheses, lengths, buckets, settings, pairs)
     systems = []
-    for k, name in enumerate(names):
-        bleu, ci, whole_statistics = whole.system(k)
-        assert bleu is not None  # the whole set is never empty
-        per_bucket = [BucketScore(bucket, sub.n, *sub.system(k)) for bucket, sub in zip(buckets, parts, strict=True)]
-        chrf, signatures = scorer.chrf(hypotheses[name]), (scorer.bleu_signature, scorer.chrf_signature)
-        systems.append(SystemScore(name, bleu, chrf, *signatures, scorer.n, ci, per_bucket, whole_statistics))
+    for k, (name, score) in enumerate(zip(names, whole, strict=True)):
+        assert score.bleu is not None  # the whole set is never empty
+        per_bucket = [scores[k] for scores, _ in parts]
+        systems.append(SystemScore(name, score.bleu, scorer.chrf(hypotheses[name]), scorer.bleu_signature,
+                                   scorer.chrf_signature, scorer.n, score.ci, per_bucket, score.statistics))
     comparisons = []
-    for a, b in itertools.combinations(range(len(names)), 2):
-        diff, p = whole.compare(a, b)
-        assert diff is not None
-        diffs = [BucketComparison(bucket, *sub.compare(a, b)) for bucket, sub in zip(buckets, parts, strict=True)]
-        comparisons.append(Comparison(names[a], names[b], diff, p, diffs))
+    for j, ((a, b), diff) in enumerate(zip(pairs, whole_diffs, strict=True)):
+        assert diff.bleu_diff is not None
+        comparisons.append(Comparison(names[a], names[b], diff.bleu_diff, diff.p, [diffs[j] for _, diffs in parts]))
     return Evaluation(systems, comparisons, settings)
-
-
-@dataclass(frozen=True)
-class _Subset:
-    """Point BLEU, STATISTICS and bootstrap samples of every system on one subset of the sentences."""
-
-    n: int
-    points: list[float]  # one per system; empty when the subset is empty
-    statistics: list[dict[str, StatisticValue]]  # one per system; empty when the subset is empty
-    samples: np.ndarray | None  # n_systems x n_samples; None when empty or too small to resample
-
-    def system(self, k: int) -> tuple[float | None, tuple[float, float] | None, dict[str, StatisticValue]]:
-        """System k's BLEU, bootstrap interval and statistics (None, None, {} when empty; the interval None
-        when not resampled)."""
-        if not self.points:
-            return None, None, {}
-        ci = percentile_interval(self.samples[k]) if self.samples is not None else None
-        return self.points[k], ci, self.statistics[k]
-
-    def compare(self, a: int, b: int) -> tuple[float | None, float | None]:
-        """BLEU(b) - BLEU(a) and its paired p-value (None when empty, the p-value when not resampled)."""
-        if not self.points:
-            return None, None
-        p = paired_p_value(self.samples[a], self.samples[b]) if self.samples is not None else None
-        return self.points[b] - self.points[a], p
 
 
 def _score_subsets(
     scorer: CorpusScorer, hypotheses: Mapping[str, Sequence[str]], lengths: Sequence[int],
-    buckets: Sequence[Bucket], settings: EvaluationConfig,
-) -> list[_Subset]:
-    """Every system on the whole set (first) and on each bucket; each subset resamples from [seed, index]."""
-    names, seed = list(hypotheses), settings.bootstrap_seed
+    buckets: Sequence[Bucket], settings: EvaluationConfig, pairs: Sequence[tuple[int, int]],
+) -> list[tuple[list[BucketScore], list[BucketComparison]]]:
+    """Every system (a BucketScore each, with its STATISTICS) and every pair (a, b) of system indices (a
+    BucketComparison each) on the whole set (first, as a bucket of every length) and on each bucket; each
+    subset resamples from [seed, index], and one of fewer than min_bucket_sentences sentences not at all."""
+    seed = settings.bootstrap_seed
     # a system's translation of the wrong source paired with sentence i is its line pairing[i]
     pairing = length_matched_pairing(lengths, seed)
     stats = [  # each sentence's statistics, then its floor's: n x 2 N_STATS per system
-        np.concatenate([scorer.sentence_stats(hypotheses[name]),
-                        scorer.sentence_stats([hypotheses[name][j] for j in pairing])], axis=1)
-        for name in names
+        np.concatenate([scorer.sentence_stats(lines), scorer.sentence_stats([lines[j] for j in pairing])], axis=1)
+        for lines in hypotheses.values()
     ]
     subsets = []
-    for i, rows in enumerate([list(range(scorer.n)), *bucket_members(lengths, buckets)]):
+    members = [list(range(scorer.n)), *bucket_members(lengths, buckets)]
+    for i, (bucket, rows) in enumerate(zip([Bucket("all", 0, None), *buckets], members, strict=True)):
         if not rows:
-            subsets.append(_Subset(0, [], [], None))
+            empty = [BucketScore(bucket, 0, None, None) for _ in stats]
+            subsets.append((empty, [BucketComparison(bucket, None, None) for _ in pairs]))
             continue
         sub = [s[rows] for s in stats]
         resampled = len(rows) >= settings.min_bucket_sentences
@@ -349,11 +321,20 @@ def _score_subsets(
         samples = None if resamples is None else bleu_from_stats(resamples[..., :N_STATS]).T
         sums = [s.sum(axis=0) for s in sub]
         points = [float(bleu_from_stats(total[:N_STATS])) for total in sums]
-        statistics = [
-            {st.name: _statistic(st, total, None if resamples is None else resamples[:, k]) for st in STATISTICS}
+        scores = [
+            BucketScore(
+                bucket, len(rows), points[k], None if samples is None else percentile_interval(samples[k]),
+                {st.name: _statistic(st, total, None if resamples is None else resamples[:, k]) for st in STATISTICS},
+            )
             for k, total in enumerate(sums)
         ]
-        subsets.append(_Subset(len(rows), points, statistics, samples))
+        diffs = [
+            BucketComparison(
+                bucket, points[b] - points[a], None if samples is None else paired_p_value(samples[a], samples[b])
+            )
+            for a, b in pairs
+        ]
+        subsets.append((scores, diffs))
     return subsets
 
 
