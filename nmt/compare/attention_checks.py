@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +36,7 @@ from nmt.compare.runs import (
     describe_runs,
     write_outputs,
 )
-from nmt.config_sections import BucketBy, EvaluationConfig
+from nmt.config_sections import EvaluationConfig
 from nmt.data.batching import make_batch
 from nmt.data.prepare import load_prepared
 from nmt.decoding.plots import EOS_LABEL, word_attention
@@ -84,14 +86,13 @@ def attention_checks(
     _refuse_runs_without_attention(runs)
     settings = runs[0].config.evaluation
     per_bucket = settings.curve_sentences_per_bucket if per_bucket is None else per_bucket
-    cutoffs, by = list(settings.buckets), settings.by
     test_set = common_test_set(runs, split or settings.split, src_path, ref_path)  # nmt evaluate's rule
     if per_bucket:
-        test_set = sample_test_set(test_set, cutoffs, by, per_bucket)
-    members, labels = _buckets(test_set, cutoffs, by)
-    results = _setting(test_set, per_bucket, cutoffs, by, seed, symmetrisation, settings.significance)
-    links: dict[str, list[set[Link]]] = {}
+        test_set = sample_test_set(test_set, settings.buckets, settings.by, per_bucket)
     scorer = CorpusScorer(test_set.references, settings.tokenize, settings.lowercase)  # all runs, all kinds
+    context = CheckContext(test_set, scorer, settings, *_buckets(test_set, settings), seed, batch_size, device)
+    results = _setting(context, per_bucket, symmetrisation)
+    links: dict[str, list[set[Link]]] = {}
     out = default_out_dir(run_dirs, out_dir)
     for run in runs:
         entry: dict[str, Any] = {"run_dir": shown_path(run.run_dir, out), "checkpoint": run.checkpoint.name}
@@ -99,57 +100,66 @@ def attention_checks(
         if "alignment" in checks:  # first: a Transformer's ablation keeps each layer's best-aligning head
             if run.config.data.dir not in links:
                 links[run.config.data.dir] = aligner_links(run, test_set, symmetrisation)
-            aligned = links[run.config.data.dir], members, labels
-            entry["alignment"] = _agreements(run, evaluated, test_set, aligned, steps, device, batch_size)
+            entry["alignment"] = _agreements(run, evaluated, context, links[run.config.data.dir], steps)
         if "perturbation" in checks:
             heads = entry["alignment"][-1].get("heads") if "alignment" in entry else None
-            entry["perturbation"] = _perturbation(run, evaluated, test_set, scorer, settings, heads, seed, batch_size)
+            entry["perturbation"] = _perturbation(run, evaluated, context, heads)
         results["runs"][run.name] = entry
     write_outputs(out, CHECKS, results, format_checks_markdown(results), checks_figure(results), 100)
     return results
 
 
+@dataclass(frozen=True)
+class CheckContext:
+    """What the checks of every run share: the sentences checked, the scorer of their references, the
+    first run's evaluation settings (buckets, bootstrap), each sentence's bucket and the buckets' labels
+    (`_buckets`), the permutations' seed, and how the runs translate (batch size, device)."""
+
+    test_set: TestSet
+    scorer: CorpusScorer
+    settings: EvaluationConfig
+    members: list[int]
+    labels: list[str]
+    seed: int
+    batch_size: int
+    device: str
+
+
 def _perturbation(
-    run: RunInfo, evaluated: LoadedRun, test_set: TestSet, scorer: CorpusScorer, settings: EvaluationConfig,
-    heads: dict[str, Any] | None, seed: int, batch_size: int,
+    run: RunInfo, evaluated: LoadedRun, context: CheckContext, heads: dict[str, Any] | None
 ) -> dict[str, Any]:
     """An RNN's `perturbation_bleu`, or a Transformer's `head_ablation_bleu` (`heads`: its per-head agreement)."""
     if run.config.model.architecture == "transformer":
-        return head_ablation_bleu(run.name, evaluated, test_set, scorer, settings, heads, batch_size)
-    cutoffs, by = list(settings.buckets), settings.by
-    return perturbation_bleu(run.name, evaluated, test_set, scorer, cutoffs, by, seed, batch_size)
+        return head_ablation_bleu(run.name, evaluated, context, heads)
+    return perturbation_bleu(run.name, evaluated, context)
 
 
 def _agreements(
-    run: RunInfo, evaluated: LoadedRun, test_set: TestSet, aligned: tuple[list[set[Link]], list[int], list[str]],
-    steps: Sequence[int] | None, device: str, batch_size: int,
+    run: RunInfo, evaluated: LoadedRun, context: CheckContext, links: list[set[Link]], steps: Sequence[int] | None
 ) -> list[dict[str, Any]]:
-    """`agreement_by_bucket` of each checkpoint of `_checkpoints` (`evaluated`, loaded already, last);
-    `aligned`: the aligner's links, each sentence's bucket and the buckets' labels."""
-    links, members, labels = aligned
+    """`agreement_by_bucket` of each checkpoint of `_checkpoints` (`evaluated`, loaded already, last) with
+    the aligner's `links`."""
     return [
-        agreement_by_bucket(run.name, evaluated if path == run.checkpoint else load_run(run.run_dir, path, device),
-                            test_set, links, members, labels, batch_size)
+        agreement_by_bucket(run.name, evaluated if path == run.checkpoint else load_run(run.run_dir, path, context.device),
+                            context, links)
         for path in _checkpoints(run, steps)
     ]
 
 
-def _setting(
-    test_set: TestSet, per_bucket: int, cutoffs: list[int], by: BucketBy, seed: int,
-    symmetrisation: Symmetrisation, significance: float,
-) -> dict[str, Any]:
+def _setting(context: CheckContext, per_bucket: int, symmetrisation: Symmetrisation) -> dict[str, Any]:
     """The results' head: what was checked and how; "runs" is filled run by run."""
+    test_set, settings = context.test_set, context.settings
     return {
         "test_set": test_set.describe(),
         "sentences": len(test_set.references),
         "selection": f"up to {per_bucket} per bucket, {SELECTION}" if per_bucket else "all",
-        "buckets": cutoffs,
-        "by": by,
-        "n": bucket_counts(test_set, cutoffs, by),
+        "buckets": settings.buckets,
+        "by": settings.by,
+        "n": bucket_counts(test_set, settings.buckets, settings.by),
         "decoding": "greedy (beam 1), the run's length limits",
-        "seed": seed,
+        "seed": context.seed,
         "symmetrisation": symmetrisation,
-        "significance": significance,  # a Transformer's ablations: what p counts as chance
+        "significance": settings.significance,  # a Transformer's ablations: what p counts as chance
         "runs": {},
     }
 
@@ -164,71 +174,72 @@ def _refuse_runs_without_attention(runs: Sequence[RunInfo]) -> None:
             )
 
 
-def _buckets(test_set: TestSet, cutoffs: list[int], by: BucketBy) -> tuple[list[int], list[str]]:
+def _buckets(test_set: TestSet, settings: EvaluationConfig) -> tuple[list[int], list[str]]:
     """The bucket index of each sentence of `test_set`, and the buckets' labels."""
     assert test_set.sources is not None
-    buckets = make_buckets(cutoffs)
-    return assign_buckets(sentence_lengths(test_set.sources, test_set.references, by), buckets), [b.label for b in buckets]
+    buckets = make_buckets(settings.buckets)
+    return assign_buckets(sentence_lengths(test_set.sources, test_set.references, settings.by), buckets), [b.label for b in buckets]
 
 
-def perturbation_bleu(
-    name: str, loaded: LoadedRun, test_set: TestSet, scorer: CorpusScorer, cutoffs: list[int], by: BucketBy,
-    seed: int, batch_size: int,
-) -> dict[str, Any]:
+def _greedy_bleu(
+    name: str, what: str, loaded: LoadedRun, context: CheckContext, switches: dict[str, AbstractContextManager[Any]]
+) -> Iterator[tuple[str, dict[str, Any], list[str]]]:
+    """Greedy BLEU per bucket of run `name`'s loaded checkpoint within each of `switches` (each entered once;
+    `what` they change, for the log), within the run's decoding length limits: (switch, its score, its
+    translations) one switch at a time."""
+    test_set = context.test_set
+    assert test_set.sources is not None
+    translator = Translator(loaded.model, loaded.tokenizer, loaded.config.decoding, 1, context.batch_size)  # greedy
+    for kind, switch in switches.items():
+        started = time.perf_counter()
+        with switch:
+            hyps = [str(h) for h in translator.translate(test_set.sources)]
+        bleu, overall = bucket_bleu(context.scorer, hyps, test_set.sources, test_set.references, context.settings.buckets,
+                                    context.settings.by)
+        print(f"{name}: {what} {kind}: BLEU {overall:.2f}", file=sys.stderr)
+        yield kind, {"bleu": bleu, "all": overall, "seconds": round(time.perf_counter() - started, 1)}, hyps
+
+
+def perturbation_bleu(name: str, loaded: LoadedRun, context: CheckContext) -> dict[str, Any]:
     """Greedy BLEU per bucket of run `name`'s loaded checkpoint with each attention perturbation
     (nmt.models.attention.PERTURBATIONS), within the run's decoding length limits."""
-    assert test_set.sources is not None
-    translator = Translator(loaded.model, loaded.tokenizer, loaded.config.decoding, 1, batch_size)  # greedy
-    scores: dict[str, Any] = {}
-    for kind in PERTURBATIONS:
-        started = time.perf_counter()
-        with analysed_attention(translator.model.decoder.provider, kind, seed):
-            hyps = [str(h) for h in translator.translate(test_set.sources)]
-        bleu, overall = bucket_bleu(scorer, hyps, test_set.sources, test_set.references, cutoffs, by)
-        scores[kind] = {"bleu": bleu, "all": overall, "seconds": round(time.perf_counter() - started, 1)}
-        print(f"{name}: attention {kind}: BLEU {overall:.2f}", file=sys.stderr)
-    return scores
+    provider = loaded.model.decoder.provider
+    switches = {kind: analysed_attention(provider, kind, context.seed) for kind in PERTURBATIONS}
+    return {kind: score for kind, score, _ in _greedy_bleu(name, "attention", loaded, context, switches)}
 
 
 def head_ablation_bleu(
-    name: str, loaded: LoadedRun, test_set: TestSet, scorer: CorpusScorer, settings: EvaluationConfig,
-    heads: dict[str, Any] | None, batch_size: int,
+    name: str, loaded: LoadedRun, context: CheckContext, heads: dict[str, Any] | None
 ) -> dict[str, Any]:
     """Greedy BLEU per bucket of a Transformer with its cross-attention ablated in one decoder layer at a
     time (the module docstring; "only" needs `heads`, the per-head agreement of `agreement_by_bucket`), each
     with its paired-bootstrap p against the unablated model on all sentences and on the long ones
     (evaluation.long_words and more)."""
+    test_set, settings = context.test_set, context.settings
     assert test_set.sources is not None
     model = loaded.model
-    translator = Translator(model, loaded.tokenizer, loaded.config.decoding, 1, batch_size)  # greedy
     count = model.config.heads
-    ablations: dict[str, tuple[int, torch.Tensor | None, bool]] = {"none": (1, None, False)}
+    switches: dict[str, AbstractContextManager[Any]] = {"none": ablated_cross_attention(model, 1)}
     for layer in range(1, model.config.layers + 1):
         for head in range(1, count + 1):
-            ablations[f"layer {layer} head {head} silenced"] = (layer, 1.0 - torch.eye(count)[head - 1], False)
-        ablations[f"layer {layer} uniform"] = (layer, None, True)
+            switches[f"layer {layer} head {head} silenced"] = ablated_cross_attention(model, layer, 1.0 - torch.eye(count)[head - 1])
+        switches[f"layer {layer} uniform"] = ablated_cross_attention(model, layer, uniform=True)
         if heads is not None:  # the head whose argmax agrees most with the aligner, alone
             best = max(range(1, count + 1), key=lambda h: heads[f"layer {layer} head {h}"]["all"]["agreement"] or 0)
-            ablations[f"layer {layer} only head {best}"] = (layer, torch.eye(count)[best - 1], False)
+            switches[f"layer {layer} only head {best}"] = ablated_cross_attention(model, layer, torch.eye(count)[best - 1])
     lengths = np.asarray(sentence_lengths(test_set.sources, test_set.references, settings.by))
     long = np.flatnonzero(lengths >= settings.long_words)
     scores: dict[str, Any] = {}
     stats: dict[str, np.ndarray] = {}
-    for kind, (layer, mask, uniform) in ablations.items():
-        started = time.perf_counter()
-        with ablated_cross_attention(model, layer, mask, uniform):
-            hyps = [str(h) for h in translator.translate(test_set.sources)]
-        bleu, overall = bucket_bleu(scorer, hyps, test_set.sources, test_set.references, settings.buckets, settings.by)
-        stats[kind] = scorer.sentence_stats(hyps)
-        score = {"bleu": bleu, "all": overall, "seconds": round(time.perf_counter() - started, 1)}
+    for kind, score, hyps in _greedy_bleu(name, "cross-attention", loaded, context, switches):
+        stats[kind] = context.scorer.sentence_stats(hyps)
         score["long"] = float(bleu_from_stats(stats[kind][long].sum(axis=0))) if long.size else None
         for part, rows in (("all", slice(None)), ("long", long)):
             if kind != "none" and (part == "all" or long.size):
                 samples = bootstrap_bleu([stats["none"][rows], stats[kind][rows]], settings.bootstrap_samples,
                                          settings.bootstrap_seed)
-                score[f"p_{part}"] = paired_p_value(samples[0], samples[1])
+                score[f"p_{part}"] = paired_p_value(*samples)
         scores[kind] = score
-        print(f"{name}: cross-attention {kind}: BLEU {overall:.2f}", file=sys.stderr)
     return scores
 
 
@@ -309,18 +320,17 @@ def teacher_forced_argmax(
     return result
 
 
-def agreement_by_bucket(
-    name: str, loaded: LoadedRun, test_set: TestSet, links: list[set[Link]], members: list[int],
-    labels: list[str], batch_size: int,
-) -> dict[str, Any]:
-    """Alignment agreement of a loaded checkpoint of run `name`: over all pairs and per bucket, of the
-    model's attention and, for a Transformer, of each layer's heads and their mean ("heads")."""
+def agreement_by_bucket(name: str, loaded: LoadedRun, context: CheckContext, links: list[set[Link]]) -> dict[str, Any]:
+    """Alignment agreement with the aligner's `links` of a loaded checkpoint of run `name`: over all pairs
+    and per bucket, of the model's attention and, for a Transformer, of each layer's heads and their mean
+    ("heads")."""
+    test_set, labels = context.test_set, context.labels
     assert test_set.sources is not None
-    views = teacher_forced_argmax(loaded.model, loaded.tokenizer, test_set.sources, test_set.references, batch_size)
+    views = teacher_forced_argmax(loaded.model, loaded.tokenizer, test_set.sources, test_set.references, context.batch_size)
     n_src = [len(source.split()) for source in test_set.sources]
     scored = {}
     for view, argmaxes in views.items():
-        per_bucket, total = agreement_per_bucket(argmaxes, links, n_src, members, len(labels))
+        per_bucket, total = agreement_per_bucket(argmaxes, links, n_src, context.members, len(labels))
         scored[view] = {
             "all": {**total.summary(), "skipped_sentences": total.skipped},
             "buckets": {label: part.summary() for label, part in zip(labels, per_bucket, strict=True)},

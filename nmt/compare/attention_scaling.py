@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -86,8 +87,8 @@ def attention_statistics(model: Model, pairs: Sequence[tuple[list[int], list[int
     decoder layer's cross-attention head ("layer 2 head 3"), each layer's heads together ("layer 2") and
     all of them (MAIN)."""
     model.eval()
-    sums: dict[str, dict[str, float]] = {}  # group -> statistic -> its sum over the group's steps
-    steps: dict[str, int] = {}
+    sums: defaultdict[str, defaultdict[str, float]] = defaultdict(lambda: defaultdict(float))  # group -> statistic -> its sum over the group's steps
+    steps: Counter[str] = Counter()
     loss_sum, tokens = 0.0, 0
     for start in range(0, len(pairs), SENTENCES_PER_BATCH):
         chunk = pairs[start : start + SENTENCES_PER_BATCH]
@@ -97,9 +98,9 @@ def attention_statistics(model: Model, pairs: Sequence[tuple[list[int], list[int
         for groups, (scores, grads, mask, alive) in recorded:
             for name, values in step_statistics(scores, grads, mask, alive).items():
                 for group in groups:
-                    sums.setdefault(group, {})[name] = sums.get(group, {}).get(name, 0.0) + float(values.sum())
+                    sums[group][name] += float(values.sum())
             for group in groups:
-                steps[group] = steps.get(group, 0) + int(alive.sum())
+                steps[group] += int(alive.sum())
         loss_sum += float(loss)
         tokens += batch.n_tgt_tokens
     return {
@@ -172,19 +173,17 @@ def scaling_statistics(
         at_init, trained = attention_statistics(initial, pairs), attention_statistics(loaded.model, pairs)
         model = run.config.model
         transformer = model.architecture == "transformer"
+        stages = {group: {"initialisation": asdict(stats), "trained": asdict(trained[group])} for group, stats in at_init.items()}
         measured[run.name] = {  # a Transformer: its cross-attention, d = d_k
             "attention": ("scaled_dot" if model.scaled_attention else "dot") + " (Transformer)" if transformer
             else model.attention,
             "attention_size": model.hidden_size // model.heads if transformer else model.attention_size,
             "checkpoint": shown_path(run.checkpoint, out),
             "step": loaded.step,
-            "initialisation": asdict(at_init.pop(MAIN)),
-            "trained": asdict(trained.pop(MAIN)),
+            **stages.pop(MAIN),
         }
         if transformer:  # per layer and per head
-            measured[run.name]["parts"] = {
-                group: {"initialisation": asdict(stats), "trained": asdict(trained[group])} for group, stats in at_init.items()
-            }
+            measured[run.name]["parts"] = stages
         print(f"{run.name}: measured at initialisation and at step {loaded.step}", file=sys.stderr)
     results = {"sentences": sample.describe(), "saturated_above": SATURATED, "runs": measured}
     markdown, figure = format_scaling_markdown(results), scaling_figure(results)

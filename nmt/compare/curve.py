@@ -26,7 +26,6 @@ from nmt.compare.runs import (
 from nmt.config_sections import BucketBy
 from nmt.errors import NMTError
 from nmt.evaluation import curves
-from nmt.evaluation.curves import bucket_bleu
 from nmt.evaluation.scoring import CorpusScorer
 from nmt.evaluation.testset import TestSet, shown_path
 from nmt.rundir.checkpoints import checkpoint_step, step_checkpoints
@@ -106,7 +105,7 @@ def _score_checkpoints(
     points = []
     for path in checkpoints:
         hyps, cache, cached = translate_cached(dataclasses.replace(run, checkpoint=path), sample, 1, device)
-        bleu, sample_bleu = bucket_bleu(scorer, hyps, sample.sources, sample.references, cutoffs, by)
+        bleu, sample_bleu = curves.bucket_bleu(scorer, hyps, sample.sources, sample.references, cutoffs, by)
         points.append({"step": checkpoint_step(path), "checkpoint": shown_path(path, out), "hypotheses": shown_path(cache, out),
                        "cached": cached, "bleu": bleu, "sample_bleu": sample_bleu})
     return points

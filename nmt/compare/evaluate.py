@@ -24,31 +24,33 @@ from nmt.fileio import same_file
 from nmt.rundir.checkpoints import describe_checkpoint
 
 
+def _kind(run: RunInfo) -> str:
+    """How a run's decoder sees the source: "fixed vector" (RNNencdec), "rnn attention", or a Transformer
+    with "relative" or "absolute" positions."""
+    model = run.config.model
+    if model.architecture == "rnn":
+        return "fixed vector" if model.attention == "none" else "rnn attention"
+    return "relative" if model.positions == "relative" else "absolute"
+
+
 def effect_pairs(runs: Sequence[RunInfo]) -> tuple[list[tuple[str, str]], list[str]]:
     """(fixed-vector run, attention run) names to check for the long-sentence effect: the runs without
     attention and those with it, paired in the order given (rnnencdec-30 with rnnsearch-30, ...);
     and the names of the runs left without a partner."""
-    rnns = [run for run in runs if run.config.model.architecture == "rnn"]
-    baselines = [run.name for run in rnns if run.config.model.attention == "none"]
-    attentive = [run.name for run in rnns if run.config.model.attention != "none"]
+    baselines = [run.name for run in runs if _kind(run) == "fixed vector"]
+    attentive = [run.name for run in runs if _kind(run) == "rnn attention"]
     paired = min(len(baselines), len(attentive))
-    return list(zip(baselines[:paired], attentive[:paired], strict=True)), baselines[paired:] + attentive[paired:]
+    return list(zip(baselines, attentive, strict=False)), baselines[paired:] + attentive[paired:]  # zip stops at `paired`
 
 
 def length_contrasts(runs: Sequence[RunInfo]) -> list[tuple[str, str]]:
     """(expected to fall, expected to hold) on long sentences, both trained on the same lengths: each
     Transformer with absolute positions against each RNN with attention and each Transformer with relative
     positions (Neishi & Yoshinaga 2019; nmt/evaluation/effect.py's contrast checks)."""
-    def kind(run: RunInfo) -> str:
-        model = run.config.model
-        if model.architecture == "rnn":
-            return "fixed vector" if model.attention == "none" else "rnn attention"
-        return "relative" if model.positions == "relative" else "absolute"
-
     return [
         (falls.name, holds.name)
-        for falls in runs if kind(falls) == "absolute"
-        for holds in runs if kind(holds) in ("rnn attention", "relative")
+        for falls in runs if _kind(falls) == "absolute"
+        for holds in runs if _kind(holds) in ("rnn attention", "relative")
         if holds.config.training.max_words == falls.config.training.max_words
     ]
 

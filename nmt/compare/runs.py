@@ -4,12 +4,11 @@ where and how the comparison commands write their reports."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,9 +56,8 @@ def describe_runs(
 ) -> list[RunInfo]:
     """Config (with `--set` decoding/evaluation overrides) and checkpoint of each run, named by folder
     name (made unique: name, name-2, ...). `checkpoint` is a file name in each RUN_DIR/checkpoints/ or,
-    for one run, a path (`resolve_checkpoint`); the default is the run's own choice."""
-    if not run_dirs:
-        raise NMTError("no run directory given.", "Pass one or more folders written by `nmt train`.")
+    for one run, a path (`resolve_checkpoint`); the default is the run's own choice. At least one run: the
+    commands take one or more RUN_DIR (nargs="+"), and `nmt experiment` refuses a config without runs."""
     if checkpoint is not None and Path(checkpoint).parent != Path(".") and len(run_dirs) > 1:
         raise NMTError(
             f"--checkpoint {checkpoint} is one file, but {len(run_dirs)} runs are evaluated.",
@@ -77,7 +75,7 @@ def describe_runs(
 
 def decoding_settings(config: Config, beam_size: int | None) -> dict[str, Any]:
     """The run's decoding section with the beam override applied, minus keys that do not change output."""
-    settings = dataclasses.asdict(config.decoding)
+    settings = asdict(config.decoding)
     if beam_size is not None:
         settings["beam_size"] = beam_size
     return {k: v for k, v in settings.items() if k not in _KEY_EXEMPT}
