@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import re
 import typing
 from dataclasses import dataclass
@@ -42,18 +41,20 @@ def checkpoint_step(path: Path) -> int:
     return int(match.group(1))
 
 
+def _named(run_dir: Path, pattern: re.Pattern[str]) -> list[Path]:
+    """The files of RUN_DIR/checkpoints/ whose names match `pattern` (none while the folder is absent)."""
+    folder = Path(run_dir) / CHECKPOINT_DIR
+    return [p for p in folder.iterdir() if pattern.match(p.name)] if folder.is_dir() else []
+
+
 def step_checkpoints(run_dir: Path) -> list[Path]:
     """The run's periodic checkpoints, oldest first."""
-    folder = Path(run_dir) / CHECKPOINT_DIR
-    found = [p for p in folder.iterdir() if _STEP_RE.match(p.name)] if folder.is_dir() else []
-    return sorted(found, key=checkpoint_step)
+    return sorted(_named(run_dir, _STEP_RE), key=checkpoint_step)
 
 
 def latest_step_checkpoint(run_dir: Path) -> Path | None:
     """The checkpoint a run resumes from: the periodic or interruption checkpoint of the highest step, or None."""
-    folder = Path(run_dir) / CHECKPOINT_DIR
-    found = [p for p in folder.iterdir() if _RESUMABLE_RE.match(p.name)] if folder.is_dir() else []
-    return max(found, key=checkpoint_step, default=None)
+    return max(_named(run_dir, _RESUMABLE_RE), key=checkpoint_step, default=None)
 
 
 def prune_step_checkpoints(run_dir: Path, keep_last: int) -> None:
@@ -102,10 +103,10 @@ class Checkpoint:
 
     def to_dict(self) -> dict[str, Any]:
         """The file's content: one flat dict (fields left None are left out), as torch.save writes it."""
-        flat = {f.name: getattr(self, f.name) for f in _WEIGHT_FIELDS if getattr(self, f.name) is not None}
+        flat = {key: value for key, value in vars(self).items() if key != "training" and value is not None}
         if self.training is not None:
             # by reference: asdict would deep-copy the optimiser's tensors at every checkpoint
-            flat.update({field.name: getattr(self.training, field.name) for field in dataclasses.fields(TrainingState)})
+            flat.update(vars(self.training))
         return flat
 
     @classmethod
@@ -122,15 +123,11 @@ class Checkpoint:
         return cls(**fields, training=training)
 
 
-# The file's keys are these fields' names; their annotations say which types their values may have.
+# The file's keys are these fields' names; their annotations, resolved to types, say which types their
+# values may have (typed_yaml's check).
 _WEIGHT_FIELDS = [field for field in dataclasses.fields(Checkpoint) if field.name != "training"]
 _TRAINING_FIELDS = list(dataclasses.fields(TrainingState))
-
-
-@functools.cache
-def _field_types() -> dict[str, Any]:
-    """Each field's annotation resolved to a type, for typed_yaml's check (torch: only once a file is read)."""
-    return {**typing.get_type_hints(Checkpoint, localns={"torch": torch}), **typing.get_type_hints(TrainingState)}
+_FIELD_TYPES = {**typing.get_type_hints(Checkpoint), **typing.get_type_hints(TrainingState)}
 
 
 def _checked(state: dict[str, Any], fields: list[dataclasses.Field], path: Path) -> dict[str, Any]:
@@ -141,9 +138,8 @@ def _checked(state: dict[str, Any], fields: list[dataclasses.Field], path: Path)
     if missing:
         raise NMTError(f"{path} is not a complete nmt checkpoint: it lacks {', '.join(missing)}.",
                        "It was damaged or written by another program; use another checkpoint of the run.")
-    types = _field_types()
     wrong = [f"its {f.name} is a {type(state.get(f.name)).__name__}"
-             for f in fields if not fits(state.get(f.name), types[f.name])]
+             for f in fields if not fits(state.get(f.name), _FIELD_TYPES[f.name])]
     if wrong:
         raise NMTError(f"{path} is not an nmt checkpoint of this format ({'; '.join(wrong)}).",
                        "It was damaged or written by another program; use another checkpoint of the run.")
@@ -176,9 +172,10 @@ def resolve_checkpoint(run_dir: Path, checkpoint: str | Path | None) -> Path:
     best.pt, else its latest periodic checkpoint; a bare file name (best.pt, averaged.pt, step_00000300.pt)
     is looked up in RUN_DIR/checkpoints/; a path with a folder part is used as it is."""
     run_dir = Path(run_dir)
+    folder = run_dir / CHECKPOINT_DIR
     if checkpoint is None:
-        if (run_dir / CHECKPOINT_DIR / BEST_NAME).is_file():
-            return run_dir / CHECKPOINT_DIR / BEST_NAME
+        if (folder / BEST_NAME).is_file():
+            return folder / BEST_NAME
         latest = latest_step_checkpoint(run_dir)
         if latest is None:
             raise NMTError(
@@ -192,9 +189,9 @@ def resolve_checkpoint(run_dir: Path, checkpoint: str | Path | None) -> Path:
             raise NMTError(f"--checkpoint {checkpoint}: no such file.",
                            f"Check the path, or give a bare file name of the run's {CHECKPOINT_DIR}/ folder.")
         return given
-    path = run_dir / CHECKPOINT_DIR / given
+    path = folder / given
     if not path.is_file():
-        have = sorted(p.name for p in (run_dir / CHECKPOINT_DIR).glob("*.pt"))
+        have = sorted(p.name for p in folder.glob("*.pt"))
         raise NMTError(
             f"--checkpoint {checkpoint}: {run_dir} has no {path} (it has: {', '.join(have) or 'none'}).",
             f"A bare file name is looked up in the run's {CHECKPOINT_DIR}/ folder; give one it has, or the "
@@ -211,7 +208,7 @@ def describe_checkpoint(path: Path) -> str:
     if checkpoint.averaged_steps:
         text += f", the average of steps {', '.join(str(int(s)) for s in checkpoint.averaged_steps)}"
     elif Path(path).name == BEST_NAME and checkpoint.score is not None:
-        metric, score = checkpoint.metric or "bleu", float(checkpoint.score)
+        metric, score = checkpoint.metric or "bleu", checkpoint.score
         text += f", best validation {metric} {score:.2f}"
         if metric == "bleu" and score < 1.0:
             text += "; a BLEU this low chooses by noise: consider training.early_stopping_metric: loss"

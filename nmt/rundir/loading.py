@@ -26,10 +26,7 @@ def resolve_device(name: str) -> torch.device:
             f"device '{name}' was asked for but torch sees no CUDA GPU (torch {torch.__version__}).",
             "Use --device cpu / training.device: cpu, or install a CUDA build of torch.",
         )
-    try:
-        return torch.device(name)
-    except RuntimeError:
-        raise NMTError(f"unknown device '{name}'.", "Use auto, cpu or cuda.") from None
+    return torch.device(name)  # the config and the CLI accept auto, cpu and cuda only
 
 
 @dataclass
@@ -116,7 +113,7 @@ def mismatch(checkpoint: Checkpoint, expected: dict[str, Any], config: Config, t
         f"{name} {'x'.join(map(str, weights[name].shape))} in the checkpoint, "
         f"{'x'.join(map(str, tensor.shape))} for the config"
         for name, tensor in expected.items()
-        if name in weights and tuple(weights[name].shape) != tuple(tensor.shape)
+        if name in weights and weights[name].shape != tensor.shape
     ]
     shown = 1 if reasons else 3  # once the config keys say why, one weight is example enough
     reasons += shapes[:shown] + ([f"{len(shapes) - shown} more weights of other sizes"] if len(shapes) > shown else [])

@@ -116,7 +116,7 @@ def check_tokenizer(tokenizer: Any, run_dir: Path) -> None:
         return
     saved = {p.name: sha256_file(p) for p in copy.iterdir() if p.is_file()}
     now = {Path(p).name: sha256_file(p) for p in tokenizer.files()}
-    changed = sorted(name for name in saved.keys() | now.keys() if saved.get(name) != now.get(name))
+    changed = sorted({name for name, _ in saved.items() ^ now.items()})  # differing, added or missing
     if changed:
         raise NMTError(
             f"--resume: the tokenizer in {tokenizer.directory} differs from the copy in {copy} "
@@ -172,12 +172,12 @@ def claim(run_dir: Path, config: Config, tokenizer: Any, resume: bool, lock: Run
     return check_run_dir(run_dir, config, resume)
 
 
-def set_up(run_dir: Path, config: Config, tokenizer: Any, resume: bool, device: torch.device, world_size: int) -> None:
+def set_up(run_dir: Path, config: Config, tokenizer: Any, device: torch.device, world_size: int) -> None:
     """Write config.yaml, environment.json (library versions, hardware) and tokenizer/ (a copy of the
     tokenizer's files: models + tokenizer.json with their sha256) into a run directory `claim` has checked
     and locked."""
-    if resume:
-        (run_dir / SUMMARY).unlink(missing_ok=True)  # the run is unfinished again until it ends
+    # a resumed run is unfinished again until it ends (a new one has no summary: claim refused it)
+    (run_dir / SUMMARY).unlink(missing_ok=True)
     write_config(config, run_dir)
     environment = {**describe_environment(device), "device": str(device), "world_size": world_size}
     atomic_write_text(run_dir / "environment.json", json.dumps(environment, indent=2) + "\n")
@@ -210,11 +210,11 @@ def write_config(config: Config, run_dir: Path) -> None:
     save_config(with_absolute_paths(config), run_dir / "config.yaml")
 
 
+@dataclasses.dataclass
 class RunLog:
     """RUN_DIR/log.jsonl: one JSON object per logging or validation event."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    path: Path
 
     def truncate_after(self, step: int) -> None:
         """Drop events after `step`: those steps are redone by a resumed run."""

@@ -28,9 +28,7 @@ class TrainingData:
 
     def epoch_batches(self, epoch: int, ctx: DistContext) -> list[list[int]]:
         """This process's batches of `epoch` (pair indices), in training order."""
-        batches = self.sampler.epoch(epoch)
-        if ctx.enabled:
-            batches = shard(batches, ctx.rank, ctx.world_size)
+        batches = shard(self.sampler.epoch(epoch), ctx.rank, ctx.world_size)  # a single process: all of them
         if not batches:
             raise NMTError(
                 f"an epoch has no batches for {ctx.world_size} process(es) ({len(self.src)} training pairs).",

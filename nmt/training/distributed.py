@@ -55,7 +55,7 @@ class DistContext:
     def sum(self, values: list[float]) -> list[float]:
         """Element-wise sum of `values` over ranks (float64, so token counts stay exact)."""
         if not self.enabled:
-            return list(values)
+            return values
         tensor = torch.tensor(values, dtype=torch.float64, device=self.device)
         dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
         return tensor.tolist()

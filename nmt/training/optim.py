@@ -112,5 +112,5 @@ class LRSchedule:
         return {"scale": self.scale, "best": self.plateau.best_score, "bad_validations": self.plateau.bad_validations}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.scale = float(state["scale"])
-        self.plateau.best_score, self.plateau.bad_validations = state["best"], int(state["bad_validations"])
+        self.scale = state["scale"]  # as state_dict wrote them (a float, and an int)
+        self.plateau.best_score, self.plateau.bad_validations = state["best"], state["bad_validations"]

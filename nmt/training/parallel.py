@@ -77,7 +77,7 @@ def _train_run(name: str, config: Config, run_dir: Path) -> str:
 
 def _training_seconds(run_dir: Path) -> float:
     """A finished run's whole training time, as its summary.json (and log) has it."""
-    return float((read_summary(run_dir) or {})["wall_time_s"])
+    return read_summary(run_dir)["wall_time_s"]
 
 
 def training_jobs(config: Config, jobs: int) -> int:

@@ -35,6 +35,6 @@ def restore_rng(state: dict[str, Any]) -> None:
         (saved["kind"], saved["keys"].cpu().numpy().astype(np.uint32), saved["pos"], saved["has_gauss"], saved["cached"])
     )
     torch.set_rng_state(state["torch"].cpu())
-    cuda_states = state.get("cuda") or []
+    cuda_states = state["cuda"]
     if cuda_states and torch.cuda.is_available() and len(cuda_states) == torch.cuda.device_count():
         torch.cuda.set_rng_state_all([s.cpu() for s in cuda_states])

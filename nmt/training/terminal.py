@@ -66,7 +66,7 @@ class Terminal:
 
     def say(self, text: str) -> None:
         """Print a line (rank 0 only), above the bar while one is open."""
-        if self.is_main and self.bar is not None:
+        if self.bar is not None:  # rank 0's (open_bar opens none elsewhere)
             tqdm.write(text)
         elif self.is_main:
             print(text, flush=True)

@@ -104,7 +104,7 @@ class Trainer:
         self.batches: list[list[int]] | None = None
         self.log = rundir.RunLog(run_dir / "log.jsonl")
         self.terminal.say(self.model.describe())
-        self.lock = lock if lock is not None else RunLock(run_dir)
+        self.lock = lock or RunLock(run_dir)
         self._claim(resume)
         self.lr = self.schedule.lr(self.step + 1)
         self.writer = None
@@ -132,7 +132,7 @@ class Trainer:
         run_dir, config, ctx = self.run_dir, self.config, self.ctx
         resume_from = ctx.agreed(lambda: rundir.claim(run_dir, config, self.tokenizer, resume, self.lock))
         rng = ctx.agreed(lambda: self._restore(resume_from), on_all_ranks=True) if resume_from else None
-        ctx.agreed(lambda: rundir.set_up(run_dir, config, self.tokenizer, resume, self.device, ctx.world_size))
+        ctx.agreed(lambda: rundir.set_up(run_dir, config, self.tokenizer, self.device, ctx.world_size))
         if ctx.is_main and resume:
             self.log.truncate_after(self.step)  # the steps after the checkpoint are redone
         if rng is not None:
@@ -291,15 +291,13 @@ class Trainer:
         if self.stopping.observe(score, self.step, counts=not closing) and self.ctx.is_main:
             write_best(self.run_dir, weights_checkpoint(self.model, self.step, score, self.config, self.tokenizer))
         decayed = False if closing else self.schedule.observe(score)
-        self.last_validation = {
-            "step": self.step, "valid_loss": result.loss, "valid_ppl": result.ppl, "valid_bleu": result.bleu,
-        }
+        scores = {"valid_loss": result.loss, "valid_ppl": result.ppl, "valid_bleu": result.bleu}
+        self.last_validation = {"step": self.step, **scores}
         if not self.ctx.is_main:
             return not closing and self.stopping.exhausted
         best_score, best_step, metric = self.stopping.best_score, self.stopping.best_step, self.stopping.metric
         self.log.write({
-            "event": "valid", "step": self.step, "epoch": self.epoch, "lr": self.lr,
-            "valid_loss": result.loss, "valid_ppl": result.ppl, "valid_bleu": result.bleu,
+            "event": "valid", "step": self.step, "epoch": self.epoch, "lr": self.lr, **scores,
             "bleu_signature": result.signature, "valid_sentences": result.sentences,
             "best_step": best_step, "best_score": best_score, "lr_decayed": decayed,
             "elapsed_s": self._elapsed(),

@@ -89,7 +89,7 @@ def validate(
             batch = make_batch([valid.src[i] for i in indices], [valid.tgt[i] for i in indices], indices).to(device)
             with torch.no_grad(), autocast(amp_dtype):
                 loss_sum += float(batch_loss_sum(model, batch))
-            tokens += int(batch.n_tgt_tokens)
+            tokens += batch.n_tgt_tokens
             max_lengths = max_output_lengths(batch.src_lengths, decoding.max_length_ratio, decoding.max_length_offset)
             with autocast(amp_dtype):
                 outputs = greedy_search(model, batch.src, batch.src_lengths, max_lengths)
