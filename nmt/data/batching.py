@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+from torch.nn.utils.rnn import pad_sequence
 
 from nmt.special import BOS_ID, EOS_ID, PAD_ID
 
@@ -42,10 +43,7 @@ class Batch:
 
 def _pad(seqs: list[list[int]]) -> Tensor:
     """batch x max_len long tensor, right-padded with PAD_ID."""
-    out = torch.full((len(seqs), max((len(s) for s in seqs), default=0)), PAD_ID, dtype=torch.long)
-    for row, seq in enumerate(seqs):
-        out[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
-    return out
+    return pad_sequence([torch.tensor(seq, dtype=torch.long) for seq in seqs], batch_first=True, padding_value=PAD_ID)
 
 
 def make_source_batch(src_seqs: list[list[int]]) -> tuple[Tensor, Tensor]:
@@ -80,10 +78,6 @@ class TokenBatchSampler:
     def __init__(
         self, src_lengths: list[int], tgt_lengths: list[int], batch_tokens: int, seed: int, shuffle: bool = True
     ) -> None:
-        if len(src_lengths) != len(tgt_lengths):
-            raise ValueError(f"{len(src_lengths)} source lengths but {len(tgt_lengths)} target lengths")
-        if batch_tokens < 1:
-            raise ValueError(f"batch_tokens must be >= 1, got {batch_tokens}")
         self.sizes = [max(s, t) + 1 for s, t in zip(src_lengths, tgt_lengths, strict=True)]
         self.batch_tokens = batch_tokens
         self.seed = seed

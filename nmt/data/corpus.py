@@ -121,7 +121,7 @@ def record_pair(record: Any, config: DataConfig, where: str) -> Pair:
 
 def assemble(read: dict[str, list[Pair] | None], config: DataConfig) -> Corpus:
     """Clean whitespace, drop empty pairs, carve missing (None) valid/test from train by a hash of the pair."""
-    corpus = Corpus(splits={s: [] for s in SPLITS})
+    corpus = Corpus()
     carve = [s for s in ("valid", "test") if read[s] is None]
     for split, pairs in read.items():
         for src, tgt in pairs or []:

@@ -25,7 +25,7 @@ TRAIN_WORDS_CEILING = 250
 class Corpus:
     """The three splits as text pairs, plus counts of what was dropped on the way."""
 
-    splits: dict[str, list[Pair]]
+    splits: dict[str, list[Pair]] = field(default_factory=lambda: {s: [] for s in SPLITS})
     dropped_empty: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SPLITS, 0))
     filtered_long: int = 0
     capped: int = 0

@@ -108,14 +108,15 @@ def greedy_hypotheses(
     src: batch x src_len (padded, incl. EOS), src_lengths: batch, max_lengths: batch (tokens before EOS)
     -> one Hypothesis per sentence, in input order; score = log_prob.
     """
-    results: list[Hypothesis | None] = [None] * src.size(0)
+    n, device = src.size(0), src.device
+    results: list[Hypothesis | None] = [None] * n
     with _searching(model, src, src_lengths, max_lengths) as (max_len, lengths):
         enc = model.encode(src, src_lengths)
         state = model.init_state(enc)
-        active = torch.arange(src.size(0), device=src.device)  # input position of each row
-        prev = torch.full((src.size(0),), BOS_ID, dtype=torch.long, device=src.device)
-        scores = torch.zeros(src.size(0), device=src.device)
-        seqs = torch.empty(src.size(0), 0, dtype=torch.long, device=src.device)  # rows x t
+        active = torch.arange(n, device=device)  # input position of each row
+        prev = torch.full((n,), BOS_ID, dtype=torch.long, device=device)
+        scores = torch.zeros(n, device=device)
+        seqs = torch.empty(n, 0, dtype=torch.long, device=device)  # rows x t
         attn_hist: Tensor | None = None  # rows x t x src_len
         step = 0
         while active.numel() > 0:
@@ -275,16 +276,15 @@ def beam_search(
     """
     if not 1 <= nbest <= beam_size:
         raise ValueError(f"need beam_size >= 1 and 1 <= nbest <= beam_size, got {beam_size}, {nbest}")
-    length_penalty_divisor(1, length_penalty, alpha)  # rejects an unknown kind before any work
-    k, device = beam_size, src.device
-    finished: list[list[Hypothesis]] = [[] for _ in range(src.size(0))]
+    k, batch, device = beam_size, src.size(0), src.device
+    finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     with _searching(model, src, src_lengths, max_lengths) as (max_len, lengths):
         # Encoder outputs (and precomputed attention keys) are computed once and copied to every beam.
-        rows = torch.arange(src.size(0), device=device).repeat_interleave(k)
+        rows = torch.arange(batch, device=device).repeat_interleave(k)
         enc = model.encode(src, src_lengths).index_select(rows)
         state = model.init_state(enc)
         beams = _Beams.start(max_len, k, nbest, _divisors(max_len.float() + 1.0, length_penalty, alpha))
-        prev = torch.full((src.size(0) * k,), BOS_ID, dtype=torch.long, device=device)
+        prev = torch.full((batch * k,), BOS_ID, dtype=torch.long, device=device)
         step = 0
         while beams.active.numel() > 0:
             log_probs, state, attn = model.decode_step(prev, state, enc)  # n*k x vocab

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from nmt.data.corpus import Source
-from nmt.data.pairs import SPLITS, Corpus, normalise_space, split_of
+from nmt.data.pairs import Corpus, normalise_space, split_of
 from nmt.errors import NMTError
 from nmt.fileio import atomic_open, sha256_file
 
@@ -144,7 +144,7 @@ class Bible(Source):
         extras = _extra_codes(config.bible_src, config.bible_tgt) if config.bible_extra_translations else []
         codes = dict.fromkeys([config.bible_src, config.bible_tgt, *itertools.chain(*extras)])
         texts = read_translations(db_path or fetch_bible_db(Path(config.cache_dir)), codes)
-        corpus = Corpus(splits={s: [] for s in SPLITS})
+        corpus = Corpus()
         cleaned = {code: {vid: clean_verse(t) for vid, t in verses.items()} for code, verses in texts.items()}
         main_src, main_tgt = cleaned[config.bible_src], cleaned[config.bible_tgt]
         train_ids = []
