@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from nmt.compare.experiment import Timings, _setup_lines, run_experiment
+from nmt.compare.experiment import Timings, _setup_lines, _tables, run_experiment
 from nmt.config import config_from_dict, load_config, save_config
 from nmt.errors import NMTError
 from nmt.rundir.writing import write_config, write_summary
@@ -71,3 +71,16 @@ def test_the_report_gives_the_torch_threads_the_runs_trained_with(tmp_path: Path
         assert ", torch threads 1 per training run and 2 in evaluation" in _setup_lines(config, tmp_path)[0]
     finally:
         torch.set_num_threads(threads)
+
+
+def test_the_parameter_table_names_each_run_s_attention() -> None:
+    config = load_config(CONFIGS / "transformer.yaml")
+    counts = dict.fromkeys(config.runs, 1000)
+    rows = _tables(config, Timings(Path("/nonexistent/timings.json")), counts, {})[2:7]
+    assert rows == [
+        "| rnnsearch-30 | additive | 1,000 |",
+        "| rnnsearch-50 | additive | 1,000 |",
+        "| transformer-30 | 4 x scaled dot-product, sinusoidal positions | 1,000 |",
+        "| transformer-50 | 4 x scaled dot-product, sinusoidal positions | 1,000 |",
+        "| transformer-30-relative | 4 x scaled dot-product, relative positions | 1,000 |",
+    ]

@@ -20,6 +20,7 @@ import torch
 from nmt.compare.curve import learning_curves
 from nmt.compare.evaluate import evaluate_runs
 from nmt.config import Config, load_config, save_config
+from nmt.config_sections import ModelConfig
 from nmt.data.prepare import format_stats, prepare
 from nmt.decoding.attention_stats import attention_diagnostics
 from nmt.environment import describe_environment
@@ -85,11 +86,19 @@ def _setup_lines(config: Config, out_dir: Path) -> list[str]:
     ]
 
 
+def _attention_kind(model: ModelConfig) -> str:
+    """The parameter table's name for a run's attention: model.attention, or a Transformer's heads."""
+    if model.architecture == "rnn":
+        return model.attention
+    scaling = "scaled dot" if model.scaled_attention else "dot"
+    return f"{model.heads} x {scaling}-product, {model.positions} positions"
+
+
 def _tables(
     config: Config, timings: Timings, counts: dict[str, int | None], attention: dict[str, dict[str, float]]
 ) -> list[str]:
     """The report's tables of parameters, step times and attention entropy."""
-    runs = [(name, config.for_run(name).model.attention, counts.get(name)) for name in config.runs]
+    runs = [(name, _attention_kind(config.for_run(name).model), counts.get(name)) for name in config.runs]
     rows = [[name, attention, f"{count:,}"] if count else [name, "?", "?"] for name, attention, count in runs]
     lines = markdown_table(["run", "attention", "parameters"], rows, left=3)
     rows = [[step, f"{seconds:.0f}"] for step, seconds in timings.seconds.items()]
