@@ -18,4 +18,6 @@ if [ "$setup" = always ] || [ ! -x .venv/bin/python ]; then
     bash scripts/setup.sh
 fi
 .venv/bin/ruff check nmt tests scripts
-.venv/bin/python -m pytest -q "${tier[@]}" "$@"
+# Two workers (pytest-xdist, one per core here), each test file whole on one of them, in its order (a file's
+# torchrun tests never run at once). NMT_TEST_WORKERS=0 runs every test in this one process.
+.venv/bin/python -m pytest -q -n "${NMT_TEST_WORKERS:-2}" --dist loadfile "${tier[@]}" "$@"
