@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from nmt.config import config_from_dict
-from nmt.errors import NMTError
 from nmt.evaluation.buckets import (
     Bucket,
     assign_buckets,
@@ -63,13 +61,6 @@ def test_custom_cutoffs() -> None:
     assert bucket_members([1, 2], buckets) == [[0, 1], [], []]  # an empty bucket keeps its place
     single = make_buckets([3])
     assert [b.label for b in single] == ["<3", ">=3"]
-
-
-@pytest.mark.parametrize("cutoffs", [[], [20, 10], [10, 10], [0, 10], [-5]])
-def test_bad_cutoffs_are_user_errors(cutoffs: list[int]) -> None:
-    # the config refuses them (evaluation.buckets, --buckets), before make_buckets sees them
-    with pytest.raises(NMTError, match="increasing positive integers"):
-        config_from_dict({"evaluation": {"buckets": cutoffs}})
 
 
 def test_length_matched_pairing_pairs_other_sentences_of_equal_length() -> None:

@@ -43,6 +43,13 @@ def test_the_sections_fields_are_typed() -> None:
     assert rate == 1.0 and isinstance(rate, float)
 
 
+@pytest.mark.parametrize("cutoffs", [[], [20, 10], [10, 10], [0, 10], [-5]])
+def test_bad_length_buckets_are_refused_where_they_enter(cutoffs: list[int]) -> None:
+    # evaluation.buckets and --buckets: make_buckets relies on this check and makes none of its own
+    with pytest.raises(NMTError, match="increasing positive integers"):
+        config_from_dict({"evaluation": {"buckets": cutoffs}})
+
+
 def test_invalid_values_name_the_key() -> None:
     with pytest.raises(NMTError, match="training.max_steps"):
         config_from_dict({"training": {"max_steps": 0}})
