@@ -39,7 +39,8 @@ def _stat(pid: str) -> list[str]:
 
 
 def living(pgid: int) -> list[str]:
-    """The processes of group `pgid` that have not ended (zombies have: they wait only to be reaped)."""
+    """The processes of group `pgid` that have not ended (zombies have: they wait only to be reaped), each as
+    'PID STATE COMMAND LINE'."""
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -48,7 +49,7 @@ def living(pgid: int) -> list[str]:
         except OSError:  # ended meanwhile
             continue
         if int(fields[2]) == pgid and fields[0] != "Z":
-            found.append(cmdline)
+            found.append(f"{pid} {fields[0]} {cmdline}")
     return found
 
 
@@ -70,9 +71,10 @@ def stopped(
     (os.killpg if group else os.kill)(process.pid, signum)
     try:
         output = process.communicate(timeout=30)[0]
-    except subprocess.TimeoutExpired:
+    except subprocess.TimeoutExpired as timeout:
+        left = living(process.pid)  # before the kill: a killed process's command line reads empty
         os.killpg(process.pid, signal.SIGKILL)
-        pytest.fail(f"still running 30 s after {signal.Signals(signum).name}: {living(process.pid)}")
+        pytest.fail(f"still running 30 s after {signal.Signals(signum).name}: {left}; its output:\n{timeout.output}")
     if done is not None and process.returncode in (0, -signum):  # a fast idle machine may finish first
         assert output.startswith(done) and "Traceback" not in output, output
     else:
@@ -142,7 +144,11 @@ def test_a_parallel_experiment_stops_every_worker(tmp_path: Path, signum: int, g
     command = ["experiment", str(experiment_config(tmp_path)), "--out", str(out), "--jobs", "2"]
     process = start(*command)
     wait_until((out / moment).exists, process)
-    stopped(process, signum, "experiment", group)
+    try:
+        stopped(process, signum, "experiment", group)
+    finally:  # shown if it fails: where each worker was
+        for log in sorted((out / "runs").glob("*.log")):
+            print(f"== {log.name}:\n{log.read_text()[-3000:]}")
     checkpoints_load(out)
 
 
