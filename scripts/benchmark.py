@@ -51,6 +51,7 @@ DEFAULT_PLAN: dict[str, Any] = {
     "min_steps": 10,
     "min_seconds": 30.0,
     "peak_seconds": 1.5,
+    "peak_size": 1.0,  # the peak's square matrices, as a fraction of 2048 (CPU) or 8192 (CUDA)
     "decode_sentences": 500,
 }
 QUICK_PLAN: dict[str, Any] = {
@@ -58,6 +59,7 @@ QUICK_PLAN: dict[str, Any] = {
     "min_steps": 2,
     "min_seconds": 0.0,
     "peak_seconds": 0.3,
+    "peak_size": 0.25,  # a rough peak: one 2048 product alone takes 0.2 s on one AMD EPYC core
     "decode_sentences": 32,
 }
 
@@ -67,9 +69,11 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def measure_peak_gflops(device: torch.device, seconds: float) -> float:
-    """Best matmul rate (GFLOP/s) of large square products: fp32 on CPU, bf16 on CUDA."""
+def measure_peak_gflops(device: torch.device, seconds: float, scale: float = 1.0) -> float:
+    """Best matmul rate (GFLOP/s) of large square products: fp32 on CPU, bf16 on CUDA; `scale` shrinks
+    their size."""
     size, dtype = (8192, torch.bfloat16) if device.type == "cuda" else (2048, torch.float32)
+    size = int(size * scale)
     a = torch.randn(size, size, device=device, dtype=dtype)
     b = torch.randn(size, size, device=device, dtype=dtype)
     best = 0.0
@@ -180,7 +184,7 @@ def train_phase(
     warmup = plan["warmup_steps"]
     for k in range(warmup):
         step(nth(k))
-    peaks = [measure_peak_gflops(device, plan["peak_seconds"])]
+    peaks = [measure_peak_gflops(device, plan["peak_seconds"], plan["peak_size"])]
     timed: list[list[int]] = []
     start = time.perf_counter()
     while len(timed) < plan["min_steps"] or (
@@ -190,7 +194,7 @@ def train_phase(
         step(timed[-1])
         _sync(device)
     seconds = time.perf_counter() - start
-    peaks.append(measure_peak_gflops(device, plan["peak_seconds"]))
+    peaks.append(measure_peak_gflops(device, plan["peak_seconds"], plan["peak_size"]))
     if profile:
         _profile(
             lambda: [step(nth(warmup + len(timed) + k)) for k in range(3)],
@@ -286,7 +290,7 @@ def decode_phase(
     peaks = []
     for name, beam in (("greedy", 1), ("beam5", 5)):
         search(beam, batches[:1])  # warm-up
-        peaks.append(measure_peak_gflops(device, plan["peak_seconds"]))
+        peaks.append(measure_peak_gflops(device, plan["peak_seconds"], plan["peak_size"]))
         counting.flops = 0.0
         start = time.perf_counter()
         produced = search(beam, batches)
@@ -298,7 +302,7 @@ def decode_phase(
         result[f"{name}_length_ratio"] = produced / ref_tokens
         if profile:
             _profile(lambda b=beam: search(b, batches[len(batches) // 2 :][:1]), device, f"{name} {run}")
-    peaks.append(measure_peak_gflops(device, plan["peak_seconds"]))
+    peaks.append(measure_peak_gflops(device, plan["peak_seconds"], plan["peak_size"]))
     for name in ("greedy", "beam5"):
         result[f"{name}_mfu"] = result[f"{name}_achieved_gflops"] / max(peaks)
     result["mfu_peak_gflops"] = max(peaks)

@@ -4,4 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+unset PYTHONDONTWRITEBYTECODE  # keep the byte code of what is imported (setup.sh installs without it)
 .venv/bin/nmt experiment configs/quick.yaml "$@"

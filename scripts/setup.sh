@@ -9,8 +9,12 @@ if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
 TORCH_SPEC=${NMT_TORCH:-torch==2.13.0}
+# --no-compile: pip would byte-compile every file of torch and the rest (36 of the 62 s these two installs took
+# on the 2-core AMD EPYC); Python compiles what is imported, at its first import, and keeps it (hence the unset,
+# here and in test.sh and experiment.sh: else every process would compile torch's modules again)
+unset PYTHONDONTWRITEBYTECODE
 if [ "$TORCH_SPEC" != "skip" ] && ! .venv/bin/python -c "import torch" 2>/dev/null; then
-    .venv/bin/pip install --quiet "$TORCH_SPEC"
+    .venv/bin/pip install --quiet --no-compile "$TORCH_SPEC"
 fi
-.venv/bin/pip install --quiet -e ".[dev]"
+.venv/bin/pip install --quiet --no-compile -e ".[dev]"
 .venv/bin/python -c "import torch, nmt; print(f'nmt {nmt.__version__} ready: torch {torch.__version__}, CUDA available: {torch.cuda.is_available()}')"

@@ -3,11 +3,21 @@ real (tiny) trained run on the reverse-digits task, for translate/evaluate tests
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.helpers import TINY_TRANSFORMER, reverse_task_config
+
+# Two pytest-xdist workers share two cores with the trainings some tests start: a torch op split over two
+# threads then waits for whichever thread is descheduled (a tiny Transformer's 800 steps took 52 s on two
+# threads beside a busy core, 13 s on one, AMD EPYC). Each worker, and every process it starts, uses one
+# thread unless a test or a run's training.threads says otherwise.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
 
 
 @pytest.fixture

@@ -138,12 +138,14 @@ def test_rerun_skips_finished_runs_and_refuses_changed_config(
     config_path = CONFIGS / "quick.yaml"
     overrides = shortened(tmp_path / "data")
     out = tmp_path / "out"
-    run_experiment(config_path, overrides, out)
+    # one run at a time (half the time: no worker processes to start): re-runs are the point here; training in
+    # parallel is test_quick_config_runs_the_whole_pipeline_shortened's
+    run_experiment(config_path, overrides, out, jobs=1)
     summary = out / "runs" / "rnnsearch-50" / "summary.json"
     first = summary.stat().st_mtime_ns
     capsys.readouterr()
     first_timings = json.loads((out / "timings.json").read_text())
-    run_experiment(config_path, overrides, out)
+    run_experiment(config_path, overrides, out, jobs=1)
     assert "run rnnsearch-50 already finished: skipped" in capsys.readouterr().out
     assert summary.stat().st_mtime_ns == first
     # the re-run's (cached) evaluation time sits beside the first run's, never over it
@@ -152,14 +154,14 @@ def test_rerun_skips_finished_runs_and_refuses_changed_config(
     assert timings["learning curve"] == first_timings["learning curve"]
     assert "evaluate (re-run, training skipped)" in timings and "learning curve (re-run, training skipped)" in timings
     # a decoding change needs no training, but evaluation must use it: each run's own beam, from its config
-    results = run_experiment(config_path, [*overrides, "runs.rnnsearch-50.decoding.beam_size=1"], out)
+    results = run_experiment(config_path, [*overrides, "runs.rnnsearch-50.decoding.beam_size=1"], out, jobs=1)
     assert summary.stat().st_mtime_ns == first
     assert load_config(out / "runs" / "rnnsearch-50" / "config.yaml").decoding.beam_size == 1
     beams = {name: run["beam_size"] for name, run in results["settings"]["runs"].items()}
     assert beams == {"rnnencdec-30": 5, "rnnsearch-30": 5, "rnnencdec-50": 5, "rnnsearch-50": 1}
     with pytest.raises(NMTError, match="model.hidden_size"):
-        run_experiment(config_path, [*overrides, "model.hidden_size=32"], out)
-    run_experiment(config_path, [*overrides, "model.hidden_size=32"], out, force=True)
+        run_experiment(config_path, [*overrides, "model.hidden_size=32"], out, jobs=1)
+    run_experiment(config_path, [*overrides, "model.hidden_size=32"], out, force=True, jobs=1)
     assert summary.stat().st_mtime_ns != first
 
 
@@ -215,8 +217,9 @@ def test_transformer_config_runs_the_whole_pipeline_shortened(tmp_path: Path) ->
         "transformer-30-relative": ("transformer", "relative", 30),
     }
     out = tmp_path / "out"
+    # one run at a time, as the re-run test: training in parallel is the quick config's test
     results = run_experiment(config_path, [*shortened(tmp_path / "data"), "model.hidden_size=32",
-                                           "model.embedding_size=32"], out)
+                                           "model.embedding_size=32"], out, jobs=1)
     assert set(results["runs"]) == set(as_written.runs)
     summary = json.loads((out / "runs" / "transformer-30-relative" / "summary.json").read_text())
     assert summary["model"] == "Transformer" and summary["final_step"] == 2
