@@ -1,6 +1,7 @@
 """Training and decoding speed against this machine's own matmul peak (issue 7).
 
-    python scripts/benchmark.py [--config configs/bench.yaml] [--set k=v ...] [--out FILE] [--quick] [--device auto]
+    python scripts/benchmark.py [--config configs/bench.yaml] [--runs RUN ...] [--set k=v ...] [--out FILE] [--quick]
+        [--device auto]
 
 Each phase runs in a fresh child process, so that each phase's peak resident memory is its own:
 training of each run of the config (configs/bench.yaml: RNNsearch, RNNencdec and OpenNMT-py's small
@@ -364,12 +365,15 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
     from nmt.rundir.loading import resolve_device
 
     config = load_config(args.config, args.set)
-    runs = list(config.runs)
+    runs = args.runs or list(config.runs)
     if not runs:
         raise NMTError(
             f"{args.config} defines no runs: the benchmark measures each run of its config.",
             "Use configs/bench.yaml (RNNsearch, RNNencdec, Transformer), or add runs to the config.",
         )
+    unknown = [run for run in runs if run not in config.runs]
+    if unknown:
+        raise NMTError(f"--runs {' '.join(unknown)}: not a run of {args.config}.", f"Its runs: {', '.join(config.runs)}.")
     if args.trained is not None:
         absent = [
             str(args.trained / run) for run in runs if not (args.trained / run / "config.yaml").is_file()
@@ -445,6 +449,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     parser.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's own choice)")
     parser.add_argument("--sentences", type=int, default=500, help="test sentences to decode")
+    parser.add_argument("--runs", nargs="+", metavar="RUN", help="the config's runs to measure (default: every run)")
     parser.add_argument(
         "--trained",
         type=Path,

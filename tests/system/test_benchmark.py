@@ -29,11 +29,11 @@ def test_quick_benchmark_writes_the_schema_with_sane_values(tmp_path: Path) -> N
     overrides = shortened(tmp_path / "data") + [
         "model.embedding_size=16", "model.hidden_size=16", "training.recompute_attention=true",
         *(f"runs.{run}.model.{key}=16" for run in ("rnnsearch", "rnnencdec") for key in ("attention_size", "maxout_size")),
-        "runs.transformer.model.feedforward_size=32",
+        *(f"runs.{run}.model.feedforward_size=32" for run in ("transformer", "transformer-relative")),
     ]
     out = tmp_path / "bench.json"
     command = [sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--config", str(config), "--quick",
-               "--threads", "1", "--device", "cpu", "--out", str(out)]
+               "--threads", "1", "--device", "cpu", "--out", str(out), "--runs", "rnnsearch", "rnnencdec", "transformer"]
     command += [arg for override in overrides for arg in ("--set", override)]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -92,3 +92,13 @@ def test_the_largest_batch_trains_first_and_the_rest_keep_their_order() -> None:
     batches = [[0, 1, 2], [3, 4], [5]]  # 30, 22 and 16 tokens; sizes 3*5*5 = 75, 2*9*9 = 162, 1*8*8 = 64
     assert benchmark.largest_first(batches, src, tgt) == [[3, 4], [0, 1, 2], [5]]
     assert benchmark.largest_first([[3, 4], [5], [0, 1, 2]], src, tgt) == [[3, 4], [5], [0, 1, 2]]
+
+
+def test_an_unknown_run_is_named_before_any_work(capsys: pytest.CaptureFixture[str]) -> None:
+    spec = importlib.util.spec_from_file_location("benchmark", ROOT / "scripts" / "benchmark.py")
+    assert spec is not None and spec.loader is not None
+    benchmark = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(benchmark)
+    assert benchmark.main(["--config", str(CONFIGS / "bench.yaml"), "--runs", "transformer", "rnnsaerch"]) == 2
+    error = capsys.readouterr().err
+    assert "--runs rnnsaerch: not a run of" in error and "rnnsearch, rnnencdec, transformer, transformer-relative" in error
