@@ -196,6 +196,8 @@ def test_keys_of_the_other_architecture_and_bad_sizes_are_refused(keys: dict[str
 def test_describe_names_the_form() -> None:
     text = tiny("relative", "pre").describe()
     assert text.startswith("Transformer (pre-norm, relative positions, 2+2 layers, d_model 16, 4 heads of 4")
+    one_head = ModelConfig(architecture="transformer", embedding_size=16, hidden_size=16, heads=1, layers=1)
+    assert ", 1 head of 16, feed-forward" in build_model(one_head, 10, 10).describe()
 
 
 @pytest.mark.slow

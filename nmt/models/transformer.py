@@ -307,7 +307,8 @@ class Transformer(nn.Module):
         parameters = sum(p.numel() for p in self.parameters() if p.requires_grad)
         return (
             f"Transformer ({c.norm}-norm, {c.positions} positions, {c.layers}+{c.layers} layers, d_model "
-            f"{c.hidden_size}, {c.heads} heads of {c.hidden_size // c.heads}, feed-forward {c.feedforward_size}, "
+            f"{c.hidden_size}, {c.heads} head{'s' if c.heads > 1 else ''} of {c.hidden_size // c.heads}, feed-forward "
+            f"{c.feedforward_size}, "
             f"vocab {self.src_vocab_size}/{self.tgt_vocab_size}): {parameters:,} parameters"
         )
 
