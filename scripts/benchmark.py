@@ -52,7 +52,7 @@ DEFAULT_PLAN: dict[str, Any] = {
     "min_steps": 10,
     "min_seconds": 30.0,
     "peak_seconds": 1.5,
-    "peak_size": 1.0,  # the peak's square matrices, as a fraction of 2048 (CPU) or 8192 (CUDA)
+    "peak_scale": 1.0,  # the peak's square matrices, as a fraction of 2048 (CPU) or 8192 (CUDA)
     "decode_sentences": 500,
 }
 QUICK_PLAN: dict[str, Any] = {
@@ -60,7 +60,7 @@ QUICK_PLAN: dict[str, Any] = {
     "min_steps": 2,
     "min_seconds": 0.0,
     "peak_seconds": 0.3,
-    "peak_size": 0.25,  # a rough peak: one 2048 product alone takes 0.2 s on one AMD EPYC core
+    "peak_scale": 0.25,  # a rough peak: one 2048 product alone takes 0.2 s on one AMD EPYC core
     "decode_sentences": 32,
 }
 
@@ -185,7 +185,7 @@ def train_phase(
     warmup = plan["warmup_steps"]
     for k in range(warmup):
         step(nth(k))
-    peaks = [measure_peak_gflops(device, plan["peak_seconds"], plan["peak_size"])]
+    peaks = [measure_peak_gflops(device, plan["peak_seconds"], plan["peak_scale"])]
     timed: list[list[int]] = []
     start = time.perf_counter()
     while len(timed) < plan["min_steps"] or (
@@ -195,7 +195,7 @@ def train_phase(
         step(timed[-1])
         _sync(device)
     seconds = time.perf_counter() - start
-    peaks.append(measure_peak_gflops(device, plan["peak_seconds"], plan["peak_size"]))
+    peaks.append(measure_peak_gflops(device, plan["peak_seconds"], plan["peak_scale"]))
     if profile:
         _profile(
             lambda: [step(nth(warmup + len(timed) + k)) for k in range(3)],
@@ -291,7 +291,7 @@ def decode_phase(
     peaks = []
     for name, beam in (("greedy", 1), ("beam5", 5)):
         search(beam, batches[:1])  # warm-up
-        peaks.append(measure_peak_gflops(device, plan["peak_seconds"], plan["peak_size"]))
+        peaks.append(measure_peak_gflops(device, plan["peak_seconds"], plan["peak_scale"]))
         counting.flops = 0.0
         start = time.perf_counter()
         produced = search(beam, batches)
@@ -303,7 +303,7 @@ def decode_phase(
         result[f"{name}_length_ratio"] = produced / ref_tokens
         if profile:
             _profile(lambda b=beam: search(b, batches[len(batches) // 2 :][:1]), device, f"{name} {run}")
-    peaks.append(measure_peak_gflops(device, plan["peak_seconds"], plan["peak_size"]))
+    peaks.append(measure_peak_gflops(device, plan["peak_seconds"], plan["peak_scale"]))
     for name in ("greedy", "beam5"):
         result[f"{name}_mfu"] = result[f"{name}_achieved_gflops"] / max(peaks)
     result["mfu_peak_gflops"] = max(peaks)

@@ -17,9 +17,7 @@ esac
 if [ "$setup" = always ] || [ ! -x .venv/bin/python ]; then
     bash scripts/setup.sh
 fi
-# setup.sh installs without byte-compiling: the first import of a module compiles it, and its cache must be
-# kept, or every process of the suite compiles torch again (its import: 1.8 s cached, 3.9 s not)
-unset PYTHONDONTWRITEBYTECODE
+unset PYTHONDONTWRITEBYTECODE  # keep the byte code of what is imported (setup.sh installs without it)
 .venv/bin/ruff check nmt tests scripts
 # Two workers (pytest-xdist, one per core here), each test file whole on one of them, in its order (a file's
 # torchrun tests never run at once). NMT_TEST_WORKERS=0 runs every test in this one process.

@@ -95,11 +95,7 @@ def test_the_scaling_figure_plots_each_statistic_against_d_per_kind() -> None:
     assert [axes.get_yscale() for axes in panels] == ["log", "linear", "linear", "log"]
     dot_trained = panels[0].get_lines()[0]
     assert dot_trained.get_label() == "dot, trained" and list(dot_trained.get_xdata()) == [128, 1024]
-    assert panels[0].get_xlabel() == "d (attention_size)"
-    transformers = _scaling_results()
-    for run in transformers["runs"].values():
-        run["attention"] += " (Transformer)"
-    assert scaling_figure(transformers).axes[0].get_xlabel() == "d_k (per head)"
+    assert panels[0].get_xlabel() == "d (attention_size; a Transformer's d_k per head)"
 
 
 def _head(agreement: float | None) -> dict[str, Any]:

@@ -238,7 +238,6 @@ def scaling_figure(results: dict[str, Any]) -> Figure:
     panels = figure.subplots(1, 4)
     keys = ("score_variance", "max_weight", "entropy_ratio", "score_grad_norm")
     kinds = sorted({run["attention"] for run in results["runs"].values()})
-    transformers_only = all("Transformer" in kind for kind in kinds)  # their d is each head's d_k
     for axes, key in zip(panels, keys, strict=True):
         title = next(title for k, title, _ in SCALING_COLUMNS if k == key)
         for colour, kind in zip(("tab:red", "tab:blue", "tab:green", "tab:orange"), kinds, strict=False):
@@ -251,7 +250,7 @@ def scaling_figure(results: dict[str, Any]) -> Figure:
         if key in ("score_variance", "score_grad_norm"):
             axes.set_yscale("log")
         axes.set_title(title)
-        axes.set_xlabel("d_k (per head)" if transformers_only else "d (attention_size)")
+        axes.set_xlabel("d (attention_size; a Transformer's d_k per head)")
         axes.grid(alpha=0.3)
     panels[-1].legend(fontsize=8)
     figure.tight_layout()

@@ -7,12 +7,12 @@ is there, positive, and consistent with the analytic FLOP count.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
+import benchmark  # scripts/benchmark.py (pyproject's pytest pythonpath)
 import pytest
 import torch
 
@@ -29,7 +29,7 @@ def test_quick_benchmark_writes_the_schema_with_sane_values(tmp_path: Path) -> N
     overrides = shortened(tmp_path / "data") + [
         "model.embedding_size=16", "model.hidden_size=16", "training.recompute_attention=true",
         *(f"runs.{run}.model.{key}=16" for run in ("rnnsearch", "rnnencdec") for key in ("attention_size", "maxout_size")),
-        *(f"runs.{run}.model.feedforward_size=32" for run in ("transformer", "transformer-relative")),
+        "runs.transformer.model.feedforward_size=32",
     ]
     out = tmp_path / "bench.json"
     command = [sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--config", str(config), "--quick",
@@ -60,10 +60,6 @@ def test_quick_benchmark_writes_the_schema_with_sane_values(tmp_path: Path) -> N
 def test_decoding_a_trained_run_counts_its_own_sizes(trained_reverse_run: Path) -> None:
     """--trained decodes a run whose sizes need not be the bench config's: the FLOP count must follow the
     run's model, so a config with another hidden size counts the same FLOPs for the same decoding."""
-    spec = importlib.util.spec_from_file_location("benchmark", ROOT / "scripts" / "benchmark.py")
-    assert spec is not None and spec.loader is not None
-    benchmark = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(benchmark)
     trained = load_config(trained_reverse_run / "config.yaml")
     plan = {**benchmark.QUICK_PLAN, "decode_sentences": 8}
     threads = torch.get_num_threads()
@@ -83,10 +79,6 @@ def test_decoding_a_trained_run_counts_its_own_sizes(trained_reverse_run: Path) 
 
 def test_the_largest_batch_trains_first_and_the_rest_keep_their_order() -> None:
     """The batch of most sentences x longest source x longest target leads; not the one of most tokens."""
-    spec = importlib.util.spec_from_file_location("benchmark", ROOT / "scripts" / "benchmark.py")
-    assert spec is not None and spec.loader is not None
-    benchmark = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(benchmark)
     src = [[1] * n for n in (5, 5, 5, 9, 2, 8)]
     tgt = [[1] * n for n in (5, 5, 5, 2, 9, 8)]
     batches = [[0, 1, 2], [3, 4], [5]]  # 30, 22 and 16 tokens; sizes 3*5*5 = 75, 2*9*9 = 162, 1*8*8 = 64
@@ -95,10 +87,6 @@ def test_the_largest_batch_trains_first_and_the_rest_keep_their_order() -> None:
 
 
 def test_an_unknown_run_is_named_before_any_work(capsys: pytest.CaptureFixture[str]) -> None:
-    spec = importlib.util.spec_from_file_location("benchmark", ROOT / "scripts" / "benchmark.py")
-    assert spec is not None and spec.loader is not None
-    benchmark = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(benchmark)
     assert benchmark.main(["--config", str(CONFIGS / "bench.yaml"), "--runs", "transformer", "rnnsaerch"]) == 2
     error = capsys.readouterr().err
     assert "--runs rnnsaerch: not a run of" in error and "rnnsearch, rnnencdec, transformer, transformer-relative" in error
