@@ -36,6 +36,7 @@ import torch
 from torch import Tensor
 
 from nmt.config import Config, load_config
+from nmt.data.subwords import Tokenizer
 from nmt.environment import describe_environment
 from nmt.errors import NMTError
 from nmt.fileio import atomic_write_text
@@ -229,6 +230,18 @@ def train_phase(
 
 
 # ---- decoding -------------------------------------------------------------------------------------
+def decoding_sample(config: Config, tok: Tokenizer, sentences: int) -> tuple[list[str], int]:
+    """The test sources the decoding phase translates (scripts/peer_translate.py too): `sentences` of them
+    spread over the split's order, sorted by their length in pieces as `nmt translate` batches them; and
+    their references' length in target pieces, EOS included."""
+    from nmt.data.prepare import load_prepared
+
+    pairs = load_prepared(config.data).pairs("test")
+    chosen = pairs[:: max(1, len(pairs) // sentences)][:sentences]
+    sources = sorted((s for s, _ in chosen), key=lambda s: len(tok.encode_src(s)))
+    return sources, sum(len(tok.encode_tgt(t)) + 1 for _, t in chosen)
+
+
 def decode_phase(
     config: Config,
     run: str,
@@ -260,11 +273,8 @@ def decode_phase(
         model.load_state_dict(torch.load(weights_path, map_location="cpu"))
         model.to(device)
         weights = weights_label
-    pairs = load_prepared(config.data).pairs("test")
-    sentences = plan["decode_sentences"]
-    chosen = pairs[:: max(1, len(pairs) // sentences)][:sentences]  # spread over the split's order
-    src = sorted((tok.encode_src(s) for s, _ in chosen), key=len)  # as `nmt translate` does: by length
-    ref_tokens = sum(len(tok.encode_tgt(t)) + 1 for _, t in chosen)
+    sources, ref_tokens = decoding_sample(config, tok, plan["decode_sentences"])
+    src = [tok.encode_src(s) for s in sources]
     dc = config.decoding
     batches = [make_source_batch(src[i : i + dc.batch_size]) for i in range(0, len(src), dc.batch_size)]
     counting = SearchFlopCounter(model, model_config, tok.tgt_vocab_size)
