@@ -21,7 +21,6 @@ from nmt.errors import require as _require
 
 # data.source: the names in the registry of corpus sources
 SourceName = Literal[tuple(SOURCES)]  # type: ignore[valid-type]
-AttentionType = Literal["none", "additive", "dot", "scaled_dot", "general"]
 LengthPenalty = Literal["none", "average", "gnmt"]
 BucketBy = Literal["source", "reference"]
 # sacrebleu's tokenizers that need no download; "none" is for data tokenized beforehand
@@ -139,7 +138,7 @@ class ModelConfig:
         return self.attention != "none" or self.fixed_context == "both_ends"
 
     architecture: Literal["rnn", "transformer"] = "rnn"
-    attention: AttentionType = "additive"
+    attention: str = "additive"  # a name of nmt/models/attention.py's ATTENTIONS
     # attention none: c = tanh(V h_T) of a forward-only encoder (Cho et al.; Bahdanau et al.'s RNNencdec),
     # or both_ends: c = tanh(V [fwd_T ; bwd_1]) of the bidirectional encoder (an ablation, stronger)
     fixed_context: Literal["last_state", "both_ends"] = "last_state"
@@ -172,6 +171,12 @@ class ModelConfig:
                 getattr(self, key) == getattr(defaults, key), f"model.{key}",
                 f"is a setting of model.architecture {other}, not of {self.architecture}: leave it out",
             )
+        if self.architecture == "rnn":
+            # imports torch, which the model this config describes needs anyway
+            from nmt.models.attention import ATTENTIONS
+
+            _require(self.attention in ATTENTIONS, "model.attention",
+                     f"{self.attention!r} is not an attention type: expected one of {', '.join(ATTENTIONS)}")
         sizes = ("embedding_size", "hidden_size", "attention_size", "encoder_layers", "layers", "heads",
                  "feedforward_size", "relative_clip")
         for key in sizes:

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from nmt.models.attention import (
+    ATTENTIONS,
     AdditiveAttention,
     Attention,
     DotAttention,
@@ -22,7 +23,7 @@ from nmt.models.attention import (
 from nmt.models.encoder import EncoderStates
 
 N, ANN, ATT = 5, 10, 7  # decoder state, annotation (2n), attention sizes
-ATTENTION_TYPES = ["additive", "dot", "scaled_dot", "general"]
+ATTENTION_TYPES = [name for name in ATTENTIONS if name != "none"]
 
 
 def _states(dtype: torch.dtype = torch.float32) -> EncoderStates:

@@ -37,8 +37,8 @@ def test_the_sections_fields_are_typed() -> None:
     # nmt/config_sections.py's annotations reach typed_yaml's checks (their cases: tests/test_typed_yaml.py)
     with pytest.raises(NMTError, match=r"wrong type for 'evaluation.buckets\[1\]'"):
         config_from_dict({"evaluation": {"buckets": [10, "x"]}})
-    with pytest.raises(NMTError, match=r"wrong type for 'model.attention': expected one of 'none', 'additive'"):
-        config_from_dict({"model": {"attention": "bahdanau"}})
+    with pytest.raises(NMTError, match=r"wrong type for 'model.cell': expected one of 'gru', 'lstm'"):
+        config_from_dict({"model": {"cell": "rnn"}})
     rate = config_from_dict({"training": {"learning_rate": 1}}).training.learning_rate
     assert rate == 1.0 and isinstance(rate, float)
 
@@ -57,6 +57,10 @@ def test_invalid_values_name_the_key() -> None:
         config_from_dict({"evaluation": {"buckets": [20, 10]}})
     with pytest.raises(NMTError, match="data.train"):
         config_from_dict({"data": {"source": "files"}})
+    # the attention types are nmt/models/attention.py's registry, the one place a new one is added
+    with pytest.raises(NMTError, match=r"'model.attention': 'bahdanau' is not an attention type: expected one of "
+                       r"none, additive, dot, scaled_dot, general\."):
+        config_from_dict({"model": {"attention": "bahdanau"}})
 
 
 @pytest.mark.parametrize(

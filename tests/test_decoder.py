@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from nmt.models.attention import AdditiveAttention, FixedContext, build_context_provider
+from nmt.models.attention import ATTENTIONS, AdditiveAttention, FixedContext, build_context_provider
 from nmt.models.decoder import Decoder, DecoderState, rnn_cell
 from nmt.models.encoder import EncoderStates
 
@@ -70,7 +70,7 @@ def test_first_step_follows_appendix_a_by_hand() -> None:
         torch.testing.assert_close(new_state.hidden[b], s1(torch.cat([ey, c])[None], s0[None])[0])
 
 
-@pytest.mark.parametrize("kind", ["none", "additive", "dot", "scaled_dot", "general"])
+@pytest.mark.parametrize("kind", list(ATTENTIONS))
 @pytest.mark.parametrize("cell", ["gru", "lstm"])
 def test_teacher_forcing_equals_step_by_step(kind: str, cell: str) -> None:
     decoder = _decoder(kind, cell)

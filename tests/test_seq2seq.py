@@ -11,9 +11,10 @@ import torch.nn.functional as F
 from nmt.config import ModelConfig
 from nmt.errors import NMTError
 from nmt.models import Seq2Seq, build_model, count_parameters
+from nmt.models.attention import ATTENTIONS
 from nmt.special import BOS_ID, EOS_ID, PAD_ID
 
-ALL_ATTENTION = ["none", "additive", "dot", "scaled_dot", "general"]
+ALL_ATTENTION = list(ATTENTIONS)
 
 
 def _tiny(attention: str = "additive", cell: str = "gru", **overrides: int | bool) -> Seq2Seq:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Literal
 
 import torch
@@ -234,6 +234,18 @@ def analysed_attention(
         provider.perturbation, provider.perturb_generator, provider.recorded = saved
 
 
+# model.attention's values: each name and how it builds its provider from (state_size, annotation_size,
+# attention_size, fixed_context). A new attention type is its class above and one line here: the config
+# checks model.attention against these names, and the tests run every one of them.
+ATTENTIONS: dict[str, Callable[[int, int, int, str], ContextProvider]] = {
+    "none": lambda state, annotation, _, summary: FixedContext(state, annotation, summary),
+    "additive": lambda state, annotation, size, _: AdditiveAttention(state, annotation, size),
+    "dot": lambda state, annotation, size, _: DotAttention(state, annotation, size, scaled=False),
+    "scaled_dot": lambda state, annotation, size, _: DotAttention(state, annotation, size, scaled=True),
+    "general": lambda state, annotation, _, __: GeneralAttention(state, annotation),
+}
+
+
 def build_context_provider(
     attention: str,
     state_size: int,
@@ -241,14 +253,8 @@ def build_context_provider(
     attention_size: int,
     fixed_context: str = "last_state",
 ) -> ContextProvider:
-    """The provider for `model.attention` (none | additive | dot | scaled_dot | general); `fixed_context`
-    (last_state | both_ends) is the summary of attention none."""
-    if attention == "none":
-        return FixedContext(state_size, annotation_size, fixed_context)
-    if attention == "additive":
-        return AdditiveAttention(state_size, annotation_size, attention_size)
-    if attention in ("dot", "scaled_dot"):
-        return DotAttention(state_size, annotation_size, attention_size, scaled=attention == "scaled_dot")
-    if attention == "general":
-        return GeneralAttention(state_size, annotation_size)
-    raise ValueError(f"unknown attention type {attention!r}")
+    """The provider for `model.attention` (a name of ATTENTIONS); `fixed_context` (last_state | both_ends) is
+    the summary of attention none."""
+    if attention not in ATTENTIONS:
+        raise ValueError(f"unknown attention type {attention!r}: expected one of {', '.join(ATTENTIONS)}")
+    return ATTENTIONS[attention](state_size, annotation_size, attention_size, fixed_context)
