@@ -73,20 +73,16 @@ def describe_runs(
     return infos
 
 
-def decoding_settings(config: Config, beam_size: int | None) -> dict[str, Any]:
-    """The run's decoding section with the beam override applied, minus keys that do not change output."""
-    settings = asdict(config.decoding)
-    if beam_size is not None:
-        settings["beam_size"] = beam_size
-    return {k: v for k, v in settings.items() if k not in _KEY_EXEMPT}
+def decoding_settings(config: Config) -> dict[str, Any]:
+    """The run's decoding section minus keys that do not change output."""
+    return {k: v for k, v in asdict(config.decoding).items() if k not in _KEY_EXEMPT}
 
 
-def translate_cached(
-    run: RunInfo, test_set: TestSet, beam_size: int | None, device: str
-) -> tuple[list[str], Path, bool]:
-    """(hypotheses, cache file, whether it was a cache hit) of one run on the test set."""
+def translate_cached(run: RunInfo, test_set: TestSet, device: str) -> tuple[list[str], Path, bool]:
+    """(hypotheses, cache file, whether it was a cache hit) of one run on the test set, decoded with the
+    run's decoding section (`--set` overrides included: `describe_runs`)."""
     assert test_set.sources is not None, "a run translates sources"
-    decoding = decoding_settings(run.config, beam_size)
+    decoding = decoding_settings(run.config)
     key = translations.cache_key(run.checkpoint, test_set.sources, decoding)
     path = translations.cache_path(run.run_dir, key)
     hyps = translations.read_cached(path, key)
@@ -97,10 +93,8 @@ def translate_cached(
     beam = decoding["beam_size"]
     print(f"{run.name}: translating {len(test_set.sources)} sentences with {run.checkpoint.name} (beam {beam})",
           file=sys.stderr)
-    translator = Translator.from_run(run.run_dir, run.checkpoint, device, beam_size=beam, decoding=run.config.decoding)
-    hyps = list(translator.translate(test_set.sources))
-    if len(hyps) != len(test_set.sources):
-        raise RuntimeError(f"{run.name}: {len(hyps)} translations for {len(test_set.sources)} sentences")
+    translator = Translator.from_run(run.run_dir, run.checkpoint, device, decoding=run.config.decoding)
+    hyps = list(translator.translate(test_set.sources))  # one per sentence: Translator.translate_nbest
     translations.write_cached(path, key, test_set.origin, hyps)
     return hyps, path, False
 
