@@ -82,7 +82,7 @@ def add_decoding_set(parser: argparse.ArgumentParser, sections: str) -> None:
 
 def add_threads(parser: argparse.ArgumentParser, detail: str = "") -> None:
     """--threads for a command that runs a trained model; `detail` adds to THREADS_HELP's rule."""
-    parser.add_argument("--threads", type=int, default=None, metavar="N", help=THREADS_HELP.format(detail))
+    parser.add_argument("--threads", type=int, metavar="N", help=THREADS_HELP.format(detail))
 
 
 def add_training_threads(parser: argparse.ArgumentParser, detail: str = "") -> None:
