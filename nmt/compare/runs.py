@@ -41,11 +41,10 @@ class RunInfo:
 
 
 def split_test_set(config: Config, split: str) -> TestSet:
-    """The `split` pairs of a run's prepared data (prepared first if needed)."""
+    """The `split` pairs of a run's prepared data (prepared first if needed; `nmt prepare` refuses an empty
+    split, nmt/data/corpus.py's load_corpus)."""
     data = config.data
     pairs = load_prepared(data).pairs(split)
-    if not pairs:
-        raise NMTError(f"the {split} split of {data.dir} is empty.", "Use the other split or --src/--ref.")
     corpus = f"{data.source} {data.hf_name}".strip()
     origin = f"split {split} of {shown_path(data.dir)} ({corpus}, {data.corpus_source().languages()})"
     return TestSet([s for s, _ in pairs], [t for _, t in pairs], origin)
