@@ -64,7 +64,7 @@ def describe_runs(
         )
     infos: list[RunInfo] = []
     taken: set[str] = set()
-    for run_dir in map(Path, run_dirs):
+    for run_dir in run_dirs:
         check_run_dir(run_dir)
         name = unique_name(run_dir.resolve().name, taken)
         config = override_sections(load_config(run_dir / "config.yaml"), list(overrides), EVALUATE_SECTIONS, "nmt evaluate")
@@ -89,9 +89,8 @@ def translate_cached(run: RunInfo, test_set: TestSet, device: str) -> tuple[list
         print(f"{run.name}: re-using cached translations {path}", file=sys.stderr)
         return hyps, path, True
 
-    beam = decoding["beam_size"]
-    print(f"{run.name}: translating {len(test_set.sources)} sentences with {run.checkpoint.name} (beam {beam})",
-          file=sys.stderr)
+    print(f"{run.name}: translating {len(test_set.sources)} sentences with {run.checkpoint.name} "
+          f"(beam {decoding['beam_size']})", file=sys.stderr)
     translator = Translator.from_run(run.run_dir, run.checkpoint, device, decoding=run.config.decoding)
     hyps = list(translator.translate(test_set.sources))  # one per sentence: Translator.translate_nbest
     translations.write_cached(path, key, test_set.origin, hyps)
@@ -110,10 +109,10 @@ def default_out_dir(run_dirs: Sequence[Path], out_dir: Path | None = None) -> Pa
     """Where a comparison command writes: `out_dir` when given (--out), else RUN_DIR/evaluation for one
     run and `evaluation/` in the runs' common parent for several."""
     if out_dir is not None:
-        return Path(out_dir)
+        return out_dir
     if len(run_dirs) == 1:
-        return Path(run_dirs[0]) / "evaluation"
-    return Path(os.path.commonpath([str(Path(d).resolve()) for d in run_dirs])) / "evaluation"
+        return run_dirs[0] / "evaluation"
+    return Path(os.path.commonpath([d.resolve() for d in run_dirs])) / "evaluation"
 
 
 def write_outputs(
