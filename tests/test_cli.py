@@ -263,7 +263,7 @@ def test_evaluate_beam_1_on_a_run_with_nbest_2_scores_the_best_translation(
     text.write_text("a b c\nd e\n", encoding="utf-8")
     beams: list[int] = []
 
-    def translated(run: RunInfo, test_set: testset.TestSet, beam_size: int | None, device: str) -> tuple[list[str], Path, bool]:
+    def translated(run: RunInfo, test_set: testset.TestSet, device: str) -> tuple[list[str], Path, bool]:
         beams.append(run.config.decoding.beam_size)
         return list(test_set.references), tmp_path / "hyps.txt", True
 

@@ -122,7 +122,7 @@ def test_curve_bleu_follows_the_runs_lowercase_setting(
     (tmp_path / "run" / "checkpoints" / "step_00000010.pt").write_bytes(b"weights")
     test_set = testset.TestSet(WORDS, WORDS, "four sentences")
     monkeypatch.setattr(curve, "split_test_set", lambda config, split: test_set)
-    monkeypatch.setattr(curve, "translate_cached", lambda run, sample, beam, device: (
+    monkeypatch.setattr(curve, "translate_cached", lambda run, sample, device: (
         [line.upper() for line in sample.references], tmp_path / "hyps.txt", False))
     results = learning_curves([tmp_path / "run"], out_dir=tmp_path / "out", per_bucket=0)
     (point,) = results["runs"]["run"]["checkpoints"]

@@ -52,12 +52,13 @@ def test_transformers_are_contrasted_with_runs_trained_on_the_same_lengths(tmp_p
     assert plot_group(runs[3].config.model, 30) == ("Transformer", "-30")
 
 
-def test_the_common_test_set_takes_src_and_ref_together(tmp_path: Path) -> None:
-    from nmt.compare.evaluate import common_test_set
+def test_evaluate_takes_src_and_ref_together(tmp_path: Path) -> None:
+    from nmt.compare.evaluate import evaluate_runs
     from nmt.errors import NMTError
 
     with pytest.raises(NMTError, match="--src and --ref go together"):  # not the split instead
-        common_test_set(describe_runs([fake_run(tmp_path / "a")]), "test", tmp_path / "src.txt", None)
+        evaluate_runs([fake_run(tmp_path / "a")], src_path=tmp_path / "src.txt", out_dir=tmp_path / "out")
+    assert not (tmp_path / "out").exists()
 
 
 def test_not_a_run_is_a_user_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

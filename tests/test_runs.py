@@ -55,8 +55,8 @@ def test_decode_time_overrides_change_the_cache_key_and_refuse_learning_keys(tmp
     (run,) = describe_runs([run_dir], ["decoding.beam_size=2", "decoding.alpha=1.0", "evaluation.by=reference"])
     assert (run.config.decoding.beam_size, run.config.decoding.alpha, run.config.evaluation.by) == (2, 1.0, "reference")
     plain = describe_runs([run_dir])[0]
-    assert cache_key(run.checkpoint, ["a"], decoding_settings(run.config, None)) != cache_key(
-        plain.checkpoint, ["a"], decoding_settings(plain.config, None)
+    assert cache_key(run.checkpoint, ["a"], decoding_settings(run.config)) != cache_key(
+        plain.checkpoint, ["a"], decoding_settings(plain.config)
     )
     with pytest.raises(NMTError, match=r"nmt evaluate takes only decoding.\* or evaluation.\* keys") as error:
         describe_runs([run_dir], ["training.max_steps=5"])
@@ -69,12 +69,13 @@ def test_decode_time_overrides_change_the_cache_key_and_refuse_learning_keys(tmp
 
 def test_cache_key_follows_checkpoint_source_and_decoding(tmp_path: Path) -> None:
     run = describe_runs([fake_run(tmp_path / "run")])[0]
-    decoding = decoding_settings(run.config, None)
+    decoding = decoding_settings(run.config)
     assert decoding["beam_size"] == 5 and "batch_size" not in decoding
     key = cache_key(run.checkpoint, ["a b"], decoding)
     assert cache_key(run.checkpoint, ["a b"], decoding) == key
     assert cache_key(run.checkpoint, ["a c"], decoding) != key
-    assert cache_key(run.checkpoint, ["a b"], decoding_settings(run.config, 2)) != key
+    (beam_2,) = describe_runs([run.run_dir], ["decoding.beam_size=2"])
+    assert cache_key(run.checkpoint, ["a b"], decoding_settings(beam_2.config)) != key
     run.checkpoint.write_bytes(b"retrained weights")
     assert cache_key(run.checkpoint, ["a b"], decoding) != key
 
@@ -126,7 +127,7 @@ def test_a_missing_folder_does_not_exist_and_an_experiment_s_points_to_its_runs(
 
 def test_a_cached_translation_file_edited_since_is_not_used(tmp_path: Path) -> None:
     run = describe_runs([fake_run(tmp_path / "run")])[0]
-    key = cache_key(run.checkpoint, ["a", "b"], decoding_settings(run.config, None))
+    key = cache_key(run.checkpoint, ["a", "b"], decoding_settings(run.config))
     path = cache_path(run.run_dir, key)
     write_cached(path, key, "split test", ["x y", "z"])
     assert read_cached(path, key) == ["x y", "z"]

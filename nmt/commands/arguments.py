@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, get_args
 
@@ -40,15 +40,12 @@ TRAINING_SET_HELP = (
 
 
 class SetKey(argparse.Action):
-    """The action of `add_setting`'s shorthands: appends KEY=VALUE to --set's list (dest "overrides")."""
-
-    def __init__(self, option_strings: Sequence[str], dest: str, key: str, **kwargs: Any) -> None:
-        super().__init__(option_strings, dest, **kwargs)
-        self.key = key
+    """The action of `add_setting`'s shorthands: appends KEY=VALUE to --set's list (dest "overrides"); KEY
+    is the action's `const`."""
 
     def __call__(self, parser: Any, namespace: argparse.Namespace, value: Any, option: str | None = None) -> None:
         overrides = getattr(namespace, self.dest) or []
-        setattr(namespace, self.dest, [*overrides, f"{self.key}={json.dumps(value)}"])  # JSON is YAML
+        setattr(namespace, self.dest, [*overrides, f"{self.const}={json.dumps(value)}"])  # JSON is YAML
 
 
 def add_set(parser: argparse.ArgumentParser, help: str, metavar: str = "SECTION.KEY=VALUE") -> None:
@@ -61,7 +58,7 @@ def add_setting(parser: argparse.ArgumentParser, flag: str, key: str, help: str,
     if "choices" not in kwargs:  # else argparse would name the value after the shared dest, OVERRIDES
         kwargs.setdefault("metavar", flag.lstrip("-").upper().replace("-", "_"))
     help = f"{help} (short for --set {key}={kwargs.get('metavar', 'VALUE')})"
-    parser.add_argument(flag, dest="overrides", action=SetKey, key=key, default=[], help=help, **kwargs)
+    parser.add_argument(flag, dest="overrides", action=SetKey, const=key, default=[], help=help, **kwargs)
 
 
 def add_config(parser: argparse.ArgumentParser) -> None:
@@ -82,7 +79,7 @@ def add_decoding_set(parser: argparse.ArgumentParser, sections: str) -> None:
 
 def add_threads(parser: argparse.ArgumentParser, detail: str = "") -> None:
     """--threads for a command that runs a trained model; `detail` adds to THREADS_HELP's rule."""
-    parser.add_argument("--threads", type=int, default=None, metavar="N", help=THREADS_HELP.format(detail))
+    parser.add_argument("--threads", type=int, metavar="N", help=THREADS_HELP.format(detail))
 
 
 def add_training_threads(parser: argparse.ArgumentParser, detail: str = "") -> None:

@@ -11,23 +11,23 @@ from nmt.commands import arguments
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`nmt attention-checks RUN_DIR... [--split S | --src F --ref F] [--steps 300,600] [--out DIR]`."""
     parser.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR", help="runs with attention to check")
-    parser.add_argument("--split", choices=["valid", "test"], default=None,
+    parser.add_argument("--split", choices=["valid", "test"],
                         help="prepared split to check on (default: the first run's evaluation.split)")
-    parser.add_argument("--src", type=Path, default=None, help="source file instead of a split (with --ref)")
-    parser.add_argument("--ref", type=Path, default=None, help="reference file, one line per --src line")
-    parser.add_argument("--out", type=Path, default=None, help="output folder (default: as nmt evaluate's)")
-    parser.add_argument("--checkpoint", default=None, help=arguments.CHECKPOINT_HELP)
+    parser.add_argument("--src", type=Path, help="source file instead of a split (with --ref)")
+    parser.add_argument("--ref", type=Path, help="reference file, one line per --src line")
+    parser.add_argument("--out", type=Path, help="output folder (default: as nmt evaluate's)")
+    parser.add_argument("--checkpoint", help=arguments.CHECKPOINT_HELP)
     which = parser.add_mutually_exclusive_group()
-    which.add_argument("--steps", type=arguments.steps, default=None, metavar="N,N",
+    which.add_argument("--steps", type=arguments.steps, metavar="N,N",
                        help="periodic checkpoints whose alignment agreement is measured too (default: every kept step_*.pt)")
     which.add_argument("--no-steps", action="store_true", help="measure the evaluated checkpoint only")
-    parser.add_argument("--sentences-per-bucket", type=int, default=None, metavar="N",
+    parser.add_argument("--sentences-per-bucket", type=int, metavar="N",
                         help="the learning curve's sample: N sentences per length bucket, 0 = all "
                         "(default: evaluation.curve_sentences_per_bucket)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the permutations (default 1)")
     parser.add_argument("--symmetrise", default="grow-diag-final-and", choices=["grow-diag-final-and", "intersection"],
                         help="how eflomal's two directions are combined (default grow-diag-final-and)")
-    parser.add_argument("--only", choices=["perturbation", "alignment"], default=None,
+    parser.add_argument("--only", choices=["perturbation", "alignment"],
                         help="run one of the two checks only")
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default 64)")
     arguments.add_device(parser)

@@ -11,11 +11,11 @@ from nmt.commands import arguments
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`nmt attention-scaling RUN_DIR... [--split S] [--sentences-per-bucket N] [--out DIR] ...`."""
     parser.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR", help="runs with attention (dot, scaled_dot, ...)")
-    parser.add_argument("--split", choices=["valid", "test"], default=None, help="default: the first run's evaluation.split")
-    parser.add_argument("--sentences-per-bucket", type=int, default=None, metavar="N",
+    parser.add_argument("--split", choices=["valid", "test"], help="default: the first run's evaluation.split")
+    parser.add_argument("--sentences-per-bucket", type=int, metavar="N",
                         help="sample size per length bucket, 0 = all (default: evaluation.curve_sentences_per_bucket)")
-    parser.add_argument("--checkpoint", default=None, metavar="NAME", help="checkpoint file name in each RUN_DIR/checkpoints/")
-    parser.add_argument("--out", type=Path, default=None, help="output folder (default as for evaluate)")
+    parser.add_argument("--checkpoint", metavar="NAME", help="checkpoint file name in each RUN_DIR/checkpoints/")
+    parser.add_argument("--out", type=Path, help="output folder (default as for evaluate)")
     arguments.add_threads(parser, " Here the run is the first RUN_DIR.")
 
 

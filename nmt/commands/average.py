@@ -12,12 +12,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`nmt average RUN_DIR (--last N | --steps A,B,...) [-o FILE]`."""
     parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a folder written by `nmt train`")
     choice = parser.add_mutually_exclusive_group(required=True)
-    choice.add_argument("--last", type=int, default=None, metavar="N", help="average the newest N step_*.pt")
+    choice.add_argument("--last", type=int, metavar="N", help="average the newest N step_*.pt")
     choice.add_argument(
-        "--steps", type=arguments.steps, default=None, metavar="A,B,...", help="average the checkpoints of these steps"
+        "--steps", type=arguments.steps, metavar="A,B,...", help="average the checkpoints of these steps"
     )
     parser.add_argument(
-        "-o", "--output", type=Path, default=None, help="output file (default RUN_DIR/checkpoints/averaged.pt)"
+        "-o", "--output", type=Path, help="output file (default RUN_DIR/checkpoints/averaged.pt)"
     )
 
 

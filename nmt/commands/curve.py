@@ -12,11 +12,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`nmt curve RUN_DIR... [--split S] [--sentences-per-bucket N] [--out DIR]`."""
     parser.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR",
                         help="run directories whose step_*.pt checkpoints to score")
-    parser.add_argument("--split", choices=["valid", "test"], default=None,
+    parser.add_argument("--split", choices=["valid", "test"],
                         help="default: the first run's evaluation.split")
-    parser.add_argument("--sentences-per-bucket", type=int, default=None, metavar="N",
+    parser.add_argument("--sentences-per-bucket", type=int, metavar="N",
                         help="sample size per bucket, 0 = all (default: evaluation.curve_sentences_per_bucket)")
-    parser.add_argument("--out", type=Path, default=None, help="output folder (default as for evaluate)")
+    parser.add_argument("--out", type=Path, help="output folder (default as for evaluate)")
     arguments.add_device(parser)
     arguments.add_threads(parser, " Here the run is the first RUN_DIR.")
 

@@ -14,16 +14,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`nmt evaluate RUN_DIR... [--split S | --src F --ref F] [--beam K] [--out DIR] ...`."""
     parser.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR",
                         help="folders written by `nmt train`, scored together")
-    parser.add_argument("--src", type=Path, default=None, help="source file to translate instead of a split")
-    parser.add_argument("--ref", type=Path, default=None, help="reference file for --src")
+    parser.add_argument("--src", type=Path, help="source file to translate instead of a split")
+    parser.add_argument("--ref", type=Path, help="reference file for --src")
     arguments.add_decoding_set(parser, "decoding.* or evaluation.*")
     arguments.add_setting(parser, "--split", "evaluation.split",
                           "split of the runs' data (default: the first run's evaluation.split)", choices=["valid", "test"])
     arguments.add_bucketing(parser, "source")
     arguments.add_beam(parser)
-    parser.add_argument("--out", type=Path, default=None,
+    parser.add_argument("--out", type=Path,
                         help="output folder (default: RUN_DIR/evaluation for one run, the runs' common parent/evaluation for several)")
-    parser.add_argument("--checkpoint", default=None, metavar="NAME",
+    parser.add_argument("--checkpoint", metavar="NAME",
                         help="checkpoint file name in each RUN_DIR/checkpoints/ (e.g. averaged.pt), or a path for one run "
                         "(default: each run's best.pt, else its latest step_*.pt)")
     arguments.add_threads(parser, " Here the run is the first RUN_DIR.")

@@ -13,7 +13,7 @@ from nmt.errors import NMTError
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`nmt experiment CONFIG [--out DIR] [--force] [--jobs N]`."""
     arguments.add_config(parser)
-    parser.add_argument("--out", type=Path, default=None, help="output folder (default experiments/<config name>)")
+    parser.add_argument("--out", type=Path, help="output folder (default experiments/<config name>)")
     parser.add_argument("--force", action="store_true", help="redo every step, even finished ones")
     parser.add_argument("--jobs", type=int, default=0, help="runs trained at once, each in its own process (default 0: "
                         "one per CPU core, each with cores/jobs torch threads unless training.threads is set; 1 on CUDA)")

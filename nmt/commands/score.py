@@ -16,11 +16,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ref", type=Path, required=True, help="reference file, one sentence a line")
     parser.add_argument("--src", type=Path, help="source file (needed to bucket by source length, and shown in the examples)")
     parser.add_argument(
-        "--names", type=arguments.names, default=None, help="system names, comma-separated, one per HYP (default: file names)"
+        "--names", type=arguments.names, help="system names, comma-separated, one per HYP (default: file names)"
     )
     parser.add_argument(
         "--baseline",
-        default=None,
         metavar="NAME",
         help="the fixed-vector (no attention) system, by name or file stem: check the long-sentence effect against every other system",
     )

@@ -14,11 +14,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`nmt train CONFIG [--run-name NAME] [--run-dir DIR] [--resume]`."""
     add_config(parser)
     parser.add_argument(
-        "--run-dir", type=Path, default=None, help="where the run is written (default runs/<run name>, or runs/<config name> without --run-name)"
+        "--run-dir", type=Path, help="where the run is written (default runs/<run name>, or runs/<config name> without --run-name)"
     )
     # --run-name first: torchrun reads `--run` as an abbreviation of its own --run-path and stops
     parser.add_argument(
-        "--run-name", "--run", dest="run", default=None, metavar="NAME",
+        "--run-name", "--run", dest="run", metavar="NAME",
         help="train one of the config's experiment runs (its `runs:` entry); under torchrun spell it --run-name",
     )
     parser.add_argument("--resume", action="store_true", help="continue from the run directory's latest checkpoint")

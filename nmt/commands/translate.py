@@ -11,8 +11,8 @@ from nmt.commands import arguments
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`nmt translate RUN_DIR [-i IN] [-o OUT] [--beam K] [--nbest K] ...`."""
     parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a folder written by `nmt train`")
-    parser.add_argument("-i", "--input", type=Path, default=None, help="input file (default stdin)")
-    parser.add_argument("-o", "--output", type=Path, default=None, help="output file (default stdout)")
+    parser.add_argument("-i", "--input", type=Path, help="input file (default stdin)")
+    parser.add_argument("-o", "--output", type=Path, help="output file (default stdout)")
     arguments.add_decoding_set(parser, "decoding.*")
     arguments.add_beam(parser)
     arguments.add_setting(parser, "--batch-size", "decoding.batch_size", "sentences per batch", type=int, metavar="N")
@@ -31,9 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--scores", action="store_true",
         help="follow each translation with a tab and its model score (log-probability / length penalty)",
     )
-    parser.add_argument("--checkpoint", type=Path, default=None, help=arguments.CHECKPOINT_HELP)
+    parser.add_argument("--checkpoint", type=Path, help=arguments.CHECKPOINT_HELP)
     parser.add_argument(
-        "--attention-plots", type=Path, default=None, metavar="DIR", help="write one attention heatmap PNG per sentence"
+        "--attention-plots", type=Path, metavar="DIR", help="write one attention heatmap PNG per sentence"
     )
     arguments.add_threads(parser)
     arguments.add_device(parser)

@@ -90,7 +90,7 @@ def attention_checks(
     if per_bucket:
         test_set = sample_test_set(test_set, settings.buckets, settings.by, per_bucket)
     scorer = CorpusScorer(test_set.references, settings.tokenize, settings.lowercase)  # all runs, all kinds
-    context = CheckContext(test_set, scorer, settings, *_buckets(test_set, settings), seed, batch_size, device)
+    context = CheckContext(test_set, scorer, settings, seed, batch_size, device)
     results = _setting(context, per_bucket, symmetrisation)
     links: dict[str, list[set[Link]]] = {}
     out = default_out_dir(run_dirs, out_dir)
@@ -112,14 +112,12 @@ def attention_checks(
 @dataclass(frozen=True)
 class CheckContext:
     """What the checks of every run share: the sentences checked, the scorer of their references, the
-    first run's evaluation settings (buckets, bootstrap), each sentence's bucket and the buckets' labels
-    (`_buckets`), the permutations' seed, and how the runs translate (batch size, device)."""
+    first run's evaluation settings (buckets, bootstrap), the permutations' seed, and how the runs translate
+    (batch size, device)."""
 
     test_set: TestSet
     scorer: CorpusScorer
     settings: EvaluationConfig
-    members: list[int]
-    labels: list[str]
     seed: int
     batch_size: int
     device: str
@@ -172,13 +170,6 @@ def _refuse_runs_without_attention(runs: Sequence[RunInfo]) -> None:
                 f"{run.name} has no attention (attention: none, RNNencdec): there are no weights to check.",
                 "Give runs with attention (RNNsearch); the fixed-vector model has one context for every step.",
             )
-
-
-def _buckets(test_set: TestSet, settings: EvaluationConfig) -> tuple[list[int], list[str]]:
-    """The bucket index of each sentence of `test_set`, and the buckets' labels."""
-    assert test_set.sources is not None
-    buckets = make_buckets(settings.buckets)
-    return assign_buckets(sentence_lengths(test_set.sources, test_set.references, settings.by), buckets), [b.label for b in buckets]
 
 
 def _greedy_bleu(
@@ -324,16 +315,18 @@ def agreement_by_bucket(name: str, loaded: LoadedRun, context: CheckContext, lin
     """Alignment agreement with the aligner's `links` of a loaded checkpoint of run `name`: over all pairs
     and per bucket, of the model's attention and, for a Transformer, of each layer's heads and their mean
     ("heads")."""
-    test_set, labels = context.test_set, context.labels
+    test_set, settings = context.test_set, context.settings
     assert test_set.sources is not None
     views = teacher_forced_argmax(loaded.model, loaded.tokenizer, test_set.sources, test_set.references, context.batch_size)
     n_src = [len(source.split()) for source in test_set.sources]
+    buckets = make_buckets(settings.buckets)
+    members = assign_buckets(sentence_lengths(test_set.sources, test_set.references, settings.by), buckets)
     scored = {}
     for view, argmaxes in views.items():
-        per_bucket, total = agreement_per_bucket(argmaxes, links, n_src, context.members, len(labels))
+        per_bucket, total = agreement_per_bucket(argmaxes, links, n_src, members, len(buckets))
         scored[view] = {
             "all": {**total.summary(), "skipped_sentences": total.skipped},
-            "buckets": {label: part.summary() for label, part in zip(labels, per_bucket, strict=True)},
+            "buckets": {bucket.label: part.summary() for bucket, part in zip(buckets, per_bucket, strict=True)},
         }
     main = scored.pop(MAIN_VIEW)
     checkpoint = loaded.checkpoint.name

@@ -46,7 +46,7 @@ def learning_curves(
     Returns the content of learning_curve.json.
     """
     check_sentences_per_bucket(per_bucket)
-    runs = describe_runs(run_dirs)
+    runs = describe_runs(run_dirs, ["decoding.beam_size=1", "decoding.nbest=1"])  # greedy
     settings = runs[0].config.evaluation
     split = split or settings.split
     per_bucket = settings.curve_sentences_per_bucket if per_bucket is None else per_bucket
@@ -104,7 +104,7 @@ def _score_checkpoints(
     assert sample.sources is not None
     points = []
     for path in checkpoints:
-        hyps, cache, cached = translate_cached(dataclasses.replace(run, checkpoint=path), sample, 1, device)
+        hyps, cache, cached = translate_cached(dataclasses.replace(run, checkpoint=path), sample, device)
         bleu, sample_bleu = curves.bucket_bleu(scorer, hyps, sample.sources, sample.references, cutoffs, by)
         points.append({"step": checkpoint_step(path), "checkpoint": shown_path(path, out), "hypotheses": shown_path(cache, out),
                        "cached": cached, "bleu": bleu, "sample_bleu": sample_bleu})

@@ -113,8 +113,8 @@ def _translate_runs(
     for run in runs:
         checkpoint_text = describe_checkpoint(run.checkpoint)
         print(f"{run.name}: checkpoint {checkpoint_text}", file=sys.stderr)
-        hypotheses[run.name], path, _ = translate_cached(run, test_set, None, device)
-        decoding = decoding_settings(run.config, None)
+        hypotheses[run.name], path, _ = translate_cached(run, test_set, device)
+        decoding = decoding_settings(run.config)
         systems[run.name] = {
             "run_dir": shown_path(run.run_dir, out),
             "checkpoint": shown_path(run.checkpoint, out),
@@ -135,9 +135,8 @@ def check_src_and_ref(src_path: Path | None, ref_path: Path | None) -> None:
 
 
 def common_test_set(runs: list[RunInfo], split: str, src_path: Path | None, ref_path: Path | None) -> TestSet:
-    """The one test set the runs are scored on: --src/--ref when given (both), else the `split` of their
-    prepared data, which must be the same for every run."""
-    check_src_and_ref(src_path, ref_path)
+    """The one test set the runs are scored on: --src/--ref when given (both: the caller has refused one
+    alone, `check_src_and_ref`), else the `split` of their prepared data, which must be the same for every run."""
     if src_path is not None and ref_path is not None:
         return file_test_set(src_path, ref_path)
     by_dir: dict[str, TestSet] = {}

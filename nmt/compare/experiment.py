@@ -98,8 +98,8 @@ def _tables(
     config: Config, timings: Timings, counts: dict[str, int | None], attention: dict[str, dict[str, float]]
 ) -> list[str]:
     """The report's tables of parameters, step times and attention entropy."""
-    runs = [(name, _attention_kind(config.for_run(name).model), counts.get(name)) for name in config.runs]
-    rows = [[name, attention, f"{count:,}"] if count else [name, "?", "?"] for name, attention, count in runs]
+    rows = [[name, _attention_kind(config.for_run(name).model), f"{counts[name]:,}"] if counts.get(name) else [name, "?", "?"]
+            for name in config.runs]
     lines = markdown_table(["run", "attention", "parameters"], rows, left=3)
     rows = [[step, f"{seconds:.0f}"] for step, seconds in timings.seconds.items()]
     lines += ["", *markdown_table(["step", "seconds"], rows, left=2)]

@@ -41,11 +41,10 @@ class RunInfo:
 
 
 def split_test_set(config: Config, split: str) -> TestSet:
-    """The `split` pairs of a run's prepared data (prepared first if needed)."""
+    """The `split` pairs of a run's prepared data (prepared first if needed; `nmt prepare` refuses an empty
+    split, nmt/data/corpus.py's load_corpus)."""
     data = config.data
     pairs = load_prepared(data).pairs(split)
-    if not pairs:
-        raise NMTError(f"the {split} split of {data.dir} is empty.", "Use the other split or --src/--ref.")
     corpus = f"{data.source} {data.hf_name}".strip()
     origin = f"split {split} of {shown_path(data.dir)} ({corpus}, {data.corpus_source().languages()})"
     return TestSet([s for s, _ in pairs], [t for _, t in pairs], origin)
@@ -65,7 +64,7 @@ def describe_runs(
         )
     infos: list[RunInfo] = []
     taken: set[str] = set()
-    for run_dir in map(Path, run_dirs):
+    for run_dir in run_dirs:
         check_run_dir(run_dir)
         name = unique_name(run_dir.resolve().name, taken)
         config = override_sections(load_config(run_dir / "config.yaml"), list(overrides), EVALUATE_SECTIONS, "nmt evaluate")
@@ -73,20 +72,16 @@ def describe_runs(
     return infos
 
 
-def decoding_settings(config: Config, beam_size: int | None) -> dict[str, Any]:
-    """The run's decoding section with the beam override applied, minus keys that do not change output."""
-    settings = asdict(config.decoding)
-    if beam_size is not None:
-        settings["beam_size"] = beam_size
-    return {k: v for k, v in settings.items() if k not in _KEY_EXEMPT}
+def decoding_settings(config: Config) -> dict[str, Any]:
+    """The run's decoding section minus keys that do not change output."""
+    return {k: v for k, v in asdict(config.decoding).items() if k not in _KEY_EXEMPT}
 
 
-def translate_cached(
-    run: RunInfo, test_set: TestSet, beam_size: int | None, device: str
-) -> tuple[list[str], Path, bool]:
-    """(hypotheses, cache file, whether it was a cache hit) of one run on the test set."""
+def translate_cached(run: RunInfo, test_set: TestSet, device: str) -> tuple[list[str], Path, bool]:
+    """(hypotheses, cache file, whether it was a cache hit) of one run on the test set, decoded with the
+    run's decoding section (`--set` overrides included: `describe_runs`)."""
     assert test_set.sources is not None, "a run translates sources"
-    decoding = decoding_settings(run.config, beam_size)
+    decoding = decoding_settings(run.config)
     key = translations.cache_key(run.checkpoint, test_set.sources, decoding)
     path = translations.cache_path(run.run_dir, key)
     hyps = translations.read_cached(path, key)
@@ -94,13 +89,10 @@ def translate_cached(
         print(f"{run.name}: re-using cached translations {path}", file=sys.stderr)
         return hyps, path, True
 
-    beam = decoding["beam_size"]
-    print(f"{run.name}: translating {len(test_set.sources)} sentences with {run.checkpoint.name} (beam {beam})",
-          file=sys.stderr)
-    translator = Translator.from_run(run.run_dir, run.checkpoint, device, beam_size=beam, decoding=run.config.decoding)
-    hyps = list(translator.translate(test_set.sources))
-    if len(hyps) != len(test_set.sources):
-        raise RuntimeError(f"{run.name}: {len(hyps)} translations for {len(test_set.sources)} sentences")
+    print(f"{run.name}: translating {len(test_set.sources)} sentences with {run.checkpoint.name} "
+          f"(beam {decoding['beam_size']})", file=sys.stderr)
+    translator = Translator.from_run(run.run_dir, run.checkpoint, device, decoding=run.config.decoding)
+    hyps = list(translator.translate(test_set.sources))  # one per sentence: Translator.translate_nbest
     translations.write_cached(path, key, test_set.origin, hyps)
     return hyps, path, False
 
@@ -117,10 +109,10 @@ def default_out_dir(run_dirs: Sequence[Path], out_dir: Path | None = None) -> Pa
     """Where a comparison command writes: `out_dir` when given (--out), else RUN_DIR/evaluation for one
     run and `evaluation/` in the runs' common parent for several."""
     if out_dir is not None:
-        return Path(out_dir)
+        return out_dir
     if len(run_dirs) == 1:
-        return Path(run_dirs[0]) / "evaluation"
-    return Path(os.path.commonpath([str(Path(d).resolve()) for d in run_dirs])) / "evaluation"
+        return run_dirs[0] / "evaluation"
+    return Path(os.path.commonpath([d.resolve() for d in run_dirs])) / "evaluation"
 
 
 def write_outputs(
