@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
+from nmt.evaluation.buckets import non_empty
 from nmt.evaluation.report import markdown_table
 
 PERTURBATION_NOTES = (
@@ -50,7 +51,7 @@ ALIGNMENT_NOTES = (
 
 def format_checks_markdown(results: dict[str, Any]) -> str:
     """attention_checks.md: the setting, then per run the perturbation table and the agreement table."""
-    labels = [label for label, n in results["n"].items() if n > 0]
+    labels = non_empty(results["n"])
     head = [f"{label} (n={results['n'][label]})" for label in labels] + [f"all (n={results['sentences']})"]
     lines = [
         "# What attention weights do and do not tell",
@@ -147,7 +148,7 @@ def checks_figure(results: dict[str, Any]) -> Figure:
     """One row per run: BLEU by bucket for each perturbation (left; for a Transformer, the evaluated
     checkpoint's agreement per layer and head), agreement by bucket per checkpoint with the chance level
     dashed (right)."""
-    labels = [label for label, n in results["n"].items() if n > 0]
+    labels = non_empty(results["n"])
     runs = results["runs"]
     figure = Figure(figsize=(12, 4 * len(runs)))
     panels = figure.subplots(len(runs), 2, squeeze=False)

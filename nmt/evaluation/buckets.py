@@ -7,7 +7,7 @@ A sentence's length is its number of whitespace-separated words, of the source b
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -58,6 +58,11 @@ def bucket_members(lengths: Sequence[int], buckets: Sequence[Bucket]) -> list[li
     for i, index in enumerate(assign_buckets(lengths, buckets)):
         members[index].append(i)
     return members
+
+
+def non_empty(counts: Mapping[str, int]) -> list[str]:
+    """The labels, in order, of the buckets that hold a sentence, from a report's {label: sentences}."""
+    return [label for label, n in counts.items() if n > 0]
 
 
 def length_matched_pairing(lengths: Sequence[int], seed: int) -> list[int]:

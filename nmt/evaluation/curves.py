@@ -17,7 +17,7 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 
 from nmt.config_sections import BucketBy
-from nmt.evaluation.buckets import bucket_members, make_buckets, sentence_lengths
+from nmt.evaluation.buckets import bucket_members, make_buckets, non_empty, sentence_lengths
 from nmt.evaluation.report import markdown_table
 from nmt.evaluation.scoring import CorpusScorer, bleu_from_stats
 from nmt.evaluation.testset import TestSet
@@ -94,7 +94,7 @@ def format_curve_markdown(results: dict[str, Any]) -> str:
         "'sample' is BLEU over the whole sample, which over-weights the rarer lengths.",
     ]
     for name, curve in results["runs"].items():
-        labels = [label for label, n in curve["n"].items() if n > 0]
+        labels = non_empty(curve["n"])
         header = ["step", *(f"{label} (n={curve['n'][label]})" for label in labels), f"sample (n={curve['n_sample']})"]
         rows = [
             [str(point["step"]), *(f"{point['bleu'][label]:.2f}" for label in labels), f"{point['sample_bleu']:.2f}"]
@@ -113,7 +113,7 @@ def learning_curve_figure(results: dict[str, Any]) -> Figure:
     panels = figure.subplots(1, len(curves), sharex=True, sharey=True, squeeze=False)[0]
     for axes, (name, curve) in zip(panels, curves.items(), strict=True):
         steps = [point["step"] for point in curve["checkpoints"]]
-        labels = [label for label, n in curve["n"].items() if n > 0]
+        labels = non_empty(curve["n"])
         for index, label in enumerate(labels):
             bleu = [point["bleu"][label] for point in curve["checkpoints"]]
             # viridis from yellow (shortest) to dark blue (longest), skipping its palest end
