@@ -17,7 +17,14 @@ from matplotlib.figure import Figure
 
 from nmt.evaluation.buckets import bucket_members, make_buckets, sentence_lengths
 from nmt.evaluation.effect import Check
-from nmt.evaluation.scoring import STATISTICS, BucketScore, Evaluation, StatisticValue, SystemScore
+from nmt.evaluation.scoring import (
+    CONFIDENCE,
+    STATISTICS,
+    BucketScore,
+    Evaluation,
+    StatisticValue,
+    SystemScore,
+)
 from nmt.fileio import atomic_open, atomic_write_text
 
 RESULTS_JSON = "results.json"
@@ -39,7 +46,7 @@ def results_dict(evaluation: Evaluation, extra_settings: dict[str, Any] | None =
         "by": config.by,
         "bootstrap_samples": config.bootstrap_samples,
         "bootstrap_seed": config.bootstrap_seed,
-        "confidence": evaluation.confidence,
+        "confidence": CONFIDENCE,
         "tokenize": config.tokenize,
         "lowercase": config.lowercase,
         "bleu_diff": "b - a",
@@ -122,7 +129,7 @@ def format_markdown(evaluation: Evaluation, scored: Sequence[str] = ()) -> str:
         lines += ["What was scored:", "", *(f"- {line}" for line in scored), ""]
     lines += [
         f"Sentences bucketed by {settings.by} length in words. BLEU is sacrebleu corpus BLEU on each bucket, "
-        f"with a {evaluation.confidence:.0%} bootstrap interval ({settings.bootstrap_samples} resamples, "
+        f"with a {CONFIDENCE:.0%} bootstrap interval ({settings.bootstrap_samples} resamples, "
         f"seed {settings.bootstrap_seed}). Differences are b - a with two-sided paired bootstrap p-values. "
         "A bucket too small to resample (evaluation.min_bucket_sentences), all included, has a dash for both.",
         "",
