@@ -287,14 +287,14 @@ def plot_bleu_by_length(
     for system in evaluation.systems:
         colour, style = styles[system.name]
         buckets = [system.buckets[i] for i in kept]
-        bleu = np.array([b.bleu for b in buckets], dtype=np.float64)
-        low, high = np.array([b.ci or (np.nan, np.nan) for b in buckets]).reshape(-1, 2).T
+        bleu = np.array([b.bleu for b in buckets])
+        low, high = np.array([b.ci or (np.nan, np.nan) for b in buckets]).T
         axes.plot(x, bleu, color=colour, linestyle=style, label=f"{system.name} (all: {system.bleu:.2f})")
         resampled = ~np.isnan(low)  # a bucket too small to resample: a hollow marker, no band
         axes.plot(x[resampled], bleu[resampled], "o", color=colour)
         axes.plot(x[~resampled], bleu[~resampled], "o", color=colour, markerfacecolor="none")
         axes.fill_between(x, low, high, color=colour, alpha=0.12, linewidth=0)
-        floor = [b.statistics["floor"].values[0] if b.statistics else np.nan for b in buckets]
+        floor = [b.statistics["floor"].values[0] for b in buckets]
         axes.plot(x, floor, color=colour, linestyle=":", linewidth=0.8, alpha=0.7)
     axes.plot([], [], color="grey", linestyle=":", linewidth=0.8, label="source-blind floor (wrong source)")
     axes.set_xticks(x, [f"{first.buckets[i].bucket.label}\nn={first.buckets[i].n}" for i in kept])
