@@ -115,8 +115,7 @@ def format_ablation(scores: dict[str, Any], labels: list[str], head: list[str], 
 def head_grid(heads: dict[str, Any]) -> tuple[list[str], list[str], list[list[float | None]]]:
     """(layer names, column names: "head 1".. and "mean", agreement over all sentences) of a checkpoint's
     per-head results, whose keys are "layer L head H" and "layer L mean"."""
-    layers = list(dict.fromkeys(view.rsplit(" ", 2)[0] if "head" in view else view.removesuffix(" mean")
-                                for view in heads))
+    layers = list(dict.fromkeys(" ".join(view.split()[:2]) for view in heads))  # "layer L"
     columns = list(dict.fromkeys(view.split(" ", 2)[2] for view in heads))
     grid = [[heads[f"{layer} {column}"]["all"]["agreement"] for column in columns] for layer in layers]
     return layers, columns, grid
@@ -165,10 +164,9 @@ def checks_figure(results: dict[str, Any]) -> Figure:
         for point in entry.get("alignment", []):
             right.plot(labels, [100 * (point["buckets"][label]["agreement"] or 0) for label in labels],
                        marker="o", label=f"{point['checkpoint'].removesuffix('.pt')} (step {point['step']})")
-        if entry.get("alignment"):
-            last = entry["alignment"][-1]["buckets"]
+        if final:
             for key, style in (("diagonal", "k:"), ("chance", "k--")):
-                right.plot(labels, [100 * (last[label][key] or 0) for label in labels], style, label=key)
+                right.plot(labels, [100 * (final["buckets"][label][key] or 0) for label in labels], style, label=key)
         right.set_title(f"{name}: argmax agrees with eflomal (%)")
         right.set(ylim=(0, 100), xlabel=f"{results['by']} length (words)")
         right.grid(alpha=0.3)
