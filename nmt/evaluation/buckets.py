@@ -52,11 +52,11 @@ def assign_buckets(lengths: Sequence[int], buckets: Sequence[Bucket]) -> list[in
     return [next(i for i, bucket in enumerate(buckets) if bucket.contains(length)) for length in lengths]
 
 
-def bucket_members(lengths: Sequence[int], buckets: Sequence[Bucket]) -> list[list[int]]:
-    """Per bucket, the indices (increasing) of the sentences whose length falls in it."""
-    members: list[list[int]] = [[] for _ in buckets]
+def bucket_members(lengths: Sequence[int], buckets: Sequence[Bucket]) -> dict[Bucket, list[int]]:
+    """Each bucket, in order, with the indices (increasing) of the sentences whose length falls in it."""
+    members: dict[Bucket, list[int]] = {bucket: [] for bucket in buckets}
     for i, index in enumerate(assign_buckets(lengths, buckets)):
-        members[index].append(i)
+        members[buckets[index]].append(i)
     return members
 
 

@@ -212,10 +212,9 @@ def pick_examples(evaluation: Evaluation, lengths: Sequence[int], per_bucket: in
     """(bucket label, sentence indices) of up to `per_bucket` sentences of each non-empty bucket, bucketed
     by their `lengths` (`sentence_lengths`) and drawn with `evaluation.bootstrap_seed`: the same sentences
     for the same test set and settings."""
-    buckets = make_buckets(evaluation.settings.buckets)
     rng = np.random.default_rng([evaluation.settings.bootstrap_seed, len(lengths)])
     picked = []
-    for bucket, rows in zip(buckets, bucket_members(lengths, buckets), strict=True):
+    for bucket, rows in bucket_members(lengths, make_buckets(evaluation.settings.buckets)).items():
         if rows:
             chosen = rng.choice(rows, size=min(per_bucket, len(rows)), replace=False)
             picked.append((bucket.label, sorted(int(i) for i in chosen)))

@@ -275,11 +275,10 @@ def score_systems(
     `length_matched_pairing` with `bootstrap_seed`.
     """
     scorer = CorpusScorer(references, settings.tokenize, settings.lowercase)
-    buckets = make_buckets(settings.buckets)
     lengths = sentence_lengths(sources, references, settings.by)
     names = list(hypotheses)
     pairs = list(itertools.combinations(range(len(names)), 2))
-    (whole, whole_diffs), *parts = _score_subsets(scorer, hypotheses, lengths, buckets, settings, pairs)
+    (whole, whole_diffs), *parts = _score_subsets(scorer, hypotheses, lengths, settings, pairs)
     systems = []
     for k, (name, score) in enumerate(zip(names, whole, strict=True)):
         assert score.bleu is not None  # the whole set is never empty
@@ -295,7 +294,7 @@ def score_systems(
 
 def _score_subsets(
     scorer: CorpusScorer, hypotheses: Mapping[str, Sequence[str]], lengths: Sequence[int],
-    buckets: Sequence[Bucket], settings: EvaluationConfig, pairs: Sequence[tuple[int, int]],
+    settings: EvaluationConfig, pairs: Sequence[tuple[int, int]],
 ) -> list[tuple[list[BucketScore], list[BucketComparison]]]:
     """Every system (a BucketScore each, with its STATISTICS) and every pair (a, b) of system indices (a
     BucketComparison each) on the whole set (first, as a bucket of every length) and on each bucket; each
@@ -308,8 +307,8 @@ def _score_subsets(
         for lines in hypotheses.values()
     ]
     subsets = []
-    members = [list(range(scorer.n)), *bucket_members(lengths, buckets)]
-    for i, (bucket, rows) in enumerate(zip([Bucket("all", 0, None), *buckets], members, strict=True)):
+    members = {Bucket("all", 0, None): list(range(scorer.n)), **bucket_members(lengths, make_buckets(settings.buckets))}
+    for i, (bucket, rows) in enumerate(members.items()):
         if not rows:
             empty = [BucketScore(bucket, 0, None, None) for _ in stats]
             subsets.append((empty, [BucketComparison(bucket, None, None) for _ in pairs]))
