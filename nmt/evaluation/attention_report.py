@@ -180,7 +180,7 @@ def checks_figure(results: dict[str, Any]) -> Figure:
 def _heads_heatmap(axes: Any, point: dict[str, Any], name: str) -> None:
     """Agreement (%) per decoder layer (rows) and head (columns, then their mean), numbers in the cells."""
     layers, columns, grid = head_grid(point["heads"])
-    values = 100 * np.array([[np.nan if v is None else v for v in row] for row in grid])
+    values = 100 * np.array(grid, dtype=float)  # None: NaN
     image = axes.imshow(values, cmap="viridis", vmin=0, vmax=100, aspect="auto")
     axes.figure.colorbar(image, ax=axes, label="agreement (%)")
     axes.set_xticks(range(len(columns)), columns)
