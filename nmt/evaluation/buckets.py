@@ -75,13 +75,12 @@ def length_matched_pairing(lengths: Sequence[int], seed: int) -> list[int]:
     groups: dict[int, list[int]] = {}
     for i in np.random.default_rng(seed).permutation(len(lengths)).tolist():
         groups.setdefault(lengths[i], []).append(i)
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    position = {i: k for k, i in enumerate(order)}
     pairing = list(range(len(lengths)))
     for members in groups.values():
         for k, i in enumerate(members):
             pairing[i] = members[(k + 1) % len(members)]
-    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-    position = {i: k for k, i in enumerate(order)}
-    for members in groups.values():
         if len(members) == 1 and len(order) > 1:
             k = position[members[0]]
             pairing[members[0]] = order[k + 1] if k + 1 < len(order) else order[k - 1]
