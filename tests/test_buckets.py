@@ -57,8 +57,8 @@ def test_custom_cutoffs() -> None:
     assert [b.label for b in buckets] == ["<5", "[5,15)", ">=15"]
     lengths = [4, 5, 14, 15]
     assert assign_buckets(lengths, buckets) == [0, 1, 1, 2]
-    assert bucket_members([14, 4, 5, 15, 40], buckets) == [[1], [0, 2], [3, 4]]
-    assert bucket_members([1, 2], buckets) == [[0, 1], [], []]  # an empty bucket keeps its place
+    assert bucket_members([14, 4, 5, 15, 40], buckets) == dict(zip(buckets, [[1], [0, 2], [3, 4]], strict=True))
+    assert list(bucket_members([1, 2], buckets).values()) == [[0, 1], [], []]  # an empty bucket keeps its place
     single = make_buckets([3])
     assert [b.label for b in single] == ["<3", ">=3"]
 

@@ -85,16 +85,13 @@ def align_words(
     with tempfile.TemporaryDirectory() as tmp:
         fwd_path, rev_path = Path(tmp) / "fwd", Path(tmp) / "rev"
         eflomal.Aligner().align(
-            [" ".join(sources[i].split()) + "\n" for i in keep],
-            [" ".join(targets[i].split()) + "\n" for i in keep],
+            *([" ".join(side[i].split()) + "\n" for i in keep] for side in (sources, targets)),
             links_filename_fwd=str(fwd_path),
             links_filename_rev=str(rev_path),
             quiet=True,
         )
-        forward = fwd_path.read_text(encoding="utf-8").splitlines()
-        reverse = rev_path.read_text(encoding="utf-8").splitlines()
-    if not (len(forward) == len(reverse) == len(keep)):
-        raise RuntimeError(f"eflomal wrote {len(forward)}/{len(reverse)} link lines for {len(keep)} pairs")
+        forward, reverse = (path.read_text(encoding="utf-8").splitlines() for path in (fwd_path, rev_path))
+    # zip(strict=True) refuses link files of another length than the pairs
     for index, fwd_line, rev_line in zip(keep, forward, reverse, strict=True):
         result[index] = symmetrise(parse_links(fwd_line), parse_links(rev_line), method)
     return result

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
+from nmt.evaluation.buckets import non_empty
 from nmt.evaluation.report import markdown_table
 
 PERTURBATION_NOTES = (
@@ -50,7 +51,7 @@ ALIGNMENT_NOTES = (
 
 def format_checks_markdown(results: dict[str, Any]) -> str:
     """attention_checks.md: the setting, then per run the perturbation table and the agreement table."""
-    labels = [label for label, n in results["n"].items() if n > 0]
+    labels = non_empty(results["n"])
     head = [f"{label} (n={results['n'][label]})" for label in labels] + [f"all (n={results['sentences']})"]
     lines = [
         "# What attention weights do and do not tell",
@@ -114,8 +115,7 @@ def format_ablation(scores: dict[str, Any], labels: list[str], head: list[str], 
 def head_grid(heads: dict[str, Any]) -> tuple[list[str], list[str], list[list[float | None]]]:
     """(layer names, column names: "head 1".. and "mean", agreement over all sentences) of a checkpoint's
     per-head results, whose keys are "layer L head H" and "layer L mean"."""
-    layers = list(dict.fromkeys(view.rsplit(" ", 2)[0] if "head" in view else view.removesuffix(" mean")
-                                for view in heads))
+    layers = list(dict.fromkeys(" ".join(view.split()[:2]) for view in heads))  # "layer L"
     columns = list(dict.fromkeys(view.split(" ", 2)[2] for view in heads))
     grid = [[heads[f"{layer} {column}"]["all"]["agreement"] for column in columns] for layer in layers]
     return layers, columns, grid
@@ -147,7 +147,7 @@ def checks_figure(results: dict[str, Any]) -> Figure:
     """One row per run: BLEU by bucket for each perturbation (left; for a Transformer, the evaluated
     checkpoint's agreement per layer and head), agreement by bucket per checkpoint with the chance level
     dashed (right)."""
-    labels = [label for label, n in results["n"].items() if n > 0]
+    labels = non_empty(results["n"])
     runs = results["runs"]
     figure = Figure(figsize=(12, 4 * len(runs)))
     panels = figure.subplots(len(runs), 2, squeeze=False)
@@ -164,10 +164,9 @@ def checks_figure(results: dict[str, Any]) -> Figure:
         for point in entry.get("alignment", []):
             right.plot(labels, [100 * (point["buckets"][label]["agreement"] or 0) for label in labels],
                        marker="o", label=f"{point['checkpoint'].removesuffix('.pt')} (step {point['step']})")
-        if entry.get("alignment"):
-            last = entry["alignment"][-1]["buckets"]
+        if final:
             for key, style in (("diagonal", "k:"), ("chance", "k--")):
-                right.plot(labels, [100 * (last[label][key] or 0) for label in labels], style, label=key)
+                right.plot(labels, [100 * (final["buckets"][label][key] or 0) for label in labels], style, label=key)
         right.set_title(f"{name}: argmax agrees with eflomal (%)")
         right.set(ylim=(0, 100), xlabel=f"{results['by']} length (words)")
         right.grid(alpha=0.3)
@@ -181,7 +180,7 @@ def checks_figure(results: dict[str, Any]) -> Figure:
 def _heads_heatmap(axes: Any, point: dict[str, Any], name: str) -> None:
     """Agreement (%) per decoder layer (rows) and head (columns, then their mean), numbers in the cells."""
     layers, columns, grid = head_grid(point["heads"])
-    values = 100 * np.array([[np.nan if v is None else v for v in row] for row in grid])
+    values = 100 * np.array(grid, dtype=float)  # None: NaN
     image = axes.imshow(values, cmap="viridis", vmin=0, vmax=100, aspect="auto")
     axes.figure.colorbar(image, ax=axes, label="agreement (%)")
     axes.set_xticks(range(len(columns)), columns)

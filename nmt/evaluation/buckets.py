@@ -7,7 +7,7 @@ A sentence's length is its number of whitespace-separated words, of the source b
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -52,12 +52,17 @@ def assign_buckets(lengths: Sequence[int], buckets: Sequence[Bucket]) -> list[in
     return [next(i for i, bucket in enumerate(buckets) if bucket.contains(length)) for length in lengths]
 
 
-def bucket_members(lengths: Sequence[int], buckets: Sequence[Bucket]) -> list[list[int]]:
-    """Per bucket, the indices (increasing) of the sentences whose length falls in it."""
-    members: list[list[int]] = [[] for _ in buckets]
+def bucket_members(lengths: Sequence[int], buckets: Sequence[Bucket]) -> dict[Bucket, list[int]]:
+    """Each bucket, in order, with the indices (increasing) of the sentences whose length falls in it."""
+    members: dict[Bucket, list[int]] = {bucket: [] for bucket in buckets}
     for i, index in enumerate(assign_buckets(lengths, buckets)):
-        members[index].append(i)
+        members[buckets[index]].append(i)
     return members
+
+
+def non_empty(counts: Mapping[str, int]) -> list[str]:
+    """The labels, in order, of the buckets that hold a sentence, from a report's {label: sentences}."""
+    return [label for label, n in counts.items() if n > 0]
 
 
 def length_matched_pairing(lengths: Sequence[int], seed: int) -> list[int]:
@@ -70,13 +75,12 @@ def length_matched_pairing(lengths: Sequence[int], seed: int) -> list[int]:
     groups: dict[int, list[int]] = {}
     for i in np.random.default_rng(seed).permutation(len(lengths)).tolist():
         groups.setdefault(lengths[i], []).append(i)
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    position = {i: k for k, i in enumerate(order)}
     pairing = list(range(len(lengths)))
     for members in groups.values():
         for k, i in enumerate(members):
             pairing[i] = members[(k + 1) % len(members)]
-    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-    position = {i: k for k, i in enumerate(order)}
-    for members in groups.values():
         if len(members) == 1 and len(order) > 1:
             k = position[members[0]]
             pairing[members[0]] = order[k + 1] if k + 1 < len(order) else order[k - 1]

@@ -17,7 +17,7 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 
 from nmt.config_sections import BucketBy
-from nmt.evaluation.buckets import bucket_members, make_buckets, sentence_lengths
+from nmt.evaluation.buckets import bucket_members, make_buckets, non_empty, sentence_lengths
 from nmt.evaluation.report import markdown_table
 from nmt.evaluation.scoring import CorpusScorer, bleu_from_stats
 from nmt.evaluation.testset import TestSet
@@ -36,7 +36,7 @@ def curve_sample(
     """Indices (increasing) of the curve's sample: up to `per_bucket` sentences of each bucket (0 = all),
     those whose sha256 of "source TAB reference" is smallest, the index breaking ties of duplicates."""
     chosen: list[int] = []
-    for rows in bucket_members(sentence_lengths(sources, references, by), make_buckets(cutoffs)):
+    for rows in bucket_members(sentence_lengths(sources, references, by), make_buckets(cutoffs)).values():
         if per_bucket and len(rows) > per_bucket:
             rows = sorted(rows, key=lambda i: (_digest(sources[i], references[i]), i))[:per_bucket]
         chosen += rows
@@ -53,9 +53,8 @@ def sample_test_set(full: TestSet, cutoffs: Sequence[int], by: BucketBy, per_buc
 def bucket_counts(sample: TestSet, cutoffs: Sequence[int], by: BucketBy) -> dict[str, int]:
     """Sentences of `sample` (a sample the curve translates: it has sources) in each bucket, by label."""
     assert sample.sources is not None, "the curve translates sources"
-    buckets = make_buckets(cutoffs)
-    members = bucket_members(sentence_lengths(sample.sources, sample.references, by), buckets)
-    return {bucket.label: len(rows) for bucket, rows in zip(buckets, members, strict=True)}
+    members = bucket_members(sentence_lengths(sample.sources, sample.references, by), make_buckets(cutoffs))
+    return {bucket.label: len(rows) for bucket, rows in members.items()}
 
 
 def _digest(source: str, reference: str) -> str:
@@ -73,12 +72,11 @@ def bucket_bleu(
     """Corpus BLEU of each bucket (None when it is empty), and of all the sentences given. `scorer` holds
     `references` with the run's evaluation.tokenize and evaluation.lowercase, as `nmt evaluate` scores
     them; the caller builds it once for every hypothesis set of those references."""
-    buckets = make_buckets(cutoffs)
     stats = scorer.sentence_stats(hypotheses)  # n x N_STATS
-    members = bucket_members(sentence_lengths(sources, references, by), buckets)
+    members = bucket_members(sentence_lengths(sources, references, by), make_buckets(cutoffs))
     scores: dict[str, float | None] = {
         bucket.label: float(bleu_from_stats(stats[rows].sum(axis=0))) if rows else None
-        for bucket, rows in zip(buckets, members, strict=True)
+        for bucket, rows in members.items()
     }
     return scores, float(bleu_from_stats(stats.sum(axis=0)))
 
@@ -94,7 +92,7 @@ def format_curve_markdown(results: dict[str, Any]) -> str:
         "'sample' is BLEU over the whole sample, which over-weights the rarer lengths.",
     ]
     for name, curve in results["runs"].items():
-        labels = [label for label, n in curve["n"].items() if n > 0]
+        labels = non_empty(curve["n"])
         header = ["step", *(f"{label} (n={curve['n'][label]})" for label in labels), f"sample (n={curve['n_sample']})"]
         rows = [
             [str(point["step"]), *(f"{point['bleu'][label]:.2f}" for label in labels), f"{point['sample_bleu']:.2f}"]
@@ -113,7 +111,7 @@ def learning_curve_figure(results: dict[str, Any]) -> Figure:
     panels = figure.subplots(1, len(curves), sharex=True, sharey=True, squeeze=False)[0]
     for axes, (name, curve) in zip(panels, curves.items(), strict=True):
         steps = [point["step"] for point in curve["checkpoints"]]
-        labels = [label for label, n in curve["n"].items() if n > 0]
+        labels = non_empty(curve["n"])
         for index, label in enumerate(labels):
             bleu = [point["bleu"][label] for point in curve["checkpoints"]]
             # viridis from yellow (shortest) to dark blue (longest), skipping its palest end

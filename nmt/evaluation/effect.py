@@ -60,7 +60,7 @@ class LongSentences:
     """The long sentences (`words` words or more): how many, and each system's corpus BLEU on them."""
 
     n: int
-    bleu: dict[str, float]  # NaN for every system when n is 0
+    bleu: dict[str, float]  # empty when n is 0
     words: int  # "long": this many words or more (evaluation.long_words)
     # each system's BLEU on the same bootstrap resamples of these sentences (n_samples); empty when n is 0
     samples: dict[str, np.ndarray] = field(default_factory=dict)
@@ -77,7 +77,7 @@ def long_sentence_bleu(
     words = settings.long_words
     rows = np.flatnonzero(np.asarray(sentence_lengths(sources, references, settings.by)) >= words)
     if rows.size == 0:
-        return LongSentences(0, dict.fromkeys(hypotheses, float("nan")), words)
+        return LongSentences(0, {}, words)
     scorer = CorpusScorer(references, settings.tokenize, settings.lowercase)
     stats = {name: scorer.sentence_stats(lines)[rows] for name, lines in hypotheses.items()}
     samples = bootstrap_bleu(list(stats.values()), settings.bootstrap_samples, [settings.bootstrap_seed, words])
@@ -97,7 +97,7 @@ def _ahead_check(evaluation: Evaluation, baseline: str, att: SystemScore) -> Che
     claim = f"{attention} ahead with p < {limits.significance:g} in every bucket from {from_words} words"
     tested, skipped = [], []
     for b, score in zip(comparison.buckets, att.buckets, strict=True):
-        if b.bucket.low < from_words or score.n == 0 or b.bleu_diff is None:
+        if b.bucket.low < from_words or b.bleu_diff is None:  # None: an empty bucket
             continue
         if score.n < min_sentences or b.p is None:
             skipped.append(f"{b.bucket.label} ({score.n})")
@@ -135,7 +135,7 @@ def _retention(
     untold = _long_untold(claim, long, min_sentences)
     if untold is not None:
         return untold
-    speaking = [b for b in system.buckets if b.n >= min_sentences and b.bleu is not None]
+    speaking = [b for b in system.buckets if b.n >= min_sentences]  # min_bucket_sentences >= 1: never empty
     best = max(speaking, key=lambda b: b.bleu or 0.0, default=None)  # the best bucket that speaks
     if best is None or best.bleu is None or best.ci is None:
         return Check(claim, None, f"no bucket with {min_sentences}+ sentences")

@@ -17,7 +17,14 @@ from matplotlib.figure import Figure
 
 from nmt.evaluation.buckets import bucket_members, make_buckets, sentence_lengths
 from nmt.evaluation.effect import Check
-from nmt.evaluation.scoring import STATISTICS, BucketScore, Evaluation, StatisticValue, SystemScore
+from nmt.evaluation.scoring import (
+    CONFIDENCE,
+    STATISTICS,
+    BucketScore,
+    Evaluation,
+    StatisticValue,
+    SystemScore,
+)
 from nmt.fileio import atomic_open, atomic_write_text
 
 RESULTS_JSON = "results.json"
@@ -39,7 +46,7 @@ def results_dict(evaluation: Evaluation, extra_settings: dict[str, Any] | None =
         "by": config.by,
         "bootstrap_samples": config.bootstrap_samples,
         "bootstrap_seed": config.bootstrap_seed,
-        "confidence": evaluation.confidence,
+        "confidence": CONFIDENCE,
         "tokenize": config.tokenize,
         "lowercase": config.lowercase,
         "bleu_diff": "b - a",
@@ -122,7 +129,7 @@ def format_markdown(evaluation: Evaluation, scored: Sequence[str] = ()) -> str:
         lines += ["What was scored:", "", *(f"- {line}" for line in scored), ""]
     lines += [
         f"Sentences bucketed by {settings.by} length in words. BLEU is sacrebleu corpus BLEU on each bucket, "
-        f"with a {evaluation.confidence:.0%} bootstrap interval ({settings.bootstrap_samples} resamples, "
+        f"with a {CONFIDENCE:.0%} bootstrap interval ({settings.bootstrap_samples} resamples, "
         f"seed {settings.bootstrap_seed}). Differences are b - a with two-sided paired bootstrap p-values. "
         "A bucket too small to resample (evaluation.min_bucket_sentences), all included, has a dash for both.",
         "",
@@ -205,10 +212,9 @@ def pick_examples(evaluation: Evaluation, lengths: Sequence[int], per_bucket: in
     """(bucket label, sentence indices) of up to `per_bucket` sentences of each non-empty bucket, bucketed
     by their `lengths` (`sentence_lengths`) and drawn with `evaluation.bootstrap_seed`: the same sentences
     for the same test set and settings."""
-    buckets = make_buckets(evaluation.settings.buckets)
     rng = np.random.default_rng([evaluation.settings.bootstrap_seed, len(lengths)])
     picked = []
-    for bucket, rows in zip(buckets, bucket_members(lengths, buckets), strict=True):
+    for bucket, rows in bucket_members(lengths, make_buckets(evaluation.settings.buckets)).items():
         if rows:
             chosen = rng.choice(rows, size=min(per_bucket, len(rows)), replace=False)
             picked.append((bucket.label, sorted(int(i) for i in chosen)))
@@ -280,14 +286,14 @@ def plot_bleu_by_length(
     for system in evaluation.systems:
         colour, style = styles[system.name]
         buckets = [system.buckets[i] for i in kept]
-        bleu = np.array([b.bleu for b in buckets], dtype=np.float64)
-        low, high = np.array([b.ci or (np.nan, np.nan) for b in buckets]).reshape(-1, 2).T
+        bleu = np.array([b.bleu for b in buckets])
+        low, high = np.array([b.ci or (np.nan, np.nan) for b in buckets]).T
         axes.plot(x, bleu, color=colour, linestyle=style, label=f"{system.name} (all: {system.bleu:.2f})")
         resampled = ~np.isnan(low)  # a bucket too small to resample: a hollow marker, no band
         axes.plot(x[resampled], bleu[resampled], "o", color=colour)
         axes.plot(x[~resampled], bleu[~resampled], "o", color=colour, markerfacecolor="none")
         axes.fill_between(x, low, high, color=colour, alpha=0.12, linewidth=0)
-        floor = [b.statistics["floor"].values[0] if b.statistics else np.nan for b in buckets]
+        floor = [b.statistics["floor"].values[0] for b in buckets]
         axes.plot(x, floor, color=colour, linestyle=":", linewidth=0.8, alpha=0.7)
     axes.plot([], [], color="grey", linestyle=":", linewidth=0.8, label="source-blind floor (wrong source)")
     axes.set_xticks(x, [f"{first.buckets[i].bucket.label}\nn={first.buckets[i].n}" for i in kept])

@@ -28,6 +28,7 @@ from nmt.evaluation.buckets import (
 MAX_ORDER = 4
 # Columns of a stats row, in sacrebleu's order: hyp length, ref length, matches 1..4, totals 1..4.
 N_STATS = 2 + 2 * MAX_ORDER
+CONFIDENCE = 0.95  # of every bootstrap interval
 # Resample in chunks so that the count matrix stays small for large test sets.
 _CHUNK_CELLS = 4_000_000
 
@@ -42,14 +43,15 @@ class CorpusScorer:
         if not references:
             raise NMTError("the evaluation set is empty: no sentences to score.", "Check the split or --src/--ref.")
         self.n = len(references)
+        streams = [list(references)]  # sacrebleu's reference streams: this one
         try:
-            self._bleu = BLEU(references=[list(references)], tokenize=tokenize, lowercase=lowercase, force=True)
+            self._bleu = BLEU(references=streams, tokenize=tokenize, lowercase=lowercase, force=True)
         except (ImportError, RuntimeError) as exc:  # ja-mecab without its packages
             raise NMTError(
                 f"evaluation.tokenize {tokenize} cannot be used here: {' '.join(str(exc).split())}",
                 "Install its extra (pip install 'sacrebleu[ja]' for ja-mecab), or choose another tokenizer.",
             ) from None
-        self._chrf = CHRF(references=[list(references)], lowercase=lowercase)
+        self._chrf = CHRF(references=streams, lowercase=lowercase)
         # e.g. nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0
         self.bleu_signature, self.chrf_signature = str(self._bleu.get_signature()), str(self._chrf.get_signature())
 
@@ -87,20 +89,18 @@ def warn_if_tokenized(hypotheses: Mapping[str, Sequence[str]], tokenize: Tokeniz
 
 def bleu_from_stats(stats: np.ndarray) -> np.ndarray:
     """Corpus BLEU (0-100) from summed statistics, as sacrebleu computes it.  # ... x N_STATS -> ..."""
-    stats = np.asarray(stats, dtype=np.float64)
     sys_len, ref_len = stats[..., 0], stats[..., 1]
     correct, total = stats[..., 2 : 2 + MAX_ORDER], stats[..., 2 + MAX_ORDER :]
     with np.errstate(divide="ignore", invalid="ignore"):
-        brevity = np.where(
-            sys_len >= ref_len, 1.0, np.where(sys_len > 0, np.exp(1.0 - ref_len / sys_len), 0.0)
-        )
+        brevity = np.where(sys_len >= ref_len, 1.0, np.exp(1.0 - ref_len / sys_len))
         # exp smoothing (mteval-v13a): the k-th order without matches gets precision 1 / (2^k total).
         zero = correct == 0
         halvings = np.cumsum(zero, axis=-1)
         precision = np.where(zero, 100.0 / (2.0**halvings * total), 100.0 * correct / total)
         log_mean = np.sum(np.log(np.where(total > 0, precision, 1.0)), axis=-1) / MAX_ORDER
         score = brevity * np.exp(log_mean)
-    # sacrebleu returns 0 when nothing matches or some order has no n-grams at all.
+    # sacrebleu returns 0 when nothing matches or some order has no n-grams at all (an empty output too: its
+    # unigram total is its length).
     defined = np.all(total > 0, axis=-1) & np.any(correct > 0, axis=-1)
     return np.where(defined, score, 0.0)
 
@@ -129,9 +129,9 @@ def bootstrap_bleu(stats_per_system: Sequence[np.ndarray], n_samples: int, seed:
     return bleu_from_stats(bootstrap_sums(stats_per_system, n_samples, seed)).T
 
 
-def percentile_interval(samples: np.ndarray, level: float = 0.95) -> tuple[float, float]:
-    """Percentile bootstrap interval of the resampled scores."""
-    tail = 100.0 * (1.0 - level) / 2.0
+def percentile_interval(samples: np.ndarray) -> tuple[float, float]:
+    """Percentile bootstrap interval (CONFIDENCE) of the resampled scores."""
+    tail = 100.0 * (1.0 - CONFIDENCE) / 2.0
     low, high = np.percentile(samples, [tail, 100.0 - tail])
     return float(low), float(high)
 
@@ -257,7 +257,6 @@ class Evaluation:
     systems: list[SystemScore]
     comparisons: list[Comparison]
     settings: EvaluationConfig
-    confidence: float = 0.95
 
 
 def score_systems(
@@ -276,11 +275,10 @@ def score_systems(
     `length_matched_pairing` with `bootstrap_seed`.
     """
     scorer = CorpusScorer(references, settings.tokenize, settings.lowercase)
-    buckets = make_buckets(settings.buckets)
     lengths = sentence_lengths(sources, references, settings.by)
     names = list(hypotheses)
     pairs = list(itertools.combinations(range(len(names)), 2))
-    (whole, whole_diffs), *parts = _score_subsets(scorer, hypotheses, lengths, buckets, settings, pairs)
+    (whole, whole_diffs), *parts = _score_subsets(scorer, hypotheses, lengths, settings, pairs)
     systems = []
     for k, (name, score) in enumerate(zip(names, whole, strict=True)):
         assert score.bleu is not None  # the whole set is never empty
@@ -296,7 +294,7 @@ def score_systems(
 
 def _score_subsets(
     scorer: CorpusScorer, hypotheses: Mapping[str, Sequence[str]], lengths: Sequence[int],
-    buckets: Sequence[Bucket], settings: EvaluationConfig, pairs: Sequence[tuple[int, int]],
+    settings: EvaluationConfig, pairs: Sequence[tuple[int, int]],
 ) -> list[tuple[list[BucketScore], list[BucketComparison]]]:
     """Every system (a BucketScore each, with its STATISTICS) and every pair (a, b) of system indices (a
     BucketComparison each) on the whole set (first, as a bucket of every length) and on each bucket; each
@@ -309,8 +307,8 @@ def _score_subsets(
         for lines in hypotheses.values()
     ]
     subsets = []
-    members = [list(range(scorer.n)), *bucket_members(lengths, buckets)]
-    for i, (bucket, rows) in enumerate(zip([Bucket("all", 0, None), *buckets], members, strict=True)):
+    members = {Bucket("all", 0, None): list(range(scorer.n)), **bucket_members(lengths, make_buckets(settings.buckets))}
+    for i, (bucket, rows) in enumerate(members.items()):
         if not rows:
             empty = [BucketScore(bucket, 0, None, None) for _ in stats]
             subsets.append((empty, [BucketComparison(bucket, None, None) for _ in pairs]))
