@@ -251,6 +251,7 @@ def scaling_figure(results: dict[str, Any]) -> Figure:
         axes.set_title(title)
         axes.set_xlabel("d (attention_size; a Transformer's d_k per head)")
         axes.grid(alpha=0.3)
-    panels[-1].legend(fontsize=8)
-    figure.tight_layout()
+    # below the panels, not inside one: inside, it covered points of the gradient panel
+    figure.legend(*panels[0].get_legend_handles_labels(), loc="lower center", ncol=4, fontsize=8)
+    figure.tight_layout(rect=(0, 0.1, 1, 1))
     return figure
