@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,6 @@ import torch
 
 from nmt.errors import NMTError
 from nmt.fileio import atomic_open
-from nmt.typed_yaml import fits
 
 CHECKPOINT_DIR = "checkpoints"
 BEST_NAME = "best.pt"
@@ -111,8 +109,8 @@ class Checkpoint:
 
     @classmethod
     def from_dict(cls, state: Any, path: Path) -> Checkpoint:
-        """Read what `to_dict` wrote (the content of file `path`, which errors name); a foreign or damaged
-        content is an NMTError saying which key is missing or of the wrong type."""
+        """Read what `to_dict` wrote (the content of file `path`, which errors name); a foreign or truncated
+        content is an NMTError saying which keys are missing."""
         if not isinstance(state, dict) or "model" not in state:
             raise NMTError(f"{path} is not an nmt checkpoint (no model weights in it).",
                            "Point to a file in RUN_DIR/checkpoints/.")
@@ -123,25 +121,18 @@ class Checkpoint:
         return cls(**fields, training=training)
 
 
-# The file's keys are these fields' names; their annotations, resolved to types, say which types their
-# values may have (typed_yaml's check).
+# The file's keys are these fields' names.
 _WEIGHT_FIELDS = [field for field in dataclasses.fields(Checkpoint) if field.name != "training"]
 _TRAINING_FIELDS = list(dataclasses.fields(TrainingState))
-_FIELD_TYPES = {**typing.get_type_hints(Checkpoint), **typing.get_type_hints(TrainingState)}
 
 
 def _checked(state: dict[str, Any], fields: list[dataclasses.Field], path: Path) -> dict[str, Any]:
-    """The values of `fields` in `state`, each of a type its annotation names (typed_yaml's rule, as for the
-    config: an int passes for a float, a bool for nothing); an absent key is an error for a field without a
-    default, else None."""
+    """The values of `fields` in `state`; an absent key is an error for a field without a default, else None.
+    Their types are not checked: the files are this program's own, and torch.load(weights_only=True) has
+    already refused any content but tensors and plain containers."""
     missing = [f.name for f in fields if f.name not in state and f.default is dataclasses.MISSING]
     if missing:
         raise NMTError(f"{path} is not a complete nmt checkpoint: it lacks {', '.join(missing)}.",
-                       "It was damaged or written by another program; use another checkpoint of the run.")
-    wrong = [f"its {f.name} is a {type(state.get(f.name)).__name__}"
-             for f in fields if not fits(state.get(f.name), _FIELD_TYPES[f.name])]
-    if wrong:
-        raise NMTError(f"{path} is not an nmt checkpoint of this format ({'; '.join(wrong)}).",
                        "It was damaged or written by another program; use another checkpoint of the run.")
     return {f.name: state.get(f.name) for f in fields}
 
