@@ -41,7 +41,7 @@ def checkpoint_step(path: Path) -> int:
 
 def _named(run_dir: Path, pattern: re.Pattern[str]) -> list[Path]:
     """The files of RUN_DIR/checkpoints/ whose names match `pattern` (none while the folder is absent)."""
-    folder = Path(run_dir) / CHECKPOINT_DIR
+    folder = run_dir / CHECKPOINT_DIR
     return [p for p in folder.iterdir() if pattern.match(p.name)] if folder.is_dir() else []
 
 
@@ -145,7 +145,6 @@ def save_checkpoint(path: Path, checkpoint: Checkpoint) -> None:
 
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> Checkpoint:
     """Read a checkpoint written by `save_checkpoint`; anything unreadable becomes an NMTError naming the file."""
-    path = Path(path)
     if not path.is_file():
         raise NMTError(f"checkpoint not found: {path}", "Check the path, or list the run's checkpoints/ folder.")
     try:
@@ -162,7 +161,6 @@ def resolve_checkpoint(run_dir: Path, checkpoint: str | Path | None) -> Path:
     """The checkpoint file a command uses, by one rule for every --checkpoint: none given is the run's
     best.pt, else its latest periodic checkpoint; a bare file name (best.pt, averaged.pt, step_00000300.pt)
     is looked up in RUN_DIR/checkpoints/; a path with a folder part is used as it is."""
-    run_dir = Path(run_dir)
     folder = run_dir / CHECKPOINT_DIR
     if checkpoint is None:
         if (folder / BEST_NAME).is_file():
@@ -195,10 +193,10 @@ def describe_checkpoint(path: Path) -> str:
     """A checkpoint for reports: its file, its step, and what it averages or what chose it (best.pt: the
     best validation score by training.early_stopping_metric; a BLEU under 1 says little, and the text says so)."""
     checkpoint = load_checkpoint(path)
-    text = f"{Path(path).name} (step {checkpoint.step}"
+    text = f"{path.name} (step {checkpoint.step}"
     if checkpoint.averaged_steps:
         text += f", the average of steps {', '.join(str(int(s)) for s in checkpoint.averaged_steps)}"
-    elif Path(path).name == BEST_NAME and checkpoint.score is not None:
+    elif path.name == BEST_NAME and checkpoint.score is not None:
         metric, score = checkpoint.metric or "bleu", checkpoint.score
         text += f", best validation {metric} {score:.2f}"
         if metric == "bleu" and score < 1.0:

@@ -45,9 +45,9 @@ from nmt.training.validation import batch_loss_sum, safe_exp, validate
 def train(config: Config, run_dir: Path, resume: bool = False) -> dict[str, Any]:
     """Train the model `config` describes into `run_dir` (continue it with resume=True); return summary.json."""
     ctx = setup_distributed(config.training.device)
-    lock = RunLock(Path(run_dir))  # rank 0 takes it once the run directory's checks pass
+    lock = RunLock(run_dir)  # rank 0 takes it once the run directory's checks pass
     try:
-        summary = Trainer(config, Path(run_dir), resume, ctx, lock).run()
+        summary = Trainer(config, run_dir, resume, ctx, lock).run()
         ctx.barrier()  # no rank leaves the process group while another still uses it
         return summary
     finally:
