@@ -181,7 +181,7 @@ def set_up(run_dir: Path, config: Config, tokenizer: Any, device: torch.device, 
     write_config(config, run_dir)
     environment = {**describe_environment(device), "device": str(device), "world_size": world_size}
     atomic_write_text(run_dir / "environment.json", json.dumps(environment, indent=2) + "\n")
-    (run_dir / "tokenizer").mkdir(parents=True, exist_ok=True)
+    (run_dir / "tokenizer").mkdir(exist_ok=True)  # claim made run_dir
     for path in tokenizer.files():
         with open(path, "rb") as source, atomic_open(run_dir / "tokenizer" / path.name, "wb") as dest:
             shutil.copyfileobj(source, dest)
