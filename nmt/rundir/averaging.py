@@ -57,8 +57,8 @@ def average_checkpoints(
     run_dir: str | Path, last: int | None = None, steps: Sequence[int] | None = None, output: str | Path | None = None
 ) -> Path:
     """Write the element-wise mean of the chosen checkpoints' weights (default RUN_DIR/checkpoints/averaged.pt)
-    and return its path. Floating-point tensors are summed in float64 and cast back; other tensors (none in
-    these models) are taken from the newest checkpoint."""
+    and return its path. The tensors (the models' parameters, all floating-point: they have no integer
+    buffers) are summed in float64 and cast back."""
     run_dir = Path(run_dir)
     output = Path(output) if output is not None else run_dir / CHECKPOINT_DIR / AVERAGED_NAME
     if output.name == BEST_NAME or output.name.startswith(("step_", "interrupted_")):
@@ -79,15 +79,9 @@ def average_checkpoints(
                 "Train the run again, or average the steps of one model.",
             )
         for key, tensor in weights.items():
-            if tensor.is_floating_point():
-                sums[key] = sums[key] + tensor.double() if key in sums else tensor.double()
-            else:
-                sums[key] = tensor
+            sums[key] = sums[key] + tensor.double() if key in sums else tensor.double()
     assert newest is not None  # choose_checkpoints chooses two at least
-    model = {
-        key: (total / len(chosen)).to(newest.model[key].dtype) if total.is_floating_point() else total
-        for key, total in sums.items()
-    }
+    model = {key: (total / len(chosen)).to(newest.model[key].dtype) for key, total in sums.items()}
     averaged = Checkpoint(
         model, newest.step, config=newest.config, src_vocab_size=newest.src_vocab_size,
         tgt_vocab_size=newest.tgt_vocab_size, averaged_steps=[checkpoint_step(p) for p in chosen],

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,6 @@ import torch
 
 from nmt.errors import NMTError
 from nmt.fileio import atomic_open
-from nmt.typed_yaml import fits
 
 CHECKPOINT_DIR = "checkpoints"
 BEST_NAME = "best.pt"
@@ -43,7 +41,7 @@ def checkpoint_step(path: Path) -> int:
 
 def _named(run_dir: Path, pattern: re.Pattern[str]) -> list[Path]:
     """The files of RUN_DIR/checkpoints/ whose names match `pattern` (none while the folder is absent)."""
-    folder = Path(run_dir) / CHECKPOINT_DIR
+    folder = run_dir / CHECKPOINT_DIR
     return [p for p in folder.iterdir() if pattern.match(p.name)] if folder.is_dir() else []
 
 
@@ -111,8 +109,8 @@ class Checkpoint:
 
     @classmethod
     def from_dict(cls, state: Any, path: Path) -> Checkpoint:
-        """Read what `to_dict` wrote (the content of file `path`, which errors name); a foreign or damaged
-        content is an NMTError saying which key is missing or of the wrong type."""
+        """Read what `to_dict` wrote (the content of file `path`, which errors name); a foreign or truncated
+        content is an NMTError saying which keys are missing."""
         if not isinstance(state, dict) or "model" not in state:
             raise NMTError(f"{path} is not an nmt checkpoint (no model weights in it).",
                            "Point to a file in RUN_DIR/checkpoints/.")
@@ -123,25 +121,18 @@ class Checkpoint:
         return cls(**fields, training=training)
 
 
-# The file's keys are these fields' names; their annotations, resolved to types, say which types their
-# values may have (typed_yaml's check).
+# The file's keys are these fields' names.
 _WEIGHT_FIELDS = [field for field in dataclasses.fields(Checkpoint) if field.name != "training"]
 _TRAINING_FIELDS = list(dataclasses.fields(TrainingState))
-_FIELD_TYPES = {**typing.get_type_hints(Checkpoint), **typing.get_type_hints(TrainingState)}
 
 
 def _checked(state: dict[str, Any], fields: list[dataclasses.Field], path: Path) -> dict[str, Any]:
-    """The values of `fields` in `state`, each of a type its annotation names (typed_yaml's rule, as for the
-    config: an int passes for a float, a bool for nothing); an absent key is an error for a field without a
-    default, else None."""
+    """The values of `fields` in `state`; an absent key is an error for a field without a default, else None.
+    Their types are not checked: the files are this program's own, and torch.load(weights_only=True) has
+    already refused any content but tensors and plain containers."""
     missing = [f.name for f in fields if f.name not in state and f.default is dataclasses.MISSING]
     if missing:
         raise NMTError(f"{path} is not a complete nmt checkpoint: it lacks {', '.join(missing)}.",
-                       "It was damaged or written by another program; use another checkpoint of the run.")
-    wrong = [f"its {f.name} is a {type(state.get(f.name)).__name__}"
-             for f in fields if not fits(state.get(f.name), _FIELD_TYPES[f.name])]
-    if wrong:
-        raise NMTError(f"{path} is not an nmt checkpoint of this format ({'; '.join(wrong)}).",
                        "It was damaged or written by another program; use another checkpoint of the run.")
     return {f.name: state.get(f.name) for f in fields}
 
@@ -154,7 +145,6 @@ def save_checkpoint(path: Path, checkpoint: Checkpoint) -> None:
 
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> Checkpoint:
     """Read a checkpoint written by `save_checkpoint`; anything unreadable becomes an NMTError naming the file."""
-    path = Path(path)
     if not path.is_file():
         raise NMTError(f"checkpoint not found: {path}", "Check the path, or list the run's checkpoints/ folder.")
     try:
@@ -171,7 +161,6 @@ def resolve_checkpoint(run_dir: Path, checkpoint: str | Path | None) -> Path:
     """The checkpoint file a command uses, by one rule for every --checkpoint: none given is the run's
     best.pt, else its latest periodic checkpoint; a bare file name (best.pt, averaged.pt, step_00000300.pt)
     is looked up in RUN_DIR/checkpoints/; a path with a folder part is used as it is."""
-    run_dir = Path(run_dir)
     folder = run_dir / CHECKPOINT_DIR
     if checkpoint is None:
         if (folder / BEST_NAME).is_file():
@@ -204,10 +193,10 @@ def describe_checkpoint(path: Path) -> str:
     """A checkpoint for reports: its file, its step, and what it averages or what chose it (best.pt: the
     best validation score by training.early_stopping_metric; a BLEU under 1 says little, and the text says so)."""
     checkpoint = load_checkpoint(path)
-    text = f"{Path(path).name} (step {checkpoint.step}"
+    text = f"{path.name} (step {checkpoint.step}"
     if checkpoint.averaged_steps:
         text += f", the average of steps {', '.join(str(int(s)) for s in checkpoint.averaged_steps)}"
-    elif Path(path).name == BEST_NAME and checkpoint.score is not None:
+    elif path.name == BEST_NAME and checkpoint.score is not None:
         metric, score = checkpoint.metric or "bleu", checkpoint.score
         text += f", best validation {metric} {score:.2f}"
         if metric == "bleu" and score < 1.0:

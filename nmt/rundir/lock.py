@@ -22,7 +22,7 @@ class RunLock:
     """The lock of one run directory: `acquire` takes it (or refuses), `release` or the process's end drops it."""
 
     def __init__(self, run_dir: Path) -> None:
-        self.run_dir = Path(run_dir)
+        self.run_dir = run_dir
         self.path = self.run_dir / LOCK_NAME
         self._fd: int | None = None
 

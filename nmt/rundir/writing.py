@@ -115,7 +115,7 @@ def check_tokenizer(tokenizer: Any, run_dir: Path) -> None:
     if not copy.is_dir():
         return
     saved = {p.name: sha256_file(p) for p in copy.iterdir() if p.is_file()}
-    now = {Path(p).name: sha256_file(p) for p in tokenizer.files()}
+    now = {p.name: sha256_file(p) for p in tokenizer.files()}
     changed = sorted({name for name, _ in saved.items() ^ now.items()})  # differing, added or missing
     if changed:
         raise NMTError(
@@ -129,7 +129,7 @@ def check_subword_settings(tokenizer: Any, config: Config) -> None:
     """The prepared tokenizer must have been trained with this config's data.* subword settings."""
     from nmt.data.subwords import MANIFEST, SUBWORD_KEYS, read_manifest
 
-    manifest_path = Path(tokenizer.directory) / MANIFEST
+    manifest_path = tokenizer.directory / MANIFEST
     recorded = read_manifest(tokenizer.directory).get("config", {})
     differing = [
         f"data.{key} (tokenizer {recorded[key]!r}, config {getattr(config.data, key)!r})"
@@ -181,9 +181,9 @@ def set_up(run_dir: Path, config: Config, tokenizer: Any, device: torch.device, 
     write_config(config, run_dir)
     environment = {**describe_environment(device), "device": str(device), "world_size": world_size}
     atomic_write_text(run_dir / "environment.json", json.dumps(environment, indent=2) + "\n")
-    (run_dir / "tokenizer").mkdir(parents=True, exist_ok=True)
+    (run_dir / "tokenizer").mkdir(exist_ok=True)  # claim made run_dir
     for path in tokenizer.files():
-        with open(path, "rb") as source, atomic_open(run_dir / "tokenizer" / Path(path).name, "wb") as dest:
+        with open(path, "rb") as source, atomic_open(run_dir / "tokenizer" / path.name, "wb") as dest:
             shutil.copyfileobj(source, dest)
 
 
@@ -244,7 +244,7 @@ def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
 
 def read_summary(run_dir: Path) -> dict[str, Any] | None:
     """RUN_DIR/summary.json, or None while the run has not finished (training writes it last)."""
-    path = Path(run_dir) / SUMMARY
+    path = run_dir / SUMMARY
     if not path.exists():
         return None
     rewrite = "Delete it and run the same `nmt train` with --resume: it writes the summary again."

@@ -87,7 +87,7 @@ def training_jobs(config: Config, jobs: int) -> int:
         return jobs
     devices = {config.for_run(name).training.device for name in config.runs}
     uses_cuda = "cuda" in devices or ("auto" in devices and torch.cuda.is_available())
-    return 1 if uses_cuda else max(1, min(len(config.runs), available_cores()))
+    return 1 if uses_cuda else min(len(config.runs), available_cores())
 
 
 _stopping = False  # in a worker: the parent asked it to stop (_stop)

@@ -45,9 +45,9 @@ from nmt.training.validation import batch_loss_sum, safe_exp, validate
 def train(config: Config, run_dir: Path, resume: bool = False) -> dict[str, Any]:
     """Train the model `config` describes into `run_dir` (continue it with resume=True); return summary.json."""
     ctx = setup_distributed(config.training.device)
-    lock = RunLock(Path(run_dir))  # rank 0 takes it once the run directory's checks pass
+    lock = RunLock(run_dir)  # rank 0 takes it once the run directory's checks pass
     try:
-        summary = Trainer(config, Path(run_dir), resume, ctx, lock).run()
+        summary = Trainer(config, run_dir, resume, ctx, lock).run()
         ctx.barrier()  # no rank leaves the process group while another still uses it
         return summary
     finally:
@@ -293,19 +293,18 @@ class Trainer:
         decayed = False if closing else self.schedule.observe(score)
         scores = {"valid_loss": result.loss, "valid_ppl": result.ppl, "valid_bleu": result.bleu}
         self.last_validation = {"step": self.step, **scores}
-        if not self.ctx.is_main:
-            return not closing and self.stopping.exhausted
-        best_score, best_step, metric = self.stopping.best_score, self.stopping.best_step, self.stopping.metric
-        self.log.write({
-            "event": "valid", "step": self.step, "epoch": self.epoch, "lr": self.lr, **scores,
-            "bleu_signature": result.signature, "valid_sentences": result.sentences,
-            "best_step": best_step, "best_score": best_score, "lr_decayed": decayed,
-            "elapsed_s": self._elapsed(),
-        })
-        self._scalars({"valid/loss": result.loss, "valid/ppl": result.ppl, "valid/bleu": result.bleu})
-        self.terminal.say(f"validation at step {self.step}: loss {result.loss:.4f} ppl {result.ppl:.2f} "
-                          f"BLEU {result.bleu:.2f} (best {metric} {format_score(best_score, metric)} "
-                          f"at step {best_step})")
+        if self.ctx.is_main:
+            best_score, best_step, metric = self.stopping.best_score, self.stopping.best_step, self.stopping.metric
+            self.log.write({
+                "event": "valid", "step": self.step, "epoch": self.epoch, "lr": self.lr, **scores,
+                "bleu_signature": result.signature, "valid_sentences": result.sentences,
+                "best_step": best_step, "best_score": best_score, "lr_decayed": decayed,
+                "elapsed_s": self._elapsed(),
+            })
+            self._scalars({"valid/loss": result.loss, "valid/ppl": result.ppl, "valid/bleu": result.bleu})
+            self.terminal.say(f"validation at step {self.step}: loss {result.loss:.4f} ppl {result.ppl:.2f} "
+                              f"BLEU {result.bleu:.2f} (best {metric} {format_score(best_score, metric)} "
+                              f"at step {best_step})")
         return not closing and self.stopping.exhausted
 
     def _save_step_checkpoint(self, interrupted: bool = False) -> None:
