@@ -67,7 +67,16 @@ def load_run(run_dir: Path, checkpoint: str | Path | None = None, device: str = 
     run_dir = Path(run_dir)
     check_run_dir(run_dir)
     config = load_config(run_dir / "config.yaml")
-    tokenizer = Tokenizer.load(run_dir / "tokenizer")  # its errors name the missing or changed file
+    tokenizer_dir = run_dir / "tokenizer"
+    try:
+        tokenizer = Tokenizer.load(tokenizer_dir)
+    except NMTError:
+        raise
+    except Exception as exc:
+        raise NMTError(
+            f"cannot load the tokenizer copy in {tokenizer_dir} ({type(exc).__name__}: {exc}).",
+            "The run directory is incomplete; retrain, or copy the tokenizer files back from the data dir.",
+        ) from None
     path = resolve_checkpoint(run_dir, checkpoint)
     target = resolve_device(device)
     checkpoint = load_checkpoint(path, map_location=target)
