@@ -125,11 +125,11 @@ def override_sections(config: Config, overrides: list[str], sections: tuple[str,
 def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
     """Load a YAML config, apply `--set` overrides, and validate it."""
     raw = read_yaml(path)
-    if raw is not None and not isinstance(raw, dict):
-        raise NMTError(f"{path}: the top level must be a mapping of sections (data, model, ...).")
     if raw is None:
         print(f"note: {path} is empty: every setting is its default (the Bible corpus, quick.yaml's recipe: "
               "nmt/config_sections.py lists them).", file=sys.stderr)
+    elif not isinstance(raw, dict):
+        raise NMTError(f"{path}: the top level must be a mapping of sections (data, model, ...).")
     try:
         return config_from_dict(apply_overrides(raw or {}, overrides or []), str(path))
     except NMTError as error:
