@@ -300,7 +300,7 @@ class EvaluationConfig:
         """Raise NMTError naming the first key of this section whose value is out of range."""
         increasing = len(self.buckets) >= 1 and self.buckets == sorted(set(self.buckets))
         what = "must be a non-empty list of increasing positive integers, e.g. [10, 20, 30]"
-        require(increasing and all(b > 0 for b in self.buckets), "evaluation.buckets", what)
+        require(increasing and self.buckets[0] > 0, "evaluation.buckets", what)
         require(self.bootstrap_samples >= 10, "evaluation.bootstrap_samples", "must be >= 10")
         require(
             self.curve_sentences_per_bucket >= 0, "evaluation.curve_sentences_per_bucket", "must be >= 0 (0 = all)"
