@@ -80,8 +80,8 @@ class TokenBatchSampler:
         self.batch_tokens = batch_tokens
         self.seed = seed
         self.shuffle = shuffle
-        mean = sum(self.sizes) / max(len(self.sizes), 1)
-        self.pool_size = max(1, int(POOL_BATCHES * batch_tokens / max(mean, 1.0)))
+        mean = sum(self.sizes) / len(self.sizes) if self.sizes else 1.0  # at least 1: every size counts EOS
+        self.pool_size = max(1, int(POOL_BATCHES * batch_tokens / mean))
 
     def _cut(self, ordered: list[int]) -> list[list[int]]:
         """Greedily cut indices (sorted by size) into batches within the token budget: as the sizes grow,
