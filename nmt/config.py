@@ -87,7 +87,7 @@ def config_from_dict(raw: Any, source: str = "config") -> Config:
     raw = {} if raw is None else raw
     if not isinstance(raw, dict):
         raise NMTError(f"{source}: the top level must be a mapping of sections, got {type(raw).__name__}.")
-    valid = list(SECTIONS) + ["runs"]
+    valid = [*SECTIONS, "runs"]
     for key in raw:
         if key not in valid:
             raise unknown_key(str(key), valid, "")
