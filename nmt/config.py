@@ -87,7 +87,7 @@ def config_from_dict(raw: Any, source: str = "config") -> Config:
     raw = {} if raw is None else raw
     if not isinstance(raw, dict):
         raise NMTError(f"{source}: the top level must be a mapping of sections, got {type(raw).__name__}.")
-    valid = list(SECTIONS) + ["runs"]
+    valid = [*SECTIONS, "runs"]
     for key in raw:
         if key not in valid:
             raise unknown_key(str(key), valid, "")
@@ -125,11 +125,11 @@ def override_sections(config: Config, overrides: list[str], sections: tuple[str,
 def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
     """Load a YAML config, apply `--set` overrides, and validate it."""
     raw = read_yaml(path)
-    if raw is not None and not isinstance(raw, dict):
-        raise NMTError(f"{path}: the top level must be a mapping of sections (data, model, ...).")
     if raw is None:
         print(f"note: {path} is empty: every setting is its default (the Bible corpus, quick.yaml's recipe: "
               "nmt/config_sections.py lists them).", file=sys.stderr)
+    elif not isinstance(raw, dict):
+        raise NMTError(f"{path}: the top level must be a mapping of sections (data, model, ...).")
     try:
         return config_from_dict(apply_overrides(raw or {}, overrides or []), str(path))
     except NMTError as error:

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from nmt.data.corpus import Source
+from nmt.data.pairs import SPLITS
 from nmt.data.sources import SOURCES
-from nmt.errors import NMTError
-from nmt.errors import require as _require
+from nmt.errors import NMTError, require
 
 # data.source: the names in the registry of corpus sources
 SourceName = Literal[tuple(SOURCES)]  # type: ignore[valid-type]
@@ -100,13 +100,13 @@ class DataConfig:
 
     def validate(self) -> None:
         """Raise NMTError naming the first key of this section whose value is out of range."""
-        _require(self.vocab_size >= 16, "data.vocab_size", "must be at least 16")
-        _require(0.0 < self.valid_fraction < 0.5, "data.valid_fraction", "must be in (0, 0.5)")
-        _require(0.0 < self.test_fraction < 0.5, "data.test_fraction", "must be in (0, 0.5)")
-        _require(self.max_train_words >= 0, "data.max_train_words", "must be >= 0 (0 = at most 250 words)")
-        _require(self.max_train_pairs >= 0, "data.max_train_pairs", "must be >= 0 (0 = all)")
-        _require(0.9 <= self.character_coverage <= 1.0, "data.character_coverage", "must be in [0.9, 1]")
-        for split in ("train", "valid", "test"):
+        require(self.vocab_size >= 16, "data.vocab_size", "must be at least 16")
+        require(0.0 < self.valid_fraction < 0.5, "data.valid_fraction", "must be in (0, 0.5)")
+        require(0.0 < self.test_fraction < 0.5, "data.test_fraction", "must be in (0, 0.5)")
+        require(self.max_train_words >= 0, "data.max_train_words", "must be >= 0 (0 = at most 250 words)")
+        require(self.max_train_pairs >= 0, "data.max_train_pairs", "must be >= 0 (0 = all)")
+        require(0.9 <= self.character_coverage <= 1.0, "data.character_coverage", "must be in [0.9, 1]")
+        for split in SPLITS:
             src, tgt = getattr(self, f"{split}_src"), getattr(self, f"{split}_tgt")
             if bool(src) != bool(tgt):
                 given, missing = (f"data.{split}_src", f"data.{split}_tgt")[:: 1 if src else -1]
@@ -115,14 +115,13 @@ class DataConfig:
                     f"Give {missing} (the file line-aligned with {given}), or leave out {given}.",
                 )
             both = f"cannot be given with data.{split}_src / data.{split}_tgt: give the prefix or the two files"
-            _require(not (src and getattr(self, split)), f"data.{split}", both)
+            require(not (src and getattr(self, split)), f"data.{split}", both)
         self.corpus_source().validate()
 
     def absolute(self) -> DataConfig:
         """A copy with every path made absolute (against the working directory; those its source adds too),
         so that a run's config.yaml finds its data from any folder."""
-        splits = ("train", "valid", "test")
-        keys = ("dir", "cache_dir", *splits, *(f"{split}_{side}" for split in splits for side in ("src", "tgt")))
+        keys = ("dir", "cache_dir", *SPLITS, *(f"{split}_{side}" for split in SPLITS for side in ("src", "tgt")))
         paths = {key: os.path.abspath(getattr(self, key)) for key in keys if getattr(self, key)}
         return dataclasses.replace(self, **paths, **self.corpus_source().absolute_paths())
 
@@ -167,7 +166,7 @@ class ModelConfig:
         other = "transformer" if self.architecture == "rnn" else "rnn"
         defaults = ModelConfig()
         for key in ARCHITECTURE_KEYS[other]:
-            _require(
+            require(
                 getattr(self, key) == getattr(defaults, key), f"model.{key}",
                 f"is a setting of model.architecture {other}, not of {self.architecture}: leave it out",
             )
@@ -175,19 +174,19 @@ class ModelConfig:
             # imports torch, which the model this config describes needs anyway
             from nmt.models.attention import ATTENTIONS
 
-            _require(self.attention in ATTENTIONS, "model.attention",
+            require(self.attention in ATTENTIONS, "model.attention",
                      f"{self.attention!r} is not an attention type: expected one of {', '.join(ATTENTIONS)}")
         sizes = ("embedding_size", "hidden_size", "attention_size", "encoder_layers", "layers", "heads",
                  "feedforward_size", "relative_clip")
         for key in sizes:
-            _require(getattr(self, key) >= 1, f"model.{key}", "must be >= 1")
+            require(getattr(self, key) >= 1, f"model.{key}", "must be >= 1")
         if self.architecture == "transformer":
-            _require(self.embedding_size == self.hidden_size, "model.embedding_size", "must equal model.hidden_size "
+            require(self.embedding_size == self.hidden_size, "model.embedding_size", "must equal model.hidden_size "
                      "(d_model) for a transformer")
-            _require(self.hidden_size % self.heads == 0, "model.heads", "must divide model.hidden_size (d_model)")
-        _require(self.maxout_size >= 0, "model.maxout_size", "must be >= 0 (0 = tanh layer)")
-        _require(0.0 <= self.dropout < 1.0, "model.dropout", "must be in [0, 1)")
-        _require(
+            require(self.hidden_size % self.heads == 0, "model.heads", "must divide model.hidden_size (d_model)")
+        require(self.maxout_size >= 0, "model.maxout_size", "must be >= 0 (0 = tanh layer)")
+        require(0.0 <= self.dropout < 1.0, "model.dropout", "must be in [0, 1)")
+        require(
             not self.tie_target_embeddings or self.architecture == "transformer"
             or self.maxout_size in (0, self.embedding_size),
             "model.tie_target_embeddings",
@@ -240,13 +239,13 @@ class TrainingConfig:
     def validate(self) -> None:
         """Raise NMTError naming the first key of this section whose value is out of range."""
         for key in ("max_steps", "batch_tokens", "validate_every", "checkpoint_every", "log_every"):
-            _require(getattr(self, key) >= 1, f"training.{key}", "must be >= 1")
+            require(getattr(self, key) >= 1, f"training.{key}", "must be >= 1")
         for key in ("max_words", "threads", "warmup_steps", "lr_patience", "patience", "keep_last"):
-            _require(getattr(self, key) >= 0, f"training.{key}", "must be >= 0")
-        _require(self.learning_rate >= 0, "training.learning_rate", "must be >= 0 (0 = the optimiser's default)")
-        _require(0.0 <= self.label_smoothing < 1.0, "training.label_smoothing", "must be in [0, 1)")
-        _require(0.0 < self.lr_decay_factor <= 1.0, "training.lr_decay_factor", "must be in (0, 1]")
-        _require(self.valid_max_sentences >= 0, "training.valid_max_sentences", "must be >= 0 (0 = all)")
+            require(getattr(self, key) >= 0, f"training.{key}", "must be >= 0")
+        require(self.learning_rate >= 0, "training.learning_rate", "must be >= 0 (0 = the optimiser's default)")
+        require(0.0 <= self.label_smoothing < 1.0, "training.label_smoothing", "must be in [0, 1)")
+        require(0.0 < self.lr_decay_factor <= 1.0, "training.lr_decay_factor", "must be in (0, 1]")
+        require(self.valid_max_sentences >= 0, "training.valid_max_sentences", "must be >= 0 (0 = all)")
 
 
 @dataclass
@@ -265,12 +264,12 @@ class DecodingConfig:
     def validate(self) -> None:
         """Raise NMTError naming the first key of this section whose value is out of range."""
         for key in ("beam_size", "batch_size", "max_input_tokens", "nbest"):
-            _require(getattr(self, key) >= 1, f"decoding.{key}", "must be >= 1")
-        _require(self.nbest <= self.beam_size, "decoding.nbest", f"{self.nbest} is above decoding.beam_size "
+            require(getattr(self, key) >= 1, f"decoding.{key}", "must be >= 1")
+        require(self.nbest <= self.beam_size, "decoding.nbest", f"{self.nbest} is above decoding.beam_size "
                  f"{self.beam_size}, and a beam keeps that many translations: raise the beam (--beam) or lower nbest")
-        _require(self.max_length_ratio > 0, "decoding.max_length_ratio", "must be > 0")
-        _require(self.max_length_offset >= 0, "decoding.max_length_offset", "must be >= 0")
-        _require(self.alpha >= 0, "decoding.alpha", "must be >= 0")
+        require(self.max_length_ratio > 0, "decoding.max_length_ratio", "must be > 0")
+        require(self.max_length_offset >= 0, "decoding.max_length_offset", "must be >= 0")
+        require(self.alpha >= 0, "decoding.alpha", "must be >= 0")
 
 
 @dataclass
@@ -301,14 +300,14 @@ class EvaluationConfig:
         """Raise NMTError naming the first key of this section whose value is out of range."""
         increasing = len(self.buckets) >= 1 and self.buckets == sorted(set(self.buckets))
         what = "must be a non-empty list of increasing positive integers, e.g. [10, 20, 30]"
-        _require(increasing and all(b > 0 for b in self.buckets), "evaluation.buckets", what)
-        _require(self.bootstrap_samples >= 10, "evaluation.bootstrap_samples", "must be >= 10")
-        _require(
+        require(increasing and self.buckets[0] > 0, "evaluation.buckets", what)
+        require(self.bootstrap_samples >= 10, "evaluation.bootstrap_samples", "must be >= 10")
+        require(
             self.curve_sentences_per_bucket >= 0, "evaluation.curve_sentences_per_bucket", "must be >= 0 (0 = all)"
         )
-        _require(self.min_bucket_sentences >= 1, "evaluation.min_bucket_sentences", "must be >= 1")
+        require(self.min_bucket_sentences >= 1, "evaluation.min_bucket_sentences", "must be >= 1")
         for key in ("ahead_from_words", "long_words", "flat_from_ceiling"):
-            _require(getattr(self, key) >= 1, f"evaluation.{key}", "must be >= 1 (words)")
+            require(getattr(self, key) >= 1, f"evaluation.{key}", "must be >= 1 (words)")
         for key in ("fixed_vector_max_ratio", "attention_min_ratio"):
-            _require(0.0 < getattr(self, key) <= 1.0, f"evaluation.{key}", "must be in (0, 1]")
-        _require(0.0 < self.significance < 1.0, "evaluation.significance", "must be in (0, 1)")
+            require(0.0 < getattr(self, key) <= 1.0, f"evaluation.{key}", "must be in (0, 1]")
+        require(0.0 < self.significance < 1.0, "evaluation.significance", "must be in (0, 1)")

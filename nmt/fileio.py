@@ -102,7 +102,7 @@ def _fsync_directory(directory: Path) -> None:
 
 def atomic_write_text(path: str | Path, text: str) -> None:
     """Write `text` to `path` atomically."""
-    with atomic_open(path, "w") as handle:
+    with atomic_open(path) as handle:
         handle.write(text)
 
 

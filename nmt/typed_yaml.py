@@ -6,7 +6,6 @@ sections; nmt/config_sections.py declares them and nmt/config.py assembles them.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import difflib
 import types
 import typing
@@ -77,7 +76,7 @@ def build_section(cls: type, raw: Any, name: str) -> Any:
     if not isinstance(raw, dict):
         raise NMTError(f"section '{name}' must be a mapping of keys, got {raw!r}.")
     hints = typing.get_type_hints(cls)
-    valid = [f.name for f in dataclasses.fields(cls)]
+    valid = list(hints)
     values = {}
     for key, value in raw.items():
         if key not in hints:
@@ -148,7 +147,7 @@ def read_yaml(path: str | Path) -> Any:
         raise NMTError(f"{path} is a folder, not a config file.", "Give a YAML file, e.g. configs/quick.yaml.") from None
     except UnicodeDecodeError as exc:
         line = exc.object[: exc.start].count(b"\n") + 1
-        column = exc.start - (exc.object.rfind(b"\n", 0, exc.start) + 1) + 1
+        column = exc.start - exc.object.rfind(b"\n", 0, exc.start)
         raise NMTError(
             f"{path}: not valid UTF-8 (line {line}, byte {column} of the line).", "Save the file as UTF-8."
         ) from None

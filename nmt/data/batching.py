@@ -54,8 +54,6 @@ def make_source_batch(src_seqs: list[list[int]]) -> tuple[Tensor, Tensor]:
 
 def make_batch(src_seqs: list[list[int]], tgt_seqs: list[list[int]], indices: list[int]) -> Batch:
     """Pad a list of (source ids, target ids) pairs into a Batch (teacher forcing: tgt_in / tgt_out)."""
-    if not (len(src_seqs) == len(tgt_seqs) == len(indices)):
-        raise ValueError(f"make_batch: {len(src_seqs)} sources, {len(tgt_seqs)} targets, {len(indices)} indices")
     src, src_lengths = make_source_batch(src_seqs)
     return Batch(
         src=src,
@@ -82,23 +80,18 @@ class TokenBatchSampler:
         self.batch_tokens = batch_tokens
         self.seed = seed
         self.shuffle = shuffle
-        mean = sum(self.sizes) / max(len(self.sizes), 1)
-        self.pool_size = max(1, int(POOL_BATCHES * batch_tokens / max(mean, 1.0)))
+        mean = sum(self.sizes) / len(self.sizes) if self.sizes else 1.0  # at least 1: every size counts EOS
+        self.pool_size = max(1, int(POOL_BATCHES * batch_tokens / mean))
 
     def _cut(self, ordered: list[int]) -> list[list[int]]:
-        """Greedily cut indices (sorted by size) into batches within the token budget."""
+        """Greedily cut indices (sorted by size) into batches within the token budget: as the sizes grow,
+        the pair added last is a batch's longest."""
         batches: list[list[int]] = []
-        current: list[int] = []
-        longest = 0
         for i in ordered:
-            size = max(longest, self.sizes[i])
-            if current and size * (len(current) + 1) > self.batch_tokens:
-                batches.append(current)
-                current, size = [], self.sizes[i]
-            current.append(i)
-            longest = size
-        if current:
-            batches.append(current)
+            if batches and self.sizes[i] * (len(batches[-1]) + 1) <= self.batch_tokens:
+                batches[-1].append(i)
+            else:
+                batches.append([i])
         return batches
 
     def epoch(self, epoch: int) -> list[list[int]]:
@@ -129,7 +122,5 @@ def padding_fraction(batches: list[list[int]], src_lengths: list[int], tgt_lengt
 
 def shard(batches: list[list[int]], rank: int, world_size: int) -> list[list[int]]:
     """Every world_size-th batch from `rank`, tail dropped so that every rank gets the same count."""
-    if not 0 <= rank < world_size:
-        raise ValueError(f"rank {rank} outside [0, {world_size})")
     usable = len(batches) - len(batches) % world_size
     return batches[rank:usable:world_size]

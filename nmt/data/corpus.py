@@ -143,7 +143,7 @@ def assemble(read: dict[str, list[Pair] | None], config: DataConfig) -> Corpus:
 # ---------------------------------------------------------------- filters
 
 
-def filter_train(corpus: Corpus, config: DataConfig) -> Corpus:
+def filter_train(corpus: Corpus, config: DataConfig) -> None:
     """Apply data.max_train_words (0: TRAIN_WORDS_CEILING) and data.max_train_pairs to the training split only."""
     train = within_words(corpus.splits["train"], config.max_train_words or TRAIN_WORDS_CEILING)
     corpus.filtered_long = len(corpus.splits["train"]) - len(train)
@@ -154,10 +154,9 @@ def filter_train(corpus: Corpus, config: DataConfig) -> Corpus:
         corpus.capped = len(train) - len(chosen)
         train = [train[i] for i in chosen]
     corpus.splits["train"] = train
-    return corpus
 
 
-def drop_train_overlap(corpus: Corpus) -> Corpus:
+def drop_train_overlap(corpus: Corpus) -> None:
     """Drop valid and test pairs whose source sentence is also the source of a training pair.
 
     On the Bible 14 of the 80 test verses under 10 words are formulas such as "And the LORD spake
@@ -168,15 +167,15 @@ def drop_train_overlap(corpus: Corpus) -> Corpus:
         kept = [pair for pair in corpus.splits[split] if pair[0] not in seen]
         corpus.overlap_dropped[split] = len(corpus.splits[split]) - len(kept)
         corpus.splits[split] = kept
-    return corpus
 
 
 def load_corpus(config: DataConfig) -> Corpus:
     """Read the configured source, clean and split it, filter training pairs, drop valid/test pairs
     seen in training (data.drop_train_overlap); NMTError if any split is empty."""
-    corpus = filter_train(config.corpus_source().read(), config)
+    corpus = config.corpus_source().read()
+    filter_train(corpus, config)
     if config.drop_train_overlap:
-        corpus = drop_train_overlap(corpus)
+        drop_train_overlap(corpus)
     for split in SPLITS:
         if not corpus.splits[split]:
             raise NMTError(

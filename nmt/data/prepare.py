@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from nmt.config import DataConfig
 from nmt.data.corpus import load_corpus, read_lines
@@ -34,9 +34,6 @@ FORMAT_VERSION = 2
 HISTOGRAM_CUTS = (10, 20, 30, 40, 50, 60)
 # How often the wait for the sentencepiece process looks for a Ctrl-C that another thread received.
 _POLL_SECONDS = 0.2
-
-T = TypeVar("T")
-
 
 @dataclass
 class PreparedData:
@@ -120,7 +117,7 @@ def _build(directory: Path, config: DataConfig) -> None:
     atomic_write_text(directory / "prepared.json", json.dumps(_fingerprint(config), indent=2) + "\n")
 
 
-def _in_child_process(function: Callable[..., T], *args: Any) -> T:
+def _in_child_process(function: Callable[..., Tokenizer], *args: Any) -> Tokenizer:
     """`function(*args)` (sentencepiece's training) run in a child process, which is killed at once if this
     one is interrupted; its result, or its exception, is passed back."""
     # spawn, not fork: the caller may be a training process with torch's threads running
@@ -148,18 +145,17 @@ def _in_child_process(function: Callable[..., T], *args: Any) -> T:
             "Its error, if it printed one, is above; a process killed for want of memory ends so: "
             "lower data.max_train_pairs or data.vocab_size.",
         )
-    kind, value = outcome
-    if kind == "error":
-        raise value
-    return value
+    if isinstance(outcome, Exception):
+        raise outcome
+    return outcome
 
 
 def _run_in_child(sender: Connection, function: Callable[..., Any], args: tuple[Any, ...]) -> None:
-    """The child's side of `_in_child_process`."""
+    """The child's side of `_in_child_process`: it sends the result, or the exception raised instead."""
     try:
-        outcome: tuple[str, Any] = ("ok", function(*args))
+        outcome = function(*args)
     except Exception as error:
-        outcome = ("error", error)
+        outcome = error
     sender.send(outcome)
 
 

@@ -59,7 +59,7 @@ class Tokenizer:
     """Source and target sentencepiece models (one shared model when the vocabulary is joint)."""
 
     def __init__(self, directory: Path, src_file: str, tgt_file: str) -> None:
-        self.directory = Path(directory)
+        self.directory = directory
         self._model_files = sorted({src_file, tgt_file})
         self._src = spm.SentencePieceProcessor(model_file=str(self.directory / src_file))
         self._tgt = (
@@ -72,8 +72,6 @@ class Tokenizer:
     @classmethod
     def train(cls, src_lines: list[str], tgt_lines: list[str], out_dir: Path, config: DataConfig) -> Tokenizer:
         """Train on the given (training-split) lines, write the models and tokenizer.json to `out_dir`."""
-        out_dir = Path(out_dir)
-        out_dir.mkdir(parents=True, exist_ok=True)
         if config.joint_vocab:
             _train_model([*src_lines, *tgt_lines], out_dir / "spm.model", config)
             src_file = tgt_file = "spm.model"
@@ -97,7 +95,6 @@ class Tokenizer:
     @classmethod
     def load(cls, directory: Path) -> Tokenizer:
         """Load the models named by `directory/tokenizer.json`, checking their sha256."""
-        directory = Path(directory)
         manifest = read_manifest(directory)
         for name, digest in manifest["sha256"].items():
             path = directory / name
@@ -137,7 +134,7 @@ class Tokenizer:
 
 def read_manifest(directory: Path) -> dict[str, Any]:
     """The parsed tokenizer.json of `directory`; NMTError if missing or unreadable."""
-    path = Path(directory) / MANIFEST
+    path = directory / MANIFEST
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

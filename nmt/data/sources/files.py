@@ -28,7 +28,7 @@ class Files(Source):
             if spec:
                 read[split] = read_parallel(spec, config, bom_files)
             else:
-                read[split] = read_aligned(Path(src), Path(tgt), bom_files=bom_files) if src else None
+                read[split] = read_aligned(Path(src), Path(tgt), bom_files) if src else None
         corpus = assemble(read, config)
         corpus.bom_files = list(dict.fromkeys(bom_files))  # a file given for two splits counts once
         return corpus
@@ -85,7 +85,7 @@ def _line_pair(line: str, tsv: bool, config: DataConfig, where: str) -> Pair:
     return record_pair(record, config, where)
 
 
-def read_parallel(spec: str, config: DataConfig, bom_files: list[str] | None = None) -> list[Pair]:
+def read_parallel(spec: str, config: DataConfig, bom_files: list[str]) -> list[Pair]:
     """Pairs from a .tsv file, a .jsonl file, or a prefix with PREFIX.src_lang / PREFIX.tgt_lang.
 
     A blank line of a .tsv / .jsonl gives the pair ("", ""), which assembling drops and counts as empty.
@@ -101,11 +101,11 @@ def read_parallel(spec: str, config: DataConfig, bom_files: list[str] | None = N
         f"({src_path.name} and {tgt_path.name}); a .tsv or .jsonl name is read as one file. For files "
         "named otherwise give data.train_src / data.train_tgt (valid_, test_ alike)."
     )
-    return read_aligned(src_path, tgt_path, hint, bom_files)
+    return read_aligned(src_path, tgt_path, bom_files, hint)
 
 
 def read_aligned(
-    src_path: Path, tgt_path: Path, hint: str = "Check data.*_src / data.*_tgt.", bom_files: list[str] | None = None
+    src_path: Path, tgt_path: Path, bom_files: list[str], hint: str = "Check data.*_src / data.*_tgt."
 ) -> list[Pair]:
     """Pairs from a source file and its line-aligned target file (byte-order marks noted in `bom_files`)."""
     src = read_lines(src_path, hint=hint, bom_files=bom_files)
