@@ -175,7 +175,7 @@ class ModelConfig:
             from nmt.models.attention import ATTENTIONS
 
             require(self.attention in ATTENTIONS, "model.attention",
-                     f"{self.attention!r} is not an attention type: expected one of {', '.join(ATTENTIONS)}")
+                    f"{self.attention!r} is not an attention type: expected one of {', '.join(ATTENTIONS)}")
         sizes = ("embedding_size", "hidden_size", "attention_size", "encoder_layers", "layers", "heads",
                  "feedforward_size", "relative_clip")
         for key in sizes:
