@@ -182,7 +182,7 @@ class ModelConfig:
             require(getattr(self, key) >= 1, f"model.{key}", "must be >= 1")
         if self.architecture == "transformer":
             require(self.embedding_size == self.hidden_size, "model.embedding_size", "must equal model.hidden_size "
-                     "(d_model) for a transformer")
+                    "(d_model) for a transformer")
             require(self.hidden_size % self.heads == 0, "model.heads", "must divide model.hidden_size (d_model)")
         require(self.maxout_size >= 0, "model.maxout_size", "must be >= 0 (0 = tanh layer)")
         require(0.0 <= self.dropout < 1.0, "model.dropout", "must be in [0, 1)")
@@ -266,7 +266,7 @@ class DecodingConfig:
         for key in ("beam_size", "batch_size", "max_input_tokens", "nbest"):
             require(getattr(self, key) >= 1, f"decoding.{key}", "must be >= 1")
         require(self.nbest <= self.beam_size, "decoding.nbest", f"{self.nbest} is above decoding.beam_size "
-                 f"{self.beam_size}, and a beam keeps that many translations: raise the beam (--beam) or lower nbest")
+                f"{self.beam_size}, and a beam keeps that many translations: raise the beam (--beam) or lower nbest")
         require(self.max_length_ratio > 0, "decoding.max_length_ratio", "must be > 0")
         require(self.max_length_offset >= 0, "decoding.max_length_offset", "must be >= 0")
         require(self.alpha >= 0, "decoding.alpha", "must be >= 0")
