@@ -9,12 +9,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 
 from nmt.config import Config, EvaluationConfig, config_from_dict, save_config
 from tests.synthetic import reverse_pairs, write_parallel
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+# the CUDA paths (cuDNN RNNs, autocast, NCCL): tested where a GPU is, skipped elsewhere (CI has none)
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 
 class FillingDisk(io.FileIO):

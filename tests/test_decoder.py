@@ -9,6 +9,7 @@ from torch import nn
 from nmt.models.attention import ATTENTIONS, AdditiveAttention, FixedContext, build_context_provider
 from nmt.models.decoder import Decoder, DecoderState, rnn_cell
 from nmt.models.encoder import EncoderStates
+from tests.helpers import needs_cuda
 
 M, N, ATT, L, VOCAB = 6, 5, 7, 4, 11  # embedding, hidden, attention, maxout, vocabulary
 
@@ -119,30 +120,54 @@ def test_fixed_context_decoder_has_no_attention_and_starts_from_c() -> None:
         decoder(torch.tensor([[2, 5]]).expand(2, 2), enc, return_attention=True)
 
 
+def _fixed_logits_and_grads(decoder: Decoder, device: str) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+    """The float64 fixed-vector decoder's teacher-forced logits on `device`, and the gradients (on the CPU)
+    of a weighted sum of them with respect to c's source h_T and to the parameters."""
+    decoder.zero_grad()
+    tgt = torch.tensor([[2, 5, 6, 7, 0], [2, 9, 4, 10, 8]], device=device)
+    weights = torch.randn(2, 5, VOCAB, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    states = _states()
+    fwd_last = states.fwd_last.double().to(device).requires_grad_()
+    states.fwd_last, states.annotations = fwd_last, states.annotations.double().to(device)
+    states.mask, states.lengths = states.mask.to(device), states.lengths.to(device)
+    states.bwd_first = None if states.bwd_first is None else states.bwd_first.to(device)
+    logits, _ = decoder(tgt, decoder.precompute(decoder.provider.prepare(states)))
+    (logits * weights.to(device)).sum().backward()
+    grads = {name: p.grad.cpu() for name, p in decoder.named_parameters() if p.grad is not None}
+    assert fwd_last.grad is not None
+    return logits.detach().cpu(), fwd_last.grad.cpu(), grads
+
+
+def _assert_same_logits_and_grads(a: tuple, b: tuple) -> None:
+    (logits_a, input_grad_a, grads_a), (logits_b, input_grad_b, grads_b) = a, b
+    torch.testing.assert_close(logits_a, logits_b, atol=1e-10, rtol=0)
+    torch.testing.assert_close(input_grad_a, input_grad_b, atol=1e-10, rtol=0)
+    assert grads_a.keys() == grads_b.keys() and "rnn.weight_ih_l0" in grads_a
+    for name in grads_a:
+        torch.testing.assert_close(grads_a[name], grads_b[name], atol=1e-10, rtol=0, msg=name)
+
+
 @pytest.mark.parametrize("cell", ["gru", "lstm"])
 def test_fixed_context_precomputed_steps_equal_the_fused_rnn(cell: str) -> None:
     """W_ctx c and C_o c computed once per sentence give the logits and gradients of the fused nn.GRU
     over [E y ; c], which recomputes c's products at every step."""
     decoder = _decoder("none", cell).double()
-    tgt = torch.tensor([[2, 5, 6, 7, 0], [2, 9, 4, 10, 8]])
-    weights = torch.randn(2, 5, VOCAB, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
-    results = []
-    for fused in (False, True):
-        decoder.zero_grad()
-        decoder.fused_fixed_steps = fused
-        states = _states()
-        fwd_last = states.fwd_last.double().requires_grad_()
-        states.fwd_last, states.annotations = fwd_last, states.annotations.double()
-        logits, _ = decoder(tgt, decoder.precompute(decoder.provider.prepare(states)))
-        (logits * weights).sum().backward()
-        grads = {name: p.grad.clone() for name, p in decoder.named_parameters() if p.grad is not None}
-        results.append((logits.detach(), fwd_last.grad, grads))
-    (logits_a, input_grad_a, grads_a), (logits_b, input_grad_b, grads_b) = results
-    torch.testing.assert_close(logits_a, logits_b, atol=1e-10, rtol=0)
-    torch.testing.assert_close(input_grad_a, input_grad_b, atol=1e-10, rtol=0)
-    assert grads_a.keys() == grads_b.keys() and "rnn.weight_ih_l0" in grads_a
-    for name in grads_a:
-        torch.testing.assert_close(grads_a[name], grads_b[name], atol=1e-10, rtol=0)
+    decoder.fused_fixed_steps = False
+    stepped = _fixed_logits_and_grads(decoder, "cpu")
+    decoder.fused_fixed_steps = True
+    _assert_same_logits_and_grads(stepped, _fixed_logits_and_grads(decoder, "cpu"))
+
+
+@needs_cuda
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_on_cuda_the_fixed_vector_decoder_runs_cudnn_and_equals_the_cpu_steps(cell: str) -> None:
+    """On a GPU the fixed-vector decoder's default (`fused_fixed_steps` None) is one cuDNN call over
+    [E y ; c]; in float64 it gives the CPU's precomputed steps' logits and gradients."""
+    decoder = _decoder("none", cell).double()
+    decoder.fused_fixed_steps = False
+    stepped = _fixed_logits_and_grads(decoder, "cpu")
+    decoder.fused_fixed_steps = None
+    _assert_same_logits_and_grads(stepped, _fixed_logits_and_grads(decoder.cuda(), "cuda"))
 
 
 def test_tied_output_shares_the_embedding_matrix() -> None:

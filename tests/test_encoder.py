@@ -8,6 +8,7 @@ from torch import nn
 
 from nmt.models.encoder import Encoder, EncoderOutput
 from nmt.special import PAD_ID
+from tests.helpers import needs_cuda
 
 
 def _padded_batch() -> tuple[torch.Tensor, torch.Tensor]:
@@ -120,29 +121,61 @@ def test_encoder_output_index_select_reorders_rows_and_keeps_missing_fields() ->
     assert picked.annotations is None and picked.keys is None
 
 
+def _outputs_and_grads(
+    encoder: Encoder, src: torch.Tensor, lengths: torch.Tensor, weights: torch.Tensor
+) -> tuple[list[torch.Tensor], dict[str, torch.Tensor]]:
+    """Annotations and final states (on the CPU), and the parameters' gradients of a weighted sum of them."""
+    encoder.zero_grad()
+    states = encoder(src, lengths)
+    finals = [states.fwd_last] + ([states.bwd_first] if states.bwd_first is not None else [])
+    loss = (states.annotations * weights).sum() + sum(f.sum() for f in finals)
+    loss.backward()
+    grads = {name: p.grad.cpu() for name, p in encoder.named_parameters()}
+    return [states.annotations.detach().cpu(), *(f.detach().cpu() for f in finals)], grads
+
+
+def _assert_same_outputs_and_grads(a: tuple[list[torch.Tensor], dict], b: tuple[list[torch.Tensor], dict]) -> None:
+    (outputs_a, grads_a), (outputs_b, grads_b) = a, b
+    for x, y in zip(outputs_a, outputs_b, strict=True):
+        torch.testing.assert_close(x, y, atol=1e-10, rtol=0)
+    assert grads_a.keys() == grads_b.keys()
+    for name in grads_a:
+        torch.testing.assert_close(grads_a[name], grads_b[name], atol=1e-10, rtol=0, msg=name)
+
+
+def _double_encoder(cell: str, bidirectional: bool) -> tuple[Encoder, torch.Tensor, torch.Tensor, torch.Tensor]:
+    torch.manual_seed(0)
+    encoder = Encoder(30, 8, 6, num_layers=2, cell=cell, bidirectional=bidirectional).double()
+    src, lengths = _padded_batch()
+    weights = torch.randn(3, 7, encoder.output_size, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    return encoder, src, lengths, weights
+
+
 @pytest.mark.parametrize("cell", ["gru", "lstm"])
 @pytest.mark.parametrize("bidirectional", [True, False])
 def test_fused_rnn_equals_the_step_loop(cell: str, bidirectional: bool) -> None:
     """The packed library RNN and the written-out step loop give the same annotations, final states
     and gradients on a padded batch (float64, so only summation order can differ)."""
-    torch.manual_seed(0)
-    encoder = Encoder(30, 8, 6, num_layers=2, cell=cell, bidirectional=bidirectional).double()
-    src, lengths = _padded_batch()
-    weights = torch.randn(3, 7, encoder.output_size, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
-    results = []
-    for fused in (False, True):
-        encoder.zero_grad()
-        encoder.fused = fused
-        states = encoder(src, lengths)
-        finals = [states.fwd_last] + ([states.bwd_first] if bidirectional else [])
-        assert (states.bwd_first is None) != bidirectional
-        loss = (states.annotations * weights).sum() + sum(f.sum() for f in finals)
-        loss.backward()
-        grads = {name: p.grad.clone() for name, p in encoder.named_parameters()}
-        results.append(([states.annotations.detach(), *(f.detach() for f in finals)], grads))
-    (outputs_a, grads_a), (outputs_b, grads_b) = results
-    for a, b in zip(outputs_a, outputs_b, strict=True):
-        torch.testing.assert_close(a, b, atol=1e-10, rtol=0)
-    assert torch.all(outputs_b[0][0, 4:] == 0) and torch.all(outputs_b[0][2, 2:] == 0)
-    for name in grads_a:
-        torch.testing.assert_close(grads_a[name], grads_b[name], atol=1e-10, rtol=0, msg=name)
+    encoder, src, lengths, weights = _double_encoder(cell, bidirectional)
+    encoder.fused = False
+    stepped = _outputs_and_grads(encoder, src, lengths, weights)
+    encoder.fused = True
+    fused = _outputs_and_grads(encoder, src, lengths, weights)
+    assert (len(fused[0]) == 3) == bidirectional
+    _assert_same_outputs_and_grads(stepped, fused)
+    annotations = fused[0][0]
+    assert torch.all(annotations[0, 4:] == 0) and torch.all(annotations[2, 2:] == 0)
+
+
+@needs_cuda
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_on_cuda_the_default_cudnn_rnn_equals_the_cpu_step_loop(cell: str, bidirectional: bool) -> None:
+    """On a GPU the encoder runs cuDNN's RNN by default (`fused` None); in float64 it gives the CPU step
+    loop's annotations, final states and gradients."""
+    encoder, src, lengths, weights = _double_encoder(cell, bidirectional)
+    encoder.fused = False
+    stepped = _outputs_and_grads(encoder, src, lengths, weights)
+    encoder.fused = None
+    on_gpu = _outputs_and_grads(encoder.cuda(), src.cuda(), lengths.cuda(), weights.cuda())
+    _assert_same_outputs_and_grads(stepped, on_gpu)

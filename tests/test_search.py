@@ -23,6 +23,7 @@ from nmt.decoding.search import (
 from nmt.models import build_model
 from nmt.rundir.loading import load_run
 from nmt.special import BOS_ID, EOS_ID
+from tests.helpers import needs_cuda
 from tests.synthetic import reverse_pairs
 
 
@@ -186,3 +187,22 @@ def test_search_needs_no_attention_and_leaves_the_training_mode(sources: list[li
     assert all(h[0].attention is None for h in first)
     again = beam_search(model, src, lengths, 2, limits, return_attention=True)  # dropout is off while searching
     assert [h[0].tokens for h in again] == [h[0].tokens for h in first]
+
+
+@needs_cuda
+def test_on_cuda_greedy_and_beam_search_find_the_cpus_hypotheses(
+    trained_reverse_run: Path, loaded: Any, sources: list[list[int]]
+) -> None:
+    """Search runs in fp32 without TF32 on a GPU (cuDNN's RNN there, the step loop here): the same
+    hypotheses as on the CPU, log-probabilities equal to 1e-4."""
+    on_gpu = load_run(trained_reverse_run, device="cuda")
+    src, lengths, max_lengths = _batch(sources)
+    searches = {
+        "greedy": lambda model, *batch: greedy_hypotheses(model, *batch),
+        "beam": lambda model, *batch: [h[0] for h in beam_search(model, *batch[:2], 5, batch[2], "gnmt")],
+    }
+    for name, search in searches.items():
+        cpu = search(loaded.model, src, lengths, max_lengths)
+        gpu = search(on_gpu.model, src.cuda(), lengths.cuda(), max_lengths)
+        assert [h.tokens for h in gpu] == [h.tokens for h in cpu], name
+        assert [h.log_prob for h in gpu] == pytest.approx([h.log_prob for h in cpu], abs=1e-4), name

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The checks that need a CUDA GPU, in one command, where torch with CUDA is already installed (no setup):
+#   bash scripts/gpu_check.sh [OUT]
+# 1. the tests that skip without CUDA (cuDNN's RNNs against the CPU's step loops in float64, bf16 / fp16
+#    autocast against fp32, search on the GPU against the CPU, resume onto a GPU in fp16), and the model
+#    tests whole;
+# 2. scripts/benchmark.py on the GPU (RNNsearch, RNNencdec, the Transformer), needs data/prepared/bible-k-l
+#    (nmt prepare configs/bench.yaml) or internet.
+# Writes OUT (default gpu-check/): tests.log, benchmark.log, benchmark-gpu.json.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-gpu-check}
+mkdir -p "$out"
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+python=${PYTHON:-python3}
+nvidia-smi -L
+"$python" -c "import sys, torch; print(sys.version.split()[0], torch.__version__, torch.cuda.get_device_name())"
+timeout 300 "$python" -m pytest -q -p no:cacheprovider -rs tests/test_encoder.py tests/test_decoder.py \
+    tests/test_seq2seq.py tests/test_transformer.py tests/test_precision.py tests/test_loading.py \
+    tests/test_search.py tests/test_resume.py 2>&1 | tee "$out/tests.log"
+timeout 420 "$python" scripts/benchmark.py --device cuda --runs rnnsearch rnnencdec transformer \
+    --out "$out/benchmark-gpu.json" 2>&1 | tee "$out/benchmark.log"
