@@ -140,7 +140,7 @@ def _assert_same_outputs_and_grads(a: tuple[list[torch.Tensor], dict], b: tuple[
         torch.testing.assert_close(x, y, atol=1e-10, rtol=0)
     assert grads_a.keys() == grads_b.keys()
     for name in grads_a:
-        torch.testing.assert_close(grads_a[name], grads_b[name], atol=1e-10, rtol=0, msg=name)
+        torch.testing.assert_close(grads_a[name], grads_b[name], atol=1e-10, rtol=0, msg=lambda m, n=name: f"{n}: {m}")
 
 
 def _double_encoder(cell: str, bidirectional: bool) -> tuple[Encoder, torch.Tensor, torch.Tensor, torch.Tensor]:
