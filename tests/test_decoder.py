@@ -133,7 +133,7 @@ def _fixed_logits_and_grads(decoder: Decoder, device: str) -> tuple[torch.Tensor
     states.bwd_first = None if states.bwd_first is None else states.bwd_first.to(device)
     logits, _ = decoder(tgt, decoder.precompute(decoder.provider.prepare(states)))
     (logits * weights.to(device)).sum().backward()
-    grads = {name: p.grad.cpu() for name, p in decoder.named_parameters() if p.grad is not None}
+    grads = {name: p.grad.to("cpu", copy=True) for name, p in decoder.named_parameters() if p.grad is not None}
     assert fwd_last.grad is not None
     return logits.detach().cpu(), fwd_last.grad.cpu(), grads
 

@@ -130,7 +130,7 @@ def _outputs_and_grads(
     finals = [states.fwd_last] + ([states.bwd_first] if states.bwd_first is not None else [])
     loss = (states.annotations * weights).sum() + sum(f.sum() for f in finals)
     loss.backward()
-    grads = {name: p.grad.cpu() for name, p in encoder.named_parameters()}
+    grads = {name: p.grad.to("cpu", copy=True) for name, p in encoder.named_parameters()}  # .cuda() moves grads
     return [states.annotations.detach().cpu(), *(f.detach().cpu() for f in finals)], grads
 
 
