@@ -154,7 +154,7 @@ class AdditiveAttention(Attention):
         return self._scores(query, keys)
 
     def _scores(self, query: Tensor, keys: Tensor) -> Tensor:
-        hidden = torch.tanh(keys + query.unsqueeze(1))  # batch x src_len x att
+        hidden = torch.tanh_(keys + query.unsqueeze(1))  # batch x src_len x att, in the sum's own memory
         return torch.matmul(hidden, self.v.to(hidden.dtype))
 
 
