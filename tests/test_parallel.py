@@ -3,7 +3,9 @@ parallel, end to end: tests/system/test_experiment.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import signal
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ from nmt.config import config_from_dict
 from nmt.errors import NMTError
 from nmt.rundir.checkpoints import load_checkpoint, save_checkpoint
 from nmt.rundir.writing import read_summary
+from nmt.training.terminal import StopRequest
 from nmt.training.trainer import train
 from tests.helpers import reverse_task_config
 
@@ -26,6 +29,22 @@ def test_training_jobs_default_to_one_per_core_on_cpu_and_one_on_cuda(monkeypatc
     assert parallel.training_jobs(config, 0) == 4  # never more than the runs
     on_gpu = config_from_dict({"training": {"device": "cuda"}, "runs": runs})
     assert parallel.training_jobs(on_gpu, 0) == 1
+
+
+def test_a_workers_stop_holds_when_the_interrupt_that_asks_for_it_is_lost(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGUSR1 reaching a worker whose run is still setting up raises KeyboardInterrupt there; should that be
+    lost, the run's StopRequest still starts requested (and no later run starts)."""
+    monkeypatch.setattr(StopRequest, "pending", False)
+    with StopRequest(print) as untouched:
+        assert not untouched.requested
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as _train_in_child sets it
+    try:
+        with contextlib.suppress(KeyboardInterrupt):  # the interrupt, lost
+            parallel._stop(signal.SIGUSR1, None)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    with StopRequest(print) as request:
+        assert request.requested
 
 
 @pytest.mark.slow  # a spawned worker process imports torch and the package: 2.6-3.7 s on 2 cores

@@ -27,6 +27,7 @@ from nmt.environment import available_cores
 from nmt.errors import NMTError
 from nmt.interrupts import starting_children
 from nmt.rundir.writing import config_differences, learning_differences, read_summary, write_config
+from nmt.training.terminal import StopRequest
 from nmt.training.trainer import train
 
 
@@ -90,9 +91,6 @@ def training_jobs(config: Config, jobs: int) -> int:
     return 1 if uses_cuda else min(len(config.runs), available_cores())
 
 
-_stopping = False  # in a worker: the parent asked it to stop (_stop)
-
-
 def _start_worker() -> None:
     """A worker's signals (it starts with them blocked, nmt/interrupts.py): Ctrl-C stays blocked, for the
     parent passes it on once, as SIGUSR1 (_stop); SIGTERM ends the worker at once, as the pool expects."""
@@ -103,9 +101,9 @@ def _start_worker() -> None:
 
 def _stop(signum: int, frame: FrameType | None) -> None:
     """SIGUSR1 in a worker: a run in training stops as on Ctrl-C (the trainer saves a checkpoint at the end
-    of its step), and no later run starts."""
-    global _stopping
-    _stopping = True
+    of its step), a run still setting up stops at once or, should that KeyboardInterrupt be lost, after its
+    first step, and no later run starts."""
+    StopRequest.pending = True
     handler = signal.getsignal(signal.SIGINT)
     if callable(handler):
         handler(signal.SIGINT, frame)
@@ -122,9 +120,9 @@ def _train_in_child(name: str, config: Config, run_dir: Path, log_path: Path) ->
     """One run's training in a worker process, its output in `log_path`; returns (what was done, seconds).
     An NMTError reaches the parent whole, hint included (exceptions cross pickled)."""
     start = time.perf_counter()
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # set before _stopping is read: no stop is lost
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # set before `pending` is read: no stop is lost
     try:
-        if _stopping:
+        if StopRequest.pending:
             raise KeyboardInterrupt
         with open(log_path, "a", encoding="utf-8") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
             done = _train_run(name, config, run_dir)

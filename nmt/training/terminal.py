@@ -92,8 +92,14 @@ class StopRequest:
     once. SIGTERM comes here through `nmt`'s own handler (nmt/interrupts.py); elsewhere, as in an
     experiment's training worker, it ends the process, as multiprocessing's pool expects of it."""
 
+    # A stop asked for while none was active (an experiment's worker still setting its run up,
+    # nmt/training/parallel.py): the next one starts requested, so the stop holds even if the KeyboardInterrupt
+    # that also asks is lost (seen: a worker trained on 30 s after Ctrl-C, nothing in its log; an exception a
+    # signal handler raises can be dropped where C code clears errors).
+    pending = False
+
     def __init__(self, announce: Callable[[str], None]) -> None:
-        self.requested = False
+        self.requested = StopRequest.pending
         self._announce = announce
         self._previous: Any = None
 
