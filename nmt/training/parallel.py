@@ -101,8 +101,8 @@ def _start_worker() -> None:
 
 def _stop(signum: int, frame: FrameType | None) -> None:
     """SIGUSR1 in a worker: a run in training stops as on Ctrl-C (the trainer saves a checkpoint at the end
-    of its step), a run still setting up stops at once or, should that KeyboardInterrupt be lost, after its
-    first step, and no later run starts."""
+    of its step), a run still setting up stops at once or, should that KeyboardInterrupt be lost, before its
+    first step (with a checkpoint), and no later run starts."""
     StopRequest.pending = True
     handler = signal.getsignal(signal.SIGINT)
     if callable(handler):
