@@ -27,9 +27,10 @@ from nmt.config_sections import ModelConfig
 from nmt.models.output_loss import linear_cross_entropy
 from nmt.special import PAD_ID
 
-# The fused-attention kernels torch may pick, each with whether it is enabled now (by default, or by a caller's
-# sdpa_kernel), all but cuDNN's: it builds a graph for every new shape (31 ms of host time a call on an H200,
-# torch 2.11), length-bucketed batches keep bringing new shapes, and training ran 7x slower with it.
+# On CUDA, the fused-attention kernels torch may pick, each with whether it is enabled now (by default, or by a
+# caller's sdpa_kernel), all but cuDNN's: it builds a graph for every new shape (31 ms of host time a call on an
+# H200, torch 2.11), length-bucketed batches keep bringing new shapes, and training ran 7x slower with it. Not
+# on the CPU, which has no cuDNN kernel and where choosing costs as much as a decoding step's attention call.
 FUSED_ATTENTION = {
     SDPBackend.FLASH_ATTENTION: torch.backends.cuda.flash_sdp_enabled,
     SDPBackend.EFFICIENT_ATTENTION: torch.backends.cuda.mem_efficient_sdp_enabled,
@@ -137,7 +138,10 @@ class MultiHeadAttention(nn.Module):
         else:
             if bias is not None:  # the relative term as an additive mask of the fused kernel
                 mask = bias if mask is None else bias.masked_fill(~mask, -math.inf)
-            with sdpa_kernel([backend for backend, enabled in FUSED_ATTENTION.items() if enabled()]):
+            kernels = contextlib.nullcontext()
+            if query.is_cuda:
+                kernels = sdpa_kernel([backend for backend, enabled in FUSED_ATTENTION.items() if enabled()])
+            with kernels:
                 context = F.scaled_dot_product_attention(query, keys, values, attn_mask=mask, scale=scale)
         if self.head_mask is not None:
             context = context * self.head_mask.view(1, -1, 1, 1).to(context.dtype)
