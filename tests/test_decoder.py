@@ -129,8 +129,7 @@ def _fixed_logits_and_grads(decoder: Decoder, device: str) -> tuple[torch.Tensor
     states = _states()
     fwd_last = states.fwd_last.double().to(device).requires_grad_()
     states.fwd_last, states.annotations = fwd_last, states.annotations.double().to(device)
-    states.mask, states.lengths = states.mask.to(device), states.lengths.to(device)
-    states.bwd_first = None if states.bwd_first is None else states.bwd_first.to(device)
+    states.mask, states.lengths, states.bwd_first = (t.to(device) for t in (states.mask, states.lengths, states.bwd_first))
     logits, _ = decoder(tgt, decoder.precompute(decoder.provider.prepare(states)))
     (logits * weights.to(device)).sum().backward()
     grads = {name: p.grad.to("cpu", copy=True) for name, p in decoder.named_parameters() if p.grad is not None}

@@ -33,7 +33,7 @@ def test_training_jobs_default_to_one_per_core_on_cpu_and_one_on_cuda(monkeypatc
 
 def test_a_workers_stop_holds_when_the_interrupt_that_asks_for_it_is_lost(monkeypatch: pytest.MonkeyPatch) -> None:
     """SIGUSR1 reaching a worker whose run is still setting up raises KeyboardInterrupt there; should that be
-    lost, the run's StopRequest still starts requested (and no later run starts)."""
+    lost, the run's StopRequest still starts requested."""
     monkeypatch.setattr(StopRequest, "pending", False)
     with StopRequest(print) as untouched:
         assert not untouched.requested
