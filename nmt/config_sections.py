@@ -18,6 +18,7 @@ from nmt.data.corpus import Source
 from nmt.data.pairs import SPLITS
 from nmt.data.sources import SOURCES
 from nmt.errors import NMTError, require
+from nmt.registry import ARCHITECTURES, ATTENTIONS
 
 # data.source: the names in the registry of corpus sources
 SourceName = Literal[tuple(SOURCES)]  # type: ignore[valid-type]
@@ -129,15 +130,15 @@ class DataConfig:
 @dataclass
 class ModelConfig:
     """Sizes and kind of the encoder-decoder: an RNN (`attention: none` is the fixed-vector RNNencdec) or a
-    Transformer, whose d_model is hidden_size."""
+    Transformer, whose d_model is hidden_size (`architecture`: a name of nmt/registry.py's ARCHITECTURES)."""
 
     @property
     def bidirectional_encoder(self) -> bool:
         """Every model reads the source both ways except the paper's RNNencdec (one forward RNN)."""
         return self.attention != "none" or self.fixed_context == "both_ends"
 
-    architecture: Literal["rnn", "transformer"] = "rnn"
-    attention: str = "additive"  # a name of nmt/models/attention.py's ATTENTIONS
+    architecture: str = "rnn"  # a name of nmt/registry.py's ARCHITECTURES
+    attention: str = "additive"  # a name of nmt/registry.py's ATTENTIONS
     # attention none: c = tanh(V h_T) of a forward-only encoder (Cho et al.; Bahdanau et al.'s RNNencdec),
     # or both_ends: c = tanh(V [fwd_T ; bwd_1]) of the bidirectional encoder (an ablation, stronger)
     fixed_context: Literal["last_state", "both_ends"] = "last_state"
@@ -162,18 +163,17 @@ class ModelConfig:
 
     def validate(self) -> None:
         """Raise NMTError naming the first key of this section whose value is out of range, or that the
-        architecture does not use (set away from its default)."""
-        other = "transformer" if self.architecture == "rnn" else "rnn"
-        defaults = ModelConfig()
-        for key in ARCHITECTURE_KEYS[other]:
-            require(
-                getattr(self, key) == getattr(defaults, key), f"model.{key}",
-                f"is a setting of model.architecture {other}, not of {self.architecture}: leave it out",
-            )
-        if self.architecture == "rnn":
-            # imports torch, which the model this config describes needs anyway
-            from nmt.models.attention import ATTENTIONS
-
+        architecture does not use (another architecture's key, set away from its default)."""
+        require(self.architecture in ARCHITECTURES, "model.architecture",
+                f"{self.architecture!r} is not an architecture: expected one of {', '.join(ARCHITECTURES)}")
+        own, defaults = ARCHITECTURES[self.architecture].keys, ModelConfig()
+        for other, entry in ARCHITECTURES.items():
+            for key in entry.keys:
+                require(
+                    key in own or getattr(self, key) == getattr(defaults, key), f"model.{key}",
+                    f"is a setting of model.architecture {other}, not of {self.architecture}: leave it out",
+                )
+        if "attention" in own:
             require(self.attention in ATTENTIONS, "model.attention",
                     f"{self.attention!r} is not an attention type: expected one of {', '.join(ATTENTIONS)}")
         sizes = ("embedding_size", "hidden_size", "attention_size", "encoder_layers", "layers", "heads",
@@ -186,19 +186,12 @@ class ModelConfig:
             require(self.hidden_size % self.heads == 0, "model.heads", "must divide model.hidden_size (d_model)")
         require(self.maxout_size >= 0, "model.maxout_size", "must be >= 0 (0 = tanh layer)")
         require(0.0 <= self.dropout < 1.0, "model.dropout", "must be in [0, 1)")
-        require(
-            not self.tie_target_embeddings or self.architecture == "transformer"
+        require(  # a tied output embedding is fed by an RNN's maxout (or tanh) layer
+            not self.tie_target_embeddings or "maxout_size" not in own
             or self.maxout_size in (0, self.embedding_size),
             "model.tie_target_embeddings",
             "needs model.maxout_size equal to model.embedding_size, or 0 (a tanh layer as wide as the embeddings)",
         )
-
-
-# the keys only one architecture reads; the other refuses them unless left at their defaults
-ARCHITECTURE_KEYS = {
-    "rnn": ("attention", "fixed_context", "cell", "attention_size", "maxout_size", "encoder_layers", "init"),
-    "transformer": ("layers", "heads", "feedforward_size", "relative_clip", "positions", "norm", "scaled_attention"),
-}
 
 
 @dataclass

@@ -26,7 +26,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch import Tensor
 
 from nmt.compare.evaluate import check_src_and_ref, common_test_set
 from nmt.compare.runs import (
@@ -48,8 +47,7 @@ from nmt.evaluation.buckets import assign_buckets, make_buckets, sentence_length
 from nmt.evaluation.curves import SELECTION, bucket_bleu, bucket_counts, sample_test_set
 from nmt.evaluation.scoring import CorpusScorer, bleu_from_stats, bootstrap_bleu, paired_p_value
 from nmt.evaluation.testset import TestSet, shown_path
-from nmt.models.attention import PERTURBATIONS, analysed_attention
-from nmt.models.transformer import Transformer, ablated_cross_attention, recorded_cross_attention
+from nmt.models.interface import MAIN_VIEW, AttentionSwitches, model_kind
 from nmt.rundir.checkpoints import CHECKPOINT_DIR, step_checkpoint_name, step_checkpoints
 from nmt.rundir.loading import LoadedRun, load_run
 
@@ -126,10 +124,12 @@ class CheckContext:
 def _perturbation(
     run: RunInfo, evaluated: LoadedRun, context: CheckContext, heads: dict[str, Any] | None
 ) -> dict[str, Any]:
-    """An RNN's `perturbation_bleu`, or a Transformer's `head_ablation_bleu` (`heads`: its per-head agreement)."""
-    if run.config.model.architecture == "transformer":
-        return head_ablation_bleu(run.name, evaluated, context, heads)
-    return perturbation_bleu(run.name, evaluated, context)
+    """The model's attention switches (`heads`: its per-head agreement) scored: an RNN's `perturbation_bleu`,
+    or a Transformer's `head_ablation_bleu`, each compared with the unchanged model."""
+    switched = evaluated.model.attention_switches(context.seed, heads)
+    if switched.compared:
+        return head_ablation_bleu(run.name, evaluated, context, switched)
+    return perturbation_bleu(run.name, evaluated, context, switched)
 
 
 def _agreements(
@@ -165,9 +165,10 @@ def _setting(context: CheckContext, per_bucket: int, symmetrisation: Symmetrisat
 def _refuse_runs_without_attention(runs: Sequence[RunInfo]) -> None:
     """Both checks need attention weights: the fixed-vector model (attention: none) has none."""
     for run in runs:
-        if run.config.model.attention == "none":
+        without = model_kind(run.config.model).without_attention
+        if without:
             raise NMTError(
-                f"{run.name} has no attention (attention: none, RNNencdec): there are no weights to check.",
+                f"{run.name} has no attention ({without}): there are no weights to check.",
                 "Give runs with attention (RNNsearch); the fixed-vector model has one context for every step.",
             )
 
@@ -191,38 +192,26 @@ def _greedy_bleu(
         yield kind, {"bleu": bleu, "all": overall, "seconds": round(time.perf_counter() - started, 1)}, hyps
 
 
-def perturbation_bleu(name: str, loaded: LoadedRun, context: CheckContext) -> dict[str, Any]:
-    """Greedy BLEU per bucket of run `name`'s loaded checkpoint with each attention perturbation
-    (nmt.models.attention.PERTURBATIONS), within the run's decoding length limits."""
-    provider = loaded.model.decoder.provider
-    switches = {kind: analysed_attention(provider, kind, context.seed) for kind in PERTURBATIONS}
-    return {kind: score for kind, score, _ in _greedy_bleu(name, "attention", loaded, context, switches)}
+def perturbation_bleu(name: str, loaded: LoadedRun, context: CheckContext, switched: AttentionSwitches) -> dict[str, Any]:
+    """Greedy BLEU per bucket of run `name`'s loaded checkpoint with each of its model's attention switches
+    (an RNN's: each of nmt.models.attention.PERTURBATIONS), within the run's decoding length limits."""
+    return {kind: score for kind, score, _ in _greedy_bleu(name, switched.what, loaded, context, switched.switches)}
 
 
 def head_ablation_bleu(
-    name: str, loaded: LoadedRun, context: CheckContext, heads: dict[str, Any] | None
+    name: str, loaded: LoadedRun, context: CheckContext, switched: AttentionSwitches
 ) -> dict[str, Any]:
-    """Greedy BLEU per bucket of a Transformer with its cross-attention ablated in one decoder layer at a
-    time (the module docstring; "only" needs `heads`, the per-head agreement of `agreement_by_bucket`), each
-    with its paired-bootstrap p against the unablated model on all sentences and on the long ones
-    (evaluation.long_words and more)."""
+    """Greedy BLEU per bucket of run `name`'s loaded checkpoint with each of its model's attention switches
+    (a Transformer's: its cross-attention ablated in one decoder layer at a time, the module docstring),
+    each with its paired-bootstrap p against the unchanged model ("none") on all sentences and on the long
+    ones (evaluation.long_words and more)."""
     test_set, settings = context.test_set, context.settings
     assert test_set.sources is not None
-    model = loaded.model
-    count = model.config.heads
-    switches: dict[str, AbstractContextManager[Any]] = {"none": ablated_cross_attention(model, 1)}
-    for layer in range(1, model.config.layers + 1):
-        for head in range(1, count + 1):
-            switches[f"layer {layer} head {head} silenced"] = ablated_cross_attention(model, layer, 1.0 - torch.eye(count)[head - 1])
-        switches[f"layer {layer} uniform"] = ablated_cross_attention(model, layer, uniform=True)
-        if heads is not None:  # the head whose argmax agrees most with the aligner, alone
-            best = max(range(1, count + 1), key=lambda h: heads[f"layer {layer} head {h}"]["all"]["agreement"] or 0)
-            switches[f"layer {layer} only head {best}"] = ablated_cross_attention(model, layer, torch.eye(count)[best - 1])
     lengths = np.asarray(sentence_lengths(test_set.sources, test_set.references, settings.by))
     long = np.flatnonzero(lengths >= settings.long_words)
     scores: dict[str, Any] = {}
     stats: dict[str, np.ndarray] = {}
-    for kind, score, hyps in _greedy_bleu(name, "cross-attention", loaded, context, switches):
+    for kind, score, hyps in _greedy_bleu(name, switched.what, loaded, context, switched.switches):
         stats[kind] = context.scorer.sentence_stats(hyps)
         score["long"] = float(bleu_from_stats(stats[kind][long].sum(axis=0))) if long.size else None
         for part, rows in (("all", slice(None)), ("long", long)):
@@ -260,27 +249,10 @@ def _checkpoints(run: RunInfo, steps: Sequence[int] | None) -> list[Path]:
     return [path for path in chosen if path.resolve() != run.checkpoint.resolve()] + [run.checkpoint]
 
 
-MAIN_VIEW = "attention"  # the weights the model returns: an RNN's one attention, a Transformer's last layer mean
-
-
-def attention_views(model: Any, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> dict[str, Tensor]:
-    """Teacher-forced attention weights, each batch x T x S: MAIN_VIEW, and for a Transformer each decoder
-    layer's cross-attention per head ("layer 2 head 3") and averaged over its heads ("layer 2 mean")."""
-    if not isinstance(model, Transformer):
-        return {MAIN_VIEW: model(src, src_lengths, tgt_in, return_attention=True)[1]}
-    with recorded_cross_attention(model) as records:
-        _, main = model(src, src_lengths, tgt_in, return_attention=True)
-    views = {MAIN_VIEW: main}
-    for layer, ((_, weights),) in enumerate(records, 1):  # weights: batch x heads x T x S
-        views |= {f"layer {layer} head {head}": w for head, w in enumerate(weights.unbind(1), 1)}
-        views[f"layer {layer} mean"] = weights.mean(dim=1)
-    return views
-
-
 def teacher_forced_argmax(
     model: Any, tokenizer: Any, sources: Sequence[str], references: Sequence[str], batch_size: int
 ) -> dict[str, list[list[int] | None]]:
-    """Per attention view (`attention_views`) and pair, the argmax source word of each reference word under
+    """Per attention view (the model's `attention_views`) and pair, the argmax source word of each reference word under
     teacher forcing (None where the pieces' words do not match the whitespace words the aligner sees, or a
     side is empty).
 
@@ -297,7 +269,7 @@ def teacher_forced_argmax(
         tgt_ids = [tokenizer.encode_tgt(references[i]) for i in batch]
         data = make_batch(src_ids, tgt_ids, batch).to(device)
         with torch.inference_mode():
-            views = attention_views(model, data.src, data.src_lengths, data.tgt_in)
+            views = model.attention_views(data.src, data.src_lengths, data.tgt_in)
         for view, attention in views.items():
             found = result.setdefault(view, [None] * len(sources))
             attention = attention.float().cpu().numpy()

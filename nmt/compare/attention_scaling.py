@@ -32,13 +32,10 @@ from nmt.compare.runs import (
 )
 from nmt.data.batching import make_batch
 from nmt.decoding.attention_stats import row_entropy, uniform_entropy
-from nmt.errors import NMTError
 from nmt.evaluation.attention_report import format_scaling_markdown, scaling_figure
 from nmt.evaluation.curves import sample_test_set
 from nmt.evaluation.testset import shown_path
-from nmt.models.attention import Attention, analysed_attention
-from nmt.models.seq2seq import Model
-from nmt.models.transformer import Transformer, recorded_cross_attention
+from nmt.models.interface import MAIN_VIEW, Model, ScoreSteps, model_kind
 from nmt.rundir.loading import load_run
 from nmt.special import PAD_ID
 from nmt.training import trainer
@@ -110,41 +107,20 @@ def attention_statistics(model: Model, pairs: Sequence[tuple[list[int], list[int
     }
 
 
-MAIN = "attention"  # the group of every attention step of a run
+MAIN = MAIN_VIEW  # the group of every attention step of a run
 
 
-def _backpropagated(model: Model, batch: Any, real: Tensor) -> tuple[float, list[tuple[tuple[str, ...], tuple[Tensor, ...]]]]:
+def _backpropagated(model: Model, batch: Any, real: Tensor) -> tuple[float, ScoreSteps]:
     """Teacher-force one batch and backpropagate its summed loss -> the loss, and the attention's decoder
     steps: (the groups they count in, (scores, their gradients, source mask, alive rows)), each rows x
-    src_len (alive: rows, the steps whose target is real)."""
+    src_len (alive: rows, the steps whose target is real; the model's `attention_score_steps`)."""
     def backward() -> float:
         loss = model(batch.src, batch.src_lengths, batch.tgt_in, target_mask=real, targets=batch.tgt_out[real])
         loss.backward()
         model.zero_grad(set_to_none=True)
         return float(loss.detach())
 
-    if isinstance(model, Transformer):
-        with recorded_cross_attention(model) as records:
-            loss = backward()
-        source = batch.src != PAD_ID  # batch x S
-        rows, src_len = real.numel(), source.size(1)
-        mask = source.unsqueeze(1).expand(-1, real.size(1), -1).reshape(rows, src_len)
-        steps = []
-        for layer, ((scores, _),) in enumerate(records, 1):  # scores: batch x heads x T x S
-            assert scores.grad is not None
-            for head in range(scores.size(1)):
-                flat = (scores[:, head].detach().reshape(rows, src_len), scores.grad[:, head].reshape(rows, src_len))
-                groups = (f"layer {layer} head {head + 1}", f"layer {layer}", MAIN)
-                steps.append((groups, (*flat, mask, real.reshape(rows))))
-        return loss, steps
-    attention = model.decoder.provider
-    if not isinstance(attention, Attention):
-        raise NMTError("attention-scaling measures attention scores, and this run has none (attention: none).",
-                       "Give runs trained with model.attention dot, scaled_dot, additive or general.")
-    with analysed_attention(attention, record=True) as recorded:
-        loss = backward()
-    return loss, [((MAIN,), (scores.detach(), scores.grad, mask, real[:, step]))
-                  for step, (scores, mask) in enumerate(recorded)]
+    return model.attention_score_steps(backward, batch.src, real)
 
 
 def scaling_statistics(
@@ -171,18 +147,16 @@ def scaling_statistics(
         pairs = [(tokenizer.encode_src(s), tokenizer.encode_tgt(t)) for s, t in zip(sample.sources, sample.references, strict=True)]
         initial = trainer.initial_model(run.config, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
         at_init, trained = attention_statistics(initial, pairs), attention_statistics(loaded.model, pairs)
-        model = run.config.model
-        transformer = model.architecture == "transformer"
+        kind = model_kind(run.config.model)
         stages = {group: {"initialisation": asdict(stats), "trained": asdict(trained[group])} for group, stats in at_init.items()}
         measured[run.name] = {  # a Transformer: its cross-attention, d = d_k
-            "attention": ("scaled_dot" if model.scaled_attention else "dot") + " (Transformer)" if transformer
-            else model.attention,
-            "attention_size": model.hidden_size // model.heads if transformer else model.attention_size,
+            "attention": kind.scaling_attention,
+            "attention_size": kind.scaling_size,
             "checkpoint": shown_path(run.checkpoint, out),
             "step": loaded.step,
             **stages.pop(MAIN),
         }
-        if transformer:  # per layer and per head
+        if stages:  # groups beside MAIN: a Transformer's per layer and per head
             measured[run.name]["parts"] = stages
         print(f"{run.name}: measured at initialisation and at step {loaded.step}", file=sys.stderr)
     results = {"sentences": sample.describe(), "saturated_above": SATURATED, "runs": measured}

@@ -28,6 +28,7 @@ from nmt.errors import NMTError
 from nmt.evaluation import curves
 from nmt.evaluation.scoring import CorpusScorer
 from nmt.evaluation.testset import TestSet, shown_path
+from nmt.models.interface import model_kind
 from nmt.rundir.checkpoints import checkpoint_step, step_checkpoints
 
 
@@ -63,8 +64,7 @@ def learning_curves(
         sample, scorer = samples[run.config.data.dir]
         measured[run.name] = {
             "run_dir": shown_path(run.run_dir, out),
-            "attention": run.config.model.attention if run.config.model.architecture == "rnn"
-            else f"multi-head (Transformer, {run.config.model.positions} positions)",
+            "attention": model_kind(run.config.model).curve_attention,
             "sentences": sample.describe(),
             "n": curves.bucket_counts(sample, cutoffs, by),
             "n_sample": len(sample.references),

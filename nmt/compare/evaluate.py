@@ -21,16 +21,14 @@ from nmt.errors import NMTError
 from nmt.evaluation.score_files import score_and_report
 from nmt.evaluation.testset import TestSet, file_test_set, shown_path
 from nmt.fileio import same_file
+from nmt.models.interface import model_kind
 from nmt.rundir.checkpoints import describe_checkpoint
 
 
 def _kind(run: RunInfo) -> str:
     """How a run's decoder sees the source: "fixed vector" (RNNencdec), "rnn attention", or a Transformer
-    with "relative" or "absolute" positions."""
-    model = run.config.model
-    if model.architecture == "rnn":
-        return "fixed vector" if model.attention == "none" else "rnn attention"
-    return "relative" if model.positions == "relative" else "absolute"
+    with "relative" or "absolute" positions (its model's `ModelKind.length_kind`)."""
+    return model_kind(run.config.model).length_kind
 
 
 def effect_pairs(runs: Sequence[RunInfo]) -> tuple[list[tuple[str, str]], list[str]]:
@@ -57,12 +55,9 @@ def length_contrasts(runs: Sequence[RunInfo]) -> list[tuple[str, str]]:
 
 def plot_group(model: ModelConfig, max_words: int) -> tuple[str, str]:
     """(model, variant) of a run for the plot: RNNencdec / RNNsearch (or the attention's name) / Transformer
-    (with its positions unless the paper's), and its training ceiling, e.g. ("RNNsearch", "-30")."""
-    if model.architecture == "transformer":
-        name = "Transformer" + ("" if model.positions == "sinusoidal" else f" ({model.positions} positions)")
-    else:
-        name = {"none": "RNNencdec", "additive": "RNNsearch"}.get(model.attention, f"{model.attention} attention")
-    return name, f"-{max_words}" if max_words else "all lengths"
+    (with its positions unless the paper's): its model's `ModelKind.name`; and its training ceiling, e.g.
+    ("RNNsearch", "-30")."""
+    return model_kind(model).name, f"-{max_words}" if max_words else "all lengths"
 
 
 def evaluate_runs(

@@ -28,6 +28,7 @@ from nmt.errors import NMTError
 from nmt.evaluation.curves import CURVE
 from nmt.evaluation.report import markdown_table
 from nmt.fileio import atomic_write_text, same_file
+from nmt.models.interface import model_kind
 from nmt.rundir.writing import read_summary
 from nmt.training.parallel import check_runs, train_runs
 
@@ -88,10 +89,7 @@ def _setup_lines(config: Config, out_dir: Path) -> list[str]:
 
 def _attention_kind(model: ModelConfig) -> str:
     """The parameter table's name for a run's attention: model.attention, or a Transformer's heads."""
-    if model.architecture == "rnn":
-        return model.attention
-    scaling = "scaled dot" if model.scaled_attention else "dot"
-    return f"{model.heads} x {scaling}-product, {model.positions} positions"
+    return model_kind(model).attention
 
 
 def _tables(

@@ -23,6 +23,7 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from nmt.models.encoder import EncoderOutput, EncoderStates
+from nmt.registry import ATTENTIONS, resolve  # ATTENTIONS: model.attention's names, also read from here
 
 
 class ContextProvider(nn.Module):
@@ -234,16 +235,27 @@ def analysed_attention(
         provider.perturbation, provider.perturb_generator, provider.recorded = saved
 
 
-# model.attention's values: each name and how it builds its provider from (state_size, annotation_size,
-# attention_size, fixed_context). A new attention type is its class above and one line here: the config
-# checks model.attention against these names, and the tests run every one of them.
-ATTENTIONS: dict[str, Callable[[int, int, int, str], ContextProvider]] = {
-    "none": lambda state, annotation, _, summary: FixedContext(state, annotation, summary),
-    "additive": lambda state, annotation, size, _: AdditiveAttention(state, annotation, size),
-    "dot": lambda state, annotation, size, _: DotAttention(state, annotation, size, scaled=False),
-    "scaled_dot": lambda state, annotation, size, _: DotAttention(state, annotation, size, scaled=True),
-    "general": lambda state, annotation, _, __: GeneralAttention(state, annotation),
-}
+# model.attention's builders, each named by its line of nmt/registry.py's ATTENTIONS (where the config checks
+# model.attention): a new attention type is its class above, its builder here and that one line; the tests
+# run every one of them. Each takes (state_size, annotation_size, attention_size, fixed_context).
+def build_fixed_context(state: int, annotation: int, _: int, summary: str) -> ContextProvider:
+    return FixedContext(state, annotation, summary)
+
+
+def build_additive(state: int, annotation: int, size: int, _: str) -> ContextProvider:
+    return AdditiveAttention(state, annotation, size)
+
+
+def build_dot(state: int, annotation: int, size: int, _: str) -> ContextProvider:
+    return DotAttention(state, annotation, size, scaled=False)
+
+
+def build_scaled_dot(state: int, annotation: int, size: int, _: str) -> ContextProvider:
+    return DotAttention(state, annotation, size, scaled=True)
+
+
+def build_general(state: int, annotation: int, _: int, __: str) -> ContextProvider:
+    return GeneralAttention(state, annotation)
 
 
 def build_context_provider(
@@ -257,4 +269,5 @@ def build_context_provider(
     the summary of attention none."""
     if attention not in ATTENTIONS:
         raise ValueError(f"unknown attention type {attention!r}: expected one of {', '.join(ATTENTIONS)}")
-    return ATTENTIONS[attention](state_size, annotation_size, attention_size, fixed_context)
+    build: Callable[[int, int, int, str], ContextProvider] = resolve(ATTENTIONS[attention])
+    return build(state_size, annotation_size, attention_size, fixed_context)

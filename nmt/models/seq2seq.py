@@ -1,20 +1,33 @@
-"""Encoder + context provider + decoder, built from `ModelConfig`: RNNsearch or RNNencdec; `build_model`
-builds it or the Transformer (nmt/models/transformer.py)."""
+"""Encoder + context provider + decoder, built from `ModelConfig`: RNNsearch or RNNencdec, model.architecture
+rnn (nmt/registry.py). `build_model` (nmt/models/interface.py, also importable from here) builds any
+architecture's model."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 from torch import Tensor, nn
 
 from nmt.config_sections import ModelConfig
 from nmt.errors import NMTError
-from nmt.models.attention import AdditiveAttention, Attention, build_context_provider
+from nmt.models.attention import (
+    PERTURBATIONS,
+    AdditiveAttention,
+    Attention,
+    analysed_attention,
+    build_context_provider,
+)
 from nmt.models.decoder import Decoder, DecoderState
 from nmt.models.encoder import Encoder, EncoderOutput
-from nmt.models.transformer import Transformer
-from nmt.special import EOS_ID, PAD_ID
+from nmt.models.interface import MAIN_VIEW, AttentionSwitches, ModelKind, ScoreSteps, TranslationModel
+from nmt.models.interface import Model as Model
+from nmt.models.interface import build_model as build_model
+from nmt.models.interface import count_parameters as count_parameters
+from nmt.special import PAD_ID
 
 
-class Seq2Seq(nn.Module):
+class Seq2Seq(TranslationModel):
     """The whole translation model: `forward` for teacher forcing, `encode`/`init_state`/`decode_step`
     for search. `forward` equals init_state + decode_step fed the reference tokens."""
 
@@ -56,6 +69,36 @@ class Seq2Seq(nn.Module):
     def name(self) -> str:
         """RNNsearch or RNNencdec."""
         return "RNNsearch" if self.has_attention else "RNNencdec"
+
+    @classmethod
+    def kind(cls, config: ModelConfig) -> ModelKind:
+        """RNNencdec (attention none: the fixed-vector baseline), RNNsearch (additive), or the attention's name."""
+        attention = config.attention
+        return ModelKind(
+            name={"none": "RNNencdec", "additive": "RNNsearch"}.get(attention, f"{attention} attention"),
+            attention=attention, curve_attention=attention, scaling_attention=attention,
+            scaling_size=config.attention_size,
+            length_kind="fixed vector" if attention == "none" else "rnn attention",
+            without_attention="attention: none, RNNencdec" if attention == "none" else "",
+        )
+
+    def attention_switches(self, seed: int, heads: dict[str, Any] | None) -> AttentionSwitches:
+        """The weights of every decoder step replaced by each of PERTURBATIONS ("none": kept; nmt/models/attention.py)."""
+        provider = self.decoder.provider
+        return AttentionSwitches(
+            "attention", {kind: analysed_attention(provider, kind, seed) for kind in PERTURBATIONS}, compared=False
+        )
+
+    def attention_score_steps(self, backward: Callable[[], float], src: Tensor, real: Tensor) -> tuple[float, ScoreSteps]:
+        """Every decoder step's scores, in the group MAIN_VIEW (NMTError for attention none)."""
+        attention = self.decoder.provider
+        if not isinstance(attention, Attention):
+            raise NMTError("attention-scaling measures attention scores, and this run has none (attention: none).",
+                           "Give runs trained with model.attention dot, scaled_dot, additive or general.")
+        with analysed_attention(attention, record=True) as recorded:
+            loss = backward()
+        return loss, [((MAIN_VIEW,), (scores.detach(), scores.grad, mask, real[:, step]))
+                      for step, (scores, mask) in enumerate(recorded)]
 
     def encode(self, src: Tensor, src_lengths: Tensor) -> EncoderOutput:
         """src: batch x src_len (ids + EOS, PAD right padding), src_lengths: batch -> the encoder output
@@ -101,28 +144,6 @@ class Seq2Seq(nn.Module):
             f"maxout {c.maxout_size}, vocab {self.src_vocab_size}/{self.tgt_vocab_size}): "
             f"{count_parameters(self):,} parameters"
         )
-
-
-def count_parameters(model: nn.Module) -> int:
-    """Number of trainable parameters; a tied weight counts once."""
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
-
-
-Model = Seq2Seq | Transformer  # what build_model returns: both have search's interface
-
-
-def build_model(config: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> Model:
-    """The model `config` describes (model.architecture), for the given vocabulary sizes."""
-    special = max(PAD_ID, EOS_ID) + 1
-    for name, size in (("source", src_vocab_size), ("target", tgt_vocab_size)):
-        if size <= special:
-            raise NMTError(
-                f"the {name} vocabulary has {size} entries, leaving no room beyond the {special} special ids.",
-                "Raise data.vocab_size, or use a larger training corpus.",
-            )
-    config.validate()  # a ModelConfig built in code has not been through the YAML checks
-    model_class = Transformer if config.architecture == "transformer" else Seq2Seq
-    return model_class(config, src_vocab_size, tgt_vocab_size)
 
 
 def init_bahdanau(model: Seq2Seq) -> None:

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -24,6 +26,7 @@ from torch import Tensor, nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from nmt.config_sections import ModelConfig
+from nmt.models.interface import MAIN_VIEW, AttentionSwitches, ModelKind, ScoreSteps, TranslationModel
 from nmt.models.output_loss import linear_cross_entropy
 from nmt.special import PAD_ID
 
@@ -196,12 +199,11 @@ class Layer(nn.Module):
         return self._add(x, self.feedforward(self._input(x, -1)), -1), keys_values, weights
 
 
-class Transformer(nn.Module):
+class Transformer(TranslationModel):
     """The whole model, with the interface of `Seq2Seq`: `forward` for teacher forcing, `encode`,
     `init_state` and `decode_step` for search."""
 
     name = "Transformer"
-    has_attention = True
 
     def __init__(self, config: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> None:
         super().__init__()
@@ -237,8 +239,61 @@ class Transformer(nn.Module):
             "of one layer, not an account of the translation"
         )
 
-    def recompute_attention(self, enabled: bool) -> None:
-        """training.recompute_attention is additive attention's; the Transformer keeps nothing to recompute."""
+    @classmethod
+    def kind(cls, config: ModelConfig) -> ModelKind:
+        """"Transformer" (with its positions unless the paper's); absolute positions are expected to fall on
+        long sentences, relative ones to hold (Neishi & Yoshinaga 2019)."""
+        positions, dot = config.positions, "scaled dot" if config.scaled_attention else "dot"
+        return ModelKind(
+            name="Transformer" + ("" if positions == "sinusoidal" else f" ({positions} positions)"),
+            attention=f"{config.heads} x {dot}-product, {positions} positions",
+            curve_attention=f"multi-head (Transformer, {positions} positions)",
+            scaling_attention=dot.replace(" ", "_") + " (Transformer)",
+            scaling_size=config.hidden_size // config.heads,  # d_k
+            length_kind="relative" if positions == "relative" else "absolute",
+        )
+
+    def attention_views(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> dict[str, Tensor]:
+        """MAIN_VIEW, and each decoder layer's cross-attention per head ("layer 2 head 3") and averaged over
+        its heads ("layer 2 mean")."""
+        with recorded_cross_attention(self) as records:
+            _, main = self(src, src_lengths, tgt_in, return_attention=True)
+        views = {MAIN_VIEW: main}
+        for layer, ((_, weights),) in enumerate(records, 1):  # weights: batch x heads x T x S
+            views |= {f"layer {layer} head {head}": w for head, w in enumerate(weights.unbind(1), 1)}
+            views[f"layer {layer} mean"] = weights.mean(dim=1)
+        return views
+
+    def attention_switches(self, seed: int, heads: dict[str, Any] | None) -> AttentionSwitches:
+        """The cross-attention ablated in one decoder layer at a time: each head silenced in turn, all heads
+        uniform, and (with `heads`) all but the head whose argmax agrees most with the aligner silenced."""
+        count = self.config.heads
+        switches: dict[str, AbstractContextManager[Any]] = {"none": ablated_cross_attention(self, 1)}
+        for layer in range(1, self.config.layers + 1):
+            for head in range(1, count + 1):
+                switches[f"layer {layer} head {head} silenced"] = ablated_cross_attention(self, layer, 1.0 - torch.eye(count)[head - 1])
+            switches[f"layer {layer} uniform"] = ablated_cross_attention(self, layer, uniform=True)
+            if heads is not None:  # the head whose argmax agrees most with the aligner, alone
+                best = max(range(1, count + 1), key=lambda h: heads[f"layer {layer} head {h}"]["all"]["agreement"] or 0)
+                switches[f"layer {layer} only head {best}"] = ablated_cross_attention(self, layer, torch.eye(count)[best - 1])
+        return AttentionSwitches("cross-attention", switches, compared=True)
+
+    def attention_score_steps(self, backward: Callable[[], float], src: Tensor, real: Tensor) -> tuple[float, ScoreSteps]:
+        """Each decoder layer's cross-attention scores per head, counted in "layer L head H", "layer L" and
+        MAIN_VIEW."""
+        with recorded_cross_attention(self) as records:
+            loss = backward()
+        source = src != PAD_ID  # batch x S
+        rows, src_len = real.numel(), source.size(1)
+        mask = source.unsqueeze(1).expand(-1, real.size(1), -1).reshape(rows, src_len)
+        steps = []
+        for layer, ((scores, _),) in enumerate(records, 1):  # scores: batch x heads x T x S
+            assert scores.grad is not None
+            for head in range(scores.size(1)):
+                flat = (scores[:, head].detach().reshape(rows, src_len), scores.grad[:, head].reshape(rows, src_len))
+                groups = (f"layer {layer} head {head + 1}", f"layer {layer}", MAIN_VIEW)
+                steps.append((groups, (*flat, mask, real.reshape(rows))))
+        return loss, steps
 
     def _embed(self, tokens: Tensor, embedding: nn.Embedding, offset: int) -> Tensor:
         """tokens: batch x t at positions offset.. -> batch x t x size: √d_model E y (+ position), dropout."""

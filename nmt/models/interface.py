@@ -1,0 +1,179 @@
+"""What every architecture's model offers (`TranslationModel`), and `build_model`, which builds the one
+model.architecture names through nmt/registry.py.
+
+Training and search use `encode`, `init_state`, `decode_step` and the `index_select` of what the first two
+return (`Reorderable`), and `forward` (teacher forcing, and the summed loss that training backpropagates);
+the run's log and the commands use `describe`, `name`, `has_attention` and `attention_shown`. The commands
+that compare runs (nmt/compare/) read a run's `kind` from its config alone (how the reports name it and
+which role it plays in the long-sentence study) and ask a loaded model for its attention views
+(`attention_views`, `attention_switches`, `attention_score_steps`): none of them asks which architecture
+it is. The defaults below are those of a model whose attention the analyses cannot reach; an architecture
+overrides what it has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from torch import Tensor, nn
+
+from nmt.config_sections import ModelConfig
+from nmt.errors import NMTError
+from nmt.registry import architecture
+from nmt.special import EOS_ID, PAD_ID
+
+MAIN_VIEW = "attention"  # the weights the model returns (an RNN's one attention, a Transformer's last layer mean)
+
+# attention_score_steps' steps: (the groups each counts in, (scores, their gradients, source mask, alive rows))
+ScoreSteps = list[tuple[tuple[str, ...], tuple[Tensor, ...]]]
+
+
+_R = TypeVar("_R", bound="Reorderable")
+
+
+class Reorderable(Protocol):
+    """What `encode` and `init_state` return: search keeps, drops and repeats its rows (dimension 0)."""
+
+    def index_select(self: _R, index: Tensor) -> _R: ...
+
+
+@dataclass(frozen=True)
+class ModelKind:
+    """How the reports of nmt/compare/ name a run of a model config, and the part it plays there.
+
+    `length_kind` is its role in `nmt evaluate`'s long-sentence checks (nmt/evaluation/effect.py):
+    "fixed vector" (a baseline expected to fall), "rnn attention" (its attention partner, expected to
+    hold), "absolute" (a model with absolute positions, expected to fall against "rnn attention" and
+    "relative" runs); any other value takes part in none of them."""
+
+    name: str  # the model in the BLEU-by-length plot's legend: "RNNsearch", "Transformer (relative positions)"
+    attention: str  # `nmt experiment`'s parameter table: "additive", "4 x scaled dot-product, ..."
+    curve_attention: str  # learning_curve.json's "attention"
+    scaling_attention: str  # attention_scaling.json's "attention"
+    scaling_size: int  # attention_scaling.json's "attention_size": the width d of the scored vectors
+    length_kind: str = "other"
+    without_attention: str = ""  # why it has no attention weights ("attention: none, RNNencdec"); "" if it has
+
+
+@dataclass(frozen=True)
+class AttentionSwitches:
+    """`nmt attention-checks`' ways of changing a model's attention (each a context manager that changes it
+    for the duration of a `with` block; "none" changes nothing), `what` they change (for the log), and
+    whether each is compared with "none" by paired bootstrap (a Transformer's head ablations) or only scored."""
+
+    what: str
+    switches: dict[str, AbstractContextManager[Any]]
+    compared: bool
+
+
+class TranslationModel(nn.Module):
+    """The interface of a translation model (built as cls(config, src_vocab_size, tgt_vocab_size)), with
+    the defaults of one that has nothing more to offer."""
+
+    config: ModelConfig
+    src_vocab_size: int
+    tgt_vocab_size: int
+
+    def encode(self, src: Tensor, src_lengths: Tensor) -> Any:
+        """src: batch x src_len (ids + EOS, PAD right padding), src_lengths: batch -> what the decoder reads
+        of the source, computed once per batch (Reorderable)."""
+        raise NotImplementedError
+
+    def init_state(self, enc: Any) -> Any:
+        """The decoder state before the first step for every row of `enc` (Reorderable)."""
+        raise NotImplementedError
+
+    def decode_step(self, prev_tokens: Tensor, state: Any, enc: Any) -> tuple[Tensor, Any, Tensor | None]:
+        """prev_tokens: batch (long) -> log-probs batch x tgt_vocab (float32 at least), the next state, and
+        the attention weights batch x src_len (None for a model without attention)."""
+        raise NotImplementedError
+
+    def forward(
+        self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, return_attention: bool = False,
+        target_mask: Tensor | None = None, targets: Tensor | None = None, label_smoothing: float = 0.0,
+    ) -> Tensor | tuple[Tensor, Tensor]:
+        """Teacher forcing. tgt_in: batch x tgt_len (BOS + ids, padded) -> logits batch x tgt_len x tgt_vocab,
+        plus the attention batch x tgt_len x src_len when asked. With `target_mask` (batch x tgt_len, bool):
+        logits n_true x tgt_vocab of the masked positions; with `targets` (n_true) too: their summed
+        cross-entropy with `label_smoothing` instead (training's loss)."""
+        raise NotImplementedError
+
+    @classmethod
+    def kind(cls, config: ModelConfig) -> ModelKind:
+        """How the reports name a run of `config` (a model of this class): by its architecture's name."""
+        name = config.architecture
+        return ModelKind(name, name, name, name, config.hidden_size)
+
+    @property
+    def name(self) -> str:
+        """The model's name in the run's log and the benchmark: its kind's name."""
+        return self.kind(self.config).name
+
+    @property
+    def has_attention(self) -> bool:
+        """Whether `decode_step` and `forward` give attention weights (to plot, to check)."""
+        return True
+
+    @property
+    def attention_shown(self) -> str:
+        """What the attention weights are, for plot titles."""
+        return f"{self.name}'s attention"
+
+    def recompute_attention(self, enabled: bool) -> None:
+        """training.recompute_attention: trade time for memory in training where the model can."""
+
+    def describe(self) -> str:
+        """One line: which model, its sizes, and its parameter count."""
+        return f"{self.name} (vocab {self.src_vocab_size}/{self.tgt_vocab_size}): {count_parameters(self):,} parameters"
+
+    def attention_views(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> dict[str, Tensor]:
+        """Teacher-forced attention weights, each batch x T x S, for `nmt attention-checks`' agreement with an
+        aligner: MAIN_VIEW (what `forward` returns) and any other the model has (a Transformer's heads)."""
+        return {MAIN_VIEW: self(src, src_lengths, tgt_in, return_attention=True)[1]}
+
+    def attention_switches(self, seed: int, heads: dict[str, Any] | None) -> AttentionSwitches:
+        """`nmt attention-checks`' changes of the attention (`seed`: of any random one; `heads`: the per-head
+        agreement of `agreement_by_bucket`, when measured)."""
+        raise NMTError(f"{self.name} offers no way to change its attention for nmt attention-checks.",
+                       "Give runs of an architecture that does (RNNsearch, the Transformer).")
+
+    def attention_score_steps(self, backward: Callable[[], float], src: Tensor, real: Tensor) -> tuple[float, ScoreSteps]:
+        """Run `backward` (teacher-forces a batch of source `src`, backpropagates and returns its loss; `real`:
+        batch x T, the steps whose target is real) while recording the attention scores -> the loss, and the
+        scored steps of `nmt attention-scaling` (ScoreSteps), each rows x src_len."""
+        raise NMTError(f"attention-scaling measures attention scores, and {self.name} does not record them.",
+                       "Give runs of an architecture that does (RNNsearch, the Transformer).")
+
+
+Model = TranslationModel  # what build_model returns
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Number of trainable parameters; a tied weight counts once."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def model_class(config: ModelConfig) -> type[TranslationModel]:
+    """The TranslationModel subclass of `config.architecture` (nmt/registry.py)."""
+    return architecture(config.architecture).model_class()  # type: ignore[no-any-return]
+
+
+def model_kind(config: ModelConfig) -> ModelKind:
+    """How the reports name a run of model `config`, from the config alone (nothing is built)."""
+    return model_class(config).kind(config)
+
+
+def build_model(config: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> TranslationModel:
+    """The model `config` describes (model.architecture), for the given vocabulary sizes."""
+    special = max(PAD_ID, EOS_ID) + 1
+    for name, size in (("source", src_vocab_size), ("target", tgt_vocab_size)):
+        if size <= special:
+            raise NMTError(
+                f"the {name} vocabulary has {size} entries, leaving no room beyond the {special} special ids.",
+                "Raise data.vocab_size, or use a larger training corpus.",
+            )
+    config.validate()  # a ModelConfig built in code has not been through the YAML checks
+    return model_class(config)(config, src_vocab_size, tgt_vocab_size)
