@@ -58,8 +58,8 @@ def reverse_task_config(
             "train": str(root / "train"), "valid": str(root / "valid"), "test": str(root / "test"),
             "vocab_size": 25, "subword_type": "bpe",
         },
-        # a transformer's `model` replaces these RNN sizes (it refuses RNN keys away from their defaults)
-        "model": model if (model or {}).get("architecture") == "transformer" else {
+        # another architecture's `model` replaces these RNN sizes (it refuses RNN keys away from their defaults)
+        "model": model if (model or {}).get("architecture", "rnn") != "rnn" else {
             "attention": "additive", "embedding_size": 32, "hidden_size": 64, "attention_size": 64,
             "maxout_size": 32, **(model or {}),
         },

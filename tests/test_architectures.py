@@ -1,0 +1,167 @@
+"""The architecture registry (nmt/registry.py) and the model interface (nmt/models/interface.py): a new
+architecture is one module and one registry line, and the config layer knows the names without importing
+a model."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from nmt.config import config_from_dict
+from nmt.config_sections import ModelConfig
+from nmt.decoding.translator import Translator
+from nmt.errors import NMTError
+from nmt.models.interface import TranslationModel, build_model, model_kind
+from nmt.registry import ARCHITECTURES, ATTENTIONS, Architecture, architecture, resolve
+from nmt.rundir.loading import load_run
+from nmt.special import PAD_ID
+from nmt.training.trainer import train
+from tests.helpers import reverse_task_config
+
+# ---- a throwaway architecture: what would be its module, nmt/models/toy.py ----
+
+
+@dataclass
+class ToyMemory:
+    """The source as the mean of its embeddings."""
+
+    mean: Tensor  # batch x size
+
+    def index_select(self, index: Tensor) -> ToyMemory:
+        return ToyMemory(self.mean.index_select(0, index))
+
+
+@dataclass
+class ToyState:
+    hidden: Tensor  # batch x size
+
+    def index_select(self, index: Tensor) -> ToyState:
+        return ToyState(self.hidden.index_select(0, index))
+
+
+class ToyModel(TranslationModel):
+    """A mean-of-embeddings encoder and a GRU-cell decoder started from it, without attention: only the
+    interface's required methods, every other one its default."""
+
+    def __init__(self, config: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> None:
+        super().__init__()
+        self.config, self.src_vocab_size, self.tgt_vocab_size = config, src_vocab_size, tgt_vocab_size
+        size = config.hidden_size
+        self.src_embedding = nn.Embedding(src_vocab_size, size, padding_idx=PAD_ID)
+        self.tgt_embedding = nn.Embedding(tgt_vocab_size, size, padding_idx=PAD_ID)
+        self.cell = nn.GRUCell(size, size)
+        self.output = nn.Linear(size, tgt_vocab_size)
+
+    @property
+    def has_attention(self) -> bool:
+        return False
+
+    def encode(self, src: Tensor, src_lengths: Tensor) -> ToyMemory:
+        summed = (self.src_embedding(src) * (src != PAD_ID).unsqueeze(-1)).sum(dim=1)
+        return ToyMemory(summed / src_lengths.to(src.device).unsqueeze(1))
+
+    def init_state(self, enc: ToyMemory) -> ToyState:
+        return ToyState(torch.tanh(enc.mean))
+
+    def decode_step(self, prev_tokens: Tensor, state: ToyState, enc: ToyMemory) -> tuple[Tensor, ToyState, None]:
+        hidden = self.cell(self.tgt_embedding(prev_tokens), state.hidden)
+        return F.log_softmax(self.output(hidden).float(), dim=-1), ToyState(hidden), None
+
+    def forward(
+        self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, return_attention: bool = False,
+        target_mask: Tensor | None = None, targets: Tensor | None = None, label_smoothing: float = 0.0,
+    ) -> Tensor:
+        if return_attention:
+            raise ValueError("the toy model has no attention")
+        state, logits = self.init_state(self.encode(src, src_lengths)), []
+        for t in range(tgt_in.size(1)):
+            state = ToyState(self.cell(self.tgt_embedding(tgt_in[:, t]), state.hidden))
+            logits.append(self.output(state.hidden))
+        out = torch.stack(logits, dim=1)
+        if target_mask is not None:
+            out = out[target_mask]
+        if targets is not None:
+            return F.cross_entropy(out.float(), targets, reduction="sum", label_smoothing=label_smoothing)
+        return out
+
+
+# ---- its one registry line (in nmt/registry.py's ARCHITECTURES) ----
+TOY = Architecture(f"{__name__}:ToyModel")
+
+
+@pytest.fixture
+def toy_registered(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(ARCHITECTURES, "toy", TOY)
+
+
+@pytest.mark.usefixtures("toy_registered")
+def test_a_registered_architecture_trains_and_greedy_decodes_with_no_other_file_changed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = reverse_task_config(tmp_path / "data", n_train=200, model={"architecture": "toy", "hidden_size": 32},
+                                 training={"max_steps": 6, "validate_every": 3, "checkpoint_every": 3})
+    summary = train(config, tmp_path / "run")
+    assert summary["final_step"] == 6
+    assert "toy (vocab " in "".join(capsys.readouterr())  # the interface's default describe
+    loaded = load_run(tmp_path / "run", device="cpu")  # config.yaml read back, the checkpoint into a ToyModel
+    assert isinstance(loaded.model, ToyModel) and loaded.config.model.architecture == "toy"
+    translator = Translator(loaded.model, loaded.tokenizer, loaded.config.decoding, beam_size=1, batch_size=8)
+    hypotheses = translator.translate(["1 2 3", "4 5 6 7"])
+    assert len(hypotheses) == 2 and all(isinstance(h, str) for h in hypotheses)
+    beam = Translator(loaded.model, loaded.tokenizer, loaded.config.decoding, beam_size=2, batch_size=8)
+    assert len(beam.translate(["1 2 3"])) == 1  # beam search reorders its state through index_select
+    kind = model_kind(loaded.config.model)  # what the reports say of it, by default its name
+    assert (kind.name, kind.attention, kind.length_kind) == ("toy", "toy", "other")
+
+
+@pytest.mark.usefixtures("toy_registered")
+def test_another_architectures_keys_are_refused_and_its_own_checks_stay() -> None:
+    with pytest.raises(NMTError, match=r"'model.heads': is a setting of model.architecture transformer, not of toy"):
+        ModelConfig(architecture="toy", heads=8).validate()
+    with pytest.raises(NMTError, match=r"'model.attention_size': is a setting of model.architecture rnn, not of toy"):
+        ModelConfig(architecture="toy", attention_size=64).validate()
+    with pytest.raises(NMTError, match="model.hidden_size"):
+        ModelConfig(architecture="toy", hidden_size=0).validate()
+    ModelConfig(architecture="toy", tie_target_embeddings=True, embedding_size=64).validate()  # no maxout layer
+
+
+def test_an_unknown_architecture_is_refused_naming_the_key_and_the_known_names() -> None:
+    with pytest.raises(NMTError, match=r"invalid value for 'model.architecture': 'lstm' is not an architecture: "
+                       r"expected one of rnn, transformer\."):
+        config_from_dict({"model": {"architecture": "lstm"}})
+    with pytest.raises(NMTError, match=r"'runs.big.model.architecture': 'rnnsearch' is not an architecture"):
+        config_from_dict({"runs": {"big": {"model": {"architecture": "rnnsearch"}}}})
+    with pytest.raises(NMTError, match=r"wrong type for 'model.architecture': expected str"):
+        config_from_dict({"model": {"architecture": 3}})
+    with pytest.raises(NMTError, match=r"'model.architecture': 'lstm' is not an architecture"):
+        build_model(ModelConfig(architecture="lstm"), 30, 30)  # a config built in code: build_model checks it
+    with pytest.raises(ValueError, match="unknown architecture 'lstm': expected one of rnn, transformer"):
+        architecture("lstm")
+
+
+def test_every_registry_reference_resolves_to_a_model_class_or_a_provider_builder() -> None:
+    for entry in ARCHITECTURES.values():
+        assert issubclass(entry.model_class(), TranslationModel)
+    for name, reference in ATTENTIONS.items():
+        provider = resolve(reference)(8, 16, 4, "last_state")
+        assert provider.has_attention == (name != "none")
+
+
+def test_the_config_layer_checks_the_names_without_importing_a_model() -> None:
+    # a fresh interpreter: the config is read and validated, and neither nmt.models nor torch is imported
+    code = (
+        "import sys\n"
+        "from nmt.config import config_from_dict\n"
+        "config_from_dict({'model': {'architecture': 'transformer', 'heads': 2}}).model.validate()\n"
+        "config_from_dict({'model': {'attention': 'dot'}}).model.validate()\n"
+        "print(sorted(m for m in sys.modules if m.startswith('nmt.models') or m == 'torch'))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
