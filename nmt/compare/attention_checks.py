@@ -124,8 +124,9 @@ class CheckContext:
 def _perturbation(
     run: RunInfo, evaluated: LoadedRun, context: CheckContext, heads: dict[str, Any] | None
 ) -> dict[str, Any]:
-    """The model's attention switches (`heads`: its per-head agreement) scored: an RNN's `perturbation_bleu`,
-    or a Transformer's `head_ablation_bleu`, each compared with the unchanged model."""
+    """The model's attention switches (`heads`: its per-head agreement) scored: an RNN's perturbations by
+    `perturbation_bleu`, a Transformer's head ablations, each compared with the unchanged model, by
+    `head_ablation_bleu`."""
     switched = evaluated.model.attention_switches(context.seed, heads)
     if switched.compared:
         return head_ablation_bleu(run.name, evaluated, context, switched)
