@@ -51,6 +51,14 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out.strip() == f"nmt {__version__}"
 
 
+def test_the_help_describes_the_three_models_of_the_toolkit(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    description = " ".join(capsys.readouterr().out.split())  # argparse wraps it to the terminal's width
+    assert all(model in description for model in ("RNNencdec", "RNNsearch", "Transformer"))
+
+
 def test_config_typo_is_one_paragraph_without_traceback(tmp_path: Path) -> None:
     config = tmp_path / "c.yaml"
     config.write_text("model:\n  hiden_size: 8\n")
