@@ -113,6 +113,27 @@ def attention_statistics(model: Model, pairs: Sequence[tuple[list[int], list[int
 MAIN = "attention"  # the group of every attention step of a run
 
 
+def _head_group(layer: int, head: int) -> str:
+    """The group of one cross-attention head of a Transformer's decoder layer (both counted from 1)."""
+    return f"layer {layer} head {head}"
+
+
+def _layer_group(layer: int) -> str:
+    """The group of a Transformer decoder layer's cross-attention, its heads together."""
+    return f"layer {layer}"
+
+
+def _transformer_parts(stats: dict[str, Any], layers: int, heads: int) -> dict[str, Any]:
+    """A Transformer's per-head and per-layer `stats` (MAIN left out) in the report's row order: each layer's
+    heads, then the layer (its heads together), as the mean column closes attention-checks' per-head rows.
+    The order in which the groups are first measured would put a layer between its first and second head."""
+    return {
+        part: stats[part]
+        for layer in range(1, layers + 1)
+        for part in (*(_head_group(layer, head) for head in range(1, heads + 1)), _layer_group(layer))
+    }
+
+
 def _backpropagated(model: Model, batch: Any, real: Tensor) -> tuple[float, list[tuple[tuple[str, ...], tuple[Tensor, ...]]]]:
     """Teacher-force one batch and backpropagate its summed loss -> the loss, and the attention's decoder
     steps: (the groups they count in, (scores, their gradients, source mask, alive rows)), each rows x
@@ -134,7 +155,7 @@ def _backpropagated(model: Model, batch: Any, real: Tensor) -> tuple[float, list
             assert scores.grad is not None
             for head in range(scores.size(1)):
                 flat = (scores[:, head].detach().reshape(rows, src_len), scores.grad[:, head].reshape(rows, src_len))
-                groups = (f"layer {layer} head {head + 1}", f"layer {layer}", MAIN)
+                groups = (_head_group(layer, head + 1), _layer_group(layer), MAIN)
                 steps.append((groups, (*flat, mask, real.reshape(rows))))
         return loss, steps
     attention = model.decoder.provider
@@ -183,7 +204,7 @@ def scaling_statistics(
             **stages.pop(MAIN),
         }
         if transformer:  # per layer and per head
-            measured[run.name]["parts"] = stages
+            measured[run.name]["parts"] = _transformer_parts(stages, loaded.model.config.layers, loaded.model.config.heads)
         print(f"{run.name}: measured at initialisation and at step {loaded.step}", file=sys.stderr)
     results = {"sentences": sample.describe(), "saturated_above": SATURATED, "runs": measured}
     markdown, figure = format_scaling_markdown(results), scaling_figure(results)
