@@ -135,7 +135,10 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
     except NMTError as error:
         if error.message.startswith(str(path)):
             raise
-        where = f"{path} (with --set {' '.join(overrides)})" if overrides else str(path)
+        if error.message.startswith("--set ") or not overrides:  # it names the override itself
+            where = str(path)
+        else:
+            where = f"{path} (with --set {' '.join(overrides)})"
         raise NMTError(f"{where}: {error.message}", error.hint) from None
 
 

@@ -115,10 +115,13 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
     entry that sets it (`--set training.max_steps=100` shortens every run); 'runs.NAME.section.key=value'
     changes one run only, and wins over 'section.key=value' whatever the order of the two: the general
     overrides are applied first, then the run-specific ones (each group in its order, the last one winning).
+    NAME must be a run of `raw`: a misspelt one would otherwise add a run and leave the one meant unchanged.
     """
     raw = copy.deepcopy(raw) if raw else {}
-    parsed = [parse_override(text) for text in overrides]
-    for keys, value in sorted(parsed, key=lambda override: override[0][0] == "runs"):  # stable: order kept
+    parsed = [(text, *parse_override(text)) for text in overrides]
+    for text, keys, value in sorted(parsed, key=lambda override: override[1][0] == "runs"):  # stable: order kept
+        if keys[0] == "runs":
+            _check_run_name(text, keys[1], raw.get("runs"))
         node = raw
         for key in keys[:-1]:
             if not isinstance(node.get(key), dict):
@@ -132,6 +135,20 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
                 if isinstance(section, dict) and keys[1] in section:
                     section[keys[1]] = value
     return raw
+
+
+def _check_run_name(text: str, name: str, runs: Any) -> None:
+    """Refuse the override `text` of run `name` unless `runs` (the config's runs: mapping) has that run."""
+    names = [str(run) for run in runs] if isinstance(runs, dict) else []
+    if name in names:
+        return
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    suggestion = f" (did you mean '{close[0]}'?)" if close else ""
+    raise NMTError(
+        f"--set {text}: the config has no run '{name}'{suggestion}.",
+        f"Its runs: {', '.join(names) or 'none'}. --set runs.NAME... changes a run the config defines; "
+        "to add a run, write it under runs: in the config file.",
+    )
 
 
 def read_yaml(path: str | Path) -> Any:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 
 from nmt import __version__
 from nmt.cli import COMMANDS, build_parser, main
@@ -17,7 +18,7 @@ from nmt.commands import arguments
 from nmt.compare.runs import RunInfo
 from nmt.config import config_from_dict, load_config, override_sections, save_config
 from nmt.evaluation import testset
-from tests.helpers import CONFIGS, fake_run
+from tests.helpers import CONFIGS, fake_run, reverse_task_config
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -83,6 +84,22 @@ def test_run_selector_has_a_torchrun_safe_name_and_keeps_the_old_one() -> None:
 def test_unknown_run_name_lists_the_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["train", "configs/quick.yaml", "--run-name", "rnnsaerch"]) == 2
     assert "unknown run 'rnnsaerch'" in capsys.readouterr().err
+
+
+def test_a_misspelt_run_in_set_is_refused_and_nothing_is_trained(tmp_path: Path) -> None:
+    raw = reverse_task_config(tmp_path / "data", n_train=60, training={"max_steps": 2}).to_dict()
+    config = tmp_path / "one.yaml"
+    config.write_text(yaml.safe_dump({**raw, "runs": {"a": {"training": {"validate_every": 2}}}}), encoding="utf-8")
+    out = tmp_path / "out"
+    result = subprocess.run(
+        [sys.executable, "-m", "nmt", "experiment", str(config), "--out", str(out), "--jobs", "1",
+         "--set", "runs.nosuch.training.max_steps=5"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"{config}: --set runs.nosuch.training.max_steps=5: the config has no run 'nosuch'." in result.stderr
+    assert "Its runs: a." in result.stderr
+    assert not out.exists()
 
 
 def test_missing_config_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

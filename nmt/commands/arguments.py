@@ -34,8 +34,8 @@ THREADS_HELP = (
 TRAINING_SET_HELP = (
     "override a config key (repeatable), value parsed as YAML: --set training.max_steps=200. The "
     "command line wins over the file, runs: entries included: section.key=value changes the top level "
-    "and every run; runs.NAME.section.key=value changes run NAME only and wins over section.key=value "
-    "whatever their order"
+    "and every run; runs.NAME.section.key=value changes run NAME (one the config defines) only and "
+    "wins over section.key=value whatever their order"
 )
 
 
