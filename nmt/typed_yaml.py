@@ -45,6 +45,7 @@ def check_type(value: Any, tp: Any, key: str) -> Any:
         raise NMTError(
             f"wrong type for '{key}': expected {type_name(tp)}, got {value!r} ({type(value).__name__}).",
             "Fix it in the config or with --set.",
+            key.split("[")[0],  # an item of a list: the list's key
         )
     return value
 
@@ -85,6 +86,37 @@ def build_section(cls: type, raw: Any, name: str) -> Any:
     section = cls(**values)
     section.validate()
     return section
+
+
+class FlagOverride(str):
+    """A --set text that a command-line shorthand wrote (`--beam 3`: "decoding.beam_size=3"); `flag` is the
+    shorthand as given ("--beam 3"), so that an error about the value can name what the user typed."""
+
+    flag: str
+
+    def __new__(cls, text: str, flag: str = "") -> FlagOverride:  # the default: pickle's copy sets flag after
+        override = super().__new__(cls, text)
+        override.flag = flag
+        return override
+
+
+def blame_flag(error: NMTError, overrides: Sequence[str]) -> NMTError:
+    """`error`, or, if it refuses the value of a key that a shorthand flag set last among `overrides`, the
+    same error naming that flag and telling to fix it there (the value is not in the config or a --set)."""
+    if not error.key:
+        return error
+    keys = error.key.split(".")
+    setting = next((text for text in reversed(overrides) if parse_override(text)[0] == keys), None)
+    if not isinstance(setting, FlagOverride):
+        return error
+    name = setting.flag.split()[0]
+    return NMTError(f"{setting.flag}: {error.message}", f"Fix the value of {name} on the command line "
+                    f"({name} is short for --set {error.key}=...).", error.key)
+
+
+def as_given(overrides: Sequence[str]) -> str:
+    """`overrides` as the command line gave them: each a --set, or the shorthand flag that wrote it."""
+    return " ".join(text.flag if isinstance(text, FlagOverride) else f"--set {text}" for text in overrides)
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:

@@ -275,6 +275,48 @@ def test_a_shorthand_out_of_range_names_the_setting(capsys: pytest.CaptureFixtur
     assert "invalid value for 'evaluation.buckets'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("argv", "flag", "message"),
+    [
+        (["score", "HYP", "--ref", "HYP", "--buckets", "20,10"], "--buckets", "--buckets 20,10: invalid value for "
+         "'evaluation.buckets': must be a non-empty list of increasing positive integers"),
+        (["evaluate", "RUN", "--buckets", "0"], "--buckets", "--buckets 0: invalid value for 'evaluation.buckets'"),
+        (["evaluate", "RUN", "--beam", "0"], "--beam", "--beam 0: invalid value for 'decoding.beam_size': must be >= 1."),
+        (["translate", "RUN", "--nbest", "0"], "--nbest", "--nbest 0: invalid value for 'decoding.nbest': must be >= 1."),
+        (["translate", "RUN", "--beam", "2", "--nbest", "3"], "--nbest",
+         "--nbest 3: invalid value for 'decoding.nbest': 3 is above decoding.beam_size 2"),
+        (["translate", "RUN", "--batch-size", "0"], "--batch-size",
+         "--batch-size 0: invalid value for 'decoding.batch_size'"),
+        (["experiment", "configs/quick.yaml", "--threads", "-1"], "--threads",
+         "configs/quick.yaml: --threads -1: invalid value for 'training.threads': must be >= 0."),
+    ],
+)
+def test_a_bad_value_from_a_shorthand_flag_names_the_flag_and_says_to_fix_it(
+    argv: list[str], flag: str, message: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    hyp, run = tmp_path / "hyp.txt", fake_run(tmp_path / "run")
+    hyp.write_text("a b\n")
+    argv = [{"HYP": str(hyp), "RUN": str(run)}.get(word, word) for word in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"error: {message}" in err
+    assert f"Fix the value of {flag} on the command line" in err and "with --set" not in err
+
+
+def test_a_bad_value_from_set_still_says_to_fix_the_config_or_set(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    hyp = tmp_path / "hyp.txt"
+    hyp.write_text("a b\n")
+    # the later of a flag and --set gives the value: here --set, so the error is about it
+    assert main(["score", str(hyp), "--ref", str(hyp), "--buckets", "10", "--set", "evaluation.buckets=[0]"]) == 2
+    err = capsys.readouterr().err
+    assert "error: invalid value for 'evaluation.buckets'" in err and "Fix it in the config or with --set." in err
+    # a flag whose value is fine is shown as typed beside the --set that is not
+    assert main(["train", "configs/quick.yaml", "--threads", "1", "--set", "training.max_steps=0"]) == 2
+    assert "configs/quick.yaml (with --threads 1 --set training.max_steps=0): invalid value" in capsys.readouterr().err
+
+
 def test_evaluate_beam_1_on_a_run_with_nbest_2_scores_the_best_translation(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
