@@ -1,3 +1,3 @@
-"""nmt: RNN encoder-decoders with and without attention, and BLEU by sentence length."""
+"""nmt: RNNencdec, RNNsearch and the Transformer, and BLEU by sentence length."""
 
 __version__ = "0.1.0"

@@ -51,7 +51,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     for "": enough for `nmt --help` and to refuse an unknown command)."""
     parser = argparse.ArgumentParser(
         prog="nmt",
-        description="RNN encoder-decoders with and without attention, compared by sentence length.",
+        description="Neural machine translation: RNNencdec (one fixed vector), RNNsearch (additive attention) and "
+        "the Transformer, trained on a public parallel corpus and compared by sentence length.",
     )
     parser.add_argument("--version", action="version", version=f"nmt {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

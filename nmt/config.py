@@ -20,7 +20,15 @@ import yaml
 from nmt.config_sections import DataConfig, DecodingConfig, EvaluationConfig, ModelConfig, TrainingConfig
 from nmt.errors import NMTError
 from nmt.fileio import atomic_write_text
-from nmt.typed_yaml import apply_overrides, build_section, parse_override, read_yaml, unknown_key
+from nmt.typed_yaml import (
+    apply_overrides,
+    as_given,
+    blame_flag,
+    build_section,
+    parse_override,
+    read_yaml,
+    unknown_key,
+)
 
 SECTIONS: dict[str, type] = {
     "data": DataConfig,
@@ -119,7 +127,10 @@ def override_sections(config: Config, overrides: list[str], sections: tuple[str,
                 why = "it scores translation files and runs no model"
                 hint = f"Make the translations with that setting ({make}), then score them."
             raise NMTError(f"--set {text}: {command} takes only {allowed} keys; {why}.", hint)
-    return config_from_dict(apply_overrides(config.to_dict(), overrides), "--set")
+    try:
+        return config_from_dict(apply_overrides(config.to_dict(), overrides), "--set")
+    except NMTError as error:
+        raise blame_flag(error, overrides) from None
 
 
 def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
@@ -135,8 +146,12 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
     except NMTError as error:
         if error.message.startswith(str(path)):
             raise
-        where = f"{path} (with --set {' '.join(overrides)})" if overrides else str(path)
-        raise NMTError(f"{where}: {error.message}", error.hint) from None
+        error = blame_flag(error, overrides or [])
+        if error.message.startswith("--") or not overrides:  # it names the --set or flag itself
+            where = str(path)
+        else:
+            where = f"{path} (with {as_given(overrides)})"
+        raise NMTError(f"{where}: {error.message}", error.hint, error.key) from None
 
 
 def save_config(config: Config, path: str | Path) -> None:

@@ -2,12 +2,14 @@
 
 
 class NMTError(Exception):
-    """A user mistake or an unusable input: `message` says what is wrong and where, `hint` what to do."""
+    """A user mistake or an unusable input: `message` says what is wrong and where, `hint` what to do;
+    `key` names the config key (section.key) whose value is refused, if that is what is wrong."""
 
-    def __init__(self, message: str, hint: str = "") -> None:
+    def __init__(self, message: str, hint: str = "", key: str = "") -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.key = key
 
     def __str__(self) -> str:
         return f"{self.message} {self.hint}".strip()
@@ -16,4 +18,4 @@ class NMTError(Exception):
 def require(condition: bool, key: str, what: str) -> None:
     """Refuse the value of config key `key` (section.key) unless `condition`: it `what` (e.g. "must be >= 1")."""
     if not condition:
-        raise NMTError(f"invalid value for '{key}': {what}.", "Fix it in the config or with --set.")
+        raise NMTError(f"invalid value for '{key}': {what}.", "Fix it in the config or with --set.", key)

@@ -45,6 +45,7 @@ def check_type(value: Any, tp: Any, key: str) -> Any:
         raise NMTError(
             f"wrong type for '{key}': expected {type_name(tp)}, got {value!r} ({type(value).__name__}).",
             "Fix it in the config or with --set.",
+            key.split("[")[0],  # an item of a list: the list's key
         )
     return value
 
@@ -87,6 +88,37 @@ def build_section(cls: type, raw: Any, name: str) -> Any:
     return section
 
 
+class FlagOverride(str):
+    """A --set text that a command-line shorthand wrote (`--beam 3`: "decoding.beam_size=3"); `flag` is the
+    shorthand as given ("--beam 3"), so that an error about the value can name what the user typed."""
+
+    flag: str
+
+    def __new__(cls, text: str, flag: str = "") -> FlagOverride:  # the default: pickle's copy sets flag after
+        override = super().__new__(cls, text)
+        override.flag = flag
+        return override
+
+
+def blame_flag(error: NMTError, overrides: Sequence[str]) -> NMTError:
+    """`error`, or, if it refuses the value of a key that a shorthand flag set last among `overrides`, the
+    same error naming that flag and telling to fix it there (the value is not in the config or a --set)."""
+    if not error.key:
+        return error
+    keys = error.key.split(".")
+    setting = next((text for text in reversed(overrides) if parse_override(text)[0] == keys), None)
+    if not isinstance(setting, FlagOverride):
+        return error
+    name = setting.flag.split()[0]
+    return NMTError(f"{setting.flag}: {error.message}", f"Fix the value of {name} on the command line "
+                    f"({name} is short for --set {error.key}=...).", error.key)
+
+
+def as_given(overrides: Sequence[str]) -> str:
+    """`overrides` as the command line gave them: each a --set, or the shorthand flag that wrote it."""
+    return " ".join(text.flag if isinstance(text, FlagOverride) else f"--set {text}" for text in overrides)
+
+
 def parse_override(text: str) -> tuple[list[str], Any]:
     """Split 'section.key=value' into (['section', 'key'], value parsed as YAML)."""
     if "=" not in text:
@@ -115,10 +147,13 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
     entry that sets it (`--set training.max_steps=100` shortens every run); 'runs.NAME.section.key=value'
     changes one run only, and wins over 'section.key=value' whatever the order of the two: the general
     overrides are applied first, then the run-specific ones (each group in its order, the last one winning).
+    NAME must be a run of `raw`: a misspelt one would otherwise add a run and leave the one meant unchanged.
     """
     raw = copy.deepcopy(raw) if raw else {}
-    parsed = [parse_override(text) for text in overrides]
-    for keys, value in sorted(parsed, key=lambda override: override[0][0] == "runs"):  # stable: order kept
+    parsed = [(text, *parse_override(text)) for text in overrides]
+    for text, keys, value in sorted(parsed, key=lambda override: override[1][0] == "runs"):  # stable: order kept
+        if keys[0] == "runs":
+            _check_run_name(text, keys[1], raw.get("runs"))
         node = raw
         for key in keys[:-1]:
             if not isinstance(node.get(key), dict):
@@ -132,6 +167,20 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
                 if isinstance(section, dict) and keys[1] in section:
                     section[keys[1]] = value
     return raw
+
+
+def _check_run_name(text: str, name: str, runs: Any) -> None:
+    """Refuse the override `text` of run `name` unless `runs` (the config's runs: mapping) has that run."""
+    names = [str(run) for run in runs] if isinstance(runs, dict) else []
+    if name in names:
+        return
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    suggestion = f" (did you mean '{close[0]}'?)" if close else ""
+    raise NMTError(
+        f"--set {text}: the config has no run '{name}'{suggestion}.",
+        f"Its runs: {', '.join(names) or 'none'}. --set runs.NAME... changes a run the config defines; "
+        "to add a run, write it under runs: in the config file.",
+    )
 
 
 def read_yaml(path: str | Path) -> Any:

@@ -137,3 +137,19 @@ def test_a_transformer_s_ablations_name_the_heads_that_cost_nothing_significant(
     # the notes on an RNN's uniform / permute / argmax are not a Transformer's ablation's
     assert all(note in markdown for note in (*ABLATION_NOTES, *CAVEAT_NOTES))
     assert not any(note in markdown for note in PERTURBATION_NOTES)
+
+
+def test_a_run_under_1_bleu_gets_evaluate_s_low_bleu_caution() -> None:
+    def score(bleu: float, p_all: float | None = None) -> dict[str, Any]:
+        p = {} if p_all is None else {"p_all": p_all}
+        return {"bleu": {"<10": bleu, "[10,20)": None, ">=20": bleu}, "all": bleu, "long": None, **p}
+
+    caution = ("search scores 0.17 BLEU on all sentences (under 1: too weak for its buckets to show anything): "
+               "a BLEU this low chooses by noise")
+    # a Transformer's ablation: 0.17 -> 0.15 with p = 0.002 is no evidence about its heads
+    ablations = {"none": score(0.17), "layer 1 head 1 silenced": score(0.15, 0.002), "layer 1 uniform": score(0.1, 0.3)}
+    assert caution in format_checks_markdown({**_results({"perturbation": ablations}), "significance": 0.05})
+    # an RNN's perturbations
+    low = {"none": score(0.17), "uniform": score(0.15)}
+    assert caution in format_checks_markdown(_results({"perturbation": low}))
+    assert "too weak" not in format_checks_markdown(_results({"perturbation": PERTURBATION}))  # none: 15.25

@@ -228,6 +228,36 @@ def test_progress_goes_to_stderr_and_only_the_report_to_stdout(
     assert out.startswith("# Attention scores") and "measured at" not in out  # stdout is the Markdown
 
 
+def test_a_transformer_s_table_gives_each_layer_s_heads_then_the_layer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from types import SimpleNamespace
+
+    from nmt.compare import attention_scaling, evaluate
+    from nmt.evaluation.testset import TestSet as Pairs
+
+    def model() -> torch.nn.Module:
+        torch.manual_seed(0)
+        return build_model(ModelConfig(architecture="transformer", embedding_size=16, hidden_size=16, heads=2,
+                                       layers=2, feedforward_size=16), 20, 20)
+
+    def ids(text: str) -> list[int]:
+        return [int(word) for word in text.split()]
+
+    tokenizer = SimpleNamespace(encode_src=ids, encode_tgt=ids, src_vocab_size=20, tgt_vocab_size=20)
+    monkeypatch.setattr(evaluate, "split_test_set", lambda config, split: Pairs(["4 5 6"], ["6 5 4"], "split test"))
+    monkeypatch.setattr(attention_scaling, "load_run", lambda run_dir, checkpoint, device: SimpleNamespace(
+        tokenizer=tokenizer, model=model(), step=7))
+    monkeypatch.setattr(trainer, "initial_model", lambda config, src_vocab, tgt_vocab: model())
+    run = fake_run(tmp_path / "run", positions="sinusoidal")
+    scaling_statistics([run], out_dir=tmp_path / "out", per_bucket=0)
+    table = (tmp_path / "out" / "attention_scaling.md").read_text().split("per decoder layer and cross-attention head:")[1]
+    parts = [row.split("|")[1].strip() for row in table.splitlines() if row.startswith("| layer")]
+    # the layer's row, its heads together, closes its heads' rows, as a per-head table's mean column closes them
+    order = ["layer 1 head 1", "layer 1 head 2", "layer 1", "layer 2 head 1", "layer 2 head 2", "layer 2"]
+    assert parts == [part for part in order for _ in ("init", "trained")]
+
+
 @pytest.mark.slow
 def test_the_command_measures_a_trained_transformer_per_head(trained_transformer_run: Path, tmp_path: Path) -> None:
     results = scaling_statistics([trained_transformer_run], out_dir=tmp_path)

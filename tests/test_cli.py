@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 
 from nmt import __version__
 from nmt.cli import COMMANDS, build_parser, main
@@ -17,7 +18,7 @@ from nmt.commands import arguments
 from nmt.compare.runs import RunInfo
 from nmt.config import config_from_dict, load_config, override_sections, save_config
 from nmt.evaluation import testset
-from tests.helpers import CONFIGS, fake_run
+from tests.helpers import CONFIGS, fake_run, reverse_task_config
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -51,6 +52,14 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out.strip() == f"nmt {__version__}"
 
 
+def test_the_help_describes_the_three_models_of_the_toolkit(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    description = " ".join(capsys.readouterr().out.split())  # argparse wraps it to the terminal's width
+    assert all(model in description for model in ("RNNencdec", "RNNsearch", "Transformer"))
+
+
 def test_config_typo_is_one_paragraph_without_traceback(tmp_path: Path) -> None:
     config = tmp_path / "c.yaml"
     config.write_text("model:\n  hiden_size: 8\n")
@@ -75,6 +84,22 @@ def test_run_selector_has_a_torchrun_safe_name_and_keeps_the_old_one() -> None:
 def test_unknown_run_name_lists_the_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["train", "configs/quick.yaml", "--run-name", "rnnsaerch"]) == 2
     assert "unknown run 'rnnsaerch'" in capsys.readouterr().err
+
+
+def test_a_misspelt_run_in_set_is_refused_and_nothing_is_trained(tmp_path: Path) -> None:
+    raw = reverse_task_config(tmp_path / "data", n_train=60, training={"max_steps": 2}).to_dict()
+    config = tmp_path / "one.yaml"
+    config.write_text(yaml.safe_dump({**raw, "runs": {"a": {"training": {"validate_every": 2}}}}), encoding="utf-8")
+    out = tmp_path / "out"
+    result = subprocess.run(
+        [sys.executable, "-m", "nmt", "experiment", str(config), "--out", str(out), "--jobs", "1",
+         "--set", "runs.nosuch.training.max_steps=5"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"{config}: --set runs.nosuch.training.max_steps=5: the config has no run 'nosuch'." in result.stderr
+    assert "Its runs: a." in result.stderr
+    assert not out.exists()
 
 
 def test_missing_config_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -248,6 +273,48 @@ def test_a_shorthand_out_of_range_names_the_setting(capsys: pytest.CaptureFixtur
     hyp.write_text("a b\n")
     assert main(["score", str(hyp), "--ref", str(hyp), "--buckets", "20,10"]) == 2
     assert "invalid value for 'evaluation.buckets'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag", "message"),
+    [
+        (["score", "HYP", "--ref", "HYP", "--buckets", "20,10"], "--buckets", "--buckets 20,10: invalid value for "
+         "'evaluation.buckets': must be a non-empty list of increasing positive integers"),
+        (["evaluate", "RUN", "--buckets", "0"], "--buckets", "--buckets 0: invalid value for 'evaluation.buckets'"),
+        (["evaluate", "RUN", "--beam", "0"], "--beam", "--beam 0: invalid value for 'decoding.beam_size': must be >= 1."),
+        (["translate", "RUN", "--nbest", "0"], "--nbest", "--nbest 0: invalid value for 'decoding.nbest': must be >= 1."),
+        (["translate", "RUN", "--beam", "2", "--nbest", "3"], "--nbest",
+         "--nbest 3: invalid value for 'decoding.nbest': 3 is above decoding.beam_size 2"),
+        (["translate", "RUN", "--batch-size", "0"], "--batch-size",
+         "--batch-size 0: invalid value for 'decoding.batch_size'"),
+        (["experiment", "configs/quick.yaml", "--threads", "-1"], "--threads",
+         "configs/quick.yaml: --threads -1: invalid value for 'training.threads': must be >= 0."),
+    ],
+)
+def test_a_bad_value_from_a_shorthand_flag_names_the_flag_and_says_to_fix_it(
+    argv: list[str], flag: str, message: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    hyp, run = tmp_path / "hyp.txt", fake_run(tmp_path / "run")
+    hyp.write_text("a b\n")
+    argv = [{"HYP": str(hyp), "RUN": str(run)}.get(word, word) for word in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"error: {message}" in err
+    assert f"Fix the value of {flag} on the command line" in err and "with --set" not in err
+
+
+def test_a_bad_value_from_set_still_says_to_fix_the_config_or_set(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    hyp = tmp_path / "hyp.txt"
+    hyp.write_text("a b\n")
+    # the later of a flag and --set gives the value: here --set, so the error is about it
+    assert main(["score", str(hyp), "--ref", str(hyp), "--buckets", "10", "--set", "evaluation.buckets=[0]"]) == 2
+    err = capsys.readouterr().err
+    assert "error: invalid value for 'evaluation.buckets'" in err and "Fix it in the config or with --set." in err
+    # a flag whose value is fine is shown as typed beside the --set that is not
+    assert main(["train", "configs/quick.yaml", "--threads", "1", "--set", "training.max_steps=0"]) == 2
+    assert "configs/quick.yaml (with --threads 1 --set training.max_steps=0): invalid value" in capsys.readouterr().err
 
 
 def test_evaluate_beam_1_on_a_run_with_nbest_2_scores_the_best_translation(

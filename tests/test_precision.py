@@ -8,12 +8,20 @@ import pytest
 import torch
 
 from nmt.errors import NMTError
-from nmt.training.precision import autocast, resolve_precision
+from nmt.training.precision import autocast, precision_fallback, precision_name, resolve_precision
 
 
 @pytest.mark.parametrize("name", ["auto", "fp32", "fp16", "bf16"])
 def test_the_cpu_always_trains_in_fp32(name: str) -> None:
     assert resolve_precision(name, torch.device("cpu")) is None
+
+
+def test_only_an_explicit_half_precision_off_cuda_is_warned_about() -> None:
+    cpu, cuda = torch.device("cpu"), torch.device("cuda", 0)
+    assert [precision_fallback(n, cpu) is None for n in ("auto", "fp32", "fp16", "bf16")] == [True, True, False, False]
+    assert "training.precision bf16 applies on CUDA only" in (precision_fallback("bf16", cpu) or "")
+    assert all(precision_fallback(n, cuda) is None for n in ("auto", "fp32", "fp16", "bf16"))
+    assert [precision_name(d) for d in (None, torch.bfloat16, torch.float16)] == ["fp32", "bf16", "fp16"]
 
 
 def test_cuda_precisions(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -125,6 +125,22 @@ def test_progress_lines_are_rounded_and_carry_elapsed_time_and_eta(
     assert re.search(r"finished at step 2 \(max_steps\) after \d+s; best bleu \d+\.\d\d at step 2;", finished)
 
 
+def test_an_explicit_half_precision_on_the_cpu_says_it_trains_in_fp32_and_records_it(
+    data_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    summary = train(tiny(data_root, max_steps=2, validate_every=5, precision="fp16"), tmp_path / "fp16")
+    lines = capsys.readouterr().out.splitlines()
+    warning = "warning: training.precision fp16 applies on CUDA only: on cpu this run trains in fp32"
+    assert [line for line in lines if line.startswith("warning:")] == [
+        f"{warning} (auto chooses per device without a warning)."]
+    assert lines.index(next(line for line in lines if line.startswith("warning:"))) < 3  # at the start
+    assert summary["precision"] == "fp32"
+    assert json.loads((tmp_path / "fp16" / "summary.json").read_text())["precision"] == "fp32"
+    # auto, which may fall back, does so silently; the summary still says what it trained in
+    summary = train(tiny(data_root, max_steps=2, validate_every=5, precision="auto"), tmp_path / "auto")
+    assert "warning:" not in capsys.readouterr().out and summary["precision"] == "fp32"
+
+
 def test_in_a_terminal_of_unset_size_the_bar_shows_below_the_step_lines_and_is_closed_once(
     data_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

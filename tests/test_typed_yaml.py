@@ -135,6 +135,22 @@ def test_overrides_create_sections_reach_every_run_that_sets_the_key_and_run_one
     assert apply_overrides({}, ["model.size=1", "model.size=2"]) == {"model": {"size": 2}}  # the last one wins
 
 
+def test_a_run_override_must_name_a_run_of_the_config() -> None:
+    raw = {"runs": {"rnnsearch-50": {"model": {"size": 4}}, "rnnencdec-50": None}}
+    with pytest.raises(NMTError) as error:
+        apply_overrides(raw, ["model.size=16", "runs.rnnserch-50.model.size=32"])
+    assert error.value.message == (
+        "--set runs.rnnserch-50.model.size=32: the config has no run 'rnnserch-50' (did you mean 'rnnsearch-50'?)."
+    )
+    assert error.value.hint.startswith("Its runs: rnnsearch-50, rnnencdec-50. ")
+    with pytest.raises(NMTError) as error:
+        apply_overrides({}, ["runs.r.model.size=1"])
+    assert error.value.message.endswith("no run 'r'.")  # nothing close: no suggestion
+    assert error.value.hint.startswith("Its runs: none. ")
+    # a run the file names, even with no settings of its own, takes them
+    assert apply_overrides(raw, ["runs.rnnencdec-50.model.size=8"])["runs"]["rnnencdec-50"] == {"model": {"size": 8}}
+
+
 def test_read_yaml_says_where_the_file_is_wrong(tmp_path: Path) -> None:
     good = tmp_path / "good.yaml"
     good.write_text("a:\n  b: [1, 2]\n", encoding="utf-8")

@@ -15,6 +15,7 @@ from typing import Any, get_args
 from nmt.config import load_config
 from nmt.config_sections import BucketBy
 from nmt.errors import NMTError
+from nmt.typed_yaml import FlagOverride
 
 # What `nmt translate --help` says about the checkpoint it uses by default.
 CHECKPOINT_HELP = (
@@ -34,8 +35,8 @@ THREADS_HELP = (
 TRAINING_SET_HELP = (
     "override a config key (repeatable), value parsed as YAML: --set training.max_steps=200. The "
     "command line wins over the file, runs: entries included: section.key=value changes the top level "
-    "and every run; runs.NAME.section.key=value changes run NAME only and wins over section.key=value "
-    "whatever their order"
+    "and every run; runs.NAME.section.key=value changes run NAME (one the config defines) only and "
+    "wins over section.key=value whatever their order"
 )
 
 
@@ -45,7 +46,9 @@ class SetKey(argparse.Action):
 
     def __call__(self, parser: Any, namespace: argparse.Namespace, value: Any, option: str | None = None) -> None:
         overrides = getattr(namespace, self.dest) or []
-        setattr(namespace, self.dest, [*overrides, f"{self.const}={json.dumps(value)}"])  # JSON is YAML
+        given = ",".join(map(str, value)) if isinstance(value, list) else str(value)  # as typed: --buckets 10,20
+        override = FlagOverride(f"{self.const}={json.dumps(value)}", f"{option} {given}")  # JSON is YAML
+        setattr(namespace, self.dest, [*overrides, override])
 
 
 def add_set(parser: argparse.ArgumentParser, help: str, metavar: str = "SECTION.KEY=VALUE") -> None:

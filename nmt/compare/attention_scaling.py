@@ -86,6 +86,8 @@ def attention_statistics(model: Model, pairs: Sequence[tuple[list[int], list[int
     model.eval()
     sums: defaultdict[str, defaultdict[str, float]] = defaultdict(lambda: defaultdict(float))  # group -> statistic -> its sum over the group's steps
     steps: Counter[str] = Counter()
+    # each group's enclosing group (the next in a step's tuple, e.g. a head's layer), for the report's order
+    enclosing: dict[str, str | None] = {}
     loss_sum, tokens = 0.0, 0
     for start in range(0, len(pairs), SENTENCES_PER_BATCH):
         chunk = pairs[start : start + SENTENCES_PER_BATCH]
@@ -96,15 +98,33 @@ def attention_statistics(model: Model, pairs: Sequence[tuple[list[int], list[int
             for name, values in step_statistics(scores, grads, mask, alive).items():
                 for group in groups:
                     sums[group][name] += float(values.sum())
-            for group in groups:
+            for group, outer in zip(groups, (*groups[1:], None), strict=True):
                 steps[group] += int(alive.sum())
+                enclosing.setdefault(group, outer)
         loss_sum += float(loss)
         tokens += batch.n_tgt_tokens
     return {
         group: ScoreStats(steps=steps[group], loss_per_token=loss_sum / max(tokens, 1),
-                          **{name: total / max(steps[group], 1) for name, total in totals.items()})
-        for group, totals in sums.items()
+                          **{name: total / max(steps[group], 1) for name, total in sums[group].items()})
+        for group in _enclosed_first(enclosing)
     }
+
+
+def _enclosed_first(enclosing: dict[str, str | None]) -> list[str]:
+    """The groups in the order first measured, except that each comes after the groups it encloses (a
+    layer after its heads, as the mean column closes attention-checks' per-head rows): first-measured
+    order alone would put a layer between its first and second head."""
+    order: list[str] = []
+
+    def place(group: str) -> None:
+        for inner in (g for g, outer in enclosing.items() if outer == group):
+            place(inner)
+        order.append(group)
+
+    for group, outer in enclosing.items():
+        if outer is None:
+            place(group)
+    return order
 
 
 MAIN = MAIN_VIEW  # the group of every attention step of a run

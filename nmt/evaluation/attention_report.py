@@ -10,6 +10,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from nmt.evaluation.buckets import non_empty
+from nmt.evaluation.low_bleu import CHOOSES_BY_NOISE, too_weak
 from nmt.evaluation.report import markdown_table
 
 PERTURBATION_NOTES = (
@@ -70,6 +71,8 @@ def format_checks_markdown(results: dict[str, Any]) -> str:
                 [kind, *(_num(score["bleu"][label]) for label in labels), _num(score["all"])]
                 for kind, score in entry["perturbation"].items()
             ])
+        if "perturbation" in entry:
+            lines += _low_bleu_caution(name, entry["perturbation"]["none"]["all"])
         if "alignment" in entry:
             lines += ["", "Argmax agreement with eflomal's links (teacher-forced, per reference word):", ""]
             rows = [[f"{point['checkpoint']} (step {point['step']})",
@@ -87,6 +90,16 @@ def format_checks_markdown(results: dict[str, Any]) -> str:
              *(ALIGNMENT_NOTES if any("alignment" in e for e in runs) else ())]
     lines += ["", "## What the numbers can and cannot show", "", *notes]
     return "\n".join(lines) + "\n"
+
+
+def _low_bleu_caution(name: str, bleu: float) -> list[str]:
+    """Markdown lines under a run's perturbation table: none, or, if the run's own greedy BLEU (`none`) is too
+    low to tell anything, `nmt evaluate`'s caution, since its rows then differ by noise whatever their p."""
+    weak = too_weak({name: bleu})
+    if not weak:
+        return []
+    return ["", f"**Caution:** {weak}: {CHOOSES_BY_NOISE}, and a difference between these rows, whatever its p, "
+            "says nothing about attention."]
 
 
 def _ablated(entry: dict[str, Any]) -> bool:

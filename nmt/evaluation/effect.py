@@ -31,6 +31,7 @@ import numpy as np
 
 from nmt.config_sections import EvaluationConfig
 from nmt.evaluation.buckets import sentence_lengths
+from nmt.evaluation.low_bleu import too_weak
 from nmt.evaluation.scoring import (
     BucketScore,
     CorpusScorer,
@@ -40,8 +41,6 @@ from nmt.evaluation.scoring import (
     bootstrap_bleu,
     paired_p_value,
 )
-
-MIN_SYSTEM_BLEU = 1.0
 
 
 @dataclass(frozen=True)
@@ -219,11 +218,9 @@ def check_level(evaluation: Evaluation, long: LongSentences, baseline: str, atte
 
 def _unless_weak(checks: list[Check], *pair: SystemScore) -> list[Check]:
     """The checks, or all "cannot tell" when a system of the pair has learned too little to show anything."""
-    weak = [s for s in pair if s.bleu < MIN_SYSTEM_BLEU]
-    if not weak:
+    why = too_weak({s.name: s.bleu for s in pair})
+    if not why:
         return checks
-    why = ", ".join(f"{s.name} scores {s.bleu:.2f} BLEU on all sentences" for s in weak)
-    why += f" (under {MIN_SYSTEM_BLEU:g}: too weak for its buckets to show anything)"
     return [Check(c.claim, None, why, c.missing) for c in checks]
 
 

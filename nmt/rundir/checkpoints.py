@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from nmt.errors import NMTError
+from nmt.evaluation.low_bleu import CHOOSES_BY_NOISE, MIN_BLEU
 from nmt.fileio import atomic_open
 
 CHECKPOINT_DIR = "checkpoints"
@@ -199,6 +200,6 @@ def describe_checkpoint(path: Path) -> str:
     elif path.name == BEST_NAME and checkpoint.score is not None:
         metric, score = checkpoint.metric or "bleu", checkpoint.score
         text += f", best validation {metric} {score:.2f}"
-        if metric == "bleu" and score < 1.0:
-            text += "; a BLEU this low chooses by noise: consider training.early_stopping_metric: loss"
+        if metric == "bleu" and score < MIN_BLEU:
+            text += f"; {CHOOSES_BY_NOISE}: consider training.early_stopping_metric: loss"
     return text + ")"

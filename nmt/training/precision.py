@@ -22,6 +22,22 @@ def resolve_precision(name: str, device: torch.device) -> torch.dtype | None:
     return torch.bfloat16 if name == "bf16" else torch.float16
 
 
+def precision_fallback(name: str, device: torch.device) -> str | None:
+    """The warning for a training.precision asked for explicitly (fp16, bf16) that cannot apply on `device`:
+    autocast runs on CUDA only. None where it applies, and for auto (which chooses per device) and fp32."""
+    if device.type == "cuda" or name in ("auto", "fp32"):
+        return None
+    return (f"warning: training.precision {name} applies on CUDA only: on {device.type} this run trains in fp32 "
+            "(auto chooses per device without a warning).")
+
+
+def precision_name(dtype: torch.dtype | None) -> str:
+    """How a run records the precision it trained in (summary.json): fp32, bf16 or fp16."""
+    if dtype is None:
+        return "fp32"
+    return "bf16" if dtype == torch.bfloat16 else "fp16"
+
+
 def autocast(dtype: torch.dtype | None) -> contextlib.AbstractContextManager[Any]:
     """CUDA autocast to `dtype`, or nothing for None (fp32)."""
     return contextlib.nullcontext() if dtype is None else torch.autocast(device_type="cuda", dtype=dtype)

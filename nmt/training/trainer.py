@@ -36,7 +36,7 @@ from nmt.training.checkpointing import (
 from nmt.training.data import load_training_data
 from nmt.training.distributed import DistContext, setup_distributed
 from nmt.training.optim import LRSchedule, Patience, build_optimizer
-from nmt.training.precision import autocast, resolve_precision
+from nmt.training.precision import autocast, precision_fallback, precision_name, resolve_precision
 from nmt.training.rng import capture_rng, restore_rng, seed_everything
 from nmt.training.terminal import StopRequest, Terminal, format_duration, format_score
 from nmt.training.validation import batch_loss_sum, safe_exp, validate
@@ -160,6 +160,9 @@ class Trainer:
         self.terminal.say(f"{len(self.data.src):,} training pairs{ceiling}, "
                           f"{len(self.data.valid.references):,} validation sentences, "
                           f"device {self.device}, {self.ctx.world_size} process(es)")
+        fallback = precision_fallback(self.tc.precision, self.device)
+        if fallback is not None:  # an explicit setting that cannot apply says so; summary.json records what ran
+            self.terminal.say(fallback)
         if self.ctx.enabled:
             print(f"rank {self.ctx.rank}/{self.ctx.world_size}: training on {self.device}, "
                   f"{len(self.data.epoch_batches(self.epoch, self.ctx))} batches per epoch in its shard", flush=True)
@@ -335,7 +338,7 @@ class Trainer:
             "early_stopping_metric": metric, "last_validation": self.last_validation,
             "wall_time_s": self._elapsed(), "parameters": self.parameters,
             "model": self.model.name,
-            "device": str(self.device), "world_size": self.ctx.world_size,
+            "device": str(self.device), "precision": precision_name(self.amp_dtype), "world_size": self.ctx.world_size,
         }
         if self.ctx.is_main:
             rundir.write_summary(self.run_dir, summary)
