@@ -44,10 +44,11 @@ from nmt.decoding.translator import Translator
 from nmt.errors import NMTError
 from nmt.evaluation.alignment import Link, Symmetrisation, agreement_per_bucket, align_words, require_aligner
 from nmt.evaluation.attention_report import checks_figure, format_checks_markdown, percent
-from nmt.evaluation.buckets import assign_buckets, make_buckets, sentence_lengths
+from nmt.evaluation.buckets import sentence_lengths
 from nmt.evaluation.curves import SELECTION, bucket_bleu, bucket_counts, sample_test_set
 from nmt.evaluation.scoring import CorpusScorer, bleu_from_stats, bootstrap_bleu, paired_p_value
 from nmt.evaluation.testset import TestSet, shown_path
+from nmt.lengths import assign_buckets, make_buckets
 from nmt.models.attention import PERTURBATIONS, analysed_attention
 from nmt.models.transformer import Transformer, ablated_cross_attention, recorded_cross_attention
 from nmt.rundir.checkpoints import CHECKPOINT_DIR, step_checkpoint_name, step_checkpoints

@@ -26,9 +26,9 @@ from nmt.data.corpus import load_corpus, read_lines
 from nmt.data.pairs import MAX_LINE_CHARS, SPLITS, Corpus, Pair
 from nmt.data.subwords import SUBWORD_KEYS, Tokenizer, read_manifest
 from nmt.errors import NMTError
-from nmt.evaluation.buckets import assign_buckets, make_buckets, word_count
 from nmt.fileio import atomic_write_text, interrupts_deferred
 from nmt.interrupts import starting_children
+from nmt.lengths import assign_buckets, make_buckets, word_count
 
 FORMAT_VERSION = 2
 HISTOGRAM_CUTS = (10, 20, 30, 40, 50, 60)
