@@ -39,6 +39,7 @@ from nmt.compare.runs import (
 from nmt.config_sections import EvaluationConfig
 from nmt.data.batching import make_batch
 from nmt.data.prepare import load_prepared
+from nmt.data.sources import prepared_dir
 from nmt.decoding.plots import EOS_LABEL, word_attention
 from nmt.decoding.translator import Translator
 from nmt.errors import NMTError
@@ -99,9 +100,9 @@ def attention_checks(
         entry: dict[str, Any] = {"run_dir": shown_path(run.run_dir, out), "checkpoint": run.checkpoint.name}
         evaluated = load_run(run.run_dir, run.checkpoint, device)  # read once for both checks
         if "alignment" in checks:  # first: a Transformer's ablation keeps each layer's best-aligning head
-            if run.config.data.dir not in links:
-                links[run.config.data.dir] = aligner_links(run, test_set, symmetrisation)
-            entry["alignment"] = _agreements(run, evaluated, context, links[run.config.data.dir], steps)
+            if prepared_dir(run.config.data) not in links:
+                links[prepared_dir(run.config.data)] = aligner_links(run, test_set, symmetrisation)
+            entry["alignment"] = _agreements(run, evaluated, context, links[prepared_dir(run.config.data)], steps)
         if "perturbation" in checks:
             heads = entry["alignment"][-1].get("heads") if "alignment" in entry else None
             entry["perturbation"] = _perturbation(run, evaluated, context, heads)

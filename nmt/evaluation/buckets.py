@@ -9,12 +9,9 @@ nmt/lengths.py, which the data layer shares without importing evaluation/.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
+from nmt.config_sections import BucketBy
 from nmt.lengths import Bucket, assign_buckets, word_count
-
-if TYPE_CHECKING:  # config_sections imports this module (through nmt.data)
-    from nmt.config_sections import BucketBy
 
 
 def sentence_lengths(sources: Sequence[str], references: Sequence[str], by: BucketBy) -> list[int]:

