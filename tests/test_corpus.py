@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 
 from nmt.config import DataConfig, config_from_dict
-from nmt.data.corpus import load_corpus, read_lines
-from nmt.data.pairs import MAX_LINE_CHARS, TRAIN_WORDS_CEILING, split_of
-from nmt.data.sources import SOURCES, check_data, corpus_source
+from nmt.data.corpus import Source, SourceSettings, assemble, load_corpus, read_lines
+from nmt.data.pairs import MAX_LINE_CHARS, TRAIN_WORDS_CEILING, Corpus, split_of
+from nmt.data.prepare import load_prepared, prepare
+from nmt.data.sources import SOURCES, check_data, corpus_source, prepared_dir
 from nmt.data.sources import bible as bible_module
 from nmt.data.sources.bible import DB_SHA256, clean_verse, fetch_bible_db, read_translations
-from nmt.errors import NMTError
+from nmt.errors import NMTError, require
 from nmt.fileio import sha256_file
 from tests.synthetic import reverse_pairs, write_parallel
 
@@ -430,3 +431,50 @@ def test_a_relative_corpus_path_not_found_names_the_folder_it_was_looked_for_fro
     monkeypatch.chdir(tmp_path)
     with pytest.raises(NMTError, match=rf"missing\.en \(looked for it from the current folder, {tmp_path}\)"):
         read_lines("corpus/missing.en")
+
+
+@dataclasses.dataclass
+class CountingSettings(SourceSettings):
+    """data.counting: a throwaway source's own keys."""
+
+    pairs: int = 0
+    word: str = "w"
+
+    def validate(self) -> None:
+        require(self.pairs >= 30, "data.counting.pairs", "must be >= 30")
+
+
+class Counting(Source):
+    """A throwaway corpus source: `pairs` numbered pairs, one class and nothing else."""
+
+    Settings = CountingSettings
+
+    def read(self) -> Corpus:
+        numbered = [(f"{self.settings.word} {i}", f"{i} {self.settings.word}") for i in range(self.settings.pairs)]
+        return assemble({"train": numbered, "valid": None, "test": None}, self.config)
+
+    def name(self) -> str:
+        return f"counting-{self.settings.pairs}"
+
+    def describe(self) -> str:
+        return f"{self.settings.pairs} counted pairs"
+
+
+def test_a_new_source_is_one_class_and_one_registry_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its keys (data.counting), their checks, the prepared folder and reading need no other file."""
+    monkeypatch.setitem(SOURCES, "counting", Counting)  # the registry line
+    monkeypatch.chdir(tmp_path)
+    raw = {"source": "counting", "counting": {"pairs": 300, "word": "x"}, "vocab_size": 30, "subword_type": "bpe",
+           "valid_fraction": 0.1, "test_fraction": 0.1}
+    data = config_from_dict({"data": raw}).data
+    check_data(data)
+    assert prepared_dir(data).startswith("data/prepared/counting-300-")
+    stats = prepare(data)
+    assert sum(stats["pairs"].values()) == 300 and stats["source"] == "counting"
+    prepared = load_prepared(data)
+    assert (tmp_path / prepared.directory / "prepared.json").is_file()
+    assert ("x 7", "7 x") in [pair for split in ("train", "valid", "test") for pair in prepared.pairs(split)]
+    with pytest.raises(NMTError, match=r"unknown key 'data.counting.words' \(did you mean 'data.counting.word'\?\)"):
+        check_data(config_from_dict({"data": {**raw, "counting": {"words": "x"}}}).data)
+    with pytest.raises(NMTError, match=r"invalid value for 'data.counting.pairs': must be >= 30"):
+        check_data(config_from_dict({"data": {**raw, "counting": {"pairs": 3}}}).data)

@@ -13,8 +13,8 @@ import yaml
 
 from nmt.compare.evaluate import evaluate_runs
 from nmt.config import config_from_dict, load_config
-from nmt.data.sources import absolute, prepared_dir
 from nmt.data.prepare import prepare
+from nmt.data.sources import absolute, prepared_dir
 from nmt.errors import NMTError
 from nmt.training.trainer import train
 from tests.synthetic import reverse_pairs, write_parallel
