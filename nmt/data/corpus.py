@@ -68,6 +68,10 @@ class Source:
         """Which corpus files or dataset it reads, in words (for reports)."""
         raise NotImplementedError
 
+    def label(self) -> str:
+        """The corpus in a few words, what it is and not where (a test set's origin): data.source."""
+        return self.config.source
+
     def languages(self) -> str:
         """Its source and target side, as the corpus names them."""
         return f"{self.config.src_lang} -> {self.config.tgt_lang}"

@@ -85,6 +85,9 @@ class HuggingFace(Source):
     def name(self) -> str:
         return "hf-" + (Path(self.settings.name).name or "dataset")
 
+    def label(self) -> str:
+        return f"huggingface {self.settings.name}"
+
     def describe(self) -> str:
         own = self.settings
         files = "".join(f", {split} {getattr(own, split)}" for split in SPLITS if getattr(own, split))
