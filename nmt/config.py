@@ -8,7 +8,6 @@ This module assembles them into a `Config`, its runs, and its file.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import re
 import sys
 from dataclasses import dataclass, field
@@ -17,7 +16,14 @@ from typing import Any
 
 import yaml
 
-from nmt.config_sections import DataConfig, DecodingConfig, EvaluationConfig, ModelConfig, TrainingConfig
+from nmt.config_sections import (
+    DataConfig,
+    DecodingConfig,
+    EvaluationConfig,
+    ModelConfig,
+    TrainingConfig,
+    migrate_data_keys,
+)
 from nmt.errors import NMTError
 from nmt.fileio import atomic_write_text
 from nmt.typed_yaml import (
@@ -27,6 +33,7 @@ from nmt.typed_yaml import (
     build_section,
     parse_override,
     read_yaml,
+    section_dict,
     unknown_key,
 )
 
@@ -52,7 +59,7 @@ class Config:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict, the inverse of `config_from_dict`."""
-        return dataclasses.asdict(self)
+        return {**{name: section_dict(getattr(self, name)) for name in SECTIONS}, "runs": copy.deepcopy(self.runs)}
 
     def for_run(self, name: str) -> Config:
         """The configuration of one experiment run: this one with the run's overrides applied."""
@@ -63,15 +70,15 @@ class Config:
         overrides = self.runs[name] or {}
         if not isinstance(overrides, dict):
             raise NMTError(f"runs.{name} must be a mapping of sections, e.g. {{model: {{attention: none}}}}.")
-        if self.data.dir_derived:
-            raw["data"]["dir"] = ""  # derived again from the run's own data settings
         for section, values in overrides.items():
             if section not in SECTIONS or not isinstance(values, dict):
                 raise NMTError(
                     f"runs.{name}.{section}: expected one of the sections "
                     f"{', '.join(SECTIONS)} holding a mapping of keys."
                 )
-            raw[section].update(values)
+            for key, value in values.items():  # a source's sub-section (data.files: {...}) is merged key by key
+                both = isinstance(value, dict) and isinstance(raw[section].get(key), dict)
+                raw[section][key] = {**raw[section][key], **value} if both else value
         try:
             return config_from_dict(raw, f"runs.{name}")
         except NMTError as error:
@@ -152,6 +159,19 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
         else:
             where = f"{path} (with {as_given(overrides)})"
         raise NMTError(f"{where}: {error.message}", error.hint, error.key) from None
+
+
+def load_saved_config(path: str | Path) -> Config:
+    """A run directory's own config.yaml (written by training, never a user's config): one written before
+    each corpus source's keys moved into its sub-section is migrated as it is read, so old runs still
+    translate and evaluate; a user's config with the old keys is refused instead (load_config)."""
+    raw = read_yaml(path)
+    if isinstance(raw, dict) and isinstance(raw.get("data"), dict):
+        raw = {**raw, "data": migrate_data_keys(raw["data"])}
+    try:
+        return config_from_dict(raw, str(path))
+    except NMTError as error:
+        raise NMTError(f"{path}: {error.message}", error.hint) from None
 
 
 def save_config(config: Config, path: str | Path) -> None:

@@ -6,60 +6,52 @@
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-import json
-import os
-import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from nmt.data.corpus import Source
-from nmt.data.pairs import SPLITS
-from nmt.data.sources import SOURCES
-from nmt.errors import NMTError, require
+from nmt.errors import require
 from nmt.registry import ARCHITECTURES, ATTENTIONS
 
-# data.source: the names in the registry of corpus sources
-SourceName = Literal[tuple(SOURCES)]  # type: ignore[valid-type]
 LengthPenalty = Literal["none", "average", "gnmt"]
 BucketBy = Literal["source", "reference"]
 # sacrebleu's tokenizers that need no download; "none" is for data tokenized beforehand
 Tokenize = Literal["13a", "intl", "char", "zh", "ja-mecab", "none"]
 
 
+# Keys each corpus source used to read flat in data (before each source's keys moved into a sub-section
+# named after it): old key -> its spelling now, for the one message that refuses an old config and for
+# migrating a run directory's own config.yaml (load_saved_config). data.train / valid / test went to the
+# sub-section of data.source: files, or huggingface (a builder's data files).
+MOVED_DATA_KEYS = {
+    "bible_src": "bible.src", "bible_tgt": "bible.tgt", "bible_extra_translations": "bible.extra_translations",
+    **{f"{split}_{side}": f"files.{split}_{side}" for split in ("train", "valid", "test") for side in ("src", "tgt")},
+    "hf_name": "huggingface.name", "hf_config": "huggingface.config",
+    **{f"hf_{split}_split": f"huggingface.{split}_split" for split in ("train", "valid", "test")},
+}
+MOVED_SPLIT_KEYS = ("train", "valid", "test")
+
+
 @dataclass
 class DataConfig:
-    """Where the parallel corpus comes from, how it is split, and its subword models."""
+    """Where the parallel corpus comes from, how it is split, and its subword models.
 
-    source: SourceName = "bible"
-    dir: str = ""  # "" = derived from the corpus and its settings (see default_dir)
+    Plain data: the keys every source shares are fields; each source's own keys sit in a sub-section named
+    after it (data.bible: {src: k, tgt: l}), held here unread in `sources` as the YAML gave them. The data
+    layer owns the rest: nmt/data/sources/ types and checks a sub-section against the settings its source
+    declares, and derives the prepared-data folder when data.dir is "" (prepared_dir), so that this
+    layer imports nothing of nmt.data and a new source adds no key here.
+    """
+
+    SUBSECTIONS: ClassVar[str] = "sources"
+
+    source: str = "bible"  # a name in nmt/data/sources/__init__.py's SOURCES (checked there)
+    dir: str = ""  # "" = derived from the corpus and its settings (nmt/data/sources: prepared_dir)
     cache_dir: str = "data/cache"
     src_lang: str = "en"
     tgt_lang: str = "fr"
-    # bible
-    bible_src: str = "k"
-    bible_tgt: str = "l"
-    bible_extra_translations: bool = False
+    # valid and test: the fraction of pairs (or verses) a source carves from its training data
     valid_fraction: float = 0.02
     test_fraction: float = 0.1
-    # files: a path prefix (PREFIX.src_lang / PREFIX.tgt_lang) or one .tsv / .jsonl file per split
-    train: str = ""
-    valid: str = ""
-    test: str = ""
-    # files: or a source and a target file per split, named freely (OpenNMT-py style)
-    train_src: str = ""
-    train_tgt: str = ""
-    valid_src: str = ""
-    valid_tgt: str = ""
-    test_src: str = ""
-    test_tgt: str = ""
-    # huggingface
-    hf_name: str = ""
-    hf_config: str = ""
-    hf_train_split: str = "train"
-    hf_valid_split: str = "validation"
-    hf_test_split: str = "test"
     # fields of a JSON-lines / Hugging Face record; "" means translation.<src_lang> / <tgt_lang>
     src_field: str = ""
     tgt_field: str = ""
@@ -73,58 +65,36 @@ class DataConfig:
     subword_type: Literal["unigram", "bpe"] = "unigram"
     joint_vocab: bool = True
     character_coverage: float = 1.0
+    # source name -> its sub-section (data.NAME: {...}), plain data for nmt/data/sources to read
+    sources: dict[str, dict[str, Any]] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        # not a field: whether `dir` was derived, so that a `runs:` entry with other data derives its own
-        self.dir_derived = not self.dir
-        if self.dir_derived:
-            self.dir = self.default_dir()
-
-    def default_dir(self) -> str:
-        """data/prepared/NAME-HASH: NAME says the corpus (bible-k-l, files-<train file>, hf-<dataset>),
-        HASH covers every key that changes the prepared data (absolute paths), so that two corpora, or
-        one corpus prepared two ways, never share a folder."""
-        settings = json.dumps(self.content_settings(), sort_keys=True)
-        digest = hashlib.sha256(settings.encode("utf-8")).hexdigest()[:8]
-        return f"data/prepared/{re.sub(r'[^A-Za-z0-9._-]+', '_', self.corpus_source().name())}-{digest}"
-
-    def corpus_source(self) -> Source:
-        """The source named by data.source (nmt/data/sources/), reading this section."""
-        return SOURCES[self.source](self)
-
-    def content_settings(self) -> dict[str, Any]:
-        """Every key that changes the prepared data, paths absolute: all but data.dir and cache_dir, which
-        say where things are kept, not what is in them (default_dir's hash, nmt prepare's fingerprint)."""
-        # dir="-": a copy with dir "" would derive its own default_dir, which calls this again
-        settings = dataclasses.asdict(dataclasses.replace(self, dir="-").absolute())
-        return {key: value for key, value in settings.items() if key not in ("dir", "cache_dir")}
+    @classmethod
+    def moved_keys(cls, raw: dict[str, Any]) -> dict[str, str]:
+        """The keys of `raw` (a data section) that moved into a source's sub-section -> their new spelling."""
+        split_home = "huggingface" if raw.get("source") == "huggingface" else "files"
+        moved = {key: f"{split_home}.{key}" for key in MOVED_SPLIT_KEYS if key in raw}
+        return {**moved, **{key: new for key, new in MOVED_DATA_KEYS.items() if key in raw}}
 
     def validate(self) -> None:
-        """Raise NMTError naming the first key of this section whose value is out of range."""
+        """Raise NMTError naming the first shared key of this section whose value is out of range (the
+        source's own keys are checked by nmt/data/sources when the command starts)."""
         require(self.vocab_size >= 16, "data.vocab_size", "must be at least 16")
         require(0.0 < self.valid_fraction < 0.5, "data.valid_fraction", "must be in (0, 0.5)")
         require(0.0 < self.test_fraction < 0.5, "data.test_fraction", "must be in (0, 0.5)")
         require(self.max_train_words >= 0, "data.max_train_words", "must be >= 0 (0 = at most 250 words)")
         require(self.max_train_pairs >= 0, "data.max_train_pairs", "must be >= 0 (0 = all)")
         require(0.9 <= self.character_coverage <= 1.0, "data.character_coverage", "must be in [0.9, 1]")
-        for split in SPLITS:
-            src, tgt = getattr(self, f"{split}_src"), getattr(self, f"{split}_tgt")
-            if bool(src) != bool(tgt):
-                given, missing = (f"data.{split}_src", f"data.{split}_tgt")[:: 1 if src else -1]
-                raise NMTError(
-                    f"'{given}' is given without '{missing}': data.{split}_src and data.{split}_tgt go together.",
-                    f"Give {missing} (the file line-aligned with {given}), or leave out {given}.",
-                )
-            both = f"cannot be given with data.{split}_src / data.{split}_tgt: give the prefix or the two files"
-            require(not (src and getattr(self, split)), f"data.{split}", both)
-        self.corpus_source().validate()
 
-    def absolute(self) -> DataConfig:
-        """A copy with every path made absolute (against the working directory; those its source adds too),
-        so that a run's config.yaml finds its data from any folder."""
-        keys = ("dir", "cache_dir", *SPLITS, *(f"{split}_{side}" for split in SPLITS for side in ("src", "tgt")))
-        paths = {key: os.path.abspath(getattr(self, key)) for key in keys if getattr(self, key)}
-        return dataclasses.replace(self, **paths, **self.corpus_source().absolute_paths())
+
+def migrate_data_keys(raw: dict[str, Any]) -> dict[str, Any]:
+    """A copy of the data section `raw` with its moved keys (DataConfig.moved_keys) put where they live now,
+    for a run directory's own config.yaml written before the move (it lists every key of every source)."""
+    raw = dict(raw)
+    for old, new in DataConfig.moved_keys(raw).items():
+        home, key = new.split(".")
+        value = raw.pop(old)
+        raw[home] = {**(raw.get(home) or {}), key: value}
+    return raw
 
 
 @dataclass

@@ -6,6 +6,7 @@ sections; nmt/config_sections.py declares them and nmt/config.py assembles them.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import difflib
 import types
 import typing
@@ -70,21 +71,37 @@ def unknown_key(key: str, valid: list[str], prefix: str) -> NMTError:
     )
 
 
-def build_section(cls: type, raw: Any, name: str) -> Any:
+def build_section(cls: type, raw: Any, name: str, validate: bool = True) -> Any:
     """The dataclass `cls` from the mapping `raw` of section `name`: keys known, types checked, then
-    the section's own `validate()`."""
+    (unless not `validate`) the section's own `validate()`.
+
+    Two optional class attributes: `SUBSECTIONS` names a dict field that holds, as plain data, the keys
+    of `raw` that are no field and hold a mapping (sub-sections that a layer above types and checks;
+    `section_dict` puts them back beside the fields); `moved_keys(raw)` returns {old key: new spelling}
+    of keys that moved, refused all in one message."""
     raw = {} if raw is None else raw
     if not isinstance(raw, dict):
         raise NMTError(f"section '{name}' must be a mapping of keys, got {raw!r}.")
-    hints = typing.get_type_hints(cls)
+    moved = cls.moved_keys(raw) if hasattr(cls, "moved_keys") else {}
+    if moved:
+        raise NMTError(
+            "keys that have moved: " + "; ".join(f"'{name}.{old}' is now '{name}.{new}'" for old, new in moved.items()) + ".",
+            "Spell them so in the config or in --set (each corpus source's keys sit in a sub-section named after it).",
+        )
+    subsections = getattr(cls, "SUBSECTIONS", None)
+    hints = {key: tp for key, tp in typing.get_type_hints(cls).items() if key != subsections}
     valid = list(hints)
-    values = {}
+    values: dict[str, Any] = {subsections: {}} if subsections else {}
     for key, value in raw.items():
+        if key not in hints and subsections and isinstance(value, dict | None):
+            values[subsections][str(key)] = copy.deepcopy(value or {})
+            continue
         if key not in hints:
             raise unknown_key(str(key), valid, f"{name}.")
         values[key] = check_type(value, hints[key], f"{name}.{key}")
     section = cls(**values)
-    section.validate()
+    if validate:
+        section.validate()
     return section
 
 
@@ -117,6 +134,15 @@ def blame_flag(error: NMTError, overrides: Sequence[str]) -> NMTError:
 def as_given(overrides: Sequence[str]) -> str:
     """`overrides` as the command line gave them: each a --set, or the shorthand flag that wrote it."""
     return " ".join(text.flag if isinstance(text, FlagOverride) else f"--set {text}" for text in overrides)
+
+
+def section_dict(section: Any) -> dict[str, Any]:
+    """A section as the plain mapping `build_section` reads back: its fields, its sub-sections beside them."""
+    raw = dataclasses.asdict(section)
+    subsections = getattr(type(section), "SUBSECTIONS", None)
+    if subsections:
+        raw.update(raw.pop(subsections))
+    return raw
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:

@@ -55,7 +55,7 @@ def reverse_task_config(
     raw = {
         "data": {
             "source": "files", "dir": str(root / "prepared"), "src_lang": "src", "tgt_lang": "tgt",
-            "train": str(root / "train"), "valid": str(root / "valid"), "test": str(root / "test"),
+            "files": {"train": str(root / "train"), "valid": str(root / "valid"), "test": str(root / "test")},
             "vocab_size": 25, "subword_type": "bpe",
         },
         # another architecture's `model` replaces these RNN sizes (it refuses RNN keys away from their defaults)
@@ -100,9 +100,9 @@ def shortened(root: Path) -> list[str]:
         f"data.dir={root / 'prepared'}",
         "data.src_lang=src",
         "data.tgt_lang=tgt",
-        f"data.train={root / 'train'}",
-        f"data.valid={root / 'valid'}",
-        f"data.test={root / 'test'}",
+        f"data.files.train={root / 'train'}",
+        f"data.files.valid={root / 'valid'}",
+        f"data.files.test={root / 'test'}",
         "data.vocab_size=25",
         "data.subword_type=bpe",
         "data.joint_vocab=true",

@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from nmt.evaluation.buckets import (
-    Bucket,
-    assign_buckets,
-    bucket_members,
-    make_buckets,
-    sentence_lengths,
-    word_count,
-)
+from nmt.evaluation.buckets import bucket_members, sentence_lengths
+from nmt.lengths import Bucket, assign_buckets, make_buckets, word_count
 
 DEFAULT = [10, 20, 30, 40, 50, 60]
 

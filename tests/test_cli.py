@@ -137,11 +137,11 @@ def test_hints_fit_the_command(capsys: pytest.CaptureFixture[str], tmp_path: Pat
     assert "(nmt train CONFIG --set model.hidden_size=8)" in capsys.readouterr().err
     # one file of a pair names what is missing
     config = tmp_path / "c.yaml"
-    config.write_text("data:\n  source: files\n  train: corpus/train\n  test_src: test.en\n")
+    config.write_text("data:\n  source: files\n  files:\n    train: corpus/train\n    test_src: test.en\n")
     assert main(["prepare", str(config)]) == 2
     err = capsys.readouterr().err
-    assert "'data.test_src' is given without 'data.test_tgt'" in err and "invalid value" not in err
-    assert "Give data.test_tgt" in err
+    assert "'data.files.test_src' is given without 'data.files.test_tgt'" in err and "invalid value" not in err
+    assert "Give data.files.test_tgt" in err
 
 
 def test_train_without_a_run_name_says_what_it_trains(

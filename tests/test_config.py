@@ -7,8 +7,10 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
-from nmt.config import SECTIONS, Config, config_from_dict, load_config, save_config
+from nmt.config import SECTIONS, Config, config_from_dict, load_config, load_saved_config, save_config
+from nmt.data.sources import SOURCES, check_data, load_checked_config
 from nmt.errors import NMTError
 from nmt.typed_yaml import apply_overrides, config_diff, read_yaml
 from tests.helpers import CONFIGS
@@ -55,8 +57,8 @@ def test_invalid_values_name_the_key() -> None:
         config_from_dict({"training": {"max_steps": 0}})
     with pytest.raises(NMTError, match="evaluation.buckets"):
         config_from_dict({"evaluation": {"buckets": [20, 10]}})
-    with pytest.raises(NMTError, match="data.train"):
-        config_from_dict({"data": {"source": "files"}})
+    with pytest.raises(NMTError, match="data.files.train"):  # a source's keys: checked by the data layer
+        check_data(config_from_dict({"data": {"source": "files"}}).data)
     # the attention types are nmt/models/attention.py's registry, the one place a new one is added
     with pytest.raises(NMTError, match=r"'model.attention': 'bahdanau' is not an attention type: expected one of "
                        r"none, additive, dot, scaled_dot, general\."):
@@ -159,7 +161,11 @@ def test_example_config_lists_and_comments_every_key() -> None:
     for name, cls in SECTIONS.items():
         assert f"{name}:" in text
         for field in dataclasses.fields(cls):
-            assert field.name in lines, f"configs/quick.yaml does not list {name}.{field.name}"
+            if field.name != getattr(cls, "SUBSECTIONS", None):  # data.sources: the sub-sections, below
+                assert field.name in lines, f"configs/quick.yaml does not list {name}.{field.name}"
+    data = read_yaml(CONFIGS / "quick.yaml")["data"]
+    for name, source in SOURCES.items():  # each source's own keys, in its sub-section
+        assert set(data[name]) == {field.name for field in dataclasses.fields(source.Settings)}, name
     sections = text.split("\nruns:")[0]
     undocumented = [line for line in sections.splitlines() if line.startswith("  ") and "#" not in line]
     assert undocumented == []
@@ -167,7 +173,7 @@ def test_example_config_lists_and_comments_every_key() -> None:
 
 def test_every_shipped_config_is_valid() -> None:
     for path in sorted(CONFIGS.glob("*.yaml")):
-        config = load_config(path)
+        config = load_checked_config(path)
         for name in config.runs:
             config.for_run(name)
 
@@ -209,3 +215,76 @@ def test_a_folder_an_empty_file_and_nbest_above_the_beam_say_what_they_are(
     assert "empty.yaml is empty: every setting is its default" in capsys.readouterr().err
     with pytest.raises(NMTError, match=r"'decoding.nbest': 8 is above decoding.beam_size 5, .*\(--beam\)"):
         config_from_dict({"decoding": {"beam_size": 5, "nbest": 8}})
+
+
+def test_an_old_config_is_refused_naming_each_moved_key_and_its_new_spelling(tmp_path: Path) -> None:
+    old = tmp_path / "old.yaml"
+    old.write_text(
+        "data:\n  source: bible\n  bible_src: k\n  bible_tgt: '4'\n  bible_extra_translations: true\n"
+        "  hf_name: wmt14\n  hf_test_split: test\n  train: corpus/train\n  valid_src: v.en\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(NMTError) as error:
+        load_config(old)
+    message = error.value.message
+    assert message.startswith(f"{old}: keys that have moved: ")
+    for was, now in [("bible_src", "bible.src"), ("bible_tgt", "bible.tgt"),
+                     ("bible_extra_translations", "bible.extra_translations"), ("hf_name", "huggingface.name"),
+                     ("hf_test_split", "huggingface.test_split"), ("train", "files.train"),
+                     ("valid_src", "files.valid_src")]:
+        assert f"'data.{was}' is now 'data.{now}'" in message
+    # a huggingface config's data files move to its own sub-section; --set and runs are refused alike
+    with pytest.raises(NMTError, match=r"'data.train' is now 'data.huggingface.train'"):
+        config_from_dict({"data": {"source": "huggingface", "train": "a.jsonl"}})
+    with pytest.raises(NMTError, match=r"--set data.hf_name=x\): keys that have moved: 'data.hf_name' is now "
+                       r"'data.huggingface.name'"):
+        load_config(CONFIGS / "quick.yaml", ["data.hf_name=x"])
+    with pytest.raises(NMTError, match=r"'runs.r.data.bible_src' is now 'runs.r.data.bible.src'"):
+        config_from_dict({"runs": {"r": {"data": {"bible_src": "4"}}}})
+
+
+def test_a_run_directory_config_written_before_the_move_still_loads(tmp_path: Path) -> None:
+    """A run's own config.yaml lists every key, old spelling included: it is migrated as it is read."""
+    saved = {
+        "data": {"source": "files", "dir": str(tmp_path / "prepared"), "bible_src": "k", "bible_tgt": "l",
+                 "bible_extra_translations": False, "train": str(tmp_path / "corpus/train"), "valid": "",
+                 "test": "", **{f"{s}_{side}": "" for s in ("train", "valid", "test") for side in ("src", "tgt")},
+                 "hf_name": "", "hf_config": "", "hf_train_split": "train", "hf_valid_split": "validation",
+                 "hf_test_split": "test", "vocab_size": 100},
+        "model": {"hidden_size": 32},
+    }
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(saved), encoding="utf-8")
+    config = load_saved_config(path)
+    assert config.data.sources["files"]["train"] == str(tmp_path / "corpus/train")
+    assert config.data.sources["bible"] == {"src": "k", "tgt": "l", "extra_translations": False}
+    assert (config.data.dir, config.data.vocab_size, config.model.hidden_size) == (str(tmp_path / "prepared"), 100, 32)
+    check_data(config.data)
+    with pytest.raises(NMTError, match="keys that have moved"):  # a user's config is refused, not migrated
+        load_config(path)
+
+
+def test_a_source_sub_section_refuses_an_unknown_key_naming_it_with_the_closest_one() -> None:
+    with pytest.raises(NMTError) as error:
+        check_data(config_from_dict({"data": {"bible": {"scr": "k"}}}).data)
+    assert error.value.message == "unknown key 'data.bible.scr' (did you mean 'data.bible.src'?)."
+    assert "extra_translations" in error.value.hint
+    # in the sub-section of a source that is not data.source too, and a sub-section that names no source
+    with pytest.raises(NMTError, match=r"unknown key 'data.huggingface.nmae' \(did you mean 'data.huggingface.name'"):
+        check_data(config_from_dict({"data": {"huggingface": {"nmae": "x"}}}).data)
+    with pytest.raises(NMTError, match=r"unknown key 'data.bibel' \(did you mean 'bible'\?\)"):
+        check_data(config_from_dict({"data": {"bibel": {"src": "k"}}}).data)
+    with pytest.raises(NMTError, match=r"wrong type for 'data.bible.extra_translations'"):
+        check_data(config_from_dict({"data": {"bible": {"extra_translations": "yes"}}}).data)
+    with pytest.raises(NMTError, match=r"'data.source': 'file' is not a corpus source \(did you mean 'files'"):
+        check_data(config_from_dict({"data": {"source": "file"}}).data)
+
+
+def test_a_command_checks_the_source_keys_of_each_run_before_any_work(tmp_path: Path) -> None:
+    path = tmp_path / "exp.yaml"
+    path.write_text("data:\n  source: files\n  files: {train: corpus/train}\n"
+                    "runs:\n  a: {}\n  b: {data: {files: {valid_src: v.en}}}\n", encoding="utf-8")
+    assert load_config(path).for_run("b").data.sources["files"] == {"train": "corpus/train", "valid_src": "v.en"}
+    with pytest.raises(NMTError, match=rf"^{re.escape(str(path))}: 'runs.b.data.files.valid_src' is given without "
+                       r"'runs.b.data.files.valid_tgt'"):
+        load_checked_config(path)

@@ -13,19 +13,26 @@ from pathlib import Path
 import pytest
 
 from nmt.config import DataConfig, config_from_dict
-from nmt.data.corpus import load_corpus, read_lines
-from nmt.data.pairs import MAX_LINE_CHARS, TRAIN_WORDS_CEILING, split_of
+from nmt.data.corpus import Source, SourceSettings, assemble, load_corpus, read_lines
+from nmt.data.pairs import MAX_LINE_CHARS, TRAIN_WORDS_CEILING, Corpus, split_of
+from nmt.data.prepare import load_prepared, prepare
+from nmt.data.sources import SOURCES, check_data, corpus_source, prepared_dir
 from nmt.data.sources import bible as bible_module
-from nmt.data.sources.bible import DB_SHA256, Bible, clean_verse, fetch_bible_db, read_translations
-from nmt.data.sources.files import Files
-from nmt.data.sources.huggingface import HuggingFace
-from nmt.errors import NMTError
+from nmt.data.sources.bible import DB_SHA256, clean_verse, fetch_bible_db, read_translations
+from nmt.errors import NMTError, require
 from nmt.fileio import sha256_file
 from tests.synthetic import reverse_pairs, write_parallel
 
 
 def data_config(**values: object) -> DataConfig:
-    return config_from_dict({"data": values}).data
+    """A checked data section from its keys, those of data.source's own settings (the keys its Settings
+    declares) put in its sub-section data.SOURCE."""
+    source = str(values.get("source", "bible"))
+    own = {field.name for field in dataclasses.fields(SOURCES[source].Settings)}
+    settings = {key: values.pop(key) for key in list(values) if key in own}
+    data = config_from_dict({"data": {**values, source: settings}}).data
+    check_data(data)
+    return data
 
 
 def make_bible_db(path: Path, n_verses: int = 200) -> Path:
@@ -87,7 +94,7 @@ def test_split_of_is_stable_and_proportional() -> None:
 def test_bible_pairs_cleaned_split_and_placeholders_dropped(tmp_path: Path) -> None:
     db = make_bible_db(tmp_path / "bible.db")
     config = data_config(valid_fraction=0.2, test_fraction=0.3)
-    corpus = Bible(config).read(db)
+    corpus = corpus_source(config).read(db)
     all_pairs = [p for split in corpus.splits.values() for p in split]
     assert len(all_pairs) == 200
     assert ("In the beginning God created the heaven.", "Au commencement, Dieu créa. Les cieux cinquante mille.") in all_pairs
@@ -98,18 +105,18 @@ def test_bible_pairs_cleaned_split_and_placeholders_dropped(tmp_path: Path) -> N
                 assert split_of(f"{words[2]}.{words[3]}.{words[4]}", 0.2, 0.3) == split
     assert 40 < len(corpus.splits["test"]) < 80 and 20 < len(corpus.splits["valid"]) < 60
     # The same db and config give the same splits.
-    assert Bible(config).read(db).splits == corpus.splits
+    assert corpus_source(config).read(db).splits == corpus.splits
     # `3` has a placeholder at 1.1.3 and *** at 1.1.1: with 3 -> l those pairs are dropped and counted.
-    three = Bible(data_config(bible_src="3", valid_fraction=0.2, test_fraction=0.3)).read(db)
+    three = corpus_source(data_config(src="3", valid_fraction=0.2, test_fraction=0.3)).read(db)
     assert sum(len(p) for p in three.splits.values()) == 198
     assert sum(three.dropped_empty.values()) == 2
 
 
 def test_extra_translations_never_leak_valid_or_test_verses(tmp_path: Path) -> None:
     db = make_bible_db(tmp_path / "bible.db")
-    config = data_config(valid_fraction=0.2, test_fraction=0.3, bible_extra_translations=True)
-    plain = Bible(data_config(valid_fraction=0.2, test_fraction=0.3)).read(db)
-    corpus = Bible(config).read(db)
+    config = data_config(valid_fraction=0.2, test_fraction=0.3, extra_translations=True)
+    plain = corpus_source(data_config(valid_fraction=0.2, test_fraction=0.3)).read(db)
+    corpus = corpus_source(config).read(db)
     assert corpus.splits["valid"] == plain.splits["valid"] and corpus.splits["test"] == plain.splits["test"]
     n_train = len(plain.splits["train"])
     # k/4/3 x l/5 minus the main pair: 5 extra pairs per training verse, less the one `3` placeholder if in train.
@@ -128,7 +135,7 @@ def test_unknown_code_lists_valid_codes(tmp_path: Path) -> None:
         read_translations(db, ["k", "zz"])
     assert "'zz'" in error.value.message and "3, 4, 5, k, l" in error.value.hint
     with pytest.raises(NMTError, match="English/French"):
-        Bible(data_config(bible_src="k", bible_tgt="4", bible_extra_translations=True)).read(db)
+        corpus_source(data_config(src="k", tgt="4", extra_translations=True)).read(db)
 
 
 def _fake_wheel(cache_dir: Path, db_bytes: bytes) -> Path:
@@ -195,7 +202,7 @@ def test_files_prefix_tsv_and_jsonl_give_the_same_pairs(tmp_path: Path) -> None:
     results = []
     for spec, extra in ((str(prefix), {}), (str(tmp_path / "train.tsv"), {}), (str(tmp_path / "train.jsonl"), {}),
                         (str(tmp_path / "nested.jsonl"), {"src_field": "a.b", "tgt_field": "t"})):
-        corpus = Files(data_config(source="files", train=spec, valid=spec, test=spec, **extra)).read()
+        corpus = corpus_source(data_config(source="files", train=spec, valid=spec, test=spec, **extra)).read()
         assert corpus.splits["train"] == corpus.splits["test"] == pairs
         results.append(corpus.splits)
     assert all(r == results[0] for r in results)
@@ -206,43 +213,43 @@ def test_separate_source_and_target_files_beside_the_prefix_form(tmp_path: Path)
     prefix = write_parallel(tmp_path / "train", pairs, "en", "fr")
     (tmp_path / "src-train.txt").write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
     (tmp_path / "tgt-train.txt").write_text("".join(t + "\n" for _, t in pairs), encoding="utf-8")
-    separate = Files(data_config(
+    separate = corpus_source(data_config(
         source="files", train_src=str(tmp_path / "src-train.txt"), train_tgt=str(tmp_path / "tgt-train.txt"),
         test_src=str(tmp_path / "src-train.txt"), test_tgt=str(tmp_path / "tgt-train.txt"), valid=str(prefix),
     )).read()
     assert separate.splits["train"] == separate.splits["test"] == separate.splits["valid"] == pairs
-    with pytest.raises(NMTError, match=r"data.valid_src.*and data.valid_tgt go together"):
+    with pytest.raises(NMTError, match=r"data.files.valid_src.*and data.files.valid_tgt go together"):
         data_config(source="files", train=str(prefix), valid_src="a")
-    with pytest.raises(NMTError, match=r"'data.train'.*cannot be given with data.train_src"):
+    with pytest.raises(NMTError, match=r"'data.files.train'.*cannot be given with data.files.train_src"):
         data_config(source="files", train=str(prefix), train_src="a", train_tgt="b")
     # a prefix whose files are named otherwise: the message explains the rule and the alternative
     with pytest.raises(NMTError, match=r"corpus file not found: .*src-train.en") as error:
-        Files(data_config(source="files", train=str(tmp_path / "src-train"))).read()
-    assert "read as a path prefix" in error.value.hint and "data.train_src / data.train_tgt" in error.value.hint
+        corpus_source(data_config(source="files", train=str(tmp_path / "src-train"))).read()
+    assert "read as a path prefix" in error.value.hint and "data.files.train_src / train_tgt" in error.value.hint
 
 
 def test_blank_tsv_and_jsonl_lines_are_dropped_and_counted(tmp_path: Path) -> None:
     (tmp_path / "a.tsv").write_text("one\tun\n\ntwo\tdeux\n  \n", encoding="utf-8")
     (tmp_path / "a.jsonl").write_text('{"translation": {"en": "one", "fr": "un"}}\n\n', encoding="utf-8")
-    tsv = Files(data_config(source="files", train=str(tmp_path / "a.tsv"), valid=str(tmp_path / "a.tsv"),
+    tsv = corpus_source(data_config(source="files", train=str(tmp_path / "a.tsv"), valid=str(tmp_path / "a.tsv"),
                             test=str(tmp_path / "a.tsv"))).read()
     assert tsv.splits["train"] == [("one", "un"), ("two", "deux")]
     assert tsv.dropped_empty == {"train": 2, "valid": 2, "test": 2}
     jsonl = str(tmp_path / "a.jsonl")
-    assert Files(data_config(source="files", train=jsonl, valid=jsonl, test=jsonl)).read().dropped_empty["test"] == 1
+    assert corpus_source(data_config(source="files", train=jsonl, valid=jsonl, test=jsonl)).read().dropped_empty["test"] == 1
 
 
 def test_files_carve_valid_and_test_from_train_without_overlap(tmp_path: Path) -> None:
     pairs = reverse_pairs(400, seed=2) + [("", "x"), ("y", "  ")]
     prefix = write_parallel(tmp_path / "all", pairs, "en", "fr")
     config = data_config(source="files", train=str(prefix), valid_fraction=0.1, test_fraction=0.2)
-    corpus = Files(config).read()
+    corpus = corpus_source(config).read()
     sets = {s: set(p) for s, p in corpus.splits.items()}
     assert not (sets["train"] & sets["valid"]) and not (sets["train"] & sets["test"]) and not (sets["valid"] & sets["test"])
     assert sum(len(p) for p in corpus.splits.values()) == 400
     assert sum(corpus.dropped_empty.values()) == 2
     assert 50 < len(corpus.splits["test"]) < 110 and 20 < len(corpus.splits["valid"]) < 65
-    assert Files(config).read().splits == corpus.splits
+    assert corpus_source(config).read().splits == corpus.splits
 
 
 def test_max_train_words_and_pairs_filter_training_only(tmp_path: Path) -> None:
@@ -287,7 +294,7 @@ def test_valid_and_test_pairs_seen_in_training_are_dropped(tmp_path: Path) -> No
     assert kept.splits["test"] == held_out and kept.overlap_dropped == {"valid": 0, "test": 0}
     only_seen = write_parallel(tmp_path / "seen", train[:1], "en", "fr")
     with pytest.raises(NMTError, match=r"the valid split is empty .*1 also in training"):
-        load_corpus(dataclasses.replace(config, valid=str(only_seen)))
+        load_corpus(dataclasses.replace(config, sources={"files": {**config.sources["files"], "valid": str(only_seen)}}))
 
 
 def test_a_byte_order_mark_is_stripped_and_counted(tmp_path: Path) -> None:
@@ -297,7 +304,7 @@ def test_a_byte_order_mark_is_stripped_and_counted(tmp_path: Path) -> None:
     source.write_bytes(b"\xef\xbb\xbf" + source.read_bytes())
     (tmp_path / "win.tsv").write_bytes(b"\xef\xbb\xbf" + "".join(f"{s}\t{t}\n" for s, t in pairs).encode())
     for spec, files in ((str(prefix), [str(source)]), (str(tmp_path / "win.tsv"), [str(tmp_path / "win.tsv")])):
-        corpus = Files(data_config(source="files", train=spec, valid=spec, test=spec)).read()
+        corpus = corpus_source(data_config(source="files", train=spec, valid=spec, test=spec)).read()
         assert corpus.splits["train"] == pairs  # the first source sentence without the mark
         assert corpus.bom_files == files  # once, though the file serves three splits
 
@@ -306,22 +313,22 @@ def test_bad_inputs_raise_errors_naming_file_and_line(tmp_path: Path) -> None:
     (tmp_path / "a.en").write_text("one\ntwo\nthree\n", encoding="utf-8")
     (tmp_path / "a.fr").write_text("un\ndeux\n", encoding="utf-8")
     with pytest.raises(NMTError, match=r"a\.en has 3 lines but .*a\.fr has 2"):
-        Files(data_config(source="files", train=str(tmp_path / "a"))).read()
+        corpus_source(data_config(source="files", train=str(tmp_path / "a"))).read()
     (tmp_path / "b.en").write_bytes(b"ok\nfine\ncaf\xe9\n")
     (tmp_path / "b.fr").write_text("ok\nbien\ncafe\n", encoding="utf-8")
     with pytest.raises(NMTError, match=r"b\.en, line 3: not valid UTF-8 \(byte 4 of the line\)"):
-        Files(data_config(source="files", train=str(tmp_path / "b"))).read()
+        corpus_source(data_config(source="files", train=str(tmp_path / "b"))).read()
     with pytest.raises(NMTError, match=r"not found: \S*missing\.en '"):  # an absolute path: no folder to name
-        Files(data_config(source="files", train=str(tmp_path / "missing"))).read()
+        corpus_source(data_config(source="files", train=str(tmp_path / "missing"))).read()
     (tmp_path / "c.tsv").write_text("a\tb\nno tab here\n", encoding="utf-8")
     with pytest.raises(NMTError, match=r"c\.tsv, line 2: expected 'source<TAB>target', found 1"):
-        Files(data_config(source="files", train=str(tmp_path / "c.tsv"))).read()
+        corpus_source(data_config(source="files", train=str(tmp_path / "c.tsv"))).read()
     (tmp_path / "d.jsonl").write_text('{"translation": {"en": "a", "fr": "b"}}\n{"translation": {"en": "c"}}\n')
     with pytest.raises(NMTError, match=r"d\.jsonl, line 2: no field 'translation\.fr'"):
-        Files(data_config(source="files", train=str(tmp_path / "d.jsonl"))).read()
+        corpus_source(data_config(source="files", train=str(tmp_path / "d.jsonl"))).read()
     (tmp_path / "f.jsonl").write_text('{"translation": {"en": "a", "fr": "b"}}\n{"translation": {"en" "c"}}\n')
     with pytest.raises(NMTError, match=r"f\.jsonl, line 2: invalid JSON \(Expecting ':' delimiter, character 23 of"):
-        Files(data_config(source="files", train=str(tmp_path / "f.jsonl"))).read()
+        corpus_source(data_config(source="files", train=str(tmp_path / "f.jsonl"))).read()
     (tmp_path / "e.en").write_text("\n \n", encoding="utf-8")
     (tmp_path / "e.fr").write_text("x\ny\n", encoding="utf-8")
     with pytest.raises(NMTError, match="the train split is empty.*2 empty pairs dropped"):
@@ -330,11 +337,11 @@ def test_bad_inputs_raise_errors_naming_file_and_line(tmp_path: Path) -> None:
 
 def test_files_are_described_however_the_config_names_them() -> None:
     named = data_config(source="files", train="corpus/train", test_src="t/news.en", test_tgt="t/news.fr")
-    assert named.corpus_source().describe() == (
+    assert corpus_source(named).describe() == (
         "files train corpus/train{.en,.fr}, valid carved from train, test t/news.en + t/news.fr"
     )
     prefixes = data_config(source="files", train="a.tsv", valid="v", test="t")
-    assert prefixes.corpus_source().describe() == "files train a.tsv, valid v{.en,.fr}, test t{.en,.fr}"
+    assert corpus_source(prefixes).describe() == "files train a.tsv, valid v{.en,.fr}, test t{.en,.fr}"
 
 
 def test_huggingface_json_builder_on_local_files(tmp_path: Path, offline: None) -> None:
@@ -345,9 +352,9 @@ def test_huggingface_json_builder_on_local_files(tmp_path: Path, offline: None) 
         files[name].write_text(
             "".join(json.dumps({"translation": {"en": s, "fr": t}}) + "\n" for s, t in pairs), encoding="utf-8"
         )
-    config = data_config(source="huggingface", hf_name="json", train=str(files["train"]),
+    config = data_config(source="huggingface", name="json", train=str(files["train"]),
                          valid=str(files["validation"]), test=str(files["test"]))
-    corpus = HuggingFace(config).read()
+    corpus = corpus_source(config).read()
     assert corpus.splits["train"] == splits["train"]
     assert corpus.splits["valid"] == splits["validation"] and corpus.splits["test"] == splits["test"]
 
@@ -356,14 +363,16 @@ def test_a_builder_split_without_a_file_says_how_to_carve_it(tmp_path: Path, off
     pairs = reverse_pairs(200, seed=8)
     train = tmp_path / "train.jsonl"
     train.write_text("".join(json.dumps({"translation": {"en": s, "fr": t}}) + "\n" for s, t in pairs), encoding="utf-8")
-    with pytest.raises(NMTError) as error:  # hf_valid_split keeps its default, 'validation'
-        HuggingFace(data_config(source="huggingface", hf_name="json", train=str(train))).read()
-    assert error.value.message == "data.hf_valid_split is 'validation', but data.valid gives the json builder no file for it."
-    assert 'data.hf_valid_split: "" to carve valid from train' in error.value.hint
-    with pytest.raises(NMTError, match="data.hf_train_split is 'train', but data.train gives the parquet builder no"):
-        HuggingFace(data_config(source="huggingface", hf_name="parquet")).read()
-    carved = HuggingFace(data_config(source="huggingface", hf_name="json", train=str(train),
-                                     hf_valid_split="", hf_test_split="")).read()
+    with pytest.raises(NMTError) as error:  # valid_split keeps its default, 'validation'
+        corpus_source(data_config(source="huggingface", name="json", train=str(train))).read()
+    assert error.value.message == (
+        "data.huggingface.valid_split is 'validation', but data.huggingface.valid gives the json builder no file for it."
+    )
+    assert 'data.huggingface.valid_split: "" to carve valid from train' in error.value.hint
+    with pytest.raises(NMTError, match="data.huggingface.train_split is 'train', but data.huggingface.train gives the parquet builder no"):
+        corpus_source(data_config(source="huggingface", name="parquet")).read()
+    carved = corpus_source(data_config(source="huggingface", name="json", train=str(train),
+                                     valid_split="", test_split="")).read()
     for split in ("train", "valid", "test"):
         assert carved.splits[split] == [p for p in pairs if split_of(f"{p[0]}\t{p[1]}", 0.02, 0.1) == split]
 
@@ -375,23 +384,23 @@ def test_huggingface_local_folder_with_carved_splits(tmp_path: Path, offline: No
     (folder / "train.jsonl").write_text(
         "".join(json.dumps({"en": s, "fr": t}) + "\n" for s, t in pairs), encoding="utf-8"
     )
-    config = data_config(source="huggingface", hf_name=str(folder), src_field="en", tgt_field="fr",
-                         hf_valid_split="", hf_test_split="", test_fraction=0.25)
-    corpus = HuggingFace(config).read()
+    config = data_config(source="huggingface", name=str(folder), src_field="en", tgt_field="fr",
+                         valid_split="", test_split="", test_fraction=0.25)
+    corpus = corpus_source(config).read()
     assert sorted(p for s in corpus.splits.values() for p in s) == sorted(pairs)
     assert len(corpus.splits["test"]) > 20 and len(corpus.splits["valid"]) > 0
 
 
 def test_a_hugging_face_split_without_a_name_is_said_to_be_carved_from_train() -> None:
-    data = data_config(source="huggingface", hf_name="json", train="d/train.jsonl", hf_valid_split="", hf_test_split="")
-    assert data.corpus_source().describe() == (
+    data = data_config(source="huggingface", name="json", train="d/train.jsonl", valid_split="", test_split="")
+    assert corpus_source(data).describe() == (
         "Hugging Face dataset json, train d/train.jsonl, valid carved from train, test carved from train"
     )
 
 
 def test_huggingface_unreachable_hub_is_a_user_error_with_hint(offline: None) -> None:
     with pytest.raises(NMTError) as error:
-        HuggingFace(data_config(source="huggingface", hf_name="some-user/some-missing-corpus")).read()
+        corpus_source(data_config(source="huggingface", name="some-user/some-missing-corpus")).read()
     assert "some-user/some-missing-corpus" in error.value.message
     assert "data.source: files" in error.value.hint
 
@@ -410,10 +419,10 @@ def test_an_unreachable_hub_fails_in_seconds_naming_offline_mode_and_local_files
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
     start = time.monotonic()
     with pytest.raises(NMTError) as error:
-        HuggingFace(data_config(source="huggingface", hf_name="some-user/some-missing-corpus")).read()
+        corpus_source(data_config(source="huggingface", name="some-user/some-missing-corpus")).read()
     assert time.monotonic() - start < 5
     assert f"the hub (127.0.0.1:{port}) cannot be reached" in error.value.message
-    assert "HF_HUB_OFFLINE=1" in error.value.hint and "hf_name a local dataset folder" in error.value.hint
+    assert "HF_HUB_OFFLINE=1" in error.value.hint and "data.huggingface.name a local dataset folder" in error.value.hint
 
 
 def test_a_relative_corpus_path_not_found_names_the_folder_it_was_looked_for_from(
@@ -422,3 +431,50 @@ def test_a_relative_corpus_path_not_found_names_the_folder_it_was_looked_for_fro
     monkeypatch.chdir(tmp_path)
     with pytest.raises(NMTError, match=rf"missing\.en \(looked for it from the current folder, {tmp_path}\)"):
         read_lines("corpus/missing.en")
+
+
+@dataclasses.dataclass
+class CountingSettings(SourceSettings):
+    """data.counting: a throwaway source's own keys."""
+
+    pairs: int = 0
+    word: str = "w"
+
+    def validate(self) -> None:
+        require(self.pairs >= 30, "data.counting.pairs", "must be >= 30")
+
+
+class Counting(Source):
+    """A throwaway corpus source: `pairs` numbered pairs, one class and nothing else."""
+
+    Settings = CountingSettings
+
+    def read(self) -> Corpus:
+        numbered = [(f"{self.settings.word} {i}", f"{i} {self.settings.word}") for i in range(self.settings.pairs)]
+        return assemble({"train": numbered, "valid": None, "test": None}, self.config)
+
+    def name(self) -> str:
+        return f"counting-{self.settings.pairs}"
+
+    def describe(self) -> str:
+        return f"{self.settings.pairs} counted pairs"
+
+
+def test_a_new_source_is_one_class_and_one_registry_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its keys (data.counting), their checks, the prepared folder and reading need no other file."""
+    monkeypatch.setitem(SOURCES, "counting", Counting)  # the registry line
+    monkeypatch.chdir(tmp_path)
+    raw = {"source": "counting", "counting": {"pairs": 300, "word": "x"}, "vocab_size": 30, "subword_type": "bpe",
+           "valid_fraction": 0.1, "test_fraction": 0.1}
+    data = config_from_dict({"data": raw}).data
+    check_data(data)
+    assert prepared_dir(data).startswith("data/prepared/counting-300-")
+    stats = prepare(data)
+    assert sum(stats["pairs"].values()) == 300 and stats["source"] == "counting"
+    prepared = load_prepared(data)
+    assert (tmp_path / prepared.directory / "prepared.json").is_file()
+    assert ("x 7", "7 x") in [pair for split in ("train", "valid", "test") for pair in prepared.pairs(split)]
+    with pytest.raises(NMTError, match=r"unknown key 'data.counting.words' \(did you mean 'data.counting.word'\?\)"):
+        check_data(config_from_dict({"data": {**raw, "counting": {"words": "x"}}}).data)
+    with pytest.raises(NMTError, match=r"invalid value for 'data.counting.pairs': must be >= 30"):
+        check_data(config_from_dict({"data": {**raw, "counting": {"pairs": 3}}}).data)

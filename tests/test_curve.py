@@ -12,8 +12,9 @@ from nmt.cli import main
 from nmt.compare.curve import learning_curves
 from nmt.errors import NMTError
 from nmt.evaluation import testset
-from nmt.evaluation.buckets import assign_buckets, make_buckets, sentence_lengths
+from nmt.evaluation.buckets import sentence_lengths
 from nmt.evaluation.curves import bucket_counts, curve_sample, learning_curve_figure
+from nmt.lengths import assign_buckets, make_buckets
 from nmt.rundir.checkpoints import checkpoint_step, step_checkpoints
 from tests.helpers import reverse_task_config
 

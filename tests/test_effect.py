@@ -12,7 +12,6 @@ import sacrebleu
 
 from nmt.config import EvaluationConfig, config_from_dict
 from nmt.errors import NMTError
-from nmt.evaluation.buckets import make_buckets
 from nmt.evaluation.effect import (
     LongSentences,
     check_effect,
@@ -30,6 +29,7 @@ from nmt.evaluation.scoring import (
     SystemScore,
     score_systems,
 )
+from nmt.lengths import make_buckets
 
 
 def corrupt(reference: str, keep: float, rng: random.Random) -> str:

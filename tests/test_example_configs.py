@@ -43,7 +43,7 @@ def _check_prepare_and_train(
     assert main(["prepare", str(config_path), *_sets(overrides)]) == 0
     kept, test = _carved(train, data)
     assert len(test) > 20
-    assert _prepared(Path(data.dir), "test") == test
+    assert _prepared(Path(data.dir), "test") == test  # data.dir: given by the overrides
     assert _prepared(Path(data.dir), "train") == kept
     assert _prepared(Path(data.dir), "valid") == valid
     run_dir = tmp_path / "run"
@@ -66,12 +66,13 @@ def test_files_example_as_written(tmp_path: Path) -> None:
     config_path = CONFIGS / "files-example.yaml"
     data = load_config(config_path).data
     assert (data.source, data.src_lang, data.tgt_lang) == ("files", "en", "de")
-    assert (data.train, data.valid, data.test) == ("data/my-corpus/train", "data/my-corpus/valid", "")
+    files = data.sources["files"]
+    assert (files["train"], files["valid"], files["test"]) == ("data/my-corpus/train", "data/my-corpus/valid", "")
     train, valid = reverse_pairs(400, seed=11), reverse_pairs(20, seed=12)
     corpus = tmp_path / "my-corpus"
     write_parallel(corpus / "train", train, data.src_lang, data.tgt_lang)
     write_parallel(corpus / "valid", valid, data.src_lang, data.tgt_lang)
-    overrides = [f"data.train={corpus / 'train'}", f"data.valid={corpus / 'valid'}", f"data.dir={tmp_path / 'prepared'}"]
+    overrides = [f"data.files.train={corpus / 'train'}", f"data.files.valid={corpus / 'valid'}", f"data.dir={tmp_path / 'prepared'}"]
     _check_prepare_and_train(config_path, overrides, train, valid, tmp_path, "rnnsearch")
 
 
@@ -82,8 +83,9 @@ def test_hf_example_as_written_and_with_parquet(tmp_path: Path, offline: None) -
 
     config_path = CONFIGS / "hf-example.yaml"
     data = load_config(config_path).data
-    assert (data.source, data.hf_name, data.hf_valid_split, data.hf_test_split) == ("huggingface", "json", "validation", "")
-    assert (data.train, data.valid, data.test) == ("data/my-corpus/train.jsonl", "data/my-corpus/valid.jsonl", "")
+    own = data.sources["huggingface"]
+    assert (data.source, own["name"], own["valid_split"], own["test_split"]) == ("huggingface", "json", "validation", "")
+    assert (own["train"], own["valid"], own["test"]) == ("data/my-corpus/train.jsonl", "data/my-corpus/valid.jsonl", "")
     train, valid = reverse_pairs(400, seed=13), reverse_pairs(20, seed=14)
     corpus = tmp_path / "my-corpus"
     corpus.mkdir()
@@ -91,10 +93,10 @@ def test_hf_example_as_written_and_with_parquet(tmp_path: Path, offline: None) -
         records = [{"translation": {data.src_lang: s, data.tgt_lang: t}} for s, t in pairs]
         (corpus / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
         pq.write_table(pa.Table.from_pylist(records), corpus / f"{split}.parquet")
-    overrides = [f"data.train={corpus / 'train.jsonl'}", f"data.valid={corpus / 'valid.jsonl'}",
+    overrides = [f"data.huggingface.train={corpus / 'train.jsonl'}", f"data.huggingface.valid={corpus / 'valid.jsonl'}",
                  f"data.dir={tmp_path / 'prepared'}"]
     _check_prepare_and_train(config_path, overrides, train, valid, tmp_path, "rnnencdec")
     # the parquet builder, as the config's comment says: the same pairs in the same splits
-    parquet = [f"data.train={corpus / 'train.parquet'}", f"data.valid={corpus / 'valid.parquet'}", "data.hf_name=parquet"]
+    parquet = [f"data.huggingface.train={corpus / 'train.parquet'}", f"data.huggingface.valid={corpus / 'valid.parquet'}", "data.huggingface.name=parquet"]
     from_parquet = load_corpus(load_config(config_path, parquet).data)
     assert from_parquet.splits == load_corpus(load_config(config_path, overrides).data).splits

@@ -11,11 +11,13 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "nmt"
 
 
-def imported_modules(package: str, root: Path = PACKAGE) -> dict[str, set[str]]:
-    """File name -> every module that the files of root/`package` import, at the top or inside a function.
-    `from a import b` counts as importing a and a.b, since b may be a module (`from nmt import cli`)."""
+def imported_modules(package: str, root: Path = PACKAGE, recursive: bool = False) -> dict[str, set[str]]:
+    """File name -> every module that the files of root/`package` (`recursive`: and of its sub-packages,
+    named by their path) import, at the top or inside a function. `from a import b` counts as importing
+    a and a.b, since b may be a module (`from nmt import cli`)."""
     found: dict[str, set[str]] = {}
-    for path in sorted((root / package).glob("*.py")):
+    paths = (root / package).rglob("*.py") if recursive else (root / package).glob("*.py")
+    for path in sorted(paths):
         names: set[str] = set()
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
@@ -23,7 +25,7 @@ def imported_modules(package: str, root: Path = PACKAGE) -> dict[str, set[str]]:
             elif isinstance(node, ast.ImportFrom) and node.module is not None:
                 names.add(node.module)
                 names.update(f"{node.module}.{alias.name}" for alias in node.names)
-        found[path.name] = names
+        found[str(path.relative_to(root / package)) if recursive else path.name] = names
     return found
 
 
@@ -82,3 +84,28 @@ def test_no_library_module_imports_the_command_line() -> None:
         if f"{package}/{name}" != "./__main__.py" and any(_under(m, "nmt.cli") for m in names)
     ]
     assert importers == []
+
+
+# The config layer: plain validated data at the bottom of the package (README: "lower layers never import
+# upper ones"). nmt/lengths.py is the neutral module data and evaluation share.
+CONFIG_LAYER = ("config.py", "config_sections.py", "typed_yaml.py", "errors.py", "fileio.py", "special.py", "lengths.py",
+                "registry.py")
+ABOVE_CONFIG = ("nmt.data", "nmt.models", "nmt.training", "nmt.decoding", "nmt.evaluation", "nmt.rundir",
+                "nmt.compare", "nmt.commands", "nmt.cli")
+
+
+def test_the_config_layer_imports_nothing_above_it() -> None:
+    imports = imported_modules(".")
+    assert all(name in imports for name in CONFIG_LAYER)
+    upward = {
+        name: sorted(m for m in imports[name] if any(_under(m, p) for p in ABOVE_CONFIG))
+        for name in CONFIG_LAYER
+    }
+    assert {name: found for name, found in upward.items() if found} == {}
+
+
+def test_data_never_imports_evaluation() -> None:
+    imports = imported_modules("data", recursive=True)
+    assert "sources/bible.py" in imports  # the sub-packages are walked too
+    upward = {name: sorted(m for m in names if _under(m, "nmt.evaluation")) for name, names in imports.items()}
+    assert {name: found for name, found in upward.items() if found} == {}

@@ -14,6 +14,7 @@ import yaml
 from nmt.compare.evaluate import evaluate_runs
 from nmt.config import config_from_dict, load_config
 from nmt.data.prepare import prepare
+from nmt.data.sources import absolute, prepared_dir
 from nmt.errors import NMTError
 from nmt.training.trainer import train
 from tests.synthetic import reverse_pairs, write_parallel
@@ -24,8 +25,8 @@ def relative_config(root: Path) -> Path:
     for name, n, seed in (("train", 120, 0), ("valid", 10, 1), ("test", 12, 2)):
         write_parallel(root / "data" / name, reverse_pairs(n, 3, 6, seed=seed))
     raw = {
-        "data": {"source": "files", "src_lang": "src", "tgt_lang": "tgt", "train": "data/train",
-                 "valid": "data/valid", "test": "data/test", "vocab_size": 25, "subword_type": "bpe"},
+        "data": {"source": "files", "src_lang": "src", "tgt_lang": "tgt", "vocab_size": 25, "subword_type": "bpe",
+                 "files": {"train": "data/train", "valid": "data/valid", "test": "data/test"}},
         "model": {"embedding_size": 8, "hidden_size": 16, "attention_size": 16, "maxout_size": 8},
         "training": {"max_steps": 2, "validate_every": 2, "checkpoint_every": 2, "valid_max_sentences": 4,
                      "batch_tokens": 200, "threads": 1, "device": "cpu"},
@@ -44,7 +45,7 @@ def test_a_run_evaluates_from_any_working_directory(tmp_path: Path, monkeypatch:
     config = load_config("exp.yaml")
     train(config, Path("runs/a"), resume=False)
     saved = load_config(project / "runs/a/config.yaml").data
-    assert saved.train == str(project / "data/train") and Path(saved.dir).is_absolute()
+    assert saved.sources["files"]["train"] == str(project / "data/train") and Path(saved.dir).is_absolute()
     assert Path(saved.dir).parent == project / "data/prepared"
     stamp = (Path(saved.dir) / "prepared.json").stat().st_mtime_ns
 
@@ -61,7 +62,7 @@ def test_a_run_evaluates_from_any_working_directory(tmp_path: Path, monkeypatch:
     assert re.fullmatch(rf"split test of {Path(saved.dir).name} \(files, src -> tgt\), 12 sentences, sha256 \w{{12}}", test_set)
     # the same run, trained again from its config.yaml elsewhere: the config is the same one
     monkeypatch.chdir(project)
-    assert load_config(config_path).data.absolute() == saved
+    assert absolute(load_config(config_path).data) == saved
 
 
 def test_a_run_config_holds_absolute_paths_for_source_and_target_files_too(
@@ -69,37 +70,40 @@ def test_a_run_config_holds_absolute_paths_for_source_and_target_files_too(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     pairs = {f"{split}_{side}": f"corpus/{split}.{side}" for split in ("train", "valid", "test") for side in ("src", "tgt")}
-    data = config_from_dict({"data": {"source": "files", **pairs}}).data
+    data = config_from_dict({"data": {"source": "files", "files": pairs}}).data
     for key, relative in pairs.items():
-        assert getattr(data.absolute(), key) == str(tmp_path / relative), key
+        assert absolute(data).sources["files"][key] == str(tmp_path / relative), key
     # one corpus however its paths are spelled: the same derived folder
     spelled = {key: str(tmp_path / value) for key, value in pairs.items()}
-    assert config_from_dict({"data": {"source": "files", **spelled}}).data.dir == data.dir
+    assert prepared_dir(config_from_dict({"data": {"source": "files", "files": spelled}}).data) == prepared_dir(data)
 
 
 def test_the_default_data_dir_is_derived_from_the_corpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
 
-    def data(**values: object) -> object:
-        return config_from_dict({"data": values}).data
+    def data(train: str = "", **values: object) -> str:
+        files = {"source": "files", "files": {"train": train}} if train else {}
+        return prepared_dir(config_from_dict({"data": {**files, **values}}).data)
 
     bible = data()
-    assert bible.dir.startswith("data/prepared/bible-k-l-")
-    a, b = data(source="files", train="corpus/a.tsv"), data(source="files", train="corpus/b.tsv")
-    assert a.dir.startswith("data/prepared/files-a-") and b.dir.startswith("data/prepared/files-b-")
-    assert len({bible.dir, a.dir, b.dir}) == 3
+    assert bible.startswith("data/prepared/bible-k-l-")
+    a, b = data("corpus/a.tsv"), data("corpus/b.tsv")
+    assert a.startswith("data/prepared/files-a-") and b.startswith("data/prepared/files-b-")
+    assert len({bible, a, b}) == 3
     # one corpus however it is spelled; the same corpus prepared another way gets its own folder
-    assert data(source="files", train=str(tmp_path / "corpus/a.tsv")).dir == a.dir
-    assert data(source="files", train="corpus/a.tsv", vocab_size=100).dir != a.dir
-    assert data(source="files", train="corpus/a.tsv", dir="mine").dir == "mine"
+    assert data(str(tmp_path / "corpus/a.tsv")) == a
+    assert data("corpus/a.tsv", vocab_size=100) != a
+    assert data("corpus/a.tsv", dir="mine") == "mine"
+    # keys of a source that is not data.source change nothing
+    assert data("corpus/a.tsv", bible={"src": "4"}) == a
     # a `runs:` entry with its own data derives its own folder, unless the config names one
-    config = config_from_dict({"data": {"source": "files", "train": "corpus/a.tsv"},
+    config = config_from_dict({"data": {"source": "files", "files": {"train": "corpus/a.tsv"}},
                                "runs": {"short": {"data": {"max_train_words": 30}}, "same": {}}})
-    assert config.for_run("same").data.dir == a.dir
-    assert config.for_run("short").data.dir not in (a.dir, "")
-    named = config_from_dict({"data": {"source": "files", "train": "corpus/a.tsv", "dir": "mine"},
+    assert prepared_dir(config.for_run("same").data) == a
+    assert prepared_dir(config.for_run("short").data) not in (a, "")
+    named = config_from_dict({"data": {"source": "files", "files": {"train": "corpus/a.tsv"}, "dir": "mine"},
                               "runs": {"short": {"data": {"max_train_words": 30}}}})
-    assert named.for_run("short").data.dir == "mine"
+    assert prepared_dir(named.for_run("short").data) == "mine"
 
 
 def test_editing_a_file_inside_a_local_dataset_folder_re_prepares(tmp_path: Path, offline: None) -> None:
@@ -112,8 +116,8 @@ def test_editing_a_file_inside_a_local_dataset_folder_re_prepares(tmp_path: Path
 
     write(folder / "sub" / "train.jsonl", pairs)
     config = config_from_dict({"data": {
-        "source": "huggingface", "hf_name": str(folder), "src_field": "en", "tgt_field": "fr",
-        "hf_valid_split": "", "hf_test_split": "", "test_fraction": 0.2, "vocab_size": 25,
+        "source": "huggingface", "huggingface": {"name": str(folder), "valid_split": "", "test_split": ""},
+        "src_field": "en", "tgt_field": "fr", "test_fraction": 0.2, "vocab_size": 25,
         "subword_type": "bpe", "dir": str(tmp_path / "prepared"),
     }}).data
     before = prepare(config)["pairs"]

@@ -19,14 +19,20 @@ from nmt.cli import main
 from nmt.config import DataConfig, config_from_dict, save_config
 from nmt.data.prepare import format_stats, load_prepared, prepare
 from nmt.errors import NMTError
+from nmt.typed_yaml import section_dict
 from tests.synthetic import reverse_pairs, write_parallel
 
+
+def with_files(config: DataConfig, **values: object) -> DataConfig:
+    """`config` with keys of its data.files sub-section (files) or of the section itself replaced."""
+    own = {key: values.pop(key) for key in list(values) if key in ("train", "valid", "test")}
+    return dataclasses.replace(config, sources={"files": {**config.sources["files"], **own}}, **values)
 
 def setup(tmp_path: Path, **values: object) -> tuple[DataConfig, list[tuple[str, str]]]:
     pairs = reverse_pairs(300, min_len=3, max_len=65, seed=11)
     prefix = write_parallel(tmp_path / "corpus" / "all", pairs + [("", "0 1")], "en", "fr")
     config = config_from_dict({"data": {
-        "source": "files", "train": str(prefix), "dir": str(tmp_path / "prepared"), "vocab_size": 40,
+        "source": "files", "files": {"train": str(prefix)}, "dir": str(tmp_path / "prepared"), "vocab_size": 40,
         "valid_fraction": 0.1, "test_fraction": 0.2, **values,
     }}).data
     return config, pairs
@@ -78,10 +84,10 @@ def test_prepare_is_idempotent_and_rebuilds_on_change(tmp_path: Path) -> None:
     stamp = model.stat().st_mtime_ns
     assert prepare(config) == prepare(config)
     assert model.stat().st_mtime_ns == stamp  # re-used, not rebuilt
-    moved = config_from_dict({"data": {**dataclasses.asdict(config), "cache_dir": str(tmp_path / "elsewhere")}}).data
+    moved = config_from_dict({"data": {**section_dict(config), "cache_dir": str(tmp_path / "elsewhere")}}).data
     prepare(moved)
     assert model.stat().st_mtime_ns == stamp  # where the cache lives does not change the data
-    bigger = config_from_dict({"data": {**dataclasses.asdict(config), "vocab_size": 45}}).data
+    bigger = config_from_dict({"data": {**section_dict(config), "vocab_size": 45}}).data
     assert prepare(bigger)["pairs"] == prepare(config)["pairs"]
     manifest = json.loads((tmp_path / "prepared/tokenizer.json").read_text())
     assert manifest["config"]["vocab_size"] == 40
@@ -113,7 +119,7 @@ def test_prepare_never_replaces_a_folder_holding_user_files_or_the_corpus(tmp_pa
     inside.mkdir()
     for name in before:
         (inside / name).write_bytes(before[name])
-    moved = dataclasses.replace(config, train=str(inside / "all"), vocab_size=45)
+    moved = with_files(config, train=str(inside / "all"), vocab_size=45)
     with pytest.raises(NMTError, match="lie one inside the other"):
         prepare(moved)
     assert (inside / "all.en").read_bytes() == before["all.en"]
@@ -161,11 +167,11 @@ def test_a_failed_prepare_leaves_no_folder_it_made(tmp_path: Path) -> None:
     config, _ = setup(tmp_path)
     nested = dataclasses.replace(config, dir=str(tmp_path / "data" / "prepared" / "x"))
     with pytest.raises(NMTError, match="corpus file not found"):
-        prepare(dataclasses.replace(nested, train=str(tmp_path / "missing")))
+        prepare(with_files(nested, train=str(tmp_path / "missing")))
     assert not (tmp_path / "data").exists()
     (tmp_path / "data" / "prepared" / "mine").mkdir(parents=True)  # a folder holding something stays
     with pytest.raises(NMTError, match="corpus file not found"):
-        prepare(dataclasses.replace(nested, train=str(tmp_path / "missing")))
+        prepare(with_files(nested, train=str(tmp_path / "missing")))
     assert [p.name for p in (tmp_path / "data" / "prepared").iterdir()] == ["mine"]
 
 class HangingTokenizer:
@@ -231,7 +237,7 @@ def test_ctrl_c_stops_prepare_in_every_phase_leaving_the_previous_folder_or_none
         prepare(config)
     before = {p.name: p.read_bytes() for p in prepared.iterdir()} if previous else None
     config_path = tmp_path / "bigger.yaml"  # another vocabulary size: the folder is rebuilt
-    save_config(config_from_dict({"data": {**dataclasses.asdict(config), "vocab_size": 45}}), config_path)
+    save_config(config_from_dict({"data": {**section_dict(config), "vocab_size": 45}}), config_path)
     if phase == "corpus":
         monkeypatch.setattr(prepare_module, "load_corpus", interrupting(prepare_module.load_corpus))
     elif phase == "splits":
@@ -262,7 +268,7 @@ def test_prepare_says_where_it_wrote_and_which_splits_were_carved_from_train(
 ) -> None:
     config, _ = setup(tmp_path)
     config_path = tmp_path / "c.yaml"
-    save_config(config_from_dict({"data": dataclasses.asdict(config)}), config_path)
+    save_config(config_from_dict({"data": section_dict(config)}), config_path)
     assert main(["prepare", str(config_path)]) == 0
     first = capsys.readouterr().out.splitlines()[0]
     assert first == (

@@ -116,10 +116,11 @@ def test_what_a_resume_may_change_is_what_cannot_change_the_learning(tmp_path: P
 
 def test_config_yaml_records_absolute_data_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    config = config_from_dict({"data": {"source": "files", "dir": "data/prepared", "train": "corpus/train"}})
+    config = config_from_dict({"data": {"source": "files", "dir": "data/prepared", "files": {"train": "corpus/train"}}})
     write_config(config, tmp_path / "run")
     written = load_config(tmp_path / "run" / "config.yaml")
-    assert (written.data.dir, written.data.train) == (str(tmp_path / "data/prepared"), str(tmp_path / "corpus/train"))
+    train = written.data.sources["files"]["train"]
+    assert (written.data.dir, train) == (str(tmp_path / "data/prepared"), str(tmp_path / "corpus/train"))
     assert written.model == config.model and written.training == config.training
     assert config_differences(config, written) == []  # a relative and an absolute path to one folder are alike
 

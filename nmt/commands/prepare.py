@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 
 from nmt.commands.arguments import add_config
-from nmt.config import load_config
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -16,6 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     from nmt.data.prepare import format_stats, prepare  # the library: only now
+    from nmt.data.sources import load_checked_config
 
-    config = load_config(args.config, args.overrides)
+    config = load_checked_config(args.config, args.overrides)
     print(format_stats(prepare(config.data), config.data))

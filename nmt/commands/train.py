@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from nmt.commands.arguments import add_config, add_training_threads
-from nmt.config import load_config
+from nmt.data.sources import load_checked_config
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     """Train the run the arguments name (the config's top level if none, with a note when it has runs)."""
-    config = load_config(args.config, args.overrides)
+    config = load_checked_config(args.config, args.overrides)
     run_dir = args.run_dir or Path("runs") / (args.run or args.config.stem)
     if args.run is not None:
         config = config.for_run(args.run)

@@ -38,15 +38,17 @@ from nmt.compare.runs import (
 from nmt.config_sections import EvaluationConfig
 from nmt.data.batching import make_batch
 from nmt.data.prepare import load_prepared
+from nmt.data.sources import prepared_dir
 from nmt.decoding.plots import EOS_LABEL, word_attention
 from nmt.decoding.translator import Translator
 from nmt.errors import NMTError
 from nmt.evaluation.alignment import Link, Symmetrisation, agreement_per_bucket, align_words, require_aligner
 from nmt.evaluation.attention_report import checks_figure, format_checks_markdown, percent
-from nmt.evaluation.buckets import assign_buckets, make_buckets, sentence_lengths
+from nmt.evaluation.buckets import sentence_lengths
 from nmt.evaluation.curves import SELECTION, bucket_bleu, bucket_counts, sample_test_set
 from nmt.evaluation.scoring import CorpusScorer, bleu_from_stats, bootstrap_bleu, paired_p_value
 from nmt.evaluation.testset import TestSet, shown_path
+from nmt.lengths import assign_buckets, make_buckets
 from nmt.models.interface import MAIN_VIEW, AttentionSwitches, model_kind
 from nmt.rundir.checkpoints import CHECKPOINT_DIR, step_checkpoint_name, step_checkpoints
 from nmt.rundir.loading import LoadedRun, load_run
@@ -96,9 +98,9 @@ def attention_checks(
         entry: dict[str, Any] = {"run_dir": shown_path(run.run_dir, out), "checkpoint": run.checkpoint.name}
         evaluated = load_run(run.run_dir, run.checkpoint, device)  # read once for both checks
         if "alignment" in checks:  # first: a Transformer's ablation keeps each layer's best-aligning head
-            if run.config.data.dir not in links:
-                links[run.config.data.dir] = aligner_links(run, test_set, symmetrisation)
-            entry["alignment"] = _agreements(run, evaluated, context, links[run.config.data.dir], steps)
+            if prepared_dir(run.config.data) not in links:
+                links[prepared_dir(run.config.data)] = aligner_links(run, test_set, symmetrisation)
+            entry["alignment"] = _agreements(run, evaluated, context, links[prepared_dir(run.config.data)], steps)
         if "perturbation" in checks:
             heads = entry["alignment"][-1].get("heads") if "alignment" in entry else None
             entry["perturbation"] = _perturbation(run, evaluated, context, heads)

@@ -24,6 +24,7 @@ from nmt.compare.runs import (
     write_outputs,
 )
 from nmt.config_sections import BucketBy
+from nmt.data.sources import prepared_dir
 from nmt.errors import NMTError
 from nmt.evaluation import curves
 from nmt.evaluation.scoring import CorpusScorer
@@ -57,11 +58,11 @@ def learning_curves(
     samples: dict[str, tuple[TestSet, CorpusScorer]] = {}
     measured: dict[str, Any] = {}
     for run in runs:
-        if run.config.data.dir not in samples:
+        if prepared_dir(run.config.data) not in samples:
             sample = curves.sample_test_set(split_test_set(run.config, split), cutoffs, by, per_bucket)
             scorer = CorpusScorer(sample.references, settings.tokenize, settings.lowercase)
-            samples[run.config.data.dir] = sample, scorer
-        sample, scorer = samples[run.config.data.dir]
+            samples[prepared_dir(run.config.data)] = sample, scorer
+        sample, scorer = samples[prepared_dir(run.config.data)]
         measured[run.name] = {
             "run_dir": shown_path(run.run_dir, out),
             "attention": model_kind(run.config.model).curve_attention,

@@ -17,6 +17,7 @@ from nmt.compare.runs import (
     translate_cached,
 )
 from nmt.config_sections import ModelConfig
+from nmt.data.sources import prepared_dir
 from nmt.errors import NMTError
 from nmt.evaluation.score_files import score_and_report
 from nmt.evaluation.testset import TestSet, file_test_set, shown_path
@@ -136,8 +137,8 @@ def common_test_set(runs: list[RunInfo], split: str, src_path: Path | None, ref_
         return file_test_set(src_path, ref_path)
     by_dir: dict[str, TestSet] = {}
     for run in runs:
-        if run.config.data.dir not in by_dir:
-            by_dir[run.config.data.dir] = split_test_set(run.config, split)
+        if prepared_dir(run.config.data) not in by_dir:
+            by_dir[prepared_dir(run.config.data)] = split_test_set(run.config, split)
     first, *others = by_dir.values()
     for other in others:
         if (other.sources, other.references) != (first.sources, first.references):

@@ -19,9 +19,10 @@ import torch
 
 from nmt.compare.curve import learning_curves
 from nmt.compare.evaluate import evaluate_runs
-from nmt.config import Config, load_config, save_config
+from nmt.config import Config, save_config
 from nmt.config_sections import ModelConfig
 from nmt.data.prepare import format_stats, prepare
+from nmt.data.sources import corpus_source, load_checked_config, prepared_dir
 from nmt.decoding.attention_stats import attention_diagnostics
 from nmt.environment import describe_environment
 from nmt.errors import NMTError
@@ -82,7 +83,7 @@ def _setup_lines(config: Config, out_dir: Path) -> list[str]:
         + (f", GPU {machine['gpu']}" if machine["gpu"] else ", no GPU")
         + f"; Python {machine['python']}, torch {machine['torch']}.",
         "",
-        f"Data: `{data.source}` ({data.corpus_source().languages()}), prepared in `{data.dir}`; "
+        f"Data: `{data.source}` ({corpus_source(data).languages()}), prepared in `{prepared_dir(data)}`; "
         f"scored on the `{config.evaluation.split}` split, buckets by {config.evaluation.by} length in words.",
     ]
 
@@ -156,7 +157,7 @@ def run_experiment(
 ) -> dict[str, Any]:
     """Run the whole comparison described by `config_path`; returns the evaluation results (results.json).
     `jobs` runs train at once (0: see `nmt.training.parallel.training_jobs`)."""
-    config = load_config(config_path, overrides)
+    config = load_checked_config(config_path, overrides)
     if not config.runs:
         raise NMTError(
             f"{config_path}: no runs to compare.",
@@ -202,7 +203,7 @@ def run_experiment(
 def _prepare_data(config: Config, timings: Timings) -> None:
     """Prepare each data folder the runs use, once."""
     start = time.perf_counter()
-    data_sections = {run.data.dir: run.data for run in (config.for_run(name) for name in config.runs)}
+    data_sections = {prepared_dir(run.data): run.data for run in (config.for_run(name) for name in config.runs)}
     for data in data_sections.values():
         print(format_stats(prepare(data), data))
     timings.record("prepare", time.perf_counter() - start)

@@ -14,8 +14,9 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from nmt.config import Config, load_config, override_sections
+from nmt.config import Config, load_saved_config, override_sections
 from nmt.data.prepare import load_prepared
+from nmt.data.sources import corpus_source, prepared_dir
 from nmt.decoding.translator import Translator
 from nmt.errors import NMTError
 from nmt.evaluation.testset import TestSet, shown_path, unique_name
@@ -45,8 +46,8 @@ def split_test_set(config: Config, split: str) -> TestSet:
     split, nmt/data/corpus.py's load_corpus)."""
     data = config.data
     pairs = load_prepared(data).pairs(split)
-    corpus = f"{data.source} {data.hf_name}".strip()
-    origin = f"split {split} of {shown_path(data.dir)} ({corpus}, {data.corpus_source().languages()})"
+    source = corpus_source(data)
+    origin = f"split {split} of {shown_path(prepared_dir(data))} ({source.label()}, {source.languages()})"
     return TestSet([s for s, _ in pairs], [t for _, t in pairs], origin)
 
 
@@ -67,7 +68,7 @@ def describe_runs(
     for run_dir in run_dirs:
         check_run_dir(run_dir)
         name = unique_name(run_dir.resolve().name, taken)
-        config = override_sections(load_config(run_dir / "config.yaml"), list(overrides), EVALUATE_SECTIONS, "nmt evaluate")
+        config = override_sections(load_saved_config(run_dir / "config.yaml"), list(overrides), EVALUATE_SECTIONS, "nmt evaluate")
         infos.append(RunInfo(name, run_dir, config, resolve_checkpoint(run_dir, checkpoint)))
     return infos
 

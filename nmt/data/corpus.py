@@ -1,15 +1,19 @@
 """Reading a corpus: the interface of a source (data.source; one module each in nmt/data/sources/, named
-in its registry), the helpers the sources share, then the training filters (`load_corpus`).
+in its registry, its own keys declared by its `Settings`), the helpers the sources share, then the
+training filters (`load_corpus`).
 """
 
 from __future__ import annotations
 
 import codecs
+import dataclasses
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar, Self
 
+from nmt.config_sections import DataConfig
 from nmt.data.pairs import (
     MAX_LINE_CHARS,
     SPLITS,
@@ -22,40 +26,55 @@ from nmt.data.pairs import (
 )
 from nmt.errors import NMTError
 
-if TYPE_CHECKING:
-    from nmt.config_sections import DataConfig
+
+@dataclass
+class SourceSettings:
+    """The keys a source reads from its own sub-section data.NAME (a dataclass of defaults, typed by
+    nmt/typed_yaml.py's build_section: unknown keys refused naming data.NAME.KEY); PATHS names its keys
+    that hold paths, made absolute in a run's config.yaml and in the prepared data's fingerprint."""
+
+    PATHS: ClassVar[tuple[str, ...]] = ()
+
+    def validate(self) -> None:
+        """Raise NMTError naming the first of its keys (data.NAME.KEY) whose value it cannot read."""
+
+    def absolute(self) -> Self:
+        """A copy with every path of PATHS made absolute (against the working directory)."""
+        paths = {key: os.path.abspath(getattr(self, key)) for key in self.PATHS if getattr(self, key)}
+        return dataclasses.replace(self, **paths)
 
 
 @dataclass
 class Source:
-    """A corpus source: what it reads from the keys of its DataConfig, and how it names and checks them."""
+    """A corpus source: what it reads, from its own settings (sub-section data.NAME, declared by its
+    `Settings`) and the keys every source shares (`config`), and how it names and checks them."""
 
     config: DataConfig
+    settings: Any
+    # the dataclass of its own keys; a source without keys of its own keeps this empty one
+    Settings: ClassVar[type[SourceSettings]] = SourceSettings
     # whether an input folder is read whole (a dataset folder), so that data.dir may not lie inside one
-    reads_folders = False
+    reads_folders: ClassVar[bool] = False
 
     def read(self) -> Corpus:
         """The cleaned pairs of each split, before the training filters."""
         raise NotImplementedError
 
     def name(self) -> str:
-        """The corpus in default_dir's folder name (bible-k-l, files-<train file>, hf-<dataset>)."""
+        """The corpus in prepared_dir's folder name (bible-k-l, files-<train file>, hf-<dataset>)."""
         raise NotImplementedError
 
     def describe(self) -> str:
         """Which corpus files or dataset it reads, in words (for reports)."""
         raise NotImplementedError
 
+    def label(self) -> str:
+        """The corpus in a few words, what it is and not where (a test set's origin): data.source."""
+        return self.config.source
+
     def languages(self) -> str:
         """Its source and target side, as the corpus names them."""
         return f"{self.config.src_lang} -> {self.config.tgt_lang}"
-
-    def validate(self) -> None:
-        """Raise NMTError naming the first of its keys whose value it cannot read (after DataConfig's checks)."""
-
-    def absolute_paths(self) -> dict[str, str]:
-        """Its keys that name paths, absolute, beyond the ones every source shares (DataConfig.absolute)."""
-        return {}
 
     def inputs(self) -> list[Path]:
         """The files and folders it reads, which the prepared data's fingerprint covers."""
@@ -172,7 +191,9 @@ def drop_train_overlap(corpus: Corpus) -> None:
 def load_corpus(config: DataConfig) -> Corpus:
     """Read the configured source, clean and split it, filter training pairs, drop valid/test pairs
     seen in training (data.drop_train_overlap); NMTError if any split is empty."""
-    corpus = config.corpus_source().read()
+    from nmt.data.sources import corpus_source  # the registry imports each source, which imports this module
+
+    corpus = corpus_source(config).read()
     filter_train(corpus, config)
     if config.drop_train_overlap:
         drop_train_overlap(corpus)

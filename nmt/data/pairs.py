@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-from nmt.evaluation.buckets import word_count
+from nmt.lengths import word_count
 
 Pair = tuple[str, str]
 SPLITS = ("train", "valid", "test")

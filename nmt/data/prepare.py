@@ -21,14 +21,15 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from nmt.config import DataConfig
+from nmt.config_sections import DataConfig
 from nmt.data.corpus import load_corpus, read_lines
 from nmt.data.pairs import MAX_LINE_CHARS, SPLITS, Corpus, Pair
+from nmt.data.sources import content_settings, corpus_source, prepared_dir
 from nmt.data.subwords import SUBWORD_KEYS, Tokenizer, read_manifest
 from nmt.errors import NMTError
-from nmt.evaluation.buckets import assign_buckets, make_buckets, word_count
 from nmt.fileio import atomic_write_text, interrupts_deferred
 from nmt.interrupts import starting_children
+from nmt.lengths import assign_buckets, make_buckets, word_count
 
 FORMAT_VERSION = 2
 HISTOGRAM_CUTS = (10, 20, 30, 40, 50, 60)
@@ -65,13 +66,13 @@ def _fingerprint(config: DataConfig) -> dict[str, Any]:
     """What the prepared folder depends on: the DataConfig minus locations, plus the size and mtime of
     every input file, each file inside an input folder included."""
     inputs = {}
-    for path in config.corpus_source().inputs():
+    for path in corpus_source(config).inputs():
         for file in sorted(path.rglob("*")) if path.is_dir() else [path]:
             if file.is_file():  # an input that does not exist (yet) has no entry
                 stat = file.stat()
                 inputs[os.path.abspath(file)] = [stat.st_size, stat.st_mtime_ns]
     # absolute paths, so that a config spelling them from another folder (a run's config.yaml) matches
-    return {"format_version": FORMAT_VERSION, "data": config.content_settings(), "inputs": inputs}
+    return {"format_version": FORMAT_VERSION, "data": content_settings(config), "inputs": inputs}
 
 
 def _is_current(directory: Path, config: DataConfig) -> bool:
@@ -170,7 +171,7 @@ def _check_replaceable(directory: Path, config: DataConfig) -> None:
             "preparing replaces the whole folder, so nothing was done.",
             "Point data.dir at a new or empty folder, or at one that nmt prepare wrote.",
         )
-    here, source = Path(os.path.abspath(directory)), config.corpus_source()
+    here, source = Path(os.path.abspath(directory)), corpus_source(config)
     for path in source.kept_apart():
         there = Path(os.path.abspath(path))
         inside_input = source.reads_folders and there.is_dir() and there in here.parents
@@ -187,7 +188,7 @@ def prepare(config: DataConfig) -> dict[str, Any]:
 
     Sentencepiece trains in a process started by multiprocessing's spawn, so a script calling this
     needs the usual `if __name__ == "__main__":` guard."""
-    directory = Path(config.dir)
+    directory = Path(prepared_dir(config))
     if not _is_current(directory, config):
         _check_replaceable(directory, config)
         made = [folder for folder in directory.parents if not folder.exists()]  # innermost first
@@ -223,7 +224,8 @@ def prepare(config: DataConfig) -> dict[str, Any]:
 def load_prepared(config: DataConfig) -> PreparedData:
     """The prepared data of `config`, preparing it first if needed."""
     prepare(config)
-    return PreparedData(Path(config.dir), Tokenizer.load(Path(config.dir)))
+    directory = Path(prepared_dir(config))
+    return PreparedData(directory, Tokenizer.load(directory))
 
 
 def _by_split(counts: dict[str, int]) -> str:
@@ -233,7 +235,7 @@ def _by_split(counts: dict[str, int]) -> str:
 def format_stats(stats: dict[str, Any], config: DataConfig | None = None) -> str:
     """Pair counts per split and the source-length histogram, as a plain-text table; with `config`, first
     where the data was prepared and from what (which splits were carved from train)."""
-    lines = [f"prepared {config.dir} from {config.corpus_source().describe()}"] if config is not None else []
+    lines = [f"prepared {prepared_dir(config)} from {corpus_source(config).describe()}"] if config is not None else []
     lines += [
         f"source: {stats['source']}   vocab: src {stats['src_vocab_size']}, tgt {stats['tgt_vocab_size']}",
         f"dropped empty pairs: {_by_split(stats['dropped_empty'])}; "

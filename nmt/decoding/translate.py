@@ -13,7 +13,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import IO, Literal
 
-from nmt.config import DecodingConfig, load_config, override_sections
+from nmt.config import DecodingConfig, load_saved_config, override_sections
 from nmt.decoding.plots import plot_attention
 from nmt.decoding.translator import MAX_LINE_BYTES, Translation, Translator, warn
 from nmt.errors import NMTError
@@ -124,7 +124,7 @@ def translate_file(
 def _decoding(run_dir: Path, overrides: list[str]) -> DecodingConfig:
     """The run's decoding settings with `overrides`; unless they set decoding.nbest, the run's nbest is
     cut to the beam size they ask for (--beam 1 on a run with nbest 2 writes the best translation)."""
-    run_config = load_config(run_dir / "config.yaml")
+    run_config = load_saved_config(run_dir / "config.yaml")
     # One pass: nbest=1 goes first so that the run's nbest cannot fail validation against a smaller beam
     # the overrides ask for; an nbest the overrides set comes later and wins (and is checked as given).
     asked = ["decoding.nbest=1", *overrides]

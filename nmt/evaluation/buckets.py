@@ -2,54 +2,21 @@
 
 A sentence's length is its number of whitespace-separated words, of the source by default
 (what most reproductions of Bahdanau et al. plot) or of the reference (what compare-mt uses).
+The buckets themselves and word counts (Bucket, make_buckets, assign_buckets, word_count) are in
+nmt/lengths.py, which the data layer shares without importing evaluation/.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # config_sections imports this module (through nmt.data)
-    from nmt.config_sections import BucketBy
-
-
-@dataclass(frozen=True)
-class Bucket:
-    """Lengths in [low, high); `high` is None for the last, open-ended bucket."""
-
-    label: str
-    low: int
-    high: int | None
-
-    def contains(self, length: int) -> bool:
-        """Whether a sentence of `length` words falls in this bucket."""
-        return length >= self.low and (self.high is None or length < self.high)
-
-
-def make_buckets(cutoffs: Sequence[int]) -> list[Bucket]:
-    """Buckets from increasing positive cutoffs (evaluation.buckets, which the config checks): [10, 20] ->
-    `<10`, `[10,20)`, `>=20`."""
-    buckets = [Bucket(f"<{cutoffs[0]}", 0, cutoffs[0])]
-    buckets += [Bucket(f"[{lo},{hi})", lo, hi) for lo, hi in itertools.pairwise(cutoffs)]
-    buckets.append(Bucket(f">={cutoffs[-1]}", cutoffs[-1], None))
-    return buckets
-
-
-def word_count(text: str) -> int:
-    """Number of whitespace-separated words in `text`."""
-    return len(text.split())
+from nmt.config_sections import BucketBy
+from nmt.lengths import Bucket, assign_buckets, word_count
 
 
 def sentence_lengths(sources: Sequence[str], references: Sequence[str], by: BucketBy) -> list[int]:
     """The length each sentence is bucketed by: words of its source or of its reference."""
     return [word_count(t) for t in (sources if by == "source" else references)]
-
-
-def assign_buckets(lengths: Sequence[int], buckets: Sequence[Bucket]) -> list[int]:
-    """Index into `buckets` (`make_buckets`: they cover [0, inf) without overlap) of each length."""
-    return [next(i for i, bucket in enumerate(buckets) if bucket.contains(length)) for length in lengths]
 
 
 def bucket_members(lengths: Sequence[int], buckets: Sequence[Bucket]) -> dict[Bucket, list[int]]:

@@ -17,10 +17,11 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 
 from nmt.config_sections import BucketBy
-from nmt.evaluation.buckets import bucket_members, make_buckets, non_empty, sentence_lengths
+from nmt.evaluation.buckets import bucket_members, non_empty, sentence_lengths
 from nmt.evaluation.report import markdown_table
 from nmt.evaluation.scoring import CorpusScorer, bleu_from_stats
 from nmt.evaluation.testset import TestSet
+from nmt.lengths import make_buckets
 
 CURVE = "learning_curve"  # the stem of the .json, .md and .png written
 SELECTION = "those with the smallest sha256 of 'source TAB reference'; all of a smaller bucket"

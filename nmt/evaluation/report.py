@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from nmt.evaluation.buckets import bucket_members, make_buckets, sentence_lengths
+from nmt.evaluation.buckets import bucket_members, sentence_lengths
 from nmt.evaluation.effect import Check
 from nmt.evaluation.scoring import (
     CONFIDENCE,
@@ -26,6 +26,7 @@ from nmt.evaluation.scoring import (
     SystemScore,
 )
 from nmt.fileio import atomic_open, atomic_write_text
+from nmt.lengths import make_buckets
 
 RESULTS_JSON = "results.json"
 REPORT_MD = "report.md"

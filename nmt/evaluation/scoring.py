@@ -17,13 +17,8 @@ from sacrebleu.metrics import BLEU, CHRF
 
 from nmt.config_sections import EvaluationConfig, Tokenize
 from nmt.errors import NMTError
-from nmt.evaluation.buckets import (
-    Bucket,
-    bucket_members,
-    length_matched_pairing,
-    make_buckets,
-    sentence_lengths,
-)
+from nmt.evaluation.buckets import bucket_members, length_matched_pairing, sentence_lengths
+from nmt.lengths import Bucket, make_buckets
 
 MAX_ORDER = 4
 # Columns of a stats row, in sacrebleu's order: hyp length, ref length, matches 1..4, totals 1..4.

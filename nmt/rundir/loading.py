@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from nmt.config import Config, load_config
+from nmt.config import Config, load_saved_config
 from nmt.data.subwords import Tokenizer
 from nmt.errors import NMTError
 from nmt.models.seq2seq import Model, build_model
@@ -66,7 +66,7 @@ def load_run(run_dir: Path, checkpoint: str | Path | None = None, device: str = 
     `checkpoint` as `resolve_checkpoint` reads it (a bare name is a file of RUN_DIR/checkpoints/)."""
     run_dir = Path(run_dir)
     check_run_dir(run_dir)
-    config = load_config(run_dir / "config.yaml")
+    config = load_saved_config(run_dir / "config.yaml")
     tokenizer_dir = run_dir / "tokenizer"
     try:
         tokenizer = Tokenizer.load(tokenizer_dir)

@@ -15,7 +15,8 @@ from typing import Any
 
 import torch
 
-from nmt.config import Config, EvaluationConfig, load_config, save_config
+from nmt.config import Config, EvaluationConfig, load_saved_config, save_config
+from nmt.data.sources import absolute, prepared_dir
 from nmt.environment import describe_environment
 from nmt.errors import NMTError
 from nmt.fileio import atomic_open, atomic_write_text, errors_naming, sha256_file
@@ -60,9 +61,10 @@ def check_run_dir(run_dir: Path, config: Config, resume: bool) -> Path | None:
     if run_dir.exists() and not run_dir.is_dir():
         raise NMTError(f"--run-dir {run_dir} exists and is not a directory.", "Choose another --run-dir.")
     absolute = Path(os.path.abspath(run_dir))
-    if Path(os.path.abspath(config.data.dir)) in (absolute, *absolute.parents):
+    data_dir = prepared_dir(config.data)
+    if Path(os.path.abspath(data_dir)) in (absolute, *absolute.parents):
         raise NMTError(
-            f"--run-dir {run_dir} lies in data.dir {config.data.dir}, which nmt prepare replaces whole when it "
+            f"--run-dir {run_dir} lies in data.dir {data_dir}, which nmt prepare replaces whole when it "
             "rebuilds the data: the run would be deleted.",
             "Choose a --run-dir outside the prepared data folder.",
         )
@@ -70,7 +72,7 @@ def check_run_dir(run_dir: Path, config: Config, resume: bool) -> Path | None:
     if not resume:
         if config_path.is_file():
             try:
-                differing = config_differences(load_config(config_path), config)
+                differing = config_differences(load_saved_config(config_path), config)
             except NMTError:
                 differing = ["(unreadable config.yaml)"]
             if differing:
@@ -91,7 +93,7 @@ def check_run_dir(run_dir: Path, config: Config, resume: bool) -> Path | None:
             f"--resume: {config_path} does not exist, so there is no run to resume in {run_dir}.",
             "Drop --resume to start a new run there, or point --run-dir at an existing run.",
         )
-    differing = learning_differences(load_config(config_path), config)
+    differing = learning_differences(load_saved_config(config_path), config)
     if differing:
         raise NMTError(
             f"--resume: the config differs from the one {run_dir} was trained with in: {', '.join(differing)}.",
@@ -200,8 +202,8 @@ def summary_writer_class() -> Any:
 
 
 def with_absolute_paths(config: Config) -> Config:
-    """A copy of `config` whose data paths are absolute (see DataConfig.absolute)."""
-    return dataclasses.replace(config, data=config.data.absolute())
+    """A copy of `config` whose data paths are absolute and data.dir filled in (nmt/data/sources: absolute)."""
+    return dataclasses.replace(config, data=absolute(config.data))
 
 
 def write_config(config: Config, run_dir: Path) -> None:

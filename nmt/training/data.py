@@ -9,6 +9,7 @@ from nmt.config import Config
 from nmt.data.batching import TokenBatchSampler, shard
 from nmt.data.pairs import within_words
 from nmt.data.prepare import load_prepared, prepare
+from nmt.data.sources import prepared_dir
 from nmt.data.subwords import Tokenizer
 from nmt.errors import NMTError
 from nmt.training.distributed import DistContext
@@ -46,7 +47,7 @@ def load_training_data(config: Config, ctx: DistContext) -> TrainingData:
     pairs = within_words(data.pairs("train"), tc.max_words)
     if not pairs:
         raise NMTError(
-            f"the training split of {config.data.dir} has no pairs"
+            f"the training split of {prepared_dir(config.data)} has no pairs"
             + (f" of at most {tc.max_words} words (training.max_words)." if tc.max_words else "."),
             "Raise training.max_words, or check data.* and re-run nmt prepare.",
         )

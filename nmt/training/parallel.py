@@ -22,7 +22,7 @@ from types import FrameType
 
 import torch
 
-from nmt.config import Config, load_config
+from nmt.config import Config, load_saved_config
 from nmt.environment import available_cores
 from nmt.errors import NMTError
 from nmt.interrupts import starting_children
@@ -38,7 +38,7 @@ def check_runs(config: Config, run_dirs: dict[str, Path]) -> None:
         saved, ours = run_dir / "config.yaml", config.for_run(name).training
         if not saved.exists():
             continue
-        previous = load_config(saved)
+        previous = load_saved_config(saved)
         differing = learning_differences(previous, config.for_run(name))
         if differing:
             raise NMTError(
@@ -65,7 +65,7 @@ def _train_run(name: str, config: Config, run_dir: Path) -> str:
     if not saved.exists():
         train(config, run_dir, resume=False)
         return "trained"
-    previous = load_config(saved)
+    previous = load_saved_config(saved)
     finished = read_summary(run_dir) is not None
     if finished and previous.training.max_steps == config.training.max_steps:
         # evaluation reads decoding and evaluation settings from the run's config.yaml: keep it current

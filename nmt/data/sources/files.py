@@ -1,30 +1,70 @@
 """The `files` source: per split a path prefix (PREFIX.src_lang / PREFIX.tgt_lang), a .tsv or .jsonl file,
-or a source and a target file of any name (data.SPLIT_src / data.SPLIT_tgt); an empty valid/test is carved
-from train."""
+or a source and a target file of any name (data.files.SPLIT_src / SPLIT_tgt); an empty valid/test is
+carved from train."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from nmt.data.corpus import Source, assemble, read_lines, record_pair
+from nmt.config_sections import DataConfig
+from nmt.data.corpus import Source, SourceSettings, assemble, read_lines, record_pair
 from nmt.data.pairs import SPLITS, Corpus, Pair
 from nmt.errors import NMTError, require
 
-if TYPE_CHECKING:
-    from nmt.config_sections import DataConfig
+
+@dataclass
+class FilesSettings(SourceSettings):
+    """data.files: per split a path prefix (PREFIX.src_lang / PREFIX.tgt_lang) or one .tsv / .jsonl file,
+    or a source and a target file named freely (OpenNMT-py style); an empty valid / test is carved from
+    train."""
+
+    PATHS = ("train", "valid", "test", *(f"{split}_{side}" for split in SPLITS for side in ("src", "tgt")))
+
+    train: str = ""
+    valid: str = ""
+    test: str = ""
+    train_src: str = ""
+    train_tgt: str = ""
+    valid_src: str = ""
+    valid_tgt: str = ""
+    test_src: str = ""
+    test_tgt: str = ""
+
+    def validate(self) -> None:
+        require(
+            bool(self.train or self.train_src),
+            "data.files.train",
+            "is required when data.source is 'files' (a path prefix, a .tsv / .jsonl file, or "
+            "data.files.train_src and data.files.train_tgt)",
+        )
+        for split in SPLITS:
+            src, tgt = getattr(self, f"{split}_src"), getattr(self, f"{split}_tgt")
+            if bool(src) != bool(tgt):
+                given, missing = (f"data.files.{split}_src", f"data.files.{split}_tgt")[:: 1 if src else -1]
+                raise NMTError(
+                    f"'{given}' is given without '{missing}': data.files.{split}_src and data.files.{split}_tgt "
+                    "go together.",
+                    f"Give {missing} (the file line-aligned with {given}), or leave out {given}.",
+                )
+            both = (f"cannot be given with data.files.{split}_src / data.files.{split}_tgt: give the prefix or "
+                    "the two files")
+            require(not (src and getattr(self, split)), f"data.files.{split}", both)
 
 
 class Files(Source):
-    """Local text files, named by data.train / valid / test or data.SPLIT_src / data.SPLIT_tgt."""
+    """Local text files, named by data.files.train / valid / test or data.files.SPLIT_src / SPLIT_tgt."""
+
+    Settings = FilesSettings
+    settings: FilesSettings
 
     def read(self) -> Corpus:
-        config = self.config
+        config, own = self.config, self.settings
         bom_files: list[str] = []
         read: dict[str, list[Pair] | None] = {}
         for split in SPLITS:
-            spec, src, tgt = getattr(config, split), getattr(config, f"{split}_src"), getattr(config, f"{split}_tgt")
+            spec, src, tgt = getattr(own, split), getattr(own, f"{split}_src"), getattr(own, f"{split}_tgt")
             if spec:
                 read[split] = read_parallel(spec, config, bom_files)
             else:
@@ -34,12 +74,12 @@ class Files(Source):
         return corpus
 
     def name(self) -> str:
-        return "files-" + Path(self.config.train).name.removesuffix(".tsv").removesuffix(".jsonl")
+        return "files-" + Path(self.settings.train).name.removesuffix(".tsv").removesuffix(".jsonl")
 
     def describe(self) -> str:
-        config, named = self.config, {}
+        config, own, named = self.config, self.settings, {}
         for split in SPLITS:
-            spec, src, tgt = getattr(config, split), getattr(config, f"{split}_src"), getattr(config, f"{split}_tgt")
+            spec, src, tgt = getattr(own, split), getattr(own, f"{split}_src"), getattr(own, f"{split}_tgt")
             if src:  # a source and a target file of any name
                 named[split] = f"{src} + {tgt}"
             elif spec:
@@ -49,21 +89,13 @@ class Files(Source):
                 named[split] = "carved from train"
         return "files " + ", ".join(f"{split} {named_as}" for split, named_as in named.items())
 
-    def validate(self) -> None:
-        require(
-            bool(self.config.train or self.config.train_src),
-            "data.train",
-            "is required when data.source is 'files' (a path prefix, a .tsv / .jsonl file, or "
-            "data.train_src and data.train_tgt)",
-        )
-
     def inputs(self) -> list[Path]:
-        config = self.config
-        specs = [spec for spec in (config.train, config.valid, config.test) if spec]
+        config, own = self.config, self.settings
+        specs = [spec for spec in (own.train, own.valid, own.test) if spec]
         sides = [f".{config.src_lang}", f".{config.tgt_lang}"]
         paths = [Path(spec + side) for spec in specs for side in ([""] if spec.endswith((".tsv", ".jsonl")) else sides)]
-        return paths + [Path(getattr(config, f"{split}_{side}")) for split in SPLITS for side in ("src", "tgt")
-                        if getattr(config, f"{split}_{side}")]
+        return paths + [Path(getattr(own, f"{split}_{side}")) for split in SPLITS for side in ("src", "tgt")
+                        if getattr(own, f"{split}_{side}")]
 
 
 def _line_pair(line: str, tsv: bool, config: DataConfig, where: str) -> Pair:
@@ -99,13 +131,13 @@ def read_parallel(spec: str, config: DataConfig, bom_files: list[str]) -> list[P
     hint = (
         f"'{spec}' is read as a path prefix: the files are PREFIX.<data.src_lang> and PREFIX.<data.tgt_lang> "
         f"({src_path.name} and {tgt_path.name}); a .tsv or .jsonl name is read as one file. For files "
-        "named otherwise give data.train_src / data.train_tgt (valid_, test_ alike)."
+        "named otherwise give data.files.train_src / train_tgt (valid_, test_ alike)."
     )
     return read_aligned(src_path, tgt_path, bom_files, hint)
 
 
 def read_aligned(
-    src_path: Path, tgt_path: Path, bom_files: list[str], hint: str = "Check data.*_src / data.*_tgt."
+    src_path: Path, tgt_path: Path, bom_files: list[str], hint: str = "Check data.files.*_src / data.files.*_tgt."
 ) -> list[Pair]:
     """Pairs from a source file and its line-aligned target file (byte-order marks noted in `bom_files`)."""
     src = read_lines(src_path, hint=hint, bom_files=bom_files)

@@ -1,0 +1,42 @@
+"""Sentence lengths in words and the buckets they fall in (`<10`, `[10,20)`, ..., `>=60`): the pure pieces
+that both the data layer (nmt/data: the training length filter, prepare's length histogram) and the
+evaluation (nmt/evaluation/buckets.py: bucketed scores) use, so that data/ never imports evaluation/.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """Lengths in [low, high); `high` is None for the last, open-ended bucket."""
+
+    label: str
+    low: int
+    high: int | None
+
+    def contains(self, length: int) -> bool:
+        """Whether a sentence of `length` words falls in this bucket."""
+        return length >= self.low and (self.high is None or length < self.high)
+
+
+def make_buckets(cutoffs: Sequence[int]) -> list[Bucket]:
+    """Buckets from increasing positive cutoffs (evaluation.buckets, which the config checks): [10, 20] ->
+    `<10`, `[10,20)`, `>=20`."""
+    buckets = [Bucket(f"<{cutoffs[0]}", 0, cutoffs[0])]
+    buckets += [Bucket(f"[{lo},{hi})", lo, hi) for lo, hi in itertools.pairwise(cutoffs)]
+    buckets.append(Bucket(f">={cutoffs[-1]}", cutoffs[-1], None))
+    return buckets
+
+
+def word_count(text: str) -> int:
+    """Number of whitespace-separated words in `text`."""
+    return len(text.split())
+
+
+def assign_buckets(lengths: Sequence[int], buckets: Sequence[Bucket]) -> list[int]:
+    """Index into `buckets` (`make_buckets`: they cover [0, inf) without overlap) of each length."""
+    return [next(i for i, bucket in enumerate(buckets) if bucket.contains(length)) for length in lengths]
