@@ -14,7 +14,7 @@ import nmt.training.parallel as parallel
 from nmt.config import config_from_dict
 from nmt.errors import NMTError
 from nmt.rundir.checkpoints import load_checkpoint, save_checkpoint
-from nmt.rundir.writing import read_summary
+from nmt.rundir.writing import read_summary, write_config, write_summary
 from nmt.training.terminal import StopRequest
 from nmt.training.trainer import train
 from tests.helpers import reverse_task_config
@@ -29,6 +29,21 @@ def test_training_jobs_default_to_one_per_core_on_cpu_and_one_on_cuda(monkeypatc
     assert parallel.training_jobs(config, 0) == 4  # never more than the runs
     on_gpu = config_from_dict({"training": {"device": "cuda"}, "runs": runs})
     assert parallel.training_jobs(on_gpu, 0) == 1
+
+
+@pytest.mark.parametrize("schedule", ["cosine", "inverse_sqrt", "constant"])
+def test_only_a_cosine_run_that_reached_its_cap_is_refused_a_higher_one(schedule: str, tmp_path: Path) -> None:
+    """A run's cosine reads max_steps; inverse_sqrt and constant do not, so such a run may be extended."""
+    config = config_from_dict({"training": {"lr_schedule": schedule, "max_steps": 100}, "runs": {"a": {}}})
+    run_dir = tmp_path / "runs" / "a"
+    write_config(config.for_run("a"), run_dir)
+    write_summary(run_dir, {"stopped_by": "max_steps", "wall_time_s": 1.0})
+    longer = config_from_dict({"training": {"lr_schedule": schedule, "max_steps": 200}, "runs": {"a": {}}})
+    if schedule == "cosine":
+        with pytest.raises(NMTError, match="would stretch its cosine schedule"):
+            parallel.check_runs(longer, {"a": run_dir})
+    else:
+        parallel.check_runs(longer, {"a": run_dir})
 
 
 def test_a_workers_stop_holds_when_the_interrupt_that_asks_for_it_is_lost(monkeypatch: pytest.MonkeyPatch) -> None:

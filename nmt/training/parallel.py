@@ -33,7 +33,8 @@ from nmt.training.trainer import train
 
 def check_runs(config: Config, run_dirs: dict[str, Path]) -> None:
     """Refuse, before anything is written, a run folder trained with another config, or a finished run whose
-    training.max_steps grew under the cosine schedule (it would not continue as one longer run)."""
+    training.max_steps grew under the cosine schedule (it would not continue as one longer run; the constant
+    and inverse_sqrt schedules read no max_steps, so such a run continues as if trained straight through)."""
     for name, run_dir in run_dirs.items():
         saved, ours = run_dir / "config.yaml", config.for_run(name).training
         if not saved.exists():
