@@ -298,6 +298,8 @@ class EvaluationConfig:
     attention_min_ratio: float = 0.75  # 3: attention's long BLEU at least this x its best bucket ...
     flat_from_ceiling: int = 50  # ... if trained on sentences of this many words or more
     significance: float = 0.05  # 1: paired bootstrap p below this (5, "at least level", reports its p)
+    # `nmt experiment` also runs `nmt attention-checks` on its attention runs (on the learning curve's sample)
+    attention_checks: bool = False
 
     def validate(self) -> None:
         """Raise NMTError naming the first key of this section whose value is out of range."""

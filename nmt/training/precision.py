@@ -25,3 +25,8 @@ def resolve_precision(name: str, device: torch.device) -> torch.dtype | None:
 def autocast(dtype: torch.dtype | None) -> contextlib.AbstractContextManager[Any]:
     """CUDA autocast to `dtype`, or nothing for None (fp32)."""
     return contextlib.nullcontext() if dtype is None else torch.autocast(device_type="cuda", dtype=dtype)
+
+
+def precision_name(dtype: torch.dtype | None) -> str:
+    """The training.precision value that names an autocast dtype: bf16, fp16, or fp32 for None."""
+    return {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dtype, "fp32") if dtype is not None else "fp32"

@@ -36,7 +36,7 @@ from nmt.training.checkpointing import (
 from nmt.training.data import load_training_data
 from nmt.training.distributed import DistContext, setup_distributed
 from nmt.training.optim import LRSchedule, Patience, build_optimizer
-from nmt.training.precision import autocast, resolve_precision
+from nmt.training.precision import autocast, precision_name, resolve_precision
 from nmt.training.rng import capture_rng, restore_rng, seed_everything
 from nmt.training.terminal import StopRequest, Terminal, format_duration, format_score
 from nmt.training.validation import batch_loss_sum, safe_exp, validate
@@ -335,7 +335,7 @@ class Trainer:
             "early_stopping_metric": metric, "last_validation": self.last_validation,
             "wall_time_s": self._elapsed(), "parameters": self.parameters,
             "model": self.model.name,
-            "device": str(self.device), "world_size": self.ctx.world_size,
+            "device": str(self.device), "precision": precision_name(self.amp_dtype), "world_size": self.ctx.world_size,
         }
         if self.ctx.is_main:
             rundir.write_summary(self.run_dir, summary)
