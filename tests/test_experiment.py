@@ -106,13 +106,13 @@ def test_the_training_table_says_how_each_run_stopped_where_and_in_which_precisi
         "best_step": 4000, "best_score": 27.123, "early_stopping_metric": "bleu", "device": "GPU NVIDIA H200",
         "precision": "bf16", "wall_time_s": 0}
     rows = _tables(config, Timings(tmp_path / "timings.json"), {}, {}, outcomes)
-    table = rows[rows.index("| run | training stopped by | last step | best step | best validation | device | "
-                            "precision | training minutes |"):]
+    table = rows[rows.index("| run | training stopped by | device | precision | last step | best step | "
+                            "best validation | training minutes |"):]
     assert table[2:5] == [
-        "| a | early stopping (5 validations without improvement) | 6,500 | 4,000 | bleu 27.12 | GPU NVIDIA H200 | "
-        "bf16 | 2.5 |",
-        "| b | its cap (max_steps 20,000) | 20,000 | 20,000 | bleu 20.00 | CPU AMD EPYC 7B13 | fp32 | 1.0 |",
-        "| old | its cap (max_steps 20,000) | 900 | ? | ? ? | cpu | ? | ? |",
+        "| a | early stopping (5 validations without improvement) | GPU NVIDIA H200 | bf16 | 6,500 | 4,000 | "
+        "bleu 27.12 | 2.5 |",
+        "| b | its cap (max_steps 20,000) | CPU AMD EPYC 7B13 | fp32 | 20,000 | 20,000 | bleu 20.00 | 1.0 |",
+        "| old | its cap (max_steps 20,000) | cpu | ? | 900 | ? | ? ? | ? |",
     ]
 
 
@@ -157,8 +157,9 @@ def test_a_tiny_experiment_reports_devices_precision_phases_early_stopping_and_a
     checks = json.loads((out / "attention_checks.json").read_text())
     assert set(checks["runs"]) == {"search", "stuck"} and "alignment_skipped" not in checks
     report = (out / "report.md").read_text()
-    assert "| stuck | early stopping (1 validations without improvement) | 4 | 2 | bleu " in report
-    assert "| fixed | its cap (max_steps 4) | 4 |" in report
+    assert "| stuck | early stopping (1 validation without improvement) | CPU " in report
+    assert "| fp32 | 4 | 2 | bleu " in report
+    assert "| fixed | its cap (max_steps 4) | CPU " in report
     assert "](attention_checks.md)" in report and "![attention checks](attention_checks.png)" in report
     for phase in phases:
         assert f"| {phase} |" in report

@@ -36,8 +36,10 @@ from nmt.compare.runs import (
     check_sentences_per_bucket,
     default_out_dir,
     describe_runs,
+    split_test_set,
     write_outputs,
 )
+from nmt.config import Config
 from nmt.config_sections import DataConfig, EvaluationConfig
 from nmt.data.batching import make_batch
 from nmt.data.pairs import Pair
@@ -279,6 +281,21 @@ def cached_links(data: DataConfig, test_set: TestSet, symmetrisation: Symmetrisa
     if not path.is_file():
         return None
     return [{(int(i), int(j)) for i, j in pair} for pair in json.loads(path.read_text(encoding="utf-8"))]
+
+
+def cache_experiment_links(config: Config, symmetrisation: Symmetrisation = "grow-diag-final-and") -> Path:
+    """Align and cache (`aligner_links`) the sample an experiment's attention checks measure (`attention_checks`
+    with its defaults: the first attention run's evaluation split and curve sample), so that the experiment
+    can run the alignment check on a machine without eflomal once the prepared folder is carried there.
+    Returns the cache file."""
+    attentive = [name for name in config.runs if config.for_run(name).model.attention != "none"] or [None]
+    run = config.for_run(attentive[0]) if attentive[0] else config
+    settings = run.evaluation
+    test_set = split_test_set(run, settings.split)
+    if settings.curve_sentences_per_bucket:
+        test_set = sample_test_set(test_set, settings.buckets, settings.by, settings.curve_sentences_per_bucket)
+    aligner_links(run.data, test_set, symmetrisation)
+    return _alignment_cache(run.data, test_set, symmetrisation)[0]
 
 
 def aligner_links(data: DataConfig, test_set: TestSet, symmetrisation: Symmetrisation) -> list[set[Link]]:

@@ -120,7 +120,8 @@ def training_outcomes(config: Config, run_dirs: dict[str, Path]) -> dict[str, di
 def _stopped(outcome: dict[str, Any]) -> str:
     """How a run's training ended, in words: early stopping (with its patience) or the cap."""
     if outcome["stopped_by"] == "early_stopping":
-        return f"early stopping ({outcome['patience']} validations without improvement)"
+        count = outcome["patience"]
+        return f"early stopping ({count} validation{'' if count == 1 else 's'} without improvement)"
     if outcome["stopped_by"] == "max_steps":
         return f"its cap (max_steps {outcome['max_steps']:,})"
     return "?"
@@ -131,13 +132,13 @@ def _training_table(outcomes: dict[str, dict[str, Any]]) -> list[str]:
     def number(value: Any, spec: str) -> str:
         return "?" if value is None else format(value, spec)
 
-    rows = [[name, _stopped(o), number(o["final_step"], ","), number(o["best_step"], ","),
-             f"{o['early_stopping_metric'] or '?'} {number(o['best_score'], '.2f')}", o["device"], o["precision"],
+    rows = [[name, _stopped(o), o["device"], o["precision"], number(o["final_step"], ","), number(o["best_step"], ","),
+             f"{o['early_stopping_metric'] or '?'} {number(o['best_score'], '.2f')}",
              number(None if o["wall_time_s"] is None else o["wall_time_s"] / 60, ".1f")]
             for name, o in outcomes.items()]
-    header = ["run", "training stopped by", "last step", "best step", "best validation", "device", "precision",
+    header = ["run", "training stopped by", "device", "precision", "last step", "best step", "best validation",
               "training minutes"]
-    return markdown_table(header, rows, left=3)
+    return markdown_table(header, rows, left=4)
 
 
 def _attention_kind(model: ModelConfig) -> str:
