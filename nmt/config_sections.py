@@ -184,8 +184,9 @@ class TrainingConfig:
     clip_grad_norm: float = 1.0
     label_smoothing: float = 0.0
     warmup_steps: int = 100  # linear warm-up from 0 to the learning rate
-    # constant, or cosine: from the base lr after the warm-up down to 0 at max_steps
-    lr_schedule: Literal["constant", "cosine"] = "cosine"
+    # constant; cosine: from the base lr after the warm-up down to 0 at max_steps; inverse_sqrt: the base lr
+    # x sqrt(warmup_steps / step) after the warm-up (Vaswani et al.), for runs whose length is not known
+    lr_schedule: Literal["constant", "cosine", "inverse_sqrt"] = "cosine"
     lr_decay_factor: float = 0.5
     lr_patience: int = 0
     validate_every: int = 300
@@ -208,6 +209,8 @@ class TrainingConfig:
         require(self.learning_rate >= 0, "training.learning_rate", "must be >= 0 (0 = the optimiser's default)")
         require(0.0 <= self.label_smoothing < 1.0, "training.label_smoothing", "must be in [0, 1)")
         require(0.0 < self.lr_decay_factor <= 1.0, "training.lr_decay_factor", "must be in (0, 1]")
+        require(self.lr_schedule != "inverse_sqrt" or self.warmup_steps >= 1, "training.warmup_steps",
+                "must be >= 1 with lr_schedule inverse_sqrt (its peak, the learning rate, is at the warm-up's end)")
         require(self.valid_max_sentences >= 0, "training.valid_max_sentences", "must be >= 0 (0 = all)")
 
 
@@ -258,6 +261,8 @@ class EvaluationConfig:
     attention_min_ratio: float = 0.75  # 3: attention's long BLEU at least this x its best bucket ...
     flat_from_ceiling: int = 50  # ... if trained on sentences of this many words or more
     significance: float = 0.05  # 1: paired bootstrap p below this (5, "at least level", reports its p)
+    # `nmt experiment` also runs `nmt attention-checks` on its attention runs (on the learning curve's sample)
+    attention_checks: bool = False
 
     def validate(self) -> None:
         """Raise NMTError naming the first key of this section whose value is out of range."""

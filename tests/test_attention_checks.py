@@ -254,13 +254,54 @@ def test_src_without_ref_is_refused_by_the_function_too(tmp_path: Path) -> None:
 
 
 def test_a_missing_aligner_is_said_before_any_work_unless_only_the_perturbations_run(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    trained_reverse_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "eflomal", None)  # `import eflomal` fails as when it is not installed
+    monkeypatch.setattr(checks_module, "aligner_installed", lambda: False)
+    monkeypatch.setattr(checks_module, "Translator", None)  # no translation may start
+    monkeypatch.setattr(checks_module, "cached_links", lambda data, test_set, how: None)  # nor links cached
     with pytest.raises(NMTError, match="eflomal is not installed"):
-        attention_checks([tmp_path / "nothing"], out_dir=tmp_path / "out")
+        attention_checks([trained_reverse_run], out_dir=tmp_path / "out")
+    assert not (tmp_path / "out").exists()
     with pytest.raises(NMTError, match="does not exist"):
         attention_checks([tmp_path / "nothing"], out_dir=tmp_path / "out", checks=("perturbation",))
+
+
+def test_the_aligner_s_links_are_cached_in_the_prepared_data_and_serve_a_machine_without_eflomal(
+    trained_reverse_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A GPU machine without eflomal measures the alignment check against the links computed where eflomal
+    is (cached in the prepared folder, named by what they depend on); without either, an experiment's
+    checks skip the alignment check and say so, and `nmt attention-checks` refuses it."""
+    data_dir = Path(load_run(trained_reverse_run, device="cpu").config.data.dir)
+    calls: list[int] = []
+
+    def reversal_aligner(sources: list[str], targets: list[str], how: str) -> list[set[tuple[int, int]]]:
+        calls.append(len(sources))
+        return reversal_links(sources)
+
+    monkeypatch.setattr(checks_module, "align_words", reversal_aligner)
+    kwargs = {"steps": [], "device": "cpu", "batch_size": 16, "per_bucket": 3}
+    shutil.rmtree(data_dir / checks_module.ALIGNMENTS, ignore_errors=True)  # other tests' links (real eflomal)
+    try:
+        first = attention_checks([trained_reverse_run], out_dir=tmp_path / "first", checks=("alignment",), **kwargs)
+        cached = list((data_dir / checks_module.ALIGNMENTS).glob("grow-diag-final-and-*.json"))
+        assert len(calls) == 1 and len(cached) == 1
+        monkeypatch.setitem(sys.modules, "eflomal", None)  # as on the GPU machine
+        monkeypatch.setattr(checks_module, "aligner_installed", lambda: False)
+        again = attention_checks([trained_reverse_run], out_dir=tmp_path / "again", checks=("alignment",), **kwargs)
+        assert len(calls) == 1  # read back, not aligned again
+        assert again["runs"]["run"]["alignment"] == first["runs"]["run"]["alignment"]
+        # another sample is other pairs: not in the cache
+        with pytest.raises(NMTError, match="eflomal is not installed"):
+            attention_checks([trained_reverse_run], out_dir=tmp_path / "other", checks=("alignment",),
+                             **{**kwargs, "per_bucket": 2})
+        skipped = attention_checks([trained_reverse_run], out_dir=tmp_path / "skipped",
+                                   skip_alignment_without_aligner=True, **{**kwargs, "per_bucket": 2})
+        assert "eflomal is not installed" in skipped["alignment_skipped"]
+        assert set(skipped["runs"]["run"]) == {"run_dir", "checkpoint", "perturbation"}
+    finally:
+        shutil.rmtree(data_dir / checks_module.ALIGNMENTS, ignore_errors=True)  # the session's run is shared
 
 
 def test_the_sample_per_bucket_defaults_to_the_curve_s(trained_reverse_run: Path, tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """configs/files-example.yaml and configs/hf-example.yaml as written: every key commented, and with only
 their data paths pointed at small files in tmp_path, `nmt prepare` carves the test split from train and
-`nmt train` trains a step of one of their runs."""
+`nmt train` trains a step of one of their runs. configs/converged.yaml: every key commented, and the recipe
+its comments promise."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from nmt.cli import main
 from nmt.config import DataConfig, load_config
 from nmt.data.corpus import load_corpus
 from nmt.data.pairs import split_of
+from nmt.typed_yaml import config_diff
 from tests.helpers import CONFIGS
 from tests.synthetic import reverse_pairs, write_parallel
 
@@ -54,7 +56,7 @@ def _check_prepare_and_train(
     assert summary["model"] == {"rnnencdec": "RNNencdec", "rnnsearch": "RNNsearch"}[run]
 
 
-@pytest.mark.parametrize("name", ["files-example", "hf-example"])
+@pytest.mark.parametrize("name", ["files-example", "hf-example", "converged"])
 def test_every_key_of_the_example_is_commented(name: str) -> None:
     sections = (CONFIGS / f"{name}.yaml").read_text(encoding="utf-8").split("\nruns:")[0]
     keys = [line for line in sections.splitlines() if line.startswith("  ") and line.strip()[:1] != "#"]
@@ -100,3 +102,38 @@ def test_hf_example_as_written_and_with_parquet(tmp_path: Path, offline: None) -
     parquet = [f"data.huggingface.train={corpus / 'train.parquet'}", f"data.huggingface.valid={corpus / 'valid.parquet'}", "data.huggingface.name=parquet"]
     from_parquet = load_corpus(load_config(config_path, parquet).data)
     assert from_parquet.splits == load_corpus(load_config(config_path, overrides).data).splits
+
+
+def test_the_converged_config_trains_seven_runs_to_their_plateau_on_the_main_job_s_data() -> None:
+    config, quick = load_config(CONFIGS / "converged.yaml"), load_config(CONFIGS / "quick.yaml")
+    assert config.data == quick.data  # the same prepared folder, vocabulary and test split
+    assert config.evaluation.split == "test" and config.evaluation.attention_checks
+    kinds = {name: (config.for_run(name).model.architecture, config.for_run(name).model.attention,
+                    config.for_run(name).model.positions, config.for_run(name).training.max_words)
+             for name in config.runs}
+    assert kinds == {
+        "rnnencdec-30": ("rnn", "none", "sinusoidal", 30), "rnnsearch-30": ("rnn", "additive", "sinusoidal", 30),
+        "rnnencdec-50": ("rnn", "none", "sinusoidal", 50), "rnnsearch-50": ("rnn", "additive", "sinusoidal", 50),
+        "transformer-30": ("transformer", "additive", "sinusoidal", 30),
+        "transformer-30-relative": ("transformer", "additive", "relative", 30),
+        "transformer-50": ("transformer", "additive", "sinusoidal", 50),
+    }
+    for name in config.runs:  # every run, the fixed vectors included, stops on a plateau; max_steps is a cap
+        training = config.for_run(name).training
+        assert training.patience >= 3 and training.early_stopping_metric == "bleu"
+        assert training.lr_patience > 0 and 2 * training.lr_patience < training.patience  # two decays first
+        assert training.lr_schedule != "cosine"  # no schedule that needs the run's length
+        assert training.max_steps >= 10000 and training.valid_max_sentences == 0 and training.precision == "auto"
+    # the RNNs share one recipe with quick.yaml's model; the Transformers depart in the keys their entries name
+    rnn = config.for_run("rnnsearch-50").to_dict()
+    assert config.for_run("rnnsearch-50").model == quick.for_run("rnnsearch-50").model
+    for name in ("rnnencdec-30", "rnnsearch-30", "rnnencdec-50"):
+        assert set(config_diff(rnn, config.for_run(name).to_dict())) <= {"model.attention", "training.max_words"}
+    departures = {"training.max_steps", "training.learning_rate", "training.warmup_steps", "training.lr_schedule",
+                  "training.label_smoothing", "training.max_words"}
+    for name in ("transformer-30", "transformer-30-relative", "transformer-50"):
+        differing = {key for key in config_diff(rnn, config.for_run(name).to_dict()) if not key.startswith("model.")}
+        assert differing <= departures, (name, differing)
+        assert config.for_run(name).training.lr_schedule == "inverse_sqrt"
+    assert config.for_run("transformer-30").model == load_config(CONFIGS / "transformer.yaml").for_run(
+        "transformer-30").model

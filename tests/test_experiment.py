@@ -1,14 +1,16 @@
-"""nmt/compare/experiment.py without training: the step timings it keeps, and what --force may delete
-(whole experiments: tests/system/test_experiment.py)."""
+"""nmt/compare/experiment.py: the step timings it keeps, what --force may delete, the report's tables; and
+one tiny experiment end to end with early stopping and the attention checks (whole shipped experiments:
+tests/system/test_experiment.py)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 import torch
 
-from nmt.compare.experiment import Timings, _setup_lines, _tables, run_experiment
+from nmt.compare.experiment import Timings, _setup_lines, _tables, run_experiment, training_outcomes
 from nmt.config import config_from_dict, load_config, save_config
 from nmt.errors import NMTError
 from nmt.rundir.writing import write_config, write_summary
@@ -76,7 +78,7 @@ def test_the_report_gives_the_torch_threads_the_runs_trained_with(tmp_path: Path
 def test_the_parameter_table_names_each_run_s_attention() -> None:
     config = load_config(CONFIGS / "transformer.yaml")
     counts = dict.fromkeys(config.runs, 1000)
-    rows = _tables(config, Timings(Path("/nonexistent/timings.json")), counts, {})[2:7]
+    rows = _tables(config, Timings(Path("/nonexistent/timings.json")), counts, {}, {})[2:7]
     assert rows == [
         "| rnnsearch-30 | additive | 1,000 |",
         "| rnnsearch-50 | additive | 1,000 |",
@@ -84,3 +86,80 @@ def test_the_parameter_table_names_each_run_s_attention() -> None:
         "| transformer-50 | 4 x scaled dot-product, sinusoidal positions | 1,000 |",
         "| transformer-30-relative | 4 x scaled dot-product, relative positions | 1,000 |",
     ]
+
+
+def test_the_training_table_says_how_each_run_stopped_where_and_in_which_precision(tmp_path: Path) -> None:
+    config = config_from_dict({"training": {"max_steps": 20000, "patience": 5}, "runs": {"a": {}, "b": {}, "old": {}}})
+    run_dirs = {name: tmp_path / "runs" / name for name in config.runs}
+    write_summary(run_dirs["a"], {"stopped_by": "early_stopping", "final_step": 6500, "best_step": 4000,
+                                  "best_score": 27.123, "early_stopping_metric": "bleu", "device": "cuda",
+                                  "precision": "bf16", "wall_time_s": 150.0})
+    (run_dirs["a"] / "environment.json").write_text('{"gpu": "NVIDIA H200", "cpu": "Intel Xeon"}', encoding="utf-8")
+    write_summary(run_dirs["b"], {"stopped_by": "max_steps", "final_step": 20000, "best_step": 20000,
+                                  "best_score": 20.0, "early_stopping_metric": "bleu", "device": "cpu",
+                                  "precision": "fp32", "wall_time_s": 60.0})
+    (run_dirs["b"] / "environment.json").write_text('{"gpu": null, "cpu": "AMD EPYC 7B13"}', encoding="utf-8")
+    write_summary(run_dirs["old"], {"stopped_by": "max_steps", "final_step": 900, "device": "cpu"})  # no precision
+    outcomes = training_outcomes(config, run_dirs)
+    assert outcomes["a"] | {"wall_time_s": 0} == {
+        "stopped_by": "early_stopping", "final_step": 6500, "max_steps": 20000, "patience": 5, "validate_every": 300,
+        "best_step": 4000, "best_score": 27.123, "early_stopping_metric": "bleu", "device": "GPU NVIDIA H200",
+        "precision": "bf16", "wall_time_s": 0}
+    rows = _tables(config, Timings(tmp_path / "timings.json"), {}, {}, outcomes)
+    table = rows[rows.index("| run | training stopped by | device | precision | last step | best step | "
+                            "best validation | training minutes |"):]
+    assert table[2:5] == [
+        "| a | early stopping (5 validations without improvement) | GPU NVIDIA H200 | bf16 | 6,500 | 4,000 | "
+        "bleu 27.12 | 2.5 |",
+        "| b | its cap (max_steps 20,000) | CPU AMD EPYC 7B13 | fp32 | 20,000 | 20,000 | bleu 20.00 | 1.0 |",
+        "| old | its cap (max_steps 20,000) | cpu | ? | 900 | ? | ? ? | ? |",
+    ]
+
+
+TINY_EXPERIMENT = """\
+model: {embedding_size: 16, hidden_size: 16, attention_size: 16, maxout_size: 8}
+training: {lr_schedule: inverse_sqrt, warmup_steps: 2}
+evaluation: {attention_checks: true, curve_sentences_per_bucket: 5, bootstrap_samples: 10}
+runs:
+  fixed: {model: {attention: none}}
+  search: {training: {max_words: 10}}
+  stuck: {training: {learning_rate: 1.0e-12, patience: 1}}  # its BLEU cannot move: it plateaus
+"""
+
+
+@pytest.mark.slow  # three tiny trainings, evaluation, the attention checks and the learning curve: ~30 s
+def test_a_tiny_experiment_reports_devices_precision_phases_early_stopping_and_attention_checks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nmt.compare import attention_checks as checks_module
+    from tests.synthetic import reversal_links
+
+    # eflomal's links of a reversal task are its own business: the reversal's links stand in (no eflomal needed)
+    monkeypatch.setattr(checks_module, "align_words",
+                        lambda sources, targets, how: reversal_links([s for s in sources]))
+    config_path, out = tmp_path / "tiny.yaml", tmp_path / "out"
+    config_path.write_text(TINY_EXPERIMENT, encoding="utf-8")
+    overrides = [*shortened(tmp_path / "data"), "training.max_steps=4", "training.threads=1",
+                 "runs.stuck.training.max_steps=10"]
+    results = run_experiment(config_path, overrides, out, jobs=1)
+    training = results["training"]
+    assert {name: (t["stopped_by"], t["final_step"]) for name, t in training.items()} == {
+        "fixed": ("max_steps", 4), "search": ("max_steps", 4), "stuck": ("early_stopping", 4)}  # of at most 10: validations at 2 and 4
+    assert {t["precision"] for t in training.values()} == {"fp32"}  # on the CPU
+    assert all(t["device"].startswith("CPU ") for t in training.values())
+    assert results["machine"]["cpu"] and results["machine"]["gpu"] is None
+    phases = {"prepare", "train fixed", "train search", "train stuck", "evaluate", "attention entropy and heatmap",
+              "attention checks", "learning curve", "end to end"}
+    assert phases <= set(results["timings"]) == set(json.loads((out / "timings.json").read_text()))
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["training"] == training and saved["attention_checks"]["checks"] == ["perturbation", "alignment"]
+    assert saved["attention_checks"]["runs"] == ["search", "stuck"]
+    checks = json.loads((out / "attention_checks.json").read_text())
+    assert set(checks["runs"]) == {"search", "stuck"} and "alignment_skipped" not in checks
+    report = (out / "report.md").read_text()
+    assert "| stuck | early stopping (1 validation without improvement) | CPU " in report
+    assert "| fp32 | 4 | 2 | bleu " in report
+    assert "| fixed | its cap (max_steps 4) | CPU " in report
+    assert "](attention_checks.md)" in report and "![attention checks](attention_checks.png)" in report
+    for phase in phases:
+        assert f"| {phase} |" in report

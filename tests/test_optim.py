@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from nmt.config import TrainingConfig
+from nmt.errors import NMTError
 from nmt.training.optim import (
     DEFAULT_LEARNING_RATES,
     LRSchedule,
@@ -57,6 +58,41 @@ def test_cosine_when_the_warm_up_lasts_the_whole_run() -> None:
     assert [schedule.lr(step) for step in (5, 10, 11)] == pytest.approx([0.005, 0.01, 0.0])
 
 
+def test_inverse_sqrt_peaks_at_the_base_rate_at_the_warm_up_end_and_falls_as_one_over_the_root() -> None:
+    """Vaswani et al.'s lr = base * min(step / warmup, sqrt(warmup / step)), whatever max_steps says."""
+    config = TrainingConfig(learning_rate=0.001, warmup_steps=4000, max_steps=20000, lr_schedule="inverse_sqrt")
+    schedule = LRSchedule(config)
+    landmarks = {
+        1: 0.001 / 4000,
+        2000: 0.0005,  # half-way through the warm-up
+        4000: 0.001,  # the peak: the base rate
+        16000: 0.0005,  # 4x the warm-up: half the peak
+        36000: 0.001 / 3,  # 9x: a third, past max_steps too (a cap, not part of the schedule)
+    }
+    assert {step: schedule.lr(step) for step in landmarks} == pytest.approx(landmarks, rel=1e-12)
+    for step in (1, 3999, 4000, 4001, 12345):
+        assert schedule.lr(step) == pytest.approx(0.001 * min(step / 4000, math.sqrt(4000 / step)), rel=1e-12)
+    longer = LRSchedule(TrainingConfig(learning_rate=0.001, warmup_steps=4000, max_steps=900000,
+                                       lr_schedule="inverse_sqrt"))
+    assert [longer.lr(s) for s in range(1, 20001, 997)] == [schedule.lr(s) for s in range(1, 20001, 997)]
+
+
+def test_inverse_sqrt_falls_strictly_after_the_warm_up_and_a_plateau_decay_scales_it() -> None:
+    config = TrainingConfig(learning_rate=0.002, warmup_steps=10, lr_schedule="inverse_sqrt", lr_patience=1,
+                            lr_decay_factor=0.5, early_stopping_metric="bleu")
+    schedule = LRSchedule(config)
+    lrs = [schedule.lr(step) for step in range(10, 200)]
+    assert all(a > b > 0 for a, b in zip(lrs, lrs[1:], strict=False))
+    assert [schedule.observe(bleu) for bleu in (5.0, 4.0)] == [False, True]
+    assert schedule.lr(40) == pytest.approx(0.5 * 0.002 * math.sqrt(10 / 40))
+
+
+def test_inverse_sqrt_needs_a_warm_up() -> None:
+    with pytest.raises(NMTError, match="training.warmup_steps"):
+        TrainingConfig(lr_schedule="inverse_sqrt", warmup_steps=0).validate()
+    TrainingConfig(lr_schedule="inverse_sqrt", warmup_steps=1).validate()
+
+
 def test_a_plateau_decay_scales_the_cosine_schedule_from_then_on() -> None:
     config = TrainingConfig(learning_rate=0.002, warmup_steps=100, max_steps=900, lr_schedule="cosine",
                             lr_patience=1, lr_decay_factor=0.5, early_stopping_metric="loss")
@@ -93,6 +129,19 @@ def test_apply_sets_every_parameter_group_and_a_resumed_schedule_continues_exact
     resumed.load_state_dict(schedule.state_dict())
     assert [resumed.lr(step) for step in range(1, 41)] == [schedule.lr(step) for step in range(1, 41)]
     assert resumed.observe(9.5) is schedule.observe(9.5) is False  # the best (10.0) came back with the state
+
+
+def test_a_resumed_inverse_sqrt_schedule_with_plateau_decays_continues_exactly() -> None:
+    config = TrainingConfig(learning_rate=0.001, warmup_steps=8, max_steps=100, lr_schedule="inverse_sqrt",
+                            lr_patience=1, lr_decay_factor=0.7, early_stopping_metric="bleu")
+    schedule = LRSchedule(config)
+    for score in (3.0, 2.0, 4.0, 1.0):  # two decays
+        schedule.observe(score)
+    resumed = LRSchedule(config)
+    resumed.load_state_dict(schedule.state_dict())
+    assert resumed.scale == schedule.scale == pytest.approx(0.49)
+    assert [resumed.lr(step) for step in range(1, 301)] == [schedule.lr(step) for step in range(1, 301)]
+    assert resumed.observe(3.5) is schedule.observe(3.5) is True  # the best (4.0) came back: a third decay
 
 
 @pytest.mark.parametrize(("optimizer", "expected"), [("adam", torch.optim.Adam), ("adadelta", torch.optim.Adadelta)])

@@ -14,21 +14,58 @@ import nmt.training.parallel as parallel
 from nmt.config import config_from_dict
 from nmt.errors import NMTError
 from nmt.rundir.checkpoints import load_checkpoint, save_checkpoint
-from nmt.rundir.writing import read_summary
+from nmt.rundir.writing import read_summary, write_config, write_summary
 from nmt.training.terminal import StopRequest
 from nmt.training.trainer import train
-from tests.helpers import reverse_task_config
+from tests.helpers import needs_cuda, reverse_task_config
 
 
-def test_training_jobs_default_to_one_per_core_on_cpu_and_one_on_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_training_jobs_default_to_one_per_core_on_cpu_and_up_to_four_on_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
     runs = {name: {} for name in "abcd"}
     config = config_from_dict({"training": {"device": "cpu"}, "runs": runs})
     monkeypatch.setattr(parallel, "available_cores", lambda: 2)
     assert parallel.training_jobs(config, 0) == 2 and parallel.training_jobs(config, 3) == 3
     monkeypatch.setattr(parallel, "available_cores", lambda: 16)
     assert parallel.training_jobs(config, 0) == 4  # never more than the runs
-    on_gpu = config_from_dict({"training": {"device": "cuda"}, "runs": runs})
-    assert parallel.training_jobs(on_gpu, 0) == 1
+    seven = {name: {} for name in "abcdefg"}
+    assert parallel.training_jobs(config_from_dict({"training": {"device": "cpu"}, "runs": seven}), 0) == 7
+    # on CUDA: min(runs, GPU_JOBS), whatever the cores; --jobs wins
+    monkeypatch.setattr(parallel, "available_cores", lambda: 2)
+    assert parallel.GPU_JOBS == 4
+    for device, available in (("cuda", False), ("auto", True)):
+        monkeypatch.setattr(parallel.torch.cuda, "is_available", lambda available=available: available)
+        on_gpu = config_from_dict({"training": {"device": device}, "runs": seven})
+        assert parallel.training_jobs(on_gpu, 0) == 4 and parallel.training_jobs(on_gpu, 1) == 1
+        two = config_from_dict({"training": {"device": device}, "runs": {"a": {}, "b": {}}})
+        assert parallel.training_jobs(two, 0) == 2
+    monkeypatch.setattr(parallel.torch.cuda, "is_available", lambda: False)
+    assert parallel.training_jobs(config_from_dict({"training": {"device": "auto"}, "runs": seven}), 0) == 2
+
+
+def test_the_experiment_help_states_the_default_jobs_on_cuda() -> None:
+    import argparse
+
+    from nmt.commands import experiment
+
+    parser = argparse.ArgumentParser()
+    experiment.add_arguments(parser)
+    text = " ".join(parser.format_help().split())
+    assert f"on CUDA, min(runs, {parallel.GPU_JOBS}) sharing the one GPU" in text
+
+
+@pytest.mark.parametrize("schedule", ["cosine", "inverse_sqrt", "constant"])
+def test_only_a_cosine_run_that_reached_its_cap_is_refused_a_higher_one(schedule: str, tmp_path: Path) -> None:
+    """A run's cosine reads max_steps; inverse_sqrt and constant do not, so such a run may be extended."""
+    config = config_from_dict({"training": {"lr_schedule": schedule, "max_steps": 100}, "runs": {"a": {}}})
+    run_dir = tmp_path / "runs" / "a"
+    write_config(config.for_run("a"), run_dir)
+    write_summary(run_dir, {"stopped_by": "max_steps", "wall_time_s": 1.0})
+    longer = config_from_dict({"training": {"lr_schedule": schedule, "max_steps": 200}, "runs": {"a": {}}})
+    if schedule == "cosine":
+        with pytest.raises(NMTError, match="would stretch its cosine schedule"):
+            parallel.check_runs(longer, {"a": run_dir})
+    else:
+        parallel.check_runs(longer, {"a": run_dir})
 
 
 def test_a_workers_stop_holds_when_the_interrupt_that_asks_for_it_is_lost(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -75,3 +112,43 @@ def test_a_resumed_run_records_its_whole_training_time(tmp_path: Path) -> None:
     timings: dict[str, float] = {}
     assert parallel.train_runs(longer, {"a": run_dir}, 1, timings.__setitem__) == 0
     assert timings["train a"] == read_summary(run_dir)["wall_time_s"] > 1000
+
+
+def _side_by_side(tmp_path: Path, device: str) -> dict[str, dict]:
+    """Three tiny runs trained by train_runs' default jobs (0) on `device`: their summaries, and the
+    moments each started (environment.json written) and finished (summary.json written)."""
+    from nmt.data.prepare import prepare
+
+    tiny = {"embedding_size": 8, "hidden_size": 8, "attention_size": 8, "maxout_size": 8}
+    config = reverse_task_config(tmp_path / "data", n_train=100, model=tiny,
+                                 training={"max_steps": 30, "checkpoint_every": 30, "validate_every": 10,
+                                           "device": device})
+    config = dataclasses.replace(config, runs={"a": {}, "b": {"model": {"attention": "none"}}, "c": {}})
+    prepare(config.data)
+    run_dirs = {name: tmp_path / "runs" / name for name in config.runs}
+    timings: dict[str, float] = {}
+    assert parallel.train_runs(config, run_dirs, 0, timings.__setitem__) == 0
+    assert "train (all runs, 3 at once)" in timings
+    return {name: {"summary": read_summary(run_dir),
+                   "started": (run_dir / "environment.json").stat().st_mtime,
+                   "finished": (run_dir / "summary.json").stat().st_mtime} for name, run_dir in run_dirs.items()}
+
+
+@pytest.mark.slow  # three spawned workers: about 10 s on 2 cores
+def test_several_runs_train_side_by_side_on_one_device(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CPU stands for the one GPU: the default jobs (as many as the runs, here) put the three runs in three
+    processes at once on the one device; each finishes its 30 steps there, and all were training together."""
+    monkeypatch.setattr(parallel, "available_cores", lambda: 3)  # one per run, the default on a 3-core CPU
+    runs = _side_by_side(tmp_path, "cpu")
+    assert {name: (r["summary"]["device"], r["summary"]["final_step"]) for name, r in runs.items()} == {
+        name: ("cpu", 30) for name in "abc"}
+    assert max(r["started"] for r in runs.values()) < min(r["finished"] for r in runs.values())
+
+
+@needs_cuda
+@pytest.mark.slow
+def test_several_runs_share_the_one_gpu_by_default(tmp_path: Path) -> None:
+    """On CUDA the default jobs (min(runs, 4)) train the runs at once, each worker on the one GPU."""
+    runs = _side_by_side(tmp_path, "cuda")
+    assert {name: r["summary"]["device"] for name, r in runs.items()} == {name: "cuda" for name in "abc"}
+    assert max(r["started"] for r in runs.values()) < min(r["finished"] for r in runs.values())

@@ -43,6 +43,27 @@ def test_half_plus_resume_equals_straight_bitwise(tmp_path: Path, model: dict[st
         assert straight[key] == resumed[key], key
 
 
+@pytest.mark.slow
+def test_an_inverse_sqrt_run_continued_to_a_higher_cap_is_the_run_trained_straight_through(tmp_path: Path) -> None:
+    """The schedule of a run of unknown length: training.max_steps is only a cap, so a run that ended at
+    its cap and is resumed with a higher one takes the straight run's path, lr and plateau decays included."""
+    config = resume_config(tmp_path / "data", lr_schedule="inverse_sqrt", warmup_steps=6, learning_rate=0.01,
+                           lr_patience=1, lr_decay_factor=0.5)
+    straight = train(config, tmp_path / "straight")
+    first = train(with_max_steps(config, 20), tmp_path / "split")
+    assert first["stopped_by"] == "max_steps" and first["final_step"] == 20
+    resumed = train(config, tmp_path / "split", resume=True)
+    a, b = final_state(tmp_path / "straight", 40), final_state(tmp_path / "split", 40)
+    assert_same_weights(a["model"], b["model"])
+    assert a["schedule"] == b["schedule"]
+    log = log_without_timing(tmp_path / "straight")
+    assert log == log_without_timing(tmp_path / "split")
+    lrs = [e["lr"] for e in log if e["event"] == "train"]
+    assert lrs[1] > lrs[-1] > 0 and len(set(lrs)) == len(lrs)  # past the warm-up: falling, never 0
+    for key in ("final_step", "best_step", "best_score", "stopped_by", "last_validation"):
+        assert straight[key] == resumed[key], key
+
+
 def test_resuming_a_finished_run_changes_nothing(tmp_path: Path) -> None:
     config = resume_config(tmp_path / "data", max_steps=6, validate_every=3)
     first = train(config, tmp_path / "run")

@@ -89,6 +89,7 @@ def test_a_run_writes_the_documented_run_directory(data_root: Path, tmp_path: Pa
     on_disk = json.loads((run / "summary.json").read_text())
     assert on_disk == json.loads(json.dumps(summary))
     assert summary["final_step"] == 12 and summary["stopped_by"] == "max_steps"
+    assert (summary["device"], summary["precision"]) == ("cpu", "fp32")  # the precision used, not the one asked for
     model = build_model(config.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
     assert summary["parameters"] == count_parameters(model)
     best = torch.load(run / "checkpoints" / "best.pt", weights_only=True)
@@ -314,6 +315,25 @@ def test_early_stopping_when_the_score_stops_improving(data_root: Path, tmp_path
     assert summary["stopped_by"] == "early_stopping"
     assert summary["final_step"] == 2 and summary["best_step"] == 1
     assert (tmp_path / "run" / "checkpoints" / "step_00000002.pt").is_file()
+
+
+def test_early_stopping_on_a_validation_bleu_plateau_before_the_cap(data_root: Path, tmp_path: Path) -> None:
+    """BLEU, the default metric: a model that cannot move scores the same BLEU at every validation, so after
+    the first, `patience` validations in a row fail to improve on it and the run stops there, long before
+    max_steps, and says so (an equal score is no improvement)."""
+    config = tiny(data_root, max_steps=200, learning_rate=1e-12, validate_every=2, checkpoint_every=50,
+                  patience=3, early_stopping_metric="bleu", lr_schedule="inverse_sqrt", warmup_steps=4)
+    run = tmp_path / "run"
+    summary = train(config, run)
+    valid = [e for e in events(run) if e["event"] == "valid"]
+    assert [e["step"] for e in valid] == [2, 4, 6, 8]
+    assert len({e["valid_bleu"] for e in valid}) == 1  # the plateau
+    assert (summary["stopped_by"], summary["final_step"], summary["best_step"]) == ("early_stopping", 8, 2)
+    assert json.loads((run / "summary.json").read_text())["stopped_by"] == "early_stopping"
+    assert (run / "checkpoints" / "step_00000008.pt").is_file()  # resumable where it stopped
+    unpatient = tiny(data_root, max_steps=8, learning_rate=1e-12, validate_every=2, patience=0,
+                     lr_schedule="inverse_sqrt", warmup_steps=4)
+    assert train(unpatient, tmp_path / "capped")["stopped_by"] == "max_steps"  # patience 0: never early
 
 
 def test_tensorboard_without_the_package_is_a_clear_error(data_root: Path, tmp_path: Path) -> None:

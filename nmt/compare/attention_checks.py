@@ -16,6 +16,8 @@ and cannot show.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -33,21 +35,33 @@ from nmt.compare.runs import (
     check_sentences_per_bucket,
     default_out_dir,
     describe_runs,
+    split_test_set,
     write_outputs,
 )
-from nmt.config_sections import EvaluationConfig
+from nmt.config import Config
+from nmt.config_sections import DataConfig, EvaluationConfig
 from nmt.data.batching import make_batch
+from nmt.data.pairs import Pair
 from nmt.data.prepare import load_prepared
 from nmt.data.sources import prepared_dir
 from nmt.decoding.plots import EOS_LABEL, word_attention
 from nmt.decoding.translator import Translator
 from nmt.errors import NMTError
-from nmt.evaluation.alignment import Link, Symmetrisation, agreement_per_bucket, align_words, require_aligner
+from nmt.evaluation.alignment import (
+    INSTALL_HINT,
+    Link,
+    Symmetrisation,
+    agreement_per_bucket,
+    align_words,
+    aligner_installed,
+    require_aligner,
+)
 from nmt.evaluation.attention_report import checks_figure, format_checks_markdown, percent
 from nmt.evaluation.buckets import sentence_lengths
 from nmt.evaluation.curves import SELECTION, bucket_bleu, bucket_counts, sample_test_set
 from nmt.evaluation.scoring import CorpusScorer, bleu_from_stats, bootstrap_bleu, paired_p_value
 from nmt.evaluation.testset import TestSet, shown_path
+from nmt.fileio import atomic_write_text
 from nmt.lengths import assign_buckets, make_buckets
 from nmt.models.interface import MAIN_VIEW, AttentionSwitches, model_kind
 from nmt.rundir.checkpoints import CHECKPOINT_DIR, step_checkpoint_name, step_checkpoints
@@ -70,18 +84,20 @@ def attention_checks(
     checks: Sequence[str] = ("perturbation", "alignment"),
     device: str = "auto",
     batch_size: int = 64,
+    skip_alignment_without_aligner: bool = False,
 ) -> dict[str, Any]:
     """Run the checks on each attention run and write attention_checks.json, .md and .png into `out_dir`
     (default: where `nmt evaluate` writes). `steps`: the periodic checkpoints whose alignment agreement
     is measured besides the evaluated one (None: every kept step_*.pt; []: none). `per_bucket` > 0 takes
     the learning curve's deterministic sample of the test set (None: evaluation.curve_sentences_per_bucket,
     as curve and attention-scaling do; 0: all of it). BLEU uses the first run's
-    evaluation.tokenize and evaluation.lowercase, as `nmt evaluate` does. Returns the content of the JSON."""
+    evaluation.tokenize and evaluation.lowercase, as `nmt evaluate` does. The aligner's links come from the
+    prepared data's cache where they were computed before (`aligner_links`), else from eflomal; without
+    either, the alignment check is refused, or with `skip_alignment_without_aligner` left out (results
+    then say so under "alignment_skipped"). Returns the content of the JSON."""
 
     check_src_and_ref(src_path, ref_path)
     check_sentences_per_bucket(per_bucket)
-    if "alignment" in checks:
-        require_aligner()  # before the perturbations' minutes
     runs = describe_runs(run_dirs, checkpoint=checkpoint)
     _refuse_runs_without_attention(runs)
     settings = runs[0].config.evaluation
@@ -89,18 +105,31 @@ def attention_checks(
     test_set = common_test_set(runs, split or settings.split, src_path, ref_path)  # nmt evaluate's rule
     if per_bucket:
         test_set = sample_test_set(test_set, settings.buckets, settings.by, per_bucket)
+    skipped = None
+    if "alignment" in checks and not all(
+        cached_links(run.config.data, test_set, symmetrisation) is not None for run in runs
+    ):  # before the perturbations' minutes
+        if not skip_alignment_without_aligner:
+            require_aligner()
+        elif not aligner_installed():
+            skipped = f"the alignment check was skipped: eflomal is not installed and no links were cached ({INSTALL_HINT})"
+            print(f"attention checks: {skipped}", file=sys.stderr)
+            checks = tuple(check for check in checks if check != "alignment")
     scorer = CorpusScorer(test_set.references, settings.tokenize, settings.lowercase)  # all runs, all kinds
     context = CheckContext(test_set, scorer, settings, seed, batch_size, device)
     results = _setting(context, per_bucket, symmetrisation)
+    if skipped:
+        results["alignment_skipped"] = skipped
     links: dict[str, list[set[Link]]] = {}
     out = default_out_dir(run_dirs, out_dir)
     for run in runs:
         entry: dict[str, Any] = {"run_dir": shown_path(run.run_dir, out), "checkpoint": run.checkpoint.name}
         evaluated = load_run(run.run_dir, run.checkpoint, device)  # read once for both checks
         if "alignment" in checks:  # first: a Transformer's ablation keeps each layer's best-aligning head
-            if prepared_dir(run.config.data) not in links:
-                links[prepared_dir(run.config.data)] = aligner_links(run, test_set, symmetrisation)
-            entry["alignment"] = _agreements(run, evaluated, context, links[prepared_dir(run.config.data)], steps)
+            data_dir = prepared_dir(run.config.data)
+            if data_dir not in links:
+                links[data_dir] = aligner_links(run.config.data, test_set, symmetrisation)
+            entry["alignment"] = _agreements(run, evaluated, context, links[data_dir], steps)
         if "perturbation" in checks:
             heads = entry["alignment"][-1].get("heads") if "alignment" in entry else None
             entry["perturbation"] = _perturbation(run, evaluated, context, heads)
@@ -226,17 +255,63 @@ def head_ablation_bleu(
     return scores
 
 
-def aligner_links(run: RunInfo, test_set: TestSet, symmetrisation: Symmetrisation) -> list[set[Link]]:
-    """eflomal's symmetrised links of the test pairs, aligned together with the run's prepared training
-    pairs (all of them: the run's training.max_words filter is not applied), as is usual for an
-    unsupervised aligner."""
-    train = load_prepared(run.config.data).pairs("train")
+ALIGNMENTS = "alignments"  # the folder of cached links in a prepared data folder
+
+
+def _alignment_cache(data: DataConfig, test_set: TestSet, symmetrisation: Symmetrisation) -> tuple[Path, list[Pair]]:
+    """Where the links of `test_set` aligned with `data`'s prepared training pairs are cached: a file named by
+    the hash of everything they depend on (the symmetrisation, the training pairs, the test pairs), in the
+    prepared folder (`nmt prepare` replaces it whole when the data change); and those training pairs."""
+    train = load_prepared(data).pairs("train")
+    content = json.dumps([symmetrisation, train, test_set.sources, test_set.references], ensure_ascii=False)
+    digest = hashlib.sha256(content.encode("utf-8")).hexdigest()[:16]
+    return Path(prepared_dir(data)) / ALIGNMENTS / f"{symmetrisation}-{digest}.json", train
+
+
+def cached_links(data: DataConfig, test_set: TestSet, symmetrisation: Symmetrisation) -> list[set[Link]] | None:
+    """The cached links of `_alignment_cache`, or None."""
+    path, _ = _alignment_cache(data, test_set, symmetrisation)
+    if not path.is_file():
+        return None
+    return [{(int(i), int(j)) for i, j in pair} for pair in json.loads(path.read_text(encoding="utf-8"))]
+
+
+def cache_experiment_links(config: Config, symmetrisation: Symmetrisation = "grow-diag-final-and") -> Path:
+    """Align and cache (`aligner_links`) the sample an experiment's attention checks measure (`attention_checks`
+    with its defaults: the first attention run's evaluation split and curve sample), so that the experiment
+    can run the alignment check on a machine without eflomal once the prepared folder is carried there.
+    Returns the cache file."""
+    attentive = [name for name in config.runs if config.for_run(name).model.attention != "none"] or [None]
+    run = config.for_run(attentive[0]) if attentive[0] else config
+    settings = run.evaluation
+    test_set = split_test_set(run, settings.split)
+    if settings.curve_sentences_per_bucket:
+        test_set = sample_test_set(test_set, settings.buckets, settings.by, settings.curve_sentences_per_bucket)
+    aligner_links(run.data, test_set, symmetrisation)
+    return _alignment_cache(run.data, test_set, symmetrisation)[0]
+
+
+def aligner_links(data: DataConfig, test_set: TestSet, symmetrisation: Symmetrisation) -> list[set[Link]]:
+    """eflomal's symmetrised links of the test pairs, aligned together with the prepared training pairs of
+    `data` (all of them: a run's training.max_words filter is not applied), as is usual for an unsupervised
+    aligner. Cached in the prepared folder (`_alignment_cache`): a machine without eflomal re-uses the links
+    computed elsewhere, and every run and seed is measured against the same links (eflomal takes no seed)."""
+    found = cached_links(data, test_set, symmetrisation)
+    if found is not None:
+        print(f"eflomal: links of {len(found)} test pairs read from the cache in {prepared_dir(data)}", file=sys.stderr)
+        return found
+    path, train = _alignment_cache(data, test_set, symmetrisation)
     started = time.perf_counter()
     found = align_words(
         [s for s, _ in train] + list(test_set.sources or []), [t for _, t in train] + test_set.references, symmetrisation
-    )
-    print(f"eflomal: {len(found)} pairs aligned in {time.perf_counter() - started:.0f} s", file=sys.stderr)
-    return found[len(train):]
+    )[len(train):]
+    print(f"eflomal: {len(train) + len(found)} pairs aligned in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    try:
+        path.parent.mkdir(exist_ok=True)
+        atomic_write_text(path, json.dumps([sorted(links) for links in found]))
+    except OSError as error:  # a read-only data folder: the links are only not cached
+        print(f"eflomal: the links were not cached ({error})", file=sys.stderr)
+    return found
 
 
 def _checkpoints(run: RunInfo, steps: Sequence[int] | None) -> list[Path]:

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from nmt.compare.attention_checks import CHECKS, attention_checks
 from nmt.compare.curve import learning_curves
 from nmt.compare.evaluate import evaluate_runs
 from nmt.config import Config, save_config
@@ -88,18 +89,74 @@ def _setup_lines(config: Config, out_dir: Path) -> list[str]:
     ]
 
 
+def _device_name(run_dir: Path, summary: dict[str, Any]) -> str:
+    """The device a run trained on, by name: its GPU's (environment.json), or the CPU's model."""
+    try:
+        environment = json.loads((run_dir / "environment.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        environment = {}
+    device = str(summary.get("device", "?"))
+    if device.startswith("cuda"):
+        return f"GPU {environment.get('gpu') or device}"
+    return f"CPU {environment['cpu']}" if environment.get("cpu") else device
+
+
+def training_outcomes(config: Config, run_dirs: dict[str, Path]) -> dict[str, dict[str, Any]]:
+    """results.json's "training": per run, how its training ended (summary.json): stopped by early stopping
+    or by its cap (training.max_steps), at which step, its best validation and where, on which device and
+    in which precision, after how long."""
+    outcomes = {}
+    for name, run_dir in run_dirs.items():
+        summary, training = read_summary(run_dir) or {}, config.for_run(name).training
+        outcomes[name] = {
+            "stopped_by": summary.get("stopped_by"), "final_step": summary.get("final_step"),
+            "max_steps": training.max_steps, "patience": training.patience,
+            "validate_every": training.validate_every, "best_step": summary.get("best_step"),
+            "best_score": summary.get("best_score"), "early_stopping_metric": summary.get("early_stopping_metric"),
+            "device": _device_name(run_dir, summary), "precision": summary.get("precision", "?"),
+            "wall_time_s": summary.get("wall_time_s"),
+        }
+    return outcomes
+
+
+def _stopped(outcome: dict[str, Any]) -> str:
+    """How a run's training ended, in words: early stopping (with its patience) or the cap."""
+    if outcome["stopped_by"] == "early_stopping":
+        count = outcome["patience"]
+        return f"early stopping ({count} validation{'' if count == 1 else 's'} without improvement)"
+    if outcome["stopped_by"] == "max_steps":
+        return f"its cap (max_steps {outcome['max_steps']:,})"
+    return "?"
+
+
+def _training_table(outcomes: dict[str, dict[str, Any]]) -> list[str]:
+    """The report's table of how each run's training ended, where and in which precision."""
+    def number(value: Any, spec: str) -> str:
+        return "?" if value is None else format(value, spec)
+
+    rows = [[name, _stopped(o), o["device"], o["precision"], number(o["final_step"], ","), number(o["best_step"], ","),
+             f"{o['early_stopping_metric'] or '?'} {number(o['best_score'], '.2f')}",
+             number(None if o["wall_time_s"] is None else o["wall_time_s"] / 60, ".1f")]
+            for name, o in outcomes.items()]
+    header = ["run", "training stopped by", "device", "precision", "last step", "best step", "best validation",
+              "training minutes"]
+    return markdown_table(header, rows, left=4)
+
+
 def _attention_kind(model: ModelConfig) -> str:
     """The parameter table's name for a run's attention: model.attention, or a Transformer's heads."""
     return model_kind(model).attention
 
 
 def _tables(
-    config: Config, timings: Timings, counts: dict[str, int | None], attention: dict[str, dict[str, float]]
+    config: Config, timings: Timings, counts: dict[str, int | None], attention: dict[str, dict[str, float]],
+    outcomes: dict[str, dict[str, Any]],
 ) -> list[str]:
-    """The report's tables of parameters, step times and attention entropy."""
+    """The report's tables of parameters, how each training ended, step times and attention entropy."""
     rows = [[name, _attention_kind(config.for_run(name).model), f"{counts[name]:,}"] if counts.get(name) else [name, "?", "?"]
             for name in config.runs]
     lines = markdown_table(["run", "attention", "parameters"], rows, left=3)
+    lines += ["", *_training_table(outcomes)]
     rows = [[step, f"{seconds:.0f}"] for step, seconds in timings.seconds.items()]
     lines += ["", *markdown_table(["step", "seconds"], rows, left=2)]
     if attention:
@@ -118,13 +175,23 @@ def _report(
     attention: dict[str, dict[str, float]],
     attention_plot: str | None,
     out_dir: Path,
+    outcomes: dict[str, dict[str, Any]],
+    checks: dict[str, Any] | None = None,
 ) -> str:
-    """report.md of the experiment: setup and tables, then the evaluation's report and the learning curve."""
+    """report.md of the experiment: setup and tables, then the evaluation's report, the attention checks
+    (when run) and the learning curve."""
     lines = ["# Experiment report", "", f"Command: `{command}`", "", *_setup_lines(config, out_dir), ""]
-    lines += _tables(config, timings, counts, attention)
+    lines += _tables(config, timings, counts, attention, outcomes)
     lines += ["", (out_dir / "report.md").read_text(encoding="utf-8").strip(), ""]
     if attention_plot:
         lines += ["", f"![attention of one long test sentence]({attention_plot})", "", ATTENTION_CAVEAT, ""]
+    if checks is not None:
+        ran = " and ".join(checks["checks"])
+        lines += ["", f"Attention checks ({ran}, on {checks['sentences']} test sentences): "
+                  f"[{CHECKS}.md]({CHECKS}.md), [{CHECKS}.json]({CHECKS}.json).", ""]
+        if checks.get("alignment_skipped"):
+            lines += [f"Note: {checks['alignment_skipped']}.", ""]
+        lines += [f"![attention checks]({CHECKS}.png)", ""]
     curve = (out_dir / f"{CURVE}.md").read_text(encoding="utf-8").strip()
     lines += ["", curve, "", f"![learning curve by sentence length]({CURVE}.png)", ""]
     return "\n".join(lines)
@@ -157,6 +224,7 @@ def run_experiment(
 ) -> dict[str, Any]:
     """Run the whole comparison described by `config_path`; returns the evaluation results (results.json).
     `jobs` runs train at once (0: see `nmt.training.parallel.training_jobs`)."""
+    began = time.perf_counter()
     config = load_checked_config(config_path, overrides)
     if not config.runs:
         raise NMTError(
@@ -177,24 +245,38 @@ def run_experiment(
     skipped = train_runs(config, run_dirs, jobs, timings.record)
     rerun = RERUN if skipped == len(run_dirs) and "evaluate" in timings.seconds else ""
     if not rerun:
-        for step in ("evaluate", "learning curve"):
+        for step in ("evaluate", "attention entropy and heatmap", "attention checks", "learning curve", "end to end"):
             timings.forget(step + RERUN)
 
     start = time.perf_counter()
     results = evaluate_runs(list(run_dirs.values()), out_dir=out_dir)  # each run's own decoding section
     timings.record("evaluate" + rerun, time.perf_counter() - start)
+    start = time.perf_counter()
     attention_plot = _attention(config, run_dirs, results, out_dir)
+    timings.record("attention entropy and heatmap" + rerun, time.perf_counter() - start)
     atomic_write_text(out_dir / "results.json", json.dumps(results, indent=2))
+
+    start = time.perf_counter()
+    checks = _attention_checks(config, run_dirs, out_dir)
+    if checks is not None:
+        timings.record("attention checks" + rerun, time.perf_counter() - start)
+        results["attention_checks"] = checks
 
     start = time.perf_counter()
     learning_curves(list(run_dirs.values()), out_dir=out_dir)  # every checkpoint the runs kept
     timings.record("learning curve" + rerun, time.perf_counter() - start)
+    timings.record("end to end" + rerun, time.perf_counter() - began)
 
     counts = {name: (read_summary(run_dir) or {}).get("parameters") for name, run_dir in run_dirs.items()}
+    outcomes = training_outcomes(config, run_dirs)
+    machine = describe_environment(torch.device("cuda") if torch.cuda.is_available() else None)
+    results |= {"machine": machine, "training": outcomes, "timings": timings.seconds}
+    atomic_write_text(out_dir / "results.json", json.dumps(results, indent=2))
     # the command that reproduces the report
     sets = [part for override in overrides for part in ("--set", override)]
     command = shlex.join(["nmt", "experiment", str(config_path), *sets, "--out", str(out_dir)])
-    report = _report(command, config, timings, counts, results["attention"], attention_plot, out_dir)
+    report = _report(command, config, timings, counts, results["attention"], attention_plot, out_dir, outcomes,
+                     checks)
     atomic_write_text(out_dir / "report.md", report)
     print(f"\nReport: {out_dir / 'report.md'}")
     return results
@@ -219,3 +301,21 @@ def _attention(config: Config, run_dirs: dict[str, Path], results: dict[str, Any
         for index, name in enumerate(attentive)
     }
     return plot if attentive else None
+
+
+def _attention_checks(config: Config, run_dirs: dict[str, Path], out_dir: Path) -> dict[str, Any] | None:
+    """With evaluation.attention_checks, `nmt attention-checks` on the attention runs (best.pt, and the
+    alignment agreement of every kept checkpoint) on the learning curve's sample, into OUT/attention_checks.*;
+    the alignment check only where eflomal, or links cached in the prepared data, are found. Returns what
+    results.json records of it (None: not asked for, or no attention run)."""
+    if not config.evaluation.attention_checks:
+        return None
+    attentive = [name for name in config.runs if config.for_run(name).model.attention != "none"]
+    if not attentive:
+        return None
+    found = attention_checks([run_dirs[name] for name in attentive], out_dir=out_dir,
+                             batch_size=config.decoding.batch_size, skip_alignment_without_aligner=True)
+    ran = [check for check in ("perturbation", "alignment")
+           if any(check in entry for entry in found["runs"].values())]
+    return {"file": f"{CHECKS}.json", "runs": attentive, "checks": ran, "sentences": found["sentences"],
+            "alignment_skipped": found.get("alignment_skipped")}

@@ -8,6 +8,7 @@ word index), both from 0. Nothing here imports torch: the attention side hands o
 
 from __future__ import annotations
 
+import importlib.util
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
@@ -59,6 +60,11 @@ def grow_diag_final_and(forward: set[Link], reverse: set[Link]) -> set[Link]:
 def symmetrise(forward: set[Link], reverse: set[Link], method: Symmetrisation) -> set[Link]:
     """The links of one sentence pair from its two directional alignments."""
     return forward & reverse if method == "intersection" else grow_diag_final_and(forward, reverse)
+
+
+def aligner_installed() -> bool:
+    """Whether eflomal can be imported (without importing it)."""
+    return importlib.util.find_spec("eflomal") is not None
 
 
 def require_aligner() -> ModuleType:

@@ -1,4 +1,5 @@
-"""Optimisers, the learning-rate schedule (linear warm-up x optional cosine decay x reduce-on-plateau)
+"""Optimisers, the learning-rate schedule (linear warm-up x optional cosine or inverse-square-root decay x
+reduce-on-plateau)
 and the patience that early stopping and the plateau decay both count.
 
 The schedule is one small object rather than two torch schedulers, because LambdaLR would overwrite
@@ -70,7 +71,11 @@ class LRSchedule:
 
     decay is 1 (`lr_schedule: constant`), or for `cosine` half a cosine from 1 after the warm-up to 0 at
     max_steps: a run ends at a small step size whatever its validation curve did, so where it ends does
-    not hang on when a plateau decay happened to fire.
+    not hang on when a plateau decay happened to fire. For `inverse_sqrt` (Vaswani et al. 2017) it is
+    sqrt(warmup_steps / step) from the end of the warm-up on, so that lr = base * min(step / warmup,
+    sqrt(warmup / step)), whose peak is the base rate at the end of the warm-up: it does not read
+    max_steps, so it suits a run whose length early stopping decides, and one continued to a higher cap
+    takes the path it would have taken straight through.
     """
 
     def __init__(self, config: TrainingConfig) -> None:
@@ -88,6 +93,8 @@ class LRSchedule:
             span = max(self.config.max_steps - warmup_steps, 1)
             progress = min(max((step - warmup_steps) / span, 0.0), 1.0)
             decay = 0.5 * (1.0 + math.cos(math.pi * progress))
+        elif self.config.lr_schedule == "inverse_sqrt" and step > warmup_steps:
+            decay = math.sqrt(warmup_steps / step)  # warmup_steps >= 1 (TrainingConfig.validate)
         return self.base * warm * decay * self.scale
 
     def apply(self, optimizer: torch.optim.Optimizer, step: int) -> float:

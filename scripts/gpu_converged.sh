@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# configs/converged.yaml on one CUDA GPU, seed by seed, where torch with CUDA is already installed (no setup):
+#   bash scripts/gpu_converged.sh [OUT] [SEED...]        (default: OUT gpu-converged/, seeds 1 2)
+# Needs the main job's prepared data in data/prepared/bible-k-l (nmt prepare configs/quick.yaml; the GPU
+# machine needs no internet then, nor the 278 MB data/cache). eflomal is not needed there either: run
+#   bash scripts/gpu_converged.sh --align
+# first on a machine that has it (pip install eflomal; 1-3 min on a CPU), which caches the links of the
+# attention checks' test sample in data/prepared/bible-k-l/alignments/; without them the experiment runs the
+# perturbation checks only and its report says so.
+# Each seed: `nmt experiment configs/converged.yaml --set training.seed=N --out WORK/seedN` under a time limit
+# (TIMEOUT_S, default 600: the issue's 10 minutes; Ctrl-C first, so that the runs save a checkpoint and the same
+# command resumes them), its output in OUT/seedN.log, then OUT/seedN.tar.gz: the report folder (report.md,
+# results.json, timings.json, the plots, learning_curve.*, attention_checks.*, the test translations) and each
+# run's summary.json, config.yaml, environment.json, log.jsonl and worker log, never a checkpoint. Two files
+# a seed in OUT. WORK (default /tmp/gpu-converged) keeps the checkpoints. NMT_SETS adds --set overrides to
+# every seed (space-separated KEY=VALUE; the CPU test of this script shrinks the runs so).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+python=${PYTHON:-python3}
+config=configs/converged.yaml
+read -r -a sets <<< "${NMT_SETS:-}"
+overrides=()
+for set in "${sets[@]}"; do overrides+=(--set "$set"); done
+
+if [ "${1:-}" = "--align" ]; then  # on a machine with eflomal, before the prepared folder is carried to the GPU
+    exec "$python" -c "
+import sys
+from nmt.compare.attention_checks import cache_experiment_links
+from nmt.config import load_config
+from nmt.data.prepare import prepare
+config = load_config('$config', sys.argv[1:])
+prepare(config.data)
+print('links cached in', cache_experiment_links(config))
+" "${sets[@]}"
+fi
+
+out=${1:-gpu-converged}
+shift || true
+seeds=("${@:-1 2}")
+read -r -a seeds <<< "${seeds[*]}"
+work=${WORK:-/tmp/gpu-converged}
+limit=${TIMEOUT_S:-600}
+mkdir -p "$out" "$work"
+nvidia-smi -L 2>/dev/null || echo "no nvidia-smi: $("$python" -c 'import torch; print("CUDA" if torch.cuda.is_available() else "no CUDA")')"
+ls data/prepared/bible-k-l/alignments 2>/dev/null || echo "no cached eflomal links: the alignment check will be skipped"
+for seed in "${seeds[@]}"; do
+    dir=$work/seed$seed
+    started=$(date +%s)
+    timeout -s INT -k 60 "$limit" "$python" -m nmt experiment "$config" --set "training.seed=$seed" \
+        "${overrides[@]}" --out "$dir" > "$out/seed$seed.log" 2>&1
+    status=$?
+    echo "seed $seed: exit $status after $(( $(date +%s) - started )) s (limit $limit s)" | tee -a "$out/seed$seed.log"
+    tail -n 5 "$out/seed$seed.log"
+    [ -d "$dir" ] || { echo "seed $seed: no experiment folder $dir"; continue; }
+    # the report folder without checkpoints, tokenizer copies or translation caches
+    (cd "$dir" && find . -maxdepth 1 -type f \
+        \( -name '*.md' -o -name '*.json' -o -name '*.png' -o -name '*.txt' -o -name '*.yaml' -o -name '*.tsv' \) \
+        -print0; find ./runs -maxdepth 2 -type f \( -name summary.json -o -name config.yaml -o -name environment.json \
+        -o -name log.jsonl -o -name '*.log' \) -print0 2>/dev/null) | tar -czf "$out/seed$seed.tar.gz" -C "$dir" --null -T -
+    ls -l "$out/seed$seed.tar.gz"
+done
