@@ -214,6 +214,27 @@ def test_resume_refuses_a_changed_config_but_accepts_the_allowed_keys(data_root:
     assert snapshot(run) == before
 
 
+def test_resume_refuses_to_stretch_a_finished_cosine_schedule_and_changes_nothing(
+    data_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the issue's `nmt train --resume --set training.max_steps=500` on a finished 400-step cosine run
+    config = tiny(data_root, max_steps=2, lr_schedule="cosine")
+    config_path, run = tmp_path / "config.yaml", tmp_path / "run"
+    save_config(config, config_path)
+    train(config, run)
+    before = snapshot(run)
+    longer = ["train", str(config_path), "--run-dir", str(run), "--resume", "--set", "training.max_steps=4"]
+    assert main(longer) == 2
+    err = capsys.readouterr().err
+    assert f"nmt train: error: {run} finished at training.max_steps 2; continuing it to 4 would stretch its " \
+           "cosine schedule, so the learning rate, near 0 at step 2, would rise again" in err
+    assert "Resume it with training.max_steps 2, or train a new run for 4 steps in another --run-dir" in err
+    assert snapshot(run) == before  # config.yaml and the checkpoints as they were
+    (run / "summary.json").unlink()  # as if stopped in its last validation: the checkpoint says it got there
+    assert main(longer) == 2
+    assert "would stretch its cosine schedule" in capsys.readouterr().err
+
+
 def test_resume_needs_a_run(data_root: Path, tmp_path: Path) -> None:
     with pytest.raises(NMTError, match="no run to resume"):
         train(tiny(data_root), tmp_path / "empty", resume=True)
