@@ -358,6 +358,24 @@ def test_the_last_step_is_validated_and_checkpointed_off_the_validation_grid(dat
     assert [e["step"] for e in events(run) if e["event"] == "valid"] == [3, 6, 7]
 
 
+def test_older_step_checkpoints_keep_the_weights_only_and_the_run_resumes_from_the_newest(
+    data_root: Path, tmp_path: Path
+) -> None:
+    config = tiny(data_root, max_steps=6, checkpoint_every=2, keep_last=0)
+    run = tmp_path / "run"
+    train(config, run)
+    folder = run / "checkpoints"
+    older, newest = folder / "step_00000004.pt", folder / "step_00000006.pt"
+    assert [p.name for p in sorted(folder.glob("step_*.pt"))] == ["step_00000002.pt", older.name, newest.name]
+    assert load_checkpoint(folder / "step_00000002.pt").training is None and load_checkpoint(older).training is None
+    assert load_checkpoint(newest).training is not None
+    # Adam's two moments: the newest is about 3x the weights, the others about 1x (best.pt's size)
+    assert older.stat().st_size < 1.1 * (folder / "best.pt").stat().st_size < 0.5 * newest.stat().st_size
+    longer = with_changes(config, training={"max_steps": 8})
+    assert train(longer, run, resume=True)["final_step"] == 8
+    assert load_checkpoint(newest).training is None and load_checkpoint(folder / "step_00000008.pt").training is not None
+
+
 def test_a_full_disk_names_the_file_and_the_intact_checkpoint_to_resume_from(
     data_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

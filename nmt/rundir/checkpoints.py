@@ -157,6 +157,14 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> Che
     return Checkpoint.from_dict(state, path)
 
 
+def drop_training_state(path: Path) -> None:
+    """Rewrite step checkpoint `path` (atomically) with the weights only, as `nmt curve` and `nmt average` read
+    them: a newer checkpoint now carries the state a resume needs (for Adam, twice the weights' size)."""
+    checkpoint = load_checkpoint(path)
+    if checkpoint.training is not None:
+        save_checkpoint(path, dataclasses.replace(checkpoint, training=None))
+
+
 def resolve_checkpoint(run_dir: Path, checkpoint: str | Path | None) -> Path:
     """The checkpoint file a command uses, by one rule for every --checkpoint: none given is the run's
     best.pt, else its latest periodic checkpoint; a bare file name (best.pt, averaged.pt, step_00000300.pt)
