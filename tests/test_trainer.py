@@ -158,24 +158,31 @@ def test_in_a_terminal_of_unset_size_the_bar_shows_below_the_step_lines_and_is_c
         "validation at step 3", "validation at step 6"
     ]
     assert not [line for line in screen if "/6 [" in line]  # the bar is gone, not left or drawn twice
+    # each validation shows its own bar of sentences below the steps', gone once it is done
+    assert len([piece for piece in re.split(r"[\r\n]", written) if re.search(r"^validating: .*\| 0/10 \[", piece)]) == 2
+    assert not [line for line in screen if "validating" in line]
     assert [line for line in screen if line][-1].startswith("finished at step 6 (max_steps)")
 
 
 def visible_lines(written: str) -> list[str]:
-    """What a terminal shows of `written`: a carriage return goes back to the start of the line."""
-    lines: list[str] = []
-    line: list[str] = []
-    column = 0
-    for char in written:
-        if char == "\n":
-            lines.append("".join(line).rstrip())
-            line, column = [], 0
-        elif char == "\r":
-            column = 0
-        else:
-            line[column:column + 1] = [char]
-            column += 1
-    return [*lines, "".join(line).rstrip()]
+    """What a terminal shows of `written`: a carriage return goes back to the start of the line, and ESC [A
+    (tqdm's way back from a second bar below the first) up a line."""
+    screen: list[list[str]] = [[]]
+    row = column = 0
+    for piece in re.split(r"(\x1b\[A)", written):
+        if piece == "\x1b[A":
+            row = max(row - 1, 0)
+            continue
+        for char in piece:
+            if char == "\n":
+                row, column = row + 1, 0
+                screen.extend([] for _ in range(row + 1 - len(screen)))
+            elif char == "\r":
+                column = 0
+            else:
+                screen[row][column:column + 1] = [char]
+                column += 1
+    return ["".join(line).rstrip() for line in screen]
 
 
 def test_existing_runs_are_never_overwritten(data_root: Path, tmp_path: Path) -> None:
