@@ -101,7 +101,7 @@ def check_run_dir(run_dir: Path, config: Config, resume: bool) -> Path | None:
         )
     check_schedule_kept(run_dir, previous.training, config.training, str(run_dir),
                         f"Resume it with training.max_steps {previous.training.max_steps}, or train a new run for "
-                        f"{config.training.max_steps} steps in another --run-dir; nothing was changed.")
+                        f"{config.training.max_steps} steps in another --run-dir.")
     latest = latest_step_checkpoint(run_dir)
     reached = checkpoint_step(latest) if latest is not None else 0
     if reached > config.training.max_steps:
