@@ -85,8 +85,8 @@ class TrainingState:
 
 @dataclass
 class Checkpoint:
-    """One checkpoint file. best.pt and averaged.pt hold the weights and what describes them; a step
-    checkpoint holds its `training` state too. `to_dict` and `from_dict` are the only code that writes
+    """One checkpoint file. best.pt and averaged.pt hold the weights and what describes them; a run's newest
+    step checkpoint (or its interruption's) holds its `training` state too, the older ones do not. `to_dict` and `from_dict` are the only code that writes
     and reads the file's keys, so that every reader agrees with the writer."""
 
     model: dict[str, torch.Tensor]
@@ -97,7 +97,7 @@ class Checkpoint:
     score: float | None = None  # best.pt: its validation score; a step checkpoint: the best so far (NaN: none)
     metric: str | None = None  # the score's metric (training.early_stopping_metric)
     averaged_steps: list[int] | None = None  # averaged.pt: the steps whose weights it averages
-    training: TrainingState | None = None  # step checkpoints only
+    training: TrainingState | None = None  # a run's newest step checkpoint only (--resume reads no other)
 
     def to_dict(self) -> dict[str, Any]:
         """The file's content: one flat dict (fields left None are left out), as torch.save writes it."""
