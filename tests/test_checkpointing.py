@@ -126,3 +126,23 @@ def test_an_interruption_checkpoint_is_for_resuming_only(tmp_path: Path) -> None
     assert [checkpoint_step(p) for p in choose_checkpoints(tmp_path, 2, None)] == [2, 4]  # nmt average, curve
     write_step(tmp_path, dataclasses.replace(state, step=6, training=training_state(optimizer, schedule)), keep_last=2)
     assert sorted(p.name for p in folder.iterdir()) == ["step_00000004.pt", "step_00000006.pt"]
+
+
+def test_only_the_newest_step_checkpoint_keeps_the_training_state(tmp_path: Path) -> None:
+    model, optimizer, schedule, _ = parts(seed=0)
+    model(torch.ones(1, 3)).sum().backward()
+    optimizer.step()  # Adam's moments: twice the weights
+    state = weights_checkpoint(model, 0, math.nan, Config(), TOKENIZER)
+    folder = tmp_path / "checkpoints"
+    for step, interrupted in ((2, False), (4, False), (5, True), (6, False)):
+        write_step(tmp_path, dataclasses.replace(state, step=step, training=training_state(optimizer, schedule)),
+                   keep_last=0, interrupted=interrupted)
+        resumable = {p.name: load_checkpoint(p).training is not None for p in sorted(folder.iterdir())}
+        newest = latest_step_checkpoint(tmp_path)
+        assert newest is not None and checkpoint_step(newest) == step
+        assert resumable == {name: name == newest.name for name in resumable}, step
+    for path in step_checkpoints(tmp_path):  # what nmt curve and nmt average read: the weights, whole
+        checkpoint = load_checkpoint(path)
+        assert checkpoint.model.keys() == model.state_dict().keys()
+        assert all(torch.equal(checkpoint.model[k], v) for k, v in model.state_dict().items())
+        assert (checkpoint.step, checkpoint.config, checkpoint.src_vocab_size) == (checkpoint_step(path), Config().to_dict(), 25)

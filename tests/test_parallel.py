@@ -99,7 +99,8 @@ def test_a_run_failing_in_a_worker_reaches_the_parent_with_its_hint_and_log(tmp_
 def test_a_resumed_run_records_its_whole_training_time(tmp_path: Path) -> None:
     tiny = {"embedding_size": 8, "hidden_size": 8, "attention_size": 8, "maxout_size": 8}
     config = reverse_task_config(tmp_path / "data", n_train=100, model=tiny,
-                                 training={"max_steps": 4, "checkpoint_every": 2, "validate_every": 2})
+                                 training={"max_steps": 4, "checkpoint_every": 2, "validate_every": 2,
+                                           "lr_schedule": "constant"})  # cosine: at its max_steps, not stretched
     config = dataclasses.replace(config, runs={"a": {}})
     run_dir = tmp_path / "runs" / "a"
     train(config.for_run("a"), run_dir)

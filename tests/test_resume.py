@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +11,8 @@ import pytest
 import torch
 
 from nmt.config import config_from_dict
+from nmt.rundir.checkpoints import load_checkpoint
+from nmt.training import trainer
 from nmt.training.trainer import train
 from tests.helpers import (
     TINY_TRANSFORMER,
@@ -102,3 +106,39 @@ def test_a_run_ended_off_the_validation_grid_resumes_to_the_straight_runs_weight
     assert a["schedule"] == b["schedule"]
     valid = [e["step"] for e in log_without_timing(tmp_path / "split") if e["event"] == "valid"]
     assert valid == [10, 15, 20, 24]
+
+
+@pytest.mark.slow
+def test_a_stop_during_a_validation_records_none_of_it_and_the_run_resumes_to_the_straight_runs_weights(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # validations at steps 10 and 20, the last; a real SIGINT comes as the 1st validation of the first session
+    # and the 2nd of the second (the step-10 one done again, then step 20's) starts
+    config = resume_config(tmp_path / "data", max_steps=20)
+    straight = train(config, tmp_path / "straight")
+    signalled = iter([True, False, True, False])
+    real_validate = trainer.validate
+
+    def validate(*args: Any, **kwargs: Any) -> Any:
+        if next(signalled):
+            os.kill(os.getpid(), signal.SIGINT)
+        return real_validate(*args, **kwargs)
+
+    monkeypatch.setattr(trainer, "validate", validate)
+    run, folder = tmp_path / "split", tmp_path / "split" / "checkpoints"
+    for stopped_at, validated in ((10, []), (20, [10])):
+        with pytest.raises(KeyboardInterrupt):
+            train(config, run, resume=stopped_at == 20)
+        assert [e["step"] for e in log_without_timing(run) if e["event"] == "valid"] == validated
+        checkpoint = load_checkpoint(folder / f"interrupted_{stopped_at:08d}.pt")
+        assert checkpoint.training is not None and checkpoint.step == stopped_at
+        assert (checkpoint.training.last_validation or {}).get("step") != stopped_at
+        best = folder / "best.pt"  # only a whole validation may choose it
+        assert (load_checkpoint(best).step if best.exists() else None) == (validated[-1] if validated else None)
+    resumed = train(config, run, resume=True)
+
+    assert sorted(p.name for p in folder.iterdir()) == sorted(p.name for p in (tmp_path / "straight/checkpoints").iterdir())
+    assert_same_weights(final_state(tmp_path / "straight", 20)["model"], final_state(run, 20)["model"])
+    assert log_without_timing(run) == log_without_timing(tmp_path / "straight")
+    for key in ("final_step", "best_step", "best_score", "stopped_by", "last_validation"):
+        assert straight[key] == resumed[key], key

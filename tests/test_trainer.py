@@ -175,24 +175,31 @@ def test_in_a_terminal_of_unset_size_the_bar_shows_below_the_step_lines_and_is_c
         "validation at step 3", "validation at step 6"
     ]
     assert not [line for line in screen if "/6 [" in line]  # the bar is gone, not left or drawn twice
+    # each validation shows its own bar of sentences below the steps', gone once it is done
+    assert len([piece for piece in re.split(r"[\r\n]", written) if re.search(r"^validating: .*\| 0/10 \[", piece)]) == 2
+    assert not [line for line in screen if "validating" in line]
     assert [line for line in screen if line][-1].startswith("finished at step 6 (max_steps)")
 
 
 def visible_lines(written: str) -> list[str]:
-    """What a terminal shows of `written`: a carriage return goes back to the start of the line."""
-    lines: list[str] = []
-    line: list[str] = []
-    column = 0
-    for char in written:
-        if char == "\n":
-            lines.append("".join(line).rstrip())
-            line, column = [], 0
-        elif char == "\r":
-            column = 0
-        else:
-            line[column:column + 1] = [char]
-            column += 1
-    return [*lines, "".join(line).rstrip()]
+    """What a terminal shows of `written`: a carriage return goes back to the start of the line, and ESC [A
+    (tqdm's way back from a second bar below the first) up a line."""
+    screen: list[list[str]] = [[]]
+    row = column = 0
+    for piece in re.split(r"(\x1b\[A)", written):
+        if piece == "\x1b[A":
+            row = max(row - 1, 0)
+            continue
+        for char in piece:
+            if char == "\n":
+                row, column = row + 1, 0
+                screen.extend([] for _ in range(row + 1 - len(screen)))
+            elif char == "\r":
+                column = 0
+            else:
+                screen[row][column:column + 1] = [char]
+                column += 1
+    return ["".join(line).rstrip() for line in screen]
 
 
 def test_existing_runs_are_never_overwritten(data_root: Path, tmp_path: Path) -> None:
@@ -229,6 +236,27 @@ def test_resume_refuses_a_changed_config_but_accepts_the_allowed_keys(data_root:
         train(with_changes(longer, training={"max_steps": 3}), run, resume=True)
     assert "another --run-dir" in shorter.value.hint
     assert snapshot(run) == before
+
+
+def test_resume_refuses_to_stretch_a_finished_cosine_schedule_and_changes_nothing(
+    data_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the issue's `nmt train --resume --set training.max_steps=500` on a finished 400-step cosine run
+    config = tiny(data_root, max_steps=2, lr_schedule="cosine")
+    config_path, run = tmp_path / "config.yaml", tmp_path / "run"
+    save_config(config, config_path)
+    train(config, run)
+    before = snapshot(run)
+    longer = ["train", str(config_path), "--run-dir", str(run), "--resume", "--set", "training.max_steps=4"]
+    assert main(longer) == 2
+    err = capsys.readouterr().err
+    assert f"nmt train: error: {run} finished at training.max_steps 2; continuing it to 4 would stretch its " \
+           "cosine schedule, so the learning rate, near 0 at step 2, would rise again" in err
+    assert "Resume it with training.max_steps 2, or train a new run for 4 steps in another --run-dir" in err
+    assert snapshot(run) == before  # config.yaml and the checkpoints as they were
+    (run / "summary.json").unlink()  # as if stopped in its last validation: the checkpoint says it got there
+    assert main(longer) == 2
+    assert "would stretch its cosine schedule" in capsys.readouterr().err
 
 
 def test_resume_needs_a_run(data_root: Path, tmp_path: Path) -> None:
@@ -371,6 +399,24 @@ def test_the_last_step_is_validated_and_checkpointed_off_the_validation_grid(dat
     # resuming the finished run validates nothing again
     train(config, run, resume=True)
     assert [e["step"] for e in events(run) if e["event"] == "valid"] == [3, 6, 7]
+
+
+def test_older_step_checkpoints_keep_the_weights_only_and_the_run_resumes_from_the_newest(
+    data_root: Path, tmp_path: Path
+) -> None:
+    config = tiny(data_root, max_steps=6, checkpoint_every=2, keep_last=0)
+    run = tmp_path / "run"
+    train(config, run)
+    folder = run / "checkpoints"
+    older, newest = folder / "step_00000004.pt", folder / "step_00000006.pt"
+    assert [p.name for p in sorted(folder.glob("step_*.pt"))] == ["step_00000002.pt", older.name, newest.name]
+    assert load_checkpoint(folder / "step_00000002.pt").training is None and load_checkpoint(older).training is None
+    assert load_checkpoint(newest).training is not None
+    # Adam's two moments: the newest is about 3x the weights, the others about 1x (best.pt's size)
+    assert older.stat().st_size < 1.1 * (folder / "best.pt").stat().st_size < 0.5 * newest.stat().st_size
+    longer = with_changes(config, training={"max_steps": 8})
+    assert train(longer, run, resume=True)["final_step"] == 8
+    assert load_checkpoint(newest).training is None and load_checkpoint(folder / "step_00000008.pt").training is not None
 
 
 def test_a_full_disk_names_the_file_and_the_intact_checkpoint_to_resume_from(

@@ -11,12 +11,13 @@ import pytest
 
 from nmt.config import Config, config_from_dict, load_config
 from nmt.errors import NMTError
-from nmt.rundir.checkpoints import CHECKPOINT_DIR, step_checkpoint_name
+from nmt.rundir.checkpoints import CHECKPOINT_DIR, interrupted_checkpoint_name, step_checkpoint_name
 from nmt.rundir.writing import (
     RESUMABLE_KEYS,
     RUN_MARKERS,
     RunLog,
     check_run_dir,
+    check_schedule_kept,
     config_differences,
     learning_differences,
     read_summary,
@@ -75,25 +76,43 @@ def test_resume_accepts_the_resumable_keys_only_and_never_goes_back(tmp_path: Pa
     with pytest.raises(NMTError, match="there is no run to resume"):
         check_run_dir(run_dir, _config(tmp_path), resume=True)
     run_dir.mkdir()
-    write_config(_config(tmp_path, max_steps=600), run_dir)
-    assert check_run_dir(run_dir, _config(tmp_path, max_steps=600), resume=True) is None  # no checkpoint: step 0
+    # constant: a run at its max_steps may be extended (check_schedule_kept)
+    write_config(_config(tmp_path, max_steps=600, lr_schedule="constant"), run_dir)
+    assert check_run_dir(run_dir, _config(tmp_path, max_steps=600, lr_schedule="constant"), resume=True) is None
     (run_dir / CHECKPOINT_DIR).mkdir()
     for step in (300, 600):
         (run_dir / CHECKPOINT_DIR / step_checkpoint_name(step)).write_bytes(b"")
     longer = config_from_dict({
         "data": {"dir": str(tmp_path / "prepared")},
-        "training": {"max_steps": 900, "threads": 1, "validate_every": 50}, "decoding": {"beam_size": 2},
+        "training": {"max_steps": 900, "lr_schedule": "constant", "threads": 1, "validate_every": 50},
+        "decoding": {"beam_size": 2},
         "evaluation": {"bootstrap_samples": 20},
     })
     assert check_run_dir(run_dir, longer, resume=True) == run_dir / CHECKPOINT_DIR / "step_00000600.pt"
     with pytest.raises(NMTError, match=r"differs from the one .* in: model.hidden_size, training.learning_rate\. ") as error:
         check_run_dir(run_dir, config_from_dict({
             "data": {"dir": str(tmp_path / "prepared")}, "model": {"hidden_size": 32},
-            "training": {"max_steps": 600, "learning_rate": 0.1},
+            "training": {"max_steps": 600, "lr_schedule": "constant", "learning_rate": 0.1},
         }), resume=True)
     assert "training.max_steps" in error.value.hint
     with pytest.raises(NMTError, match=r"already at step 600, past training.max_steps 500"):
-        check_run_dir(run_dir, _config(tmp_path, max_steps=500), resume=True)
+        check_run_dir(run_dir, _config(tmp_path, max_steps=500, lr_schedule="constant"), resume=True)
+
+
+def test_a_grown_max_steps_is_refused_for_a_cosine_run_that_reached_its_own(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    saved = _config(tmp_path, max_steps=600).training
+    (run_dir / CHECKPOINT_DIR).mkdir(parents=True)
+    (run_dir / CHECKPOINT_DIR / step_checkpoint_name(300)).write_bytes(b"")
+    for schedule in ("cosine", "constant"):  # unfinished: a resume may give it another max_steps
+        check_schedule_kept(run_dir, saved, _config(tmp_path, max_steps=900, lr_schedule=schedule).training, "r", "")
+    (run_dir / CHECKPOINT_DIR / interrupted_checkpoint_name(600)).write_bytes(b"")  # stopped in its last validation
+    check_schedule_kept(run_dir, saved, _config(tmp_path, max_steps=900, lr_schedule="constant").training, "r", "")
+    check_schedule_kept(run_dir, saved, saved, "r", "")
+    with pytest.raises(NMTError, match=r"^run x finished at training.max_steps 600; continuing it to 900 would "
+                                       r"stretch its cosine schedule") as error:
+        check_schedule_kept(run_dir, saved, _config(tmp_path, max_steps=900).training, "run x", "the hint")
+    assert error.value.hint == "the hint"
 
 
 def test_what_a_resume_may_change_is_what_cannot_change_the_learning(tmp_path: Path) -> None:

@@ -86,8 +86,8 @@ class TrainingState:
 
 @dataclass
 class Checkpoint:
-    """One checkpoint file. best.pt and averaged.pt hold the weights and what describes them; a step
-    checkpoint holds its `training` state too. `to_dict` and `from_dict` are the only code that writes
+    """One checkpoint file. best.pt and averaged.pt hold the weights and what describes them; a run's newest
+    step checkpoint (or its interruption's) holds its `training` state too, the older ones do not. `to_dict` and `from_dict` are the only code that writes
     and reads the file's keys, so that every reader agrees with the writer."""
 
     model: dict[str, torch.Tensor]
@@ -98,7 +98,7 @@ class Checkpoint:
     score: float | None = None  # best.pt: its validation score; a step checkpoint: the best so far (NaN: none)
     metric: str | None = None  # the score's metric (training.early_stopping_metric)
     averaged_steps: list[int] | None = None  # averaged.pt: the steps whose weights it averages
-    training: TrainingState | None = None  # step checkpoints only
+    training: TrainingState | None = None  # a run's newest step checkpoint only (--resume reads no other)
 
     def to_dict(self) -> dict[str, Any]:
         """The file's content: one flat dict (fields left None are left out), as torch.save writes it."""
@@ -156,6 +156,14 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> Che
             "Delete it and use another checkpoint of the run (checkpoints/step_*.pt), or retrain.",
         ) from None
     return Checkpoint.from_dict(state, path)
+
+
+def drop_training_state(path: Path) -> None:
+    """Rewrite step checkpoint `path` (atomically) with the weights only, as `nmt curve` and `nmt average` read
+    them: a newer checkpoint now carries the state a resume needs (for Adam, twice the weights' size)."""
+    checkpoint = load_checkpoint(path)
+    if checkpoint.training is not None:
+        save_checkpoint(path, dataclasses.replace(checkpoint, training=None))
 
 
 def resolve_checkpoint(run_dir: Path, checkpoint: str | Path | None) -> Path:

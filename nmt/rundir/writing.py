@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from nmt.config import Config, EvaluationConfig, load_saved_config, save_config
+from nmt.config import Config, EvaluationConfig, TrainingConfig, load_saved_config, save_config
 from nmt.data.sources import absolute, prepared_dir
 from nmt.environment import describe_environment
 from nmt.errors import NMTError
@@ -93,13 +93,17 @@ def check_run_dir(run_dir: Path, config: Config, resume: bool) -> Path | None:
             f"--resume: {config_path} does not exist, so there is no run to resume in {run_dir}.",
             "Drop --resume to start a new run there, or point --run-dir at an existing run.",
         )
-    differing = learning_differences(load_saved_config(config_path), config)
+    previous = load_saved_config(config_path)
+    differing = learning_differences(previous, config)
     if differing:
         raise NMTError(
             f"--resume: the config differs from the one {run_dir} was trained with in: {', '.join(differing)}.",
             f"Only {', '.join(sorted(RESUMABLE_KEYS))} may change on resume; "
             "restore the other keys or start a new run in another --run-dir.",
         )
+    check_schedule_kept(run_dir, previous.training, config.training, str(run_dir),
+                        f"Resume it with training.max_steps {previous.training.max_steps}, or train a new run for "
+                        f"{config.training.max_steps} steps in another --run-dir.")
     latest = latest_step_checkpoint(run_dir)
     reached = checkpoint_step(latest) if latest is not None else 0
     if reached > config.training.max_steps:
@@ -109,6 +113,26 @@ def check_run_dir(run_dir: Path, config: Config, resume: bool) -> Path | None:
             "Give training.max_steps at least that step, or train a new run in another --run-dir.",
         )
     return latest
+
+
+def check_schedule_kept(run_dir: Path, saved: TrainingConfig, new: TrainingConfig, run: str, hint: str) -> None:
+    """The one rule of `nmt train --resume` and `nmt experiment` for a grown training.max_steps: refused for a
+    run that reached its max_steps (finished, or stopped in its last validation) under the cosine schedule,
+    whose learning rate, near 0 there, would rise again; the result would be no run trained for the new
+    max_steps. `run` names the run in the message; `hint` says what
+    the command can do instead. The constant and inverse_sqrt schedules read no max_steps: they may be extended."""
+    old = saved.max_steps
+    if new.lr_schedule != "cosine" or new.max_steps <= old:
+        return
+    latest = latest_step_checkpoint(run_dir)
+    reached = checkpoint_step(latest) if latest is not None else 0
+    if reached >= old or (read_summary(run_dir) or {}).get("stopped_by") == "max_steps":
+        raise NMTError(
+            f"{run} finished at training.max_steps {old}; continuing it to {new.max_steps} would stretch its "
+            f"cosine schedule, so the learning rate, near 0 at step {old}, would rise again: not a run trained "
+            f"for {new.max_steps} steps. Nothing was written.",
+            hint,
+        )
 
 
 def check_tokenizer(tokenizer: Any, run_dir: Path) -> None:

@@ -17,6 +17,7 @@ from nmt.rundir.checkpoints import (
     Checkpoint,
     TrainingState,
     checkpoint_step,
+    drop_training_state,
     interrupted_checkpoint_name,
     latest_step_checkpoint,
     load_checkpoint,
@@ -42,14 +43,19 @@ def write_best(run_dir: Path, checkpoint: Checkpoint) -> None:
 
 def write_step(run_dir: Path, checkpoint: Checkpoint, keep_last: int, interrupted: bool = False) -> None:
     """RUN_DIR/checkpoints/step_*.pt of the checkpoint's step, then only the newest `keep_last` are kept; an
-    interruption's is interrupted_*.pt, for --resume only (it evicts none). Either replaces an older interruption's."""
+    interruption's is interrupted_*.pt, for --resume only (it evicts none). Either replaces an older interruption's.
+    Only the newest holds the training state (--resume reads no other): the one it succeeds keeps its weights."""
     path = run_dir / CHECKPOINT_DIR / (interrupted_checkpoint_name if interrupted else step_checkpoint_name)(checkpoint.step)
+    previous = latest_step_checkpoint(run_dir)
     save_checkpoint(path, checkpoint)
     for old in path.parent.glob("interrupted_*.pt"):
         if old != path:
             old.unlink()
     if not interrupted:
         prune_step_checkpoints(run_dir, keep_last)
+    # after the new one is whole: a kill in between leaves two resumable checkpoints, never none
+    if previous is not None and previous.exists() and checkpoint_step(previous) < checkpoint.step:
+        drop_training_state(previous)
 
 
 def restore(
@@ -67,8 +73,10 @@ def restore(
                        "Point data.dir at the data the run was trained on, or start a new run.")
     state = checkpoint.training
     if state is None:
-        raise NMTError(f"{path} is not a resumable checkpoint: it holds the weights only, as best.pt does.",
-                       "Delete that file: --resume continues from the newest other step_*.pt.")
+        raise NMTError(f"{path} is not a resumable checkpoint: it holds the weights only, as best.pt and every "
+                       "step checkpoint but a run's newest do.",
+                       "--resume continues from the newest step_*.pt or interrupted_*.pt, the one a run writes with "
+                       "its training state: remove a newer file put there by hand, or start a new run.")
     try:
         model.load_state_dict(checkpoint.model)
         optimizer.load_state_dict(state.optimizer)

@@ -26,37 +26,37 @@ from nmt.config import Config, load_saved_config
 from nmt.environment import available_cores
 from nmt.errors import NMTError
 from nmt.interrupts import starting_children
-from nmt.rundir.writing import config_differences, learning_differences, read_summary, write_config
+from nmt.rundir.writing import (
+    check_schedule_kept,
+    config_differences,
+    learning_differences,
+    read_summary,
+    write_config,
+)
 from nmt.training.terminal import StopRequest
 from nmt.training.trainer import train
 
 
 def check_runs(config: Config, run_dirs: dict[str, Path]) -> None:
     """Refuse, before anything is written, a run folder trained with another config, or a finished run whose
-    training.max_steps grew under the cosine schedule (it would not continue as one longer run; the constant
-    and inverse_sqrt schedules read no max_steps, so such a run continues as if trained straight through)."""
+    training.max_steps grew under the cosine schedule (check_schedule_kept, the rule of `nmt train --resume`; the
+    constant and inverse_sqrt schedules read no max_steps, so such a run continues as if trained straight through)."""
     for name, run_dir in run_dirs.items():
-        saved, ours = run_dir / "config.yaml", config.for_run(name).training
+        saved, ours = run_dir / "config.yaml", config.for_run(name)
         if not saved.exists():
             continue
         previous = load_saved_config(saved)
-        differing = learning_differences(previous, config.for_run(name))
+        differing = learning_differences(previous, ours)
         if differing:
             raise NMTError(
                 f"run '{name}' in {run_dir} was trained with a different config ({', '.join(differing)}); "
                 "nothing was written.",
                 "Re-run with --force to redo it, or choose another --out folder.",
             )
-        old = previous.training.max_steps
-        if (read_summary(run_dir) or {}).get("stopped_by") == "max_steps" and old < ours.max_steps and \
-                ours.lr_schedule == "cosine":
-            raise NMTError(
-                f"run '{name}' in {run_dir} finished at training.max_steps {old}; continuing it to {ours.max_steps} "
-                f"would stretch its cosine schedule, so the learning rate, near 0 at step {old}, would rise again: "
-                f"not a run trained for {ours.max_steps} steps. Nothing was written.",
-                f"Re-run with --force to train every run afresh for {ours.max_steps} steps, or choose another --out "
-                "folder.",
-            )
+        steps = ours.training.max_steps
+        check_schedule_kept(run_dir, previous.training, ours.training, f"run '{name}' in {run_dir}",
+                            f"Re-run with --force to train every run afresh for {steps} steps, or choose another "
+                            "--out folder.")
 
 
 def _train_run(name: str, config: Config, run_dir: Path) -> str:

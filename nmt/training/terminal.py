@@ -7,12 +7,13 @@ lines go through tqdm.write, above it: a plain print would break the bar into tw
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
@@ -42,8 +43,8 @@ def format_score(score: float | None, metric: str) -> str:
     return f"{score:.2f}" if metric == "bleu" else f"{score:.4f}"
 
 
-def progress_bar(total: int, initial: int) -> Any:
-    """A bar of `total` steps on stdout if it is a terminal, else None. It is cleared when it closes
+def progress_bar(total: int, initial: int, unit: str = "step", description: str | None = None) -> Any:
+    """A bar of `total` units on stdout if it is a terminal, else None. It is cleared when it closes
     (leave=False): the lines printed above it say what it said, and a finished bar drawn again on closing
     would show twice wherever carriage returns are not honoured (logs of a terminal session)."""
     if not sys.stdout.isatty():
@@ -53,7 +54,7 @@ def progress_bar(total: int, initial: int) -> Any:
     except (OSError, ValueError):
         known = False
     columns, rows = (None, None) if known else FALLBACK_SIZE
-    return tqdm(total=total, initial=initial, unit="step", file=sys.stdout, leave=False,
+    return tqdm(total=total, initial=initial, unit=unit, desc=description, file=sys.stdout, leave=False,
                 dynamic_ncols=known, ncols=columns, nrows=rows)
 
 
@@ -79,6 +80,17 @@ class Terminal:
         """One more step done."""
         if self.bar is not None:
             self.bar.update(1)
+
+    @contextlib.contextmanager
+    def counting(self, total: int, unit: str, description: str) -> Iterator[Callable[[int], None]]:
+        """A second bar, below the steps', of `total` units while the block runs (rank 0, in a terminal), as
+        a validation's sentences: a long one shows it is under way. Yields its `advance(n)`."""
+        bar = progress_bar(total, 0, unit, description) if self.is_main else None
+        try:
+            yield bar.update if bar is not None else lambda n: None
+        finally:
+            if bar is not None:
+                bar.close()
 
     def close_bar(self) -> None:
         """Clear the bar; later lines are plain prints."""

@@ -13,7 +13,7 @@ import math
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
@@ -23,7 +23,7 @@ from nmt.data.batching import make_batch
 from nmt.fileio import DiskFullError
 from nmt.models.seq2seq import Model, build_model, count_parameters
 from nmt.rundir import writing as rundir
-from nmt.rundir.checkpoints import TrainingState
+from nmt.rundir.checkpoints import TrainingState, interrupted_checkpoint_name
 from nmt.rundir.lock import RunLock
 from nmt.training.checkpointing import (
     disk_error,
@@ -39,7 +39,7 @@ from nmt.training.optim import LRSchedule, Patience, build_optimizer
 from nmt.training.precision import autocast, precision_fallback, precision_name, resolve_precision
 from nmt.training.rng import capture_rng, restore_rng, seed_everything
 from nmt.training.terminal import StopRequest, Terminal, format_duration, format_score
-from nmt.training.validation import batch_loss_sum, safe_exp, validate
+from nmt.training.validation import ValidationResult, batch_loss_sum, safe_exp, validate
 
 
 def train(config: Config, run_dir: Path, resume: bool = False) -> dict[str, Any]:
@@ -149,7 +149,8 @@ class Trainer:
         self.stopping.bad_validations = state.bad_validations
         self.acc = dict(state.log_acc)
         self.elapsed_before = state.elapsed_s
-        self.saved_step = self.step
+        # an interruption's checkpoint is for --resume only: its step still gets a periodic one at the end
+        self.saved_step = -1 if path.name == interrupted_checkpoint_name(self.step) else self.step
         self.last_validation = state.last_validation
         return state.rng[self.ctx.rank]
 
@@ -181,29 +182,43 @@ class Trainer:
     def _loop(self, stop_request: StopRequest) -> str:
         """The steps up to max_steps, validating and checkpointing on their grids; returns why it stopped."""
         stopped_by = "early_stopping" if self.stopping.exhausted else "max_steps"
+        on_validation_grid = self.step > 0 and self.step % self.tc.validate_every == 0
+        if on_validation_grid and (self.last_validation or {}).get("step") != self.step:
+            # resumed from a stop in this step's validation, which recorded nothing of it: it is done now
+            stopped_by = self._end_step(stop_request)
         while stopped_by == "max_steps" and self.step < self.tc.max_steps:
             if self.ctx.sum([float(stop_request.requested)])[0] > 0:  # on any rank: all stop together
-                self._save_step_checkpoint(interrupted=True)
-                raise KeyboardInterrupt
+                self._interrupt()
             self._train_step(self._next_batch())
             self.step += 1
             self.terminal.advance()
             if self.step % self.tc.log_every == 0:
                 self._log_training()
-            if self.step % self.tc.validate_every == 0 and self._validate():
-                stopped_by = "early_stopping"
-            on_grid = self.step % self.tc.checkpoint_every == 0 and self.step < self.tc.max_steps
-            # the last step's checkpoint is written after the loop, once its validation is in it
-            if stopped_by != "max_steps" or on_grid:
-                self._save_step_checkpoint()
+            stopped_by = self._end_step(stop_request)
         # max_steps off the validation grid: the final model is validated too, so that it competes
         # for best.pt and evaluation never silently uses an older one
         closing = stopped_by == "max_steps" and (self.last_validation or {}).get("step") != self.step
         if closing:
-            self._validate(closing=True)
+            self._validate(stop_request, closing=True)
         if closing or self.saved_step != self.step:
             self._save_step_checkpoint()
         return stopped_by
+
+    def _end_step(self, stop_request: StopRequest) -> str:
+        """A step's validation and checkpoint, each on its grid; returns 'early_stopping' or 'max_steps'."""
+        stopped_by = "max_steps"
+        if self.step % self.tc.validate_every == 0 and self._validate(stop_request):
+            stopped_by = "early_stopping"
+        on_grid = self.step % self.tc.checkpoint_every == 0 and self.step < self.tc.max_steps
+        # the last step's checkpoint is written after the loop, once its validation is in it
+        if stopped_by != "max_steps" or on_grid:
+            self._save_step_checkpoint()
+        return stopped_by
+
+    def _interrupt(self) -> NoReturn:
+        """Stop as asked (Ctrl-C, SIGTERM): a checkpoint for --resume, then KeyboardInterrupt."""
+        self._save_step_checkpoint(interrupted=True)
+        raise KeyboardInterrupt
 
     @contextlib.contextmanager
     def _writing(self) -> Iterator[None]:
@@ -279,17 +294,25 @@ class Trainer:
         done = self.step - first_step
         return (time.monotonic() - began) / done * (self.tc.max_steps - self.step) if done > 0 else math.nan
 
-    def _validate(self, closing: bool = False) -> bool:
+    def _validate(self, stop_request: StopRequest, closing: bool = False) -> bool:
         """Validate on rank 0, share the result, update best.pt, the plateau schedule and early stopping;
         True = stop. The `closing` validation of a last step off the validate_every grid updates best.pt
         only: the learning rate and early stopping follow the periodic validations, as in a longer run, so
-        that a run continued with --resume takes the learning-rate path of one trained straight through."""
+        that a run continued with --resume takes the learning-rate path of one trained straight through.
+        A stop asked for meanwhile ends it at its next batch, records none of it and stops the run
+        (`_interrupt`); --resume validates the step again."""
         began = time.monotonic()
-        result = self.ctx.agreed(
-            lambda: validate(self.model, self.data.valid, self.tokenizer, self.config, self.device,
-                             self.amp_dtype)
-        )
+        sentences = len(self.data.valid.references)
+
+        def on_rank_0() -> ValidationResult | None:
+            with self.terminal.counting(sentences, "sent", "validating") as advance:
+                return validate(self.model, self.data.valid, self.tokenizer, self.config, self.device,
+                                self.amp_dtype, stop=lambda: stop_request.requested, advance=advance)
+
+        result = self.ctx.agreed(on_rank_0)
         self._interval_started += time.monotonic() - began  # throughput counts training time only
+        if result is None:
+            self._interrupt()
         score = result.score(self.tc.early_stopping_metric)
         if self.stopping.observe(score, self.step, counts=not closing) and self.ctx.is_main:
             write_best(self.run_dir, weights_checkpoint(self.model, self.step, score, self.config, self.tokenizer))

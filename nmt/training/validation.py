@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,10 +74,13 @@ def build_valid_set(pairs: list[tuple[str, str]], tokenizer: Any, max_sentences:
 
 def validate(
     model: Any, valid: ValidSet, tokenizer: Any, config: Config, device: torch.device,
-    amp_dtype: torch.dtype | None,
-) -> ValidationResult:
+    amp_dtype: torch.dtype | None, stop: Callable[[], bool] = lambda: False,
+    advance: Callable[[int], None] = lambda sentences: None,
+) -> ValidationResult | None:
     """Teacher-forced loss/perplexity and greedy BLEU of `model` (the bare model, not a DDP wrapper),
-    its forward passes under the training's autocast to `amp_dtype` (None: fp32; see precision.py)."""
+    its forward passes under the training's autocast to `amp_dtype` (None: fp32; see precision.py).
+    `stop` is asked before each batch: True ends the pass, which returns None (a part of the set is no
+    score). `advance(n)` is told of each batch's n sentences once they are done (a progress bar)."""
     batches = TokenBatchSampler([len(s) for s in valid.src], [len(t) for t in valid.tgt], config.training.batch_tokens,
                                 seed=0, shuffle=False).epoch(0)
     decoding = config.decoding
@@ -86,6 +90,8 @@ def validate(
     model.eval()
     try:
         for indices in batches:
+            if stop():
+                return None
             batch = make_batch([valid.src[i] for i in indices], [valid.tgt[i] for i in indices], indices).to(device)
             with torch.no_grad(), autocast(amp_dtype):
                 loss_sum += float(batch_loss_sum(model, batch))
@@ -95,6 +101,7 @@ def validate(
                 outputs = greedy_search(model, batch.src, batch.src_lengths, max_lengths)
             for index, ids in zip(indices, outputs, strict=True):
                 hypotheses[index] = tokenizer.decode_tgt(ids)
+            advance(len(indices))
     finally:
         model.train(was_training)
     ordered = [hypotheses[i] for i in range(len(valid.references))]

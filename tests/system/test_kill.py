@@ -1,5 +1,5 @@
 """Training killed mid-run (SIGKILL) resumes to a straight run's weights; Ctrl-C (SIGINT) saves a
-checkpoint and exits 130. Both run `nmt train` in a subprocess."""
+checkpoint and exits 130, in training and in a validation. All run `nmt train` in a subprocess."""
 
 from __future__ import annotations
 
@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from nmt.config import Config, save_config
+from nmt.config import Config, config_from_dict, save_config
+from nmt.rundir.checkpoints import load_checkpoint
 from nmt.training.trainer import train
 from tests.helpers import assert_same_weights, final_state, log_without_timing, resume_config
+from tests.synthetic import reverse_pairs, write_parallel
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -82,3 +84,34 @@ def test_sigint_saves_a_checkpoint_and_exits_130(tmp_path: Path) -> None:
     step = torch.load(checkpoints[0], weights_only=True)["step"]
     assert 3 <= step < 400
     assert not (run_dir / "summary.json").exists()
+
+
+@pytest.mark.slow
+def test_sigint_stops_a_long_validation_within_seconds_and_records_none_of_it(tmp_path: Path) -> None:
+    # 20,000 validation sentences, each decoded by the barely trained model to its limit of about 1,000
+    # tokens: a validation of about 4 minutes (667 batches of about 0.36 s on the busy 2-core AMD EPYC)
+    write_parallel(tmp_path / "data" / "valid", reverse_pairs(20_000, 4, 8, seed=1))
+    raw = resume_config(tmp_path / "data", threads=1, max_steps=2, log_every=2, validate_every=2,
+                        valid_max_sentences=0).to_dict()
+    raw["decoding"].update(max_length_ratio=10.0, max_length_offset=1000)
+    config_path, run_dir = tmp_path / "config.yaml", tmp_path / "run"
+    save_config(config_from_dict(raw), config_path)
+    process = start_training(config_path, run_dir)
+    wait_for(run_dir / "log.jsonl", process)  # step 2's log line, written just before its validation
+    time.sleep(1.0)  # well into the validation's decoding
+    process.send_signal(signal.SIGINT)
+    asked = time.monotonic()
+    try:
+        output, _ = process.communicate(timeout=30)
+    except subprocess.TimeoutExpired as timeout:
+        process.kill()
+        pytest.fail(f"still validating 30 s after SIGINT; its output:\n{timeout.output!r}")
+    took = time.monotonic() - asked
+    assert took < 10, f"{took:.1f} s after SIGINT; its output:\n{output}"
+    assert process.returncode == 130 and "signal SIGINT: saving a checkpoint, then stopping" in output, output
+    assert "validation at step" not in output and "the same command with --resume continues it" in output
+    # the partial validation is no score: not logged, not in the checkpoint, no best.pt
+    assert [json.loads(line)["event"] for line in (run_dir / "log.jsonl").read_text().splitlines()] == ["train"]
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["interrupted_00000002.pt"]
+    checkpoint = load_checkpoint(run_dir / "checkpoints" / "interrupted_00000002.pt")
+    assert checkpoint.training is not None and checkpoint.training.last_validation is None
