@@ -7,6 +7,8 @@ import json
 import logging
 import random
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -209,3 +211,34 @@ def test_the_python_api_needs_only_the_files(
     assert list(results["runs"]) == ["good"] and (tmp_path / "evaluation" / "good.hyp.txt").is_file()
     with pytest.raises(NMTError, match="no translation file given"):
         score_files(files["ref"], [])
+
+
+# `nmt score ARGV` in a fresh interpreter; prints, last on stderr, which heavy modules it imported
+_SCORE_PROCESS = """
+import runpy, sys
+sys.argv = ["nmt", "score", *sys.argv[1:]]
+try:
+    runpy.run_module("nmt", run_name="__main__")
+except SystemExit as exit:
+    status = exit.code
+print("loaded:", *(m for m in ("torch", "matplotlib") if m in sys.modules), file=sys.stderr)
+sys.exit(status)
+"""
+
+
+def _score_process(argv: list[str]) -> tuple[int, str, list[str]]:
+    """(exit status, stderr, modules of torch and matplotlib loaded) of `nmt score ARGV` in a subprocess."""
+    result = subprocess.run([sys.executable, "-c", _SCORE_PROCESS, *argv], capture_output=True, text=True)
+    err, _, loaded = result.stderr.rpartition("loaded:")
+    return result.returncode, err, loaded.split()
+
+
+def test_score_loads_no_torch_and_matplotlib_only_for_its_plot(files: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    options = ["--ref", str(files["ref"]), "--out", str(out), "--set", "evaluation.bootstrap_samples=20"]
+    status, err, loaded = _score_process([str(files["poor"]), str(files["good"]), *options])
+    assert status == 0, err
+    assert loaded == ["matplotlib"] and (out / "bleu_by_length.png").stat().st_size > 1000  # the plot is drawn
+    status, err, loaded = _score_process([str(files["poor"]), str(tmp_path / "missing.txt"), *options])
+    assert status == 2 and "HYP not found" in err and "Traceback" not in err
+    assert loaded == []  # an error, before anything is scored: neither

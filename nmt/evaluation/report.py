@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from nmt.evaluation.buckets import bucket_members, make_buckets, sentence_lengths
 from nmt.evaluation.effect import Check
@@ -277,6 +276,8 @@ def plot_bleu_by_length(
     to resample: a hollow marker) and its source-blind floor (thin, dotted); n under each tick. `groups`
     maps a run to (model, variant), e.g. ("RNNsearch", "-30"): one colour per model, one line style per
     variant (the paper's Figure 2); without it, a colour per run."""
+    from matplotlib.figure import Figure  # here: a command that fails before its plot (or scores) loads none
+
     first = evaluation.systems[0]
     kept = plotted_buckets(evaluation)
     x = np.arange(len(kept))

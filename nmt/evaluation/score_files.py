@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nmt.config import EvaluationConfig, config_from_dict, override_sections
+from nmt.config import EvaluationConfig, override_section
 from nmt.data.corpus import read_lines
 from nmt.errors import NMTError
 from nmt.evaluation.effect import Check, contrast_checks, long_sentence_bleu, paper_checks
@@ -20,9 +20,6 @@ from nmt.evaluation.scoring import score_systems, warn_if_tokenized
 from nmt.evaluation.testset import TestSet, file_test_set, reference_test_set, shown_path, unique_name
 from nmt.fileio import atomic_write_text
 from nmt.typed_yaml import sets_key
-
-# What `--set` may change in `nmt score`.
-SCORE_SECTIONS = ("evaluation",)
 
 
 def score_files(
@@ -43,7 +40,7 @@ def score_files(
     """
     if not hyp_paths:
         raise NMTError("no translation file given.", "Pass one or more HYP files, one translation per line.")
-    settings = override_sections(config_from_dict({}), list(overrides), SCORE_SECTIONS, "nmt score").evaluation
+    settings = override_section("evaluation", list(overrides), "nmt score")
     if src_path is not None:
         test_set = file_test_set(src_path, ref_path)
     else:
