@@ -242,3 +242,30 @@ def test_score_loads_no_torch_and_matplotlib_only_for_its_plot(files: dict[str, 
     status, err, loaded = _score_process([str(files["poor"]), str(tmp_path / "missing.txt"), *options])
     assert status == 2 and "HYP not found" in err and "Traceback" not in err
     assert loaded == []  # an error, before anything is scored: neither
+
+
+@pytest.mark.parametrize(("encoding", "bom"), [("utf-16", "FF FE"), ("utf-16-be", "FE FF"), ("utf-32", "FF FE 00 00")])
+def test_a_utf16_file_is_named_with_its_iconv_command(
+    files: dict[str, Path], tmp_path: Path, encoding: str, bom: str
+) -> None:
+    hyp = tmp_path / "windows.txt"
+    text = files["good"].read_text(encoding="utf-8")
+    hyp.write_bytes((text if encoding != "utf-16-be" else "\ufeff" + text).encode(encoding))  # BOM as saved
+    result = subprocess.run([sys.executable, "-m", "nmt", "score", str(hyp), "--ref", str(files["ref"]),
+                             "--out", str(tmp_path / "o")], capture_output=True, text=True)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    named = "UTF-32" if encoding == "utf-32" else "UTF-16"
+    assert f"HYP {hyp} is {named}, not UTF-8 (it starts with {named}'s byte-order mark, {bom})." in result.stderr
+    assert f"`iconv -f {named} -t UTF-8 {hyp} > {hyp}.utf8`" in result.stderr and "latin1" not in result.stderr
+
+
+def test_a_utf8_byte_order_mark_is_not_part_of_the_first_sentence(files: dict[str, Path], tmp_path: Path) -> None:
+    marked = tmp_path / "marked.txt"
+    marked.write_bytes(b"\xef\xbb\xbf" + files["good"].read_bytes())
+    ref = tmp_path / "ref.txt"
+    ref.write_bytes(b"\xef\xbb\xbf" + files["ref"].read_bytes())
+    argv = ["score", str(files["good"]), str(marked), "--ref", str(ref), "--out", str(tmp_path / "o"),
+            "--set", "evaluation.bootstrap_samples=20"]
+    assert main(argv) == 0
+    runs = json.loads((tmp_path / "o" / "results.json").read_text(encoding="utf-8"))["runs"]
+    assert [run["bleu"] for run in runs.values()] == [runs["search"]["bleu"]] * 2
