@@ -17,6 +17,7 @@ import sacrebleu
 from nmt.cli import main
 from nmt.evaluation.buckets import sentence_lengths
 from nmt.evaluation.report import format_examples, pick_examples, plotted_buckets
+from nmt.evaluation.score_files import distinct_parts
 from nmt.evaluation.scoring import score_systems
 from tests.helpers import scoring_settings
 
@@ -102,11 +103,56 @@ def test_a_baseline_is_named_by_its_file_s_stem_too(
 ) -> None:
     copy, search = files["poor"].rename(tmp_path / "copy.fr"), files["good"].rename(tmp_path / "search.fr")
     options = ["--ref", str(files["ref"]), "--out", str(tmp_path / "out"), "--set", "evaluation.bootstrap_samples=20"]
-    assert main(["score", str(copy), str(search), *options, "--baseline", "copy"]) == 0
-    results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
-    assert [(e["baseline"], e["attention"]) for e in results["effect"]] == [("copy.fr", "search.fr")]
+    for baseline in ("copy", "copy.fr"):  # its name (what differs from search.fr), its file's stem or name
+        assert main(["score", str(copy), str(search), *options, "--baseline", baseline]) == 0
+        results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+        assert [(e["baseline"], e["attention"]) for e in results["effect"]] == [("copy", "search")]
     assert main(["score", str(copy), str(search.rename(tmp_path / "copy.de")), *options, "--baseline", "copy"]) == 2
-    assert "--baseline copy: it is the stem of copy.fr and copy.de." in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--baseline copy: it is the stem of copy.fr and copy.de." in err and "The systems are: fr, de." in err
+
+
+def test_systems_are_named_by_what_differs_between_their_files(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wmt = tmp_path / "wmt22"
+    wmt.mkdir()
+    hyps = [files["good"].rename(wmt / "generaltest2022.de-en.hyp.JDExploreAcademy.en"),
+            files["poor"].rename(wmt / "generaltest2022.de-en.hyp.Online-B.en")]
+    options = ["--ref", str(files["ref"]), "--set", "evaluation.bootstrap_samples=20"]
+    assert main(["score", *map(str, hyps), *options, "--out", str(tmp_path / "a")]) == 0
+    table = capsys.readouterr().out
+    assert table.splitlines()[0].split() == [
+        "bucket", "n", "JDExploreAcademy", "BLEU", "[CI]", "Online-B", "BLEU", "[CI]", "Online-B", "-", "JDExploreAcademy",
+        "(p)"]
+    assert max(map(len, table.splitlines())) < 120  # it was 243 characters wide with the whole file names
+    results = json.loads((tmp_path / "a" / "results.json").read_text(encoding="utf-8"))
+    assert results["settings"]["runs"]["Online-B"] == {"hypotheses": "generaltest2022.de-en.hyp.Online-B.en"}
+    # one file keeps its name (less .txt, .hyp); one name in two folders: the folders; --names overrides
+    assert main(["score", str(hyps[0]), *options, "--out", str(tmp_path / "b")]) == 0
+    assert list(json.loads((tmp_path / "b" / "results.json").read_text())["runs"]) == [hyps[0].name]
+    (tmp_path / "sys1").mkdir(), (tmp_path / "sys2").mkdir()
+    same = [hyps[0].rename(tmp_path / "sys1" / "out.txt"), hyps[1].rename(tmp_path / "sys2" / "out.txt")]
+    assert main(["score", *map(str, same), *options, "--out", str(tmp_path / "c")]) == 0
+    assert list(json.loads((tmp_path / "c" / "results.json").read_text())["runs"]) == ["sys1", "sys2"]
+    assert main(["score", *map(str, same), *options, "--names", "x,y", "--out", str(tmp_path / "d")]) == 0
+    assert list(json.loads((tmp_path / "d" / "results.json").read_text())["runs"]) == ["x", "y"]
+
+
+@pytest.mark.parametrize(
+    ("texts", "parts"),
+    [
+        (["t.de-en.hyp.A.en", "t.de-en.hyp.B-2.en", "t.de-en.hyp.C_x.en"], ["A", "B-2", "C_x"]),
+        (["run_1", "run_2"], ["1", "2"]),
+        (["x.en", "x.y.en"], ["x", "x.y"]),  # x would be empty: less prefix cut
+        (["a.en", "b.en", "b.en"], ["a", "b", "b"]),  # the same file twice stays the same (then b-2)
+        (["OnlineB.en", "OnlineB.en"], ["OnlineB.en", "OnlineB.en"]),
+        (["alone.en"], ["alone.en"]),
+        (["abc", "abd"], ["abc", "abd"]),  # cut only at separators
+    ],
+)
+def test_distinct_parts(texts: list[str], parts: list[str]) -> None:
+    assert distinct_parts(texts) == parts
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,8 @@ translations from files, whatever system made them.
 from __future__ import annotations
 
 import dataclasses
+import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -50,9 +52,12 @@ def score_files(
     paths = dict(zip(_system_names(hyp_paths, names), hyp_paths, strict=True))
     pairs: list[tuple[str, str]] = []
     if baseline is not None:
-        named = [baseline] if baseline in paths else [name for name in paths if Path(name).stem == baseline]
-        if len(named) != 1:  # a stem names a system too: copy for copy.fr
-            found = f"it is the stem of {' and '.join(named)}" if named else "no such system"
+        named = [baseline] if baseline in paths else [
+            name for name, path in paths.items() if baseline in (Path(path).name, Path(path).stem)
+        ]
+        if len(named) != 1:  # a file's name or stem names its system too: copy for copy.fr
+            files = " and ".join(Path(paths[name]).name for name in named)
+            found = f"it is the stem of {files}" if named else "no such system"
             raise NMTError(f"--baseline {baseline}: {found}.", f"The systems are: {', '.join(paths)}.")
         baseline = named[0]
         if len(paths) < 2:
@@ -82,10 +87,9 @@ def _read_hypotheses(path: Path, ref_path: Path, count: int) -> list[str]:
 
 
 def _system_names(hyp_paths: Sequence[Path], names: Sequence[str] | None) -> list[str]:
-    """--names as given (one per file, unique, usable in file names), else the files' names made unique."""
+    """--names as given (one per file, unique, usable in file names), else `default_names`."""
     if names is None:
-        taken: set[str] = set()
-        return [unique_name(Path(path).name.removesuffix(".txt").removesuffix(".hyp"), taken) for path in hyp_paths]
+        return default_names(hyp_paths)
     names = [name.strip() for name in names]
     if len(names) != len(hyp_paths):
         raise NMTError(
@@ -99,6 +103,50 @@ def _system_names(hyp_paths: Sequence[Path], names: Sequence[str] | None) -> lis
     if len(set(names)) != len(names):
         raise NMTError(f"--names {','.join(names)}: the names must differ.", "Give each system its own name.")
     return names
+
+
+def default_names(hyp_paths: Sequence[str | Path]) -> list[str]:
+    """The systems' names when --names is not given: what differs between their file names, without .txt
+    and .hyp (`distinct_parts`: generaltest2022.de-en.hyp.OnlineB.en -> OnlineB), or between their paths
+    where two files in different folders share a name (sys1/out.txt -> sys1); one file keeps its stem. A
+    name given twice (the same file) becomes name, name-2."""
+    resolved = [Path(path).resolve() for path in hyp_paths]
+    stems = [_stem(path.name) for path in resolved]
+    if len(set(stems)) < len(set(resolved)):
+        stems = [_stem(path.as_posix()) for path in resolved]
+    taken: set[str] = set()
+    # a name is also a file name, NAME.hyp.txt: no folders in it, and no hidden file
+    return [unique_name(part.replace("/", "-").lstrip(".") or "system", taken) for part in distinct_parts(stems)]
+
+
+def _stem(name: str) -> str:
+    return name.removesuffix(".txt").removesuffix(".hyp") or name
+
+
+_PIECE_END = re.compile(r"(?<=[._/-])")  # splits after each separator
+_PIECE_START = re.compile(r"(?=[._/-])")  # splits before each separator
+
+
+def distinct_parts(texts: Sequence[str]) -> list[str]:
+    """Each of `texts` without the longest prefix and suffix that all of them share, cut only at separators
+    ('.', '-', '_', '/'): a.de-en.X.en, a.de-en.Y.en -> X, Y. Where that would leave a text empty (it is
+    another's prefix or suffix), less is cut, the prefix first; one text, or equal ones, stay whole."""
+    if len(set(texts)) < 2:
+        return list(texts)
+    heads = [_PIECE_END.split(text) for text in texts]  # pieces ending with a separator
+    tails = [_PIECE_START.split(text)[::-1] for text in texts]  # pieces starting with one, last first
+    prefix, suffix = len(os.path.commonprefix(heads)), len(os.path.commonprefix(tails))
+    while True:
+        parts = [
+            text[len("".join(head[:prefix])) : len(text) - len("".join(tail[:suffix]))].strip("._-/")
+            for text, head, tail in zip(texts, heads, tails, strict=True)
+        ]
+        if all(parts):  # at the latest with nothing cut: a file's name is never empty
+            return parts
+        if prefix > 0:
+            prefix -= 1
+        else:
+            suffix -= 1
 
 
 def score_and_report(
