@@ -315,3 +315,45 @@ def test_a_utf8_byte_order_mark_is_not_part_of_the_first_sentence(files: dict[st
     assert main(argv) == 0
     runs = json.loads((tmp_path / "o" / "results.json").read_text(encoding="utf-8"))["runs"]
     assert [run["bleu"] for run in runs.values()] == [runs["search"]["bleu"]] * 2
+
+
+def test_blank_reference_lines_are_warned_about(files: dict[str, Path], tmp_path: Path) -> None:
+    references = files["ref"].read_text(encoding="utf-8").splitlines()
+    blank = [2, 7, *range(20, 40)]  # line numbers: 22 of them
+    for number in blank:
+        references[number - 1] = " " if number == 7 else ""
+    ref = _write(tmp_path / "holes.ref", references)
+    result = subprocess.run([sys.executable, "-m", "nmt", "score", str(files["good"]), "--ref", str(ref),
+                             "--out", str(tmp_path / "o"), "--set", "evaluation.bootstrap_samples=20"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert (f"warning: --ref {ref} has 22 blank lines (lines 2, 7, 20, 21, 22, 23, 24, 25, 26, 27, ...): BLEU "
+            "counts every word a system writes for them as wrong") in result.stderr
+    assert "chrF leaves them out" in result.stderr
+    # what the warning says: BLEU falls against the lines' translations, chrF is the same without them
+    hyps = files["good"].read_text(encoding="utf-8").splitlines()
+    kept = [i for i in range(len(hyps)) if i + 1 not in blank]
+    run = json.loads((tmp_path / "o" / "results.json").read_text(encoding="utf-8"))["runs"]["search"]
+    without = ([hyps[i] for i in kept], [[references[i] for i in kept]])
+    assert run["bleu"] < sacrebleu.corpus_bleu(*without).score - 5
+    assert run["chrf"] == pytest.approx(sacrebleu.corpus_chrf(*without).score)
+    assert main(["score", str(files["good"]), "--ref", str(files["ref"]), "--out", str(tmp_path / "p")]) == 0
+
+
+def test_a_file_given_twice_or_a_copy_is_warned_about(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy = tmp_path / "copy.txt"
+    copy.write_bytes(files["good"].read_bytes())
+    good, poor = str(files["good"]), str(files["poor"])
+    argv = ["--ref", str(files["ref"]), "--out", str(tmp_path / "o"), "--set", "evaluation.bootstrap_samples=20"]
+    assert main(["score", poor, good, good, str(copy), *argv]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert warnings == [
+        f"warning: HYP {good} is given twice (search and search-2): they score alike, +0.00 between them. "
+        "Check that each file is the system you meant.",
+        f"warning: HYP {good} and {copy} hold the same lines (search and copy): they score alike, +0.00 between "
+        "them. Check that each file is the system you meant.",
+    ]
+    assert main(["score", poor, good, *argv]) == 0
+    assert "warning" not in capsys.readouterr().err

@@ -9,7 +9,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from collections.abc import Sequence
+import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from nmt.evaluation.effect import Check, contrast_checks, long_sentence_bleu, pa
 from nmt.evaluation.report import format_checks, format_examples, format_table, write_report
 from nmt.evaluation.scoring import score_systems, warn_if_tokenized
 from nmt.evaluation.testset import TestSet, file_test_set, reference_test_set, shown_path, unique_name
-from nmt.fileio import atomic_write_text
+from nmt.fileio import atomic_write_text, same_file
 from nmt.typed_yaml import sets_key
 
 
@@ -35,10 +36,12 @@ def score_files(
 ) -> dict[str, Any]:
     """`nmt score`: score translations from files (any system's) against `ref_path`, as `nmt evaluate` does.
 
-    Systems are named by `names` or by their files' names; `baseline` names the fixed-vector system (by
-    its name or, for a file name, its stem), whose effect checks are run against every other system. `overrides` are `--set evaluation.*` keys
-    (buckets, by, ...); without `src_path` sentences are bucketed by reference length, whatever
-    evaluation.by says unless an override asks for source. Returns the content of results.json.
+    Systems are named by `names` or by what differs between their files' names (`default_names`);
+    `baseline` names the fixed-vector system (by its name, its file's name or stem), whose effect checks
+    are run against every other system. `overrides` are `--set evaluation.*` keys (buckets, by, ...);
+    without `src_path` sentences are bucketed by reference length, whatever evaluation.by says unless an
+    override asks for source. Blank reference lines, and a file given twice or two files of the same
+    lines, are warned about on stderr. Returns the content of results.json.
     """
     if not hyp_paths:
         raise NMTError("no translation file given.", "Pass one or more HYP files, one translation per line.")
@@ -67,6 +70,8 @@ def score_files(
             )
         pairs = [(baseline, name) for name in paths if name != baseline]
     hypotheses = {name: _read_hypotheses(path, ref_path, len(test_set.references)) for name, path in paths.items()}
+    warn_blank_references(test_set.references, ref_path)  # once every input is known to be usable
+    warn_duplicates(paths, hypotheses)
     out = Path(out_dir or "evaluation")
     scored = [f"test set: {test_set.describe()}"]
     scored += [f"{name}: `{shown_path(path, out)}`" for name, path in paths.items()]
@@ -84,6 +89,38 @@ def _read_hypotheses(path: Path, ref_path: Path, count: int) -> list[str]:
             "Give one translation per reference line, in the same order.",
         )
     return lines
+
+
+def warn_blank_references(references: Sequence[str], ref_path: Path, shown: int = 10) -> None:
+    """A warning on stderr, if any reference line is blank: how many, the first `shown` line numbers, and
+    what they do to the scores."""
+    blank = [number for number, line in enumerate(references, 1) if not line.strip()]
+    if blank:
+        plural = "s" if len(blank) > 1 else ""
+        first = ", ".join(map(str, blank[:shown])) + (", ..." if len(blank) > shown else "")
+        print(
+            f"warning: --ref {ref_path} has {len(blank)} blank line{plural} (line{plural} {first}): BLEU counts every word a system writes for them as wrong (a blank translation costs "
+            "nothing), chrF leaves them out. If their references are missing, remove those lines from --ref, "
+            "--src and every HYP.",
+            file=sys.stderr,
+        )
+
+
+def warn_duplicates(paths: Mapping[str, Path], hypotheses: Mapping[str, Sequence[str]]) -> None:
+    """A warning on stderr for each system whose file is an earlier system's (the same path, or a link to
+    it) or holds the same lines: the two score alike, +0.00 between them, which says nothing."""
+    names = list(paths)
+    for k, name in enumerate(names):
+        for earlier in names[:k]:
+            if same_file(paths[earlier], paths[name]):
+                what = f"HYP {paths[name]} is given twice ({earlier} and {name})"
+            elif hypotheses[earlier] == hypotheses[name]:
+                what = f"HYP {paths[earlier]} and {paths[name]} hold the same lines ({earlier} and {name})"
+            else:
+                continue
+            print(f"warning: {what}: they score alike, +0.00 between them. Check that each file is the "
+                  "system you meant.", file=sys.stderr)
+            break  # one warning per file, naming the first it repeats
 
 
 def _system_names(hyp_paths: Sequence[Path], names: Sequence[str] | None) -> list[str]:
