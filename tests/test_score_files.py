@@ -9,12 +9,13 @@ import random
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import sacrebleu
 
-from nmt.cli import main
+from nmt.cli import build_parser, main
 from nmt.evaluation.buckets import sentence_lengths
 from nmt.evaluation.report import format_examples, pick_examples, plotted_buckets
 from nmt.evaluation.score_files import distinct_parts
@@ -43,6 +44,62 @@ def files(tmp_path: Path) -> dict[str, Path]:
         "good": _write(tmp_path / "search.hyp.txt", good),
         "poor": _write(tmp_path / "encdec.txt", poor),
     }
+
+
+@pytest.fixture()
+def long_tail(tmp_path: Path) -> dict[str, Path]:
+    """A reference with WMT22 de-en's long tail (60 sentences in each 10-word bucket under 40 words, then 44,
+    10 and 9 past 40, 50 and 60) and two systems: `steady` keeps 80% of the words at every length, `fading`
+    95% under 40 words and 40% from 40."""
+    rng = random.Random(5)
+    lengths = [rng.randint(max(low, 1), low + 9) for low in (0, 10, 20, 30) for _ in range(60)]
+    lengths += [rng.randint(40, 49) for _ in range(44)] + [rng.randint(50, 59) for _ in range(10)]
+    lengths += [rng.randint(60, 80) for _ in range(9)]
+    references = [" ".join(rng.choices(VOCAB, k=n)) for n in lengths]
+
+    def system(keep: Callable[[int], float]) -> list[str]:
+        return [" ".join(w if rng.random() < keep(len(r.split())) else "x" for w in r.split()) for r in references]
+
+    return {
+        "ref": _write(tmp_path / "newstest.ref", references),
+        "steady": _write(tmp_path / "newstest.hyp.steady.en", system(lambda n: 0.8)),
+        "fading": _write(tmp_path / "newstest.hyp.fading.en", system(lambda n: 0.95 if n < 40 else 0.4)),
+    }
+
+
+def test_buckets_auto_are_sized_so_that_every_one_can_be_tested(
+    long_tail: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["score", str(long_tail["steady"]), str(long_tail["fading"]), "--ref", str(long_tail["ref"]),
+            "--set", "evaluation.bootstrap_samples=100"]
+
+    def buckets(out: str) -> list[tuple[str, int, bool]]:
+        run = json.loads((tmp_path / out / "results.json").read_text(encoding="utf-8"))["runs"]["steady"]
+        return [(b["label"], b["n"], b["ci"] is not None) for b in run["buckets"]]
+
+    assert main([*argv, "--out", str(tmp_path / "default")]) == 0  # the default buckets, as before
+    assert buckets("default")[-3:] == [("[40,50)", 44, False), ("[50,60)", 10, False), (">=60", 9, False)]
+    assert "sized from the data" not in capsys.readouterr().out
+    assert main([*argv, "--buckets", "auto", "--out", str(tmp_path / "auto")]) == 0
+    assert buckets("auto") == [("<10", 60, True), ("[10,20)", 60, True), ("[20,30)", 60, True),
+                               ("[30,40)", 60, True), (">=40", 63, True)]
+    results = json.loads((tmp_path / "auto" / "results.json").read_text(encoding="utf-8"))
+    how = ("the buckets were sized from the data (--buckets auto): 10-word buckets up to the longest sentence "
+           f"({max(len(line.split()) for line in long_tail['ref'].read_text().splitlines())} words), each with "
+           "fewer than evaluation.min_bucket_sentences = 50 sentences merged with its smaller neighbour, the "
+           "smallest first: cutoffs 10,20,30,40")
+    assert results["settings"]["buckets"] == [10, 20, 30, 40] and results["settings"]["buckets_sized"] == how
+    assert f"Sentences bucketed by reference length in words; {how}." in (tmp_path / "auto" / "report.md").read_text()
+    assert capsys.readouterr().out.startswith(how[0].upper() + how[1:] + ".\n")
+    # --set and the flag are one route: the later wins; and the cutoffs follow min_bucket_sentences
+    assert main([*argv, "--buckets", "auto", "--set", "evaluation.buckets=[20]", "--out", str(tmp_path / "a")]) == 0
+    assert [label for label, _, _ in buckets("a")] == ["<20", ">=20"]
+    assert main([*argv, "--set", "evaluation.buckets=[20]", "--set", "evaluation.buckets=auto",
+                 "--set", "evaluation.min_bucket_sentences=100", "--out", str(tmp_path / "b")]) == 0
+    assert buckets("b") == [("<20", 120, True), (">=20", 183, True)]
+    with pytest.raises(SystemExit):  # nmt evaluate's buckets stay as they are
+        build_parser("evaluate").parse_args(["evaluate", "runs/x", "--buckets", "auto"])
+    assert "expected comma-separated integers, got 'auto'" in capsys.readouterr().err
 
 
 def test_score_two_files_with_source(files: dict[str, Path], tmp_path: Path) -> None:

@@ -32,7 +32,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "an evaluation setting (repeatable): --set evaluation.tokenize=intl --set evaluation.lowercase=true",
         metavar="evaluation.KEY=VALUE",
     )
-    arguments.add_bucketing(parser, "source with --src, else reference")
+    arguments.add_bucketing(
+        parser,
+        "source with --src, else reference",
+        auto="10-word buckets merged until each holds evaluation.min_bucket_sentences, the report says how",
+    )
 
 
 def run(args: argparse.Namespace) -> None:

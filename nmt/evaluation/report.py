@@ -118,16 +118,17 @@ def format_table(evaluation: Evaluation) -> str:
     return "\n".join(lines)
 
 
-def format_markdown(evaluation: Evaluation, scored: Sequence[str] = ()) -> str:
-    """report.md: what was scored (one line each, if given), the bucket table, chrF and the sacrebleu
-    signatures."""
+def format_markdown(evaluation: Evaluation, scored: Sequence[str] = (), bucketing: str = "") -> str:
+    """report.md: what was scored (one line each, if given), the bucket table (`bucketing`: how its
+    buckets were chosen, if not given), chrF and the sacrebleu signatures."""
     header, rows = table_rows(evaluation)
     settings = evaluation.settings
     lines = ["# BLEU by sentence length", ""]
     if scored:
         lines += ["What was scored:", "", *(f"- {line}" for line in scored), ""]
     lines += [
-        f"Sentences bucketed by {settings.by} length in words. BLEU is sacrebleu corpus BLEU on each bucket, "
+        f"Sentences bucketed by {settings.by} length in words{f'; {bucketing}' if bucketing else ''}. "
+        "BLEU is sacrebleu corpus BLEU on each bucket, "
         f"with a {CONFIDENCE:.0%} bootstrap interval ({settings.bootstrap_samples} resamples, "
         f"seed {settings.bootstrap_seed}). Differences are b - a with two-sided paired bootstrap p-values. "
         "A bucket too small to resample (evaluation.min_bucket_sentences), all included, has a dash for both.",
@@ -319,16 +320,18 @@ def write_report(
     examples: str = "",
     groups: Mapping[str, tuple[str, str]] | None = None,
     title: str = "",
+    bucketing: str = "",
 ) -> dict[str, Any]:
     """Write results.json, report.md and bleu_by_length.png into `out_dir`; return results.json's content.
 
     `effect` maps (fixed-vector run, attention run) to the checks of nmt/evaluation/effect.py; `scored`
     says what each system is (one line each), `examples` is a `format_examples` section and `groups`
-    styles the plot's lines (plot_bleu_by_length) under `title` (the test set, in a line).
+    styles the plot's lines (plot_bleu_by_length) under `title` (the test set, in a line); `bucketing`
+    says how the buckets were chosen where they are not evaluation.buckets as given.
     """
     out_dir = Path(out_dir)
     results = results_dict(evaluation, extra_settings)
-    markdown = format_markdown(evaluation, scored)
+    markdown = format_markdown(evaluation, scored, bucketing)
     if effect:
         results["effect"] = [
             {"baseline": baseline, "attention": attention, "checks": [asdict(check) for check in checks]}

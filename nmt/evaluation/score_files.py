@@ -17,12 +17,19 @@ from typing import Any
 from nmt.config import EvaluationConfig, override_section
 from nmt.data.corpus import read_lines
 from nmt.errors import NMTError
+from nmt.evaluation.buckets import (
+    DATA_BUCKET_STEP,
+    bucket_members,
+    data_cutoffs,
+    make_buckets,
+    sentence_lengths,
+)
 from nmt.evaluation.effect import Check, contrast_checks, long_sentence_bleu, paper_checks
 from nmt.evaluation.report import format_checks, format_examples, format_table, write_report
 from nmt.evaluation.scoring import score_systems, warn_if_tokenized
 from nmt.evaluation.testset import TestSet, file_test_set, reference_test_set, shown_path, unique_name
 from nmt.fileio import atomic_write_text, same_file
-from nmt.typed_yaml import sets_key
+from nmt.typed_yaml import parse_override, sets_key
 
 
 def score_files(
@@ -45,13 +52,17 @@ def score_files(
     """
     if not hyp_paths:
         raise NMTError("no translation file given.", "Pass one or more HYP files, one translation per line.")
-    settings = override_section("evaluation", list(overrides), "nmt score")
+    sized, overrides = _buckets_auto(overrides)
+    settings = override_section("evaluation", overrides, "nmt score")
     if src_path is not None:
         test_set = file_test_set(src_path, ref_path)
     else:
         if settings.by == "source" and sets_key(overrides, "evaluation.by"):  # asked for, not the default
             raise NMTError("--by source needs the source sentences.", "Give them with --src, or use --by reference.")
         test_set, settings = reference_test_set(ref_path), dataclasses.replace(settings, by="reference")
+    bucketing = ""
+    if sized:
+        settings, bucketing = _sized_from_data(settings, test_set)
     paths = dict(zip(_system_names(hyp_paths, names), hyp_paths, strict=True))
     pairs: list[tuple[str, str]] = []
     if baseline is not None:
@@ -76,7 +87,38 @@ def score_files(
     scored = [f"test set: {test_set.describe()}"]
     scored += [f"{name}: `{shown_path(path, out)}`" for name, path in paths.items()]
     systems: dict[str, dict[str, Any]] = {name: {"hypotheses": shown_path(path, out)} for name, path in paths.items()}
-    return score_and_report(hypotheses, test_set, settings, out, scored, systems, pairs)
+    return score_and_report(hypotheses, test_set, settings, out, scored, systems, pairs, bucketing=bucketing)
+
+
+def _buckets_auto(overrides: Sequence[str]) -> tuple[bool, list[str]]:
+    """Whether the last of `overrides` that sets evaluation.buckets sets it to `auto` (`--buckets auto`),
+    and the overrides without those that do, which the config would refuse."""
+    auto, kept = False, []
+    for text in overrides:
+        keys, value = parse_override(text)
+        if keys == ["evaluation", "buckets"]:
+            auto = value == "auto"
+            if auto:
+                continue
+        kept.append(text)
+    return auto, kept
+
+
+def _sized_from_data(settings: EvaluationConfig, test_set: TestSet) -> tuple[EvaluationConfig, str]:
+    """`settings` with buckets sized from the test set (`data_cutoffs`), and how, for the report."""
+    lengths = sentence_lengths(test_set.sources or test_set.references, test_set.references, settings.by)
+    least = settings.min_bucket_sentences
+    cutoffs = data_cutoffs(lengths, least)
+    how = (
+        f"the buckets were sized from the data (--buckets auto): {DATA_BUCKET_STEP}-word buckets up to the longest "
+        f"sentence ({max(lengths)} words), each with fewer than evaluation.min_bucket_sentences = {least} "
+        "sentences merged with its smaller neighbour, the smallest first"
+    )
+    counts = [len(rows) for rows in bucket_members(lengths, make_buckets(cutoffs)).values()]
+    if min(counts) < least:
+        how += (f"; {len(lengths)} sentences make no two such buckets, so two as even as their lengths allow, "
+                "too small to test")
+    return dataclasses.replace(settings, buckets=cutoffs), f"{how}: cutoffs {','.join(map(str, cutoffs))}"
 
 
 def _read_hypotheses(path: Path, ref_path: Path, count: int) -> list[str]:
@@ -198,6 +240,7 @@ def score_and_report(
     ceilings: dict[str, int] | None = None,
     groups: dict[str, tuple[str, str]] | None = None,
     contrasts: Sequence[tuple[str, str]] = (),
+    bucketing: str = "",
 ) -> dict[str, Any]:
     """Score the systems' translations together, write the report and print it.
 
@@ -205,7 +248,8 @@ def score_and_report(
     settings.runs; `pairs` are (fixed-vector, attention) systems to run the effect checks on, and
     `ceilings` each system's training.max_words where known, `contrasts` (expected to fall, expected to
     hold) systems for the contrast checks (both nmt/evaluation/effect.py); `groups` styles
-    the plot (nmt/evaluation/report.py), titled with the test set.
+    the plot (nmt/evaluation/report.py), titled with the test set; `bucketing` says how the buckets were
+    sized from the data (`nmt score --buckets auto`; results.json's settings.buckets_sized).
     """
     warn_if_tokenized(hypotheses, settings.tokenize)  # once per command, however many resamples are scored
     sources = test_set.sources if test_set.sources is not None else test_set.references
@@ -216,13 +260,15 @@ def score_and_report(
         effect = paper_checks(evaluation, long, pairs, ceilings or {})
         effect |= contrast_checks(evaluation, long, contrasts, ceilings or {})
     examples = format_examples(evaluation, hypotheses, test_set.sources, test_set.references)
-    extra = {"test_set": test_set.describe(), "runs": systems}
-    results = write_report(evaluation, out, extra, effect, scored, examples, groups, test_set.describe())
+    extra = {"test_set": test_set.describe(), "runs": systems, **({"buckets_sized": bucketing} if bucketing else {})}
+    results = write_report(evaluation, out, extra, effect, scored, examples, groups, test_set.describe(), bucketing)
     if test_set.sources is not None:
         _write_lines(out / "src.txt", test_set.sources)
     _write_lines(out / "ref.txt", test_set.references)
     for name, hyps in hypotheses.items():
         _write_lines(out / f"{name}.hyp.txt", hyps)
+    if bucketing:
+        print(bucketing[0].upper() + bucketing[1:] + ".\n")
     print(format_table(evaluation))
     for (baseline, attention), checks in effect.items():
         print("\n" + format_checks(checks, baseline, attention).replace("**", ""), end="")
