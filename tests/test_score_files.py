@@ -102,13 +102,48 @@ def test_buckets_auto_are_sized_so_that_every_one_can_be_tested(
     assert "expected comma-separated integers, got 'auto'" in capsys.readouterr().err
 
 
+def test_who_is_better_on_long_sentences_follows_the_buckets(
+    long_tail: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["score", str(long_tail["steady"]), str(long_tail["fading"]), "--ref", str(long_tail["ref"]),
+            "--set", "evaluation.bootstrap_samples=200"]
+    assert main([*argv, "--out", str(tmp_path / "default")]) == 0
+    printed = capsys.readouterr().out
+    report = (tmp_path / "default" / "report.md").read_text(encoding="utf-8")
+    leaders = json.loads((tmp_path / "default" / "results.json").read_text(encoding="utf-8"))["leaders"]
+    assert [(x["bucket"], x["best"], x["ahead"]) for x in leaders] == [
+        ("<10", "fading", True), ("[10,20)", "fading", True), ("[20,30)", "fading", True),
+        ("[30,40)", "fading", True), ("[40,50)", "steady", None), ("[50,60)", "steady", None),
+        (">=60", "steady", None), ("all", "fading", False)]
+    assert "| [30,40) | 60 | fading | steady | +" in report and "| >=60 | 9 | steady | fading | +" in report
+    longest = ("The longest sentences (>=60, 9 sentences) are too few to test (evaluation.min_bucket_sentences = "
+               "50; --buckets auto merges them). On the longest bucket that can be tested ([30,40), 60 sentences), "
+               "fading is better: +")
+    assert "## Who is better, by length" in report and longest in report and longest in printed
+    assert main([*argv, "--buckets", "auto", "--out", str(tmp_path / "auto")]) == 0
+    report = (tmp_path / "auto" / "report.md").read_text(encoding="utf-8")
+    (long,) = [x for x in json.loads((tmp_path / "auto" / "results.json").read_text())["leaders"] if x["bucket"] == ">=40"]
+    assert (long["best"], long["runner_up"], long["ahead"], long["n"]) == ("steady", "fading", True, 63)
+    assert long["bleu_diff"] > 10 and long["p"] < 0.05
+    assert (f"On the longest sentences (>=40, 63 sentences), steady is better: {long['bleu_diff']:+.2f} BLEU over "
+            f"fading (p={long['p']:.3f}).") in report
+    # the same systems on a bucket of 20+ words: the fall past 40 words is diluted
+    assert main([*argv, "--buckets", "20", "--out", str(tmp_path / "20")]) == 0
+    assert ("On the longest sentences (>=20, 183 sentences), steady and fading cannot be told apart: +"
+            in (tmp_path / "20" / "report.md").read_text(encoding="utf-8"))
+    capsys.readouterr()
+    # one system: no one to be better than
+    assert main(["score", str(long_tail["steady"]), "--ref", str(long_tail["ref"]), "--out", str(tmp_path / "one")]) == 0
+    assert "Who is better" not in (tmp_path / "one" / "report.md").read_text() + capsys.readouterr().out
+
+
 def test_score_two_files_with_source(files: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "out"
     argv = ["score", "--ref", str(files["ref"]), "--src", str(files["src"]), str(files["poor"]), str(files["good"]),
             "--buckets", "10,20,30", "--out", str(out), "--set", "evaluation.bootstrap_samples=100"]
     assert main(argv) == 0
     results = json.loads((out / "results.json").read_text(encoding="utf-8"))
-    assert set(results) == {"runs", "comparisons", "settings"}  # the schema of `nmt evaluate`
+    assert set(results) == {"runs", "comparisons", "settings", "leaders"}  # `nmt evaluate`'s, and who leads
     assert list(results["runs"]) == ["encdec", "search"]  # named by file, .txt / .hyp.txt dropped
     references = files["ref"].read_text(encoding="utf-8").splitlines()
     for name, key in (("encdec", "poor"), ("search", "good")):
@@ -178,7 +213,7 @@ def test_systems_are_named_by_what_differs_between_their_files(
             files["poor"].rename(wmt / "generaltest2022.de-en.hyp.Online-B.en")]
     options = ["--ref", str(files["ref"]), "--set", "evaluation.bootstrap_samples=20"]
     assert main(["score", *map(str, hyps), *options, "--out", str(tmp_path / "a")]) == 0
-    table = capsys.readouterr().out
+    table = capsys.readouterr().out.split("\n\n")[0]
     assert table.splitlines()[0].split() == [
         "bucket", "n", "JDExploreAcademy", "BLEU", "[CI]", "Online-B", "BLEU", "[CI]", "Online-B", "-", "JDExploreAcademy",
         "(p)"]

@@ -25,7 +25,14 @@ from nmt.evaluation.buckets import (
     sentence_lengths,
 )
 from nmt.evaluation.effect import Check, contrast_checks, long_sentence_bleu, paper_checks
-from nmt.evaluation.report import format_checks, format_examples, format_table, write_report
+from nmt.evaluation.report import (
+    bucket_leaders,
+    format_checks,
+    format_examples,
+    format_leaders,
+    format_table,
+    write_report,
+)
 from nmt.evaluation.scoring import score_systems, warn_if_tokenized
 from nmt.evaluation.testset import TestSet, file_test_set, reference_test_set, shown_path, unique_name
 from nmt.fileio import atomic_write_text, same_file
@@ -87,7 +94,8 @@ def score_files(
     scored = [f"test set: {test_set.describe()}"]
     scored += [f"{name}: `{shown_path(path, out)}`" for name, path in paths.items()]
     systems: dict[str, dict[str, Any]] = {name: {"hypotheses": shown_path(path, out)} for name, path in paths.items()}
-    return score_and_report(hypotheses, test_set, settings, out, scored, systems, pairs, bucketing=bucketing)
+    return score_and_report(hypotheses, test_set, settings, out, scored, systems, pairs, bucketing=bucketing,
+                            leaders=True)
 
 
 def _buckets_auto(overrides: Sequence[str]) -> tuple[bool, list[str]]:
@@ -241,6 +249,7 @@ def score_and_report(
     groups: dict[str, tuple[str, str]] | None = None,
     contrasts: Sequence[tuple[str, str]] = (),
     bucketing: str = "",
+    leaders: bool = False,
 ) -> dict[str, Any]:
     """Score the systems' translations together, write the report and print it.
 
@@ -249,7 +258,8 @@ def score_and_report(
     `ceilings` each system's training.max_words where known, `contrasts` (expected to fall, expected to
     hold) systems for the contrast checks (both nmt/evaluation/effect.py); `groups` styles
     the plot (nmt/evaluation/report.py), titled with the test set; `bucketing` says how the buckets were
-    sized from the data (`nmt score --buckets auto`; results.json's settings.buckets_sized).
+    sized from the data (`nmt score --buckets auto`; results.json's settings.buckets_sized); `leaders` adds
+    who is better per bucket, for two or more systems (nmt/evaluation/report.py's `bucket_leaders`).
     """
     warn_if_tokenized(hypotheses, settings.tokenize)  # once per command, however many resamples are scored
     sources = test_set.sources if test_set.sources is not None else test_set.references
@@ -261,7 +271,10 @@ def score_and_report(
         effect |= contrast_checks(evaluation, long, contrasts, ceilings or {})
     examples = format_examples(evaluation, hypotheses, test_set.sources, test_set.references)
     extra = {"test_set": test_set.describe(), "runs": systems, **({"buckets_sized": bucketing} if bucketing else {})}
-    results = write_report(evaluation, out, extra, effect, scored, examples, groups, test_set.describe(), bucketing)
+    ranked = bucket_leaders(evaluation) if leaders else []
+    results = write_report(
+        evaluation, out, extra, effect, scored, examples, groups, test_set.describe(), bucketing, ranked
+    )
     if test_set.sources is not None:
         _write_lines(out / "src.txt", test_set.sources)
     _write_lines(out / "ref.txt", test_set.references)
@@ -270,6 +283,8 @@ def score_and_report(
     if bucketing:
         print(bucketing[0].upper() + bucketing[1:] + ".\n")
     print(format_table(evaluation))
+    if ranked:
+        print("\n" + format_leaders(ranked, settings).replace("**", ""), end="")
     for (baseline, attention), checks in effect.items():
         print("\n" + format_checks(checks, baseline, attention).replace("**", ""), end="")
     if note:
