@@ -122,6 +122,25 @@ def config_from_dict(raw: Any, source: str = "config") -> Config:
 
 def override_sections(config: Config, overrides: list[str], sections: tuple[str, ...], command: str) -> Config:
     """`config` with the `--set` overrides of a command that may change only `sections`, validated."""
+    _refuse_other_sections(overrides, sections, command)
+    try:
+        return config_from_dict(apply_overrides(config.to_dict(), overrides), "--set")
+    except NMTError as error:
+        raise blame_flag(error, overrides) from None
+
+
+def override_section(section: str, overrides: list[str], command: str) -> Any:
+    """The defaults of `section` with the `--set` overrides of a command that may change only it, validated
+    alone: `nmt score` has no model section to check, and the model's check imports torch."""
+    _refuse_other_sections(overrides, (section,), command)
+    try:
+        return build_section(SECTIONS[section], apply_overrides({}, overrides).get(section), section)
+    except NMTError as error:
+        raise blame_flag(error, overrides) from None
+
+
+def _refuse_other_sections(overrides: list[str], sections: tuple[str, ...], command: str) -> None:
+    """NMTError for the first of `overrides` that sets a key outside `sections`, saying why `command` refuses it."""
     for text in overrides:
         keys, _ = parse_override(text)
         if keys[0] not in sections:
@@ -134,10 +153,6 @@ def override_sections(config: Config, overrides: list[str], sections: tuple[str,
                 why = "it scores translation files and runs no model"
                 hint = f"Make the translations with that setting ({make}), then score them."
             raise NMTError(f"--set {text}: {command} takes only {allowed} keys; {why}.", hint)
-    try:
-        return config_from_dict(apply_overrides(config.to_dict(), overrides), "--set")
-    except NMTError as error:
-        raise blame_flag(error, overrides) from None
 
 
 def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nmt.evaluation.buckets import bucket_members, sentence_lengths
+from nmt.evaluation.buckets import bucket_members, data_cutoffs, sentence_lengths
 from nmt.lengths import Bucket, assign_buckets, make_buckets, word_count
 
 DEFAULT = [10, 20, 30, 40, 50, 60]
@@ -70,3 +70,27 @@ def test_length_matched_pairing_pairs_other_sentences_of_equal_length() -> None:
     assert pairing == length_matched_pairing(lengths, seed=1)
     assert any(length_matched_pairing(lengths, seed=s) != pairing for s in range(2, 6))
     assert length_matched_pairing([7], seed=1) == [0] and length_matched_pairing([], seed=1) == []
+
+
+def _counts(lengths: list[int], cutoffs: list[int]) -> list[int]:
+    return [len(rows) for rows in bucket_members(lengths, make_buckets(cutoffs)).values()]
+
+
+@pytest.mark.parametrize(
+    ("lengths", "cutoffs", "counts"),
+    [
+        # WMT22 de-en's shape: 44, 10 and 9 sentences past 40, 50 and 60 words merge into one bucket of 63
+        ([5] * 128 + [15] * 120 + [25] * 125 + [35] * 127 + [45] * 44 + [55] * 10 + [65] * 5 + [90] * 4,
+         [10, 20, 30, 40], [128, 120, 125, 127, 63]),
+        ([5] * 60 + [45] * 60, [40], [60, 60]),  # the empty buckets between merge, then join the shorter side
+        ([5] * 30 + [15] * 100 + [25] * 100, [20], [130, 100]),  # short ones too: <10 merges up
+        ([5] * 200 + [15] * 10, [15], [200, 10]),  # no two buckets of 50: two as even as the lengths allow
+        ([2] * 40 + [7] * 400, [7], [40, 400]),  # all under 10 words
+        ([3] * 100, [3], [0, 100]),
+    ],
+)
+def test_data_cutoffs_merge_until_every_bucket_can_be_tested(
+    lengths: list[int], cutoffs: list[int], counts: list[int]
+) -> None:
+    assert data_cutoffs(lengths, 50) == cutoffs
+    assert _counts(lengths, cutoffs) == counts

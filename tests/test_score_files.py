@@ -7,14 +7,18 @@ import json
 import logging
 import random
 import re
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import sacrebleu
 
-from nmt.cli import main
+from nmt.cli import build_parser, main
 from nmt.evaluation.buckets import sentence_lengths
 from nmt.evaluation.report import format_examples, pick_examples, plotted_buckets
+from nmt.evaluation.score_files import distinct_parts
 from nmt.evaluation.scoring import score_systems
 from tests.helpers import scoring_settings
 
@@ -42,13 +46,104 @@ def files(tmp_path: Path) -> dict[str, Path]:
     }
 
 
+@pytest.fixture()
+def long_tail(tmp_path: Path) -> dict[str, Path]:
+    """A reference with WMT22 de-en's long tail (60 sentences in each 10-word bucket under 40 words, then 44,
+    10 and 9 past 40, 50 and 60) and two systems: `steady` keeps 80% of the words at every length, `fading`
+    95% under 40 words and 40% from 40."""
+    rng = random.Random(5)
+    lengths = [rng.randint(max(low, 1), low + 9) for low in (0, 10, 20, 30) for _ in range(60)]
+    lengths += [rng.randint(40, 49) for _ in range(44)] + [rng.randint(50, 59) for _ in range(10)]
+    lengths += [rng.randint(60, 80) for _ in range(9)]
+    references = [" ".join(rng.choices(VOCAB, k=n)) for n in lengths]
+
+    def system(keep: Callable[[int], float]) -> list[str]:
+        return [" ".join(w if rng.random() < keep(len(r.split())) else "x" for w in r.split()) for r in references]
+
+    return {
+        "ref": _write(tmp_path / "newstest.ref", references),
+        "steady": _write(tmp_path / "newstest.hyp.steady.en", system(lambda n: 0.8)),
+        "fading": _write(tmp_path / "newstest.hyp.fading.en", system(lambda n: 0.95 if n < 40 else 0.4)),
+    }
+
+
+def test_buckets_auto_are_sized_so_that_every_one_can_be_tested(
+    long_tail: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["score", str(long_tail["steady"]), str(long_tail["fading"]), "--ref", str(long_tail["ref"]),
+            "--set", "evaluation.bootstrap_samples=100"]
+
+    def buckets(out: str) -> list[tuple[str, int, bool]]:
+        run = json.loads((tmp_path / out / "results.json").read_text(encoding="utf-8"))["runs"]["steady"]
+        return [(b["label"], b["n"], b["ci"] is not None) for b in run["buckets"]]
+
+    assert main([*argv, "--out", str(tmp_path / "default")]) == 0  # the default buckets, as before
+    assert buckets("default")[-3:] == [("[40,50)", 44, False), ("[50,60)", 10, False), (">=60", 9, False)]
+    assert "sized from the data" not in capsys.readouterr().out
+    assert main([*argv, "--buckets", "auto", "--out", str(tmp_path / "auto")]) == 0
+    assert buckets("auto") == [("<10", 60, True), ("[10,20)", 60, True), ("[20,30)", 60, True),
+                               ("[30,40)", 60, True), (">=40", 63, True)]
+    results = json.loads((tmp_path / "auto" / "results.json").read_text(encoding="utf-8"))
+    how = ("the buckets were sized from the data (--buckets auto): 10-word buckets up to the longest sentence "
+           f"({max(len(line.split()) for line in long_tail['ref'].read_text().splitlines())} words), each with "
+           "fewer than evaluation.min_bucket_sentences = 50 sentences merged with its smaller neighbour, the "
+           "smallest first: cutoffs 10,20,30,40")
+    assert results["settings"]["buckets"] == [10, 20, 30, 40] and results["settings"]["buckets_sized"] == how
+    assert f"Sentences bucketed by reference length in words; {how}." in (tmp_path / "auto" / "report.md").read_text()
+    assert capsys.readouterr().out.startswith(how[0].upper() + how[1:] + ".\n")
+    # --set and the flag are one route: the later wins; and the cutoffs follow min_bucket_sentences
+    assert main([*argv, "--buckets", "auto", "--set", "evaluation.buckets=[20]", "--out", str(tmp_path / "a")]) == 0
+    assert [label for label, _, _ in buckets("a")] == ["<20", ">=20"]
+    assert main([*argv, "--set", "evaluation.buckets=[20]", "--set", "evaluation.buckets=auto",
+                 "--set", "evaluation.min_bucket_sentences=100", "--out", str(tmp_path / "b")]) == 0
+    assert buckets("b") == [("<20", 120, True), (">=20", 183, True)]
+    with pytest.raises(SystemExit):  # nmt evaluate's buckets stay as they are
+        build_parser("evaluate").parse_args(["evaluate", "runs/x", "--buckets", "auto"])
+    assert "expected comma-separated integers, got 'auto'" in capsys.readouterr().err
+
+
+def test_who_is_better_on_long_sentences_follows_the_buckets(
+    long_tail: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["score", str(long_tail["steady"]), str(long_tail["fading"]), "--ref", str(long_tail["ref"]),
+            "--set", "evaluation.bootstrap_samples=200"]
+    assert main([*argv, "--out", str(tmp_path / "default")]) == 0
+    printed = capsys.readouterr().out
+    report = (tmp_path / "default" / "report.md").read_text(encoding="utf-8")
+    leaders = json.loads((tmp_path / "default" / "results.json").read_text(encoding="utf-8"))["leaders"]
+    assert [(x["bucket"], x["best"], x["ahead"]) for x in leaders] == [
+        ("<10", "fading", True), ("[10,20)", "fading", True), ("[20,30)", "fading", True),
+        ("[30,40)", "fading", True), ("[40,50)", "steady", None), ("[50,60)", "steady", None),
+        (">=60", "steady", None), ("all", "fading", False)]
+    assert "| [30,40) | 60 | fading | steady | +" in report and "| >=60 | 9 | steady | fading | +" in report
+    longest = ("The longest sentences (>=60, 9 sentences) are too few to test (evaluation.min_bucket_sentences = "
+               "50; --buckets auto merges them). On the longest bucket that can be tested ([30,40), 60 sentences), "
+               "fading is better: +")
+    assert "## Who is better, by length" in report and longest in report and longest in printed
+    assert main([*argv, "--buckets", "auto", "--out", str(tmp_path / "auto")]) == 0
+    report = (tmp_path / "auto" / "report.md").read_text(encoding="utf-8")
+    (long,) = [x for x in json.loads((tmp_path / "auto" / "results.json").read_text())["leaders"] if x["bucket"] == ">=40"]
+    assert (long["best"], long["runner_up"], long["ahead"], long["n"]) == ("steady", "fading", True, 63)
+    assert long["bleu_diff"] > 10 and long["p"] < 0.05
+    assert (f"On the longest sentences (>=40, 63 sentences), steady is better: {long['bleu_diff']:+.2f} BLEU over "
+            f"fading (p={long['p']:.3f}).") in report
+    # the same systems on a bucket of 20+ words: the fall past 40 words is diluted
+    assert main([*argv, "--buckets", "20", "--out", str(tmp_path / "20")]) == 0
+    assert ("On the longest sentences (>=20, 183 sentences), steady and fading cannot be told apart: +"
+            in (tmp_path / "20" / "report.md").read_text(encoding="utf-8"))
+    capsys.readouterr()
+    # one system: no one to be better than
+    assert main(["score", str(long_tail["steady"]), "--ref", str(long_tail["ref"]), "--out", str(tmp_path / "one")]) == 0
+    assert "Who is better" not in (tmp_path / "one" / "report.md").read_text() + capsys.readouterr().out
+
+
 def test_score_two_files_with_source(files: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "out"
     argv = ["score", "--ref", str(files["ref"]), "--src", str(files["src"]), str(files["poor"]), str(files["good"]),
             "--buckets", "10,20,30", "--out", str(out), "--set", "evaluation.bootstrap_samples=100"]
     assert main(argv) == 0
     results = json.loads((out / "results.json").read_text(encoding="utf-8"))
-    assert set(results) == {"runs", "comparisons", "settings"}  # the schema of `nmt evaluate`
+    assert set(results) == {"runs", "comparisons", "settings", "leaders"}  # `nmt evaluate`'s, and who leads
     assert list(results["runs"]) == ["encdec", "search"]  # named by file, .txt / .hyp.txt dropped
     references = files["ref"].read_text(encoding="utf-8").splitlines()
     for name, key in (("encdec", "poor"), ("search", "good")):
@@ -100,11 +195,56 @@ def test_a_baseline_is_named_by_its_file_s_stem_too(
 ) -> None:
     copy, search = files["poor"].rename(tmp_path / "copy.fr"), files["good"].rename(tmp_path / "search.fr")
     options = ["--ref", str(files["ref"]), "--out", str(tmp_path / "out"), "--set", "evaluation.bootstrap_samples=20"]
-    assert main(["score", str(copy), str(search), *options, "--baseline", "copy"]) == 0
-    results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
-    assert [(e["baseline"], e["attention"]) for e in results["effect"]] == [("copy.fr", "search.fr")]
+    for baseline in ("copy", "copy.fr"):  # its name (what differs from search.fr), its file's stem or name
+        assert main(["score", str(copy), str(search), *options, "--baseline", baseline]) == 0
+        results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+        assert [(e["baseline"], e["attention"]) for e in results["effect"]] == [("copy", "search")]
     assert main(["score", str(copy), str(search.rename(tmp_path / "copy.de")), *options, "--baseline", "copy"]) == 2
-    assert "--baseline copy: it is the stem of copy.fr and copy.de." in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--baseline copy: it is the stem of copy.fr and copy.de." in err and "The systems are: fr, de." in err
+
+
+def test_systems_are_named_by_what_differs_between_their_files(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wmt = tmp_path / "wmt22"
+    wmt.mkdir()
+    hyps = [files["good"].rename(wmt / "generaltest2022.de-en.hyp.JDExploreAcademy.en"),
+            files["poor"].rename(wmt / "generaltest2022.de-en.hyp.Online-B.en")]
+    options = ["--ref", str(files["ref"]), "--set", "evaluation.bootstrap_samples=20"]
+    assert main(["score", *map(str, hyps), *options, "--out", str(tmp_path / "a")]) == 0
+    table = capsys.readouterr().out.split("\n\n")[0]
+    assert table.splitlines()[0].split() == [
+        "bucket", "n", "JDExploreAcademy", "BLEU", "[CI]", "Online-B", "BLEU", "[CI]", "Online-B", "-", "JDExploreAcademy",
+        "(p)"]
+    assert max(map(len, table.splitlines())) < 120  # it was 243 characters wide with the whole file names
+    results = json.loads((tmp_path / "a" / "results.json").read_text(encoding="utf-8"))
+    assert results["settings"]["runs"]["Online-B"] == {"hypotheses": "generaltest2022.de-en.hyp.Online-B.en"}
+    # one file keeps its name (less .txt, .hyp); one name in two folders: the folders; --names overrides
+    assert main(["score", str(hyps[0]), *options, "--out", str(tmp_path / "b")]) == 0
+    assert list(json.loads((tmp_path / "b" / "results.json").read_text())["runs"]) == [hyps[0].name]
+    (tmp_path / "sys1").mkdir(), (tmp_path / "sys2").mkdir()
+    same = [hyps[0].rename(tmp_path / "sys1" / "out.txt"), hyps[1].rename(tmp_path / "sys2" / "out.txt")]
+    assert main(["score", *map(str, same), *options, "--out", str(tmp_path / "c")]) == 0
+    assert list(json.loads((tmp_path / "c" / "results.json").read_text())["runs"]) == ["sys1", "sys2"]
+    assert main(["score", *map(str, same), *options, "--names", "x,y", "--out", str(tmp_path / "d")]) == 0
+    assert list(json.loads((tmp_path / "d" / "results.json").read_text())["runs"]) == ["x", "y"]
+
+
+@pytest.mark.parametrize(
+    ("texts", "parts"),
+    [
+        (["t.de-en.hyp.A.en", "t.de-en.hyp.B-2.en", "t.de-en.hyp.C_x.en"], ["A", "B-2", "C_x"]),
+        (["run_1", "run_2"], ["1", "2"]),
+        (["x.en", "x.y.en"], ["x", "x.y"]),  # x would be empty: less prefix cut
+        (["a.en", "b.en", "b.en"], ["a", "b", "b"]),  # the same file twice stays the same (then b-2)
+        (["OnlineB.en", "OnlineB.en"], ["OnlineB.en", "OnlineB.en"]),
+        (["alone.en"], ["alone.en"]),
+        (["abc", "abd"], ["abc", "abd"]),  # cut only at separators
+    ],
+)
+def test_distinct_parts(texts: list[str], parts: list[str]) -> None:
+    assert distinct_parts(texts) == parts
 
 
 @pytest.mark.parametrize(
@@ -209,3 +349,103 @@ def test_the_python_api_needs_only_the_files(
     assert list(results["runs"]) == ["good"] and (tmp_path / "evaluation" / "good.hyp.txt").is_file()
     with pytest.raises(NMTError, match="no translation file given"):
         score_files(files["ref"], [])
+
+
+# `nmt score ARGV` in a fresh interpreter; prints, last on stderr, which heavy modules it imported
+_SCORE_PROCESS = """
+import runpy, sys
+sys.argv = ["nmt", "score", *sys.argv[1:]]
+try:
+    runpy.run_module("nmt", run_name="__main__")
+except SystemExit as exit:
+    status = exit.code
+print("loaded:", *(m for m in ("torch", "matplotlib") if m in sys.modules), file=sys.stderr)
+sys.exit(status)
+"""
+
+
+def _score_process(argv: list[str]) -> tuple[int, str, list[str]]:
+    """(exit status, stderr, modules of torch and matplotlib loaded) of `nmt score ARGV` in a subprocess."""
+    result = subprocess.run([sys.executable, "-c", _SCORE_PROCESS, *argv], capture_output=True, text=True)
+    err, _, loaded = result.stderr.rpartition("loaded:")
+    return result.returncode, err, loaded.split()
+
+
+def test_score_loads_no_torch_and_matplotlib_only_for_its_plot(files: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    options = ["--ref", str(files["ref"]), "--out", str(out), "--set", "evaluation.bootstrap_samples=20"]
+    status, err, loaded = _score_process([str(files["poor"]), str(files["good"]), *options])
+    assert status == 0, err
+    assert loaded == ["matplotlib"] and (out / "bleu_by_length.png").stat().st_size > 1000  # the plot is drawn
+    status, err, loaded = _score_process([str(files["poor"]), str(tmp_path / "missing.txt"), *options])
+    assert status == 2 and "HYP not found" in err and "Traceback" not in err
+    assert loaded == []  # an error, before anything is scored: neither
+
+
+@pytest.mark.parametrize(("encoding", "bom"), [("utf-16", "FF FE"), ("utf-16-be", "FE FF"), ("utf-32", "FF FE 00 00")])
+def test_a_utf16_file_is_named_with_its_iconv_command(
+    files: dict[str, Path], tmp_path: Path, encoding: str, bom: str
+) -> None:
+    hyp = tmp_path / "windows.txt"
+    text = files["good"].read_text(encoding="utf-8")
+    hyp.write_bytes((text if encoding != "utf-16-be" else "\ufeff" + text).encode(encoding))  # BOM as saved
+    result = subprocess.run([sys.executable, "-m", "nmt", "score", str(hyp), "--ref", str(files["ref"]),
+                             "--out", str(tmp_path / "o")], capture_output=True, text=True)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    named = "UTF-32" if encoding == "utf-32" else "UTF-16"
+    assert f"HYP {hyp} is {named}, not UTF-8 (it starts with {named}'s byte-order mark, {bom})." in result.stderr
+    assert f"`iconv -f {named} -t UTF-8 {hyp} > {hyp}.utf8`" in result.stderr and "latin1" not in result.stderr
+
+
+def test_a_utf8_byte_order_mark_is_not_part_of_the_first_sentence(files: dict[str, Path], tmp_path: Path) -> None:
+    marked = tmp_path / "marked.txt"
+    marked.write_bytes(b"\xef\xbb\xbf" + files["good"].read_bytes())
+    ref = tmp_path / "ref.txt"
+    ref.write_bytes(b"\xef\xbb\xbf" + files["ref"].read_bytes())
+    argv = ["score", str(files["good"]), str(marked), "--ref", str(ref), "--out", str(tmp_path / "o"),
+            "--set", "evaluation.bootstrap_samples=20"]
+    assert main(argv) == 0
+    runs = json.loads((tmp_path / "o" / "results.json").read_text(encoding="utf-8"))["runs"]
+    assert [run["bleu"] for run in runs.values()] == [runs["search"]["bleu"]] * 2
+
+
+def test_blank_reference_lines_are_warned_about(files: dict[str, Path], tmp_path: Path) -> None:
+    references = files["ref"].read_text(encoding="utf-8").splitlines()
+    blank = [2, 7, *range(20, 40)]  # line numbers: 22 of them
+    for number in blank:
+        references[number - 1] = " " if number == 7 else ""
+    ref = _write(tmp_path / "holes.ref", references)
+    result = subprocess.run([sys.executable, "-m", "nmt", "score", str(files["good"]), "--ref", str(ref),
+                             "--out", str(tmp_path / "o"), "--set", "evaluation.bootstrap_samples=20"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert (f"warning: --ref {ref} has 22 blank lines (lines 2, 7, 20, 21, 22, 23, 24, 25, 26, 27, ...): BLEU "
+            "counts every word a system writes for them as wrong") in result.stderr
+    assert "chrF leaves them out" in result.stderr
+    # what the warning says: BLEU falls against the lines' translations, chrF is the same without them
+    hyps = files["good"].read_text(encoding="utf-8").splitlines()
+    kept = [i for i in range(len(hyps)) if i + 1 not in blank]
+    run = json.loads((tmp_path / "o" / "results.json").read_text(encoding="utf-8"))["runs"]["search"]
+    without = ([hyps[i] for i in kept], [[references[i] for i in kept]])
+    assert run["bleu"] < sacrebleu.corpus_bleu(*without).score - 5
+    assert run["chrf"] == pytest.approx(sacrebleu.corpus_chrf(*without).score)
+    assert main(["score", str(files["good"]), "--ref", str(files["ref"]), "--out", str(tmp_path / "p")]) == 0
+
+
+def test_a_file_given_twice_or_a_copy_is_warned_about(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy = tmp_path / "copy.txt"
+    copy.write_bytes(files["good"].read_bytes())
+    good, poor = str(files["good"]), str(files["poor"])
+    argv = ["--ref", str(files["ref"]), "--out", str(tmp_path / "o"), "--set", "evaluation.bootstrap_samples=20"]
+    assert main(["score", poor, good, good, str(copy), *argv]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert warnings == [
+        f"warning: HYP {good} is given twice (search and search-2): they score alike, +0.00 between them. "
+        "Check that each file is the system you meant.",
+        f"warning: HYP {good} and {copy} hold the same lines (search and copy): they score alike, +0.00 between "
+        "them. Check that each file is the system you meant.",
+    ]
+    assert main(["score", poor, good, *argv]) == 0
+    assert "warning" not in capsys.readouterr().err

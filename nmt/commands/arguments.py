@@ -100,9 +100,11 @@ def add_beam(parser: argparse.ArgumentParser) -> None:
     add_setting(parser, "--beam", "decoding.beam_size", "beam size, 1 = greedy", type=int, metavar="K")
 
 
-def add_bucketing(parser: argparse.ArgumentParser, by_default: str) -> None:
-    """--buckets and --by, short for --set evaluation.buckets / evaluation.by (evaluate, score)."""
-    add_setting(parser, "--buckets", "evaluation.buckets", "length cutoffs, default 10,20,30,40,50,60", type=buckets)
+def add_bucketing(parser: argparse.ArgumentParser, by_default: str, auto: str = "") -> None:
+    """--buckets and --by, short for --set evaluation.buckets / evaluation.by (evaluate, score); with `auto`
+    (what it does), --buckets also takes `auto` (score)."""
+    cutoffs = "length cutoffs, default 10,20,30,40,50,60" + (f"; or auto: {auto}" if auto else "")
+    add_setting(parser, "--buckets", "evaluation.buckets", cutoffs, type=buckets_or_auto if auto else buckets)
     add_setting(parser, "--by", "evaluation.by", f"bucket by source or reference length (default: {by_default})",
                 choices=get_args(BucketBy))
 
@@ -129,6 +131,11 @@ def integers(malformed: str, empty: str) -> Callable[[str], list[int]]:
 
 steps = integers("comma-separated step numbers", "step numbers, e.g. 600,900")
 buckets = integers("comma-separated integers", "at least one length cutoff, e.g. 10,20,30,40,50,60")
+
+
+def buckets_or_auto(text: str) -> list[int] | str:
+    """Type of --buckets where it may be sized from the data: `auto`, or `buckets`."""
+    return "auto" if text.strip() == "auto" else buckets(text)
 
 
 def use_threads(threads: int | None, run_dir: Path) -> None:

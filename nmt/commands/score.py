@@ -16,12 +16,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ref", type=Path, required=True, help="reference file, one sentence a line")
     parser.add_argument("--src", type=Path, help="source file (needed to bucket by source length, and shown in the examples)")
     parser.add_argument(
-        "--names", type=arguments.names, help="system names, comma-separated, one per HYP (default: file names)"
+        "--names",
+        type=arguments.names,
+        help="system names, comma-separated, one per HYP (default: what differs between the file names, e.g. "
+        "OnlineB for generaltest2022.de-en.hyp.OnlineB.en beside other systems' files of that pattern)",
     )
     parser.add_argument(
         "--baseline",
         metavar="NAME",
-        help="the fixed-vector (no attention) system, by name or file stem: check the long-sentence effect against every other system",
+        help="the fixed-vector (no attention) system, by name, file name or file stem: check the long-sentence effect against every other system",
     )
     parser.add_argument("--out", type=Path, default=Path("evaluation"), help="output folder (default ./evaluation)")
     arguments.add_set(
@@ -29,7 +32,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "an evaluation setting (repeatable): --set evaluation.tokenize=intl --set evaluation.lowercase=true",
         metavar="evaluation.KEY=VALUE",
     )
-    arguments.add_bucketing(parser, "source with --src, else reference")
+    arguments.add_bucketing(
+        parser,
+        "source with --src, else reference",
+        auto="10-word buckets merged until each holds evaluation.min_bucket_sentences, the report says how",
+    )
 
 
 def run(args: argparse.Namespace) -> None:

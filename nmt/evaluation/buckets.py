@@ -11,7 +11,30 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from nmt.config_sections import BucketBy
-from nmt.lengths import Bucket, assign_buckets, word_count
+from nmt.lengths import Bucket, assign_buckets, make_buckets, word_count
+
+# `nmt score --buckets auto`: the width of the buckets it starts from, those of the default cutoffs
+DATA_BUCKET_STEP = 10
+
+
+def data_cutoffs(lengths: Sequence[int], min_sentences: int, step: int = DATA_BUCKET_STEP) -> list[int]:
+    """Cutoffs of buckets sized from the data, each holding at least `min_sentences` of the `lengths`:
+    `step`-word buckets up to the longest length, then, while one holds fewer, the smallest (the shorter
+    on a tie) merged with its smaller neighbour (the shorter on a tie). Where that leaves a single bucket
+    (too few sentences for two, or all shorter than `step`), two as even as the lengths allow."""
+    cutoffs = list(range(step, max(lengths, default=0) + 1, step))
+    counts = [len(rows) for rows in bucket_members(lengths, make_buckets(cutoffs)).values()] if cutoffs else []
+    while len(counts) > 1 and min(counts) < min_sentences:
+        i = counts.index(min(counts))
+        # merge bucket i with bucket j = i - 1 or i + 1: the cutoff between them goes
+        j = i + 1 if i == 0 or (i + 1 < len(counts) and counts[i + 1] < counts[i - 1]) else i - 1
+        low = min(i, j)
+        counts[low : low + 2] = [counts[i] + counts[j]]
+        del cutoffs[low]
+    if cutoffs:
+        return cutoffs
+    candidates = sorted({length for length in lengths if length > 0}) or [step]
+    return [min(candidates, key=lambda cutoff: abs(2 * sum(length < cutoff for length in lengths) - len(lengths)))]
 
 
 def sentence_lengths(sources: Sequence[str], references: Sequence[str], by: BucketBy) -> list[int]:

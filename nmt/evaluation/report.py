@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 import textwrap
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from matplotlib.figure import Figure
 
+from nmt.config_sections import EvaluationConfig
 from nmt.evaluation.buckets import bucket_members, sentence_lengths
 from nmt.evaluation.effect import Check
 from nmt.evaluation.scoring import (
@@ -120,16 +120,20 @@ def format_table(evaluation: Evaluation) -> str:
     return "\n".join(lines)
 
 
-def format_markdown(evaluation: Evaluation, scored: Sequence[str] = ()) -> str:
-    """report.md: what was scored (one line each, if given), the bucket table, chrF and the sacrebleu
-    signatures."""
+def format_markdown(
+    evaluation: Evaluation, scored: Sequence[str] = (), bucketing: str = "", leaders: str = ""
+) -> str:
+    """report.md: what was scored (one line each, if given), the bucket table (`bucketing`: how its
+    buckets were chosen, if not given), chrF and the sacrebleu signatures, `leaders` (a `format_leaders`
+    section) and what each score is made of."""
     header, rows = table_rows(evaluation)
     settings = evaluation.settings
     lines = ["# BLEU by sentence length", ""]
     if scored:
         lines += ["What was scored:", "", *(f"- {line}" for line in scored), ""]
     lines += [
-        f"Sentences bucketed by {settings.by} length in words. BLEU is sacrebleu corpus BLEU on each bucket, "
+        f"Sentences bucketed by {settings.by} length in words{f'; {bucketing}' if bucketing else ''}. "
+        "BLEU is sacrebleu corpus BLEU on each bucket, "
         f"with a {CONFIDENCE:.0%} bootstrap interval ({settings.bootstrap_samples} resamples, "
         f"seed {settings.bootstrap_seed}). Differences are b - a with two-sided paired bootstrap p-values. "
         "A bucket too small to resample (evaluation.min_bucket_sentences), all included, has a dash for both.",
@@ -142,6 +146,8 @@ def format_markdown(evaluation: Evaluation, scored: Sequence[str] = ()) -> str:
     ]
     first = evaluation.systems[0]
     lines += ["", f"BLEU signature: `{first.signature}`", "", f"chrF signature: `{first.chrf_signature}`", ""]
+    if leaders:
+        lines += [leaders]
     return "\n".join(lines) + "\n" + format_statistics(evaluation)
 
 
@@ -175,6 +181,78 @@ def _statistic_cells(score: BucketScore | SystemScore) -> list[str]:
                 cell += f" [{low:.{statistic.digits}f}, {high:.{statistic.digits}f}]"
             cells.append(cell)
     return cells
+
+
+@dataclass(frozen=True)
+class Leader:
+    """The best system on one bucket (or `all`) by BLEU, and the paired bootstrap test of it against the
+    runner-up: `p` None when the bucket is too small to resample, `ahead` then None too."""
+
+    bucket: str
+    n: int
+    best: str
+    runner_up: str
+    bleu_diff: float  # best - runner-up
+    p: float | None
+    ahead: bool | None  # p < evaluation.significance
+
+
+def bucket_leaders(evaluation: Evaluation) -> list[Leader]:
+    """A Leader for each non-empty bucket of the evaluation's buckets, then for all sentences; none for a
+    single system. On a tie in BLEU the system given first leads."""
+    leaders: list[Leader] = []
+    if len(evaluation.systems) < 2:
+        return leaders
+    for k, label in enumerate(_labels(evaluation.systems[0])):
+        scores = [(s.name, [*s.buckets, s][k]) for s in evaluation.systems]
+        if scores[0][1].bleu is None:  # an empty bucket
+            continue
+        (best, score), (runner_up, second) = sorted(scores, key=lambda named: -(named[1].bleu or 0.0))[:2]
+        (comparison,) = [c for c in evaluation.comparisons if {c.a, c.b} == {best, runner_up}]
+        p = [*comparison.buckets, comparison][k].p
+        ahead = None if p is None else p < evaluation.settings.significance
+        leaders.append(Leader(label, score.n, best, runner_up, (score.bleu or 0.0) - (second.bleu or 0.0), p, ahead))
+    return leaders
+
+
+def format_leaders(leaders: Sequence[Leader], settings: EvaluationConfig) -> str:
+    """A Markdown section: per bucket, who is best and whether the paired bootstrap sets it apart from the
+    runner-up; then, in words, the answer for the longest sentences."""
+    verdicts = {True: "**ahead**", False: "cannot tell apart", None: "too few sentences to test"}
+    rows = [[x.bucket, str(x.n), x.best, x.runner_up, _diff_cell(x.bleu_diff, x.p), verdicts[x.ahead]] for x in leaders]
+    lines = [
+        "## Who is better, by length",
+        "",
+        f"Per bucket, the system with the highest BLEU and the paired bootstrap test of it against the runner-up: "
+        f"ahead with p < {settings.significance:g} (evaluation.significance); a bucket under "
+        f"evaluation.min_bucket_sentences = {settings.min_bucket_sentences} sentences is too small to test.",
+        "",
+        *markdown_table(["bucket", "n", "best", "runner-up", "best - runner-up (p)", "verdict"], rows, left=4),
+        "",
+        _longest_answer([x for x in leaders if x.bucket != "all"], settings),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _longest_answer(leaders: Sequence[Leader], settings: EvaluationConfig) -> str:
+    """Who is better on the longest sentences, in words: the longest bucket's answer, and where it is too
+    small to test, the longest bucket's that can be tested."""
+    longest = leaders[-1]
+    if longest.ahead is not None:
+        return _answer(longest, "the longest sentences")
+    answer = (f"The longest sentences ({longest.bucket}, {longest.n} sentences) are too few to test (evaluation."
+              f"min_bucket_sentences = {settings.min_bucket_sentences}; --buckets auto merges them).")
+    tested = [x for x in leaders if x.ahead is not None]
+    return answer + (f" {_answer(tested[-1], 'the longest bucket that can be tested')}" if tested else "")
+
+
+def _answer(leader: Leader, which: str) -> str:
+    where = f"On {which} ({leader.bucket}, {leader.n} sentences)"
+    if leader.ahead:
+        return (f"{where}, {leader.best} is better: {leader.bleu_diff:+.2f} BLEU over {leader.runner_up} "
+                f"(p={leader.p:.3f}).")
+    return (f"{where}, {leader.best} and {leader.runner_up} cannot be told apart: {leader.bleu_diff:+.2f} BLEU "
+            f"(p={leader.p:.3f}).")
 
 
 def format_checks(checks: Sequence[Check], baseline: str, attention: str) -> str:
@@ -278,6 +356,8 @@ def plot_bleu_by_length(
     to resample: a hollow marker) and its source-blind floor (thin, dotted); n under each tick. `groups`
     maps a run to (model, variant), e.g. ("RNNsearch", "-30"): one colour per model, one line style per
     variant (the paper's Figure 2); without it, a colour per run."""
+    from matplotlib.figure import Figure  # here: a command that fails before its plot (or scores) loads none
+
     first = evaluation.systems[0]
     kept = plotted_buckets(evaluation)
     x = np.arange(len(kept))
@@ -319,16 +399,22 @@ def write_report(
     examples: str = "",
     groups: Mapping[str, tuple[str, str]] | None = None,
     title: str = "",
+    bucketing: str = "",
+    leaders: Sequence[Leader] = (),
 ) -> dict[str, Any]:
     """Write results.json, report.md and bleu_by_length.png into `out_dir`; return results.json's content.
 
     `effect` maps (fixed-vector run, attention run) to the checks of nmt/evaluation/effect.py; `scored`
     says what each system is (one line each), `examples` is a `format_examples` section and `groups`
-    styles the plot's lines (plot_bleu_by_length) under `title` (the test set, in a line).
+    styles the plot's lines (plot_bleu_by_length) under `title` (the test set, in a line); `bucketing`
+    says how the buckets were chosen where they are not evaluation.buckets as given; `leaders`
+    (`bucket_leaders`) adds who is better per bucket (report.md's section, results.json's "leaders").
     """
     out_dir = Path(out_dir)
     results = results_dict(evaluation, extra_settings)
-    markdown = format_markdown(evaluation, scored)
+    if leaders:
+        results["leaders"] = [asdict(leader) for leader in leaders]
+    markdown = format_markdown(evaluation, scored, bucketing, format_leaders(leaders, evaluation.settings) if leaders else "")
     if effect:
         results["effect"] = [
             {"baseline": baseline, "attention": attention, "checks": [asdict(check) for check in checks]}

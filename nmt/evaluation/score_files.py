@@ -7,22 +7,36 @@ translations from files, whatever system made them.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import os
+import re
+import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from nmt.config import EvaluationConfig, config_from_dict, override_sections
+from nmt.config import EvaluationConfig, override_section
 from nmt.data.corpus import read_lines
 from nmt.errors import NMTError
+from nmt.evaluation.buckets import (
+    DATA_BUCKET_STEP,
+    bucket_members,
+    data_cutoffs,
+    sentence_lengths,
+)
 from nmt.evaluation.effect import Check, contrast_checks, long_sentence_bleu, paper_checks
-from nmt.evaluation.report import format_checks, format_examples, format_table, write_report
+from nmt.evaluation.report import (
+    bucket_leaders,
+    format_checks,
+    format_examples,
+    format_leaders,
+    format_table,
+    write_report,
+)
 from nmt.evaluation.scoring import score_systems, warn_if_tokenized
 from nmt.evaluation.testset import TestSet, file_test_set, reference_test_set, shown_path, unique_name
-from nmt.fileio import atomic_write_text
-from nmt.typed_yaml import sets_key
-
-# What `--set` may change in `nmt score`.
-SCORE_SECTIONS = ("evaluation",)
+from nmt.fileio import atomic_write_text, same_file
+from nmt.lengths import make_buckets
+from nmt.typed_yaml import parse_override, sets_key
 
 
 def score_files(
@@ -36,26 +50,35 @@ def score_files(
 ) -> dict[str, Any]:
     """`nmt score`: score translations from files (any system's) against `ref_path`, as `nmt evaluate` does.
 
-    Systems are named by `names` or by their files' names; `baseline` names the fixed-vector system (by
-    its name or, for a file name, its stem), whose effect checks are run against every other system. `overrides` are `--set evaluation.*` keys
-    (buckets, by, ...); without `src_path` sentences are bucketed by reference length, whatever
-    evaluation.by says unless an override asks for source. Returns the content of results.json.
+    Systems are named by `names` or by what differs between their files' names (`default_names`);
+    `baseline` names the fixed-vector system (by its name, its file's name or stem), whose effect checks
+    are run against every other system. `overrides` are `--set evaluation.*` keys (buckets, by, ...);
+    without `src_path` sentences are bucketed by reference length, whatever evaluation.by says unless an
+    override asks for source. Blank reference lines, and a file given twice or two files of the same
+    lines, are warned about on stderr. Returns the content of results.json.
     """
     if not hyp_paths:
         raise NMTError("no translation file given.", "Pass one or more HYP files, one translation per line.")
-    settings = override_sections(config_from_dict({}), list(overrides), SCORE_SECTIONS, "nmt score").evaluation
+    sized, overrides = _buckets_auto(overrides)
+    settings = override_section("evaluation", overrides, "nmt score")
     if src_path is not None:
         test_set = file_test_set(src_path, ref_path)
     else:
         if settings.by == "source" and sets_key(overrides, "evaluation.by"):  # asked for, not the default
             raise NMTError("--by source needs the source sentences.", "Give them with --src, or use --by reference.")
         test_set, settings = reference_test_set(ref_path), dataclasses.replace(settings, by="reference")
+    bucketing = ""
+    if sized:
+        settings, bucketing = _sized_from_data(settings, test_set)
     paths = dict(zip(_system_names(hyp_paths, names), hyp_paths, strict=True))
     pairs: list[tuple[str, str]] = []
     if baseline is not None:
-        named = [baseline] if baseline in paths else [name for name in paths if Path(name).stem == baseline]
-        if len(named) != 1:  # a stem names a system too: copy for copy.fr
-            found = f"it is the stem of {' and '.join(named)}" if named else "no such system"
+        named = [baseline] if baseline in paths else [
+            name for name, path in paths.items() if baseline in (Path(path).name, Path(path).stem)
+        ]
+        if len(named) != 1:  # a file's name or stem names its system too: copy for copy.fr
+            files = " and ".join(Path(paths[name]).name for name in named)
+            found = f"it is the stem of {files}" if named else "no such system"
             raise NMTError(f"--baseline {baseline}: {found}.", f"The systems are: {', '.join(paths)}.")
         baseline = named[0]
         if len(paths) < 2:
@@ -65,11 +88,45 @@ def score_files(
             )
         pairs = [(baseline, name) for name in paths if name != baseline]
     hypotheses = {name: _read_hypotheses(path, ref_path, len(test_set.references)) for name, path in paths.items()}
+    warn_blank_references(test_set.references, ref_path)  # once every input is known to be usable
+    warn_duplicates(paths, hypotheses)
     out = Path(out_dir or "evaluation")
     scored = [f"test set: {test_set.describe()}"]
     scored += [f"{name}: `{shown_path(path, out)}`" for name, path in paths.items()]
     systems: dict[str, dict[str, Any]] = {name: {"hypotheses": shown_path(path, out)} for name, path in paths.items()}
-    return score_and_report(hypotheses, test_set, settings, out, scored, systems, pairs)
+    return score_and_report(hypotheses, test_set, settings, out, scored, systems, pairs, bucketing=bucketing,
+                            leaders=True)
+
+
+def _buckets_auto(overrides: Sequence[str]) -> tuple[bool, list[str]]:
+    """Whether the last of `overrides` that sets evaluation.buckets sets it to `auto` (`--buckets auto`),
+    and the overrides without those that do, which the config would refuse."""
+    auto, kept = False, []
+    for text in overrides:
+        keys, value = parse_override(text)
+        if keys == ["evaluation", "buckets"]:
+            auto = value == "auto"
+            if auto:
+                continue
+        kept.append(text)
+    return auto, kept
+
+
+def _sized_from_data(settings: EvaluationConfig, test_set: TestSet) -> tuple[EvaluationConfig, str]:
+    """`settings` with buckets sized from the test set (`data_cutoffs`), and how, for the report."""
+    lengths = sentence_lengths(test_set.sources or test_set.references, test_set.references, settings.by)
+    least = settings.min_bucket_sentences
+    cutoffs = data_cutoffs(lengths, least)
+    how = (
+        f"the buckets were sized from the data (--buckets auto): {DATA_BUCKET_STEP}-word buckets up to the longest "
+        f"sentence ({max(lengths)} words), each with fewer than evaluation.min_bucket_sentences = {least} "
+        "sentences merged with its smaller neighbour, the smallest first"
+    )
+    counts = [len(rows) for rows in bucket_members(lengths, make_buckets(cutoffs)).values()]
+    if min(counts) < least:
+        how += (f"; {len(lengths)} sentences make no two such buckets, so two as even as their lengths allow, "
+                "too small to test")
+    return dataclasses.replace(settings, buckets=cutoffs), f"{how}: cutoffs {','.join(map(str, cutoffs))}"
 
 
 def _read_hypotheses(path: Path, ref_path: Path, count: int) -> list[str]:
@@ -84,11 +141,42 @@ def _read_hypotheses(path: Path, ref_path: Path, count: int) -> list[str]:
     return lines
 
 
+def warn_blank_references(references: Sequence[str], ref_path: Path, shown: int = 10) -> None:
+    """A warning on stderr, if any reference line is blank: how many, the first `shown` line numbers, and
+    what they do to the scores."""
+    blank = [number for number, line in enumerate(references, 1) if not line.strip()]
+    if blank:
+        plural = "s" if len(blank) > 1 else ""
+        first = ", ".join(map(str, blank[:shown])) + (", ..." if len(blank) > shown else "")
+        print(
+            f"warning: --ref {ref_path} has {len(blank)} blank line{plural} (line{plural} {first}): BLEU counts every word a system writes for them as wrong (a blank translation costs "
+            "nothing), chrF leaves them out. If their references are missing, remove those lines from --ref, "
+            "--src and every HYP.",
+            file=sys.stderr,
+        )
+
+
+def warn_duplicates(paths: Mapping[str, Path], hypotheses: Mapping[str, Sequence[str]]) -> None:
+    """A warning on stderr for each system whose file is an earlier system's (the same path, or a link to
+    it) or holds the same lines: the two score alike, +0.00 between them, which says nothing."""
+    names = list(paths)
+    for k, name in enumerate(names):
+        for earlier in names[:k]:
+            if same_file(paths[earlier], paths[name]):
+                what = f"HYP {paths[name]} is given twice ({earlier} and {name})"
+            elif hypotheses[earlier] == hypotheses[name]:
+                what = f"HYP {paths[earlier]} and {paths[name]} hold the same lines ({earlier} and {name})"
+            else:
+                continue
+            print(f"warning: {what}: they score alike, +0.00 between them. Check that each file is the "
+                  "system you meant.", file=sys.stderr)
+            break  # one warning per file, naming the first it repeats
+
+
 def _system_names(hyp_paths: Sequence[Path], names: Sequence[str] | None) -> list[str]:
-    """--names as given (one per file, unique, usable in file names), else the files' names made unique."""
+    """--names as given (one per file, unique, usable in file names), else `default_names`."""
     if names is None:
-        taken: set[str] = set()
-        return [unique_name(Path(path).name.removesuffix(".txt").removesuffix(".hyp"), taken) for path in hyp_paths]
+        return default_names(hyp_paths)
     names = [name.strip() for name in names]
     if len(names) != len(hyp_paths):
         raise NMTError(
@@ -104,6 +192,50 @@ def _system_names(hyp_paths: Sequence[Path], names: Sequence[str] | None) -> lis
     return names
 
 
+def default_names(hyp_paths: Sequence[str | Path]) -> list[str]:
+    """The systems' names when --names is not given: what differs between their file names, without .txt
+    and .hyp (`distinct_parts`: generaltest2022.de-en.hyp.OnlineB.en -> OnlineB), or between their paths
+    where two files in different folders share a name (sys1/out.txt -> sys1); one file keeps its stem. A
+    name given twice (the same file) becomes name, name-2."""
+    resolved = [Path(path).resolve() for path in hyp_paths]
+    stems = [_stem(path.name) for path in resolved]
+    if len(set(stems)) < len(set(resolved)):
+        stems = [_stem(path.as_posix()) for path in resolved]
+    taken: set[str] = set()
+    # a name is also a file name, NAME.hyp.txt: no folders in it, and no hidden file
+    return [unique_name(part.replace("/", "-").lstrip(".") or "system", taken) for part in distinct_parts(stems)]
+
+
+def _stem(name: str) -> str:
+    return name.removesuffix(".txt").removesuffix(".hyp") or name
+
+
+_PIECE_END = re.compile(r"(?<=[._/-])")  # splits after each separator
+_PIECE_START = re.compile(r"(?=[._/-])")  # splits before each separator
+
+
+def distinct_parts(texts: Sequence[str]) -> list[str]:
+    """Each of `texts` without the longest prefix and suffix that all of them share, cut only at separators
+    ('.', '-', '_', '/'): a.de-en.X.en, a.de-en.Y.en -> X, Y. Where that would leave a text empty (it is
+    another's prefix or suffix), less is cut, the prefix first; one text, or equal ones, stay whole."""
+    if len(set(texts)) < 2:
+        return list(texts)
+    heads = [_PIECE_END.split(text) for text in texts]  # pieces ending with a separator
+    tails = [_PIECE_START.split(text)[::-1] for text in texts]  # pieces starting with one, last first
+    prefix, suffix = len(os.path.commonprefix(heads)), len(os.path.commonprefix(tails))
+    while True:
+        parts = [
+            text[len("".join(head[:prefix])) : len(text) - len("".join(tail[:suffix]))].strip("._-/")
+            for text, head, tail in zip(texts, heads, tails, strict=True)
+        ]
+        if all(parts):  # at the latest with nothing cut: a file's name is never empty
+            return parts
+        if prefix > 0:
+            prefix -= 1
+        else:
+            suffix -= 1
+
+
 def score_and_report(
     hypotheses: dict[str, list[str]],
     test_set: TestSet,
@@ -116,6 +248,8 @@ def score_and_report(
     ceilings: dict[str, int] | None = None,
     groups: dict[str, tuple[str, str]] | None = None,
     contrasts: Sequence[tuple[str, str]] = (),
+    bucketing: str = "",
+    leaders: bool = False,
 ) -> dict[str, Any]:
     """Score the systems' translations together, write the report and print it.
 
@@ -123,7 +257,9 @@ def score_and_report(
     settings.runs; `pairs` are (fixed-vector, attention) systems to run the effect checks on, and
     `ceilings` each system's training.max_words where known, `contrasts` (expected to fall, expected to
     hold) systems for the contrast checks (both nmt/evaluation/effect.py); `groups` styles
-    the plot (nmt/evaluation/report.py), titled with the test set.
+    the plot (nmt/evaluation/report.py), titled with the test set; `bucketing` says how the buckets were
+    sized from the data (`nmt score --buckets auto`; results.json's settings.buckets_sized); `leaders` adds
+    who is better per bucket, for two or more systems (nmt/evaluation/report.py's `bucket_leaders`).
     """
     warn_if_tokenized(hypotheses, settings.tokenize)  # once per command, however many resamples are scored
     sources = test_set.sources if test_set.sources is not None else test_set.references
@@ -134,14 +270,21 @@ def score_and_report(
         effect = paper_checks(evaluation, long, pairs, ceilings or {})
         effect |= contrast_checks(evaluation, long, contrasts, ceilings or {})
     examples = format_examples(evaluation, hypotheses, test_set.sources, test_set.references)
-    extra = {"test_set": test_set.describe(), "runs": systems}
-    results = write_report(evaluation, out, extra, effect, scored, examples, groups, test_set.describe())
+    extra = {"test_set": test_set.describe(), "runs": systems, **({"buckets_sized": bucketing} if bucketing else {})}
+    ranked = bucket_leaders(evaluation) if leaders else []
+    results = write_report(
+        evaluation, out, extra, effect, scored, examples, groups, test_set.describe(), bucketing, ranked
+    )
     if test_set.sources is not None:
         _write_lines(out / "src.txt", test_set.sources)
     _write_lines(out / "ref.txt", test_set.references)
     for name, hyps in hypotheses.items():
         _write_lines(out / f"{name}.hyp.txt", hyps)
+    if bucketing:
+        print(bucketing[0].upper() + bucketing[1:] + ".\n")
     print(format_table(evaluation))
+    if ranked:
+        print("\n" + format_leaders(ranked, settings).replace("**", ""), end="")
     for (baseline, attention), checks in effect.items():
         print("\n" + format_checks(checks, baseline, attention).replace("**", ""), end="")
     if note:
