@@ -12,8 +12,8 @@ import pytest
 
 from nmt.cli import main
 from nmt.config import DataConfig, load_config
-from nmt.data.corpus import load_corpus
 from nmt.data.pairs import split_of
+from nmt.data.prepare import load_corpus
 from nmt.typed_yaml import config_diff
 from tests.helpers import CONFIGS
 from tests.synthetic import reverse_pairs, write_parallel

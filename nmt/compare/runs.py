@@ -43,7 +43,7 @@ class RunInfo:
 
 def split_test_set(config: Config, split: str) -> TestSet:
     """The `split` pairs of a run's prepared data (prepared first if needed; `nmt prepare` refuses an empty
-    split, nmt/data/corpus.py's load_corpus)."""
+    split, nmt/data/prepare.py's load_corpus)."""
     data = config.data
     pairs = load_prepared(data).pairs(split)
     source = corpus_source(data)

@@ -1,6 +1,6 @@
 """Reading a corpus: the interface of a source (data.source; one module each in nmt/data/sources/, named
 in its registry, its own keys declared by its `Settings`), the helpers the sources share, then the
-training filters (`load_corpus`).
+training filters (which `nmt.data.prepare.load_corpus` applies).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from typing import Any, ClassVar, Self
 from nmt.config_sections import DataConfig
 from nmt.data.pairs import (
     MAX_LINE_CHARS,
-    SPLITS,
     TRAIN_WORDS_CEILING,
     Corpus,
     Pair,
@@ -204,24 +203,3 @@ def drop_train_overlap(corpus: Corpus) -> None:
         kept = [pair for pair in corpus.splits[split] if pair[0] not in seen]
         corpus.overlap_dropped[split] = len(corpus.splits[split]) - len(kept)
         corpus.splits[split] = kept
-
-
-def load_corpus(config: DataConfig) -> Corpus:
-    """Read the configured source, clean and split it, filter training pairs, drop valid/test pairs
-    seen in training (data.drop_train_overlap); NMTError if any split is empty."""
-    from nmt.data.sources import corpus_source  # the registry imports each source, which imports this module
-
-    corpus = corpus_source(config).read()
-    filter_train(corpus, config)
-    if config.drop_train_overlap:
-        drop_train_overlap(corpus)
-    for split in SPLITS:
-        if not corpus.splits[split]:
-            raise NMTError(
-                f"the {split} split is empty after reading and filtering data.source '{config.source}' "
-                f"({corpus.dropped_empty[split]} empty pairs dropped, {corpus.filtered_long} too long, "
-                f"{corpus.overlap_dropped.get(split, 0)} also in training).",
-                "Check the input files, data.max_train_words, data.drop_train_overlap and "
-                "data.valid_fraction / data.test_fraction.",
-            )
-    return corpus

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from nmt.config_sections import DataConfig
-from nmt.data.corpus import load_corpus, read_lines
+from nmt.data.corpus import drop_train_overlap, filter_train, read_lines
 from nmt.data.pairs import MAX_LINE_CHARS, SPLITS, Corpus, Pair
 from nmt.data.sources import content_settings, corpus_source, prepared_dir
 from nmt.data.subwords import SUBWORD_KEYS, Tokenizer, read_manifest
@@ -258,3 +258,22 @@ def format_stats(stats: dict[str, Any], config: DataConfig | None = None) -> str
         lines.append(label.ljust(14) + "".join(str(histogram[s][label]).rjust(width) for s in SPLITS))
     lines.append("all".ljust(14) + "".join(str(stats["pairs"][s]).rjust(width) for s in SPLITS))
     return "\n".join(lines)
+
+
+def load_corpus(config: DataConfig) -> Corpus:
+    """Read the configured source, clean and split it, filter training pairs, drop valid/test pairs
+    seen in training (data.drop_train_overlap); NMTError if any split is empty."""
+    corpus = corpus_source(config).read()
+    filter_train(corpus, config)
+    if config.drop_train_overlap:
+        drop_train_overlap(corpus)
+    for split in SPLITS:
+        if not corpus.splits[split]:
+            raise NMTError(
+                f"the {split} split is empty after reading and filtering data.source '{config.source}' "
+                f"({corpus.dropped_empty[split]} empty pairs dropped, {corpus.filtered_long} too long, "
+                f"{corpus.overlap_dropped.get(split, 0)} also in training).",
+                "Check the input files, data.max_train_words, data.drop_train_overlap and "
+                "data.valid_fraction / data.test_fraction.",
+            )
+    return corpus
