@@ -13,14 +13,15 @@ import pytest
 import torch
 import yaml
 
+from nmt.analysis.alignment import Agreement
+from nmt.analysis.attention_checks import teacher_forced_argmax
 from nmt.compare import attention_checks as checks_module
-from nmt.compare.attention_checks import attention_checks, teacher_forced_argmax
+from nmt.compare.attention_checks import attention_checks
 from nmt.data.batching import make_batch, make_source_batch
 from nmt.data.prepare import load_prepared
 from nmt.decoding.search import greedy_hypotheses
 from nmt.decoding.translator import Translator
 from nmt.errors import NMTError
-from nmt.evaluation.alignment import Agreement
 from nmt.models.attention import analysed_attention, perturb_weights
 from nmt.rundir.loading import load_run
 from tests.helpers import fake_run

@@ -8,11 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from nmt.compare.attention_scaling import (
-    attention_statistics,
-    scaling_statistics,
-    step_statistics,
-)
+from nmt.analysis.attention_scaling import attention_statistics, step_statistics
+from nmt.compare.attention_scaling import scaling_statistics
 from nmt.config import ModelConfig
 from nmt.errors import NMTError
 from nmt.models.attention import DotAttention
