@@ -109,3 +109,22 @@ def test_data_never_imports_evaluation() -> None:
     assert "sources/bible.py" in imports  # the sub-packages are walked too
     upward = {name: sorted(m for m in names if _under(m, "nmt.evaluation")) for name, names in imports.items()}
     assert {name: found for name, found in upward.items() if found} == {}
+
+
+def test_the_analyses_sit_below_compare_and_above_the_models() -> None:
+    # nmt/analysis/ is imported only by compare and commands (the commands reach it through compare today)
+    packages = sorted(str(init.parent.relative_to(PACKAGE)) for init in PACKAGE.rglob("__init__.py"))
+    importers = sorted(
+        f"{package}/{name}"
+        for package in packages
+        if package not in ("analysis", "compare", "commands")
+        for name, names in imported_modules(package).items()
+        if any(_under(m, "nmt.analysis") for m in names)
+    )
+    assert importers == []
+    analysis = imported_modules("analysis")
+    assert "hooks.py" in analysis and "attention_checks.py" in analysis
+    upward = {name: sorted(m for m in names if any(_under(m, p) for p in ("nmt.compare", "nmt.commands", "nmt.cli")))
+              for name, names in analysis.items()}
+    assert {name: found for name, found in upward.items() if found} == {}
+    assert any(_under(m, "nmt.analysis") for names in imported_modules("compare").values() for m in names)

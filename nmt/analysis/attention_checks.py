@@ -28,6 +28,7 @@ import torch
 
 from nmt.analysis.alignment import Link, Symmetrisation, agreement_per_bucket, align_words
 from nmt.analysis.attention_report import percent
+from nmt.analysis.hooks import AttentionSwitches, attention_switches, attention_views
 from nmt.config_sections import DataConfig, EvaluationConfig
 from nmt.data.batching import make_batch
 from nmt.data.prepare import load_prepared
@@ -38,7 +39,7 @@ from nmt.evaluation.curves import SELECTION, bucket_bleu, bucket_counts
 from nmt.evaluation.scoring import CorpusScorer, bleu_from_stats, bootstrap_bleu, paired_p_value
 from nmt.evaluation.testset import TestSet
 from nmt.lengths import assign_buckets, make_buckets
-from nmt.models.interface import MAIN_VIEW, AttentionSwitches
+from nmt.models.interface import MAIN_VIEW
 from nmt.rundir.loading import LoadedRun
 
 
@@ -62,7 +63,7 @@ def perturbation(
     """The model's attention switches (`heads`: its per-head agreement) scored: an RNN's perturbations by
     `perturbation_bleu`, a Transformer's head ablations, each compared with the unchanged model, by
     `head_ablation_bleu`."""
-    switched = evaluated.model.attention_switches(context.seed, heads)
+    switched = attention_switches(evaluated.model, context.seed, heads)
     if switched.compared:
         return head_ablation_bleu(name, evaluated, context, switched)
     return perturbation_bleu(name, evaluated, context, switched)
@@ -107,7 +108,7 @@ def _greedy_bleu(
 
 def perturbation_bleu(name: str, loaded: LoadedRun, context: CheckContext, switched: AttentionSwitches) -> dict[str, Any]:
     """Greedy BLEU per bucket of run `name`'s loaded checkpoint with each of its model's attention switches
-    (an RNN's: each of nmt.models.attention.PERTURBATIONS), within the run's decoding length limits."""
+    (an RNN's: each of nmt.analysis.hooks.PERTURBATIONS), within the run's decoding length limits."""
     return {kind: score for kind, score, _ in _greedy_bleu(name, switched.what, loaded, context, switched.switches)}
 
 
@@ -152,7 +153,7 @@ def aligner_links(data: DataConfig, test_set: TestSet, symmetrisation: Symmetris
 def teacher_forced_argmax(
     model: Any, tokenizer: Any, sources: Sequence[str], references: Sequence[str], batch_size: int
 ) -> dict[str, list[list[int] | None]]:
-    """Per attention view (the model's `attention_views`) and pair, the argmax source word of each reference word under
+    """Per attention view (`attention_views`, nmt/analysis/hooks.py) and pair, the argmax source word of each reference word under
     teacher forcing (None where the pieces' words do not match the whitespace words the aligner sees, or a
     side is empty).
 
@@ -169,7 +170,7 @@ def teacher_forced_argmax(
         tgt_ids = [tokenizer.encode_tgt(references[i]) for i in batch]
         data = make_batch(src_ids, tgt_ids, batch).to(device)
         with torch.inference_mode():
-            views = model.attention_views(data.src, data.src_lengths, data.tgt_in)
+            views = attention_views(model, data.src, data.src_lengths, data.tgt_in)
         for view, attention in views.items():
             found = result.setdefault(view, [None] * len(sources))
             attention = attention.float().cpu().numpy()

@@ -22,8 +22,9 @@ import torch
 from torch import Tensor
 
 from nmt.analysis.attention_stats import row_entropy, uniform_entropy
+from nmt.analysis.hooks import ScoreSteps, attention_score_steps
 from nmt.data.batching import make_batch
-from nmt.models.interface import MAIN_VIEW, Model, ScoreSteps
+from nmt.models.interface import MAIN_VIEW, Model
 from nmt.special import PAD_ID
 
 SATURATED = 0.9  # a step whose largest weight is above this counts as saturated
@@ -118,11 +119,11 @@ MAIN = MAIN_VIEW  # the group of every attention step of a run
 def _backpropagated(model: Model, batch: Any, real: Tensor) -> tuple[float, ScoreSteps]:
     """Teacher-force one batch and backpropagate its summed loss -> the loss, and the attention's decoder
     steps: (the groups they count in, (scores, their gradients, source mask, alive rows)), each rows x
-    src_len (alive: rows, the steps whose target is real; the model's `attention_score_steps`)."""
+    src_len (alive: rows, the steps whose target is real; `attention_score_steps`, nmt/analysis/hooks.py)."""
     def backward() -> float:
         loss = model(batch.src, batch.src_lengths, batch.tgt_in, target_mask=real, targets=batch.tgt_out[real])
         loss.backward()
         model.zero_grad(set_to_none=True)
         return float(loss.detach())
 
-    return model.attention_score_steps(backward, batch.src, real)
+    return attention_score_steps(model, backward, batch.src, real)
