@@ -1,4 +1,4 @@
-"""eflomal word alignment, its symmetrisation and the argmax agreement counts (nmt/evaluation/alignment.py)."""
+"""eflomal word alignment, its symmetrisation and the argmax agreement counts (nmt/analysis/alignment.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ import sys
 
 import pytest
 
-from nmt.errors import NMTError
-from nmt.evaluation.alignment import (
+from nmt.analysis.alignment import (
     Agreement,
     agreement_per_bucket,
     align_words,
@@ -15,6 +14,7 @@ from nmt.evaluation.alignment import (
     parse_links,
     symmetrise,
 )
+from nmt.errors import NMTError
 from tests.synthetic import reversal_links, reverse_pairs
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from typing import cast
 
 import pytest
 import torch
@@ -15,10 +14,7 @@ from nmt.models.attention import (
     DotAttention,
     FixedContext,
     GeneralAttention,
-    Perturbation,
-    analysed_attention,
     build_context_provider,
-    perturb_weights,
 )
 from nmt.models.encoder import EncoderStates
 
@@ -58,26 +54,6 @@ def test_weights_are_a_distribution_over_real_positions_only(kind: str) -> None:
     assert torch.all(weights[~states.mask] == 0)
     assert weights[2, 0] == 1.0  # a one-token sentence puts all weight on it
     torch.testing.assert_close(context, torch.einsum("bs,bsd->bd", weights, states.annotations * states.mask[..., None]))
-
-
-@pytest.mark.parametrize("kind", ATTENTION_TYPES)
-def test_recording_keeps_each_steps_scores_and_changes_nothing(kind: str) -> None:
-    torch.manual_seed(0)
-    provider = build_context_provider(kind, N, ANN, ATT)
-    assert isinstance(provider, Attention) and provider.recorded is None  # off by default
-    states = _states()
-    enc, query = provider.prepare(states), _query(provider, torch.randn(3, N))
-    plain = provider.attend(query, enc)
-    with analysed_attention(provider, record=True) as recorded:
-        inside = provider.attend(query, enc)
-        inside[0].sum().backward()
-    assert provider.recorded is None and provider.attend(query, enc)[0].equal(plain[0])  # off again
-    assert inside[0].equal(plain[0]) and inside[1].equal(plain[1])  # bitwise the same outputs
-    [(scores, mask)] = recorded
-    assert scores.equal(provider.scores(query, enc.keys)) and mask is states.mask and scores.grad is not None
-    with torch.no_grad(), analysed_attention(provider, record=True) as recorded:  # a translation: no gradient
-        provider.attend(query, enc)  # the check: recording there does not raise (retain_grad needs a graph)
-    assert len(recorded) == 1
 
 
 def test_additive_scores_follow_the_paper_formula() -> None:
@@ -148,16 +124,6 @@ def test_both_ends_fixed_context_reads_the_last_forward_and_first_backward_state
 def test_unknown_attention_type_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown attention"):
         build_context_provider("multihead", N, ANN, ATT)
-
-
-def test_an_unknown_perturbation_is_refused_alike_before_and_during_search() -> None:
-    message = "unknown attention perturbation 'shuffle': expected one of none, uniform, permute, argmax"
-    provider, kind, mask = AdditiveAttention(N, ANN, ATT), cast(Perturbation, "shuffle"), torch.ones(1, 2) > 0
-    with pytest.raises(ValueError) as early, analysed_attention(provider, kind):
-        pass
-    with pytest.raises(ValueError) as late:
-        perturb_weights(torch.ones(1, 2), mask, kind)
-    assert str(early.value) == str(late.value) == message
 
 
 @pytest.mark.parametrize("kind", ATTENTION_TYPES)

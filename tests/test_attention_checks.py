@@ -1,5 +1,5 @@
 """nmt attention-checks on the reverse task (target = source reversed: word j aligns to word n-1-j), and the
-attention perturbation option it sets (nmt/models/attention.py)."""
+attention perturbations it makes (nmt/analysis/hooks.py) on a trained run."""
 
 from __future__ import annotations
 
@@ -13,49 +13,21 @@ import pytest
 import torch
 import yaml
 
+from nmt.analysis import attention_checks as analysis_checks
+from nmt.analysis.alignment import Agreement
+from nmt.analysis.attention_checks import teacher_forced_argmax
+from nmt.analysis.hooks import ablated, perturbed, recorded
 from nmt.compare import attention_checks as checks_module
-from nmt.compare.attention_checks import attention_checks, teacher_forced_argmax
+from nmt.compare.attention_checks import attention_checks
 from nmt.data.batching import make_batch, make_source_batch
 from nmt.data.prepare import load_prepared
+from nmt.data.sources import prepared_dir
 from nmt.decoding.search import greedy_hypotheses
 from nmt.decoding.translator import Translator
 from nmt.errors import NMTError
-from nmt.evaluation.alignment import Agreement
-from nmt.models.attention import analysed_attention, perturb_weights
 from nmt.rundir.loading import load_run
 from tests.helpers import fake_run
 from tests.synthetic import reversal_links, reverse_pairs
-
-
-def _weights(lengths: list[int], width: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Softmax weights over the real positions of rows of `lengths`, and their mask (batch x width)."""
-    generator = torch.Generator().manual_seed(seed)
-    mask = torch.arange(width).unsqueeze(0) < torch.tensor(lengths).unsqueeze(1)
-    scores = torch.randn(len(lengths), width, generator=generator).masked_fill(~mask, torch.finfo().min)
-    return torch.softmax(scores, dim=-1), mask
-
-
-def test_permute_is_a_permutation_of_the_real_positions_only() -> None:
-    weights, mask = _weights([7, 3, 12, 1], 12)
-    permuted = perturb_weights(weights, mask, "permute", torch.Generator().manual_seed(5))
-    assert torch.equal(permuted[~mask], torch.zeros_like(permuted[~mask]))
-    torch.testing.assert_close(permuted.sum(-1), torch.ones(4))
-    for row in range(4):
-        real = mask[row]
-        assert torch.equal(permuted[row, real].sort().values, weights[row, real].sort().values)
-    assert not torch.equal(permuted, weights)  # 12 random positions: moved for sure
-    again = perturb_weights(weights, mask, "permute", torch.Generator().manual_seed(5))
-    assert torch.equal(again, permuted)  # seeded
-
-
-def test_argmax_and_uniform_stay_on_real_positions() -> None:
-    weights, mask = _weights([5, 2, 9], 9, seed=1)
-    hard = perturb_weights(weights, mask, "argmax")
-    assert torch.equal(hard.sum(-1), torch.ones(3)) and torch.equal((hard > 0).sum(-1), torch.ones(3, dtype=torch.long))
-    assert torch.equal(hard.argmax(-1), weights.argmax(-1)) and bool(mask.gather(1, hard.argmax(-1, keepdim=True)).all())
-    uniform = perturb_weights(weights, mask, "uniform")
-    torch.testing.assert_close(uniform, mask.float() / mask.sum(-1, keepdim=True))
-    assert perturb_weights(weights, mask, "none") is weights
 
 
 @pytest.fixture(scope="module")
@@ -73,15 +45,15 @@ def test_perturbation_none_leaves_decoding_bitwise_unchanged(reverse_model, test
     src, lengths = make_source_batch([tokenizer.encode_src(s) for s, _ in test_pairs[:16]])
     limits = lengths + 5
     plain = greedy_hypotheses(model, src, lengths, limits, return_attention=True)
-    with analysed_attention(model.decoder.provider, "none"):
+    with perturbed(model, "none"):
         inside = greedy_hypotheses(model, src, lengths, limits, return_attention=True)
-    with analysed_attention(model.decoder.provider, "uniform"):
+    with perturbed(model, "uniform"):
         pass
     after = greedy_hypotheses(model, src, lengths, limits, return_attention=True)  # setting restored
     for a, b, c in zip(plain, inside, after, strict=True):
         assert a.tokens == b.tokens == c.tokens and a.log_prob == b.log_prob == c.log_prob
         assert torch.equal(a.attention, b.attention) and torch.equal(a.attention, c.attention)
-    assert model.decoder.provider.perturbation == "none"
+    assert not model.decoder.provider.softmax.observed  # the hook is gone
 
 
 def test_argmax_agrees_with_the_reversal_far_above_chance(reverse_model, test_pairs) -> None:  # noqa: ANN001
@@ -97,7 +69,7 @@ def test_argmax_agrees_with_the_reversal_far_above_chance(reverse_model, test_pa
 
 
 def _exact(translator: Translator, pairs: list[tuple[str, str]], kind: str) -> float:
-    with analysed_attention(translator.model.decoder.provider, kind, seed=3):  # type: ignore[arg-type]
+    with perturbed(translator.model, kind, seed=3):  # type: ignore[arg-type]
         hyps = translator.translate([s for s, _ in pairs])
     return sum(h == t for h, (_, t) in zip(hyps, pairs, strict=True)) / len(pairs)
 
@@ -219,9 +191,9 @@ def test_perturbation_none_and_recording_leave_training_bitwise_unchanged(traine
         return loss.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
 
     plain_loss, plain_grads = loss_and_grads()
-    with analysed_attention(model.decoder.provider, "none", record=True) as recorded:
+    with perturbed(model, "none"), recorded(model) as records:
         inside_loss, inside_grads = loss_and_grads()
-    assert len(recorded) == batch.tgt_in.size(1)  # recording was on: one (scores, mask) per decoder step
+    assert len(records["attention"]) == batch.tgt_in.size(1)  # recording was on: one call per decoder step
     assert torch.equal(plain_loss, inside_loss)
     assert all(torch.equal(a, b) for a, b in zip(plain_grads, inside_grads, strict=True))
 
@@ -258,7 +230,7 @@ def test_a_missing_aligner_is_said_before_any_work_unless_only_the_perturbations
 ) -> None:
     monkeypatch.setitem(sys.modules, "eflomal", None)  # `import eflomal` fails as when it is not installed
     monkeypatch.setattr(checks_module, "aligner_installed", lambda: False)
-    monkeypatch.setattr(checks_module, "Translator", None)  # no translation may start
+    monkeypatch.setattr(analysis_checks, "Translator", None)  # no translation may start
     monkeypatch.setattr(checks_module, "cached_links", lambda data, test_set, how: None)  # nor links cached
     with pytest.raises(NMTError, match="eflomal is not installed"):
         attention_checks([trained_reverse_run], out_dir=tmp_path / "out")
@@ -273,19 +245,19 @@ def test_the_aligner_s_links_are_cached_in_the_prepared_data_and_serve_a_machine
     """A GPU machine without eflomal measures the alignment check against the links computed where eflomal
     is (cached in the prepared folder, named by what they depend on); without either, an experiment's
     checks skip the alignment check and say so, and `nmt attention-checks` refuses it."""
-    data_dir = Path(load_run(trained_reverse_run, device="cpu").config.data.dir)
+    data_dir = Path(prepared_dir(load_run(trained_reverse_run, device="cpu").config.data))
     calls: list[int] = []
 
     def reversal_aligner(sources: list[str], targets: list[str], how: str) -> list[set[tuple[int, int]]]:
         calls.append(len(sources))
         return reversal_links(sources)
 
-    monkeypatch.setattr(checks_module, "align_words", reversal_aligner)
+    monkeypatch.setattr(analysis_checks, "align_words", reversal_aligner)
     kwargs = {"steps": [], "device": "cpu", "batch_size": 16, "per_bucket": 3}
-    shutil.rmtree(data_dir / checks_module.ALIGNMENTS, ignore_errors=True)  # other tests' links (real eflomal)
+    shutil.rmtree(data_dir / analysis_checks.ALIGNMENTS, ignore_errors=True)  # other tests' links (real eflomal)
     try:
         first = attention_checks([trained_reverse_run], out_dir=tmp_path / "first", checks=("alignment",), **kwargs)
-        cached = list((data_dir / checks_module.ALIGNMENTS).glob("grow-diag-final-and-*.json"))
+        cached = list((data_dir / analysis_checks.ALIGNMENTS).glob("grow-diag-final-and-*.json"))
         assert len(calls) == 1 and len(cached) == 1
         monkeypatch.setitem(sys.modules, "eflomal", None)  # as on the GPU machine
         monkeypatch.setattr(checks_module, "aligner_installed", lambda: False)
@@ -301,7 +273,7 @@ def test_the_aligner_s_links_are_cached_in_the_prepared_data_and_serve_a_machine
         assert "eflomal is not installed" in skipped["alignment_skipped"]
         assert set(skipped["runs"]["run"]) == {"run_dir", "checkpoint", "perturbation"}
     finally:
-        shutil.rmtree(data_dir / checks_module.ALIGNMENTS, ignore_errors=True)  # the session's run is shared
+        shutil.rmtree(data_dir / analysis_checks.ALIGNMENTS, ignore_errors=True)  # the session's run is shared
 
 
 def test_the_sample_per_bucket_defaults_to_the_curve_s(trained_reverse_run: Path, tmp_path: Path) -> None:
@@ -363,12 +335,10 @@ def test_the_command_reports_a_transformer_per_layer_and_head(trained_transforme
 
 @pytest.mark.slow
 def test_the_ablation_switches_leave_the_model_as_it_was(trained_transformer_run: Path) -> None:
-    from nmt.models.transformer import ablated_cross_attention
-
     loaded = load_run(trained_transformer_run, device="cpu")
     src, lengths = make_source_batch([loaded.tokenizer.encode_src(s) for s, _ in reverse_pairs(8, 5, 10, seed=9)])
     plain = greedy_hypotheses(loaded.model, src, lengths, lengths + 5)
-    with ablated_cross_attention(loaded.model, 2, torch.tensor([0.0, 1.0])):
+    with ablated(loaded.model.attention_points()["layer 2"], torch.tensor([0.0, 1.0])):
         silenced = greedy_hypotheses(loaded.model, src, lengths, lengths + 5)
     after = greedy_hypotheses(loaded.model, src, lengths, lengths + 5)
     assert [h.log_prob for h in plain] == [h.log_prob for h in after] != [h.log_prob for h in silenced]

@@ -1,11 +1,11 @@
-"""nmt/evaluation/attention_report.py: the Markdown and figures of attention-checks and attention-scaling from
+"""nmt/analysis/attention_report.py: the Markdown and figures of attention-checks and attention-scaling from
 their results (the commands, with runs: tests/test_attention_checks.py, tests/test_attention_scaling.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from nmt.evaluation.attention_report import (
+from nmt.analysis.attention_report import (
     ABLATION_NOTES,
     ALIGNMENT_NOTES,
     CAVEAT_NOTES,

@@ -8,11 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from nmt.compare.attention_scaling import (
-    attention_statistics,
-    scaling_statistics,
-    step_statistics,
-)
+from nmt.analysis.attention_scaling import attention_statistics, step_statistics
+from nmt.compare.attention_scaling import scaling_statistics
 from nmt.config import ModelConfig
 from nmt.errors import NMTError
 from nmt.models.attention import DotAttention
@@ -137,13 +134,13 @@ def test_a_transformer_is_measured_per_layer_and_head_with_and_without_sqrt_dk(s
         "attention": 4 * steps, "layer 1": 2 * steps, "layer 2": 2 * steps, **dict.fromkeys(heads, steps)}
     pooled = sum(stats[h].score_variance for h in heads) / 4
     assert stats["attention"].score_variance == pytest.approx(pooled)
+    from nmt.analysis.hooks import recorded
     from nmt.data.batching import make_batch
-    from nmt.models.transformer import recorded_cross_attention
 
     batch = make_batch([s for s, _ in pairs], [t for _, t in pairs], list(range(20)))
-    with torch.no_grad(), recorded_cross_attention(model) as records:
+    with torch.no_grad(), recorded(model) as records:
         model(batch.src, batch.src_lengths, batch.tgt_in)
-    _, weights = records[1][0]  # layer 2: batch x heads x T x S
+    weights = records["layer 2"][0].weights  # batch x heads x T x S
     real = batch.tgt_out != 0
     largest = weights[:, 0].max(dim=-1).values[real].double().mean().item()
     assert stats["layer 2 head 1"].max_weight == pytest.approx(largest, rel=1e-5)

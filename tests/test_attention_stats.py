@@ -1,4 +1,4 @@
-"""nmt/decoding/attention_stats.py: the mean attention entropy and its ratio to the uniform distribution's."""
+"""nmt/analysis/attention_stats.py: the mean attention entropy and its ratio to the uniform distribution's."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from nmt.decoding.attention_stats import attention_entropy, row_entropy
+from nmt.analysis.attention_stats import attention_entropy, row_entropy
 
 
 def test_attention_entropy_values() -> None:
@@ -31,7 +31,7 @@ def test_attention_entropy_keeps_its_values() -> None:
 
 
 def test_attention_scaling_measures_entropy_by_the_same_rule() -> None:
-    from nmt.compare.attention_scaling import step_statistics
+    from nmt.analysis.attention_scaling import step_statistics
 
     # row 0: saturated, its small weights under the floor; row 1: one real position; padding at 99
     scores = torch.tensor([[0.0, 40.0, -40.0, 3.0, 99.0], [5.0, 99.0, 99.0, 99.0, 99.0]], dtype=torch.float64)

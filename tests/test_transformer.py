@@ -60,26 +60,6 @@ def test_attention_values_by_hand(scaled: bool, need_weights: bool) -> None:
     torch.testing.assert_close(out[0], expected)
 
 
-def test_masking_a_head_removes_exactly_its_share_of_the_output() -> None:
-    torch.manual_seed(3)
-    attention = MultiHeadAttention(size=8, heads=4)
-    states, memory = torch.randn(2, 3, 8), torch.randn(2, 5, 8)
-    keys_values = attention.keys_values(memory)
-    attention.record = []
-    full, _ = attention(states, keys_values, None)
-    ((_, weights),) = attention.record
-    head_context = weights[:, 1] @ keys_values[:, 1, 1]  # batch x t x d_k: head 1's context
-    attention.head_mask = torch.tensor([1.0, 0.0, 1.0, 1.0])
-    masked, _ = attention(states, keys_values, None)
-    removed = head_context @ attention.out.weight[:, 2:4].t()  # head 1's columns of W_o
-    torch.testing.assert_close(full - masked, removed)
-    attention.head_mask, attention.uniform = None, True
-    attention(states, keys_values, torch.tensor([True, True, False, True, True]).view(1, 1, 1, 5))
-    uniform = attention.record[-1][1]
-    torch.testing.assert_close(uniform[..., 2], torch.zeros(2, 4, 3))
-    torch.testing.assert_close(uniform[..., 0], torch.full((2, 4, 3), 0.25))
-
-
 def test_relative_scores_depend_on_the_distance_only_and_are_clipped() -> None:
     torch.manual_seed(2)
     attention = MultiHeadAttention(size=8, heads=2, relative_clip=2)

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from nmt.analysis.attention_stats import attention_diagnostics
 from nmt.compare.attention_checks import CHECKS, attention_checks
 from nmt.compare.curve import learning_curves
 from nmt.compare.evaluate import evaluate_runs
@@ -24,7 +25,6 @@ from nmt.config import Config, save_config
 from nmt.config_sections import ModelConfig
 from nmt.data.prepare import format_stats, prepare
 from nmt.data.sources import corpus_source, load_checked_config, prepared_dir
-from nmt.decoding.attention_stats import attention_diagnostics
 from nmt.environment import describe_environment
 from nmt.errors import NMTError
 from nmt.evaluation.curves import CURVE

@@ -6,23 +6,22 @@ scaled dot or general (Luong) score, or none, Cho et al.'s one fixed vector (eac
 The query projection W (or W_q) is exposed as `query_weight` so that the decoder can fuse it with
 its recurrent matmul: one matmul of s_{i-1} per step gives both.
 
-For the analyses (`nmt attention-checks`, `nmt attention-scaling`), `analysed_attention` makes `attend`
-replace the softmax weights (uniform, permuted or one-hot at the argmax) or record the scores, for the
-duration of a `with` block; outside one, `attend` runs exactly as before.
+An attention's weights come from its `softmax` (a `MaskedSoftmax`), the hook point of the analyses
+(`nmt attention-checks`, `nmt attention-scaling`): nmt/analysis/hooks.py records its scores or replaces
+its weights with torch forward hooks; `attend` itself knows nothing of them.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Callable, Iterator
-from typing import Literal
+from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from nmt.models.encoder import EncoderOutput, EncoderStates
+from nmt.models.interface import AttentionWeights
 from nmt.registry import ATTENTIONS, resolve  # ATTENTIONS: model.attention's names, also read from here
 
 
@@ -47,41 +46,14 @@ class ContextProvider(nn.Module):
         raise NotImplementedError
 
 
-Perturbation = Literal["none", "uniform", "permute", "argmax"]
-PERTURBATIONS: tuple[Perturbation, ...] = ("none", "uniform", "permute", "argmax")
+class MaskedSoftmax(AttentionWeights):
+    """scores, mask: batch x src_len (mask bool, True at real positions) -> the softmax over the real
+    positions; padded positions get exactly zero weight."""
 
-
-def _unknown_perturbation(kind: object) -> ValueError:
-    """The one error for a perturbation outside PERTURBATIONS (perturb_weights, analysed_attention)."""
-    return ValueError(f"unknown attention perturbation {kind!r}: expected one of {', '.join(PERTURBATIONS)}")
-
-
-def perturb_weights(
-    weights: Tensor, mask: Tensor, kind: Perturbation, generator: torch.Generator | None = None
-) -> Tensor:
-    """Replace attention weights, keeping zero weight on padding and rows that sum to 1.
-
-    weights: batch x src_len (the softmax), mask: batch x src_len (bool, True at real positions)
-    -> batch x src_len. `uniform`: 1/len over the real positions; `permute`: the row's own weights moved
-    by a random permutation of its real positions (one per row, drawn from `generator`); `argmax`: all
-    mass on the row's largest weight; `none`: `weights` itself.
-    """
-    if kind == "none":
-        return weights
-    if kind == "uniform":
-        real = mask.to(weights.dtype)
-        return real / real.sum(dim=-1, keepdim=True).clamp_min(1.0)
-    if kind == "argmax":
-        best = weights.masked_fill(~mask, -1.0).argmax(dim=-1, keepdim=True)  # batch x 1
-        return torch.zeros_like(weights).scatter_(1, best, 1.0)
-    if kind == "permute":
-        keys = torch.rand(weights.shape, generator=generator).to(weights.device)  # drawn on the CPU
-        keys = keys.masked_fill(~mask, 2.0)  # padding sorts after every real position
-        shuffled = keys.argsort(dim=-1)  # real positions in random order, then the padding
-        # real positions in increasing order, then the padding (a stable sort of "is padding")
-        slots = (~mask).to(torch.uint8).sort(dim=-1, stable=True).indices
-        return torch.zeros_like(weights).scatter_(1, slots, weights.gather(1, shuffled))
-    raise _unknown_perturbation(kind)
+    def forward(self, scores: Tensor, mask: Tensor) -> Tensor:
+        # the most negative finite value, not -inf: exp() of it is still exactly 0 next to any real
+        # score, and a row with no real position cannot turn into NaN
+        return torch.softmax(scores.masked_fill(~mask, torch.finfo(scores.dtype).min), dim=-1)
 
 
 class Attention(ContextProvider):
@@ -97,10 +69,7 @@ class Attention(ContextProvider):
         self.query_size = query_size
         if query_size:
             self.query_proj = nn.Linear(state_size, query_size, bias=False)
-        # the analysis settings: set only within `analysed_attention` (never in training)
-        self.perturbation: Perturbation = "none"
-        self.perturb_generator: torch.Generator | None = None
-        self.recorded: list[tuple[Tensor, Tensor]] | None = None
+        self.softmax = MaskedSoftmax()  # the analyses' hook point (no parameters: checkpoints unchanged)
 
     def query_weight(self) -> Tensor | None:
         return self.query_proj.weight if self.query_size else None
@@ -118,17 +87,7 @@ class Attention(ContextProvider):
     def attend(self, query: Tensor, enc: EncoderOutput) -> tuple[Tensor, Tensor]:
         """Masked softmax over real source positions; padded positions get exactly zero weight."""
         assert enc.keys is not None and enc.annotations is not None
-        scores = self.scores(query, enc.keys)  # batch x src_len
-        if self.recorded is not None:
-            if scores.requires_grad:  # under no_grad there is no gradient to keep
-                scores.retain_grad()
-            self.recorded.append((scores, enc.mask))
-        # the most negative finite value, not -inf: exp() of it is still exactly 0 next to any real
-        # score, and a row with no real position cannot turn into NaN
-        scores = scores.masked_fill(~enc.mask, torch.finfo(scores.dtype).min)
-        weights = torch.softmax(scores, dim=-1)
-        if self.perturbation != "none":
-            weights = perturb_weights(weights, enc.mask, self.perturbation, self.perturb_generator)
+        weights = self.softmax(self.scores(query, enc.keys), enc.mask)  # batch x src_len
         context = torch.bmm(weights.unsqueeze(1).to(enc.annotations.dtype), enc.annotations).squeeze(1)
         return context, weights
 
@@ -210,29 +169,6 @@ class FixedContext(ContextProvider):
 
     def attend(self, query: Tensor, enc: EncoderOutput) -> tuple[Tensor, Tensor]:
         raise ValueError("the fixed-context model (attention: none) has no attention weights")
-
-
-@contextlib.contextmanager
-def analysed_attention(
-    provider: ContextProvider, perturbation: Perturbation = "none", seed: int = 0, record: bool = False
-) -> Iterator[list[tuple[Tensor, Tensor]]]:
-    """Within the block, `provider.attend` perturbs its weights (`perturb_weights`; `permute` draws from
-    a generator seeded with `seed`, on the CPU) and, with `record`, appends each step's scores
-    (batch x src_len, gradient kept) and mask (batch x src_len) to the list it yields; the provider's own
-    settings are restored after."""
-    if not isinstance(provider, Attention):
-        raise ValueError("the fixed-context model (attention: none) has no attention weights to perturb")
-    if perturbation not in PERTURBATIONS:  # refused here, before any step, rather than in the first attend
-        raise _unknown_perturbation(perturbation)
-    saved = provider.perturbation, provider.perturb_generator, provider.recorded
-    provider.perturbation = perturbation
-    provider.perturb_generator = torch.Generator().manual_seed(seed) if perturbation == "permute" else None
-    recorded: list[tuple[Tensor, Tensor]] = []
-    provider.recorded = recorded if record else None
-    try:
-        yield recorded
-    finally:
-        provider.perturbation, provider.perturb_generator, provider.recorded = saved
 
 
 # model.attention's builders, each named by its line of nmt/registry.py's ATTENTIONS (where the config checks

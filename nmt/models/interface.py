@@ -5,16 +5,14 @@ Training and search use `encode`, `init_state`, `decode_step` and the `index_sel
 return (`Reorderable`), and `forward` (teacher forcing, and the summed loss that training backpropagates);
 the run's log and the commands use `describe`, `name`, `has_attention` and `attention_shown`. The commands
 that compare runs (nmt/compare/) read a run's `kind` from its config alone (how the reports name it and
-which role it plays in the long-sentence study) and ask a loaded model for its attention views
-(`attention_views`, `attention_switches`, `attention_score_steps`): none of them asks which architecture
-it is. The defaults below are those of a model whose attention the analyses cannot reach; an architecture
+which role it plays in the long-sentence study), and the attention analyses (nmt/analysis/) ask a loaded
+model for its `attention_points`, where they hook its attention: none of them asks which architecture it
+is. The defaults below are those of a model whose attention the analyses cannot reach; an architecture
 overrides what it has.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -26,9 +24,6 @@ from nmt.registry import architecture
 from nmt.special import EOS_ID, PAD_ID
 
 MAIN_VIEW = "attention"  # the weights the model returns (an RNN's one attention, a Transformer's last layer mean)
-
-# attention_score_steps' steps: (the groups each counts in, (scores, their gradients, source mask, alive rows))
-ScoreSteps = list[tuple[tuple[str, ...], tuple[Tensor, ...]]]
 
 
 _R = TypeVar("_R", bound="Reorderable")
@@ -58,15 +53,30 @@ class ModelKind:
     without_attention: str = ""  # why it has no attention weights ("attention: none, RNNencdec"); "" if it has
 
 
-@dataclass(frozen=True)
-class AttentionSwitches:
-    """`nmt attention-checks`' ways of changing a model's attention (each a context manager that changes it
-    for the duration of a `with` block; "none" changes nothing), `what` they change (for the log), and
-    whether each is compared with "none" by paired bootstrap (a Transformer's head ablations) or only scored."""
+class AttentionWeights(nn.Module):
+    """The analyses' hook point: the module through which an attention turns its scores (the first argument of
+    `forward`, ... x src_len) and source mask (the second) into weights. nmt/analysis/hooks.py records, or
+    replaces, its inputs and output with torch forward hooks for the duration of a `with` block; nothing on
+    the model's path checks for an analysis. `observed` (a hook is registered) tells a model whose fast path
+    computes no weights (a fused kernel) to write them out through this module."""
 
-    what: str
-    switches: dict[str, AbstractContextManager[Any]]
-    compared: bool
+    @property
+    def observed(self) -> bool:
+        return bool(self._forward_hooks or self._forward_pre_hooks)
+
+
+@dataclass(frozen=True)
+class AttentionPoint:
+    """One attention of a model as nmt/analysis reaches it. `weights`: where its weights are computed (each
+    call: one decoder step's scores batch x src_len for a single attention; batch x heads x T x S for one
+    layer of multi-head attention); `what` it is, for the analyses' log; for multi-head attention, `heads`
+    and `heads_out`, the module whose input holds the heads' outputs side by side (batch x T x heads * d_k),
+    where the analyses silence a head."""
+
+    weights: AttentionWeights
+    what: str = "attention"
+    heads: int = 1
+    heads_out: nn.Module | None = None
 
 
 class TranslationModel(nn.Module):
@@ -129,23 +139,11 @@ class TranslationModel(nn.Module):
         """One line: which model, its sizes, and its parameter count."""
         return f"{self.name} (vocab {self.src_vocab_size}/{self.tgt_vocab_size}): {count_parameters(self):,} parameters"
 
-    def attention_views(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> dict[str, Tensor]:
-        """Teacher-forced attention weights, each batch x T x S, for `nmt attention-checks`' agreement with an
-        aligner: MAIN_VIEW (what `forward` returns) and any other the model has (a Transformer's heads)."""
-        return {MAIN_VIEW: self(src, src_lengths, tgt_in, return_attention=True)[1]}
-
-    def attention_switches(self, seed: int, heads: dict[str, Any] | None) -> AttentionSwitches:
-        """`nmt attention-checks`' changes of the attention (`seed`: of any random one; `heads`: the per-head
-        agreement of `agreement_by_bucket`, when measured)."""
-        raise NMTError(f"{self.name} offers no way to change its attention for nmt attention-checks.",
-                       "Give runs of an architecture that does (RNNsearch, the Transformer).")
-
-    def attention_score_steps(self, backward: Callable[[], float], src: Tensor, real: Tensor) -> tuple[float, ScoreSteps]:
-        """Run `backward` (teacher-forces a batch of source `src`, backpropagates and returns its loss; `real`:
-        batch x T, the steps whose target is real) while recording the attention scores -> the loss, and the
-        scored steps of `nmt attention-scaling` (ScoreSteps), each rows x src_len."""
-        raise NMTError(f"attention-scaling measures attention scores, and {self.name} does not record them.",
-                       "Give runs of an architecture that does (RNNsearch, the Transformer).")
+    def attention_points(self) -> dict[str, AttentionPoint]:
+        """The attentions the analyses (nmt/analysis/) may hook, by the group they count in: MAIN_VIEW for a
+        model's one attention, "layer 2" for a decoder layer's multi-head attention; none by default (the
+        analyses then refuse the run with a message naming the model)."""
+        return {}
 
 
 Model = TranslationModel  # what build_model returns

@@ -4,23 +4,13 @@ architecture's model."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from torch import Tensor, nn
 
 from nmt.config_sections import ModelConfig
-from nmt.errors import NMTError
-from nmt.models.attention import (
-    PERTURBATIONS,
-    AdditiveAttention,
-    Attention,
-    analysed_attention,
-    build_context_provider,
-)
+from nmt.models.attention import AdditiveAttention, Attention, build_context_provider
 from nmt.models.decoder import Decoder, DecoderState
 from nmt.models.encoder import Encoder, EncoderOutput
-from nmt.models.interface import MAIN_VIEW, AttentionSwitches, ModelKind, ScoreSteps, TranslationModel
+from nmt.models.interface import MAIN_VIEW, AttentionPoint, ModelKind, TranslationModel
 from nmt.models.interface import Model as Model
 from nmt.models.interface import build_model as build_model
 from nmt.models.interface import count_parameters as count_parameters
@@ -82,23 +72,10 @@ class Seq2Seq(TranslationModel):
             without_attention="attention: none, RNNencdec" if attention == "none" else "",
         )
 
-    def attention_switches(self, seed: int, heads: dict[str, Any] | None) -> AttentionSwitches:
-        """The weights of every decoder step replaced by each of PERTURBATIONS ("none": kept; nmt/models/attention.py)."""
+    def attention_points(self) -> dict[str, AttentionPoint]:
+        """The one attention, MAIN_VIEW (none for attention none): its softmax, called once per decoder step."""
         provider = self.decoder.provider
-        return AttentionSwitches(
-            "attention", {kind: analysed_attention(provider, kind, seed) for kind in PERTURBATIONS}, compared=False
-        )
-
-    def attention_score_steps(self, backward: Callable[[], float], src: Tensor, real: Tensor) -> tuple[float, ScoreSteps]:
-        """Every decoder step's scores, in the group MAIN_VIEW (NMTError for attention none)."""
-        attention = self.decoder.provider
-        if not isinstance(attention, Attention):
-            raise NMTError("attention-scaling measures attention scores, and this run has none (attention: none).",
-                           "Give runs trained with model.attention dot, scaled_dot, additive or general.")
-        with analysed_attention(attention, record=True) as recorded:
-            loss = backward()
-        return loss, [((MAIN_VIEW,), (scores.detach(), scores.grad, mask, real[:, step]))
-                      for step, (scores, mask) in enumerate(recorded)]
+        return {MAIN_VIEW: AttentionPoint(provider.softmax)} if isinstance(provider, Attention) else {}
 
     def encode(self, src: Tensor, src_lengths: Tensor) -> EncoderOutput:
         """src: batch x src_len (ids + EOS, PAD right padding), src_lengths: batch -> the encoder output

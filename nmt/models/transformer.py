@@ -8,17 +8,15 @@ or `relative`: Shaw et al. 2018's learned vectors a_{clip(j - i, ±k)} added to 
 self-attention, with no absolute position anywhere, so that a distance unseen in training is clipped to one
 that was seen. Search calls `decode_step` with a cache of every decoder layer's self-attention keys and
 values, so step t costs O(t) rather than O(t²); the source's cross-attention keys and values are computed
-once, by `encode`.
+once, by `encode`. The analyses (nmt/analysis/) reach each decoder layer's cross-attention through
+`attention_points`: its `softmax` (a hook written out rather than fused while hooked) and its output projection.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, fields, replace
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -26,7 +24,7 @@ from torch import Tensor, nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from nmt.config_sections import ModelConfig
-from nmt.models.interface import MAIN_VIEW, AttentionSwitches, ModelKind, ScoreSteps, TranslationModel
+from nmt.models.interface import AttentionPoint, AttentionWeights, ModelKind, TranslationModel
 from nmt.models.output_loss import linear_cross_entropy
 from nmt.special import PAD_ID
 
@@ -78,6 +76,16 @@ def sinusoids(positions: Tensor, size: int) -> Tensor:
     return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(1)[:, :size]  # interleaved: sin, cos, ...
 
 
+class HeadSoftmax(AttentionWeights):
+    """scores: batch x heads x t x s, mask: bool broadcastable to it (None: every position), dtype -> the
+    weights, softmax in float32 at least over the positions the mask allows, in `dtype`."""
+
+    def forward(self, scores: Tensor, mask: Tensor | None, dtype: torch.dtype) -> Tensor:
+        if mask is not None:
+            scores = scores.masked_fill(~mask, -math.inf)
+        return torch.softmax(scores.float(), dim=-1).to(dtype)
+
+
 class MultiHeadAttention(nn.Module):
     """Scaled dot-product attention of several heads, with optional relative-position keys (Shaw et al.)."""
 
@@ -90,12 +98,7 @@ class MultiHeadAttention(nn.Module):
         # a_{-k} .. a_{+k}: one vector per clipped distance j - i, shared by the heads (as Shaw et al.)
         self.relative = nn.Embedding(2 * relative_clip + 1, self.head_size) if relative_clip else None
         self.scaled = scaled  # divide the scores by √d_k (the explainer's point; model.scaled_attention)
-        # analyses, off by default (the hot path is then untouched): each call's scores before the mask (their
-        # gradient kept) and weights appended to `record` (each batch x heads x t x s); each head's output
-        # times `head_mask` (heads); every head's weights uniform
-        self.record: list[tuple[Tensor, Tensor]] | None = None
-        self.head_mask: Tensor | None = None
-        self.uniform = False
+        self.softmax = HeadSoftmax()  # the analyses' hook point (no parameters: checkpoints unchanged)
 
     def keys_values(self, states: Tensor) -> Tensor:
         """states: batch x len x size -> keys and values batch x 2 x heads x len x d_k."""
@@ -124,20 +127,11 @@ class MultiHeadAttention(nn.Module):
         scale = 1.0 / math.sqrt(self.head_size) if self.scaled else 1.0
         bias = None if self.relative is None else self._relative_bias(query, keys.size(2), offset) * scale
         weights = None
-        if need_weights or self.record is not None or self.uniform:  # written out: the fused kernel returns no weights
+        if need_weights or self.softmax.observed:  # written out: the fused kernel returns no weights
             scores = (query @ keys.transpose(-1, -2)) * scale  # b x h x t x s
             scores = scores if bias is None else scores + bias
-            if self.record is not None and scores.requires_grad:
-                scores.retain_grad()  # nmt attention-scaling reads the gradient that reaches the scores
-            recorded = scores
-            if self.uniform:
-                scores = torch.zeros_like(scores)
-            if mask is not None:
-                scores = scores.masked_fill(~mask, -math.inf)
-            weights = torch.softmax(scores.float(), dim=-1).to(values.dtype)
+            weights = self.softmax(scores, mask, values.dtype)
             context = weights @ values
-            if self.record is not None:
-                self.record.append((recorded, weights))
         else:
             if bias is not None:  # the relative term as an additive mask of the fused kernel
                 mask = bias if mask is None else bias.masked_fill(~mask, -math.inf)
@@ -146,8 +140,6 @@ class MultiHeadAttention(nn.Module):
                 kernels = sdpa_kernel([backend for backend, enabled in FUSED_ATTENTION.items() if enabled()])
             with kernels:
                 context = F.scaled_dot_product_attention(query, keys, values, attn_mask=mask, scale=scale)
-        if self.head_mask is not None:
-            context = context * self.head_mask.view(1, -1, 1, 1).to(context.dtype)
         context = context.transpose(1, 2).reshape(batch, steps, -1)  # b x t x size: heads side by side
         return self.out(context), weights
 
@@ -253,47 +245,13 @@ class Transformer(TranslationModel):
             length_kind="relative" if positions == "relative" else "absolute",
         )
 
-    def attention_views(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> dict[str, Tensor]:
-        """MAIN_VIEW, and each decoder layer's cross-attention per head ("layer 2 head 3") and averaged over
-        its heads ("layer 2 mean")."""
-        with recorded_cross_attention(self) as records:
-            _, main = self(src, src_lengths, tgt_in, return_attention=True)
-        views = {MAIN_VIEW: main}
-        for layer, ((_, weights),) in enumerate(records, 1):  # weights: batch x heads x T x S
-            views |= {f"layer {layer} head {head}": w for head, w in enumerate(weights.unbind(1), 1)}
-            views[f"layer {layer} mean"] = weights.mean(dim=1)
-        return views
-
-    def attention_switches(self, seed: int, heads: dict[str, Any] | None) -> AttentionSwitches:
-        """The cross-attention ablated in one decoder layer at a time: each head silenced in turn, all heads
-        uniform, and (with `heads`) all but the head whose argmax agrees most with the aligner silenced."""
-        count = self.config.heads
-        switches: dict[str, AbstractContextManager[Any]] = {"none": ablated_cross_attention(self, 1)}
-        for layer in range(1, self.config.layers + 1):
-            for head in range(1, count + 1):
-                switches[f"layer {layer} head {head} silenced"] = ablated_cross_attention(self, layer, 1.0 - torch.eye(count)[head - 1])
-            switches[f"layer {layer} uniform"] = ablated_cross_attention(self, layer, uniform=True)
-            if heads is not None:  # the head whose argmax agrees most with the aligner, alone
-                best = max(range(1, count + 1), key=lambda h: heads[f"layer {layer} head {h}"]["all"]["agreement"] or 0)
-                switches[f"layer {layer} only head {best}"] = ablated_cross_attention(self, layer, torch.eye(count)[best - 1])
-        return AttentionSwitches("cross-attention", switches, compared=True)
-
-    def attention_score_steps(self, backward: Callable[[], float], src: Tensor, real: Tensor) -> tuple[float, ScoreSteps]:
-        """Each decoder layer's cross-attention scores per head, counted in "layer L head H", "layer L" and
-        MAIN_VIEW."""
-        with recorded_cross_attention(self) as records:
-            loss = backward()
-        source = src != PAD_ID  # batch x S
-        rows, src_len = real.numel(), source.size(1)
-        mask = source.unsqueeze(1).expand(-1, real.size(1), -1).reshape(rows, src_len)
-        steps = []
-        for layer, ((scores, _),) in enumerate(records, 1):  # scores: batch x heads x T x S
-            assert scores.grad is not None
-            for head in range(scores.size(1)):
-                flat = (scores[:, head].detach().reshape(rows, src_len), scores.grad[:, head].reshape(rows, src_len))
-                groups = (f"layer {layer} head {head + 1}", f"layer {layer}", MAIN_VIEW)
-                steps.append((groups, (*flat, mask, real.reshape(rows))))
-        return loss, steps
+    def attention_points(self) -> dict[str, AttentionPoint]:
+        """Each decoder layer's cross-attention ("layer 1", ...): one call per teacher-forced batch or search step."""
+        return {
+            f"layer {i}": AttentionPoint(layer.cross_attention.softmax, "cross-attention", self.config.heads,
+                                         layer.cross_attention.out)
+            for i, layer in enumerate(self.decoder_layers, 1)
+        }
 
     def _embed(self, tokens: Tensor, embedding: nn.Embedding, offset: int) -> Tensor:
         """tokens: batch x t at positions offset.. -> batch x t x size: √d_model E y (+ position), dropout."""
@@ -381,34 +339,3 @@ class Transformer(TranslationModel):
             f"{c.feedforward_size}, "
             f"vocab {self.src_vocab_size}/{self.tgt_vocab_size}): {parameters:,} parameters"
         )
-
-
-@contextlib.contextmanager
-def recorded_cross_attention(model: Transformer) -> Iterator[list[list[tuple[Tensor, Tensor]]]]:
-    """Within the block, each decoder layer's cross-attention per head: one list per layer, of one (scores
-    before the mask, weights) pair per call, each batch x heads x t x s (written out, not fused)."""
-    attentions = [layer.cross_attention for layer in model.decoder_layers]
-    records: list[list[tuple[Tensor, Tensor]]] = [[] for _ in attentions]
-    for attention, record in zip(attentions, records, strict=True):
-        attention.record = record
-    try:
-        yield records
-    finally:
-        for attention in attentions:
-            attention.record = None
-
-
-@contextlib.contextmanager
-def ablated_cross_attention(
-    model: Transformer, layer: int, head_mask: Tensor | None = None, uniform: bool = False
-) -> Iterator[None]:
-    """Within the block, decoder layer `layer`'s (from 1) cross-attention has each head's output multiplied
-    by `head_mask` (heads; 0 silences a head) or, with `uniform`, every head's weights uniform over the
-    source; its settings are restored after."""
-    attention = model.decoder_layers[layer - 1].cross_attention
-    saved = attention.head_mask, attention.uniform
-    attention.head_mask, attention.uniform = head_mask, uniform
-    try:
-        yield
-    finally:
-        attention.head_mask, attention.uniform = saved
