@@ -131,7 +131,7 @@ runs:
 def test_a_tiny_experiment_reports_devices_precision_phases_early_stopping_and_attention_checks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from nmt.compare import attention_checks as checks_module
+    from nmt.analysis import attention_checks as checks_module
     from tests.synthetic import reversal_links
 
     # eflomal's links of a reversal task are its own business: the reversal's links stand in (no eflomal needed)
