@@ -38,27 +38,30 @@ def test_results_json_schema(evaluation: Evaluation, tmp_path: Path) -> None:
     assert set(results) == {"runs", "comparisons", "settings"}
     assert list(results["runs"]) == ["rnnsearch", "rnnencdec"]
     run = results["runs"]["rnnsearch"]
-    statistics = {"length_ratio", "precisions", "floor"}  # scoring.STATISTICS
-    assert set(run) == {"bleu", "chrf", "signature", "chrf_signature", "n", "ci", "buckets"} | statistics
+    statistics = {"length_ratio", "precisions", "floor"}  # Bleu.statistics()
+    chrf = {"chrf", "chrf_ci", "chrf_floor"}  # chrF by bucket, as every metric other than BLEU: prefixed keys
+    assert set(run) == {"bleu", "signature", "chrf_signature", "n", "ci", "buckets"} | statistics | chrf
     assert run["n"] == 120 and run["ci"][0] < run["bleu"] < run["ci"][1]
     assert run["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp")
     labels = [b["label"] for b in run["buckets"]]
     assert labels == ["<10", "[10,20)", "[20,30)", "[30,40)", "[40,50)", "[50,60)", ">=60"]
     for bucket in run["buckets"]:
-        assert set(bucket) == {"label", "low", "high", "n", "bleu", "ci"} | statistics
+        assert set(bucket) == {"label", "low", "high", "n", "bleu", "ci"} | statistics | chrf
     assert (run["buckets"][0]["low"], run["buckets"][0]["high"]) == (0, 10)
     assert (run["buckets"][1]["low"], run["buckets"][1]["high"]) == (10, 20)
     assert (run["buckets"][-1]["low"], run["buckets"][-1]["high"]) == (60, None)
     assert run["buckets"][-1] == {"label": ">=60", "low": 60, "high": None, "n": 0, "bleu": None, "ci": None,
-                                  "length_ratio": None, "precisions": None, "floor": None}
+                                  "length_ratio": None, "precisions": None, "floor": None,
+                                  "chrf": None, "chrf_ci": None, "chrf_floor": None}
     assert sum(b["n"] for b in run["buckets"]) == 120
     (comparison,) = results["comparisons"]
-    assert set(comparison) == {"a", "b", "bleu_diff", "p", "buckets"}
+    assert set(comparison) == {"a", "b", "bleu_diff", "p", "chrf_diff", "chrf_p", "buckets"}
     assert (comparison["a"], comparison["b"]) == ("rnnsearch", "rnnencdec")
     assert comparison["bleu_diff"] == pytest.approx(results["runs"]["rnnencdec"]["bleu"] - run["bleu"])
     assert comparison["bleu_diff"] < 0 and comparison["p"] < 0.05
-    assert [set(b) for b in comparison["buckets"]] == [{"label", "bleu_diff", "p"}] * 7
-    assert comparison["buckets"][-1] == {"label": ">=60", "bleu_diff": None, "p": None}
+    assert [set(b) for b in comparison["buckets"]] == [{"label", "bleu_diff", "p", "chrf_diff", "chrf_p"}] * 7
+    assert comparison["buckets"][-1] == {"label": ">=60", "bleu_diff": None, "p": None, "chrf_diff": None,
+                                         "chrf_p": None}
     settings = results["settings"]
     assert settings["buckets"] == [10, 20, 30, 40, 50, 60] and settings["by"] == "source"
     assert (settings["bootstrap_samples"], settings["bootstrap_seed"]) == (100, 12345)
@@ -96,7 +99,7 @@ def test_markdown_report(evaluation: Evaluation) -> None:
 def test_the_statistics_section_shows_each_declared_statistic_and_a_new_one_is_one_declaration(
     evaluation: Evaluation, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from nmt.evaluation import report, scoring
+    from nmt.evaluation import scoring
 
     def section(markdown: str, run: str) -> list[str]:
         lines = markdown.split(f"### {run}\n\n", 1)[1].splitlines()
@@ -112,9 +115,7 @@ def test_the_statistics_section_shows_each_declared_statistic_and_a_new_one_is_o
 
     hyp_tokens = scoring.BucketStatistic("hyp_tokens", ("hyp tokens",), lambda stats, floor: stats[..., :1],
                                          "tokens output.", digits=0, bootstraps=True)
-    declared = (*scoring.STATISTICS, hyp_tokens)
-    for module in (scoring, report):
-        monkeypatch.setattr(module, "STATISTICS", declared)
+    monkeypatch.setattr(scoring.Bleu, "extra_statistics", (*scoring.Bleu.extra_statistics, hyp_tokens))
     sentences = evaluation_inputs()
     extended = score_systems(*sentences, scoring_settings(bootstrap_samples=100))
     table = section(format_markdown(extended), "rnnsearch")

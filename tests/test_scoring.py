@@ -71,14 +71,13 @@ def test_bleu_conventions_match_sacrebleu(hyps: list[str], refs: list[str]) -> N
     assert float(bleu_from_stats(stats.sum(axis=0))) == pytest.approx(expected, abs=1e-6)
 
 
-def test_chrf_and_signatures(corpus: tuple[list[str], list[str]]) -> None:
+def test_signatures(corpus: tuple[list[str], list[str]]) -> None:
     _, references = corpus
-    hyps = corrupt(references, 0.7)
-    scorer = CorpusScorer(references, "13a", False)
-    assert scorer.chrf(hyps) == pytest.approx(sacrebleu.corpus_chrf(hyps, [references]).score, abs=1e-9)
-    assert "tok:13a" in scorer.bleu_signature and "smooth:exp" in scorer.bleu_signature
-    assert "nrefs:1" in scorer.bleu_signature
-    assert "nc:6" in scorer.chrf_signature
+    evaluation = score_systems({"s": corrupt(references, 0.7)}, *corpus, scoring_settings(bootstrap_samples=10))
+    bleu, chrf = evaluation.signatures["bleu"], evaluation.signatures["chrf"]
+    assert "tok:13a" in bleu and "smooth:exp" in bleu and "nrefs:1" in bleu
+    assert "nc:6" in chrf and "nw:0" in chrf
+    assert (evaluation.systems[0].signature, evaluation.systems[0].chrf_signature) == (bleu, chrf)
 
 
 def test_per_bucket_bleu_equals_sacrebleu_on_the_subset(corpus: tuple[list[str], list[str]]) -> None:
@@ -194,14 +193,14 @@ def test_a_declared_statistic_that_bootstraps_gets_an_interval_from_bleus_resamp
     hyps = corrupt(references, 0.7)
     hyp_words = scoring.BucketStatistic(  # a new statistic: hypothesis tokens, resampled
         "hyp_tokens", ("hyp tokens",), lambda stats, floor: stats[..., :1], "tokens output.", bootstraps=True)
-    monkeypatch.setattr(scoring, "STATISTICS", (*scoring.STATISTICS, hyp_words))
+    monkeypatch.setattr(scoring.Bleu, "extra_statistics", (*scoring.Bleu.extra_statistics, hyp_words))
     settings = scoring_settings(bootstrap_samples=200, min_bucket_sentences=45)
     system = score_systems({"s": hyps}, sources, references, settings).systems[0]
     whole = system.statistics["hyp_tokens"]
     stats = CorpusScorer(references, "13a", False).sentence_stats(hyps)
     assert whole.values == (stats[:, 0].sum(),)
     # the interval is the percentile interval of the same resamples (seed [seed, 0]) BLEU's comes from
-    drawn = scoring.bootstrap_sums([stats], 200, [settings.bootstrap_seed, 0])[:, 0, 0]
+    drawn = scoring.bootstrap_sums([stats], 200, [settings.bootstrap_seed, 0])[:, 0, 0]  # draws: n's alone
     assert whole.intervals == (scoring.percentile_interval(drawn),)
     assert whole.intervals[0][0] < whole.values[0] < whole.intervals[0][1]
     for bucket in system.buckets:  # a bucket too small to resample gets none
