@@ -103,6 +103,9 @@ def test_two_runs_end_to_end_with_cache(
         hyps = (out / f"{name}.hyp.txt").read_text(encoding="utf-8").splitlines()
         assert len(hyps) == run["n"] == 30
         assert run["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [references]).score, abs=1e-6)
+        assert run["chrf"] == sacrebleu.corpus_chrf(hyps, [references]).score  # and chrF by bucket:
+        assert all(b["chrf"] is None or b["chrf_ci"] is None or b["chrf_ci"][0] <= b["chrf"] <= b["chrf_ci"][1]
+                   for b in run["buckets"])
         assert [b["label"] for b in run["buckets"]] == ["<8", "[8,10)", ">=10"]
         assert sum(b["n"] for b in run["buckets"]) == 30
     assert results["settings"]["runs"]["greedy"]["beam_size"] == 1
@@ -112,6 +115,7 @@ def test_two_runs_end_to_end_with_cache(
     assert str(tmp_path) not in report + json.dumps(results)
     assert ", beam 1, length penalty gnmt (alpha 0.6)" in report and "## Examples" in report
     assert "![BLEU by source length](bleu_by_length.png)" in report
+    assert "## chrF by sentence length" in report and "| beam2 chrF [CI] | greedy chrF [CI] |" in report
     # `nmt score` on the same translations goes through the same scoring path: the same numbers
     hyp_files = [str(out / f"{name}.hyp.txt") for name in results["runs"]]
     assert main(["score", "--ref", str(ref), "--src", str(src), *hyp_files, "--names", "beam2,greedy",

@@ -38,27 +38,30 @@ def test_results_json_schema(evaluation: Evaluation, tmp_path: Path) -> None:
     assert set(results) == {"runs", "comparisons", "settings"}
     assert list(results["runs"]) == ["rnnsearch", "rnnencdec"]
     run = results["runs"]["rnnsearch"]
-    statistics = {"length_ratio", "precisions", "floor"}  # scoring.STATISTICS
-    assert set(run) == {"bleu", "chrf", "signature", "chrf_signature", "n", "ci", "buckets"} | statistics
+    statistics = {"length_ratio", "precisions", "floor"}  # Bleu.statistics()
+    chrf = {"chrf", "chrf_ci", "chrf_floor"}  # chrF by bucket, as every metric other than BLEU: prefixed keys
+    assert set(run) == {"bleu", "signature", "chrf_signature", "n", "ci", "buckets"} | statistics | chrf
     assert run["n"] == 120 and run["ci"][0] < run["bleu"] < run["ci"][1]
     assert run["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp")
     labels = [b["label"] for b in run["buckets"]]
     assert labels == ["<10", "[10,20)", "[20,30)", "[30,40)", "[40,50)", "[50,60)", ">=60"]
     for bucket in run["buckets"]:
-        assert set(bucket) == {"label", "low", "high", "n", "bleu", "ci"} | statistics
+        assert set(bucket) == {"label", "low", "high", "n", "bleu", "ci"} | statistics | chrf
     assert (run["buckets"][0]["low"], run["buckets"][0]["high"]) == (0, 10)
     assert (run["buckets"][1]["low"], run["buckets"][1]["high"]) == (10, 20)
     assert (run["buckets"][-1]["low"], run["buckets"][-1]["high"]) == (60, None)
     assert run["buckets"][-1] == {"label": ">=60", "low": 60, "high": None, "n": 0, "bleu": None, "ci": None,
-                                  "length_ratio": None, "precisions": None, "floor": None}
+                                  "length_ratio": None, "precisions": None, "floor": None,
+                                  "chrf": None, "chrf_ci": None, "chrf_floor": None}
     assert sum(b["n"] for b in run["buckets"]) == 120
     (comparison,) = results["comparisons"]
-    assert set(comparison) == {"a", "b", "bleu_diff", "p", "buckets"}
+    assert set(comparison) == {"a", "b", "bleu_diff", "p", "chrf_diff", "chrf_p", "buckets"}
     assert (comparison["a"], comparison["b"]) == ("rnnsearch", "rnnencdec")
     assert comparison["bleu_diff"] == pytest.approx(results["runs"]["rnnencdec"]["bleu"] - run["bleu"])
     assert comparison["bleu_diff"] < 0 and comparison["p"] < 0.05
-    assert [set(b) for b in comparison["buckets"]] == [{"label", "bleu_diff", "p"}] * 7
-    assert comparison["buckets"][-1] == {"label": ">=60", "bleu_diff": None, "p": None}
+    assert [set(b) for b in comparison["buckets"]] == [{"label", "bleu_diff", "p", "chrf_diff", "chrf_p"}] * 7
+    assert comparison["buckets"][-1] == {"label": ">=60", "bleu_diff": None, "p": None, "chrf_diff": None,
+                                         "chrf_p": None}
     settings = results["settings"]
     assert settings["buckets"] == [10, 20, 30, 40, 50, 60] and settings["by"] == "source"
     assert (settings["bootstrap_samples"], settings["bootstrap_seed"]) == (100, 12345)
@@ -96,7 +99,7 @@ def test_markdown_report(evaluation: Evaluation) -> None:
 def test_the_statistics_section_shows_each_declared_statistic_and_a_new_one_is_one_declaration(
     evaluation: Evaluation, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from nmt.evaluation import report, scoring
+    from nmt.evaluation import scoring
 
     def section(markdown: str, run: str) -> list[str]:
         lines = markdown.split(f"### {run}\n\n", 1)[1].splitlines()
@@ -112,9 +115,7 @@ def test_the_statistics_section_shows_each_declared_statistic_and_a_new_one_is_o
 
     hyp_tokens = scoring.BucketStatistic("hyp_tokens", ("hyp tokens",), lambda stats, floor: stats[..., :1],
                                          "tokens output.", digits=0, bootstraps=True)
-    declared = (*scoring.STATISTICS, hyp_tokens)
-    for module in (scoring, report):
-        monkeypatch.setattr(module, "STATISTICS", declared)
+    monkeypatch.setattr(scoring.Bleu, "extra_statistics", (*scoring.Bleu.extra_statistics, hyp_tokens))
     sentences = evaluation_inputs()
     extended = score_systems(*sentences, scoring_settings(bootstrap_samples=100))
     table = section(format_markdown(extended), "rnnsearch")
@@ -178,3 +179,95 @@ def test_small_buckets_show_a_dash_for_interval_and_p_in_table_json_and_plot(tmp
     assert next(line for line in format_table(few).splitlines() if line.startswith("all")).endswith("(p -)")
     results = write_report(few, tmp_path)
     assert results["runs"]["x"]["ci"] is None and results["comparisons"][0]["p"] is None
+
+
+def test_chrf_by_bucket_follows_the_bleu_material_in_report_table_and_json(evaluation: Evaluation) -> None:
+    markdown = format_markdown(evaluation)
+    assert markdown.index("## What each score is made of") < markdown.index("## chrF by sentence length")
+    section = markdown.split("## chrF by sentence length\n", 1)[1]
+    search = evaluation.systems[0]
+    chrf = search.metrics["chrf"]
+    assert chrf.value == search.chrf and chrf.ci is not None
+    rows = [line for line in section.splitlines() if line.startswith("| ")]
+    assert rows[0] == "| bucket | n | rnnsearch chrF [CI] | rnnencdec chrF [CI] | rnnencdec - rnnsearch (p) |"
+    (comparison,) = evaluation.comparisons
+    diff = comparison.metrics["chrf"]
+    assert rows[8].startswith(f"| all | 120 | {chrf.value:.2f} [{chrf.ci[0]:.2f}, {chrf.ci[1]:.2f}] | ")
+    assert rows[8].endswith(f" | {diff.diff:+.2f} (p={diff.p:.3f}) |")
+    assert rows[7] == "| >=60 | 0 | - | - | - |"
+    assert rows[9] == "| bucket | n | rnnsearch floor | rnnencdec floor |"
+    assert rows[-1] == f"| all | 120 | {chrf.statistics['floor'].values[0]:.2f} | " \
+                       f"{evaluation.systems[1].metrics['chrf'].statistics['floor'].values[0]:.2f} |"
+    table = format_table(evaluation).splitlines()
+    assert table[table.index("") + 4].split()[:5] == ["bucket", "n", "rnnsearch", "chrF", "[CI]"]
+    run = results_dict(evaluation)["runs"]["rnnsearch"]
+    assert (run["chrf"], run["chrf_ci"], run["chrf_floor"]) == (chrf.value, list(chrf.ci),
+                                                               chrf.statistics["floor"].values[0])
+    bucket = evaluation.systems[0].buckets[1].metrics["chrf"]
+    assert run["buckets"][1]["chrf"] == bucket.value and run["buckets"][1]["chrf_ci"] == list(bucket.ci)
+
+
+def test_a_new_metric_by_bucket_is_one_class_and_one_registry_line(
+    evaluation: Evaluation, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A throwaway metric, the share of outputs equal to their reference, scored by bucket with intervals and
+    paired p-values, in results.json, report.md and the terminal, and BLEU's numbers untouched by it."""
+    import numpy as np
+
+    from nmt.evaluation.metrics import METRICS, Metric
+
+    class ExactMatch(Metric):
+        name, label, width = "exact", "exact match", 2
+
+        def __init__(self, references: list[str], tokenize: str, lowercase: bool) -> None:
+            super().__init__(references, tokenize, lowercase)
+            self.references = references
+
+        @property
+        def signature(self) -> str:
+            return "exact:1"
+
+        def _sentence_stats(self, hypotheses: list[str]) -> np.ndarray:
+            return np.array([[h == r, 1] for h, r in zip(hypotheses, self.references, strict=True)])
+
+        @classmethod
+        def score(cls, stats: np.ndarray) -> np.ndarray:
+            return 100.0 * stats[..., 0] / stats[..., 1]
+
+    monkeypatch.setitem(METRICS, "exact", ExactMatch)  # the registry line
+    hypotheses, sources, references = evaluation_inputs()
+    good = hypotheses["rnnsearch"]
+    hypotheses["rnnsearch"] = [reference if i % 3 else good[i] for i, reference in enumerate(references)]
+    extended = score_systems(hypotheses, sources, references, scoring_settings(bootstrap_samples=100))
+    monkeypatch.delitem(METRICS, "exact")
+    without = score_systems(hypotheses, sources, references, scoring_settings(bootstrap_samples=100))
+    for system, before in zip(extended.systems, without.systems, strict=True):  # BLEU (and chrF) as without it
+        assert (system.bleu, system.ci, system.statistics, system.chrf) == (before.bleu, before.ci, before.statistics,
+                                                                         before.chrf)
+        assert [(b.bleu, b.ci, b.statistics) for b in system.buckets] == [(b.bleu, b.ci, b.statistics)
+                                                                          for b in before.buckets]
+    assert [(c.bleu_diff, c.p) for c in extended.comparisons] == [(c.bleu_diff, c.p) for c in without.comparisons]
+    search = extended.systems[0]
+    exact = [h == r for h, r in zip(hypotheses["rnnsearch"], references, strict=True)]
+    for bucket in search.buckets:
+        rows = [i for i, s in enumerate(sources) if bucket.bucket.contains(len(s.split()))]
+        score = bucket.metrics["exact"]
+        if not rows:
+            assert (score.value, score.ci) == (None, None)
+            continue
+        assert score.value == pytest.approx(100.0 * sum(exact[i] for i in rows) / len(rows))
+        assert score.ci is not None and score.ci[0] <= score.value <= score.ci[1]
+        assert "floor" in score.statistics
+    diff = extended.comparisons[0].metrics["exact"]
+    assert diff.diff < -50 and diff.p < 0.05  # rnnencdec matches no reference
+    monkeypatch.setitem(METRICS, "exact", ExactMatch)
+    results = write_report(extended, tmp_path)
+    run = results["runs"]["rnnsearch"]
+    assert (run["exact"], run["exact_ci"], run["exact_signature"]) == (search.metrics["exact"].value,
+                                                                        list(search.metrics["exact"].ci), "exact:1")
+    assert run["buckets"][0]["exact"] == search.buckets[0].metrics["exact"].value
+    assert (results["comparisons"][0]["exact_diff"], results["comparisons"][0]["exact_p"]) == (diff.diff, diff.p)
+    markdown = (tmp_path / "report.md").read_text(encoding="utf-8")
+    assert markdown.index("## chrF by sentence length") < markdown.index("## exact match by sentence length")
+    assert "| bucket | n | rnnsearch exact match [CI] | rnnencdec exact match [CI] |" in markdown
+    assert "rnnsearch exact match [CI]" in format_table(extended)

@@ -165,6 +165,35 @@ def test_score_two_files_with_source(files: dict[str, Path], tmp_path: Path) -> 
     assert (out / "bleu_by_length.png").is_file() and (out / "src.txt").is_file()
 
 
+@pytest.mark.slow
+def test_score_reports_chrf_by_bucket_with_intervals(files: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, "-m", "nmt", "score", "--ref", str(files["ref"]), "--src", str(files["src"]),
+                             str(files["poor"]), str(files["good"]), "--buckets", "20", "--out", str(out),
+                             "--set", "evaluation.bootstrap_samples=100"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    sources = files["src"].read_text(encoding="utf-8").splitlines()
+    references = files["ref"].read_text(encoding="utf-8").splitlines()
+    hyps = files["good"].read_text(encoding="utf-8").splitlines()
+    run = results["runs"]["search"]
+    assert run["chrf"] == sacrebleu.corpus_chrf(hyps, [references]).score
+    assert run["chrf_ci"][0] < run["chrf"] < run["chrf_ci"][1] and run["chrf_signature"].startswith("nrefs:1|")
+    for bucket, short in zip(run["buckets"], (True, False), strict=True):
+        rows = [i for i, s in enumerate(sources) if (len(s.split()) < 20) == short]
+        expected = sacrebleu.corpus_chrf([hyps[i] for i in rows], [[references[i] for i in rows]]).score
+        assert bucket["chrf"] == pytest.approx(expected) and bucket["chrf_ci"][0] < expected < bucket["chrf_ci"][1]
+        assert 0 < bucket["chrf_floor"] < bucket["chrf"]
+    (comparison,) = results["comparisons"]
+    assert comparison["chrf_diff"] == pytest.approx(run["chrf"] - results["runs"]["encdec"]["chrf"])
+    assert comparison["chrf_p"] < 0.05 and all(b["chrf_p"] < 0.05 for b in comparison["buckets"])
+    report = (out / "report.md").read_text(encoding="utf-8")
+    ci = run["chrf_ci"]
+    assert "## chrF by sentence length" in report
+    assert f"| {run['chrf']:.2f} [{ci[0]:.2f}, {ci[1]:.2f}] | {comparison['chrf_diff']:+.2f} (p=" in report
+    assert "search chrF [CI]" in result.stdout
+
+
 def test_baseline_runs_the_effect_checks_against_every_other_system(files: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "out"
     argv = ["score", "--ref", str(files["ref"]), "--src", str(files["src"]), str(files["poor"]), str(files["good"]),

@@ -10,6 +10,7 @@ import pytest
 import sacrebleu
 
 from nmt.errors import NMTError
+from nmt.evaluation.metrics import Chrf
 from nmt.evaluation.scoring import (
     N_STATS,
     CorpusScorer,
@@ -71,14 +72,84 @@ def test_bleu_conventions_match_sacrebleu(hyps: list[str], refs: list[str]) -> N
     assert float(bleu_from_stats(stats.sum(axis=0))) == pytest.approx(expected, abs=1e-6)
 
 
-def test_chrf_and_signatures(corpus: tuple[list[str], list[str]]) -> None:
+def test_chrf_from_summed_stats_equals_sacrebleu_on_subsets(corpus: tuple[list[str], list[str]]) -> None:
     _, references = corpus
-    hyps = corrupt(references, 0.7)
-    scorer = CorpusScorer(references, "13a", False)
-    assert scorer.chrf(hyps) == pytest.approx(sacrebleu.corpus_chrf(hyps, [references]).score, abs=1e-9)
-    assert "tok:13a" in scorer.bleu_signature and "smooth:exp" in scorer.bleu_signature
-    assert "nrefs:1" in scorer.bleu_signature
-    assert "nc:6" in scorer.chrf_signature
+    references = [*references[:-1], ""]  # a blank reference: sacrebleu counts none of its n-grams
+    hyps = corrupt(references, 0.6)
+    hyps[:3] = ["", "w1", "W2 w3, w4."]  # empty, one word, punctuation and case
+    stats = Chrf(references, "13a", False).sentence_stats(hyps)
+    assert stats.shape == (300, 18)
+    rng = np.random.default_rng(0)
+    for size in (1, 2, 3, 5, 40, 299, 300):
+        rows = np.sort(rng.choice(300, size=size, replace=False))
+        expected = sacrebleu.corpus_chrf([hyps[i] for i in rows], [[references[i] for i in rows]]).score
+        assert float(Chrf.score(stats[rows].sum(axis=0))) == expected  # the same float, not just close
+    # vectorised over resamples: each row of a stack of sums is its own score
+    sums = np.stack([stats[rows].sum(axis=0) for rows in (slice(0, 10), slice(10, 300), slice(None))])
+    assert Chrf.score(sums).tolist() == [float(Chrf.score(row)) for row in sums]
+
+
+@pytest.mark.parametrize(
+    ("hyps", "refs", "lowercase"),
+    [
+        (["a b c d e"], ["a b c d e"], False),  # perfect
+        ([""], ["a b c"], False),  # empty output: 0
+        (["a b c"], [""], False),  # blank reference: 0
+        (["ab"], ["abcdefgh"], False),  # fewer characters than the higher orders: effective order
+        (["The Cat sat."], ["the cat sat ."], True),
+        (["The Cat sat."], ["the cat sat ."], False),
+        (["x y z"], ["a b c"], False),  # nothing matches
+    ],
+)
+def test_chrf_conventions_match_sacrebleu(hyps: list[str], refs: list[str], lowercase: bool) -> None:
+    stats = Chrf(refs, "13a", lowercase).sentence_stats(hyps)
+    expected = sacrebleu.metrics.CHRF(lowercase=lowercase).corpus_score(hyps, [refs]).score
+    assert float(Chrf.score(stats.sum(axis=0))) == expected
+
+
+def test_chrf_per_bucket_with_intervals_and_paired_p_from_the_same_resamples(
+    corpus: tuple[list[str], list[str]],
+) -> None:
+    from nmt.evaluation import scoring
+
+    sources, references = corpus
+    good, garbled = corrupt(references, 0.8, seed=1), corrupt(references, 0.4, seed=2)
+    settings = scoring_settings(bootstrap_samples=200, bootstrap_seed=3)
+    evaluation = score_systems({"good": good, "garbled": garbled, "again": list(good)}, sources, references, settings)
+    first = evaluation.systems[0]
+    whole = first.metrics["chrf"]
+    assert whole.value == first.chrf == sacrebleu.corpus_chrf(good, [references]).score
+    # the interval is chrF on the resamples BLEU's comes from: the draws depend on the sentences alone
+    stats = Chrf(references, "13a", False).sentence_stats(good)
+    drawn = Chrf.score(scoring.bootstrap_sums([stats], 200, [3, 0])[:, 0])
+    assert whole.ci == scoring.percentile_interval(drawn) and whole.ci[0] < whole.value < whole.ci[1]
+    for bucket in first.buckets:
+        rows = [i for i, s in enumerate(sources) if bucket.bucket.contains(len(s.split()))]
+        chrf = bucket.metrics["chrf"]
+        assert chrf.value == sacrebleu.corpus_chrf([good[i] for i in rows], [[references[i] for i in rows]]).score
+        assert chrf.ci is not None and chrf.ci[0] <= chrf.value <= chrf.ci[1]
+        floor = sacrebleu.corpus_chrf([good[j] for j in _pairing(sources, 3)[rows]], [[references[i] for i in rows]])
+        assert chrf.statistics["floor"].values == pytest.approx([floor.score])
+    worse, same, _ = evaluation.comparisons  # good-garbled, good-again, garbled-again
+    assert worse.metrics["chrf"].diff == pytest.approx(evaluation.systems[1].chrf - first.chrf)
+    assert worse.metrics["chrf"].diff < -20 and worse.metrics["chrf"].p < 0.05
+    assert all(b.metrics["chrf"].p < 0.05 for b in worse.buckets)
+    assert (same.metrics["chrf"].diff, same.metrics["chrf"].p) == (0.0, 1.0)
+
+
+def _pairing(sources: list[str], seed: int) -> np.ndarray:
+    from nmt.evaluation.buckets import length_matched_pairing
+
+    return np.asarray(length_matched_pairing([len(s.split()) for s in sources], seed))
+
+
+def test_signatures(corpus: tuple[list[str], list[str]]) -> None:
+    _, references = corpus
+    evaluation = score_systems({"s": corrupt(references, 0.7)}, *corpus, scoring_settings(bootstrap_samples=10))
+    bleu, chrf = evaluation.signatures["bleu"], evaluation.signatures["chrf"]
+    assert "tok:13a" in bleu and "smooth:exp" in bleu and "nrefs:1" in bleu
+    assert "nc:6" in chrf and "nw:0" in chrf
+    assert (evaluation.systems[0].signature, evaluation.systems[0].chrf_signature) == (bleu, chrf)
 
 
 def test_per_bucket_bleu_equals_sacrebleu_on_the_subset(corpus: tuple[list[str], list[str]]) -> None:
@@ -194,14 +265,14 @@ def test_a_declared_statistic_that_bootstraps_gets_an_interval_from_bleus_resamp
     hyps = corrupt(references, 0.7)
     hyp_words = scoring.BucketStatistic(  # a new statistic: hypothesis tokens, resampled
         "hyp_tokens", ("hyp tokens",), lambda stats, floor: stats[..., :1], "tokens output.", bootstraps=True)
-    monkeypatch.setattr(scoring, "STATISTICS", (*scoring.STATISTICS, hyp_words))
+    monkeypatch.setattr(scoring.Bleu, "extra_statistics", (*scoring.Bleu.extra_statistics, hyp_words))
     settings = scoring_settings(bootstrap_samples=200, min_bucket_sentences=45)
     system = score_systems({"s": hyps}, sources, references, settings).systems[0]
     whole = system.statistics["hyp_tokens"]
     stats = CorpusScorer(references, "13a", False).sentence_stats(hyps)
     assert whole.values == (stats[:, 0].sum(),)
     # the interval is the percentile interval of the same resamples (seed [seed, 0]) BLEU's comes from
-    drawn = scoring.bootstrap_sums([stats], 200, [settings.bootstrap_seed, 0])[:, 0, 0]
+    drawn = scoring.bootstrap_sums([stats], 200, [settings.bootstrap_seed, 0])[:, 0, 0]  # draws: n's alone
     assert whole.intervals == (scoring.percentile_interval(drawn),)
     assert whole.intervals[0][0] < whole.values[0] < whole.intervals[0][1]
     for bucket in system.buckets:  # a bucket too small to resample gets none

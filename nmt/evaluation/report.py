@@ -17,11 +17,13 @@ import numpy as np
 from nmt.config_sections import EvaluationConfig
 from nmt.evaluation.buckets import bucket_members, sentence_lengths
 from nmt.evaluation.effect import Check
+from nmt.evaluation.metrics import METRICS, BucketStatistic
 from nmt.evaluation.scoring import (
     CONFIDENCE,
-    STATISTICS,
-    BucketScore,
+    BucketComparison,
+    Comparison,
     Evaluation,
+    MetricScore,
     StatisticValue,
     SystemScore,
 )
@@ -36,9 +38,10 @@ EXAMPLES_PER_BUCKET = 2
 
 def results_dict(evaluation: Evaluation, extra_settings: dict[str, Any] | None = None) -> dict[str, Any]:
     """The content of results.json: runs, pairwise comparisons (b - a) and the settings used."""
-    runs = {system.name: _system_dict(system) for system in evaluation.systems}
-    comparisons = [  # a, b, bleu_diff, p, then the buckets by label
-        {**asdict(c), "buckets": [{"label": b.bucket.label, "bleu_diff": b.bleu_diff, "p": b.p} for b in c.buckets]}
+    runs = {system.name: _system_dict(system, evaluation) for system in evaluation.systems}
+    comparisons = [  # a, b, bleu_diff, p, the other metrics' NAME_diff, NAME_p, then the buckets by label
+        {"a": c.a, "b": c.b, **_diff_dict(c, evaluation),
+         "buckets": [{"label": b.bucket.label, **_diff_dict(b, evaluation)} for b in c.buckets]}
         for c in evaluation.comparisons
     ]
     config = evaluation.settings
@@ -57,28 +60,58 @@ def results_dict(evaluation: Evaluation, extra_settings: dict[str, Any] | None =
     return {"runs": runs, "comparisons": comparisons, "settings": settings}
 
 
-def _statistics_dict(statistics: Mapping[str, StatisticValue]) -> dict[str, Any]:
-    """Each of STATISTICS by name (a number, or a list for several columns; None on an empty bucket), and
-    NAME_ci for one that bootstraps."""
+def _statistics_dict(statistics: Mapping[str, StatisticValue], declared: Sequence[BucketStatistic], prefix: str = "",
+                     ) -> dict[str, Any]:
+    """Each of a metric's statistics by PREFIX + name (a number, or a list for several columns; None on an
+    empty bucket), and PREFIX + NAME_ci for one that bootstraps."""
     fields: dict[str, Any] = {}
-    for statistic in STATISTICS:
+    for statistic in declared:
         value, several = statistics.get(statistic.name), len(statistic.columns) > 1
-        fields[statistic.name] = None if value is None else list(value.values) if several else value.values[0]
+        fields[prefix + statistic.name] = None if value is None else list(value.values) if several else value.values[0]
         if statistic.bootstraps:
             intervals = None if value is None or value.intervals is None else [list(i) for i in value.intervals]
-            fields[f"{statistic.name}_ci"] = intervals if several or intervals is None else intervals[0]
+            fields[f"{prefix}{statistic.name}_ci"] = intervals if several or intervals is None else intervals[0]
     return fields
 
 
-def _system_dict(system: SystemScore) -> dict[str, Any]:
+def _other_metrics(evaluation: Evaluation) -> list[str]:
+    """The metrics scored besides BLEU (whose keys and tables are unprefixed and first), in METRICS' order."""
+    return [name for name in evaluation.signatures if name != "bleu"]
+
+
+def _metric_dict(name: str, score: MetricScore | None) -> dict[str, Any]:
+    """A metric other than BLEU on one subset, for results.json: NAME, NAME_ci and its statistics NAME_*."""
+    score = score or MetricScore(None, None)
+    return {name: score.value, f"{name}_ci": list(score.ci) if score.ci else None,
+            **_statistics_dict(score.statistics, METRICS[name].statistics(), f"{name}_")}
+
+
+def _diff_dict(comparison: Comparison | BucketComparison, evaluation: Evaluation) -> dict[str, Any]:
+    """bleu_diff and p, then NAME_diff and NAME_p for each other metric."""
+    fields: dict[str, Any] = {"bleu_diff": comparison.bleu_diff, "p": comparison.p}
+    for name in _other_metrics(evaluation):
+        diff = comparison.metrics.get(name)
+        fields |= {f"{name}_diff": None if diff is None else diff.diff, f"{name}_p": None if diff is None else diff.p}
+    return fields
+
+
+def _system_dict(system: SystemScore, evaluation: Evaluation) -> dict[str, Any]:
+    bleu_statistics = METRICS["bleu"].statistics()
+    others = _other_metrics(evaluation)
     buckets = [
-        {**asdict(b.bucket), "n": b.n, "bleu": b.bleu, "ci": list(b.ci) if b.ci else None, **_statistics_dict(b.statistics)}
+        {**asdict(b.bucket), "n": b.n, "bleu": b.bleu, "ci": list(b.ci) if b.ci else None,
+         **_statistics_dict(b.statistics, bleu_statistics),
+         **{k: v for name in others for k, v in _metric_dict(name, b.metrics.get(name)).items()}}
         for b in system.buckets
     ]
+    # chrf and chrf_signature keep their places; the other metrics' keys come after BLEU's statistics
     return {
         "bleu": system.bleu, "chrf": system.chrf, "signature": system.signature,
         "chrf_signature": system.chrf_signature, "n": system.n, "ci": list(system.ci) if system.ci else None,
-        **_statistics_dict(system.statistics), "buckets": buckets,
+        **_statistics_dict(system.statistics, bleu_statistics),
+        **{k: v for name in others for k, v in _metric_dict(name, system.metrics.get(name)).items()},
+        **{f"{name}_signature": evaluation.signatures[name] for name in others},
+        "buckets": buckets,
     }
 
 
@@ -94,15 +127,30 @@ def _diff_cell(diff: float | None, p: float | None) -> str:
     return f"{diff:+.2f} (p={p:.3f})" if p is not None else f"{diff:+.2f} (p -)"
 
 
-def table_rows(evaluation: Evaluation) -> tuple[list[str], list[list[str]]]:
-    """Header and rows: one per bucket, then `all`; BLEU [95% CI] per run, then b - a (p) per pair."""
-    header = ["bucket", "n"] + [f"{s.name} BLEU [CI]" for s in evaluation.systems]
+def table_rows(evaluation: Evaluation, metric: str = "bleu") -> tuple[list[str], list[list[str]]]:
+    """Header and rows: one per bucket, then `all`; the metric's score [95% CI] per run (METRICS' name;
+    BLEU by default), then b - a (p) per pair."""
+    header = ["bucket", "n"] + [f"{s.name} {METRICS[metric].label} [CI]" for s in evaluation.systems]
     header += [f"{c.b} - {c.a} (p)" for c in evaluation.comparisons]
     first = evaluation.systems[0]
     columns = [_labels(first), [str(x.n) for x in [*first.buckets, first]]]
-    columns += [[_score_cell(x.bleu, x.ci) for x in [*s.buckets, s]] for s in evaluation.systems]
-    columns += [[_diff_cell(x.bleu_diff, x.p) for x in [*c.buckets, c]] for c in evaluation.comparisons]
+    if metric == "bleu":
+        columns += [[_score_cell(x.bleu, x.ci) for x in [*s.buckets, s]] for s in evaluation.systems]
+        columns += [[_diff_cell(x.bleu_diff, x.p) for x in [*c.buckets, c]] for c in evaluation.comparisons]
+    else:
+        columns += [[_score_cell(x.metrics[metric].value, x.metrics[metric].ci) for x in [*s.buckets, s]]
+                    for s in evaluation.systems]
+        columns += [[_diff_cell(x.metrics[metric].diff, x.metrics[metric].p) for x in [*c.buckets, c]]
+                    for c in evaluation.comparisons]
     return header, [list(row) for row in zip(*columns, strict=True)]
+
+
+def _aligned(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """A table as aligned plain text lines, a dashed line under the header."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in [header, *rows]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return lines
 
 
 def _labels(system: SystemScore) -> list[str]:
@@ -110,13 +158,13 @@ def _labels(system: SystemScore) -> list[str]:
 
 
 def format_table(evaluation: Evaluation) -> str:
-    """The bucket table as aligned plain text for the terminal, with chrF underneath."""
-    header, rows = table_rows(evaluation)
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in [header, *rows]]
-    lines.insert(1, "  ".join("-" * w for w in widths))
+    """The bucket table as aligned plain text for the terminal, with chrF underneath, then each other
+    metric's bucket table."""
+    lines = _aligned(*table_rows(evaluation))
     lines.append("")
     lines += [f"chrF {s.name}: {s.chrf:.2f}" for s in evaluation.systems]
+    for name in _other_metrics(evaluation):
+        lines += ["", *_aligned(*table_rows(evaluation, name))]
     return "\n".join(lines)
 
 
@@ -125,7 +173,7 @@ def format_markdown(
 ) -> str:
     """report.md: what was scored (one line each, if given), the bucket table (`bucketing`: how its
     buckets were chosen, if not given), chrF and the sacrebleu signatures, `leaders` (a `format_leaders`
-    section) and what each score is made of."""
+    section), what each score is made of, then each other metric by bucket (`format_metric`)."""
     header, rows = table_rows(evaluation)
     settings = evaluation.settings
     lines = ["# BLEU by sentence length", ""]
@@ -148,20 +196,56 @@ def format_markdown(
     lines += ["", f"BLEU signature: `{first.signature}`", "", f"chrF signature: `{first.chrf_signature}`", ""]
     if leaders:
         lines += [leaders]
-    return "\n".join(lines) + "\n" + format_statistics(evaluation)
+    others = "".join("\n" + format_metric(evaluation, name) for name in _other_metrics(evaluation))
+    return "\n".join(lines) + "\n" + format_statistics(evaluation) + others
 
 
 def format_statistics(evaluation: Evaluation) -> str:
-    """A Markdown section: per run and bucket, BLEU beside what it is made of (STATISTICS)."""
-    described = " ".join(f"**{_label(statistic.columns)}**: {statistic.description}" for statistic in STATISTICS)
+    """A Markdown section: per run and bucket, BLEU beside what it is made of (its statistics, `Bleu.statistics()`)."""
+    declared = METRICS["bleu"].statistics()
+    described = " ".join(f"**{_label(statistic.columns)}**: {statistic.description}" for statistic in declared)
     lines = ["## What each score is made of", "", described]
-    header = ["bucket", "n", "BLEU", *(column for statistic in STATISTICS for column in statistic.columns)]
+    header = ["bucket", "n", "BLEU", *(column for statistic in declared for column in statistic.columns)]
     for system in evaluation.systems:
         rows = []
         for label, score in zip(_labels(system), [*system.buckets, system], strict=True):
-            cells = ["-"] * (len(header) - 2) if score.bleu is None else [f"{score.bleu:.2f}", *_statistic_cells(score)]
+            cells = (["-"] * (len(header) - 2) if score.bleu is None
+                     else [f"{score.bleu:.2f}", *_statistic_cells(score.statistics, declared)])
             rows.append([label, str(score.n), *cells])
         lines += ["", f"### {system.name}", "", *markdown_table(header, rows)]
+    return "\n".join(lines) + "\n"
+
+
+def format_metric(evaluation: Evaluation, name: str) -> str:
+    """A Markdown section for a metric other than BLEU (METRICS' `name`): its bucket table, as BLEU's (score
+    [95% CI] per run on the same resamples, b - a with paired p per pair), then per run and bucket its
+    statistics (the source-blind floor and any of its own)."""
+    metric = METRICS[name]
+    label, declared = metric.label, metric.statistics()
+    settings = evaluation.settings
+    lines = [
+        f"## {label} by sentence length",
+        "",
+        f"{label} is sacrebleu corpus {label} on each bucket (signature `{evaluation.signatures[name]}`), with a "
+        f"{CONFIDENCE:.0%} bootstrap interval from the same resamples as BLEU's ({settings.bootstrap_samples}, seed "
+        f"{settings.bootstrap_seed}); differences are b - a with two-sided paired bootstrap p-values, and a dash "
+        "where BLEU has one.",
+        "",
+        *markdown_table(*table_rows(evaluation, name)),
+        "",
+        " ".join(f"**{_label(statistic.columns)}**: {statistic.description}" for statistic in declared),
+    ]
+    header = ["bucket", "n", *(f"{s.name} {column}" for s in evaluation.systems
+                               for statistic in declared for column in statistic.columns)]
+    first = evaluation.systems[0]
+    rows = []
+    for k, label_k in enumerate(_labels(first)):
+        scores = [[*s.buckets, s][k].metrics[name] for s in evaluation.systems]
+        cells = [cell for score in scores for cell in (
+            _statistic_cells(score.statistics, declared) if score.value is not None
+            else ["-"] * sum(len(statistic.columns) for statistic in declared))]
+        rows.append([label_k, str([*first.buckets, first][k].n), *cells])
+    lines += ["", *markdown_table(header, rows)]
     return "\n".join(lines) + "\n"
 
 
@@ -169,11 +253,11 @@ def _label(columns: Sequence[str]) -> str:
     return columns[0] if len(columns) == 1 else f"{columns[0]}-{columns[-1]}"
 
 
-def _statistic_cells(score: BucketScore | SystemScore) -> list[str]:
+def _statistic_cells(statistics: Mapping[str, StatisticValue], declared: Sequence[BucketStatistic]) -> list[str]:
     """A score's statistics, each column as `value` or `value [low, high]` where it bootstraps."""
     cells = []
-    for statistic in STATISTICS:
-        value = score.statistics[statistic.name]
+    for statistic in declared:
+        value = statistics[statistic.name]
         for k, number in enumerate(value.values):
             cell = f"{number:.{statistic.digits}f}"
             if value.intervals is not None:
