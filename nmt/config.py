@@ -82,13 +82,13 @@ class Config:
         try:
             return config_from_dict(raw, f"runs.{name}")
         except NMTError as error:
-            raise _in_run(error, name) from None
+            raise error_in_run(error, name) from None
 
 
 _SECTION_KEY = re.compile(r"'((?:" + "|".join(SECTIONS) + r")\.[^']+)'")
 
 
-def _in_run(error: NMTError, name: str) -> NMTError:
+def error_in_run(error: NMTError, name: str) -> NMTError:
     """`error` about the config of run `name` (its section overrides applied): each key it quotes is named
     where it sits, runs.NAME.section.key."""
     message = _SECTION_KEY.sub(lambda m: f"'runs.{name}.{m.group(1)}'", error.message)

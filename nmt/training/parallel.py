@@ -26,6 +26,7 @@ from nmt.config import Config, load_saved_config
 from nmt.environment import available_cores
 from nmt.errors import NMTError
 from nmt.interrupts import starting_children
+from nmt.models.interface import model_kind
 from nmt.rundir.writing import (
     check_schedule_kept,
     config_differences,
@@ -150,7 +151,7 @@ def train_runs(config: Config, run_dirs: dict[str, Path], jobs: int, record: Cal
     if jobs == 1:
         results = {}
         for name, run_dir in run_dirs.items():
-            print(f"\n== run {name} ({configs[name].model.attention} attention) ==")
+            print(f"\n== run {name} ({model_kind(configs[name].model).name}) ==")
             results[name] = _train_run(name, configs[name], run_dir)
     else:
         threads = max(1, available_cores() // jobs)
@@ -173,7 +174,7 @@ def train_runs(config: Config, run_dirs: dict[str, Path], jobs: int, record: Cal
 def _train_in_parallel(configs: dict[str, Config], run_dirs: dict[str, Path], jobs: int) -> dict[str, str]:
     """Train the runs in `jobs` worker processes, the costliest first (steps x 2 for attention runs),
     so that the last to finish starts early; each run's output goes to runs/NAME.log."""
-    order = sorted(run_dirs, key=lambda n: -configs[n].training.max_steps * (2 if configs[n].model.attention != "none" else 1))
+    order = sorted(run_dirs, key=lambda n: -configs[n].training.max_steps * (1 if model_kind(configs[n].model).without_attention else 2))
     logs = {name: run_dir.parent / f"{name}.log" for name, run_dir in run_dirs.items()}
     for log in logs.values():
         log.parent.mkdir(parents=True, exist_ok=True)

@@ -25,7 +25,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from nmt.config import Config, _in_run, load_config
+from nmt.config import Config, error_in_run, load_config
 from nmt.config_sections import DataConfig
 from nmt.data.corpus import Source
 from nmt.data.sources.bible import Bible
@@ -90,7 +90,7 @@ def check_config(config: Config, where: str) -> None:
             try:
                 check_data(config.for_run(name).data)
             except NMTError as error:
-                raise _in_run(error, name) from None
+                raise error_in_run(error, name) from None
     except NMTError as error:
         raise NMTError(f"{where}: {error.message}", error.hint) from None
 
