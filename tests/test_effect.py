@@ -26,6 +26,8 @@ from nmt.evaluation.scoring import (
     BucketScore,
     Comparison,
     Evaluation,
+    MetricDiff,
+    MetricScore,
     SystemScore,
     score_systems,
 )
@@ -145,13 +147,13 @@ def hand_made(base_buckets: list[tuple[int, float, tuple[float, float]]], base_b
     buckets = make_buckets([10, 20, 30, 40, 50, 60])
 
     def system(name: str, rows: list[tuple[int, float, tuple[float, float]]], bleu: float) -> SystemScore:
-        scores = [BucketScore(b, n, x, ci) for b, (n, x, ci) in zip(buckets, rows, strict=True)]
-        return SystemScore(name, bleu, 30.0, "sig", "sig", sum(n for n, _, _ in rows), (bleu - 1, bleu + 1), scores)
+        scores = [BucketScore(b, n, {"bleu": MetricScore(x, ci)}) for b, (n, x, ci) in zip(buckets, rows, strict=True)]
+        whole = {"bleu": MetricScore(bleu, (bleu - 1, bleu + 1)), "chrf": MetricScore(30.0, None)}
+        return SystemScore(name, sum(n for n, _, _ in rows), scores, whole, {"bleu": "sig", "chrf": "sig"})
 
     att_rows = [(n, x + 10, (lo + 10, hi + 10)) for n, x, (lo, hi) in base_buckets]
-    comparison = Comparison(
-        "base", "att", 10.0, 0.001, [BucketComparison(b, 10.0, 0.001) for b in buckets]
-    )
+    ahead = {"bleu": MetricDiff(10.0, 0.001)}
+    comparison = Comparison("base", "att", [BucketComparison(b, ahead) for b in buckets], ahead)
     return Evaluation(
         [system("base", base_buckets, base_bleu), system("att", att_rows, base_bleu + 10)],
         [comparison],

@@ -9,7 +9,8 @@ from pathlib import Path
 import matplotlib.image
 import pytest
 
-from nmt.evaluation.report import format_markdown, format_table, line_styles, results_dict, write_report
+from nmt.evaluation.length_plot import line_styles
+from nmt.evaluation.report import format_markdown, format_table, results_dict, write_report
 from nmt.evaluation.scoring import Evaluation, score_systems
 from tests.helpers import scoring_settings
 

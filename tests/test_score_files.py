@@ -17,7 +17,8 @@ import sacrebleu
 
 from nmt.cli import build_parser, main
 from nmt.evaluation.buckets import sentence_lengths
-from nmt.evaluation.report import format_examples, pick_examples, plotted_buckets
+from nmt.evaluation.length_plot import plotted_buckets
+from nmt.evaluation.report import format_examples, pick_examples
 from nmt.evaluation.score_files import distinct_parts
 from nmt.evaluation.scoring import score_systems
 from tests.helpers import scoring_settings

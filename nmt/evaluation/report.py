@@ -1,4 +1,5 @@
-"""Reports of an Evaluation: results.json, report.md, bleu_by_length.png and a terminal table.
+"""Reports of an Evaluation: results.json, report.md, bleu_by_length.png (drawn by length_plot.py) and a
+terminal table.
 
 Each file is written atomically (never half written), though an interrupted run can leave some new.
 """
@@ -6,7 +7,6 @@ Each file is written atomically (never half written), though an interrupted run 
 from __future__ import annotations
 
 import json
-import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -17,6 +17,7 @@ import numpy as np
 from nmt.config_sections import EvaluationConfig
 from nmt.evaluation.buckets import bucket_members, sentence_lengths
 from nmt.evaluation.effect import Check
+from nmt.evaluation.length_plot import plot_bleu_by_length
 from nmt.evaluation.metrics import METRICS, BucketStatistic
 from nmt.evaluation.scoring import (
     CONFIDENCE,
@@ -27,7 +28,7 @@ from nmt.evaluation.scoring import (
     StatisticValue,
     SystemScore,
 )
-from nmt.fileio import atomic_open, atomic_write_text
+from nmt.fileio import atomic_write_text
 from nmt.lengths import make_buckets
 
 RESULTS_JSON = "results.json"
@@ -134,14 +135,10 @@ def table_rows(evaluation: Evaluation, metric: str = "bleu") -> tuple[list[str],
     header += [f"{c.b} - {c.a} (p)" for c in evaluation.comparisons]
     first = evaluation.systems[0]
     columns = [_labels(first), [str(x.n) for x in [*first.buckets, first]]]
-    if metric == "bleu":
-        columns += [[_score_cell(x.bleu, x.ci) for x in [*s.buckets, s]] for s in evaluation.systems]
-        columns += [[_diff_cell(x.bleu_diff, x.p) for x in [*c.buckets, c]] for c in evaluation.comparisons]
-    else:
-        columns += [[_score_cell(x.metrics[metric].value, x.metrics[metric].ci) for x in [*s.buckets, s]]
-                    for s in evaluation.systems]
-        columns += [[_diff_cell(x.metrics[metric].diff, x.metrics[metric].p) for x in [*c.buckets, c]]
-                    for c in evaluation.comparisons]
+    columns += [[_score_cell(x.metrics[metric].value, x.metrics[metric].ci) for x in [*s.buckets, s]]
+                for s in evaluation.systems]
+    columns += [[_diff_cell(x.metrics[metric].diff, x.metrics[metric].p) for x in [*c.buckets, c]]
+                for c in evaluation.comparisons]
     return header, [list(row) for row in zip(*columns, strict=True)]
 
 
@@ -409,69 +406,6 @@ def format_examples(
             lines.append(f"| reference | {_cell_text(references[i])} |")
             lines += [f"| {_cell_text(name)} | {_cell_text(outputs[i])} |" for name, outputs in hypotheses.items()]
     return "\n".join(lines) + "\n"
-
-
-def plotted_buckets(evaluation: Evaluation) -> list[int]:
-    """Indices of the buckets the plot shows: those holding at least one sentence."""
-    return [i for i, b in enumerate(evaluation.systems[0].buckets) if b.n > 0]
-
-
-LINE_STYLES = ("-", "--", "-.", ":")
-
-
-def line_styles(names: Sequence[str], groups: Mapping[str, tuple[str, str]] | None) -> dict[str, tuple[str, str]]:
-    """(colour, line style) of each run: a colour per model and a style per variant of `groups` (see
-    plot_bleu_by_length), or a colour per run where the groups do not tell every run apart."""
-    if not groups or len({groups[name] for name in names}) < len(names):
-        groups = {name: (name, "") for name in names}
-    models = list(dict.fromkeys(groups[name][0] for name in names))
-    variants = list(dict.fromkeys(groups[name][1] for name in names))
-    return {name: (f"C{models.index(groups[name][0]) % 10}", LINE_STYLES[variants.index(groups[name][1]) % len(LINE_STYLES)])
-            for name in names}
-
-
-def plot_bleu_by_length(
-    evaluation: Evaluation,
-    path: str | Path,
-    groups: Mapping[str, tuple[str, str]] | None = None,
-    title: str = "",
-) -> None:
-    """Line plot of BLEU per non-empty length bucket, one line per run with its CI band (a bucket too small
-    to resample: a hollow marker) and its source-blind floor (thin, dotted); n under each tick. `groups`
-    maps a run to (model, variant), e.g. ("RNNsearch", "-30"): one colour per model, one line style per
-    variant (the paper's Figure 2); without it, a colour per run."""
-    from matplotlib.figure import Figure  # here: a command that fails before its plot (or scores) loads none
-
-    first = evaluation.systems[0]
-    kept = plotted_buckets(evaluation)
-    x = np.arange(len(kept))
-    styles = line_styles([s.name for s in evaluation.systems], groups)
-    figure = Figure(figsize=(9, 5))
-    axes = figure.add_subplot()
-    for system in evaluation.systems:
-        colour, style = styles[system.name]
-        buckets = [system.buckets[i] for i in kept]
-        bleu = np.array([b.bleu for b in buckets])
-        low, high = np.array([b.ci or (np.nan, np.nan) for b in buckets]).T
-        axes.plot(x, bleu, color=colour, linestyle=style, label=f"{system.name} (all: {system.bleu:.2f})")
-        resampled = ~np.isnan(low)  # a bucket too small to resample: a hollow marker, no band
-        axes.plot(x[resampled], bleu[resampled], "o", color=colour)
-        axes.plot(x[~resampled], bleu[~resampled], "o", color=colour, markerfacecolor="none")
-        axes.fill_between(x, low, high, color=colour, alpha=0.12, linewidth=0)
-        floor = [b.statistics["floor"].values[0] for b in buckets]
-        axes.plot(x, floor, color=colour, linestyle=":", linewidth=0.8, alpha=0.7)
-    axes.plot([], [], color="grey", linestyle=":", linewidth=0.8, label="source-blind floor (wrong source)")
-    axes.set_xticks(x, [f"{first.buckets[i].bucket.label}\nn={first.buckets[i].n}" for i in kept])
-    axes.set_xlabel(f"{evaluation.settings.by} length (words)")
-    axes.set_ylabel("BLEU (95% bootstrap band)")
-    axes.set_ylim(bottom=0)
-    axes.grid(alpha=0.3)
-    axes.legend(fontsize="small")
-    if title:  # wrapped to the figure's width
-        axes.set_title("\n".join(textwrap.fill(line, 130) for line in title.splitlines()), fontsize="small")
-    figure.tight_layout()
-    with atomic_open(path, "wb") as handle:
-        figure.savefig(handle, format="png", dpi=120)
 
 
 def write_report(

@@ -121,57 +121,104 @@ class MetricDiff:
 @dataclass(frozen=True)
 class BucketScore:
     """One system on one bucket: `metrics` each metric of METRICS by name; `bleu`, `ci` and `statistics` are
-    BLEU's (the BLEU-only code reads them: the effect checks, the plot). `bleu` and `ci` are None,
-    `statistics` empty, if it is empty, `ci` also when it holds too few sentences to resample."""
+    BLEU's (what the BLEU-only code reads: the effect checks, the plot). Their values are None, the
+    statistics empty, if the bucket is empty; `ci` None also when it holds too few sentences to resample."""
 
     bucket: Bucket
     n: int
-    bleu: float | None
-    ci: tuple[float, float] | None
-    statistics: Mapping[str, StatisticValue] = field(default_factory=dict)
-    metrics: Mapping[str, MetricScore] = field(default_factory=dict)
+    metrics: Mapping[str, MetricScore]
+
+    @property
+    def bleu(self) -> float | None:
+        return self.metrics["bleu"].value
+
+    @property
+    def ci(self) -> tuple[float, float] | None:
+        return self.metrics["bleu"].ci
+
+    @property
+    def statistics(self) -> Mapping[str, StatisticValue]:
+        return self.metrics["bleu"].statistics
 
 
 @dataclass(frozen=True)
 class SystemScore:
-    """One system: overall scores, its bootstrap interval (None, as a bucket's, when the test set is too
-    small to resample), and one entry per bucket; `metrics` as a BucketScore's, `bleu`, `ci`, `statistics`
-    and `signature` BLEU's, `chrf` and `chrf_signature` chrF's."""
+    """One system: its scores on the whole test set (`metrics`, as a BucketScore's; the interval None when
+    the test set is too small to resample), one BucketScore per bucket, and each metric's sacrebleu
+    signature; `bleu`, `ci`, `statistics` and `signature` are BLEU's, `chrf` and `chrf_signature` chrF's."""
 
     name: str
-    bleu: float
-    chrf: float
-    signature: str
-    chrf_signature: str
     n: int
-    ci: tuple[float, float] | None
     buckets: list[BucketScore]
-    statistics: Mapping[str, StatisticValue] = field(default_factory=dict)
-    metrics: Mapping[str, MetricScore] = field(default_factory=dict)
+    metrics: Mapping[str, MetricScore]
+    signatures: Mapping[str, str]
+
+    @property
+    def bleu(self) -> float:
+        return _whole(self.metrics["bleu"].value)
+
+    @property
+    def chrf(self) -> float:
+        return _whole(self.metrics["chrf"].value)
+
+    @property
+    def ci(self) -> tuple[float, float] | None:
+        return self.metrics["bleu"].ci
+
+    @property
+    def statistics(self) -> Mapping[str, StatisticValue]:
+        return self.metrics["bleu"].statistics
+
+    @property
+    def signature(self) -> str:
+        return self.signatures["bleu"]
+
+    @property
+    def chrf_signature(self) -> str:
+        return self.signatures["chrf"]
+
+
+def _whole(value: float | None) -> float:
+    """A score of the whole test set, which is never empty."""
+    assert value is not None
+    return value
 
 
 @dataclass(frozen=True)
 class BucketComparison:
-    """b - a on one bucket; None when the bucket is empty (`p` also when it is too small to resample).
-    `metrics` each metric's by name; `bleu_diff` and `p` BLEU's."""
+    """b - a on one bucket: `metrics` each metric's by name, `bleu_diff` and `p` BLEU's; None when the
+    bucket is empty (`p` also when it is too small to resample)."""
 
     bucket: Bucket
-    bleu_diff: float | None
-    p: float | None
-    metrics: Mapping[str, MetricDiff] = field(default_factory=dict)
+    metrics: Mapping[str, MetricDiff]
+
+    @property
+    def bleu_diff(self) -> float | None:
+        return self.metrics["bleu"].diff
+
+    @property
+    def p(self) -> float | None:
+        return self.metrics["bleu"].p
 
 
 @dataclass(frozen=True)
 class Comparison:
-    """Paired bootstrap of system b against system a: differences are BLEU(b) - BLEU(a); `p` is None when
-    the test set is too small to resample. `metrics` each metric's difference by name."""
+    """Paired bootstrap of system b against system a on the whole test set: `metrics` each metric's b - a
+    by name, `bleu_diff` and `p` BLEU's (`p` None when the test set is too small to resample); one
+    BucketComparison per bucket."""
 
     a: str
     b: str
-    bleu_diff: float
-    p: float | None
     buckets: list[BucketComparison]
-    metrics: Mapping[str, MetricDiff] = field(default_factory=dict)
+    metrics: Mapping[str, MetricDiff]
+
+    @property
+    def bleu_diff(self) -> float:
+        return _whole(self.metrics["bleu"].diff)
+
+    @property
+    def p(self) -> float | None:
+        return self.metrics["bleu"].p
 
 
 @dataclass(frozen=True)
@@ -207,19 +254,10 @@ def score_systems(
     pairs = list(itertools.combinations(range(len(names)), 2))
     (whole, whole_diffs), *parts = _score_subsets(metrics, hypotheses, lengths, settings, pairs)
     signatures = {name: metric.signature for name, metric in metrics.items()}
-    systems = []
-    for k, (name, score) in enumerate(zip(names, whole, strict=True)):
-        assert score.bleu is not None  # the whole set is never empty
-        chrf = score.metrics["chrf"].value
-        assert chrf is not None
-        per_bucket = [scores[k] for scores, _ in parts]
-        systems.append(SystemScore(name, score.bleu, chrf, signatures["bleu"], signatures["chrf"], len(references),
-                                   score.ci, per_bucket, score.statistics, score.metrics))
-    comparisons = []
-    for j, ((a, b), diff) in enumerate(zip(pairs, whole_diffs, strict=True)):
-        assert diff.bleu_diff is not None
-        comparisons.append(Comparison(names[a], names[b], diff.bleu_diff, diff.p, [diffs[j] for _, diffs in parts],
-                                      diff.metrics))
+    systems = [SystemScore(name, len(references), [scores[k] for scores, _ in parts], score.metrics, signatures)
+               for k, (name, score) in enumerate(zip(names, whole, strict=True))]
+    comparisons = [Comparison(names[a], names[b], [diffs[j] for _, diffs in parts], diff.metrics)
+                   for j, ((a, b), diff) in enumerate(zip(pairs, whole_diffs, strict=True))]
     return Evaluation(systems, comparisons, settings, signatures)
 
 
@@ -246,10 +284,9 @@ def _score_subsets(
     members = {Bucket("all", 0, None): list(range(n)), **bucket_members(lengths, make_buckets(settings.buckets))}
     for i, (bucket, rows) in enumerate(members.items()):
         if not rows:
-            empty = [BucketScore(bucket, 0, None, None, {}, {name: MetricScore(None, None) for name in metrics})
-                     for _ in stats]
-            subsets.append((empty, [BucketComparison(bucket, None, None, {name: MetricDiff(None, None)
-                                                                          for name in metrics}) for _ in pairs]))
+            empty = [BucketScore(bucket, 0, {name: MetricScore(None, None) for name in metrics}) for _ in stats]
+            subsets.append((empty, [BucketComparison(bucket, {name: MetricDiff(None, None) for name in metrics})
+                                    for _ in pairs]))
             continue
         sub = [s[rows] for s in stats]
         resampled = len(rows) >= settings.min_bucket_sentences
@@ -272,8 +309,8 @@ def _score_subsets(
                 p = None if samples is None else paired_p_value(samples[a], samples[b])
                 diffs[j][name] = MetricDiff(points[b] - points[a], p)
         subsets.append((
-            [BucketScore(bucket, len(rows), s["bleu"].value, s["bleu"].ci, s["bleu"].statistics, s) for s in scores],
-            [BucketComparison(bucket, d["bleu"].diff, d["bleu"].p, d) for d in diffs],
+            [BucketScore(bucket, len(rows), s) for s in scores],
+            [BucketComparison(bucket, d) for d in diffs],
         ))
     return subsets
 
