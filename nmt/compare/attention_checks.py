@@ -35,7 +35,7 @@ from nmt.data.sources import prepared_dir
 from nmt.errors import NMTError
 from nmt.evaluation.curves import sample_test_set
 from nmt.evaluation.scoring import CorpusScorer
-from nmt.evaluation.testset import shown_path
+from nmt.evaluation.testset import TestSet, shown_path
 from nmt.models.interface import model_kind
 from nmt.rundir.checkpoints import CHECKPOINT_DIR, step_checkpoint_name, step_checkpoints
 from nmt.rundir.loading import LoadedRun, load_run
@@ -78,16 +78,9 @@ def attention_checks(
     test_set = common_test_set(runs, split or settings.split, src_path, ref_path)  # nmt evaluate's rule
     if per_bucket:
         test_set = sample_test_set(test_set, settings.buckets, settings.by, per_bucket)
-    skipped = None
-    if "alignment" in checks and not all(
-        cached_links(run.config.data, test_set, symmetrisation) is not None for run in runs
-    ):  # before the perturbations' minutes
-        if not skip_alignment_without_aligner:
-            require_aligner()
-        elif not aligner_installed():
-            skipped = f"the alignment check was skipped: eflomal is not installed and no links were cached ({INSTALL_HINT})"
-            print(f"attention checks: {skipped}", file=sys.stderr)
-            checks = tuple(check for check in checks if check != "alignment")
+    skipped = _without_aligner(runs, test_set, symmetrisation, skip_alignment_without_aligner) if "alignment" in checks else ""
+    if skipped:
+        checks = tuple(check for check in checks if check != "alignment")
     scorer = CorpusScorer(test_set.references, settings.tokenize, settings.lowercase)  # all runs, all kinds
     context = CheckContext(test_set, scorer, settings, seed, batch_size, device)
     results = setting(context, per_bucket, symmetrisation)
@@ -109,6 +102,20 @@ def attention_checks(
         results["runs"][run.name] = entry
     write_outputs(out, CHECKS, results, format_checks_markdown(results), checks_figure(results), 100)
     return results
+
+
+def _without_aligner(runs: Sequence[RunInfo], test_set: TestSet, symmetrisation: Symmetrisation, skip: bool) -> str:
+    """Before the perturbations' minutes: "" where the alignment check can run (every run's links cached, or
+    eflomal installed); else NMTError, or with `skip` why it is skipped (said on stderr too)."""
+    if all(cached_links(run.config.data, test_set, symmetrisation) is not None for run in runs):
+        return ""
+    if not skip:
+        require_aligner()
+    if aligner_installed():
+        return ""
+    why = f"the alignment check was skipped: eflomal is not installed and no links were cached ({INSTALL_HINT})"
+    print(f"attention checks: {why}", file=sys.stderr)
+    return why
 
 
 def cache_experiment_links(config: Config, symmetrisation: Symmetrisation = "grow-diag-final-and") -> Path:

@@ -7,11 +7,13 @@ part-way is resumed, so re-running after an interruption finishes the job; `forc
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +55,13 @@ class Timings:
     def record(self, step: str, seconds: float) -> None:
         self.seconds[step] = round(seconds, 1)
         atomic_write_text(self.path, json.dumps(self.seconds, indent=2))
+
+    @contextlib.contextmanager
+    def phase(self, step: str) -> Iterator[None]:
+        """Record the wall time of the `with` block as `step`'s."""
+        start = time.perf_counter()
+        yield
+        self.record(step, time.perf_counter() - start)
 
     def forget(self, step: str) -> None:
         """Drop a step's time (one that no longer describes this folder)."""
@@ -248,23 +257,16 @@ def run_experiment(
         for step in ("evaluate", "attention entropy and heatmap", "attention checks", "learning curve", "end to end"):
             timings.forget(step + RERUN)
 
-    start = time.perf_counter()
-    results = evaluate_runs(list(run_dirs.values()), out_dir=out_dir)  # each run's own decoding section
-    timings.record("evaluate" + rerun, time.perf_counter() - start)
-    start = time.perf_counter()
-    attention_plot = _attention(config, run_dirs, results, out_dir)
-    timings.record("attention entropy and heatmap" + rerun, time.perf_counter() - start)
+    with timings.phase("evaluate" + rerun):
+        results = evaluate_runs(list(run_dirs.values()), out_dir=out_dir)  # each run's own decoding section
+    with timings.phase("attention entropy and heatmap" + rerun):
+        attention_plot = _attention(config, run_dirs, results, out_dir)
     atomic_write_text(out_dir / "results.json", json.dumps(results, indent=2))
-
-    start = time.perf_counter()
-    checks = _attention_checks(config, run_dirs, out_dir)
+    checks = _attention_checks(config, run_dirs, out_dir, timings, "attention checks" + rerun)
     if checks is not None:
-        timings.record("attention checks" + rerun, time.perf_counter() - start)
         results["attention_checks"] = checks
-
-    start = time.perf_counter()
-    learning_curves(list(run_dirs.values()), out_dir=out_dir)  # every checkpoint the runs kept
-    timings.record("learning curve" + rerun, time.perf_counter() - start)
+    with timings.phase("learning curve" + rerun):
+        learning_curves(list(run_dirs.values()), out_dir=out_dir)  # every checkpoint the runs kept
     timings.record("end to end" + rerun, time.perf_counter() - began)
 
     counts = {name: (read_summary(run_dir) or {}).get("parameters") for name, run_dir in run_dirs.items()}
@@ -294,7 +296,7 @@ def _prepare_data(config: Config, timings: Timings) -> None:
 def _attention(config: Config, run_dirs: dict[str, Path], results: dict[str, Any], out_dir: Path) -> str | None:
     """results["attention"]: each attention run's mean entropy; the first one's heatmap of a long test
     sentence, whose file name is returned (None without attention runs)."""
-    attentive = [name for name in config.runs if config.for_run(name).model.attention != "none"]
+    attentive = [name for name in config.runs if not model_kind(config.for_run(name).model).without_attention]
     plot = "attention_long_sentence.png"
     results["attention"] = {
         name: attention_diagnostics(run_dirs[name], config.for_run(name), None if index else out_dir / plot)
@@ -303,18 +305,21 @@ def _attention(config: Config, run_dirs: dict[str, Path], results: dict[str, Any
     return plot if attentive else None
 
 
-def _attention_checks(config: Config, run_dirs: dict[str, Path], out_dir: Path) -> dict[str, Any] | None:
+def _attention_checks(
+    config: Config, run_dirs: dict[str, Path], out_dir: Path, timings: Timings, step: str
+) -> dict[str, Any] | None:
     """With evaluation.attention_checks, `nmt attention-checks` on the attention runs (best.pt, and the
     alignment agreement of every kept checkpoint) on the learning curve's sample, into OUT/attention_checks.*;
     the alignment check only where eflomal, or links cached in the prepared data, are found. Returns what
-    results.json records of it (None: not asked for, or no attention run)."""
+    results.json records of it (None: not asked for, or no attention run); their time goes to `timings` as `step`."""
     if not config.evaluation.attention_checks:
         return None
-    attentive = [name for name in config.runs if config.for_run(name).model.attention != "none"]
+    attentive = [name for name in config.runs if not model_kind(config.for_run(name).model).without_attention]
     if not attentive:
         return None
-    found = attention_checks([run_dirs[name] for name in attentive], out_dir=out_dir,
-                             batch_size=config.decoding.batch_size, skip_alignment_without_aligner=True)
+    with timings.phase(step):
+        found = attention_checks([run_dirs[name] for name in attentive], out_dir=out_dir,
+                                 batch_size=config.decoding.batch_size, skip_alignment_without_aligner=True)
     ran = [check for check in ("perturbation", "alignment")
            if any(check in entry for entry in found["runs"].values())]
     return {"file": f"{CHECKS}.json", "runs": attentive, "checks": ran, "sentences": found["sentences"],
