@@ -119,7 +119,7 @@ def test_runs_with_other_buckets_are_scored_on_the_first_runs_buckets(trained_re
 def test_perturbation_bleu_follows_the_runs_scoring_settings(
     trained_reverse_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from nmt.evaluation import scoring
+    from nmt.evaluation import metrics, scoring
 
     run = tmp_path / "run"
     shutil.copytree(trained_reverse_run, run)
@@ -128,12 +128,12 @@ def test_perturbation_bleu_follows_the_runs_scoring_settings(
     (run / "config.yaml").write_text(yaml.safe_dump(config))
     built: list[tuple[str, bool]] = []
 
-    class Spy(scoring.CorpusScorer):
+    class Spy(metrics.Bleu):
         def __init__(self, references: list[str], tokenize: scoring.Tokenize, lowercase: bool) -> None:
             built.append((tokenize, lowercase))
             super().__init__(references, tokenize, lowercase)
 
-    monkeypatch.setattr(checks_module, "CorpusScorer", Spy)
+    monkeypatch.setattr(checks_module, "Bleu", Spy)
     attention_checks([run], out_dir=tmp_path / "out", checks=("perturbation",), device="cpu", batch_size=16)
     assert built == [("intl", True)]  # as nmt evaluate scores, and once for the four perturbations
 

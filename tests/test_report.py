@@ -100,7 +100,7 @@ def test_markdown_report(evaluation: Evaluation) -> None:
 def test_the_statistics_section_shows_each_declared_statistic_and_a_new_one_is_one_declaration(
     evaluation: Evaluation, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from nmt.evaluation import scoring
+    from nmt.evaluation import metrics, scoring
 
     def section(markdown: str, run: str) -> list[str]:
         lines = markdown.split(f"### {run}\n\n", 1)[1].splitlines()
@@ -116,7 +116,7 @@ def test_the_statistics_section_shows_each_declared_statistic_and_a_new_one_is_o
 
     hyp_tokens = scoring.BucketStatistic("hyp_tokens", ("hyp tokens",), lambda stats, floor: stats[..., :1],
                                          "tokens output.", digits=0, bootstraps=True)
-    monkeypatch.setattr(scoring.Bleu, "extra_statistics", (*scoring.Bleu.extra_statistics, hyp_tokens))
+    monkeypatch.setattr(metrics.Bleu, "extra_statistics", (*metrics.Bleu.extra_statistics, hyp_tokens))
     sentences = evaluation_inputs()
     extended = score_systems(*sentences, scoring_settings(bootstrap_samples=100))
     table = section(format_markdown(extended), "rnnsearch")

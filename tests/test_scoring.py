@@ -10,15 +10,8 @@ import pytest
 import sacrebleu
 
 from nmt.errors import NMTError
-from nmt.evaluation.metrics import Chrf
-from nmt.evaluation.scoring import (
-    N_STATS,
-    CorpusScorer,
-    bleu_from_stats,
-    bootstrap_bleu,
-    paired_p_value,
-    score_systems,
-)
+from nmt.evaluation.metrics import N_STATS, Bleu, Chrf, bleu_from_stats
+from nmt.evaluation.scoring import bootstrap_bleu, paired_p_value, score_systems
 from tests.helpers import scoring_settings
 
 VOCAB = [f"w{i}" for i in range(200)]
@@ -45,7 +38,7 @@ def corpus() -> tuple[list[str], list[str]]:
 def test_bleu_from_stats_equals_sacrebleu_on_subsets(corpus: tuple[list[str], list[str]]) -> None:
     _, references = corpus
     hyps = corrupt(references, 0.6)
-    stats = CorpusScorer(references, "13a", False).sentence_stats(hyps)
+    stats = Bleu(references, "13a", False).sentence_stats(hyps)
     assert stats.shape == (300, N_STATS)
     rng = np.random.default_rng(0)
     for size in (1, 2, 5, 40, 300):
@@ -67,7 +60,7 @@ def test_bleu_from_stats_equals_sacrebleu_on_subsets(corpus: tuple[list[str], li
     ],
 )
 def test_bleu_conventions_match_sacrebleu(hyps: list[str], refs: list[str]) -> None:
-    stats = CorpusScorer(refs, "13a", False).sentence_stats(hyps)
+    stats = Bleu(refs, "13a", False).sentence_stats(hyps)
     expected = sacrebleu.corpus_bleu(hyps, [refs]).score
     assert float(bleu_from_stats(stats.sum(axis=0))) == pytest.approx(expected, abs=1e-6)
 
@@ -259,17 +252,17 @@ def test_bootstrap_resamples_both_systems_alike() -> None:
 def test_a_declared_statistic_that_bootstraps_gets_an_interval_from_bleus_resamples(
     corpus: tuple[list[str], list[str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from nmt.evaluation import scoring
+    from nmt.evaluation import metrics, scoring
 
     sources, references = corpus
     hyps = corrupt(references, 0.7)
     hyp_words = scoring.BucketStatistic(  # a new statistic: hypothesis tokens, resampled
         "hyp_tokens", ("hyp tokens",), lambda stats, floor: stats[..., :1], "tokens output.", bootstraps=True)
-    monkeypatch.setattr(scoring.Bleu, "extra_statistics", (*scoring.Bleu.extra_statistics, hyp_words))
+    monkeypatch.setattr(metrics.Bleu, "extra_statistics", (*metrics.Bleu.extra_statistics, hyp_words))
     settings = scoring_settings(bootstrap_samples=200, min_bucket_sentences=45)
     system = score_systems({"s": hyps}, sources, references, settings).systems[0]
     whole = system.statistics["hyp_tokens"]
-    stats = CorpusScorer(references, "13a", False).sentence_stats(hyps)
+    stats = Bleu(references, "13a", False).sentence_stats(hyps)
     assert whole.values == (stats[:, 0].sum(),)
     # the interval is the percentile interval of the same resamples (seed [seed, 0]) BLEU's comes from
     drawn = scoring.bootstrap_sums([stats], 200, [settings.bootstrap_seed, 0])[:, 0, 0]  # draws: n's alone

@@ -41,7 +41,8 @@ from nmt.decoding.plots import EOS_LABEL, word_attention
 from nmt.decoding.translator import Translator
 from nmt.evaluation.buckets import sentence_lengths
 from nmt.evaluation.curves import SELECTION, bucket_bleu, bucket_counts
-from nmt.evaluation.scoring import CorpusScorer, bleu_from_stats, bootstrap_bleu, paired_p_value
+from nmt.evaluation.metrics import Bleu, bleu_from_stats
+from nmt.evaluation.scoring import bootstrap_bleu, paired_p_value
 from nmt.evaluation.testset import TestSet
 from nmt.fileio import atomic_write_text
 from nmt.lengths import assign_buckets, make_buckets
@@ -56,7 +57,7 @@ class CheckContext:
     (batch size, device)."""
 
     test_set: TestSet
-    scorer: CorpusScorer
+    scorer: Bleu
     settings: EvaluationConfig
     seed: int
     batch_size: int

@@ -34,7 +34,7 @@ from nmt.config import Config
 from nmt.data.sources import prepared_dir
 from nmt.errors import NMTError
 from nmt.evaluation.curves import sample_test_set
-from nmt.evaluation.scoring import CorpusScorer
+from nmt.evaluation.metrics import Bleu
 from nmt.evaluation.testset import TestSet, shown_path
 from nmt.models.interface import model_kind
 from nmt.rundir.checkpoints import CHECKPOINT_DIR, step_checkpoint_name, step_checkpoints
@@ -81,7 +81,7 @@ def attention_checks(
     skipped = _without_aligner(runs, test_set, symmetrisation, skip_alignment_without_aligner) if "alignment" in checks else ""
     if skipped:
         checks = tuple(check for check in checks if check != "alignment")
-    scorer = CorpusScorer(test_set.references, settings.tokenize, settings.lowercase)  # all runs, all kinds
+    scorer = Bleu(test_set.references, settings.tokenize, settings.lowercase)  # all runs, all kinds
     context = CheckContext(test_set, scorer, settings, seed, batch_size, device)
     results = setting(context, per_bucket, symmetrisation)
     if skipped:

@@ -27,7 +27,7 @@ from nmt.config_sections import BucketBy
 from nmt.data.sources import prepared_dir
 from nmt.errors import NMTError
 from nmt.evaluation import curves
-from nmt.evaluation.scoring import CorpusScorer
+from nmt.evaluation.metrics import Bleu
 from nmt.evaluation.testset import TestSet, shown_path
 from nmt.models.interface import model_kind
 from nmt.rundir.checkpoints import checkpoint_step, step_checkpoints
@@ -55,12 +55,12 @@ def learning_curves(
     cutoffs, by = list(settings.buckets), settings.by
     out = default_out_dir(run_dirs, out_dir)
     # data dir -> the sample of its split, and a scorer of its references for every checkpoint of its runs
-    samples: dict[str, tuple[TestSet, CorpusScorer]] = {}
+    samples: dict[str, tuple[TestSet, Bleu]] = {}
     measured: dict[str, Any] = {}
     for run in runs:
         if prepared_dir(run.config.data) not in samples:
             sample = curves.sample_test_set(split_test_set(run.config, split), cutoffs, by, per_bucket)
-            scorer = CorpusScorer(sample.references, settings.tokenize, settings.lowercase)
+            scorer = Bleu(sample.references, settings.tokenize, settings.lowercase)
             samples[prepared_dir(run.config.data)] = sample, scorer
         sample, scorer = samples[prepared_dir(run.config.data)]
         measured[run.name] = {
@@ -85,7 +85,7 @@ def learning_curves(
 
 
 def _score_checkpoints(
-    run: RunInfo, sample: TestSet, scorer: CorpusScorer, cutoffs: list[int], by: BucketBy, device: str, out: Path
+    run: RunInfo, sample: TestSet, scorer: Bleu, cutoffs: list[int], by: BucketBy, device: str, out: Path
 ) -> list[dict[str, Any]]:
     """One point per kept step_*.pt of the run: its step, files (shown_path from `out`), and greedy BLEU per
     bucket on `sample` (`scorer`: its references)."""

@@ -18,8 +18,8 @@ from matplotlib.figure import Figure
 
 from nmt.config_sections import BucketBy
 from nmt.evaluation.buckets import bucket_members, non_empty, sentence_lengths
+from nmt.evaluation.metrics import Bleu, bleu_from_stats
 from nmt.evaluation.report import markdown_table
-from nmt.evaluation.scoring import CorpusScorer, bleu_from_stats
 from nmt.evaluation.testset import TestSet
 from nmt.lengths import make_buckets
 
@@ -63,7 +63,7 @@ def _digest(source: str, reference: str) -> str:
 
 
 def bucket_bleu(
-    scorer: CorpusScorer,
+    scorer: Bleu,
     hypotheses: Sequence[str],
     sources: Sequence[str],
     references: Sequence[str],

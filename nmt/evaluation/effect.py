@@ -32,15 +32,8 @@ import numpy as np
 from nmt.config_sections import EvaluationConfig
 from nmt.evaluation.buckets import sentence_lengths
 from nmt.evaluation.low_bleu import too_weak
-from nmt.evaluation.scoring import (
-    BucketScore,
-    CorpusScorer,
-    Evaluation,
-    SystemScore,
-    bleu_from_stats,
-    bootstrap_bleu,
-    paired_p_value,
-)
+from nmt.evaluation.metrics import Bleu, bleu_from_stats
+from nmt.evaluation.scoring import BucketScore, Evaluation, SystemScore, bootstrap_bleu, paired_p_value
 
 
 @dataclass(frozen=True)
@@ -77,7 +70,7 @@ def long_sentence_bleu(
     rows = np.flatnonzero(np.asarray(sentence_lengths(sources, references, settings.by)) >= words)
     if rows.size == 0:
         return LongSentences(0, {}, words)
-    scorer = CorpusScorer(references, settings.tokenize, settings.lowercase)
+    scorer = Bleu(references, settings.tokenize, settings.lowercase)
     stats = {name: scorer.sentence_stats(lines)[rows] for name, lines in hypotheses.items()}
     samples = bootstrap_bleu(list(stats.values()), settings.bootstrap_samples, [settings.bootstrap_seed, words])
     return LongSentences(

@@ -18,25 +18,12 @@ import numpy as np
 
 from nmt.config_sections import EvaluationConfig, Tokenize
 from nmt.evaluation.buckets import bucket_members, length_matched_pairing, sentence_lengths
-from nmt.evaluation.metrics import (  # noqa: F401  (BLEU's, imported from here elsewhere too)
-    MAX_ORDER,
-    METRICS,
-    N_STATS,
-    Bleu,
-    BucketStatistic,
-    Metric,
-    bleu_from_stats,
-)
+from nmt.evaluation.metrics import METRICS, BucketStatistic, Metric, bleu_from_stats
 from nmt.lengths import Bucket, make_buckets
 
 CONFIDENCE = 0.95  # of every bootstrap interval
 # Resample in chunks so that the count matrix stays small for large test sets.
 _CHUNK_CELLS = 4_000_000
-
-# BLEU's sentence statistics against one set of references (`sentence_stats`, n x N_STATS), for the analyses
-# that score BLEU alone (nmt/evaluation/effect.py, curves.py, nmt/compare/).
-CorpusScorer = Bleu
-
 
 def warn_if_tokenized(hypotheses: Mapping[str, Sequence[str]], tokenize: Tokenize) -> None:
     """One warning on stderr naming the systems whose output looks tokenized (sacrebleu's test: 100+ lines
