@@ -89,7 +89,8 @@ def build_section(cls: type, raw: Any, name: str, validate: bool = True) -> Any:
             "Spell them so in the config or in --set (each corpus source's keys sit in a sub-section named after it).",
         )
     subsections = getattr(cls, "SUBSECTIONS", None)
-    hints = {key: tp for key, tp in typing.get_type_hints(cls).items() if key != subsections}
+    field_types = typing.get_type_hints(cls)  # the fields' types (ClassVars such as SUBSECTIONS are not keys)
+    hints = {f.name: field_types[f.name] for f in dataclasses.fields(cls) if f.name != subsections}
     valid = list(hints)
     values: dict[str, Any] = {subsections: {}} if subsections else {}
     for key, value in raw.items():

@@ -7,8 +7,10 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
+from nmt.commands.arguments import use_threads
 from nmt.config import SECTIONS, Config, config_from_dict, load_config, load_saved_config, save_config
 from nmt.data.sources import SOURCES, check_data, load_checked_config
 from nmt.errors import NMTError
@@ -262,13 +264,23 @@ def test_a_run_directory_config_written_before_the_move_still_loads(tmp_path: Pa
     check_data(config.data)
     with pytest.raises(NMTError, match="keys that have moved"):  # a user's config is refused, not migrated
         load_config(path)
+    saved["training"] = {"threads": 1}
+    path.write_text(yaml.safe_dump(saved), encoding="utf-8")
+    before = torch.get_num_threads()
+    try:
+        use_threads(None, tmp_path)  # what translate, evaluate, curve and the attention commands do first
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_a_source_sub_section_refuses_an_unknown_key_naming_it_with_the_closest_one() -> None:
     with pytest.raises(NMTError) as error:
         check_data(config_from_dict({"data": {"bible": {"scr": "k"}}}).data)
     assert error.value.message == "unknown key 'data.bible.scr' (did you mean 'data.bible.src'?)."
-    assert "extra_translations" in error.value.hint
+    assert error.value.hint.endswith("Valid keys of data.bible: src, tgt, extra_translations.")
+    with pytest.raises(NMTError, match="unknown key 'data.SUBSECTIONS'"):  # a class attribute is no key
+        config_from_dict({"data": {"SUBSECTIONS": "x"}})
     # in the sub-section of a source that is not data.source too, and a sub-section that names no source
     with pytest.raises(NMTError, match=r"unknown key 'data.huggingface.nmae' \(did you mean 'data.huggingface.name'"):
         check_data(config_from_dict({"data": {"huggingface": {"nmae": "x"}}}).data)

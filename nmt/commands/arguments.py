@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, get_args
 
-from nmt.config import load_config
+from nmt.config import load_saved_config
 from nmt.config_sections import BucketBy
 from nmt.errors import NMTError
 from nmt.typed_yaml import FlagOverride
@@ -143,7 +143,7 @@ def use_threads(threads: int | None, run_dir: Path) -> None:
     if it has no config.yaml: the command then says what is missing)."""
     if threads is None:
         config_path = run_dir / "config.yaml"
-        threads = load_config(config_path).training.threads if config_path.is_file() else 0
+        threads = load_saved_config(config_path).training.threads if config_path.is_file() else 0
     set_threads(threads)
 
 

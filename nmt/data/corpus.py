@@ -97,7 +97,7 @@ FOREIGN_BOMS = (
 def read_lines(
     path: str | Path,
     label: str = "corpus file",
-    hint: str = "Check data.train / data.valid / data.test.",
+    hint: str = "Check the path in the config.",
     bom_files: list[str] | None = None,
 ) -> list[str]:
     """Lines of a UTF-8 text file (without line ends, a leading byte-order mark stripped and its file

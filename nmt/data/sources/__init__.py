@@ -32,7 +32,7 @@ from nmt.data.sources.bible import Bible
 from nmt.data.sources.files import Files
 from nmt.data.sources.huggingface import HuggingFace
 from nmt.errors import NMTError
-from nmt.typed_yaml import build_section
+from nmt.typed_yaml import as_given, build_section
 
 SOURCES: dict[str, type[Source]] = {"bible": Bible, "files": Files, "huggingface": HuggingFace}
 
@@ -77,7 +77,7 @@ def load_checked_config(path: str | Path, overrides: list[str] | None = None) ->
     """A command's config: nmt.config.load_config (every section typed and checked), then its data
     section and each run's checked against their sources (check_config), before any work starts."""
     config = load_config(path, overrides)
-    check_config(config, f"{path} (with --set {' '.join(overrides)})" if overrides else str(path))
+    check_config(config, f"{path} (with {as_given(overrides)})" if overrides else str(path))
     return config
 
 

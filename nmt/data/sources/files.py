@@ -13,6 +13,8 @@ from nmt.data.corpus import Source, SourceSettings, assemble, read_lines, record
 from nmt.data.pairs import SPLITS, Corpus, Pair
 from nmt.errors import NMTError, require
 
+SPLIT_HINT = "Check data.files.train / valid / test."
+
 
 @dataclass
 class FilesSettings(SourceSettings):
@@ -125,7 +127,7 @@ def read_parallel(spec: str, config: DataConfig, bom_files: list[str]) -> list[P
     if spec.endswith((".tsv", ".jsonl")):
         return [
             _line_pair(line, spec.endswith(".tsv"), config, f"{spec}, line {number}") if line.strip() else ("", "")
-            for number, line in enumerate(read_lines(Path(spec), bom_files=bom_files), 1)
+            for number, line in enumerate(read_lines(Path(spec), hint=SPLIT_HINT, bom_files=bom_files), 1)
         ]
     src_path, tgt_path = Path(f"{spec}.{config.src_lang}"), Path(f"{spec}.{config.tgt_lang}")
     hint = (
