@@ -129,6 +129,10 @@ def test_step_checkpoints_are_found_in_step_order_and_pruned(tmp_path: Path) -> 
         "step_00000003.pt", "step_00000020.pt", "step_00000500.pt", "step_00001000.pt"
     ]
     assert latest_step_checkpoint(tmp_path) == folder / "step_00001000.pt"
+    for name in ("interrupted_00001000.pt", "interrupted_00000999.pt"):  # the periodic one wins a tie, whatever
+        (folder / name).write_bytes(b"x")                                # order the folder lists them in
+        assert latest_step_checkpoint(tmp_path) == folder / "step_00001000.pt"
+        (folder / name).unlink()
     prune_step_checkpoints(tmp_path, 2)
     assert sorted(p.name for p in folder.glob("*.pt")) == ["best.pt", "step_00000500.pt", "step_00001000.pt"]
     prune_step_checkpoints(tmp_path, 0)

@@ -52,8 +52,10 @@ def step_checkpoints(run_dir: Path) -> list[Path]:
 
 
 def latest_step_checkpoint(run_dir: Path) -> Path | None:
-    """The checkpoint a run resumes from: the periodic or interruption checkpoint of the highest step, or None."""
-    return max(_named(run_dir, _RESUMABLE_RE), key=checkpoint_step, default=None)
+    """The checkpoint a run resumes from: the periodic or interruption checkpoint of the highest step (the
+    periodic one where both are of that step), or None."""
+    return max(_named(run_dir, _RESUMABLE_RE), key=lambda path: (checkpoint_step(path), path.name.startswith("step_")),
+               default=None)
 
 
 def prune_step_checkpoints(run_dir: Path, keep_last: int) -> None:
@@ -144,12 +146,13 @@ def save_checkpoint(path: Path, checkpoint: Checkpoint) -> None:
         torch.save(checkpoint.to_dict(), handle)
 
 
-def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> Checkpoint:
-    """Read a checkpoint written by `save_checkpoint`; anything unreadable becomes an NMTError naming the file."""
+def load_checkpoint(path: Path, map_location: str | torch.device = "cpu", mmap: bool = False) -> Checkpoint:
+    """Read a checkpoint written by `save_checkpoint`; anything unreadable becomes an NMTError naming the file.
+    `mmap` maps the file instead of reading it: only the tensors used are read."""
     if not path.is_file():
         raise NMTError(f"checkpoint not found: {path}", "Check the path, or list the run's checkpoints/ folder.")
     try:
-        state = torch.load(path, map_location=map_location, weights_only=True)
+        state = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except Exception as exc:  # torch raises many types for a damaged zip/pickle
         raise NMTError(
             f"checkpoint {path} is unreadable or corrupt ({type(exc).__name__}: {str(exc)[:200]}).",
@@ -161,7 +164,7 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> Che
 def drop_training_state(path: Path) -> None:
     """Rewrite step checkpoint `path` (atomically) with the weights only, as `nmt curve` and `nmt average` read
     them: a newer checkpoint now carries the state a resume needs (for Adam, twice the weights' size)."""
-    checkpoint = load_checkpoint(path)
+    checkpoint = load_checkpoint(path, mmap=True)  # the optimiser's state, dropped, is never read
     if checkpoint.training is not None:
         save_checkpoint(path, dataclasses.replace(checkpoint, training=None))
 

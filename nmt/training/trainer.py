@@ -216,8 +216,10 @@ class Trainer:
         return stopped_by
 
     def _interrupt(self) -> NoReturn:
-        """Stop as asked (Ctrl-C, SIGTERM): a checkpoint for --resume, then KeyboardInterrupt."""
-        self._save_step_checkpoint(interrupted=True)
+        """Stop as asked (Ctrl-C, SIGTERM): a checkpoint for --resume (none where this step's is written
+        already), then KeyboardInterrupt."""
+        if self.saved_step != self.step:
+            self._save_step_checkpoint(interrupted=True)
         raise KeyboardInterrupt
 
     @contextlib.contextmanager
