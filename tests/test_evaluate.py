@@ -104,8 +104,11 @@ def test_two_runs_end_to_end_with_cache(
         assert len(hyps) == run["n"] == 30
         assert run["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [references]).score, abs=1e-6)
         assert run["chrf"] == sacrebleu.corpus_chrf(hyps, [references]).score  # and chrF by bucket:
-        assert all(b["chrf"] is None or b["chrf_ci"] is None or b["chrf_ci"][0] <= b["chrf"] <= b["chrf_ci"][1]
-                   for b in run["buckets"])
+        lengths = [len(line.split()) for line in src.read_text(encoding="utf-8").splitlines()]
+        for bucket, (low, high) in zip(run["buckets"], ((0, 8), (8, 10), (10, 10**6)), strict=True):
+            rows = [i for i, n in enumerate(lengths) if low <= n < high]
+            expected = sacrebleu.corpus_chrf([hyps[i] for i in rows], [[references[i] for i in rows]]).score
+            assert bucket["chrf"] == (pytest.approx(expected) if rows else None)
         assert [b["label"] for b in run["buckets"]] == ["<8", "[8,10)", ">=10"]
         assert sum(b["n"] for b in run["buckets"]) == 30
     assert results["settings"]["runs"]["greedy"]["beam_size"] == 1

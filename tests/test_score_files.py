@@ -138,6 +138,27 @@ def test_who_is_better_on_long_sentences_follows_the_buckets(
     assert "Who is better" not in (tmp_path / "one" / "report.md").read_text() + capsys.readouterr().out
 
 
+def test_who_is_better_says_nothing_of_systems_too_weak_to_show_anything(tmp_path: Path) -> None:
+    """Two systems under 1 BLEU: a few matched words decide who leads and the test's p, as evaluate's checks
+    say (low_bleu); no bucket names one of them better."""
+    references = [" ".join(f"w{i}x{j}" for j in range(12)) for i in range(120)]
+    matched = [" ".join(f"w{i}x{j}" for j in range(4)) + " zz yy" if i % 15 == 0 else "zz yy qq rr" for i in range(120)]
+    weak = {"a": [f"w{i}x0 zz yy qq" for i in range(120)], "b": matched}  # BLEU 0.06 and 0.93
+    for name, lines in {"ref": references, **weak}.items():
+        (tmp_path / f"{name}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    assert main(["score", str(tmp_path / "a.txt"), str(tmp_path / "b.txt"), "--ref", str(tmp_path / "ref.txt"),
+                 "--out", str(out), "--set", "evaluation.bootstrap_samples=100",
+                 "--set", "evaluation.min_bucket_sentences=10"]) == 0
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert all(run["bleu"] < 1 for run in results["runs"].values())
+    leaders = results["leaders"]
+    assert leaders and all(x["ahead"] is None and x["untold"].startswith("cannot tell: ") for x in leaders)
+    assert leaders[-1]["p"] is not None and leaders[-1]["p"] < 0.05  # the test alone would have called it
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "**ahead**" not in report and "a BLEU this low chooses by noise, whatever its p." in report
+
+
 def test_score_two_files_with_source(files: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "out"
     argv = ["score", "--ref", str(files["ref"]), "--src", str(files["src"]), str(files["poor"]), str(files["good"]),
@@ -439,7 +460,9 @@ def test_a_utf8_byte_order_mark_is_not_part_of_the_first_sentence(files: dict[st
     assert [run["bleu"] for run in runs.values()] == [runs["search"]["bleu"]] * 2
 
 
-def test_blank_reference_lines_are_warned_about(files: dict[str, Path], tmp_path: Path) -> None:
+def test_blank_reference_lines_are_warned_about(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     references = files["ref"].read_text(encoding="utf-8").splitlines()
     blank = [2, 7, *range(20, 40)]  # line numbers: 22 of them
     for number in blank:
@@ -459,7 +482,9 @@ def test_blank_reference_lines_are_warned_about(files: dict[str, Path], tmp_path
     without = ([hyps[i] for i in kept], [[references[i] for i in kept]])
     assert run["bleu"] < sacrebleu.corpus_bleu(*without).score - 5
     assert run["chrf"] == pytest.approx(sacrebleu.corpus_chrf(*without).score)
+    capsys.readouterr()
     assert main(["score", str(files["good"]), "--ref", str(files["ref"]), "--out", str(tmp_path / "p")]) == 0
+    assert "blank" not in capsys.readouterr().err  # a reference without blank lines: no warning
 
 
 def test_a_file_given_twice_or_a_copy_is_warned_about(

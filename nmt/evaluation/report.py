@@ -18,6 +18,7 @@ from nmt.config_sections import EvaluationConfig
 from nmt.evaluation.buckets import bucket_members, sentence_lengths
 from nmt.evaluation.effect import Check
 from nmt.evaluation.length_plot import plot_bleu_by_length
+from nmt.evaluation.low_bleu import CHOOSES_BY_NOISE, too_weak
 from nmt.evaluation.metrics import METRICS, BucketStatistic
 from nmt.evaluation.scoring import (
     CONFIDENCE,
@@ -267,7 +268,8 @@ def _statistic_cells(statistics: Mapping[str, StatisticValue], declared: Sequenc
 @dataclass(frozen=True)
 class Leader:
     """The best system on one bucket (or `all`) by BLEU, and the paired bootstrap test of it against the
-    runner-up: `p` None when the bucket is too small to resample, `ahead` then None too."""
+    runner-up: `ahead` None where the test cannot tell, `untold` then says why (too few sentences to
+    resample, `p` None; or a pair too weak to show anything, low_bleu.too_weak)."""
 
     bucket: str
     n: int
@@ -276,6 +278,7 @@ class Leader:
     bleu_diff: float  # best - runner-up
     p: float | None
     ahead: bool | None  # p < evaluation.significance
+    untold: str = ""
 
 
 def bucket_leaders(evaluation: Evaluation) -> list[Leader]:
@@ -284,6 +287,7 @@ def bucket_leaders(evaluation: Evaluation) -> list[Leader]:
     leaders: list[Leader] = []
     if len(evaluation.systems) < 2:
         return leaders
+    overall = {s.name: s.bleu for s in evaluation.systems}
     for k, label in enumerate(_labels(evaluation.systems[0])):
         scores = [(s.name, [*s.buckets, s][k]) for s in evaluation.systems]
         if scores[0][1].bleu is None:  # an empty bucket
@@ -291,16 +295,21 @@ def bucket_leaders(evaluation: Evaluation) -> list[Leader]:
         (best, score), (runner_up, second) = sorted(scores, key=lambda named: -(named[1].bleu or 0.0))[:2]
         (comparison,) = [c for c in evaluation.comparisons if {c.a, c.b} == {best, runner_up}]
         p = [*comparison.buckets, comparison][k].p
-        ahead = None if p is None else p < evaluation.settings.significance
-        leaders.append(Leader(label, score.n, best, runner_up, (score.bleu or 0.0) - (second.bleu or 0.0), p, ahead))
+        weak = too_weak({name: overall[name] for name in (best, runner_up)})
+        untold = f"cannot tell: {weak}" if weak else "too few sentences to test" if p is None else ""
+        ahead = None if untold else p is not None and p < evaluation.settings.significance
+        leaders.append(Leader(label, score.n, best, runner_up, (score.bleu or 0.0) - (second.bleu or 0.0), p, ahead,
+                              untold))
     return leaders
 
 
 def format_leaders(leaders: Sequence[Leader], settings: EvaluationConfig) -> str:
     """A Markdown section: per bucket, who is best and whether the paired bootstrap sets it apart from the
     runner-up; then, in words, the answer for the longest sentences."""
-    verdicts = {True: "**ahead**", False: "cannot tell apart", None: "too few sentences to test"}
-    rows = [[x.bucket, str(x.n), x.best, x.runner_up, _diff_cell(x.bleu_diff, x.p), verdicts[x.ahead]] for x in leaders]
+    def verdict(leader: Leader) -> str:
+        return leader.untold or ("**ahead**" if leader.ahead else "cannot tell apart")
+
+    rows = [[x.bucket, str(x.n), x.best, x.runner_up, _diff_cell(x.bleu_diff, x.p), verdict(x)] for x in leaders]
     lines = [
         "## Who is better, by length",
         "",
@@ -321,6 +330,9 @@ def _longest_answer(leaders: Sequence[Leader], settings: EvaluationConfig) -> st
     longest = leaders[-1]
     if longest.ahead is not None:
         return _answer(longest, "the longest sentences")
+    if longest.p is not None:  # tested, but the pair is too weak to tell
+        return (f"On the longest sentences ({longest.bucket}, {longest.n} sentences) this {longest.untold}; "
+                f"{CHOOSES_BY_NOISE}, whatever its p.")
     answer = (f"The longest sentences ({longest.bucket}, {longest.n} sentences) are too few to test (evaluation."
               f"min_bucket_sentences = {settings.min_bucket_sentences}; --buckets auto merges them).")
     tested = [x for x in leaders if x.ahead is not None]
