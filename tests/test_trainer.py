@@ -22,7 +22,7 @@ from nmt.cli import main
 from nmt.config import Config, config_from_dict, load_config, save_config
 from nmt.data.subwords import Tokenizer
 from nmt.errors import NMTError
-from nmt.models.seq2seq import build_model, count_parameters
+from nmt.models import build_model, count_parameters
 from nmt.rundir.checkpoints import load_checkpoint, save_checkpoint
 from nmt.rundir.writing import with_absolute_paths
 from nmt.training.distributed import DistContext

@@ -19,8 +19,8 @@ cross-attention out rather than call the fused kernel while it is hooked. What t
 (its switches, its views, its score steps) is computed here from those points, so models never import this
 package and the analyses never ask which architecture a model is.
 
-Layering: above models, decoding, evaluation, rundir and training (attention-scaling builds a model at
-initialisation); below compare, whose attention_checks.py and attention_scaling.py choose the runs, the test
+Layering: above models, decoding, evaluation and rundir (and training, which it does not need: the model at
+initialisation that attention-scaling measures is built by compare/); below compare, whose attention_checks.py and attention_scaling.py choose the runs, the test
 set and where the files go, and commands; nothing else imports it (tests/test_layout.py). The paper's
 long-sentence checks (nmt/evaluation/effect.py) stay in evaluation: `nmt evaluate`'s report and `nmt score`
 use them on strings, and evaluation may not import upward.

@@ -24,7 +24,7 @@ from torch import Tensor
 from nmt.analysis.attention_stats import row_entropy, uniform_entropy
 from nmt.analysis.hooks import ScoreSteps, attention_score_steps
 from nmt.data.batching import make_batch
-from nmt.models.interface import MAIN_VIEW, Model
+from nmt.models.interface import MAIN_VIEW, TranslationModel
 from nmt.special import PAD_ID
 
 SATURATED = 0.9  # a step whose largest weight is above this counts as saturated
@@ -64,7 +64,7 @@ def step_statistics(scores: Tensor, grads: Tensor, mask: Tensor, alive: Tensor) 
     }
 
 
-def attention_statistics(model: Model, pairs: Sequence[tuple[list[int], list[int]]]) -> dict[str, ScoreStats]:
+def attention_statistics(model: TranslationModel, pairs: Sequence[tuple[list[int], list[int]]]) -> dict[str, ScoreStats]:
     """ScoreStats of `model` (left in eval mode) teacher-forced on `pairs` of (source ids, target ids),
     SENTENCES_PER_BATCH at a time: MAIN ("attention") of an RNN's one attention; for a Transformer, of each
     decoder layer's cross-attention head ("layer 2 head 3"), each layer's heads together ("layer 2") and
@@ -116,7 +116,7 @@ def _enclosed_first(enclosing: dict[str, str | None]) -> list[str]:
 MAIN = MAIN_VIEW  # the group of every attention step of a run
 
 
-def _backpropagated(model: Model, batch: Any, real: Tensor) -> tuple[float, ScoreSteps]:
+def _backpropagated(model: TranslationModel, batch: Any, real: Tensor) -> tuple[float, ScoreSteps]:
     """Teacher-force one batch and backpropagate its summed loss -> the loss, and the attention's decoder
     steps: (the groups they count in, (scores, their gradients, source mask, alive rows)), each rows x
     src_len (alive: rows, the steps whose target is real; `attention_score_steps`, nmt/analysis/hooks.py)."""

@@ -87,12 +87,12 @@ class TranslationModel(nn.Module):
     src_vocab_size: int
     tgt_vocab_size: int
 
-    def encode(self, src: Tensor, src_lengths: Tensor) -> Any:
+    def encode(self, src: Tensor, src_lengths: Tensor) -> Reorderable:
         """src: batch x src_len (ids + EOS, PAD right padding), src_lengths: batch -> what the decoder reads
         of the source, computed once per batch (Reorderable)."""
         raise NotImplementedError
 
-    def init_state(self, enc: Any) -> Any:
+    def init_state(self, enc: Any) -> Reorderable:
         """The decoder state before the first step for every row of `enc` (Reorderable)."""
         raise NotImplementedError
 
@@ -146,7 +146,6 @@ class TranslationModel(nn.Module):
         return {}
 
 
-Model = TranslationModel  # what build_model returns
 
 
 def count_parameters(model: nn.Module) -> int:

@@ -10,10 +10,7 @@ from nmt.config_sections import ModelConfig
 from nmt.models.attention import AdditiveAttention, Attention, build_context_provider
 from nmt.models.decoder import Decoder, DecoderState
 from nmt.models.encoder import Encoder, EncoderOutput
-from nmt.models.interface import MAIN_VIEW, AttentionPoint, ModelKind, TranslationModel
-from nmt.models.interface import Model as Model
-from nmt.models.interface import build_model as build_model
-from nmt.models.interface import count_parameters as count_parameters
+from nmt.models.interface import MAIN_VIEW, AttentionPoint, ModelKind, TranslationModel, count_parameters
 from nmt.special import PAD_ID
 
 

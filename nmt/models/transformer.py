@@ -24,7 +24,13 @@ from torch import Tensor, nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from nmt.config_sections import ModelConfig
-from nmt.models.interface import AttentionPoint, AttentionWeights, ModelKind, TranslationModel
+from nmt.models.interface import (
+    AttentionPoint,
+    AttentionWeights,
+    ModelKind,
+    TranslationModel,
+    count_parameters,
+)
 from nmt.models.output_loss import linear_cross_entropy
 from nmt.special import PAD_ID
 
@@ -192,7 +198,7 @@ class Layer(nn.Module):
 
 
 class Transformer(TranslationModel):
-    """The whole model, with the interface of `Seq2Seq`: `forward` for teacher forcing, `encode`,
+    """The whole model, a `TranslationModel`: `forward` for teacher forcing, `encode`,
     `init_state` and `decode_step` for search."""
 
     name = "Transformer"
@@ -332,10 +338,9 @@ class Transformer(TranslationModel):
     def describe(self) -> str:
         """One line: which model, its sizes, and its parameter count."""
         c = self.config
-        parameters = sum(p.numel() for p in self.parameters() if p.requires_grad)
         return (
             f"Transformer ({c.norm}-norm, {c.positions} positions, {c.layers}+{c.layers} layers, d_model "
             f"{c.hidden_size}, {c.heads} head{'s' if c.heads > 1 else ''} of {c.hidden_size // c.heads}, feed-forward "
             f"{c.feedforward_size}, "
-            f"vocab {self.src_vocab_size}/{self.tgt_vocab_size}): {parameters:,} parameters"
+            f"vocab {self.src_vocab_size}/{self.tgt_vocab_size}): {count_parameters(self):,} parameters"
         )

@@ -12,7 +12,7 @@ import torch
 from nmt.config import Config, load_saved_config
 from nmt.data.subwords import Tokenizer
 from nmt.errors import NMTError
-from nmt.models.seq2seq import Model, build_model
+from nmt.models.interface import TranslationModel, build_model
 from nmt.rundir.checkpoints import Checkpoint, load_checkpoint, resolve_checkpoint
 from nmt.typed_yaml import config_diff
 
@@ -35,7 +35,7 @@ class LoadedRun:
 
     run_dir: Path
     config: Config
-    model: Model
+    model: TranslationModel
     tokenizer: Tokenizer
     checkpoint: Path
     step: int

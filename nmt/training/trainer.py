@@ -21,7 +21,7 @@ from torch.nn.parallel import DistributedDataParallel
 from nmt.config import Config
 from nmt.data.batching import make_batch
 from nmt.fileio import DiskFullError
-from nmt.models.seq2seq import Model, build_model, count_parameters
+from nmt.models.interface import TranslationModel, build_model, count_parameters
 from nmt.rundir import writing as rundir
 from nmt.rundir.checkpoints import TrainingState, interrupted_checkpoint_name
 from nmt.rundir.lock import RunLock
@@ -55,7 +55,7 @@ def train(config: Config, run_dir: Path, resume: bool = False) -> dict[str, Any]
         ctx.close()
 
 
-def initial_model(config: Config, src_vocab_size: int, tgt_vocab_size: int) -> Model:
+def initial_model(config: Config, src_vocab_size: int, tgt_vocab_size: int) -> TranslationModel:
     """The model a run of `config` starts from (on the CPU, before any step): every RNG seeded with
     training.seed, then `build_model`. One function for the Trainer and for whoever rebuilds a run's
     initialisation afterwards (nmt attention-scaling), so the two cannot drift apart."""
