@@ -250,6 +250,12 @@ def test_a_baseline_is_named_by_its_file_s_stem_too(
         assert main(["score", str(copy), str(search), *options, "--baseline", baseline]) == 0
         results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
         assert [(e["baseline"], e["attention"]) for e in results["effect"]] == [("copy", "search")]
+    # a system file named as `nmt evaluate` writes them (NAME.hyp.txt): NAME is its stem, here too
+    hyp = copy.rename(tmp_path / "rnnencdec.hyp.txt")
+    assert main(["score", str(hyp), str(search), *options, "--names", "a,b", "--baseline", "rnnencdec"]) == 0
+    results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    assert [(e["baseline"], e["attention"]) for e in results["effect"]] == [("a", "b")]
+    copy = hyp.rename(tmp_path / "copy.fr")
     assert main(["score", str(copy), str(search.rename(tmp_path / "copy.de")), *options, "--baseline", "copy"]) == 2
     err = capsys.readouterr().err
     assert "--baseline copy: it is the stem of copy.fr and copy.de." in err and "The systems are: fr, de." in err

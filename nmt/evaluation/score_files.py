@@ -74,7 +74,7 @@ def score_files(
     pairs: list[tuple[str, str]] = []
     if baseline is not None:
         named = [baseline] if baseline in paths else [
-            name for name, path in paths.items() if baseline in (Path(path).name, Path(path).stem)
+            name for name, path in paths.items() if baseline in (Path(path).name, Path(path).stem, _stem(Path(path).name))
         ]
         if len(named) != 1:  # a file's name or stem names its system too: copy for copy.fr
             files = " and ".join(Path(paths[name]).name for name in named)
