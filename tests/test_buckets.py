@@ -77,20 +77,21 @@ def _counts(lengths: list[int], cutoffs: list[int]) -> list[int]:
 
 
 @pytest.mark.parametrize(
-    ("lengths", "cutoffs", "counts"),
+    ("lengths", "cutoffs", "counts", "even"),
     [
         # WMT22 de-en's shape: 44, 10 and 9 sentences past 40, 50 and 60 words merge into one bucket of 63
         ([5] * 128 + [15] * 120 + [25] * 125 + [35] * 127 + [45] * 44 + [55] * 10 + [65] * 5 + [90] * 4,
-         [10, 20, 30, 40], [128, 120, 125, 127, 63]),
-        ([5] * 60 + [45] * 60, [40], [60, 60]),  # the empty buckets between merge, then join the shorter side
-        ([5] * 30 + [15] * 100 + [25] * 100, [20], [130, 100]),  # short ones too: <10 merges up
-        ([5] * 200 + [15] * 10, [15], [200, 10]),  # no two buckets of 50: two as even as the lengths allow
-        ([2] * 40 + [7] * 400, [7], [40, 400]),  # all under 10 words
-        ([3] * 100, [3], [0, 100]),
+         [10, 20, 30, 40], [128, 120, 125, 127, 63], False),
+        ([5] * 60 + [45] * 60, [40], [60, 60], False),  # the empty buckets between merge, then join the shorter side
+        ([5] * 30 + [15] * 100 + [25] * 100, [20], [130, 100], False),  # short ones too: <10 merges up
+        ([5] * 200 + [15] * 10, [15], [200, 10], True),  # no two buckets of 50: two as even as the lengths allow
+        ([2] * 40 + [7] * 400, [7], [40, 400], True),  # all under 10 words
+        ([3] * 100, [3], [0, 100], True),
+        ([2] * 100 + [7] * 100, [7], [100, 100], True),  # all under 10 words, both halves testable
     ],
 )
 def test_data_cutoffs_merge_until_every_bucket_can_be_tested(
-    lengths: list[int], cutoffs: list[int], counts: list[int]
+    lengths: list[int], cutoffs: list[int], counts: list[int], even: bool
 ) -> None:
-    assert data_cutoffs(lengths, 50) == cutoffs
+    assert data_cutoffs(lengths, 50) == (cutoffs, even)
     assert _counts(lengths, cutoffs) == counts

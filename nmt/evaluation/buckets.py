@@ -17,11 +17,12 @@ from nmt.lengths import Bucket, assign_buckets, make_buckets, word_count
 DATA_BUCKET_STEP = 10
 
 
-def data_cutoffs(lengths: Sequence[int], min_sentences: int, step: int = DATA_BUCKET_STEP) -> list[int]:
+def data_cutoffs(lengths: Sequence[int], min_sentences: int, step: int = DATA_BUCKET_STEP) -> tuple[list[int], bool]:
     """Cutoffs of buckets sized from the data, each holding at least `min_sentences` of the `lengths`:
     `step`-word buckets up to the longest length, then, while one holds fewer, the smallest (the shorter
     on a tie) merged with its smaller neighbour (the shorter on a tie). Where that leaves a single bucket
-    (too few sentences for two, or all shorter than `step`), two as even as the lengths allow."""
+    (too few sentences for two, or all shorter than `step`), two as even as the lengths allow. Returns the
+    cutoffs and whether they are that even split."""
     cutoffs = list(range(step, max(lengths, default=0) + 1, step))
     counts = [len(rows) for rows in bucket_members(lengths, make_buckets(cutoffs)).values()] if cutoffs else []
     while len(counts) > 1 and min(counts) < min_sentences:
@@ -32,9 +33,10 @@ def data_cutoffs(lengths: Sequence[int], min_sentences: int, step: int = DATA_BU
         counts[low : low + 2] = [counts[i] + counts[j]]
         del cutoffs[low]
     if cutoffs:
-        return cutoffs
+        return cutoffs, False
     candidates = sorted({length for length in lengths if length > 0}) or [step]
-    return [min(candidates, key=lambda cutoff: abs(2 * sum(length < cutoff for length in lengths) - len(lengths)))]
+    even = min(candidates, key=lambda cutoff: abs(2 * sum(length < cutoff for length in lengths) - len(lengths)))
+    return [even], True
 
 
 def sentence_lengths(sources: Sequence[str], references: Sequence[str], by: BucketBy) -> list[int]:

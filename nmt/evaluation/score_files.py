@@ -116,16 +116,16 @@ def _sized_from_data(settings: EvaluationConfig, test_set: TestSet) -> tuple[Eva
     """`settings` with buckets sized from the test set (`data_cutoffs`), and how, for the report."""
     lengths = sentence_lengths(test_set.sources or test_set.references, test_set.references, settings.by)
     least = settings.min_bucket_sentences
-    cutoffs = data_cutoffs(lengths, least)
+    cutoffs, even = data_cutoffs(lengths, least)
     how = (
         f"the buckets were sized from the data (--buckets auto): {DATA_BUCKET_STEP}-word buckets up to the longest "
         f"sentence ({max(lengths)} words), each with fewer than evaluation.min_bucket_sentences = {least} "
         "sentences merged with its smaller neighbour, the smallest first"
     )
-    counts = [len(rows) for rows in bucket_members(lengths, make_buckets(cutoffs)).values()]
-    if min(counts) < least:
-        how += (f"; {len(lengths)} sentences make no two such buckets, so two as even as their lengths allow, "
-                "too small to test")
+    if even:
+        counts = [len(rows) for rows in bucket_members(lengths, make_buckets(cutoffs)).values()]
+        how += (f"; {len(lengths)} sentences make no two such buckets, so two as even as their lengths allow"
+                + (", too small to test" if min(counts) < least else ""))
     return dataclasses.replace(settings, buckets=cutoffs), f"{how}: cutoffs {','.join(map(str, cutoffs))}"
 
 
