@@ -30,7 +30,7 @@ from nmt.data.sources import corpus_source, load_checked_config, prepared_dir
 from nmt.environment import describe_environment
 from nmt.errors import NMTError
 from nmt.evaluation.curves import CURVE
-from nmt.evaluation.report import markdown_table
+from nmt.evaluation.tables import markdown_table
 from nmt.fileio import atomic_write_text, same_file
 from nmt.models.interface import model_kind
 from nmt.rundir.writing import read_summary
