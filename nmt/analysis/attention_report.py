@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 
 from nmt.evaluation.buckets import non_empty
 from nmt.evaluation.low_bleu import CHOOSES_BY_NOISE, too_weak
-from nmt.evaluation.report import markdown_table
+from nmt.evaluation.tables import markdown_table
 
 PERTURBATION_NOTES = (
     "- **uniform** spreads each step's weight evenly over the real source positions: the context no longer "

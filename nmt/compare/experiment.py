@@ -30,7 +30,7 @@ from nmt.data.sources import corpus_source, load_checked_config, prepared_dir
 from nmt.environment import describe_environment
 from nmt.errors import NMTError
 from nmt.evaluation.curves import CURVE
-from nmt.evaluation.report import markdown_table
+from nmt.evaluation.tables import markdown_table
 from nmt.fileio import atomic_write_text, same_file
 from nmt.models.interface import model_kind
 from nmt.rundir.writing import read_summary
@@ -261,7 +261,6 @@ def run_experiment(
         results = evaluate_runs(list(run_dirs.values()), out_dir=out_dir)  # each run's own decoding section
     with timings.phase("attention entropy and heatmap" + rerun):
         attention_plot = _attention(config, run_dirs, results, out_dir)
-    atomic_write_text(out_dir / "results.json", json.dumps(results, indent=2))
     checks = _attention_checks(config, run_dirs, out_dir, timings, "attention checks" + rerun)
     if checks is not None:
         results["attention_checks"] = checks
@@ -273,6 +272,7 @@ def run_experiment(
     outcomes = training_outcomes(config, run_dirs)
     machine = describe_environment(torch.device("cuda") if torch.cuda.is_available() else None)
     results |= {"machine": machine, "training": outcomes, "timings": timings.seconds}
+    # written once, complete; until here results.json and report.md are the evaluation's (evaluate_runs)
     atomic_write_text(out_dir / "results.json", json.dumps(results, indent=2))
     # the command that reproduces the report
     sets = [part for override in overrides for part in ("--set", override)]

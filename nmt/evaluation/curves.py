@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 from nmt.config_sections import BucketBy
 from nmt.evaluation.buckets import bucket_members, non_empty, sentence_lengths
 from nmt.evaluation.metrics import Bleu, bleu_from_stats
-from nmt.evaluation.report import markdown_table
+from nmt.evaluation.tables import markdown_table
 from nmt.evaluation.testset import TestSet
 from nmt.lengths import make_buckets
 

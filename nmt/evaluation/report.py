@@ -7,18 +7,17 @@ Each file is written atomically (never half written), though an interrupted run 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from nmt.config_sections import EvaluationConfig
 from nmt.evaluation.buckets import bucket_members, sentence_lengths
 from nmt.evaluation.effect import Check
+from nmt.evaluation.leaders import Leader, format_leaders
 from nmt.evaluation.length_plot import plot_bleu_by_length
-from nmt.evaluation.low_bleu import CHOOSES_BY_NOISE, too_weak
 from nmt.evaluation.metrics import METRICS, BucketStatistic
 from nmt.evaluation.scoring import (
     CONFIDENCE,
@@ -29,6 +28,7 @@ from nmt.evaluation.scoring import (
     StatisticValue,
     SystemScore,
 )
+from nmt.evaluation.tables import diff_cell, markdown_table
 from nmt.fileio import atomic_write_text
 from nmt.lengths import make_buckets
 
@@ -123,12 +123,6 @@ def _score_cell(bleu: float | None, ci: tuple[float, float] | None) -> str:
     return f"{bleu:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]" if ci is not None else f"{bleu:.2f} [-]"
 
 
-def _diff_cell(diff: float | None, p: float | None) -> str:
-    if diff is None:
-        return "-"
-    return f"{diff:+.2f} (p={p:.3f})" if p is not None else f"{diff:+.2f} (p -)"
-
-
 def table_rows(evaluation: Evaluation, metric: str = "bleu") -> tuple[list[str], list[list[str]]]:
     """Header and rows: one per bucket, then `all`; the metric's score [95% CI] per run (METRICS' name;
     BLEU by default), then b - a (p) per pair."""
@@ -138,7 +132,7 @@ def table_rows(evaluation: Evaluation, metric: str = "bleu") -> tuple[list[str],
     columns = [_labels(first), [str(x.n) for x in [*first.buckets, first]]]
     columns += [[_score_cell(x.metrics[metric].value, x.metrics[metric].ci) for x in [*s.buckets, s]]
                 for s in evaluation.systems]
-    columns += [[_diff_cell(x.metrics[metric].diff, x.metrics[metric].p) for x in [*c.buckets, c]]
+    columns += [[diff_cell(x.metrics[metric].diff, x.metrics[metric].p) for x in [*c.buckets, c]]
                 for c in evaluation.comparisons]
     return header, [list(row) for row in zip(*columns, strict=True)]
 
@@ -170,8 +164,9 @@ def format_markdown(
     evaluation: Evaluation, scored: Sequence[str] = (), bucketing: str = "", leaders: str = ""
 ) -> str:
     """report.md: what was scored (one line each, if given), the bucket table (`bucketing`: how its
-    buckets were chosen, if not given), chrF and the sacrebleu signatures, `leaders` (a `format_leaders`
-    section), what each score is made of, then each other metric by bucket (`format_metric`)."""
+    buckets were chosen, if not given), chrF and the sacrebleu signatures, `leaders` (a section of
+    leaders.py's `format_leaders`), what each score is made of, then each other metric by bucket
+    (`format_metric`)."""
     header, rows = table_rows(evaluation)
     settings = evaluation.settings
     lines = ["# BLEU by sentence length", ""]
@@ -265,89 +260,6 @@ def _statistic_cells(statistics: Mapping[str, StatisticValue], declared: Sequenc
     return cells
 
 
-@dataclass(frozen=True)
-class Leader:
-    """The best system on one bucket (or `all`) by BLEU, and the paired bootstrap test of it against the
-    runner-up: `ahead` None where the test cannot tell, `untold` then says why (too few sentences to
-    resample, `p` None; or a pair too weak to show anything, low_bleu.too_weak)."""
-
-    bucket: str
-    n: int
-    best: str
-    runner_up: str
-    bleu_diff: float  # best - runner-up
-    p: float | None
-    ahead: bool | None  # p < evaluation.significance
-    untold: str = ""
-
-
-def bucket_leaders(evaluation: Evaluation) -> list[Leader]:
-    """A Leader for each non-empty bucket of the evaluation's buckets, then for all sentences; none for a
-    single system. On a tie in BLEU the system given first leads."""
-    leaders: list[Leader] = []
-    if len(evaluation.systems) < 2:
-        return leaders
-    overall = {s.name: s.bleu for s in evaluation.systems}
-    for k, label in enumerate(_labels(evaluation.systems[0])):
-        scores = [(s.name, [*s.buckets, s][k]) for s in evaluation.systems]
-        if scores[0][1].bleu is None:  # an empty bucket
-            continue
-        (best, score), (runner_up, second) = sorted(scores, key=lambda named: -(named[1].bleu or 0.0))[:2]
-        (comparison,) = [c for c in evaluation.comparisons if {c.a, c.b} == {best, runner_up}]
-        p = [*comparison.buckets, comparison][k].p
-        weak = too_weak({name: overall[name] for name in (best, runner_up)})
-        untold = f"cannot tell: {weak}" if weak else "too few sentences to test" if p is None else ""
-        ahead = None if untold else p is not None and p < evaluation.settings.significance
-        leaders.append(Leader(label, score.n, best, runner_up, (score.bleu or 0.0) - (second.bleu or 0.0), p, ahead,
-                              untold))
-    return leaders
-
-
-def format_leaders(leaders: Sequence[Leader], settings: EvaluationConfig) -> str:
-    """A Markdown section: per bucket, who is best and whether the paired bootstrap sets it apart from the
-    runner-up; then, in words, the answer for the longest sentences."""
-    def verdict(leader: Leader) -> str:
-        return leader.untold or ("**ahead**" if leader.ahead else "cannot tell apart")
-
-    rows = [[x.bucket, str(x.n), x.best, x.runner_up, _diff_cell(x.bleu_diff, x.p), verdict(x)] for x in leaders]
-    lines = [
-        "## Who is better, by length",
-        "",
-        f"Per bucket, the system with the highest BLEU and the paired bootstrap test of it against the runner-up: "
-        f"ahead with p < {settings.significance:g} (evaluation.significance); a bucket under "
-        f"evaluation.min_bucket_sentences = {settings.min_bucket_sentences} sentences is too small to test.",
-        "",
-        *markdown_table(["bucket", "n", "best", "runner-up", "best - runner-up (p)", "verdict"], rows, left=4),
-        "",
-        _longest_answer([x for x in leaders if x.bucket != "all"], settings),
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def _longest_answer(leaders: Sequence[Leader], settings: EvaluationConfig) -> str:
-    """Who is better on the longest sentences, in words: the longest bucket's answer, and where it is too
-    small to test, the longest bucket's that can be tested."""
-    longest = leaders[-1]
-    if longest.ahead is not None:
-        return _answer(longest, "the longest sentences")
-    if longest.p is not None:  # tested, but the pair is too weak to tell
-        return (f"On the longest sentences ({longest.bucket}, {longest.n} sentences) this {longest.untold}; "
-                f"{CHOOSES_BY_NOISE}, whatever its p.")
-    answer = (f"The longest sentences ({longest.bucket}, {longest.n} sentences) are too few to test (evaluation."
-              f"min_bucket_sentences = {settings.min_bucket_sentences}; --buckets auto merges them).")
-    tested = [x for x in leaders if x.ahead is not None]
-    return answer + (f" {_answer(tested[-1], 'the longest bucket that can be tested')}" if tested else "")
-
-
-def _answer(leader: Leader, which: str) -> str:
-    where = f"On {which} ({leader.bucket}, {leader.n} sentences)"
-    if leader.ahead:
-        return (f"{where}, {leader.best} is better: {leader.bleu_diff:+.2f} BLEU over {leader.runner_up} "
-                f"(p={leader.p:.3f}).")
-    return (f"{where}, {leader.best} and {leader.runner_up} cannot be told apart: {leader.bleu_diff:+.2f} BLEU "
-            f"(p={leader.p:.3f}).")
-
-
 def format_checks(checks: Sequence[Check], baseline: str, attention: str) -> str:
     """A Markdown section of nmt/evaluation/effect.py's checks: one row per check with its verdict and
     numbers, then one line naming what the test set lacks for the checks it cannot have."""
@@ -366,12 +278,6 @@ def format_checks(checks: Sequence[Check], baseline: str, attention: str) -> str
         ]
         lines += ["", f"This test set cannot show all of it: {'; '.join(parts)}."]
     return "\n".join(lines) + "\n"
-
-
-def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]], left: int = 1) -> list[str]:
-    """The lines of a Markdown table whose first `left` columns are aligned left, the others right."""
-    align = ["---"] * left + ["---:"] * (len(header) - left)
-    return ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|", *("| " + " | ".join(r) + " |" for r in rows)]
 
 
 def _cell_text(text: str) -> str:
@@ -438,7 +344,8 @@ def write_report(
     says what each system is (one line each), `examples` is a `format_examples` section and `groups`
     styles the plot's lines (plot_bleu_by_length) under `title` (the test set, in a line); `bucketing`
     says how the buckets were chosen where they are not evaluation.buckets as given; `leaders`
-    (`bucket_leaders`) adds who is better per bucket (report.md's section, results.json's "leaders").
+    (leaders.py's `bucket_leaders`) adds who is better per bucket (report.md's section, results.json's
+    "leaders").
     """
     out_dir = Path(out_dir)
     results = results_dict(evaluation, extra_settings)

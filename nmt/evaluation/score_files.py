@@ -24,14 +24,8 @@ from nmt.evaluation.buckets import (
     sentence_lengths,
 )
 from nmt.evaluation.effect import Check, contrast_checks, long_sentence_bleu, paper_checks
-from nmt.evaluation.report import (
-    bucket_leaders,
-    format_checks,
-    format_examples,
-    format_leaders,
-    format_table,
-    write_report,
-)
+from nmt.evaluation.leaders import bucket_leaders, format_leaders
+from nmt.evaluation.report import format_checks, format_examples, format_table, write_report
 from nmt.evaluation.scoring import score_systems, warn_if_tokenized
 from nmt.evaluation.testset import TestSet, file_test_set, reference_test_set, shown_path, unique_name
 from nmt.fileio import atomic_write_text, same_file
@@ -259,7 +253,7 @@ def score_and_report(
     hold) systems for the contrast checks (both nmt/evaluation/effect.py); `groups` styles
     the plot (nmt/evaluation/report.py), titled with the test set; `bucketing` says how the buckets were
     sized from the data (`nmt score --buckets auto`; results.json's settings.buckets_sized); `leaders` adds
-    who is better per bucket, for two or more systems (nmt/evaluation/report.py's `bucket_leaders`).
+    who is better per bucket, for two or more systems (nmt/evaluation/leaders.py).
     """
     warn_if_tokenized(hypotheses, settings.tokenize)  # once per command, however many resamples are scored
     sources = test_set.sources if test_set.sources is not None else test_set.references

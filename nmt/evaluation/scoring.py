@@ -256,50 +256,69 @@ def _score_subsets(
     system indices (a BucketComparison each) on the whole set (first, as a bucket of every length) and on
     each bucket; each subset resamples from [seed, index], and one of fewer than min_bucket_sentences
     sentences not at all. All metrics are scored on the same resamples."""
-    seed = settings.bootstrap_seed
     # a system's translation of the wrong source paired with sentence i is its line pairing[i]
-    pairing = length_matched_pairing(lengths, seed)
-    # each system's stats: per metric, each sentence's statistics, then its floor's (2 width columns each)
-    offsets = dict(zip(metrics, np.cumsum([0, *(2 * m.width for m in metrics.values())]).tolist(), strict=False))
-    stats = []
-    for lines in hypotheses.values():
-        own = [m.sentence_stats(lines) for m in metrics.values()]  # the count of lines checked first
-        floor = [m.sentence_stats([lines[j] for j in pairing]) for m in metrics.values()]
-        stats.append(np.concatenate([block for pair in zip(own, floor, strict=True) for block in pair], axis=1))
-    subsets = []
-    n = len(lengths)
-    members = {Bucket("all", 0, None): list(range(n)), **bucket_members(lengths, make_buckets(settings.buckets))}
-    for i, (bucket, rows) in enumerate(members.items()):
-        if not rows:
-            empty = [BucketScore(bucket, 0, {name: MetricScore(None, None) for name in metrics}) for _ in stats]
-            subsets.append((empty, [BucketComparison(bucket, {name: MetricDiff(None, None) for name in metrics})
-                                    for _ in pairs]))
-            continue
-        sub = [s[rows] for s in stats]
-        resampled = len(rows) >= settings.min_bucket_sentences
-        resamples = bootstrap_sums(sub, settings.bootstrap_samples, [seed, i]) if resampled else None
-        sums = [s.sum(axis=0) for s in sub]
-        scores: list[dict[str, MetricScore]] = [{} for _ in stats]
-        diffs: list[dict[str, MetricDiff]] = [{} for _ in pairs]
-        for name, metric in metrics.items():
-            start, width = offsets[name], metric.width
-            own, floor = slice(start, start + width), slice(start + width, start + 2 * width)
-            samples = None if resamples is None else metric.score(resamples[..., own]).T  # n_systems x n_samples
-            points = [float(metric.score(total[own])) for total in sums]
-            for k, total in enumerate(sums):
-                drawn = None if resamples is None else resamples[:, k]
-                statistics = {st.name: _statistic(st, total[own], total[floor], drawn, own, floor)
-                              for st in metric.statistics()}
-                ci = None if samples is None else percentile_interval(samples[k])
-                scores[k][name] = MetricScore(points[k], ci, statistics)
-            for j, (a, b) in enumerate(pairs):
-                p = None if samples is None else paired_p_value(samples[a], samples[b])
-                diffs[j][name] = MetricDiff(points[b] - points[a], p)
-        subsets.append((
-            [BucketScore(bucket, len(rows), s) for s in scores],
-            [BucketComparison(bucket, d) for d in diffs],
-        ))
-    return subsets
+    pairing = length_matched_pairing(lengths, settings.bootstrap_seed)
+    stats = [_sentence_stats(metrics, lines, pairing) for lines in hypotheses.values()]
+    members = {Bucket("all", 0, None): list(range(len(lengths))),
+               **bucket_members(lengths, make_buckets(settings.buckets))}
+    return [_score_subset(metrics, stats, bucket, rows, [settings.bootstrap_seed, index], settings, pairs)
+            for index, (bucket, rows) in enumerate(members.items())]
+
+
+def _sentence_stats(metrics: Mapping[str, Metric], lines: Sequence[str], pairing: Sequence[int]) -> np.ndarray:
+    """One system's statistics, a row per sentence: per metric, its own statistics, then its floor's
+    (its translation of the wrong source `pairing` gives), `width` columns each."""
+    own = [m.sentence_stats(lines) for m in metrics.values()]  # the count of lines checked first
+    floor = [m.sentence_stats([lines[j] for j in pairing]) for m in metrics.values()]
+    return np.concatenate([block for pair in zip(own, floor, strict=True) for block in pair], axis=1)
+
+
+def _column_starts(metrics: Mapping[str, Metric]) -> dict[str, int]:
+    """Where each metric's columns begin in a row of `_sentence_stats`."""
+    return dict(zip(metrics, np.cumsum([0, *(2 * m.width for m in metrics.values())]).tolist(), strict=False))
+
+
+def _score_subset(
+    metrics: Mapping[str, Metric], stats: Sequence[np.ndarray], bucket: Bucket, rows: Sequence[int],
+    seed: Sequence[int], settings: EvaluationConfig, pairs: Sequence[tuple[int, int]],
+) -> tuple[list[BucketScore], list[BucketComparison]]:
+    """Every system and every pair on the sentences `rows` of `bucket`, resampled from `seed` where they
+    are at least min_bucket_sentences; None for every score of an empty bucket."""
+    if not rows:
+        return ([BucketScore(bucket, 0, {name: MetricScore(None, None) for name in metrics}) for _ in stats],
+                [BucketComparison(bucket, {name: MetricDiff(None, None) for name in metrics}) for _ in pairs])
+    sub = [s[rows] for s in stats]
+    resampled = len(rows) >= settings.min_bucket_sentences
+    resamples = bootstrap_sums(sub, settings.bootstrap_samples, seed) if resampled else None
+    sums = [s.sum(axis=0) for s in sub]
+    starts = _column_starts(metrics)
+    scored = {name: _score_metric(metric, starts[name], sums, resamples, pairs) for name, metric in metrics.items()}
+    scores = [BucketScore(bucket, len(rows), {name: systems[k] for name, (systems, _) in scored.items()})
+              for k in range(len(stats))]
+    comparisons = [BucketComparison(bucket, {name: diffs[j] for name, (_, diffs) in scored.items()})
+                   for j in range(len(pairs))]
+    return scores, comparisons
+
+
+def _score_metric(
+    metric: Metric, start: int, sums: Sequence[np.ndarray], resamples: np.ndarray | None,
+    pairs: Sequence[tuple[int, int]],
+) -> tuple[list[MetricScore], list[MetricDiff]]:
+    """One metric, its columns from `start` of the summed statistics (`width` of its own, then as many of
+    its floor's): each system's score, interval and statistics, and each pair's b - a and paired p."""
+    own, floor = slice(start, start + metric.width), slice(start + metric.width, start + 2 * metric.width)
+    samples = None if resamples is None else metric.score(resamples[..., own]).T  # n_systems x n_samples
+    points = [float(metric.score(total[own])) for total in sums]
+    scores: list[MetricScore] = []
+    for k, total in enumerate(sums):
+        drawn = None if resamples is None else resamples[:, k]
+        statistics = {st.name: _statistic(st, total[own], total[floor], drawn, own, floor)
+                      for st in metric.statistics()}
+        ci = None if samples is None else percentile_interval(samples[k])
+        scores.append(MetricScore(points[k], ci, statistics))
+    diffs = [MetricDiff(points[b] - points[a], None if samples is None else paired_p_value(samples[a], samples[b]))
+             for a, b in pairs]
+    return scores, diffs
 
 
 def _statistic(
