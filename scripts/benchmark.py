@@ -1,12 +1,13 @@
 """Training and decoding speed against this machine's own matmul peak (issue 7).
 
     python scripts/benchmark.py [--config configs/bench.yaml] [--runs RUN ...] [--set k=v ...] [--out FILE] [--quick]
-        [--device auto]
+        [--device auto] [--sentences N]
 
 Each phase runs in a fresh child process, so that each phase's peak resident memory is its own:
 training of each run of the config (configs/bench.yaml: RNNsearch, RNNencdec and OpenNMT-py's small
 Transformer) on real Bible batches (the trainer's length-bucketed token
-batches; forward, loss, backward, clip, Adam step; target tokens/s after warm-up), then greedy and
+batches of the run's pairs, training.max_words applied; forward, loss, backward, clip, the optimiser's
+step, fused on CUDA as in training; target tokens/s after warm-up), then greedy and
 beam-5 decoding of test sentences. MFU = achieved FLOP/s / the matmul peak (fp32 at the same thread
 count; bf16 on CUDA, where training runs in bf16) measured in the same child right before and after
 the timed work, so that a machine whose load drifts during the run still gives a ratio of two
@@ -17,6 +18,11 @@ Decoding uses the weights the training phase ends with unless `--trained DIR` na
 (DIR/RUN for each run of the config): output lengths, and so decoding speed, depend on the weights, which is
 why the JSON records the hypothesis/reference length ratio. `--profile` prints torch.profiler's top
 operators of a few steps of each phase, by time and by the memory they allocate.
+
+Any config with runs will do: `--config configs/converged.yaml --runs transformer-50 rnnsearch-50 rnnencdec-50`
+measures at that recipe's batch (8,000 tokens), and `--set training.batch_tokens=24000` (parsed as `nmt`'s
+--set, so it changes every run) at another; each run's batch_tokens, precision and whether its Adam was
+fused are in the JSON.
 """
 
 from __future__ import annotations
@@ -120,20 +126,16 @@ def _profile(fn: Any, device: torch.device, title: str) -> None:
 
 # ---- training -------------------------------------------------------------------------------------
 def training_batches(config: Config) -> tuple[Any, list[list[int]], list[list[int]], list[list[int]]]:
-    """The tokenizer, the training split as piece ids (sources, targets) and epoch 1 of the trainer's own
-    batches: length-sorted pools cut to the token budget, in shuffled order."""
-    from nmt.data.batching import TokenBatchSampler
-    from nmt.data.prepare import load_prepared
+    """The tokenizer, the training pairs as piece ids (sources, targets) and epoch 1 of their batches, all
+    read by the trainer's own code (one process): the pairs of at most training.max_words words (a -50
+    run's longest batches are not those of all pairs), length-sorted pools cut to the token budget, in
+    shuffled order."""
+    from nmt.training.data import load_training_data
+    from nmt.training.distributed import DistContext
 
-    prepared = load_prepared(config.data)
-    tok = prepared.tokenizer
-    pairs = prepared.pairs("train")
-    src = [tok.encode_src(s) for s, _ in pairs]
-    tgt = [tok.encode_tgt(t) for _, t in pairs]
-    sampler = TokenBatchSampler(
-        [len(s) for s in src], [len(t) for t in tgt], config.training.batch_tokens, config.training.seed
-    )
-    return tok, src, tgt, sampler.epoch(1)
+    alone = DistContext(0, 1, torch.device("cpu"))  # the batches do not depend on the device
+    data = load_training_data(config, alone)
+    return data.tokenizer, data.src, data.tgt, data.epoch_batches(1, alone)
 
 
 def largest_first(batches: list[list[int]], src: list[list[int]], tgt: list[list[int]]) -> list[list[int]]:
@@ -220,6 +222,10 @@ def train_phase(
         "tgt_tokens_per_batch": tokens / len(timed),
         "padding_fraction": padding_fraction(timed, [len(s) for s in src], [len(t) for t in tgt]),
         "precision": str(amp).replace("torch.", "") if amp is not None else "fp32",
+        "batch_tokens": config.training.batch_tokens,
+        "max_words": config.training.max_words,
+        "optimizer": config.training.optimizer,
+        "optimizer_fused": bool(optimizer.defaults.get("fused")),  # Adadelta has no fused kernel (no key)
         "peak_rss_mb": _peak_rss_mb(),
         **(
             {"peak_device_mb": torch.cuda.max_memory_allocated(device) / 2**20}
@@ -337,27 +343,30 @@ def machine_info(device: torch.device, threads: int) -> dict[str, Any]:
 def format_table(report: dict[str, Any]) -> str:
     """The JSON's figures as a plain-text table."""
     peak = report["peak_gflops"]
+    name = max([11, *(len(run) + 1 for run in report["train"])])  # converged.yaml's names run to 23 characters
     lines = [
         f"peak matmul: {peak:.0f} GFLOP/s at best ({report['machine']['device']}, "
         f"{report['machine']['threads']} threads, torch {report['torch']})",
         f"note: {report['mfu_note']}",
         "",
-        f"{'training':<11}{'tgt tok/s':>11}{'MFLOP/tok':>11}{'MFU':>7}{'padding':>9}{'RSS MB':>9}",
+        f"{'training':<{name}}{'tgt tok/s':>11}{'MFLOP/tok':>11}{'MFU':>7}{'padding':>9}{'batch':>7}"
+        f"{'precision':>10}{'fused':>6}{'RSS MB':>9}",
     ]
     for run, t in report["train"].items():
         lines.append(
-            f"{run:<11}{t['tgt_tokens_per_s']:>11,.0f}{t['flops_per_token'] / 1e6:>11.1f}"
-            f"{t['mfu']:>7.3f}{t['padding_fraction']:>9.2f}{t['peak_rss_mb']:>9.0f}"
+            f"{run:<{name}}{t['tgt_tokens_per_s']:>11,.0f}{t['flops_per_token'] / 1e6:>11.1f}"
+            f"{t['mfu']:>7.3f}{t['padding_fraction']:>9.2f}{t['batch_tokens']:>7}{t['precision']:>10}"
+            f"{'yes' if t['optimizer_fused'] else 'no':>6}{t['peak_rss_mb']:>9.0f}"
         )
     lines += [
         "",
-        f"{'decoding':<11}{'greedy sent/s':>14}{'tok/s':>8}{'MFU':>7}{'beam5 sent/s':>14}"
+        f"{'decoding':<{name}}{'greedy sent/s':>14}{'tok/s':>8}{'MFU':>7}{'beam5 sent/s':>14}"
         f"{'tok/s':>8}{'MFU':>7}{'len g/b':>10}{'RSS MB':>9}",
     ]
     for run, d in report["decode"].items():
         ratios = f"{d['greedy_length_ratio']:.2f}/{d['beam5_length_ratio']:.2f}"
         lines.append(
-            f"{run:<11}{d['greedy_sent_per_s']:>14.1f}{d['greedy_tok_per_s']:>8.0f}{d['greedy_mfu']:>7.3f}"
+            f"{run:<{name}}{d['greedy_sent_per_s']:>14.1f}{d['greedy_tok_per_s']:>8.0f}{d['greedy_mfu']:>7.3f}"
             f"{d['beam5_sent_per_s']:>14.1f}{d['beam5_tok_per_s']:>8.0f}{d['beam5_mfu']:>7.3f}"
             f"{ratios:>10}{d['peak_rss_mb']:>9.0f}"
         )
@@ -367,6 +376,12 @@ def format_table(report: dict[str, Any]) -> str:
         f"decoded with weights: {', '.join(sorted(weights))}; len g/b: output / reference target tokens",
     ]
     return "\n".join(lines)
+
+
+def measurement_plan(quick: bool, sentences: int | None) -> dict[str, Any]:
+    """QUICK_PLAN or DEFAULT_PLAN, decoding `sentences` test sentences where given (with --quick too)."""
+    plan = QUICK_PLAN if quick else DEFAULT_PLAN
+    return plan if sentences is None else {**plan, "decode_sentences": sentences}
 
 
 def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
@@ -398,7 +413,7 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
     threads = args.threads or torch.get_num_threads()
     torch.set_num_threads(threads)
     prepare(config.data)  # once here, not raced by the children
-    plan = QUICK_PLAN if args.quick else {**DEFAULT_PLAN, "decode_sentences": args.sentences}
+    plan = measurement_plan(args.quick, args.sentences)
     train: dict[str, Any] = {}
     decode: dict[str, Any] = {}
     started = time.perf_counter()
@@ -458,7 +473,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a rough run in under a minute")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     parser.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's own choice)")
-    parser.add_argument("--sentences", type=int, default=500, help="test sentences to decode")
+    parser.add_argument(
+        "--sentences", type=int, default=None,
+        help=f"test sentences to decode (default {DEFAULT_PLAN['decode_sentences']}, "
+        f"with --quick {QUICK_PLAN['decode_sentences']})",
+    )
     parser.add_argument("--runs", nargs="+", metavar="RUN", help="the config's runs to measure (default: every run)")
     parser.add_argument(
         "--trained",

@@ -1,10 +1,13 @@
 """nmt/training/optim.py: the learning-rate schedule's values along a run (warm-up, cosine, plateau decays),
-what it sets on the optimiser, and its state across a resume; the optimisers built, which score is better,
-and the patience early stopping counts."""
+what it sets on the optimiser, and its state across a resume; the optimisers built (Adam fused on CUDA only)
+and their state across a resume from another device, which score is better, and the patience early stopping
+counts."""
 
 from __future__ import annotations
 
+import io
 import math
+from typing import Any
 
 import pytest
 import torch
@@ -19,6 +22,7 @@ from nmt.training.optim import (
     build_optimizer,
     is_better,
 )
+from tests.helpers import assert_same_weights, needs_cuda
 
 
 def test_cosine_with_warm_up_at_its_landmarks() -> None:
@@ -183,3 +187,96 @@ def test_early_stopping_counts_only_the_periodic_validations_that_do_not_improve
     for step in range(5):
         never.observe(0.0, step)
     assert not never.exhausted and never.best_step == 0
+
+
+def tiny_model(device: str) -> torch.nn.Module:
+    """The same small two-layer network at every call (seeded), on `device`."""
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh(), torch.nn.Linear(5, 3)).to(device)
+
+
+def train_steps(model: torch.nn.Module, optimizer: torch.optim.Optimizer, steps: int, seed: int) -> None:
+    """`steps` updates on random inputs drawn from `seed` (on the CPU, so every device sees the same ones)."""
+    generator = torch.Generator().manual_seed(seed)
+    device = next(model.parameters()).device
+    for _ in range(steps):
+        inputs = torch.randn(8, 6, generator=generator).to(device)
+        optimizer.zero_grad(set_to_none=True)
+        model(inputs).square().mean().backward()
+        optimizer.step()
+
+
+def checkpointed(state: dict[str, Any], device: str) -> dict[str, Any]:
+    """`state` saved and loaded back onto `device`, as a step checkpoint is (a copy: no tensor shared)."""
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    buffer.seek(0)
+    return torch.load(buffer, map_location=device, weights_only=True)
+
+
+def test_adam_on_the_cpu_is_unfused_and_updates_bit_for_bit_as_torchs_default_adam() -> None:
+    """The CPU results must not move: no fused or foreach flag, and the very updates of a plain Adam."""
+    ours, plain = tiny_model("cpu"), tiny_model("cpu")
+    optimizer = build_optimizer(ours.parameters(), TrainingConfig(learning_rate=0.01))
+    reference = torch.optim.Adam(plain.parameters(), lr=0.01)
+    assert optimizer.defaults == reference.defaults
+    assert not optimizer.param_groups[0]["fused"] and optimizer.param_groups[0]["foreach"] is None
+    train_steps(ours, optimizer, 4, seed=1)
+    train_steps(plain, reference, 4, seed=1)
+    assert_same_weights(ours.state_dict(), plain.state_dict())
+
+
+def test_a_fused_runs_state_resumes_unfused_on_the_cpu_and_continues_bit_for_bit() -> None:
+    """A CUDA run's checkpoint (its groups say fused) resumed on the CPU gets the CPU's own unfused Adam,
+    which continues exactly as the run that never stopped (torch alone would take the saved flag)."""
+    config = TrainingConfig(learning_rate=0.01)
+    straight = tiny_model("cpu")
+    optimizer = build_optimizer(straight.parameters(), config)
+    train_steps(straight, optimizer, 3, seed=1)
+    saved = checkpointed(optimizer.state_dict(), "cpu")
+    from_cuda = {**saved, "param_groups": [{**group, "fused": True} for group in saved["param_groups"]]}
+    resumed = tiny_model("cpu")
+    resumed.load_state_dict(straight.state_dict())
+    resumed_optimizer = build_optimizer(resumed.parameters(), config)
+    resumed_optimizer.load_state_dict(from_cuda)
+    assert resumed_optimizer.param_groups[0]["fused"] is None
+    assert from_cuda["param_groups"][0]["fused"] is True  # the caller's state is left as it was
+    train_steps(straight, optimizer, 3, seed=2)
+    train_steps(resumed, resumed_optimizer, 3, seed=2)
+    assert_same_weights(straight.state_dict(), resumed.state_dict())
+
+
+@needs_cuda
+def test_on_cuda_adam_is_fused_and_updates_as_unfused_adam_within_float32_rounding() -> None:
+    fused_model, plain_model = tiny_model("cuda"), tiny_model("cuda")
+    fused = build_optimizer(fused_model.parameters(), TrainingConfig(learning_rate=0.01))
+    assert fused.param_groups[0]["fused"] is True
+    train_steps(fused_model, fused, 5, seed=1)
+    train_steps(plain_model, torch.optim.Adam(plain_model.parameters(), lr=0.01, foreach=False), 5, seed=1)
+    start = tiny_model("cuda").parameters()
+    moved = [(p - p0).abs().max().item() for p, p0 in zip(fused_model.parameters(), start, strict=True)]
+    assert min(moved) > 1e-3  # Adam's steps are about lr (0.01) each: what is compared below has moved
+    for a, b in zip(fused_model.parameters(), plain_model.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+@needs_cuda
+def test_a_cpu_checkpoint_resumes_fused_on_cuda_and_continues_as_on_the_cpu() -> None:
+    """Resume onto a GPU from a CPU run: the saved state (no fused flag, CPU step counts) loads into the
+    fused Adam, which keeps its flag and its step counts on the GPU, and the run goes on as on the CPU."""
+    config = TrainingConfig(learning_rate=0.01)
+    cpu = tiny_model("cpu")
+    cpu_optimizer = build_optimizer(cpu.parameters(), config)
+    train_steps(cpu, cpu_optimizer, 3, seed=1)
+    gpu = tiny_model("cpu")
+    gpu.load_state_dict(cpu.state_dict())
+    gpu.to("cuda")
+    gpu_optimizer = build_optimizer(gpu.parameters(), config)
+    gpu_optimizer.load_state_dict(checkpointed(cpu_optimizer.state_dict(), "cuda"))
+    assert gpu_optimizer.param_groups[0]["fused"] is True
+    steps = [state["step"] for state in gpu_optimizer.state.values()]
+    assert len(steps) == 4 and all(s.device.type == "cuda" and s.dtype == torch.float32 and s.item() == 3 for s in steps)
+    train_steps(cpu, cpu_optimizer, 3, seed=2)
+    train_steps(gpu, gpu_optimizer, 3, seed=2)
+    for a, b in zip(gpu.parameters(), cpu.parameters(), strict=True):
+        torch.testing.assert_close(a.cpu(), b, rtol=1e-5, atol=1e-6)

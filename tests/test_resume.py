@@ -90,7 +90,10 @@ def test_resume_on_cuda_fp16_from_a_run_saved_without_a_grad_scaler(tmp_path: Pa
     raw["training"]["device"] = "cuda"
     summary = train(config_from_dict(raw), tmp_path / "run", resume=True)
     assert summary["final_step"] == 4 and summary["device"].startswith("cuda")
-    assert final_state(tmp_path / "run", 4)["scaler"]["scale"] > 0
+    resumed = final_state(tmp_path / "run", 4)
+    assert resumed["scaler"]["scale"] > 0
+    # the CPU run's optimiser state (fused unset) went on in the fused Adam that CUDA builds
+    assert [group["fused"] for group in resumed["optimizer"]["param_groups"]] == [True]
 
 
 @pytest.mark.slow

@@ -17,7 +17,8 @@ import pytest
 import torch
 
 from nmt.config import load_config
-from tests.helpers import CONFIGS, shortened
+from nmt.data.prepare import load_prepared
+from tests.helpers import CONFIGS, reverse_task_config, shortened
 
 ROOT = CONFIGS.parent
 
@@ -50,6 +51,9 @@ def test_quick_benchmark_writes_the_schema_with_sane_values(tmp_path: Path) -> N
         achieved = train["tgt_tokens_per_s"] * train["flops_per_token"] / 1e9
         assert achieved == pytest.approx(train["achieved_gflops"], rel=1e-6)
         assert train["mfu"] == pytest.approx(achieved / train["mfu_peak_gflops"], rel=1e-6)
+        # what the run trained with: the --set batch, fp32 and an unfused Adam on the CPU
+        assert (train["batch_tokens"], train["max_words"], train["precision"]) == (400, 0, "fp32")
+        assert (train["optimizer"], train["optimizer_fused"]) == ("adam", False)
         decode = report["decode"][run]
         for key in ("greedy_sent_per_s", "beam5_sent_per_s", "greedy_mfu", "beam5_mfu", "peak_rss_mb"):
             assert decode[key] > 0, key
@@ -90,3 +94,42 @@ def test_an_unknown_run_is_named_before_any_work(capsys: pytest.CaptureFixture[s
     assert benchmark.main(["--config", str(CONFIGS / "bench.yaml"), "--runs", "transformer", "rnnsaerch"]) == 2
     error = capsys.readouterr().err
     assert "--runs rnnsaerch: not a run of" in error and "rnnsearch, rnnencdec, transformer, transformer-relative" in error
+
+
+def test_the_training_batches_are_the_runs_pairs_within_its_max_words(tmp_path: Path) -> None:
+    """A -50 run trains on pairs of at most 50 words: the benchmark's batches hold those pairs only, each
+    once, as the trainer's epoch does (the longest batch, measured first, is one the run would train on)."""
+    config = reverse_task_config(tmp_path, min_len=3, max_len=12, training={"max_words": 6})
+    pairs = load_prepared(config.data).pairs("train")
+    within = [(s, t) for s, t in pairs if len(s.split()) <= 6 and len(t.split()) <= 6]
+    assert 0 < len(within) < len(pairs)
+    tok, src, tgt, batches = benchmark.training_batches(config)
+    indices = sorted(i for batch in batches for i in batch)
+    assert indices == list(range(len(within)))
+    assert src == [tok.encode_src(s) for s, _ in within] and tgt == [tok.encode_tgt(t) for _, t in within]
+
+
+def test_sentences_set_the_decoded_sentences_with_quick_too() -> None:
+    assert benchmark.measurement_plan(True, None) == benchmark.QUICK_PLAN
+    assert benchmark.measurement_plan(False, None) == benchmark.DEFAULT_PLAN
+    assert benchmark.measurement_plan(True, 20) == {**benchmark.QUICK_PLAN, "decode_sentences": 20}
+    assert benchmark.measurement_plan(False, 100) == {**benchmark.DEFAULT_PLAN, "decode_sentences": 100}
+
+
+def test_the_table_keeps_its_columns_under_long_run_names() -> None:
+    """converged.yaml's run names are longer than bench.yaml's: every row still lines up with its header."""
+    train = {"tgt_tokens_per_s": 41052.3, "flops_per_token": 5.2e7, "mfu": 0.004, "padding_fraction": 0.12,
+             "batch_tokens": 24000, "precision": "bfloat16", "optimizer_fused": True, "peak_rss_mb": 2100.0}
+    decode = {"weights": "w", "peak_rss_mb": 900.0, **{f"{search}_{key}": 1.5 for search in ("greedy", "beam5")
+                                                        for key in ("sent_per_s", "tok_per_s", "mfu", "length_ratio")}}
+    runs = ("rnnsearch-50", "transformer-30-relative")
+    report = {"peak_gflops": 796000.0, "mfu_note": "n", "machine": {"device": "cuda", "threads": 16}, "torch": "2.x",
+              "train": dict.fromkeys(runs, train), "decode": dict.fromkeys(runs, decode)}
+    lines = benchmark.format_table(report).splitlines()
+    for header in ("training", "decoding"):
+        at = next(k for k, line in enumerate(lines) if line.startswith(header))
+        block = lines[at : at + 1 + len(runs)]
+        assert [line.split()[0] for line in block[1:]] == list(runs)
+        assert len({len(line) for line in block}) == 1, block  # right-aligned columns end together
+    training = lines[next(k for k, line in enumerate(lines) if line.startswith("training")) + 1].split()
+    assert training[-4:-1] == ["24000", "bfloat16", "yes"]
