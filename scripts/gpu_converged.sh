@@ -12,8 +12,12 @@
 # command resumes them), its output in OUT/seedN.log, then OUT/seedN.tar.gz: the report folder (report.md,
 # results.json, timings.json, the plots, learning_curve.*, attention_checks.*, the test translations) and each
 # run's summary.json, config.yaml, environment.json, log.jsonl and worker log, never a checkpoint. Two files
-# a seed in OUT. WORK (default /tmp/gpu-converged) keeps the checkpoints. NMT_SETS adds --set overrides to
-# every seed (space-separated KEY=VALUE; the CPU test of this script shrinks the runs so).
+# a seed in OUT, and OUT/gpu.log (nvidia-smi every 15 s: utilisation and memory while the seeds train).
+# The seeds run side by side on the one GPU (SIDE_BY_SIDE=1, the default: a session's device time holds one
+# 10-minute call, and each seed's timings.json is then an upper bound on its time alone); SIDE_BY_SIDE=0 runs
+# them one after the other. JOBS (default 0: min(runs, 4) on a GPU) is each experiment's --jobs. WORK
+# (default /tmp/gpu-converged) keeps the checkpoints. NMT_SETS adds --set overrides to every seed
+# (space-separated KEY=VALUE; on a CPU, e.g. NMT_SETS="training.max_steps=20 ..." shrinks the runs to try it).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
@@ -44,19 +48,33 @@ limit=${TIMEOUT_S:-600}
 mkdir -p "$out" "$work"
 nvidia-smi -L 2>/dev/null || echo "no nvidia-smi: $("$python" -c 'import torch; print("CUDA" if torch.cuda.is_available() else "no CUDA")')"
 ls data/prepared/bible-k-l/alignments 2>/dev/null || echo "no cached eflomal links: the alignment check will be skipped"
-for seed in "${seeds[@]}"; do
-    dir=$work/seed$seed
+run_seed() {  # train, evaluate and report one seed, then pack its report folder
+    local seed=$1 dir=$work/seed$1 started status
     started=$(date +%s)
     timeout -s INT -k 60 "$limit" "$python" -m nmt experiment "$config" --set "training.seed=$seed" \
-        "${overrides[@]}" --out "$dir" > "$out/seed$seed.log" 2>&1
+        "${overrides[@]}" --jobs "${JOBS:-0}" --out "$dir" > "$out/seed$seed.log" 2>&1
     status=$?
     echo "seed $seed: exit $status after $(( $(date +%s) - started )) s (limit $limit s)" | tee -a "$out/seed$seed.log"
     tail -n 5 "$out/seed$seed.log"
-    [ -d "$dir" ] || { echo "seed $seed: no experiment folder $dir"; continue; }
+    [ -d "$dir" ] || { echo "seed $seed: no experiment folder $dir"; return; }
     # the report folder without checkpoints, tokenizer copies or translation caches
     (cd "$dir" && find . -maxdepth 1 -type f \
         \( -name '*.md' -o -name '*.json' -o -name '*.png' -o -name '*.txt' -o -name '*.yaml' -o -name '*.tsv' \) \
         -print0; find ./runs -maxdepth 2 -type f \( -name summary.json -o -name config.yaml -o -name environment.json \
         -o -name log.jsonl -o -name '*.log' \) -print0 2>/dev/null) | tar -czf "$out/seed$seed.tar.gz" -C "$dir" --null -T -
     ls -l "$out/seed$seed.tar.gz"
-done
+}
+
+if command -v nvidia-smi > /dev/null; then
+    nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv -l 15 > "$out/gpu.log" 2>&1 &
+    monitor=$!
+fi
+if [ "${SIDE_BY_SIDE:-1}" = 1 ]; then
+    pids=()
+    for seed in "${seeds[@]}"; do run_seed "$seed" & pids+=($!); done
+    wait "${pids[@]}"
+else
+    for seed in "${seeds[@]}"; do run_seed "$seed"; done
+fi
+[ -n "${monitor:-}" ] && kill "$monitor" 2> /dev/null
+exit 0
