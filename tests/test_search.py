@@ -20,6 +20,7 @@ from nmt.decoding.search import (
     length_penalty_divisor,
     max_output_lengths,
 )
+from nmt.decoding.translator import Translation, Translator
 from nmt.models import build_model
 from nmt.rundir.loading import load_run
 from nmt.special import BOS_ID, EOS_ID
@@ -206,3 +207,27 @@ def test_on_cuda_greedy_and_beam_search_find_the_cpus_hypotheses(
         gpu = search(on_gpu.model, src.cuda(), lengths.cuda(), max_lengths)
         assert [h.tokens for h in gpu] == [h.tokens for h in cpu], name
         assert [h.log_prob for h in gpu] == pytest.approx([h.log_prob for h in cpu], abs=1e-4), name
+
+
+@needs_cuda
+@pytest.mark.parametrize("run", ["trained_reverse_run", "trained_transformer_run"])
+def test_on_cuda_a_batch_of_256_mixed_lengths_translates_as_each_sentence_alone(
+    run: str, request: pytest.FixtureRequest
+) -> None:
+    """The Translator on a GPU decodes as `nmt translate` does there: fp32 without TF32 and without autocast
+    (only training and its validation run in bf16). 256 sentences of 1-12 digits in one batch, where sentences
+    leave the batch as they finish, get the same greedy and beam-5 texts as each sentence alone in a batch of
+    one. The two batches' GEMMs have different shapes, and so may round differently in the last fp32 bits:
+    what is compared is the texts, exactly, and the scores to 1e-4 (a near-tie within that rounding could
+    still flip a choice, and this test would show it)."""
+    loaded = load_run(request.getfixturevalue(run), device="cuda")
+    sentences = [src for src, _ in reverse_pairs(256, 1, 12, seed=13)]
+
+    def best(beam: int, batch_size: int) -> list[Translation]:
+        translator = Translator(loaded.model, loaded.tokenizer, loaded.config.decoding, beam, batch_size)
+        return [first for first, *_ in translator.translate_nbest(sentences)]
+
+    for beam in (1, 5):
+        together, alone = best(beam, len(sentences)), best(beam, 1)
+        assert [t.text for t in together] == [t.text for t in alone], f"beam {beam}"
+        assert [t.score for t in together] == pytest.approx([t.score for t in alone], abs=1e-4), f"beam {beam}"
