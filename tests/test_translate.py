@@ -413,3 +413,26 @@ def test_a_trained_transformer_translates_alike_at_batch_1_and_16_and_plots(
     right = sum(out == " ".join(reversed(src.split())) for out, src in zip(outputs[0], sources, strict=True))
     assert right >= 6, outputs[0]  # it has learned the task (9 of 24 here), not a constant
     assert len(list((tmp_path / "plots").iterdir())) == 24
+
+
+def test_a_batch_larger_than_a_chunk_is_read_whole(trained_reverse_run: Path, tmp_path: Path) -> None:
+    """decoding.batch_size above CHUNK_LINES is not cut to it: the file is read a batch at a time, so that a
+    GPU gets the batches it was asked for (and the outputs are those of smaller chunks)."""
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    sizes: list[int] = []
+    translate_nbest = Translator.translate_nbest
+
+    def counting(self: Translator, lines: list[str], *args: object, **kwargs: object) -> object:
+        sizes.append(len(lines))
+        return translate_nbest(self, lines, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(translate_module, "CHUNK_LINES", 2)
+        patch.setattr(Translator, "translate_nbest", counting)
+        translate_file(trained_reverse_run, source, tmp_path / "big.txt", overrides=["decoding.batch_size=5"])
+        translate_file(trained_reverse_run, source, tmp_path / "small.txt", overrides=["decoding.batch_size=1"])
+    batches = -(-len(LINES) // 5)
+    assert sizes[:batches] == [5] * (batches - 1) + [len(LINES) - 5 * (batches - 1)]
+    assert set(sizes[batches:]) <= {1, 2} and sum(sizes[batches:]) == len(LINES)
+    assert _read(tmp_path / "big.txt") == _read(tmp_path / "small.txt")

@@ -22,7 +22,8 @@ from nmt.rundir.checkpoints import resolve_checkpoint
 from nmt.rundir.loading import check_run_dir
 from nmt.typed_yaml import sets_key
 
-# Lines read, translated and written at a time: bounds memory whatever the input size.
+# Lines read, translated and written at a time (at least one batch, decoding.batch_size): bounds memory
+# whatever the input size.
 CHUNK_LINES = 1000
 
 
@@ -80,8 +81,9 @@ def translate_file(
 ) -> None:
     """`nmt translate`: translate a file (default stdin) line by line into a file (default stdout).
 
-    Streams CHUNK_LINES lines at a time (one at a time from a terminal, so that each typed line is
-    answered at once) and keeps line order and count: an empty input line gives an empty output line.
+    Streams CHUNK_LINES lines at a time, or one batch where decoding.batch_size is larger (one line at a
+    time from a terminal, so that each typed line is answered at once), and keeps line order and count: an
+    empty input line gives an empty output line.
     `overrides` are `--set decoding.KEY=VALUE` settings (beam_size, batch_size, nbest, ...); the run's
     other settings are fixed. With decoding.nbest K, each input line gives its K best translations, best
     first: on K lines (`nbest_layout` "lines", OpenNMT-py's layout: output line (i - 1) * K + j is the
@@ -106,7 +108,8 @@ def translate_file(
             atomic_open(output_path, "w") if output_path is not None else nullcontext(sys.stdout) as sink,
         ):
             source_lines, first, nbest = _read_lines(source, name, MAX_LINE_BYTES), 1, translator.decoding.nbest
-            while lines := list(itertools.islice(source_lines, 1 if source.isatty() else CHUNK_LINES)):
+            chunk = 1 if source.isatty() else max(CHUNK_LINES, translator.decoding.batch_size)
+            while lines := list(itertools.islice(source_lines, chunk)):
                 results = translator.translate_nbest(lines, nbest, plots_dir is not None, first_line=first)
                 _write_chunk(sink, lines, results, scores, nbest_layout)
                 if plots_dir is not None:
