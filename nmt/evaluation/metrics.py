@@ -17,6 +17,7 @@ from typing import ClassVar
 
 import numpy as np
 from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.metrics.base import Metric as SacrebleuMetric
 
 from nmt.config_sections import Tokenize
 from nmt.errors import NMTError
@@ -127,7 +128,21 @@ def _precisions(stats: np.ndarray, floor: np.ndarray) -> np.ndarray:
     return _ratio(100.0 * stats[..., 2 : 2 + MAX_ORDER], stats[..., 2 + MAX_ORDER :])
 
 
-class Bleu(Metric):
+class _FromSacrebleu(Metric):
+    """A metric whose signature and per-sentence statistics are those of a sacrebleu metric object
+    (`_sacrebleu`, built by the subclass with the references)."""
+
+    _sacrebleu: SacrebleuMetric
+
+    @property
+    def signature(self) -> str:
+        return str(self._sacrebleu.get_signature())
+
+    def _sentence_stats(self, hypotheses: list[str]) -> np.ndarray:
+        return np.asarray(self._sacrebleu._extract_corpus_statistics(hypotheses, None), dtype=np.float64)
+
+
+class Bleu(_FromSacrebleu):
     """sacrebleu BLEU (exp smoothing); its stats row: hyp length, ref length, matches 1..4, totals 1..4.
 
     sacrebleu's own "forgot to detokenize" warning is off (it would come once per call): scoring.py's
@@ -146,26 +161,19 @@ class Bleu(Metric):
     def __init__(self, references: Sequence[str], tokenize: Tokenize, lowercase: bool) -> None:
         super().__init__(references, tokenize, lowercase)
         try:
-            self._bleu = BLEU(references=[list(references)], tokenize=tokenize, lowercase=lowercase, force=True)
+            self._sacrebleu = BLEU(references=[list(references)], tokenize=tokenize, lowercase=lowercase, force=True)
         except (ImportError, RuntimeError) as exc:  # ja-mecab without its packages
             raise NMTError(
                 f"evaluation.tokenize {tokenize} cannot be used here: {' '.join(str(exc).split())}",
                 "Install its extra (pip install 'sacrebleu[ja]' for ja-mecab), or choose another tokenizer.",
             ) from None
 
-    @property
-    def signature(self) -> str:
-        return str(self._bleu.get_signature())
-
-    def _sentence_stats(self, hypotheses: list[str]) -> np.ndarray:
-        return np.asarray(self._bleu._extract_corpus_statistics(hypotheses, None), dtype=np.float64)
-
     @classmethod
     def score(cls, stats: np.ndarray) -> np.ndarray:
         return bleu_from_stats(stats)
 
 
-class Chrf(Metric):
+class Chrf(_FromSacrebleu):
     """sacrebleu chrF (character 6-grams, beta 2, no word n-grams, sacrebleu's default effective-order
     averaging); its stats row: hyp, ref and matching n-grams for each order 1..6. `tokenize` is BLEU's alone."""
 
@@ -174,15 +182,8 @@ class Chrf(Metric):
 
     def __init__(self, references: Sequence[str], tokenize: Tokenize, lowercase: bool) -> None:
         super().__init__(references, tokenize, lowercase)
-        self._chrf = CHRF(char_order=self.CHAR_ORDER, word_order=0, beta=self.BETA, lowercase=lowercase,
-                          references=[list(references)])
-
-    @property
-    def signature(self) -> str:
-        return str(self._chrf.get_signature())
-
-    def _sentence_stats(self, hypotheses: list[str]) -> np.ndarray:
-        return np.asarray(self._chrf._extract_corpus_statistics(hypotheses, None), dtype=np.float64)
+        self._sacrebleu = CHRF(char_order=self.CHAR_ORDER, word_order=0, beta=self.BETA, lowercase=lowercase,
+                               references=[list(references)])
 
     @classmethod
     def score(cls, stats: np.ndarray) -> np.ndarray:
