@@ -105,8 +105,22 @@ class MetricDiff:
     p: float | None
 
 
+class _BleuView:
+    """BLEU's interval and statistics of a score holding every metric's (`metrics`), for the BLEU-only code."""
+
+    metrics: Mapping[str, MetricScore]
+
+    @property
+    def ci(self) -> tuple[float, float] | None:
+        return self.metrics["bleu"].ci
+
+    @property
+    def statistics(self) -> Mapping[str, StatisticValue]:
+        return self.metrics["bleu"].statistics
+
+
 @dataclass(frozen=True)
-class BucketScore:
+class BucketScore(_BleuView):
     """One system on one bucket: `metrics` each metric of METRICS by name; `bleu`, `ci` and `statistics` are
     BLEU's (what the BLEU-only code reads: the effect checks, the plot). Their values are None, the
     statistics empty, if the bucket is empty; `ci` None also when it holds too few sentences to resample."""
@@ -119,17 +133,9 @@ class BucketScore:
     def bleu(self) -> float | None:
         return self.metrics["bleu"].value
 
-    @property
-    def ci(self) -> tuple[float, float] | None:
-        return self.metrics["bleu"].ci
-
-    @property
-    def statistics(self) -> Mapping[str, StatisticValue]:
-        return self.metrics["bleu"].statistics
-
 
 @dataclass(frozen=True)
-class SystemScore:
+class SystemScore(_BleuView):
     """One system: its scores on the whole test set (`metrics`, as a BucketScore's; the interval None when
     the test set is too small to resample), one BucketScore per bucket, and each metric's sacrebleu
     signature; `bleu`, `ci`, `statistics` and `signature` are BLEU's, `chrf` and `chrf_signature` chrF's."""
@@ -147,14 +153,6 @@ class SystemScore:
     @property
     def chrf(self) -> float:
         return _whole(self.metrics["chrf"].value)
-
-    @property
-    def ci(self) -> tuple[float, float] | None:
-        return self.metrics["bleu"].ci
-
-    @property
-    def statistics(self) -> Mapping[str, StatisticValue]:
-        return self.metrics["bleu"].statistics
 
     @property
     def signature(self) -> str:
