@@ -74,6 +74,14 @@ class Cache:
         """Rows `index` (beam search's back-pointers)."""
         return Cache(self.keys_values.index_select(0, index))
 
+    def grown(self, steps: int) -> Cache:
+        """A cache with room for `steps` more steps after these (uninitialised, for the layers to fill): one
+        copy of all layers' keys and values a step, rather than one per layer and one more to stack them."""
+        batch, layers, _, heads, past, head_size = self.keys_values.shape
+        keys_values = self.keys_values.new_empty(batch, layers, 2, heads, past + steps, head_size)
+        keys_values[:, :, :, :, :past] = self.keys_values
+        return Cache(keys_values)
+
 
 def sinusoids(positions: Tensor, size: int) -> Tensor:
     """The paper's encoding: PE(p, 2i) = sin(p / 10000^(2i/size)), PE(p, 2i+1) = cos(...). positions: t -> t x size."""
@@ -176,25 +184,27 @@ class Layer(nn.Module):
         return x + out if self.pre_norm else self.norms[sublayer](x + out)
 
     def forward(
-        self, x: Tensor, mask: Tensor | None, past: Tensor | None = None, memory: Tensor | None = None,
+        self, x: Tensor, mask: Tensor | None, cache: Tensor | None = None, memory: Tensor | None = None,
         memory_mask: Tensor | None = None, need_weights: bool = False,
-    ) -> tuple[Tensor, Tensor, Tensor | None]:
-        """x: batch x t x size; past: batch x 2 x heads x steps x d_k, the keys and values of earlier steps
-        (incremental decoding); memory: batch x 2 x heads x s x d_k, the source's keys and values
-        -> x, this layer's self-attention keys and values (past's steps and t), the cross-attention weights
-        batch x heads x t x s when asked."""
+    ) -> tuple[Tensor, Tensor | None]:
+        """x: batch x t x size; cache (incremental decoding): batch x 2 x heads x (steps + t) x d_k, the keys
+        and values of the earlier steps followed by room for this call's t, which are written into it;
+        memory: batch x 2 x heads x s x d_k, the source's keys and values
+        -> x, and the cross-attention weights batch x heads x t x s when asked."""
         h = self._input(x, 0)
         keys_values = self.self_attention.keys_values(h)
         offset = 0
-        if past is not None:
-            offset, keys_values = past.size(3), torch.cat([past, keys_values], dim=3)
+        if cache is not None:
+            offset = cache.size(3) - keys_values.size(3)
+            cache[:, :, :, offset:] = keys_values
+            keys_values = cache
         x = self._add(x, self.self_attention(h, keys_values, mask, offset)[0], 0)
         weights = None
         if self.cross_attention is not None:
             assert memory is not None
             out, weights = self.cross_attention(self._input(x, 1), memory, memory_mask, need_weights=need_weights)
             x = self._add(x, out, 1)
-        return self._add(x, self.feedforward(self._input(x, -1)), -1), keys_values, weights
+        return self._add(x, self.feedforward(self._input(x, -1)), -1), weights
 
 
 class Transformer(TranslationModel):
@@ -277,7 +287,7 @@ class Transformer(TranslationModel):
         mask = torch.arange(src.size(1), device=src.device).unsqueeze(0) < lengths.unsqueeze(1)  # b x s
         x = self._embed(src, self.src_embedding, 0)
         for layer in self.encoder_layers:
-            x, _, _ = layer(x, mask[:, None, None, :])
+            x, _ = layer(x, mask[:, None, None, :])
         x = self.encoder_norm(x)
         cross = [layer.cross_attention.keys_values(x) for layer in self.decoder_layers]
         return Memory(mask, lengths, torch.stack(cross, dim=1))  # cross: b x layers x 2 x heads x s x d_k
@@ -289,30 +299,31 @@ class Transformer(TranslationModel):
 
     def _decode(
         self, tgt_in: Tensor, enc: Memory, cache: Cache | None, need_weights: bool
-    ) -> tuple[Tensor, list[Tensor], Tensor | None]:
-        """tgt_in: batch x t, the steps after the cache's -> states batch x t x size, each layer's keys and
-        values, the last layer's cross-attention averaged over heads (batch x t x s) when asked."""
+    ) -> tuple[Tensor, Cache | None, Tensor | None]:
+        """tgt_in: batch x t, the steps after the cache's -> states batch x t x size, the cache grown by these
+        t steps (None without one), the last layer's cross-attention averaged over heads (batch x t x s)
+        when asked."""
         steps = 0 if cache is None else cache.steps
         x = self._embed(tgt_in, self.tgt_embedding, steps)
         t = tgt_in.size(1)
         causal = None if t == 1 else torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
         memory_mask = enc.mask[:, None, None, :]  # b x 1 x 1 x s
         last = len(self.decoder_layers) - 1
-        keys_values, weights = [], None
+        grown = None if cache is None else cache.grown(t)
+        weights = None
         for i, layer in enumerate(self.decoder_layers):
-            past = None if cache is None else cache.keys_values[:, i]
-            x, kv, weights = layer(x, causal, past, enc.cross[:, i], memory_mask, need_weights and i == last)
-            keys_values.append(kv)
-        return self.decoder_norm(x), keys_values, None if weights is None else weights.mean(dim=1)
+            layer_cache = None if grown is None else grown.keys_values[:, i]  # b x 2 x h x (steps + t) x d_k
+            x, weights = layer(x, causal, layer_cache, enc.cross[:, i], memory_mask, need_weights and i == last)
+        return self.decoder_norm(x), grown, None if weights is None else weights.mean(dim=1)
 
     def decode_step(self, prev_tokens: Tensor, state: Cache, enc: Memory) -> tuple[Tensor, Cache, Tensor]:
         """prev_tokens: batch (long) -> log-probs batch x tgt_vocab (float32 at least), the cache with this step,
         the last layer's cross-attention averaged over its heads, batch x src_len."""
-        states, keys_values, weights = self._decode(prev_tokens.unsqueeze(1), enc, state, need_weights=True)
+        states, cache, weights = self._decode(prev_tokens.unsqueeze(1), enc, state, need_weights=True)
         logits = self.output(states[:, 0])
         log_probs = F.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
-        assert weights is not None
-        return log_probs, Cache(torch.stack(keys_values, dim=1)), weights[:, 0]
+        assert cache is not None and weights is not None
+        return log_probs, cache, weights[:, 0]
 
     def forward(
         self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, return_attention: bool = False,
