@@ -331,13 +331,15 @@ class Transformer(TranslationModel):
         if targets is not None and target_mask is None:
             raise ValueError("targets need the target_mask that picks their positions")
         states, _, weights = self._decode(tgt_in, self.encode(src, src_lengths), None, return_attention)
-        out = self._output(states, target_mask, targets, label_smoothing)
+        # kept out of a compiled forward (training.compile), see `_output`; disabled only there, since
+        # torch.compiler.disable loads torch's compiler (1-2 s here) into every process that imports this module
+        output = torch.compiler.disable(self._output) if torch.compiler.is_compiling() else self._output
+        out = output(states, target_mask, targets, label_smoothing)
         if return_attention:
             assert weights is not None
             return out, weights
         return out
 
-    @torch.compiler.disable
     def _output(
         self, states: Tensor, target_mask: Tensor | None, targets: Tensor | None, label_smoothing: float
     ) -> Tensor:
