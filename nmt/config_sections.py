@@ -199,6 +199,9 @@ class TrainingConfig:
     tensorboard: bool = False
     # keep additive attention's tanh out of memory and recompute it in the backward pass
     recompute_attention: bool = False
+    # the training step's teacher-forced forward through torch.compile (nmt/training/compiling.py); the
+    # Transformer only (an RNN's step loops would be traced again for every length: it trains eagerly, saying so)
+    compile: bool = False
 
     def validate(self) -> None:
         """Raise NMTError naming the first key of this section whose value is out of range."""

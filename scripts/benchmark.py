@@ -22,7 +22,10 @@ operators of a few steps of each phase, by time and by the memory they allocate.
 Any config with runs will do: `--config configs/converged.yaml --runs transformer-50 rnnsearch-50 rnnencdec-50`
 measures at that recipe's batch (8,000 tokens), and `--set training.batch_tokens=24000` (parsed as `nmt`'s
 --set, so it changes every run) at another; each run's batch_tokens, precision and whether its Adam was
-fused are in the JSON.
+fused are in the JSON. `--set training.compile=true` trains through torch.compile as the trainer does (a model
+that compiles: nmt/training/compiling.py); its warm-up goes on until a step traces no new graph, so that compiling
+stays out of the timed steps, and each run's JSON records `compile`, its warm-up steps and the graphs traced
+while timed (0 when no batch of the timed steps needed a new one).
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ DEFAULT_PLAN: dict[str, Any] = {
     "peak_scale": 1.0,  # the peak's square matrices, as a fraction of 2048 (CPU) or 8192 (CUDA)
     "decode_sentences": 500,
 }
+MAX_COMPILE_WARMUP = 20  # a compiled run warms up until a step traces no new graph, at most this many steps
 QUICK_PLAN: dict[str, Any] = {
     "warmup_steps": 1,
     "min_steps": 2,
@@ -107,6 +111,13 @@ def _peak_rss_mb() -> float:
 def _setup_child(threads: int, seed: int) -> None:
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
+
+
+def traced_graphs() -> int:
+    """Graphs torch.compile has traced in this process so far (dynamo's count, recompiles included)."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
 
 
 def _profile(fn: Any, device: torch.device, title: str) -> None:
@@ -158,6 +169,7 @@ def train_phase(
     from nmt.data.batching import make_batch, padding_fraction
     from nmt.models import build_model
     from nmt.rundir.loading import resolve_device
+    from nmt.training.compiling import compiles, training_module
     from nmt.training.optim import build_optimizer
     from nmt.training.precision import autocast, resolve_precision
     from nmt.training.validation import batch_loss_sum
@@ -168,6 +180,8 @@ def train_phase(
     batches = largest_first(batches, src, tgt)  # the peak RSS is the epoch's, on every machine
     model = build_model(config.model, tok.src_vocab_size, tok.tgt_vocab_size).to(device).train()
     model.recompute_attention(config.training.recompute_attention)
+    forward = training_module(model, config.training.compile)  # the model, or compiled as the trainer does
+    compiled = compiles(config.training.compile, model)
     optimizer = build_optimizer(model.parameters(), config.training)
     amp = resolve_precision(config.training.precision, device)
     clip = config.training.clip_grad_norm if config.training.clip_grad_norm > 0 else float("inf")
@@ -176,7 +190,7 @@ def train_phase(
         batch = make_batch([src[i] for i in indices], [tgt[i] for i in indices], indices).to(device)
         optimizer.zero_grad(set_to_none=True)
         with autocast(amp):  # the training loop's context: CUDA autocast to amp, none for fp32
-            loss = batch_loss_sum(model, batch, config.training.label_smoothing) / batch.n_tgt_tokens
+            loss = batch_loss_sum(forward, batch, config.training.label_smoothing) / batch.n_tgt_tokens
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         optimizer.step()
@@ -185,11 +199,16 @@ def train_phase(
         # a small training split has fewer batches than the plan's steps: go round the epoch again
         return batches[k % len(batches)]
 
-    warmup = plan["warmup_steps"]
-    for k in range(warmup):
-        step(nth(k))
+    warmup = 0
+    while True:  # compiled: until a step traces no new graph (tracing and compiling are not timed)
+        before = traced_graphs()
+        step(nth(warmup))
+        warmup += 1
+        if warmup >= plan["warmup_steps"] and (not compiled or traced_graphs() == before or warmup >= MAX_COMPILE_WARMUP):
+            break
     peaks = [measure_peak_gflops(device, plan["peak_seconds"], plan["peak_scale"])]
     timed: list[list[int]] = []
+    graphs_before_timing = traced_graphs()
     start = time.perf_counter()
     while len(timed) < plan["min_steps"] or (
         time.perf_counter() - start < plan["min_seconds"] and len(timed) < len(batches) - warmup
@@ -198,6 +217,7 @@ def train_phase(
         step(timed[-1])
         _sync(device)
     seconds = time.perf_counter() - start
+    graphs_while_timed = traced_graphs() - graphs_before_timing
     peaks.append(measure_peak_gflops(device, plan["peak_seconds"], plan["peak_scale"]))
     if profile:
         _profile(
@@ -226,6 +246,9 @@ def train_phase(
         "max_words": config.training.max_words,
         "optimizer": config.training.optimizer,
         "optimizer_fused": bool(optimizer.defaults.get("fused")),  # Adadelta has no fused kernel (no key)
+        "compile": compiled,  # what ran: an RNN asked to compile trains eagerly (nmt/training/compiling.py)
+        "warmup_steps": warmup,
+        "graphs_traced_while_timed": graphs_while_timed,
         "peak_rss_mb": _peak_rss_mb(),
         **(
             {"peak_device_mb": torch.cuda.max_memory_allocated(device) / 2**20}
@@ -431,7 +454,7 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
             )
         for run in runs:
             print(f"[{time.perf_counter() - started:4.0f}s] decoding {run} ...", flush=True)
-            label = f"the benchmark's own training ({plan['warmup_steps'] + train[run]['steps']} steps)"
+            label = f"the benchmark's own training ({train[run]['warmup_steps'] + train[run]['steps']} steps)"
             decode[run] = in_child(
                 decode_phase,
                 config.for_run(run),

@@ -4,10 +4,14 @@
 # 1. the tests that skip without CUDA (cuDNN's RNNs against the CPU's step loops in float64, bf16 / fp16
 #    autocast against fp32, search on the GPU against the CPU, resume onto a GPU in fp16, fused Adam against
 #    unfused Adam and resumed from a CPU run's state);
+#    the Transformer trained through torch.compile against eager (training.compile);
 # 2. scripts/benchmark.py on the GPU (RNNsearch, RNNencdec, the Transformer), which needs
-#    data/prepared/bible-k-l (nmt prepare configs/bench.yaml) or internet;
+#    data/prepared/bible-k-l (nmt prepare configs/bench.yaml) or internet; then the Transformer and RNNsearch of
+#    configs/converged.yaml at its 8,000-token batches with training.compile (the RNNs train eagerly, saying so;
+#    each run's JSON says what ran in "compile"; compiling is warm-up, not timed);
 # 3. the rest of those test files, whose trainings and decodings then run on the GPU (device auto).
-# Writes OUT (default gpu-check/): tests-cuda.log, benchmark.log, benchmark-gpu.json, tests-rest.log.
+# Writes OUT (default gpu-check/): tests-cuda.log, benchmark.log, benchmark-gpu.json, benchmark-compile.log,
+# benchmark-compile.json, tests-rest.log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-gpu-check}
@@ -17,8 +21,12 @@ python=${PYTHON:-python3}
 nvidia-smi -L
 "$python" -c "import sys, torch; print(sys.version.split()[0], torch.__version__, torch.cuda.get_device_name())"
 tests=(tests/test_encoder.py tests/test_decoder.py tests/test_seq2seq.py tests/test_transformer.py
-    tests/test_precision.py tests/test_loading.py tests/test_search.py tests/test_resume.py tests/test_optim.py)
-timeout 150 "$python" -m pytest -q -p no:cacheprovider -rs -k cuda "${tests[@]}" 2>&1 | tee "$out/tests-cuda.log"
+    tests/test_precision.py tests/test_loading.py tests/test_search.py tests/test_resume.py tests/test_optim.py
+    tests/test_compiling.py)
+# 300 s: the compiled Transformer's test compiles with inductor (its time on a GPU not yet measured)
+timeout 300 "$python" -m pytest -q -p no:cacheprovider -rs -k cuda "${tests[@]}" 2>&1 | tee "$out/tests-cuda.log"
 timeout 240 "$python" scripts/benchmark.py --device cuda --runs rnnsearch rnnencdec transformer \
     --out "$out/benchmark-gpu.json" 2>&1 | tee "$out/benchmark.log"
+timeout 420 "$python" scripts/benchmark.py --device cuda --config configs/converged.yaml --runs transformer-50 rnnsearch-50 \
+    --set training.compile=true --out "$out/benchmark-compile.json" 2>&1 | tee "$out/benchmark-compile.log"
 timeout 90 "$python" -m pytest -q -p no:cacheprovider -rs -k "not cuda" "${tests[@]}" 2>&1 | tee "$out/tests-rest.log"

@@ -45,6 +45,10 @@ def test_the_sections_fields_are_typed() -> None:
         config_from_dict({"model": {"cell": "rnn"}})
     rate = config_from_dict({"training": {"learning_rate": 1}}).training.learning_rate
     assert rate == 1.0 and isinstance(rate, float)
+    for wrong in ("yes", 1):  # training.compile: a boolean, as YAML writes one (true / false)
+        with pytest.raises(NMTError, match=r"wrong type for 'training.compile': expected bool, got "):
+            config_from_dict({"training": {"compile": wrong}})
+    assert config_from_dict(apply_overrides({}, ["training.compile=true"])).training.compile is True
 
 
 @pytest.mark.parametrize("cutoffs", [[], [20, 10], [10, 10], [0, 10], [-5]])

@@ -135,6 +135,12 @@ class TranslationModel(nn.Module):
     def recompute_attention(self, enabled: bool) -> None:
         """training.recompute_attention: trade time for memory in training where the model can."""
 
+    @property
+    def compilable(self) -> bool:
+        """Whether torch.compile can take the teacher-forced `forward` (training.compile): one graph for every
+        batch's shape, where a Python loop over the steps would be traced again for each new length."""
+        return False
+
     def describe(self) -> str:
         """One line: which model, its sizes, and its parameter count."""
         return f"{self.name} (vocab {self.src_vocab_size}/{self.tgt_vocab_size}): {count_parameters(self):,} parameters"

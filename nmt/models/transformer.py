@@ -240,6 +240,11 @@ class Transformer(TranslationModel):
             self.output.weight = self.tgt_embedding.weight
 
     @property
+    def compilable(self) -> bool:
+        """True: `forward` has no loop over the steps; its one graph break is `_output`, left eager."""
+        return True
+
+    @property
     def attention_shown(self) -> str:
         """What `decode_step`'s and `forward`'s attention weights are, for plot titles."""
         return (
@@ -282,7 +287,9 @@ class Transformer(TranslationModel):
     def encode(self, src: Tensor, src_lengths: Tensor) -> Memory:
         """src: batch x src_len (ids + EOS, PAD right padding), src_lengths: batch -> the decoder's memory."""
         lengths = src_lengths.to(src.device, torch.long)
-        if int(lengths.min()) < 1 or int(lengths.max()) > src.size(1):
+        # the check reads values on the host: left out of a compiled graph (training.compile), whose batches
+        # make_batch builds
+        if not torch.compiler.is_compiling() and (int(lengths.min()) < 1 or int(lengths.max()) > src.size(1)):
             raise ValueError(f"src_lengths must lie in [1, {src.size(1)}], got {lengths.tolist()}")
         mask = torch.arange(src.size(1), device=src.device).unsqueeze(0) < lengths.unsqueeze(1)  # b x s
         x = self._embed(src, self.src_embedding, 0)
@@ -335,16 +342,27 @@ class Transformer(TranslationModel):
         if targets is not None and target_mask is None:
             raise ValueError("targets need the target_mask that picks their positions")
         states, _, weights = self._decode(tgt_in, self.encode(src, src_lengths), None, return_attention)
-        if target_mask is not None:
-            states = states[target_mask]
-        if targets is not None:
-            out = linear_cross_entropy(states, self.output.weight, self.output.bias, targets, label_smoothing)
-        else:
-            out = self.output(states)
+        # kept out of a compiled forward (training.compile), see `_output`; disabled only there, since
+        # torch.compiler.disable loads torch's compiler (1-2 s here) into every process that imports this module
+        output = torch.compiler.disable(self._output) if torch.compiler.is_compiling() else self._output
+        out = output(states, target_mask, targets, label_smoothing)
         if return_attention:
             assert weights is not None
             return out, weights
         return out
+
+    def _output(
+        self, states: Tensor, target_mask: Tensor | None, targets: Tensor | None, label_smoothing: float
+    ) -> Tensor:
+        """`forward`'s logits, or its loss, at the positions `target_mask` picks. Kept out of a compiled forward
+        (training.compile): how many positions the mask picks is known only from its values, and
+        linear_cross_entropy's chunk loop follows that count, so a graph through them would be traced again for
+        nearly every batch; run eagerly, they are a few large products per 1,024 positions."""
+        if target_mask is not None:
+            states = states[target_mask]
+        if targets is not None:
+            return linear_cross_entropy(states, self.output.weight, self.output.bias, targets, label_smoothing)
+        return self.output(states)
 
     def describe(self) -> str:
         """One line: which model, its sizes, and its parameter count."""

@@ -29,7 +29,7 @@ from nmt.typed_yaml import config_diff
 # (Validation decodes greedily within the length limits, so the other decoding keys do not matter.)
 _RESUMABLE_TRAINING = (
     "max_steps", "patience", "validate_every", "checkpoint_every", "log_every", "threads", "device",
-    "tensorboard", "keep_last", "recompute_attention",
+    "tensorboard", "keep_last", "recompute_attention", "compile",
 )
 RESUMABLE_KEYS = frozenset([
     *(f"training.{key}" for key in _RESUMABLE_TRAINING),

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import torch
-from torch.nn.parallel import DistributedDataParallel
 
 from nmt.config import Config
 from nmt.data.batching import make_batch
@@ -33,6 +32,7 @@ from nmt.training.checkpointing import (
     write_best,
     write_step,
 )
+from nmt.training.compiling import compile_fallback, compiles, training_module
 from nmt.training.data import load_training_data
 from nmt.training.distributed import DistContext, setup_distributed
 from nmt.training.optim import LRSchedule, Patience, build_optimizer
@@ -114,17 +114,16 @@ class Trainer:
 
     # ---- setup ------------------------------------------------------------------------------
     def _build_model(self) -> None:
-        """The model on this process's device (wrapped in DDP under torchrun), and its dropout seed."""
+        """The model on this process's device, and its dropout seed; `wrapped`, what the training step calls:
+        the model, or the model through torch.compile (training.compile), in DDP under torchrun."""
         self.model = initial_model(self.config, self.tokenizer.src_vocab_size, self.tokenizer.tgt_vocab_size)
         self.model.recompute_attention(self.tc.recompute_attention)
         self.model.to(self.device)
         self.parameters = count_parameters(self.model)
         if self.ctx.rank > 0:
             torch.manual_seed(self.tc.seed + 1000 * self.ctx.rank)  # own dropout masks per rank; init came from rank 0
-        self.wrapped: torch.nn.Module = self.model
-        if self.ctx.enabled:
-            ids = [self.device.index] if self.device.type == "cuda" else None
-            self.wrapped = DistributedDataParallel(self.model, device_ids=ids)
+        self.compiled = compiles(self.tc.compile, self.model)
+        self.wrapped = training_module(self.model, self.tc.compile, ddp=self.ctx.enabled)
 
     def _claim(self, resume: bool) -> None:
         """Check and lock the run directory, load the checkpoint to resume from (if any), then write the
@@ -161,9 +160,10 @@ class Trainer:
         self.terminal.say(f"{len(self.data.src):,} training pairs{ceiling}, "
                           f"{len(self.data.valid.references):,} validation sentences, "
                           f"device {self.device}, {self.ctx.world_size} process(es)")
-        fallback = precision_fallback(self.tc.precision, self.device)
-        if fallback is not None:  # an explicit setting that cannot apply says so; summary.json records what ran
-            self.terminal.say(fallback)
+        # an explicit setting that cannot apply says so; summary.json records what ran
+        for fallback in (precision_fallback(self.tc.precision, self.device), compile_fallback(self.tc.compile, self.model)):
+            if fallback is not None:
+                self.terminal.say(fallback)
         if self.ctx.enabled:
             print(f"rank {self.ctx.rank}/{self.ctx.world_size}: training on {self.device}, "
                   f"{len(self.data.epoch_batches(self.epoch, self.ctx))} batches per epoch in its shard", flush=True)
@@ -363,7 +363,8 @@ class Trainer:
             "early_stopping_metric": metric, "last_validation": self.last_validation,
             "wall_time_s": self._elapsed(), "parameters": self.parameters,
             "model": self.model.name,
-            "device": str(self.device), "precision": precision_name(self.amp_dtype), "world_size": self.ctx.world_size,
+            "device": str(self.device), "precision": precision_name(self.amp_dtype), "compile": self.compiled,
+            "world_size": self.ctx.world_size,
         }
         if self.ctx.is_main:
             rundir.write_summary(self.run_dir, summary)

@@ -18,7 +18,7 @@ import torch
 
 from nmt.config import load_config
 from nmt.data.prepare import load_prepared
-from tests.helpers import CONFIGS, reverse_task_config, shortened
+from tests.helpers import CONFIGS, TINY_TRANSFORMER, reverse_task_config, shortened
 
 ROOT = CONFIGS.parent
 
@@ -79,6 +79,30 @@ def test_decoding_a_trained_run_counts_its_own_sizes(trained_reverse_run: Path) 
     for search in ("greedy", "beam5"):
         assert results[0][f"{search}_flops"] > 0
         assert results[0][f"{search}_flops"] == results[1][f"{search}_flops"], search
+
+
+@pytest.mark.slow
+def test_a_compiled_run_warms_up_until_nothing_is_traced_and_records_what_ran(tmp_path: Path) -> None:
+    """--set training.compile=true: the Transformer trains compiled, compiling in its warm-up (no graph traced
+    in the timed steps), and the JSON says so; an RNN, which does not compile, says it ran eagerly. The "eager"
+    backend of torch.compile (dynamo's tracing, torch's operators: seconds, not inductor's build of the graph)."""
+    plan = {**benchmark.QUICK_PLAN, "min_steps": 3}
+    threads = torch.get_num_threads()
+    torch.compiler.reset()
+    torch.compiler.set_default_backend("eager")
+    try:
+        results = {}
+        for name, model in (("transformer", {**TINY_TRANSFORMER, "dropout": 0.0}), ("rnn", None)):
+            config = reverse_task_config(tmp_path / "data", model=model, training={"batch_tokens": 300, "compile": True})
+            results[name] = benchmark.train_phase(config, "cpu", 1, plan, str(tmp_path / f"{name}.pt"), False)
+    finally:
+        torch.compiler.set_default_backend(None)
+        torch.compiler.reset()
+        torch.set_num_threads(threads)
+    transformer, rnn = results["transformer"], results["rnn"]
+    assert transformer["compile"] is True and transformer["graphs_traced_while_timed"] == 0
+    assert transformer["warmup_steps"] >= 2  # the step that traced, then one that traced nothing
+    assert rnn["compile"] is False and rnn["warmup_steps"] == plan["warmup_steps"] and transformer["steps"] >= 3
 
 
 def test_the_largest_batch_trains_first_and_the_rest_keep_their_order() -> None:
