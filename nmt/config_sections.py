@@ -170,6 +170,9 @@ class TrainingConfig:
     configs/quick.yaml, measured there (tests/test_config.py checks that they stay so)."""
 
     max_steps: int = 900
+    # a cap on the run's training time in minutes, validations included (fairseq's stop_time_hours), 0 = none:
+    # reached, the run ends as at max_steps (its last step validated and checkpointed), stopped_by max_minutes
+    max_minutes: float = 0.0
     batch_tokens: int = 3000
     # train only on pairs of at most this many words on both sides (the paper's -30 / -50 runs); 0 = all.
     # Runs of one config share the prepared data (vocabulary, test split) and differ only here.
@@ -209,6 +212,7 @@ class TrainingConfig:
             require(getattr(self, key) >= 1, f"training.{key}", "must be >= 1")
         for key in ("max_words", "threads", "warmup_steps", "lr_patience", "patience", "keep_last"):
             require(getattr(self, key) >= 0, f"training.{key}", "must be >= 0")
+        require(self.max_minutes >= 0, "training.max_minutes", "must be >= 0 (0 = no time limit)")
         require(self.learning_rate >= 0, "training.learning_rate", "must be >= 0 (0 = the optimiser's default)")
         require(0.0 <= self.label_smoothing < 1.0, "training.label_smoothing", "must be in [0, 1)")
         require(0.0 < self.lr_decay_factor <= 1.0, "training.lr_decay_factor", "must be in (0, 1]")

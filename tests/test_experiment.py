@@ -89,7 +89,8 @@ def test_the_parameter_table_names_each_run_s_attention() -> None:
 
 
 def test_the_training_table_says_how_each_run_stopped_where_and_in_which_precision(tmp_path: Path) -> None:
-    config = config_from_dict({"training": {"max_steps": 20000, "patience": 5}, "runs": {"a": {}, "b": {}, "old": {}}})
+    config = config_from_dict({"training": {"max_steps": 20000, "patience": 5},
+                               "runs": {"a": {}, "b": {}, "old": {}, "timed": {"training": {"max_minutes": 6.5}}}})
     run_dirs = {name: tmp_path / "runs" / name for name in config.runs}
     write_summary(run_dirs["a"], {"stopped_by": "early_stopping", "final_step": 6500, "best_step": 4000,
                                   "best_score": 27.123, "early_stopping_metric": "bleu", "device": "cuda",
@@ -100,19 +101,24 @@ def test_the_training_table_says_how_each_run_stopped_where_and_in_which_precisi
                                   "precision": "fp32", "wall_time_s": 60.0})
     (run_dirs["b"] / "environment.json").write_text('{"gpu": null, "cpu": "AMD EPYC 7B13"}', encoding="utf-8")
     write_summary(run_dirs["old"], {"stopped_by": "max_steps", "final_step": 900, "device": "cpu"})  # no precision
+    write_summary(run_dirs["timed"], {"stopped_by": "max_minutes", "final_step": 2345, "best_step": 2300,
+                                      "best_score": 25.0, "early_stopping_metric": "bleu", "device": "cpu",
+                                      "precision": "fp32", "wall_time_s": 390.0})
     outcomes = training_outcomes(config, run_dirs)
     assert outcomes["a"] | {"wall_time_s": 0} == {
-        "stopped_by": "early_stopping", "final_step": 6500, "max_steps": 20000, "patience": 5, "validate_every": 300,
+        "stopped_by": "early_stopping", "final_step": 6500, "max_steps": 20000, "max_minutes": 0.0, "patience": 5,
+        "validate_every": 300,
         "best_step": 4000, "best_score": 27.123, "early_stopping_metric": "bleu", "device": "GPU NVIDIA H200",
         "precision": "bf16", "wall_time_s": 0}
     rows = _tables(config, Timings(tmp_path / "timings.json"), {}, {}, outcomes)
     table = rows[rows.index("| run | training stopped by | device | precision | last step | best step | "
                             "best validation | training minutes |"):]
-    assert table[2:5] == [
+    assert table[2:6] == [
         "| a | early stopping (5 validations without improvement) | GPU NVIDIA H200 | bf16 | 6,500 | 4,000 | "
         "bleu 27.12 | 2.5 |",
         "| b | its cap (max_steps 20,000) | CPU AMD EPYC 7B13 | fp32 | 20,000 | 20,000 | bleu 20.00 | 1.0 |",
         "| old | its cap (max_steps 20,000) | cpu | ? | 900 | ? | ? ? | ? |",
+        "| timed | its time limit (max_minutes 6.5) | cpu | fp32 | 2,345 | 2,300 | bleu 25.00 | 6.5 |",
     ]
 
 

@@ -16,7 +16,7 @@ from nmt.errors import NMTError
 from nmt.rundir.checkpoints import load_checkpoint, save_checkpoint
 from nmt.rundir.writing import read_summary, write_config, write_summary
 from nmt.training.terminal import StopRequest
-from nmt.training.trainer import train
+from nmt.training.trainer import Trainer, train
 from tests.helpers import needs_cuda, reverse_task_config
 
 
@@ -113,6 +113,25 @@ def test_a_resumed_run_records_its_whole_training_time(tmp_path: Path) -> None:
     timings: dict[str, float] = {}
     assert parallel.train_runs(longer, {"a": run_dir}, 1, timings.__setitem__) == 0
     assert timings["train a"] == read_summary(run_dir)["wall_time_s"] > 1000
+
+
+def test_an_experiment_re_run_continues_a_run_its_time_limit_stopped_only_where_the_limit_grew(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(Trainer, "_elapsed", lambda self: float(self.step))  # one second a step
+    tiny = {"embedding_size": 8, "hidden_size": 8, "attention_size": 8, "maxout_size": 8}
+    config = reverse_task_config(tmp_path / "data", n_train=100, model=tiny,
+                                 training={"max_steps": 50, "max_minutes": 2 / 60, "validate_every": 2,
+                                           "checkpoint_every": 50, "lr_schedule": "constant"})
+    config = dataclasses.replace(config, runs={"a": {}})
+    run_dir = tmp_path / "runs" / "a"
+    timings: dict[str, float] = {}
+    assert parallel.train_runs(config, {"a": run_dir}, 1, timings.__setitem__) == 0
+    assert (read_summary(run_dir)["stopped_by"], read_summary(run_dir)["final_step"]) == ("max_minutes", 2)
+    assert parallel.train_runs(config, {"a": run_dir}, 1, timings.__setitem__) == 1  # the same limit: finished
+    longer = dataclasses.replace(config, training=dataclasses.replace(config.training, max_minutes=4 / 60))
+    assert parallel.train_runs(longer, {"a": run_dir}, 1, timings.__setitem__) == 0
+    assert read_summary(run_dir)["final_step"] == 4
 
 
 def _side_by_side(tmp_path: Path, device: str) -> dict[str, dict]:

@@ -364,6 +364,31 @@ def test_early_stopping_on_a_validation_bleu_plateau_before_the_cap(data_root: P
     assert train(unpatient, tmp_path / "capped")["stopped_by"] == "max_steps"  # patience 0: never early
 
 
+def test_a_time_limit_ends_the_run_as_its_cap_does_and_a_larger_one_continues_it(
+    data_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """training.max_minutes: the clock (here one second a step) reaching it ends training before the next
+    step, with the last step validated and checkpointed, and summary.json saying max_minutes; a resume with
+    a larger limit trains on to it."""
+    monkeypatch.setattr(Trainer, "_elapsed", lambda self: float(self.step))
+    config = tiny(data_root, max_steps=50, max_minutes=3 / 60, validate_every=2, checkpoint_every=50)
+    run = tmp_path / "run"
+    summary = train(config, run)
+    assert (summary["stopped_by"], summary["final_step"]) == ("max_minutes", 3)
+    assert [e["step"] for e in events(run) if e["event"] == "valid"] == [2, 3]  # step 3 validated off the grid
+    assert (run / "checkpoints" / "step_00000003.pt").is_file()
+    assert json.loads((run / "summary.json").read_text())["stopped_by"] == "max_minutes"
+    longer = tiny(data_root, max_steps=50, max_minutes=6 / 60, validate_every=2, checkpoint_every=50)
+    assert (train(longer, run, resume=True)["stopped_by"], read_final_step(run)) == ("max_minutes", 6)
+    assert train(tiny(data_root, max_steps=4, validate_every=2), tmp_path / "no-limit")["stopped_by"] == "max_steps"
+    with pytest.raises(NMTError, match="training.max_minutes"):
+        tiny(data_root, max_minutes=-1.0)
+
+
+def read_final_step(run_dir: Path) -> int:
+    return json.loads((run_dir / "summary.json").read_text())["final_step"]
+
+
 def test_tensorboard_without_the_package_is_a_clear_error(data_root: Path, tmp_path: Path) -> None:
     try:
         import torch.utils.tensorboard  # noqa: F401

@@ -112,14 +112,14 @@ def _device_name(run_dir: Path, summary: dict[str, Any]) -> str:
 
 def training_outcomes(config: Config, run_dirs: dict[str, Path]) -> dict[str, dict[str, Any]]:
     """results.json's "training": per run, how its training ended (summary.json): stopped by early stopping
-    or by its cap (training.max_steps), at which step, its best validation and where, on which device and
+    or by a cap (training.max_steps or training.max_minutes), at which step, its best validation and where, on which device and
     in which precision, after how long."""
     outcomes = {}
     for name, run_dir in run_dirs.items():
         summary, training = read_summary(run_dir) or {}, config.for_run(name).training
         outcomes[name] = {
             "stopped_by": summary.get("stopped_by"), "final_step": summary.get("final_step"),
-            "max_steps": training.max_steps, "patience": training.patience,
+            "max_steps": training.max_steps, "max_minutes": training.max_minutes, "patience": training.patience,
             "validate_every": training.validate_every, "best_step": summary.get("best_step"),
             "best_score": summary.get("best_score"), "early_stopping_metric": summary.get("early_stopping_metric"),
             "device": _device_name(run_dir, summary), "precision": summary.get("precision", "?"),
@@ -129,12 +129,14 @@ def training_outcomes(config: Config, run_dirs: dict[str, Path]) -> dict[str, di
 
 
 def _stopped(outcome: dict[str, Any]) -> str:
-    """How a run's training ended, in words: early stopping (with its patience) or the cap."""
+    """How a run's training ended, in words: early stopping (with its patience) or a cap."""
     if outcome["stopped_by"] == "early_stopping":
         count = outcome["patience"]
         return f"early stopping ({count} validation{'' if count == 1 else 's'} without improvement)"
     if outcome["stopped_by"] == "max_steps":
         return f"its cap (max_steps {outcome['max_steps']:,})"
+    if outcome["stopped_by"] == "max_minutes":
+        return f"its time limit (max_minutes {outcome['max_minutes']:g})"
     return "?"
 
 

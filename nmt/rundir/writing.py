@@ -28,7 +28,7 @@ from nmt.typed_yaml import config_diff
 # Keys that may change between a run and its --resume: they do not change what is learned.
 # (Validation decodes greedily within the length limits, so the other decoding keys do not matter.)
 _RESUMABLE_TRAINING = (
-    "max_steps", "patience", "validate_every", "checkpoint_every", "log_every", "threads", "device",
+    "max_steps", "max_minutes", "patience", "validate_every", "checkpoint_every", "log_every", "threads", "device",
     "tensorboard", "keep_last", "recompute_attention", "compile",
 )
 RESUMABLE_KEYS = frozenset([

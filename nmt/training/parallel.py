@@ -67,9 +67,12 @@ def _train_run(name: str, config: Config, run_dir: Path) -> str:
     if not saved.exists():
         train(config, run_dir, resume=False)
         return "trained"
-    previous = load_saved_config(saved)
-    finished = read_summary(run_dir) is not None
-    if finished and previous.training.max_steps == config.training.max_steps:
+    previous, summary = load_saved_config(saved), read_summary(run_dir)
+    # a run stopped by its time limit goes on where that limit grew; any other finished run where max_steps did
+    extended = previous.training.max_steps != config.training.max_steps or (
+        summary is not None and summary.get("stopped_by") == "max_minutes"
+        and config.training.max_minutes != previous.training.max_minutes)
+    if summary is not None and not extended:
         # evaluation reads decoding and evaluation settings from the run's config.yaml: keep it current
         if config_differences(previous, config):
             write_config(config, run_dir)

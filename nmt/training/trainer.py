@@ -180,15 +180,21 @@ class Trainer:
             return self._finish(stopped_by)
 
     def _loop(self, stop_request: StopRequest) -> str:
-        """The steps up to max_steps, validating and checkpointing on their grids; returns why it stopped."""
+        """The steps up to max_steps (or max_minutes), validating and checkpointing on their grids; returns why
+        it stopped: early_stopping, max_steps or max_minutes."""
         stopped_by = "early_stopping" if self.stopping.exhausted else "max_steps"
         on_validation_grid = self.step > 0 and self.step % self.tc.validate_every == 0
         if on_validation_grid and (self.last_validation or {}).get("step") != self.step:
             # resumed from a stop in this step's validation, which recorded nothing of it: it is done now
             stopped_by = self._end_step(stop_request)
         while stopped_by == "max_steps" and self.step < self.tc.max_steps:
-            if self.ctx.sum([float(stop_request.requested)])[0] > 0:  # on any rank: all stop together
+            # on any rank: all stop together
+            interrupted, out_of_time = self.ctx.sum([float(stop_request.requested), float(self._out_of_time())])
+            if interrupted > 0:
                 self._interrupt()
+            if out_of_time > 0:
+                stopped_by = "max_minutes"
+                break
             self._train_step(self._next_batch())
             self.step += 1
             self.terminal.advance()
@@ -197,7 +203,7 @@ class Trainer:
             stopped_by = self._end_step(stop_request)
         # max_steps off the validation grid: the final model is validated too, so that it competes
         # for best.pt and evaluation never silently uses an older one
-        closing = stopped_by == "max_steps" and (self.last_validation or {}).get("step") != self.step
+        closing = stopped_by != "early_stopping" and (self.last_validation or {}).get("step") != self.step
         if closing:
             self._validate(stop_request, closing=True)
         if closing or self.saved_step != self.step:
@@ -289,6 +295,10 @@ class Trainer:
 
     def _elapsed(self) -> float:
         return self.elapsed_before + time.monotonic() - self.started
+
+    def _out_of_time(self) -> bool:
+        """training.max_minutes reached by the run's training time (all its sessions, validations included)."""
+        return self.tc.max_minutes > 0 and self._elapsed() >= 60 * self.tc.max_minutes
 
     def _eta(self) -> float:
         """Seconds to max_steps at this process's pace so far, validations included."""
