@@ -202,8 +202,8 @@ class TrainingConfig:
     tensorboard: bool = False
     # keep additive attention's tanh out of memory and recompute it in the backward pass
     recompute_attention: bool = False
-    # the training step's teacher-forced forward through torch.compile (nmt/training/compiling.py); the
-    # Transformer only (an RNN's step loops would be traced again for every length: it trains eagerly, saying so)
+    # the training step's teacher-forced forward through torch.compile (nmt/training/compiling.py): the
+    # Transformer's whole, an RNN's decoder step where its decoder steps in Python (RNNsearch; RNNencdec off CUDA)
     compile: bool = False
 
     def validate(self) -> None:

@@ -246,7 +246,7 @@ def train_phase(
         "max_words": config.training.max_words,
         "optimizer": config.training.optimizer,
         "optimizer_fused": bool(optimizer.defaults.get("fused")),  # Adadelta has no fused kernel (no key)
-        "compile": compiled,  # what ran: an RNN asked to compile trains eagerly (nmt/training/compiling.py)
+        "compile": compiled,  # what ran: RNNencdec asked to compile on CUDA trains eagerly (nmt/training/compiling.py)
         "warmup_steps": warmup,
         "graphs_traced_while_timed": graphs_while_timed,
         "peak_rss_mb": _peak_rss_mb(),

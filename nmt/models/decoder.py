@@ -8,10 +8,17 @@ The RNN is an nn.GRU / nn.LSTM whose weights both models share. The attention mo
 the cell math written out. The fixed-vector model's c is the same at every step, so its products with
 the input-gate and readout weights are computed once per sentence (`precompute`); on a CPU its steps
 then run with the cell math written out too, on CUDA as one fused (cuDNN) call over [E y ; c].
+
+training.compile (`compile_steps`): the body of a training loop that runs step by step (the attention model's,
+and the fixed-vector model's where it is not fused) goes through torch.compile, one function per step: the
+products with s_{i-1}, the attention and the gate update, so that inductor fuses the elementwise work between
+the matrix products. The loop itself stays in Python (traced whole, it would unroll and be traced again for
+every length); validation and search run the same step eagerly.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import torch
@@ -20,6 +27,7 @@ from torch import Tensor, nn
 
 from nmt.models.attention import ContextProvider
 from nmt.models.encoder import EncoderOutput, gated_update
+from nmt.models.interface import StepCompiler
 from nmt.models.output_loss import linear_cross_entropy
 from nmt.special import PAD_ID
 
@@ -35,6 +43,14 @@ class DecoderState:
         """Rows `index` of the state (beam search expansion and back-pointers)."""
         cell = None if self.cell is None else self.cell.index_select(0, index)
         return DecoderState(self.hidden.index_select(0, index), cell)
+
+
+# (s_{i-1}, LSTM memory, E y's gate inputs, [W_hh ; W_q]^T, [b_hh ; 0], W_ctx^T, enc) -> (c_i, weights, s_i, memory)
+AttentionStep = Callable[
+    [Tensor, Tensor | None, Tensor, Tensor, Tensor, Tensor, EncoderOutput], tuple[Tensor, Tensor, Tensor, Tensor | None]
+]
+# (s_{i-1}, LSTM memory, the step's gate inputs, W_hh^T, b_hh) -> (s_i, memory)
+FixedStep = Callable[[Tensor, Tensor | None, Tensor, Tensor, Tensor], tuple[Tensor, Tensor | None]]
 
 
 def rnn_cell(gi: Tensor, gh: Tensor, state: DecoderState) -> DecoderState:
@@ -58,6 +74,8 @@ class Decoder(nn.Module):
         self.dropout = nn.Dropout(dropout)
         rnn_class = nn.LSTM if self.is_lstm else nn.GRU
         self.rnn = rnn_class(embedding_size + provider.context_size, hidden_size, batch_first=True)
+        # 3n | 4n; the step functions read no attribute of self.rnn (dynamo cannot trace an nn.GRU / nn.LSTM)
+        self.gate_size = self.rnn.weight_hh_l0.size(0)
         self.init_proj = nn.Linear(provider.init_size, hidden_size)  # W_s
         # the tanh variant is embedding_size wide, so it can always be tied to the embeddings
         readout_size = 2 * maxout_size if maxout_size > 0 else embedding_size
@@ -68,8 +86,25 @@ class Decoder(nn.Module):
         self.output = nn.Linear(output_input_size, vocab_size)  # W_o
         # fixed-vector training: None = the fused nn.GRU on CUDA, the precomputed steps elsewhere
         self.fused_fixed_steps: bool | None = None
+        # training.compile: the training steps' compiled versions of `_attention_step` and `_fixed_step`
+        self.compiled_attention_step: AttentionStep | None = None
+        self.compiled_fixed_step: FixedStep | None = None
         if tie_embeddings:
             self.output.weight = self.embedding.weight
+
+    def fixed_steps_fused(self, device: torch.device) -> bool:
+        """Whether the fixed-vector model's training forward on `device` is one fused RNN call, not a step loop."""
+        return device.type == "cuda" if self.fused_fixed_steps is None else self.fused_fixed_steps
+
+    def compile_steps(self, compiler: StepCompiler) -> None:
+        """training.compile: the training forward's steps run `compiler(step)` (see the module's docstring)."""
+        self.compiled_attention_step = compiler(self._attention_step)
+        self.compiled_fixed_step = compiler(self._fixed_step)
+
+    def _training_step(self) -> bool:
+        """Whether this forward is a training step (training mode, gradients on), which runs compiled steps
+        where they are set: validation (eval, no_grad) and the analyses run the eager ones."""
+        return self.training and torch.is_grad_enabled()
 
     def init_state(self, enc: EncoderOutput) -> DecoderState:
         """s_0 = tanh(W_s x), x = bwd_1 (attention) or c (fixed vector); LSTM memory starts at zero."""
@@ -129,8 +164,7 @@ class Decoder(nn.Module):
             readout = self.readout_context(contexts)  # (batch x tgt_len | n_true) x readout
         else:
             assert enc.context_readout is not None, "call precompute(enc) first (Seq2Seq.encode does)"
-            fused = embedded.is_cuda if self.fused_fixed_steps is None else self.fused_fixed_steps
-            states = self._fixed_states(embedded, enc, state, fused)
+            states = self._fixed_states(embedded, enc, state, self.fixed_steps_fused(embedded.device))
             readout = enc.context_readout.unsqueeze(1)  # batch x 1 x readout, the same C_o c at every step
             if target_mask is not None:
                 readout = readout.expand(-1, tgt_in.size(1), -1)[target_mask]
@@ -163,21 +197,31 @@ class Decoder(nn.Module):
         assert enc.context_gates is not None
         w_emb, _, _ = self._input_weights()
         inputs = F.linear(embedded[:, :-1], w_emb) + enc.context_gates.unsqueeze(1)  # batch x (T-1) x gates
-        w_hh_t = self.rnn.weight_hh_l0.t()
-        states = [state.hidden]
+        w_hh_t, b_hh = self.rnn.weight_hh_l0.t(), self.rnn.bias_hh_l0
+        compiled = self.compiled_fixed_step
+        step = compiled if compiled is not None and self._training_step() else self._fixed_step
+        hidden, cell = state.hidden, state.cell
+        states = [hidden]
         for step_inputs in inputs.unbind(1):
-            state = rnn_cell(step_inputs, torch.addmm(self.rnn.bias_hh_l0, state.hidden, w_hh_t), state)
-            states.append(state.hidden)
+            hidden, cell = step(hidden, cell, step_inputs, w_hh_t, b_hh)
+            states.append(hidden)
         return torch.stack(states, dim=1)
+
+    def _fixed_step(
+        self, hidden: Tensor, cell: Tensor | None, step_inputs: Tensor, w_hh_t: Tensor, b_hh: Tensor
+    ) -> tuple[Tensor, Tensor | None]:
+        """One step of `_fixed_states`' loop (a `FixedStep`): s_i and the LSTM memory from s_{i-1}."""
+        return gated_update(step_inputs, torch.addmm(b_hh, hidden, w_hh_t), hidden, cell)
 
     def _attention_states(
         self, embedded: Tensor, enc: EncoderOutput, state: DecoderState, keep_weights: bool
     ) -> tuple[Tensor, Tensor, Tensor | None]:
-        """The step loop: s_{i-1} (batch x T x n), c_i (batch x T x ctx), weights (batch x T x src_len)."""
+        """The step loop: s_{i-1} (batch x T x n), c_i (batch x T x ctx), weights (batch x T x src_len).
+        Steps 1..T-1 are `_attention_step` (compiled in training under training.compile); step T attends
+        only (`_attend`, eager), since s_T is never read."""
         w_emb, w_ctx, b_ih = self._input_weights()
         inputs = F.linear(embedded, w_emb, b_ih)  # batch x T x gates: all steps in one matmul
         w_ctx_t = w_ctx.t()
-        gates = self.rnn.weight_hh_l0.size(0)
         w_query = self.provider.query_weight()
         if w_query is None:
             fused_w, fused_b = self.rnn.weight_hh_l0, self.rnn.bias_hh_l0
@@ -185,26 +229,49 @@ class Decoder(nn.Module):
             fused_w = torch.cat([self.rnn.weight_hh_l0, w_query], dim=0)
             fused_b = torch.cat([self.rnn.bias_hh_l0, self.rnn.bias_hh_l0.new_zeros(w_query.size(0))])
         fused_w_t = fused_w.t()
-        steps = embedded.size(1)
+        compiled = self.compiled_attention_step
+        step = compiled if compiled is not None and self._training_step() else self._attention_step
+        hidden, cell = state.hidden, state.cell
         states, contexts, weights = [], [], []
         # unbind/split rather than indexing: one gradient concatenation instead of a zero-filled copy of
         # the whole tensor per step
-        for i, step_inputs in enumerate(inputs.unbind(1)):
-            projected = torch.addmm(fused_b, state.hidden, fused_w_t)  # batch x (gates + q)
-            if w_query is None:
-                recurrent, query = projected, state.hidden
-            else:
-                recurrent, query = projected.split([gates, w_query.size(0)], dim=1)
-            context, alpha = self.provider.attend(query, enc)
-            states.append(state.hidden)
+        *updating, _ = inputs.unbind(1)  # the last step's inputs would only give s_T
+        for step_inputs in updating:
+            states.append(hidden)
+            context, alpha, hidden, cell = step(hidden, cell, step_inputs, fused_w_t, fused_b, w_ctx_t, enc)
             contexts.append(context)
             if keep_weights:
                 weights.append(alpha)
-            if i + 1 < steps:  # s_T is never read
-                gi = torch.addmm(step_inputs, context.to(inputs.dtype), w_ctx_t)
-                state = rnn_cell(gi, recurrent, state)
+        states.append(hidden)
+        context, alpha, _ = self._attend(hidden, fused_w_t, fused_b, enc)
+        contexts.append(context)
+        if keep_weights:
+            weights.append(alpha)
         attention = torch.stack(weights, dim=1) if keep_weights else None
         return torch.stack(states, dim=1), torch.stack(contexts, dim=1), attention
+
+    def _attend(self, hidden: Tensor, fused_w_t: Tensor, fused_b: Tensor, enc: EncoderOutput) -> tuple[Tensor, Tensor, Tensor]:
+        """c_i, its weights, and the recurrent gates W_hh s_{i-1} + b_hh, from one matmul of s_{i-1} (batch x n)
+        by [W_hh ; W_q]^T, which gives the query too (or W_hh^T alone: the raw state is the query)."""
+        projected = torch.addmm(fused_b, hidden, fused_w_t)  # batch x (gates + q)
+        query_size = self.provider.query_size
+        if query_size:
+            recurrent, query = projected.split([self.gate_size, query_size], dim=1)
+        else:
+            recurrent, query = projected, hidden
+        context, alpha = self.provider.attend(query, enc)
+        return context, alpha, recurrent
+
+    def _attention_step(
+        self, hidden: Tensor, cell: Tensor | None, step_inputs: Tensor, fused_w_t: Tensor, fused_b: Tensor,
+        w_ctx_t: Tensor, enc: EncoderOutput,
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+        """One step of `_attention_states`' loop (an `AttentionStep`): c_i and its weights from s_{i-1}, then
+        s_i (and the LSTM memory) from s_{i-1}, c_i and the step's E y gate inputs (batch x gates, b_ih in)."""
+        context, alpha, recurrent = self._attend(hidden, fused_w_t, fused_b, enc)
+        gi = torch.addmm(step_inputs, context.to(step_inputs.dtype), w_ctx_t)
+        new_hidden, new_cell = gated_update(gi, recurrent, hidden, cell)
+        return context, alpha, new_hidden, new_cell
 
     def decode_step(
         self, prev_tokens: Tensor, state: DecoderState, enc: EncoderOutput

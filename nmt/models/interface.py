@@ -13,6 +13,7 @@ overrides what it has.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -27,6 +28,14 @@ MAIN_VIEW = "attention"  # the weights the model returns (an RNN's one attention
 
 
 _R = TypeVar("_R", bound="Reorderable")
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+class StepCompiler(Protocol):
+    """What `TranslationModel.compile_steps` is given (training.compile, nmt/training/compiling.py): a function of
+    the model's in, a function of the same signature out (torch.compile with dynamic shapes)."""
+
+    def __call__(self, step: _F) -> _F: ...
 
 
 class Reorderable(Protocol):
@@ -140,6 +149,19 @@ class TranslationModel(nn.Module):
         """Whether torch.compile can take the teacher-forced `forward` (training.compile): one graph for every
         batch's shape, where a Python loop over the steps would be traced again for each new length."""
         return False
+
+    @property
+    def steps_compilable(self) -> bool:
+        """Whether training.compile can take, instead, the body of the training forward's Python loop over the
+        steps (`compile_steps`), where that loop runs step by step on the model's current device."""
+        return False
+
+    def compile_steps(self, compiler: StepCompiler) -> None:
+        """Run the training forward's step loop through `compiler(step)` (training.compile, where
+        `steps_compilable`): one compiled function per step, traced once for every batch shape. Only the
+        training step uses it, the model in training mode with gradients on: validation (eval, no_grad) and
+        search (`decode_step`) stay eager."""
+        raise NotImplementedError(f"{self.name} has no step loop to compile")
 
     def describe(self) -> str:
         """One line: which model, its sizes, and its parameter count."""

@@ -10,7 +10,14 @@ from nmt.config_sections import ModelConfig
 from nmt.models.attention import AdditiveAttention, Attention, build_context_provider
 from nmt.models.decoder import Decoder, DecoderState
 from nmt.models.encoder import Encoder, EncoderOutput
-from nmt.models.interface import MAIN_VIEW, AttentionPoint, ModelKind, TranslationModel, count_parameters
+from nmt.models.interface import (
+    MAIN_VIEW,
+    AttentionPoint,
+    ModelKind,
+    StepCompiler,
+    TranslationModel,
+    count_parameters,
+)
 from nmt.special import PAD_ID
 
 
@@ -41,6 +48,19 @@ class Seq2Seq(TranslationModel):
         """Trade time for memory in training: see AdditiveAttention (other scores keep nothing large)."""
         if isinstance(self.decoder.provider, AdditiveAttention):
             self.decoder.provider.recompute = enabled
+
+    @property
+    def steps_compilable(self) -> bool:
+        """RNNsearch: its decoder steps through the target in Python on every device; RNNencdec: where its decoder
+        does (not on CUDA, where it is one fused cuDNN call). The encoder's loops are left eager (one fused cuDNN
+        call on CUDA; on the CPU compiling the gate update did not pay, docs/performance.md)."""
+        return self.has_attention or not self.decoder.fixed_steps_fused(next(self.parameters()).device)
+
+    def compile_steps(self, compiler: StepCompiler) -> None:
+        """training.compile: the training forward's decoder steps through `compiler` (Decoder.compile_steps)."""
+        if not self.steps_compilable:
+            raise ValueError(f"{self.name} here runs its decoder as one fused RNN call: no step loop to compile")
+        self.decoder.compile_steps(compiler)
 
     @property
     def has_attention(self) -> bool:

@@ -84,7 +84,7 @@ def test_decoding_a_trained_run_counts_its_own_sizes(trained_reverse_run: Path) 
 @pytest.mark.slow
 def test_a_compiled_run_warms_up_until_nothing_is_traced_and_records_what_ran(tmp_path: Path) -> None:
     """--set training.compile=true: the Transformer trains compiled, compiling in its warm-up (no graph traced
-    in the timed steps), and the JSON says so; an RNN, which does not compile, says it ran eagerly. The "eager"
+    in the timed steps), and the JSON says so; so does RNNsearch, whose decoder step compiles. The "eager"
     backend of torch.compile (dynamo's tracing, torch's operators: seconds, not inductor's build of the graph)."""
     plan = {**benchmark.QUICK_PLAN, "min_steps": 3}
     threads = torch.get_num_threads()
@@ -102,7 +102,8 @@ def test_a_compiled_run_warms_up_until_nothing_is_traced_and_records_what_ran(tm
     transformer, rnn = results["transformer"], results["rnn"]
     assert transformer["compile"] is True and transformer["graphs_traced_while_timed"] == 0
     assert transformer["warmup_steps"] >= 2  # the step that traced, then one that traced nothing
-    assert rnn["compile"] is False and rnn["warmup_steps"] == plan["warmup_steps"] and transformer["steps"] >= 3
+    assert rnn["compile"] is True and rnn["graphs_traced_while_timed"] == 0 and rnn["warmup_steps"] >= 2
+    assert transformer["steps"] >= 3 and rnn["steps"] >= 3
 
 
 def test_the_largest_batch_trains_first_and_the_rest_keep_their_order() -> None:
