@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -15,7 +16,7 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from nmt.errors import NMTError
 
@@ -104,6 +105,11 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     """Write `text` to `path` atomically."""
     with atomic_open(path) as handle:
         handle.write(text)
+
+
+def atomic_write_json(path: str | Path, value: Any) -> None:
+    """Write `value` to `path` atomically as indented JSON, non-ASCII text as itself, ending in a newline."""
+    atomic_write_text(path, json.dumps(value, indent=2, ensure_ascii=False) + "\n")
 
 
 def sha256_file(path: str | Path) -> str:

@@ -170,8 +170,8 @@ def sets_key(overrides: Sequence[str], dotted: str) -> bool:
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """Return a copy of `raw` with each 'a.b.c=value' override set (sections created as needed).
 
-    The command line wins over the file: 'section.key=value' also replaces that key in every `runs:`
-    entry that sets it (`--set training.max_steps=100` shortens every run); 'runs.NAME.section.key=value'
+    The command line wins over the file: 'section.key=value' (or 'section.key.sub=value') also replaces
+    that key in every `runs:` entry that sets it (`--set training.max_steps=100` shortens every run); 'runs.NAME.section.key=value'
     changes one run only, and wins over 'section.key=value' whatever the order of the two: the general
     overrides are applied first, then the run-specific ones (each group in its order, the last one winning).
     NAME must be a run of `raw`: a misspelt one would otherwise add a run and leave the one meant unchanged.
@@ -188,12 +188,18 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
             node = node[key]
         node[keys[-1]] = value
         runs = raw.get("runs")
-        if len(keys) == 2 and keys[0] != "runs" and isinstance(runs, dict):
+        if keys[0] != "runs" and isinstance(runs, dict):
             for entry in runs.values():
-                section = entry.get(keys[0]) if isinstance(entry, dict) else None
-                if isinstance(section, dict) and keys[1] in section:
-                    section[keys[1]] = value
+                _replace_if_set(entry, keys, value)
     return raw
+
+
+def _replace_if_set(entry: Any, keys: list[str], value: Any) -> None:
+    """Set `keys` (section, key[, sub-key...]) to `value` in the run entry `entry` where it sets that key."""
+    for key in keys[:-1]:
+        entry = entry.get(key) if isinstance(entry, dict) else None
+    if isinstance(entry, dict) and keys[-1] in entry:
+        entry[keys[-1]] = value
 
 
 def _check_run_name(text: str, name: str, runs: Any) -> None:

@@ -280,6 +280,20 @@ def test_invalid_utf8_names_the_line_and_leaves_no_output_file(
     assert list(tmp_path.iterdir()) == [source]
 
 
+@pytest.mark.parametrize("codec", ["utf-16-le", "utf-16"])
+def test_a_utf16_input_is_named_with_its_iconv_command_and_nothing_is_written(
+    trained_reverse_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], codec: str
+) -> None:
+    source = tmp_path / "in.txt"
+    source.write_bytes("1 2 3 4 5\n6 7 8 9 0\n".encode(codec))  # without a byte-order mark, and with one
+    out = tmp_path / "out.txt"
+    assert main(["translate", str(trained_reverse_run), "-i", str(source), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    named = "UTF-16LE" if codec == "utf-16-le" else "UTF-16"
+    assert f"{source} is {named}, not UTF-8 (" in err and f"`iconv -f {named} -t UTF-8 {source} > {source}.utf8`" in err
+    assert "Traceback" not in err and list(tmp_path.iterdir()) == [source]
+
+
 def test_an_over_long_line_is_cut_with_a_warning(
     trained_reverse_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

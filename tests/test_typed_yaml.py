@@ -118,6 +118,26 @@ def test_overrides_are_parsed_as_yaml() -> None:
         parse_override("a.b=[1,")
 
 
+def test_a_sub_section_override_reaches_every_run_that_sets_that_sub_key() -> None:
+    raw = {
+        "data": {"files": {"train": "a.tsv", "test": "t.tsv"}},
+        "runs": {
+            "own": {"data": {"files": {"train": "own.tsv", "test": "own-test.tsv"}}},
+            "other": {"data": {"bible": {"src": "k"}}},
+            "plain": None,
+        },
+    }
+    new = apply_overrides(raw, ["data.files.train=b.tsv", "data.bible.src=w"])
+    assert new["data"] == {"files": {"train": "b.tsv", "test": "t.tsv"}, "bible": {"src": "w"}}
+    assert new["runs"] == {
+        "own": {"data": {"files": {"train": "b.tsv", "test": "own-test.tsv"}}},  # its other key kept
+        "other": {"data": {"bible": {"src": "w"}}},
+        "plain": None,
+    }
+    with_runs = apply_overrides(raw, ["data.files.train=b.tsv", "runs.own.data.files.train=c.tsv"])
+    assert with_runs["runs"]["own"]["data"]["files"]["train"] == "c.tsv"  # the run's own --set still wins
+
+
 def test_overrides_create_sections_reach_every_run_that_sets_the_key_and_run_ones_win() -> None:
     raw = {"model": {"size": 8}, "runs": {"r1": {"model": {"size": 4}}, "r2": {"training": {"steps": 2}}}}
     new = apply_overrides(raw, ["model.size=16", "training.steps=5", "runs.r1.model.size=32", "data.dir=d"])

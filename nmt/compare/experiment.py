@@ -31,7 +31,7 @@ from nmt.environment import describe_environment
 from nmt.errors import NMTError
 from nmt.evaluation.curves import CURVE
 from nmt.evaluation.tables import markdown_table
-from nmt.fileio import atomic_write_text, same_file
+from nmt.fileio import atomic_write_json, atomic_write_text, same_file
 from nmt.models.interface import model_kind
 from nmt.rundir.writing import read_summary
 from nmt.training.parallel import check_runs, train_runs
@@ -54,7 +54,7 @@ class Timings:
 
     def record(self, step: str, seconds: float) -> None:
         self.seconds[step] = round(seconds, 1)
-        atomic_write_text(self.path, json.dumps(self.seconds, indent=2))
+        atomic_write_json(self.path, self.seconds)
 
     @contextlib.contextmanager
     def phase(self, step: str) -> Iterator[None]:
@@ -66,7 +66,7 @@ class Timings:
     def forget(self, step: str) -> None:
         """Drop a step's time (one that no longer describes this folder)."""
         if self.seconds.pop(step, None) is not None:
-            atomic_write_text(self.path, json.dumps(self.seconds, indent=2))
+            atomic_write_json(self.path, self.seconds)
 
 
 # Beside every heatmap: what the weights are, and the command that measures what they do not tell.
@@ -275,7 +275,7 @@ def run_experiment(
     machine = describe_environment(torch.device("cuda") if torch.cuda.is_available() else None)
     results |= {"machine": machine, "training": outcomes, "timings": timings.seconds}
     # written once, complete; until here results.json and report.md are the evaluation's (evaluate_runs)
-    atomic_write_text(out_dir / "results.json", json.dumps(results, indent=2))
+    atomic_write_json(out_dir / "results.json", results)
     # the command that reproduces the report
     sets = [part for override in overrides for part in ("--set", override)]
     command = shlex.join(["nmt", "experiment", str(config_path), *sets, "--out", str(out_dir)])

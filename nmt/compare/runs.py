@@ -4,7 +4,6 @@ where and how the comparison commands write their reports."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Sequence
@@ -20,7 +19,7 @@ from nmt.data.sources import corpus_source, prepared_dir
 from nmt.decoding.translator import Translator
 from nmt.errors import NMTError
 from nmt.evaluation.testset import TestSet, shown_path, unique_name
-from nmt.fileio import atomic_open, atomic_write_text
+from nmt.fileio import atomic_open, atomic_write_json, atomic_write_text
 from nmt.rundir import translations
 from nmt.rundir.checkpoints import CHECKPOINT_DIR, resolve_checkpoint
 from nmt.rundir.loading import check_run_dir
@@ -121,7 +120,7 @@ def write_outputs(
 ) -> None:
     """STEM.json (`results`), STEM.md and STEM.png in `out` for curve and the attention commands; the
     Markdown on stdout."""
-    atomic_write_text(out / f"{stem}.json", json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    atomic_write_json(out / f"{stem}.json", results)
     atomic_write_text(out / f"{stem}.md", markdown)
     with atomic_open(out / f"{stem}.png", "wb") as handle:
         figure.savefig(handle, format="png", dpi=dpi)

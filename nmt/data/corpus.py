@@ -24,6 +24,7 @@ from nmt.data.pairs import (
     within_words,
 )
 from nmt.errors import NMTError
+from nmt.text_encoding import foreign_encoding
 
 
 @dataclass
@@ -84,16 +85,6 @@ class Source:
         return self.inputs()
 
 
-# The byte-order marks of the Unicode encodings a text file is saved in instead of UTF-8 (Windows' "Unicode"
-# is UTF-16 LE); UTF-32's first, since UTF-32 LE's begins with UTF-16 LE's.
-FOREIGN_BOMS = (
-    ("UTF-32", codecs.BOM_UTF32_LE),
-    ("UTF-32", codecs.BOM_UTF32_BE),
-    ("UTF-16", codecs.BOM_UTF16_LE),
-    ("UTF-16", codecs.BOM_UTF16_BE),
-)
-
-
 def read_lines(
     path: str | Path,
     label: str = "corpus file",
@@ -102,8 +93,8 @@ def read_lines(
 ) -> list[str]:
     """Lines of a UTF-8 text file (without line ends, a leading byte-order mark stripped and its file
     appended to `bom_files`); NMTError naming `label`, the file and line on bad input (naming the encoding
-    and its iconv command for a UTF-16 or UTF-32 file), with `hint` (what to check) when the file is missing
-    or a folder."""
+    and its iconv command for a UTF-16 or UTF-32 file, with a byte-order mark or without), with `hint`
+    (what to check) when the file is missing or a folder."""
     try:
         data = Path(path).read_bytes()
     except FileNotFoundError:
@@ -111,13 +102,13 @@ def read_lines(
         raise NMTError(f"{label} not found: {path}{where}", hint) from None
     except IsADirectoryError:
         raise NMTError(f"{label} {path} is a folder, expected a text file.", hint) from None
-    for encoding, bom in FOREIGN_BOMS:  # decoded as UTF-8 it would read as "byte 1 of line 1 is invalid"
-        if data.startswith(bom):
-            raise NMTError(
-                f"{label} {path} is {encoding}, not UTF-8 (it starts with {encoding}'s byte-order mark, "
-                f"{bom.hex(' ').upper()}).",
-                f"Convert it to UTF-8, e.g. `iconv -f {encoding} -t UTF-8 {path} > {path}.utf8`, and give that file.",
-            )
+    foreign = foreign_encoding(data)
+    if foreign:
+        encoding, why = foreign
+        raise NMTError(
+            f"{label} {path} is {encoding}, not UTF-8 ({why}).",
+            f"Convert it to UTF-8, e.g. `iconv -f {encoding} -t UTF-8 {path} > {path}.utf8`, and give that file.",
+        )
     if data.startswith(codecs.BOM_UTF8):  # as Windows editors save it: not part of the first sentence
         data = data[len(codecs.BOM_UTF8) :]
         if bom_files is not None:

@@ -27,7 +27,7 @@ from nmt.data.pairs import MAX_LINE_CHARS, SPLITS, Corpus, Pair
 from nmt.data.sources import content_settings, corpus_source, prepared_dir
 from nmt.data.subwords import SUBWORD_KEYS, Tokenizer, read_manifest
 from nmt.errors import NMTError
-from nmt.fileio import atomic_write_text, interrupts_deferred
+from nmt.fileio import atomic_write_json, atomic_write_text, interrupts_deferred
 from nmt.interrupts import starting_children
 from nmt.lengths import assign_buckets, make_buckets, word_count
 
@@ -113,9 +113,9 @@ def _build(directory: Path, config: DataConfig) -> None:
         atomic_write_text(directory / f"{split}.tgt", "".join(t + "\n" for _, t in pairs))
     train = corpus.splits["train"]
     tokenizer = _in_child_process(Tokenizer.train, [s for s, _ in train], [t for _, t in train], directory, config)
-    atomic_write_text(directory / "stats.json", json.dumps(_stats(corpus, tokenizer, config), indent=2) + "\n")
+    atomic_write_json(directory / "stats.json", _stats(corpus, tokenizer, config))
     # Written last: its presence says the folder is complete.
-    atomic_write_text(directory / "prepared.json", json.dumps(_fingerprint(config), indent=2) + "\n")
+    atomic_write_json(directory / "prepared.json", _fingerprint(config))
 
 
 def _in_child_process(function: Callable[..., Tokenizer], *args: Any) -> Tokenizer:

@@ -16,7 +16,7 @@ import sentencepiece as spm
 
 from nmt.config_sections import DataConfig
 from nmt.errors import NMTError
-from nmt.fileio import atomic_open, atomic_write_text, sha256_file
+from nmt.fileio import atomic_open, atomic_write_json, sha256_file
 from nmt.special import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 MANIFEST = "tokenizer.json"
@@ -89,7 +89,7 @@ class Tokenizer:
             "special_ids": {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID},
             "config": {key: getattr(config, key) for key in SUBWORD_KEYS},
         }
-        atomic_write_text(out_dir / MANIFEST, json.dumps(manifest, indent=2) + "\n")
+        atomic_write_json(out_dir / MANIFEST, manifest)
         return tokenizer
 
     @classmethod

@@ -6,7 +6,6 @@ Each file is written atomically (never half written), though an interrupted run 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -29,7 +28,7 @@ from nmt.evaluation.scoring import (
     SystemScore,
 )
 from nmt.evaluation.tables import diff_cell, markdown_table
-from nmt.fileio import atomic_write_text
+from nmt.fileio import atomic_write_json, atomic_write_text
 from nmt.lengths import make_buckets
 
 RESULTS_JSON = "results.json"
@@ -360,7 +359,7 @@ def write_report(
         markdown += "".join("\n" + format_checks(checks, *pair) for pair, checks in effect.items())
     if examples:
         markdown += "\n" + examples
-    atomic_write_text(out_dir / RESULTS_JSON, json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    atomic_write_json(out_dir / RESULTS_JSON, results)
     atomic_write_text(out_dir / REPORT_MD, markdown)
     plot_bleu_by_length(evaluation, out_dir / PLOT_PNG, groups, title)
     return results

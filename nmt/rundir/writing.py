@@ -19,7 +19,7 @@ from nmt.config import Config, EvaluationConfig, TrainingConfig, load_saved_conf
 from nmt.data.sources import absolute, prepared_dir
 from nmt.environment import describe_environment
 from nmt.errors import NMTError
-from nmt.fileio import atomic_open, atomic_write_text, errors_naming, sha256_file
+from nmt.fileio import atomic_open, atomic_write_json, atomic_write_text, errors_naming, sha256_file
 from nmt.rundir.checkpoints import CHECKPOINT_DIR, checkpoint_step, latest_step_checkpoint
 from nmt.rundir.lock import RunLock
 from nmt.rundir.translations import HYPS_DIR
@@ -206,7 +206,7 @@ def set_up(run_dir: Path, config: Config, tokenizer: Any, device: torch.device, 
     (run_dir / SUMMARY).unlink(missing_ok=True)
     write_config(config, run_dir)
     environment = {**describe_environment(device), "device": str(device), "world_size": world_size}
-    atomic_write_text(run_dir / "environment.json", json.dumps(environment, indent=2) + "\n")
+    atomic_write_json(run_dir / "environment.json", environment)
     (run_dir / "tokenizer").mkdir(exist_ok=True)  # claim made run_dir
     for path in tokenizer.files():
         with open(path, "rb") as source, atomic_open(run_dir / "tokenizer" / path.name, "wb") as dest:
@@ -265,7 +265,7 @@ def _event_step(line: str) -> int:
 
 def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
     """RUN_DIR/summary.json, written atomically at the end of training."""
-    atomic_write_text(run_dir / SUMMARY, json.dumps(summary, indent=2) + "\n")
+    atomic_write_json(run_dir / SUMMARY, summary)
 
 
 def read_summary(run_dir: Path) -> dict[str, Any] | None:

@@ -1,0 +1,45 @@
+"""Telling UTF-16 and UTF-32 text from UTF-8, with a byte-order mark or without."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nmt.data.corpus import read_lines
+from nmt.errors import NMTError
+from nmt.text_encoding import foreign_encoding
+
+TEXT = "In the beginning God created the heaven and the earth.\nEt la terre était informe et vide.\n"
+
+
+@pytest.mark.parametrize(
+    ("codec", "named"),
+    [("utf-16-le", "UTF-16LE"), ("utf-16-be", "UTF-16BE"), ("utf-32-le", "UTF-32LE"), ("utf-32-be", "UTF-32BE")],
+)
+def test_a_text_without_a_byte_order_mark_is_named_by_its_zero_bytes(codec: str, named: str) -> None:
+    encoding, why = foreign_encoding(TEXT.encode(codec))
+    assert encoding == named and why.startswith("it has no byte-order mark")
+    assert foreign_encoding("Hi\n".encode(codec)) is not None  # a line as short as one word
+
+
+@pytest.mark.parametrize(("codec", "named"), [("utf-16", "UTF-16"), ("utf-32", "UTF-32")])
+def test_a_byte_order_mark_names_the_encoding(codec: str, named: str) -> None:
+    assert foreign_encoding(TEXT.encode(codec)) == (named, f"it starts with {named}'s byte-order mark, FF FE" +
+                                                    (" 00 00" if named == "UTF-32" else ""))
+
+
+def test_utf8_and_a_stray_nul_are_not_foreign() -> None:
+    assert foreign_encoding(TEXT.encode("utf-8")) is None
+    assert foreign_encoding(b"\xef\xbb\xbf" + TEXT.encode("utf-8")) is None  # UTF-8's own mark
+    assert foreign_encoding(TEXT.encode("utf-8").replace(b" ", b"\x00", 1)) is None  # a NUL, not a pattern
+    assert foreign_encoding(b"") is None
+
+
+def test_reading_a_utf16_corpus_without_a_mark_names_its_iconv_command(tmp_path: Path) -> None:
+    path = tmp_path / "train.en"
+    path.write_bytes(TEXT.encode("utf-16-le"))  # as Python's utf-16-le and some exporters write it
+    with pytest.raises(NMTError) as error:
+        read_lines(path)
+    assert error.value.message.startswith(f"corpus file {path} is UTF-16LE, not UTF-8 (it has no byte-order mark")
+    assert f"`iconv -f UTF-16LE -t UTF-8 {path} > {path}.utf8`" in error.value.hint
