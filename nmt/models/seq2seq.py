@@ -72,11 +72,6 @@ class Seq2Seq(TranslationModel):
         """What the attention weights are, for plot titles: the one attention there is."""
         return f"{self.config.attention} attention"
 
-    @property
-    def name(self) -> str:
-        """RNNsearch or RNNencdec."""
-        return "RNNsearch" if self.has_attention else "RNNencdec"
-
     @classmethod
     def kind(cls, config: ModelConfig) -> ModelKind:
         """RNNencdec (attention none: the fixed-vector baseline), RNNsearch (additive), or the attention's name."""
