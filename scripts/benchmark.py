@@ -64,6 +64,7 @@ DEFAULT_PLAN: dict[str, Any] = {
     "peak_seconds": 1.5,
     "peak_scale": 1.0,  # the peak's square matrices, as a fraction of 2048 (CPU) or 8192 (CUDA)
     "decode_sentences": 500,
+    "batch1_sentences": 48,  # decoded again one at a time: the same translations as in their batches?
 }
 MAX_COMPILE_WARMUP = 20  # a compiled run warms up until a step traces no new graph, at most this many steps
 QUICK_PLAN: dict[str, Any] = {
@@ -73,6 +74,7 @@ QUICK_PLAN: dict[str, Any] = {
     "peak_seconds": 0.3,
     "peak_scale": 0.25,  # a rough peak: one 2048 product alone takes 0.2 s on one AMD EPYC core
     "decode_sentences": 32,
+    "batch1_sentences": 4,
 }
 
 
@@ -308,7 +310,9 @@ def decode_phase(
     batches = [make_source_batch(src[i : i + dc.batch_size]) for i in range(0, len(src), dc.batch_size)]
     counting = SearchFlopCounter(model, model_config, tok.tgt_vocab_size)
 
-    def search(beam: int, only: list[tuple[Tensor, Tensor]]) -> int:
+    def search(beam: int, only: list[tuple[Tensor, Tensor]], outputs_seen: list[list[int]] | None = None) -> int:
+        """Decode the batches `only`; the target tokens produced (EOS included). The translations (best
+        hypothesis, or greedy output) are appended to `outputs_seen` where given."""
         produced = 0
         for ids, lengths in only:
             limits = max_output_lengths(lengths, dc.max_length_ratio, dc.max_length_offset)
@@ -323,17 +327,20 @@ def decode_phase(
                     )
                 ]
             produced += sum(len(o) + 1 for o in outputs)  # + EOS
+            if outputs_seen is not None:
+                outputs_seen.extend(list(o) for o in outputs)
         _sync(device)
         return produced
 
     result: dict[str, Any] = {"weights": weights, "sentences": len(src)}
     peaks = []
+    batched: list[list[int]] = []
     for name, beam in (("greedy", 1), ("beam5", 5)):
         search(beam, batches[:1])  # warm-up
         peaks.append(measure_peak_gflops(device, plan["peak_seconds"], plan["peak_scale"]))
         counting.flops = 0.0
         start = time.perf_counter()
-        produced = search(beam, batches)
+        produced = search(beam, batches, batched if beam == 5 else None)
         seconds = time.perf_counter() - start
         result[f"{name}_sent_per_s"] = len(src) / seconds
         result[f"{name}_tok_per_s"] = produced / seconds
@@ -342,6 +349,7 @@ def decode_phase(
         result[f"{name}_length_ratio"] = produced / ref_tokens
         if profile:
             _profile(lambda b=beam: search(b, batches[len(batches) // 2 :][:1]), device, f"{name} {run}")
+    result |= batch1_check(search, src, batched, plan["batch1_sentences"])
     peaks.append(measure_peak_gflops(device, plan["peak_seconds"], plan["peak_scale"]))
     for name in ("greedy", "beam5"):
         result[f"{name}_mfu"] = result[f"{name}_achieved_gflops"] / max(peaks)
@@ -349,6 +357,20 @@ def decode_phase(
     result["peak_gflops_around"] = peaks
     result["peak_rss_mb"] = _peak_rss_mb()
     return result
+
+
+def batch1_check(search: Any, src: list[list[int]], batched: list[list[int]], count: int) -> dict[str, Any]:
+    """Beam 5 again for `count` of the sources `src` (spread from the shortest to the longest), each in a
+    batch of its own: how many translations are the ones their batch gave (`batched`, in `src`'s order)."""
+    from nmt.data.batching import make_source_batch
+
+    count = min(count, len(src))
+    chosen = sorted({round(i * (len(src) - 1) / max(count - 1, 1)) for i in range(count)})
+    alone: list[list[int]] = []
+    search(5, [make_source_batch([src[i]]) for i in chosen], alone)
+    differ = [i for i, output in zip(chosen, alone, strict=True) if output != batched[i]]
+    return {"beam5_batch1_checked": len(chosen), "beam5_batch1_identical": len(chosen) - len(differ),
+            "beam5_batch1_differ": differ}
 
 
 # ---- the run --------------------------------------------------------------------------------------
@@ -366,15 +388,18 @@ def machine_info(device: torch.device, threads: int) -> dict[str, Any]:
 def format_table(report: dict[str, Any]) -> str:
     """The JSON's figures as a plain-text table."""
     peak = report["peak_gflops"]
-    name = max([11, *(len(run) + 1 for run in report["train"])])  # converged.yaml's names run to 23 characters
+    name = max([11, *(len(run) + 1 for run in [*report["train"], *report["decode"]])])  # converged.yaml's names run to 23 characters
     lines = [
         f"peak matmul: {peak:.0f} GFLOP/s at best ({report['machine']['device']}, "
         f"{report['machine']['threads']} threads, torch {report['torch']})",
         f"note: {report['mfu_note']}",
-        "",
-        f"{'training':<{name}}{'tgt tok/s':>11}{'MFLOP/tok':>11}{'MFU':>7}{'padding':>9}{'batch':>7}"
-        f"{'precision':>10}{'fused':>6}{'RSS MB':>9}",
     ]
+    if report["train"]:  # none with --decode-only
+        lines += [
+            "",
+            f"{'training':<{name}}{'tgt tok/s':>11}{'MFLOP/tok':>11}{'MFU':>7}{'padding':>9}{'batch':>7}"
+            f"{'precision':>10}{'fused':>6}{'RSS MB':>9}",
+        ]
     for run, t in report["train"].items():
         lines.append(
             f"{run:<{name}}{t['tgt_tokens_per_s']:>11,.0f}{t['flops_per_token'] / 1e6:>11.1f}"
@@ -384,19 +409,21 @@ def format_table(report: dict[str, Any]) -> str:
     lines += [
         "",
         f"{'decoding':<{name}}{'greedy sent/s':>14}{'tok/s':>8}{'MFU':>7}{'beam5 sent/s':>14}"
-        f"{'tok/s':>8}{'MFU':>7}{'len g/b':>10}{'RSS MB':>9}",
+        f"{'tok/s':>8}{'MFU':>7}{'len g/b':>10}{'batch 1':>9}{'RSS MB':>9}",
     ]
     for run, d in report["decode"].items():
         ratios = f"{d['greedy_length_ratio']:.2f}/{d['beam5_length_ratio']:.2f}"
+        alone = f"{d['beam5_batch1_identical']}/{d['beam5_batch1_checked']}"
         lines.append(
             f"{run:<{name}}{d['greedy_sent_per_s']:>14.1f}{d['greedy_tok_per_s']:>8.0f}{d['greedy_mfu']:>7.3f}"
             f"{d['beam5_sent_per_s']:>14.1f}{d['beam5_tok_per_s']:>8.0f}{d['beam5_mfu']:>7.3f}"
-            f"{ratios:>10}{d['peak_rss_mb']:>9.0f}"
+            f"{ratios:>10}{alone:>9}{d['peak_rss_mb']:>9.0f}"
         )
     weights = {d["weights"] for d in report["decode"].values()}
     lines += [
         "",
-        f"decoded with weights: {', '.join(sorted(weights))}; len g/b: output / reference target tokens",
+        f"decoded with weights: {', '.join(sorted(weights))}; len g/b: output / reference target tokens; "
+        "batch 1: beam-5 translations alike decoded alone / checked",
     ]
     return "\n".join(lines)
 
@@ -422,6 +449,9 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
     unknown = [run for run in runs if run not in config.runs]
     if unknown:
         raise NMTError(f"--runs {' '.join(unknown)}: not a run of {args.config}.", f"Its runs: {', '.join(config.runs)}.")
+    if args.decode_only and args.trained is None:
+        raise NMTError("--decode-only decodes trained runs: it needs --trained DIR.",
+                       "Pass the folder holding the runs (e.g. EXPERIMENT/runs), or leave out --decode-only.")
     if args.trained is not None:
         absent = [
             str(args.trained / run) for run in runs if not (args.trained / run / "config.yaml").is_file()
@@ -441,7 +471,7 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
     decode: dict[str, Any] = {}
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="nmt-bench-") as tmp:
-        for run in runs:
+        for run in runs if not args.decode_only else []:
             print(f"[{time.perf_counter() - started:4.0f}s] training {run} ...", flush=True)
             train[run] = in_child(
                 train_phase,
@@ -454,7 +484,8 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
             )
         for run in runs:
             print(f"[{time.perf_counter() - started:4.0f}s] decoding {run} ...", flush=True)
-            label = f"the benchmark's own training ({train[run]['warmup_steps'] + train[run]['steps']} steps)"
+            label = "" if args.decode_only else (
+                f"the benchmark's own training ({train[run]['warmup_steps'] + train[run]['steps']} steps)")
             decode[run] = in_child(
                 decode_phase,
                 config.for_run(run),
@@ -482,6 +513,7 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
             "overrides": list(args.set),
             "recompute_attention": config.training.recompute_attention,
             "quick": args.quick,
+            "decode_only": args.decode_only,
             **plan,
             "batch_tokens": config.training.batch_tokens,
             "decode_batch_size": config.decoding.batch_size,
@@ -508,6 +540,7 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="folder holding a trained run of each of the config's runs (DIR/RUN) to decode with",
     )
+    parser.add_argument("--decode-only", action="store_true", help="decode the --trained runs only, no training phase")
     parser.add_argument("--profile", action="store_true", help="print torch.profiler tables per phase")
     parser.add_argument(
         "--set", action="append", default=[], metavar="SECTION.KEY=VALUE",

@@ -13,9 +13,14 @@
 #           unfused Adam and resumed from a CPU run's state, the Transformer and RNNsearch trained through
 #           torch.compile against eager) (420 s);
 #   rest    the rest of those test files, whose trainings and decodings then run on the GPU (device auto) (90 s).
+#   decode  not in the default: beam-5 and greedy decoding of the whole test split with converged weights, runs
+#           trained earlier on this machine by scripts/gpu_converged.sh (TRAINED, default its WORK's
+#           /tmp/gpu-converged/seed1/runs): Transformer-50, RNNsearch-50 and RNNencdec-50 at DECODE_BATCH sentences a
+#           batch (default 1024), and 48 of the sentences again one at a time, whose translations must not change
+#           (scripts/benchmark.py --decode-only) (240 s).
 # The benchmarks need the main job's data/prepared/bible-k-l (nmt prepare configs/quick.yaml) or internet.
 # Writes OUT (default gpu-check/): benchmark.log, benchmark-gpu.json, benchmark-compile.log, benchmark-compile.json,
-# tests-cuda.log, tests-rest.log.
+# tests-cuda.log, tests-rest.log; decode: benchmark-decode.json, benchmark-decode.log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-gpu-check}
@@ -41,6 +46,10 @@ for part in ${PARTS:-bench compile tests rest}; do
                    | tee "$out/tests-cuda.log" ;;
         rest) timeout 90 "$python" -m pytest -q -p no:cacheprovider -rs -k "not cuda" "${tests[@]}" 2>&1 \
                   | tee "$out/tests-rest.log" ;;
-        *) echo "unknown part $part (bench, compile, tests, rest)" >&2; exit 2 ;;
+        decode) timeout 240 "$python" scripts/benchmark.py --decode-only --trained "${TRAINED:-/tmp/gpu-converged/seed1/runs}" \
+                    "${converged[@]}" --runs transformer-50 rnnsearch-50 rnnencdec-50 --sentences 3011 \
+                    --set "decoding.batch_size=${DECODE_BATCH:-1024}" --out "$out/benchmark-decode.json" 2>&1 \
+                    | tee "$out/benchmark-decode.log" ;;
+        *) echo "unknown part $part (bench, compile, tests, rest, decode)" >&2; exit 2 ;;
     esac
 done

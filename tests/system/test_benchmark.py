@@ -79,6 +79,27 @@ def test_decoding_a_trained_run_counts_its_own_sizes(trained_reverse_run: Path) 
     for search in ("greedy", "beam5"):
         assert results[0][f"{search}_flops"] > 0
         assert results[0][f"{search}_flops"] == results[1][f"{search}_flops"], search
+    # each of 4 sentences decoded again alone: on the CPU the same translation as in its batch
+    assert results[0]["beam5_batch1_checked"] == 4
+    assert results[0]["beam5_batch1_identical"] == 4 and results[0]["beam5_batch1_differ"] == []
+
+
+def test_the_batch1_check_names_the_sentences_whose_translation_changed_alone() -> None:
+    """batch1_check decodes a spread of the sources one at a time and compares with the batched outputs."""
+    src = [[1], [2], [3], [4], [5]]
+    batched = [[10], [20], [30], [40], [50]]
+    seen: list[list[list[int]]] = []
+
+    def search(beam: int, batches: list, outputs: list[list[int]]) -> int:
+        assert beam == 5 and all(ids.shape[0] == 1 for ids, _ in batches)  # one sentence a batch
+        seen.append([ids[0].tolist() for ids, _ in batches])
+        outputs.extend([10 * ids[0, 0].item()] if ids[0, 0].item() != 3 else [0] for ids, _ in batches)
+        return 0
+
+    result = benchmark.batch1_check(search, src, batched, 3)
+    assert seen[0][0][0] == 1 and [s[0] for s in seen[0]] == [1, 3, 5]  # shortest, middle, longest
+    assert result == {"beam5_batch1_checked": 3, "beam5_batch1_identical": 2, "beam5_batch1_differ": [2]}
+    assert benchmark.batch1_check(search, src[:2], batched[:2], 48)["beam5_batch1_checked"] == 2
 
 
 @pytest.mark.slow
@@ -121,6 +142,11 @@ def test_an_unknown_run_is_named_before_any_work(capsys: pytest.CaptureFixture[s
     assert "--runs rnnsaerch: not a run of" in error and "rnnsearch, rnnencdec, transformer, transformer-relative" in error
 
 
+def test_decode_only_needs_trained_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    assert benchmark.main(["--config", str(CONFIGS / "bench.yaml"), "--decode-only"]) == 2
+    assert "--decode-only decodes trained runs: it needs --trained DIR." in capsys.readouterr().err
+
+
 def test_the_training_batches_are_the_runs_pairs_within_its_max_words(tmp_path: Path) -> None:
     """A -50 run trains on pairs of at most 50 words: the benchmark's batches hold those pairs only, each
     once, as the trainer's epoch does (the longest batch, measured first, is one the run would train on)."""
@@ -145,8 +171,9 @@ def test_the_table_keeps_its_columns_under_long_run_names() -> None:
     """converged.yaml's run names are longer than bench.yaml's: every row still lines up with its header."""
     train = {"tgt_tokens_per_s": 41052.3, "flops_per_token": 5.2e7, "mfu": 0.004, "padding_fraction": 0.12,
              "batch_tokens": 24000, "precision": "bfloat16", "optimizer_fused": True, "peak_rss_mb": 2100.0}
-    decode = {"weights": "w", "peak_rss_mb": 900.0, **{f"{search}_{key}": 1.5 for search in ("greedy", "beam5")
-                                                        for key in ("sent_per_s", "tok_per_s", "mfu", "length_ratio")}}
+    decode = {"weights": "w", "peak_rss_mb": 900.0, "beam5_batch1_identical": 47, "beam5_batch1_checked": 48,
+              **{f"{search}_{key}": 1.5 for search in ("greedy", "beam5")
+                 for key in ("sent_per_s", "tok_per_s", "mfu", "length_ratio")}}
     runs = ("rnnsearch-50", "transformer-30-relative")
     report = {"peak_gflops": 796000.0, "mfu_note": "n", "machine": {"device": "cuda", "threads": 16}, "torch": "2.x",
               "train": dict.fromkeys(runs, train), "decode": dict.fromkeys(runs, decode)}
@@ -158,3 +185,8 @@ def test_the_table_keeps_its_columns_under_long_run_names() -> None:
         assert len({len(line) for line in block}) == 1, block  # right-aligned columns end together
     training = lines[next(k for k, line in enumerate(lines) if line.startswith("training")) + 1].split()
     assert training[-4:-1] == ["24000", "bfloat16", "yes"]
+    decoding = lines[next(k for k, line in enumerate(lines) if line.startswith("decoding")) + 1].split()
+    assert decoding[-2] == "47/48"
+    decode_only = benchmark.format_table({**report, "train": {}}).splitlines()  # --decode-only: no training table
+    assert not any(line.startswith("training") for line in decode_only)
+    assert [line.split()[0] for line in decode_only if line.startswith(runs)] == list(runs)
