@@ -171,10 +171,11 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
     """Return a copy of `raw` with each 'a.b.c=value' override set (sections created as needed).
 
     The command line wins over the file: 'section.key=value' (or 'section.key.sub=value') also replaces
-    that key in every `runs:` entry that sets it (`--set training.max_steps=100` shortens every run); 'runs.NAME.section.key=value'
-    changes one run only, and wins over 'section.key=value' whatever the order of the two: the general
-    overrides are applied first, then the run-specific ones (each group in its order, the last one winning).
-    NAME must be a run of `raw`: a misspelt one would otherwise add a run and leave the one meant unchanged.
+    that key in every `runs:` entry that sets it (`--set training.max_steps=100` shortens every run);
+    'runs.NAME.section.key=value' changes one run only, and wins over 'section.key=value' whatever the
+    order of the two: the general overrides are applied first, then the run-specific ones (each group in
+    its order, the last one winning). NAME must be a run of `raw`: a misspelt one would otherwise add a run
+    and leave the one meant unchanged.
     """
     raw = copy.deepcopy(raw) if raw else {}
     parsed = [(text, *parse_override(text)) for text in overrides]
