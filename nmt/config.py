@@ -8,8 +8,10 @@ This module assembles them into a `Config`, its runs, and its file.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,6 +62,14 @@ class Config:
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict, the inverse of `config_from_dict`."""
         return {**{name: section_dict(getattr(self, name)) for name in SECTIONS}, "runs": copy.deepcopy(self.runs)}
+
+    def only_runs(self, names: Sequence[str], source: str) -> Config:
+        """This config with only the runs `names`, in that order; NMTError naming any that `source`, the
+        config file, does not define."""
+        unknown = [name for name in names if name not in self.runs]
+        if unknown:
+            raise NMTError(f"--runs {' '.join(unknown)}: not a run of {source}.", f"Its runs: {', '.join(self.runs)}.")
+        return dataclasses.replace(self, runs={name: self.runs[name] for name in names})
 
     def for_run(self, name: str) -> Config:
         """The configuration of one experiment run: this one with the run's overrides applied."""

@@ -440,15 +440,12 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
     from nmt.rundir.loading import resolve_device
 
     config = load_config(args.config, args.set)
-    runs = args.runs or list(config.runs)
+    runs = list(config.only_runs(args.runs, str(args.config)).runs if args.runs else config.runs)
     if not runs:
         raise NMTError(
             f"{args.config} defines no runs: the benchmark measures each run of its config.",
             "Use configs/bench.yaml (RNNsearch, RNNencdec, Transformer), or add runs to the config.",
         )
-    unknown = [run for run in runs if run not in config.runs]
-    if unknown:
-        raise NMTError(f"--runs {' '.join(unknown)}: not a run of {args.config}.", f"Its runs: {', '.join(config.runs)}.")
     if args.decode_only and args.trained is None:
         raise NMTError("--decode-only decodes trained runs: it needs --trained DIR.",
                        "Pass the folder holding the runs (e.g. EXPERIMENT/runs), or leave out --decode-only.")

@@ -304,3 +304,13 @@ def test_a_command_checks_the_source_keys_of_each_run_before_any_work(tmp_path: 
     with pytest.raises(NMTError, match=rf"^{re.escape(str(path))}: 'runs.b.data.files.valid_src' is given without "
                        r"'runs.b.data.files.valid_tgt'"):
         load_checked_config(path)
+
+
+def test_only_runs_keeps_the_runs_named_in_their_order_and_names_an_unknown_one() -> None:
+    config = config_from_dict({"runs": {"a": {}, "b": {"model": {"attention": "none"}}, "c": {}}})
+    chosen = config.only_runs(["c", "b", "c"], "x.yaml")
+    assert list(chosen.runs) == ["c", "b"] and chosen.runs["b"] == {"model": {"attention": "none"}}
+    assert list(config.runs) == ["a", "b", "c"]  # the config itself unchanged
+    with pytest.raises(NMTError) as error:
+        config.only_runs(["b", "rnnserch", "d"], "x.yaml")
+    assert (error.value.message, error.value.hint) == ("--runs rnnserch d: not a run of x.yaml.", "Its runs: a, b, c.")

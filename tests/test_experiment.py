@@ -62,6 +62,28 @@ def test_a_refused_experiment_writes_nothing(tmp_path: Path) -> None:
     assert {path: path.read_bytes() for path in out.rglob("*") if path.is_file()} == before
 
 
+def test_runs_picks_the_runs_an_experiment_trains_and_an_unknown_one_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from nmt.cli import main
+    from nmt.compare import experiment as experiment_module
+
+    config_path, out = tmp_path / "a.yaml", tmp_path / "out"
+    config_path.write_text("runs: {a: {}, b: {model: {attention: none}}, c: {}}\n", encoding="utf-8")
+    assert main(["experiment", str(config_path), "--runs", "b", "d", "--out", str(out)]) == 2
+    assert f"--runs d: not a run of {config_path}." in capsys.readouterr().err and not out.exists()
+
+    checked = {}
+
+    def stop_at_check(config: object, run_dirs: dict[str, Path]) -> None:  # before anything is written
+        checked.update(run_dirs)
+        raise NMTError("checked")
+
+    monkeypatch.setattr(experiment_module, "check_runs", stop_at_check)
+    assert main(["experiment", str(config_path), "--runs", "c", "b", "--out", str(out)]) == 2
+    assert checked == {"c": out / "runs" / "c", "b": out / "runs" / "b"} and not out.exists()
+
+
 def test_the_report_gives_the_torch_threads_the_runs_trained_with(tmp_path: Path) -> None:
     config = config_from_dict({"runs": {"a": {}, "b": {}}})
     for name in config.runs:

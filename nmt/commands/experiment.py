@@ -11,10 +11,12 @@ from nmt.errors import NMTError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """`nmt experiment CONFIG [--out DIR] [--force] [--jobs N]`."""
+    """`nmt experiment CONFIG [--out DIR] [--force] [--runs RUN ...] [--jobs N]`."""
     arguments.add_config(parser)
     parser.add_argument("--out", type=Path, help="output folder (default experiments/<config name>)")
     parser.add_argument("--force", action="store_true", help="redo every step, even finished ones")
+    parser.add_argument("--runs", nargs="+", metavar="RUN", default=[],
+                        help="only these runs of the config (default: all of them)")
     parser.add_argument("--jobs", type=int, default=0, help="runs trained at once, each in its own process (default 0: "
                         "one per CPU core, each with cores/jobs torch threads unless training.threads is set; on "
                         "CUDA, min(runs, 4) sharing the one GPU (nmt/training/parallel.py GPU_JOBS: four runs trained "
@@ -30,4 +32,4 @@ def run(args: argparse.Namespace) -> None:
         raise NMTError(f"--jobs {args.jobs}: give 0 (one per core) or a positive count.")
     # the evaluations after training run in this process
     arguments.set_threads(load_config(args.config, args.overrides).training.threads)
-    run_experiment(args.config, args.overrides, out_dir, force=args.force, jobs=args.jobs)
+    run_experiment(args.config, args.overrides, out_dir, force=args.force, jobs=args.jobs, runs=args.runs)

@@ -13,7 +13,7 @@ import os
 import shlex
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -231,12 +231,15 @@ def _check_config_kept(config_path: Path, out_dir: Path, force: bool) -> None:
 
 
 def run_experiment(
-    config_path: Path, overrides: list[str], out_dir: Path, force: bool = False, jobs: int = 0
+    config_path: Path, overrides: list[str], out_dir: Path, force: bool = False, jobs: int = 0,
+    runs: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Run the whole comparison described by `config_path`; returns the evaluation results (results.json).
-    `jobs` runs train at once (0: see `nmt.training.parallel.training_jobs`)."""
+    """Run the whole comparison described by `config_path` (only its `runs` where given); returns the
+    evaluation results (results.json). `jobs` runs train at once (0: see `nmt.training.parallel.training_jobs`)."""
     began = time.perf_counter()
     config = load_checked_config(config_path, overrides)
+    if runs:
+        config = config.only_runs(runs, str(config_path))
     if not config.runs:
         raise NMTError(
             f"{config_path}: no runs to compare.",
@@ -278,7 +281,8 @@ def run_experiment(
     atomic_write_json(out_dir / "results.json", results)
     # the command that reproduces the report
     sets = [part for override in overrides for part in ("--set", override)]
-    command = shlex.join(["nmt", "experiment", str(config_path), *sets, "--out", str(out_dir)])
+    chosen = ["--runs", *config.runs] if runs else []
+    command = shlex.join(["nmt", "experiment", str(config_path), *sets, *chosen, "--out", str(out_dir)])
     report = _report(command, config, timings, counts, results["attention"], attention_plot, out_dir, outcomes,
                      checks)
     atomic_write_text(out_dir / "report.md", report)
