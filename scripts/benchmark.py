@@ -1,7 +1,7 @@
 """Training and decoding speed against this machine's own matmul peak (issue 7).
 
     python scripts/benchmark.py [--config configs/bench.yaml] [--runs RUN ...] [--set k=v ...] [--out FILE] [--quick]
-        [--device auto] [--sentences N]
+        [--device auto] [--sentences N] [--trained DIR [--decode-only]]
 
 Each phase runs in a fresh child process, so that each phase's peak resident memory is its own:
 training of each run of the config (configs/bench.yaml: RNNsearch, RNNencdec and OpenNMT-py's small
@@ -15,8 +15,10 @@ measurements taken together. The FLOPs are the analytic count of nmt/flops.py at
 padding is not useful work; in beam search every hypothesis computed counts.
 
 Decoding uses the weights the training phase ends with unless `--trained DIR` names trained runs
-(DIR/RUN for each run of the config): output lengths, and so decoding speed, depend on the weights, which is
-why the JSON records the hypothesis/reference length ratio. `--profile` prints torch.profiler's top
+(DIR/RUN for each run of the config; `--decode-only` then skips training): output lengths, and so decoding
+speed, depend on the weights, which is why the JSON records the hypothesis/reference length ratio. Each
+decoding phase also decodes a spread of its sources again one at a time with beam 5 and counts the
+translations that come out as they did in their batch (batch invariance: `beam5_batch1_*`). `--profile` prints torch.profiler's top
 operators of a few steps of each phase, by time and by the memory they allocate.
 
 Any config with runs will do: `--config configs/converged.yaml --runs transformer-50 rnnsearch-50 rnnencdec-50`
