@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import codecs
 
+from nmt.errors import NMTError
+
 # Windows' "Unicode" is UTF-16 LE; UTF-32's marks first, since UTF-32 LE's begins with UTF-16 LE's.
 FOREIGN_BOMS = (
     ("UTF-32", codecs.BOM_UTF32_LE),
@@ -41,3 +43,15 @@ def foreign_encoding(start: bytes) -> tuple[str, str] | None:
     if encoding is None:
         return None
     return encoding, f"it has no byte-order mark, but its zero bytes fall where {encoding}'s ASCII characters put them"
+
+
+def refuse_foreign_encoding(start: bytes, shown: str, path: str | None) -> None:
+    """NMTError naming `shown` (e.g. "corpus file PATH") and the iconv command that converts the file at
+    `path` (None: a stream) when `start`, its first bytes, is UTF-16 or UTF-32 rather than UTF-8."""
+    foreign = foreign_encoding(start)
+    if foreign is None:
+        return
+    encoding, why = foreign
+    iconv = f"iconv -f {encoding} -t UTF-8"
+    convert = f"`{iconv} {path} > {path}.utf8`, and give that file" if path else f"by piping it through `{iconv}`"
+    raise NMTError(f"{shown} is {encoding}, not UTF-8 ({why}).", f"Convert it to UTF-8, e.g. {convert}.")

@@ -24,7 +24,7 @@ from nmt.data.pairs import (
     within_words,
 )
 from nmt.errors import NMTError
-from nmt.text_encoding import foreign_encoding
+from nmt.text_encoding import refuse_foreign_encoding
 
 
 @dataclass
@@ -102,13 +102,7 @@ def read_lines(
         raise NMTError(f"{label} not found: {path}{where}", hint) from None
     except IsADirectoryError:
         raise NMTError(f"{label} {path} is a folder, expected a text file.", hint) from None
-    foreign = foreign_encoding(data)
-    if foreign:
-        encoding, why = foreign
-        raise NMTError(
-            f"{label} {path} is {encoding}, not UTF-8 ({why}).",
-            f"Convert it to UTF-8, e.g. `iconv -f {encoding} -t UTF-8 {path} > {path}.utf8`, and give that file.",
-        )
+    refuse_foreign_encoding(data, f"{label} {path}", str(path))
     if data.startswith(codecs.BOM_UTF8):  # as Windows editors save it: not part of the first sentence
         data = data[len(codecs.BOM_UTF8) :]
         if bom_files is not None:

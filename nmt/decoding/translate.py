@@ -20,7 +20,7 @@ from nmt.errors import NMTError
 from nmt.fileio import atomic_open, same_file
 from nmt.rundir.checkpoints import resolve_checkpoint
 from nmt.rundir.loading import check_run_dir
-from nmt.text_encoding import foreign_encoding
+from nmt.text_encoding import refuse_foreign_encoding
 from nmt.typed_yaml import sets_key
 
 # Lines read, translated and written at a time (at least one batch, decoding.batch_size): bounds memory
@@ -41,7 +41,7 @@ def _read_lines(handle: IO[bytes], name: str, limit: int) -> Iterator[str]:
         if cut_from:
             warn(f"{name}: line {number} has {cut_from:,} bytes: only its first {len(raw) - 1:,} are translated.")
         if number == 1:
-            _refuse_foreign_encoding(raw, name)
+            refuse_foreign_encoding(raw, name, name if name != "<stdin>" else None)
             raw = raw.removeprefix(codecs.BOM_UTF8)  # as nmt.data.corpus does (importing it loads numpy)
         try:
             text = raw.decode("utf-8")
@@ -52,16 +52,6 @@ def _read_lines(handle: IO[bytes], name: str, limit: int) -> Iterator[str]:
                 "Convert the input to UTF-8 (e.g. iconv -f latin1 -t utf-8), or fix that line.",
             ) from None
         yield text.rstrip("\r\n")
-
-
-def _refuse_foreign_encoding(first_line: bytes, name: str) -> None:
-    """NMTError when the input's first line shows a UTF-16 or UTF-32 text rather than UTF-8."""
-    foreign = foreign_encoding(first_line)
-    if foreign:
-        encoding, why = foreign
-        iconv = f"iconv -f {encoding} -t UTF-8"
-        convert = f"`{iconv} {name} > {name}.utf8`" if name != "<stdin>" else f"by piping it through `{iconv}`"
-        raise NMTError(f"{name} is {encoding}, not UTF-8 ({why}).", f"Convert it to UTF-8, e.g. {convert}.")
 
 
 def _read_line(handle: IO[bytes], limit: int) -> tuple[bytes, int]:
