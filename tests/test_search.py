@@ -3,6 +3,7 @@ that are the model's own log-probabilities, n-best order, length penalties and l
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, get_args
 
@@ -14,6 +15,7 @@ from nmt.config_sections import LengthPenalty
 from nmt.data.batching import make_source_batch
 from nmt.decoding.search import (
     Hypothesis,
+    _finite,
     beam_search,
     greedy_hypotheses,
     greedy_search,
@@ -57,6 +59,11 @@ def _assert_same(batched: list[Hypothesis], alone: list[Hypothesis]) -> None:
 def test_max_output_lengths() -> None:
     assert max_output_lengths(torch.tensor([1, 10, 7]), 1.5, 2).tolist() == [3, 17, 12]
     assert max_output_lengths(torch.tensor([1, 3]), 0.1, 0).tolist() == [1, 1]
+
+
+def test_finite_is_isfinite_on_what_scores_can_be() -> None:
+    scores = torch.tensor([-math.inf, -1e38, -3.5, -1e-30, 0.0, math.nan])  # never +inf: sums of log-probabilities
+    assert _finite(scores).tolist() == torch.isfinite(scores).tolist() == [False, True, True, True, True, False]
 
 
 def test_length_penalty_divisors() -> None:

@@ -205,6 +205,12 @@ class _Candidates:
     attn: Tensor | None  # n x k x 1 x src_len: each beam's attention at this step, when asked
 
 
+def _finite(scores: Tensor) -> Tensor:
+    """torch.isfinite for scores, which are never +inf (sums of log-probabilities): one kernel rather than
+    isfinite's four (==, abs, !=, *). NaN is not finite in either."""
+    return scores > -math.inf
+
+
 def _candidates(
     beams: _Beams, log_probs: Tensor, at_limit: Tensor | None, attn: Tensor | None
 ) -> _Candidates:
@@ -233,7 +239,7 @@ def _finish(
     Each beam has one EOS candidate, so the 2k candidates always hold at least k others to keep alive.
     """
     k = beams.scores.size(1)
-    ended = cand.is_eos[:, :k] & torch.isfinite(cand.scores[:, :k])
+    ended = cand.is_eos[:, :k] & _finite(cand.scores[:, :k])
     e_row, e_rank = ended.nonzero(as_tuple=True)  # the host's first wait for the device in this step
     if e_row.numel() == 0:
         return ended
@@ -272,7 +278,8 @@ def _advance(beams: _Beams, cand: _Candidates) -> tuple[Tensor, Tensor]:
         if hist is not None:
             new_attn = torch.cat([hist.gather(1, idx.expand_as(hist)), new_attn], dim=2)
         beams.attn_hist = new_attn
-    return alive_tok, (torch.arange(n, device=alive_beam.device).unsqueeze(1) * k + alive_beam).view(-1)
+    first_rows = torch.arange(0, n * k, k, device=alive_beam.device)  # n: each sentence's first row
+    return alive_tok, (first_rows.unsqueeze(1) + alive_beam).view(-1)
 
 
 def beam_search(
@@ -315,7 +322,7 @@ def beam_search(
             step += 1
             # max() of -inf scores is -inf: a sentence with no finite beam left is done too
             out_of_reach = beams.best_done[:, -1] >= beams.scores.max(dim=1).values / beams.max_divisor
-            done = at_limit | out_of_reach | (ended[:, 0] & torch.isfinite(beams.best_done[:, -1]))
+            done = at_limit | out_of_reach | (ended[:, 0] & _finite(beams.best_done[:, -1]))
             keep = (~done).nonzero().squeeze(1)
             if keep.numel() < done.numel():
                 keep_rows = (keep.unsqueeze(1) * k + torch.arange(k, device=device)).view(-1)
