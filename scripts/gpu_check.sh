@@ -17,10 +17,11 @@
 #           trained earlier on this machine by scripts/gpu_converged.sh (TRAINED, default its WORK's
 #           /tmp/gpu-converged/seed1/runs): Transformer-50, RNNsearch-50 and RNNencdec-50 at DECODE_BATCH sentences a
 #           batch (default 1024), and 48 of the sentences again one at a time, whose translations must not change
-#           (scripts/benchmark.py --decode-only) (240 s).
+#           (scripts/benchmark.py --decode-only) (240 s); then the kernel launches of one step of search, the
+#           model's and search's own, with tiny models (scripts/search_ops.py --device cuda) (60 s).
 # The benchmarks need the main job's data/prepared/bible-k-l (nmt prepare configs/quick.yaml) or internet.
 # Writes OUT (default gpu-check/): benchmark.log, benchmark-gpu.json, benchmark-compile.log, benchmark-compile.json,
-# tests-cuda.log, tests-rest.log; decode: benchmark-decode.json, benchmark-decode.log.
+# tests-cuda.log, tests-rest.log; decode: benchmark-decode.json, benchmark-decode.log, search-ops.log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-gpu-check}
@@ -49,7 +50,8 @@ for part in ${PARTS:-bench compile tests rest}; do
         decode) timeout 240 "$python" scripts/benchmark.py --decode-only --trained "${TRAINED:-/tmp/gpu-converged/seed1/runs}" \
                     "${converged[@]}" --runs transformer-50 rnnsearch-50 rnnencdec-50 --sentences 3011 \
                     --set "decoding.batch_size=${DECODE_BATCH:-1024}" --out "$out/benchmark-decode.json" 2>&1 \
-                    | tee "$out/benchmark-decode.log" ;;
+                    | tee "$out/benchmark-decode.log"
+                timeout 60 "$python" scripts/search_ops.py --device cuda 2>&1 | tee "$out/search-ops.log" ;;
         *) echo "unknown part $part (bench, compile, tests, rest, decode)" >&2; exit 2 ;;
     esac
 done
