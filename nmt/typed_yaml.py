@@ -155,7 +155,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     if len(keys) < 2:
         raise NMTError(f"--set '{text}': the key must name a section and a key, e.g. training.max_steps.")
     try:
-        value = yaml.safe_load(value_text) if value_text.strip() else ""
+        value = load_yaml(value_text) if value_text.strip() else ""
     except yaml.YAMLError as exc:
         raise NMTError(f"--set '{text}': the value is not valid YAML ({exc}).") from None
     return keys, value
@@ -217,6 +217,35 @@ def _check_run_name(text: str, name: str, runs: Any) -> None:
     )
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.safe_load's loader, but a key given twice in one mapping is an error: PyYAML would keep the
+    last silently, so that a section written twice (two `training:`) loses the first's keys unsaid. Keys
+    merged in with `<<: *anchor` may still be overridden, as YAML's merge key intends."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, yaml.Mark] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.setdefault(key, key_node.start_mark)
+                except TypeError:  # an unhashable key: PyYAML's own check refuses it
+                    continue
+                if first is not key_node.start_mark:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"'{key}' is given twice in one mapping (first on line {first.line + 1}); "
+                        "only one can count", key_node.start_mark,
+                    )
+        return super().construct_mapping(node, deep)
+
+
+def load_yaml(text: str) -> Any:
+    """yaml.safe_load, refusing a key given twice in one mapping (`_UniqueKeyLoader`)."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: no arbitrary objects
+
+
 def read_yaml(path: str | Path) -> Any:
     """Read a YAML file, turning a missing file or a syntax error into an NMTError."""
     path = Path(path)
@@ -235,7 +264,7 @@ def read_yaml(path: str | Path) -> Any:
             f"{path}: not valid UTF-8 (line {line}, byte {column} of the line).", "Save the file as UTF-8."
         ) from None
     try:
-        return yaml.safe_load(text)
+        return load_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
