@@ -60,6 +60,12 @@ def fits(value: Any, tp: Any) -> bool:
     return True
 
 
+def did_you_mean(name: str, names: Sequence[str]) -> str:
+    """" (did you mean 'x'?)" with the one of `names` nearest to `name`, or "" if none is near."""
+    close = difflib.get_close_matches(name, list(names), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
 def unknown_key(key: str, valid: list[str], prefix: str) -> NMTError:
     """The error for an unknown key, with the nearest valid one suggested."""
     full = f"{prefix}{key}"
