@@ -60,19 +60,16 @@ def fits(value: Any, tp: Any) -> bool:
     return True
 
 
-def did_you_mean(name: str, names: Sequence[str]) -> str:
-    """" (did you mean 'x'?)" with the one of `names` nearest to `name`, or "" if none is near."""
+def did_you_mean(name: str, names: Sequence[str], prefix: str = "") -> str:
+    """" (did you mean 'PREFIXx'?)" with the one of `names` nearest to `name`, or "" if none is near."""
     close = difflib.get_close_matches(name, list(names), n=1, cutoff=0.6)
-    return f" (did you mean '{close[0]}'?)" if close else ""
+    return f" (did you mean '{prefix}{close[0]}'?)" if close else ""
 
 
 def unknown_key(key: str, valid: list[str], prefix: str) -> NMTError:
     """The error for an unknown key, with the nearest valid one suggested."""
-    full = f"{prefix}{key}"
-    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
-    suggestion = f" (did you mean '{prefix}{close[0]}'?)" if close else ""
     return NMTError(
-        f"unknown key '{full}'{suggestion}.",
+        f"unknown key '{prefix}{key}'{did_you_mean(key, valid, prefix)}.",
         f"Valid keys{' of ' + prefix.rstrip('.') if prefix else ''}: {', '.join(valid)}.",
     )
 
@@ -214,10 +211,8 @@ def _check_run_name(text: str, name: str, runs: Any) -> None:
     names = [str(run) for run in runs] if isinstance(runs, dict) else []
     if name in names:
         return
-    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
-    suggestion = f" (did you mean '{close[0]}'?)" if close else ""
     raise NMTError(
-        f"--set {text}: the config has no run '{name}'{suggestion}.",
+        f"--set {text}: the config has no run '{name}'{did_you_mean(name, names)}.",
         f"Its runs: {', '.join(names) or 'none'}. --set runs.NAME... changes a run the config defines; "
         "to add a run, write it under runs: in the config file.",
     )
