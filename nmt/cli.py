@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import signal
 import sys
 
@@ -78,8 +79,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except OSError as error:  # a path the user gave that cannot be read or written
         where = f" {error.filename}:" if error.filename else ""
-        print(f"nmt {args.command}: error:{where} {error.strerror or error}", file=sys.stderr)
-        print("Check that the path exists, is writable and that the disk has space.", file=sys.stderr)
+        what, hint = _os_error_words(error)
+        print(f"nmt {args.command}: error:{where} {what}", file=sys.stderr)
+        print(hint, file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         again = "" if args.command == "train" else " Run the same command again to continue."  # train says how
@@ -88,3 +90,16 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+def _os_error_words(error: OSError) -> tuple[str, str]:
+    """What went wrong with an OSError's path and what to do: a file where a folder is wanted (--out FILE,
+    -o FILE/x) or a folder where a file is (-o DIR) in words, since the system's "File exists" or "Not a
+    directory" does not say which of the two the command wanted."""
+    if isinstance(error, FileExistsError) and error.filename and not os.path.isdir(error.filename):
+        return "this is a file, and a folder is needed there.", "Give a folder's path (or one not there yet)."
+    if isinstance(error, NotADirectoryError):
+        return "a part of this path is a file, and a folder is needed there.", "Give a path through folders."
+    if isinstance(error, IsADirectoryError):
+        return "this is a folder, and a file is needed there.", "Give a file's path."
+    return error.strerror or str(error), "Check that the path exists, is writable and that the disk has space."

@@ -33,6 +33,7 @@ from nmt.typed_yaml import (
     as_given,
     blame_flag,
     build_section,
+    did_you_mean,
     parse_override,
     read_yaml,
     section_dict,
@@ -68,13 +69,15 @@ class Config:
         config file, does not define."""
         unknown = [name for name in names if name not in self.runs]
         if unknown:
-            raise NMTError(f"--runs {' '.join(unknown)}: not a run of {source}.", f"Its runs: {', '.join(self.runs)}.")
+            raise NMTError(f"--runs {' '.join(unknown)}: not a run of {source}{did_you_mean(unknown[0], list(self.runs))}.",
+                           f"Its runs: {', '.join(self.runs)}.")
         return dataclasses.replace(self, runs={name: self.runs[name] for name in names})
 
     def for_run(self, name: str) -> Config:
         """The configuration of one experiment run: this one with the run's overrides applied."""
         if name not in self.runs:
-            raise NMTError(f"unknown run '{name}'.", f"The config defines: {', '.join(self.runs) or 'no runs'}.")
+            raise NMTError(f"unknown run '{name}'{did_you_mean(name, list(self.runs))}.",
+                           f"The config defines: {', '.join(self.runs) or 'no runs'}.")
         raw = self.to_dict()
         raw["runs"] = {}
         overrides = self.runs[name] or {}

@@ -60,13 +60,16 @@ def fits(value: Any, tp: Any) -> bool:
     return True
 
 
+def did_you_mean(name: str, names: Sequence[str], prefix: str = "") -> str:
+    """" (did you mean 'PREFIXx'?)" with the one of `names` nearest to `name`, or "" if none is near."""
+    close = difflib.get_close_matches(name, list(names), n=1, cutoff=0.6)
+    return f" (did you mean '{prefix}{close[0]}'?)" if close else ""
+
+
 def unknown_key(key: str, valid: list[str], prefix: str) -> NMTError:
     """The error for an unknown key, with the nearest valid one suggested."""
-    full = f"{prefix}{key}"
-    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
-    suggestion = f" (did you mean '{prefix}{close[0]}'?)" if close else ""
     return NMTError(
-        f"unknown key '{full}'{suggestion}.",
+        f"unknown key '{prefix}{key}'{did_you_mean(key, valid, prefix)}.",
         f"Valid keys{' of ' + prefix.rstrip('.') if prefix else ''}: {', '.join(valid)}.",
     )
 
@@ -155,7 +158,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     if len(keys) < 2:
         raise NMTError(f"--set '{text}': the key must name a section and a key, e.g. training.max_steps.")
     try:
-        value = yaml.safe_load(value_text) if value_text.strip() else ""
+        value = load_yaml(value_text) if value_text.strip() else ""
     except yaml.YAMLError as exc:
         raise NMTError(f"--set '{text}': the value is not valid YAML ({exc}).") from None
     return keys, value
@@ -208,13 +211,40 @@ def _check_run_name(text: str, name: str, runs: Any) -> None:
     names = [str(run) for run in runs] if isinstance(runs, dict) else []
     if name in names:
         return
-    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
-    suggestion = f" (did you mean '{close[0]}'?)" if close else ""
     raise NMTError(
-        f"--set {text}: the config has no run '{name}'{suggestion}.",
+        f"--set {text}: the config has no run '{name}'{did_you_mean(name, names)}.",
         f"Its runs: {', '.join(names) or 'none'}. --set runs.NAME... changes a run the config defines; "
         "to add a run, write it under runs: in the config file.",
     )
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.safe_load's loader, but a key given twice in one mapping is an error: PyYAML would keep the
+    last silently, so that a section written twice (two `training:`) loses the first's keys unsaid. Keys
+    merged in with `<<: *anchor` may still be overridden, as YAML's merge key intends."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, yaml.Mark] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.setdefault(key, key_node.start_mark)
+                except TypeError:  # an unhashable key: PyYAML's own check refuses it
+                    continue
+                if first is not key_node.start_mark:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"'{key}' is given twice in one mapping (first on line {first.line + 1}); "
+                        "only one can count", key_node.start_mark,
+                    )
+        return super().construct_mapping(node, deep)
+
+
+def load_yaml(text: str) -> Any:
+    """yaml.safe_load, refusing a key given twice in one mapping (`_UniqueKeyLoader`)."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: no arbitrary objects
 
 
 def read_yaml(path: str | Path) -> Any:
@@ -235,7 +265,7 @@ def read_yaml(path: str | Path) -> Any:
             f"{path}: not valid UTF-8 (line {line}, byte {column} of the line).", "Save the file as UTF-8."
         ) from None
     try:
-        return yaml.safe_load(text)
+        return load_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""

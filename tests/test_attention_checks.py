@@ -17,6 +17,7 @@ from nmt.analysis import attention_checks as analysis_checks
 from nmt.analysis.alignment import Agreement
 from nmt.analysis.attention_checks import teacher_forced_argmax
 from nmt.analysis.hooks import ablated, perturbed, recorded
+from nmt.cli import main
 from nmt.compare import attention_checks as checks_module
 from nmt.compare.attention_checks import attention_checks
 from nmt.data.batching import make_batch, make_source_batch
@@ -213,10 +214,20 @@ def test_command_line_arguments(tmp_path: Path) -> None:
     with pytest.raises(NMTError, match="it must be >= 0") as error:  # nmt curve's words
         command.run(parser.parse_args([run, "--sentences-per-bucket", "-1"]))
     assert error.value.hint == "Give a count, or 0 for every sentence."
+    with pytest.raises(NMTError, match="--batch-size 0: it must be >= 1") as error:  # before any run is read
+        command.run(parser.parse_args([run, "--batch-size", "0"]))
+    assert error.value.hint == "Give the sentences per batch, e.g. 64."
     with pytest.raises(SystemExit):  # as for evaluate and curve: a split the data has
         parser.parse_args([run, "--split", "train"])
     with pytest.raises(SystemExit):  # one or the other: --no-steps does not silently win over --steps
         parser.parse_args([run, "--steps", "300", "--no-steps"])
+
+
+def test_a_batch_size_under_1_is_refused_with_exit_status_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = str(fake_run(tmp_path / "run"))
+    assert main(["attention-checks", run, "--batch-size", "0", "--only", "perturbation"]) == 2
+    err = capsys.readouterr().err
+    assert err == "nmt attention-checks: error: --batch-size 0: it must be >= 1.\nGive the sentences per batch, e.g. 64.\n"
 
 
 def test_src_without_ref_is_refused_by_the_function_too(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import torch
 
+from nmt.cli import main
 from nmt.compare.runs import describe_runs
 from nmt.errors import NMTError
 from nmt.rundir.checkpoints import (
@@ -87,6 +88,38 @@ def test_unusable_checkpoints_are_nmt_errors_naming_the_file(tmp_path: Path, con
         path.write_bytes(content)
     with pytest.raises(NMTError, match="broken.pt"):
         load_checkpoint(path)
+
+
+def test_a_file_that_is_no_checkpoint_is_not_to_be_deleted_and_a_folder_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # --checkpoint may name any file, the user's own: the hint says "delete it" only of a damaged checkpoint,
+    # and torch's advice to its callers (weights_only=False) is not passed on
+    monkeypatch.chdir(tmp_path)
+    run = fake_run(Path("run"))
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n", encoding="utf-8")
+    with pytest.raises(NMTError) as error:
+        load_checkpoint(notes)
+    assert error.value.message == f"checkpoint {notes} is unreadable or corrupt (UnpicklingError: Weights only load failed)."
+    assert error.value.hint == (
+        "If it is a run's checkpoint, it is damaged: delete it and use another of the run's "
+        "(checkpoints/step_*.pt), or retrain; else give a checkpoint that nmt train or nmt average wrote."
+    )
+    assert notes.read_text(encoding="utf-8") == "my notes\n"
+    (tmp_path / "empty.pt").write_bytes(b"")
+    with pytest.raises(NMTError, match=r"empty.pt is unreadable or corrupt \(EOFError\)\. If"):
+        load_checkpoint(tmp_path / "empty.pt")
+    # a folder given as --checkpoint (often the run itself) is named as one, with the file meant as example
+    with pytest.raises(NMTError) as error:
+        describe_runs([run], checkpoint=str(tmp_path / "run"))
+    assert (error.value.message, error.value.hint) == (
+        f"--checkpoint {tmp_path / 'run'} is a folder, not a checkpoint file.",
+        f"Give a .pt file, e.g. {tmp_path / 'run' / 'checkpoints' / 'best.pt'}, or a bare file name of the run's "
+        "checkpoints/ folder.",
+    )
+    assert main(["evaluate", "run", "--checkpoint", str(tmp_path / "run")]) == 2
+    assert capsys.readouterr().err.startswith(f"nmt evaluate: error: --checkpoint {tmp_path / 'run'} is a folder, not")
 
 
 def test_a_missing_checkpoint_is_an_nmt_error(tmp_path: Path) -> None:

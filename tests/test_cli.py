@@ -82,8 +82,11 @@ def test_run_selector_has_a_torchrun_safe_name_and_keeps_the_old_one() -> None:
 
 
 def test_unknown_run_name_lists_the_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["train", "configs/quick.yaml", "--run-name", "rnnsaerch"]) == 2
-    assert "unknown run 'rnnsaerch'" in capsys.readouterr().err
+    assert main(["train", "configs/quick.yaml", "--run-name", "rnnsaerch-50"]) == 2
+    assert capsys.readouterr().err == (  # the nearest suggested, as for --set runs.NAME and --runs
+        "nmt train: error: unknown run 'rnnsaerch-50' (did you mean 'rnnsearch-50'?).\n"
+        "The config defines: rnnencdec-30, rnnsearch-30, rnnencdec-50, rnnsearch-50.\n"
+    )
 
 
 def test_a_misspelt_run_in_set_is_refused_and_nothing_is_trained(tmp_path: Path) -> None:

@@ -314,3 +314,6 @@ def test_only_runs_keeps_the_runs_named_in_their_order_and_names_an_unknown_one(
     with pytest.raises(NMTError) as error:
         config.only_runs(["b", "rnnserch", "d"], "x.yaml")
     assert (error.value.message, error.value.hint) == ("--runs rnnserch d: not a run of x.yaml.", "Its runs: a, b, c.")
+    with pytest.raises(NMTError) as error:  # the nearest run suggested, as for --set runs.NAME...
+        config_from_dict({"runs": {"rnnencdec-50": {}, "rnnsearch-50": {}}}).only_runs(["rnnserch-50"], "x.yaml")
+    assert error.value.message == "--runs rnnserch-50: not a run of x.yaml (did you mean 'rnnsearch-50'?)."

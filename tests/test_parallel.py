@@ -51,6 +51,8 @@ def test_the_experiment_help_states_the_default_jobs_on_cuda() -> None:
     experiment.add_arguments(parser)
     text = " ".join(parser.format_help().split())
     assert f"on CUDA, min(runs, {parallel.GPU_JOBS}) sharing the one GPU" in text
+    jobs = text[text.index("--jobs N runs trained"):text.index("--threads N torch")]
+    assert jobs.count("(") == jobs.count(")")  # each parenthesis of the help closed
 
 
 @pytest.mark.parametrize("schedule", ["cosine", "inverse_sqrt", "constant"])

@@ -8,8 +8,10 @@ import os
 import pty
 import select
 import shutil
+import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -251,6 +253,69 @@ def test_the_output_may_not_be_the_input_file(
         kept = (run / name).read_bytes()
         assert main(["translate", str(run), "-i", "in.txt", "-o", str(run / name)]) == 2
         assert (run / name).read_bytes() == kept
+
+
+def test_dash_is_stdin_and_stdout_and_no_file_named_dash_is_written(
+    trained_reverse_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"1 2 3 4 5\n6 7 8\n"), encoding="utf-8"))
+    assert main(["translate", str(trained_reverse_run), "-i", "-", "-o", "-", "--beam", "1"]) == 0
+    expected = Translator.from_run(trained_reverse_run, beam_size=1).translate(["1 2 3 4 5", "6 7 8"])
+    assert capsys.readouterr().out == "".join(line + "\n" for line in expected)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_output_is_written_through_a_link_and_into_a_pipe_not_over_them(
+    trained_reverse_run: Path, tmp_path: Path
+) -> None:
+    source = _write(tmp_path / "in.txt", ["1 2 3 4 5", "6 7 8"])
+    expected = Translator.from_run(trained_reverse_run, beam_size=1).translate(["1 2 3 4 5", "6 7 8"])
+    # a symbolic link: its file gets the translation, the link stays (a shell's > does the same)
+    (tmp_path / "real").mkdir()
+    target = _write(tmp_path / "real" / "out.txt", ["old"])
+    (tmp_path / "link.txt").symlink_to(target)
+    assert main(["translate", str(trained_reverse_run), "-i", str(source), "-o", str(tmp_path / "link.txt"),
+                 "--beam", "1"]) == 0
+    assert (tmp_path / "link.txt").is_symlink() and _read(target) == expected
+    assert sorted(p.name for p in (tmp_path / "real").iterdir()) == ["out.txt"]
+    # a named pipe (as /dev/stdout is a device): written into, not replaced by a file its reader never sees
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    assert main(["translate", str(trained_reverse_run), "-i", str(source), "-o", str(fifo), "--beam", "1"]) == 0
+    reader.join(timeout=60)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert received == ["".join(line + "\n" for line in expected).encode("utf-8")]
+
+
+def test_an_input_pipe_is_read_and_a_folder_for_a_file_is_named_before_any_work(
+    trained_reverse_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # -i <(...) names a pipe, which is no regular file but reads as one
+    fifo = tmp_path / "in.fifo"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_bytes(b"1 2 3 4 5\n"), daemon=True)
+    writer.start()
+    assert main(["translate", str(trained_reverse_run), "-i", str(fifo), "--beam", "1"]) == 0
+    writer.join(timeout=60)
+    assert capsys.readouterr().out == Translator.from_run(trained_reverse_run, beam_size=1).translate(["1 2 3 4 5"])[0] + "\n"
+    source = _write(tmp_path / "in.txt", ["1 2 3"])
+    out = tmp_path / "out.txt"
+    assert main(["translate", str(trained_reverse_run), "-i", str(tmp_path), "-o", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        f"nmt translate: error: -i {tmp_path} is a folder, not a file.\n"
+        "Give a text file, one sentence a line, or omit -i to read stdin.\n"
+    )
+    assert main(["translate", str(trained_reverse_run), "-i", str(source), "-o", str(out),
+                 "--attention-plots", str(source)]) == 2
+    assert capsys.readouterr().err == (
+        f"nmt translate: error: --attention-plots {source} is a file, not a folder.\n"
+        "Give a folder for the PNGs (it is created if it does not exist); nothing was written.\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.fifo", "in.txt"]
 
 
 def test_nbest_defaults_to_the_runs_config_within_the_beam(trained_reverse_run: Path, tmp_path: Path) -> None:

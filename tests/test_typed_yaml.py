@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 import pytest
 
+from nmt.cli import main
 from nmt.errors import NMTError
 from nmt.typed_yaml import (
     apply_overrides,
@@ -184,6 +185,30 @@ def test_read_yaml_says_where_the_file_is_wrong(tmp_path: Path) -> None:
     bad.write_bytes(b"a: 1\nb: \xff\n")
     with pytest.raises(NMTError, match=r"not valid UTF-8 \(line 2, byte 4 of the line\)"):
         read_yaml(bad)
+
+
+def test_a_key_given_twice_is_refused_naming_both_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # PyYAML keeps the last silently: a second `training:` would drop the first's keys unsaid
+    twice = tmp_path / "twice.yaml"
+    twice.write_text("training:\n  max_steps: 3\ntraining:\n  seed: 2\n", encoding="utf-8")
+    with pytest.raises(NMTError, match=r"twice\.yaml: line 3, column 1 is not valid YAML: 'training' is given "
+                       r"twice in one mapping \(first on line 1\)"):
+        read_yaml(twice)
+    twice.write_text("training: {max_steps: 3, max_steps: 4}\n", encoding="utf-8")
+    with pytest.raises(NMTError, match=r"line 1, column 26 .*'max_steps' is given twice"):
+        read_yaml(twice)
+    with pytest.raises(NMTError, match=r"--set 'a.b=\{c: 1, c: 2\}': the value is not valid YAML \('c' is given twice"):
+        parse_override("a.b={c: 1, c: 2}")
+    # a merge key's values may still be overridden, as configs/transformer.yaml does
+    merged = tmp_path / "merged.yaml"
+    merged.write_text("a: &x {b: 1, c: 2}\nd: {<<: *x, c: 3}\n", encoding="utf-8")
+    assert read_yaml(merged) == {"a": {"b": 1, "c": 2}, "d": {"b": 1, "c": 3}}
+    # from the command line: exit status 2, no traceback, nothing trained
+    twice.write_text("training:\n  max_steps: 3\ntraining:\n  seed: 2\n", encoding="utf-8")
+    assert main(["train", str(twice), "--run-dir", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"nmt train: error: {twice}: line 3, column 1 is not valid YAML: 'training' is given twice")
+    assert "Traceback" not in err and not (tmp_path / "run").exists()
 
 
 def test_config_diff_names_the_dotted_keys_that_differ() -> None:

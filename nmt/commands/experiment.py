@@ -17,10 +17,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="redo every step, even finished ones")
     parser.add_argument("--runs", nargs="+", metavar="RUN", default=[],
                         help="only these runs of the config (default: all of them)")
-    parser.add_argument("--jobs", type=int, default=0, help="runs trained at once, each in its own process (default 0: "
-                        "one per CPU core, each with cores/jobs torch threads unless training.threads is set; on "
-                        "CUDA, min(runs, 4) sharing the one GPU (nmt/training/parallel.py GPU_JOBS: four runs trained "
-                        "side by side on one H200 in 261 s, issue 40)")
+    parser.add_argument("--jobs", type=int, default=0, metavar="N",
+                        help="runs trained at once, each in its own process (default 0: one per CPU core, each with "
+                        "cores/jobs torch threads unless training.threads is set; on CUDA, min(runs, 4) sharing the "
+                        "one GPU: GPU_JOBS in nmt/training/parallel.py, four runs trained side by side on one H200 "
+                        "in 261 s, issue 40)")
     arguments.add_training_threads(parser, " Where that is 0, parallel trainings (--jobs) share the cores.")
 
 

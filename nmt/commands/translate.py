@@ -11,8 +11,12 @@ from nmt.commands import arguments
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`nmt translate RUN_DIR [-i IN] [-o OUT] [--beam K] [--nbest K] ...`."""
     parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a folder written by `nmt train`")
-    parser.add_argument("-i", "--input", type=Path, help="input file (default stdin)")
-    parser.add_argument("-o", "--output", type=Path, help="output file (default stdout)")
+    parser.add_argument("-i", "--input", type=Path, help="input file, or - for stdin (default stdin)")
+    parser.add_argument(
+        "-o", "--output", type=Path,
+        help="output file, written once translation succeeds (through a symbolic link to its file), or - for "
+        "stdout (default stdout)",
+    )
     arguments.add_decoding_set(parser, "decoding.*")
     arguments.add_beam(parser)
     arguments.add_setting(parser, "--batch-size", "decoding.batch_size", "sentences per batch", type=int, metavar="N")

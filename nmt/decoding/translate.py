@@ -9,7 +9,7 @@ import itertools
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import IO, Literal
 
@@ -23,6 +23,8 @@ from nmt.rundir.loading import check_run_dir
 from nmt.text_encoding import refuse_foreign_encoding
 from nmt.typed_yaml import sets_key
 
+# The name of stdin as -i, and of stdout as -o (fairseq-interactive's --input -, sacrebleu's).
+STDIO = "-"
 # Lines read, translated and written at a time (at least one batch, decoding.batch_size): bounds memory
 # whatever the input size.
 CHUNK_LINES = 1000
@@ -92,9 +94,12 @@ def translate_file(
     j-th best of input line i) or on one line, separated by tabs ("tabs"). With `scores`, each
     translation is followed by a tab and its model score (the log-probability search ranked by, divided
     by the length penalty). An output file is written atomically: after an error there is no (partial)
-    file. `attention_plots` DIR receives one heatmap per non-empty line, named line-NNNNNN.png.
+    file. `attention_plots` DIR receives one heatmap per non-empty line, named line-NNNNNN.png. An input or
+    output path "-" is stdin or stdout.
     """
-    _check_paths(Path(run_dir), input_path, output_path, checkpoint)
+    input_path = None if input_path is not None and str(input_path) == STDIO else input_path
+    output_path = None if output_path is not None and str(output_path) == STDIO else output_path
+    _check_paths(Path(run_dir), input_path, output_path, checkpoint, attention_plots)
     decoding = _decoding(Path(run_dir), list(overrides)) if overrides else None
     translator = Translator.from_run(run_dir, checkpoint, device, decoding=decoding)
     plots_dir = Path(attention_plots) if attention_plots is not None else None
@@ -107,7 +112,7 @@ def translate_file(
     try:
         with (
             open(input_path, "rb") if input_path is not None else nullcontext(sys.stdin.buffer) as source,
-            atomic_open(output_path, "w") if output_path is not None else nullcontext(sys.stdout) as sink,
+            _open_output(Path(output_path)) if output_path is not None else nullcontext(sys.stdout) as sink,
         ):
             source_lines, first, nbest = _read_lines(source, name, MAX_LINE_BYTES), 1, translator.decoding.nbest
             chunk = 1 if source.isatty() else max(CHUNK_LINES, translator.decoding.batch_size)
@@ -126,6 +131,15 @@ def translate_file(
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
+def _open_output(path: Path) -> AbstractContextManager[IO[str]]:
+    """-o's file, written atomically (after an error there is no half file); through a symbolic link to
+    the file it names, as a shell's `>` does, not over the link. A device or named pipe (/dev/stdout, a
+    FIFO) is written to as it is: replacing it by a file would break it for every other program."""
+    if path.exists() and not path.is_file():  # both follow links; a folder was refused before
+        return open(path, "w", encoding="utf-8")
+    return atomic_open(Path(os.path.realpath(path)) if path.is_symlink() else path, "w")
+
+
 def _decoding(run_dir: Path, overrides: list[str]) -> DecodingConfig:
     """The run's decoding settings with `overrides`; unless they set decoding.nbest, the run's nbest is
     cut to the beam size they ask for (--beam 1 on a run with nbest 2 writes the best translation)."""
@@ -140,12 +154,20 @@ def _decoding(run_dir: Path, overrides: list[str]) -> DecodingConfig:
 
 
 def _check_paths(
-    run: Path, input_path: str | Path | None, output_path: str | Path | None, checkpoint: str | Path | None
+    run: Path, input_path: str | Path | None, output_path: str | Path | None, checkpoint: str | Path | None,
+    attention_plots: str | Path | None = None,
 ) -> None:
-    """Refuse a missing run or input, and an output that is a folder or a file translation reads."""
+    """Refuse a missing run or input, an input or plots folder that is not of its kind, and an output that
+    is a folder or a file translation reads: before the model is loaded, so that nothing was done."""
     check_run_dir(run)
-    if input_path is not None and not Path(input_path).is_file():
+    if input_path is not None and not Path(input_path).exists():  # a pipe (-i <(...)) is no file, but reads
         raise NMTError(f"input file not found: {input_path}", "Check the path, or omit -i to read stdin.")
+    if input_path is not None and Path(input_path).is_dir():
+        raise NMTError(f"-i {input_path} is a folder, not a file.",
+                       "Give a text file, one sentence a line, or omit -i to read stdin.")
+    if attention_plots is not None and Path(attention_plots).exists() and not Path(attention_plots).is_dir():
+        raise NMTError(f"--attention-plots {attention_plots} is a file, not a folder.",
+                       "Give a folder for the PNGs (it is created if it does not exist); nothing was written.")
     if output_path is None:
         return
     if Path(output_path).is_dir():

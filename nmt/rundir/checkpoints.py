@@ -154,9 +154,13 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu", mmap: 
     try:
         state = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except Exception as exc:  # torch raises many types for a damaged zip/pickle
+        # torch's first sentence says what failed; the rest is advice for torch.load's callers (weights_only=False)
+        reason = str(exc).split(". ")[0][:200]
         raise NMTError(
-            f"checkpoint {path} is unreadable or corrupt ({type(exc).__name__}: {str(exc)[:200]}).",
-            "Delete it and use another checkpoint of the run (checkpoints/step_*.pt), or retrain.",
+            f"checkpoint {path} is unreadable or corrupt ({type(exc).__name__}{': ' if reason else ''}{reason}).",
+            # --checkpoint may name any file, one of the user's own: not "delete it" unless it is a checkpoint
+            "If it is a run's checkpoint, it is damaged: delete it and use another of the run's "
+            "(checkpoints/step_*.pt), or retrain; else give a checkpoint that nmt train or nmt average wrote.",
         ) from None
     return Checkpoint.from_dict(state, path)
 
@@ -186,6 +190,10 @@ def resolve_checkpoint(run_dir: Path, checkpoint: str | Path | None) -> Path:
         return latest
     given = Path(checkpoint)
     if given.parent != Path("."):
+        if given.is_dir():  # often a run folder: its checkpoints/best.pt is the example
+            example = given / CHECKPOINT_DIR / BEST_NAME if (given / CHECKPOINT_DIR).is_dir() else given / BEST_NAME
+            raise NMTError(f"--checkpoint {checkpoint} is a folder, not a checkpoint file.",
+                           f"Give a .pt file, e.g. {example}, or a bare file name of the run's {CHECKPOINT_DIR}/ folder.")
         if not given.is_file():
             raise NMTError(f"--checkpoint {checkpoint}: no such file.",
                            f"Check the path, or give a bare file name of the run's {CHECKPOINT_DIR}/ folder.")

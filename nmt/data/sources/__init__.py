@@ -17,7 +17,6 @@ cache and sha256 checks can use nmt/data/fetch.py.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import hashlib
 import json
 import os
@@ -32,14 +31,9 @@ from nmt.data.sources.bible import Bible
 from nmt.data.sources.files import Files
 from nmt.data.sources.huggingface import HuggingFace
 from nmt.errors import NMTError
-from nmt.typed_yaml import as_given, build_section
+from nmt.typed_yaml import as_given, build_section, did_you_mean
 
 SOURCES: dict[str, type[Source]] = {"bible": Bible, "files": Files, "huggingface": HuggingFace}
-
-
-def _closest(name: str) -> str:
-    close = difflib.get_close_matches(name, list(SOURCES), n=1, cutoff=0.6)
-    return f" (did you mean '{close[0]}'?)" if close else ""
 
 
 def source_settings(data: DataConfig, name: str, validate: bool = True) -> Any:
@@ -52,7 +46,7 @@ def corpus_source(data: DataConfig) -> Source:
     """The source named by data.source, reading its sub-section; NMTError naming the key it refuses."""
     if data.source not in SOURCES:
         raise NMTError(
-            f"invalid value for 'data.source': {data.source!r} is not a corpus source{_closest(data.source)}.",
+            f"invalid value for 'data.source': {data.source!r} is not a corpus source{did_you_mean(data.source, list(SOURCES))}.",
             f"Expected one of {', '.join(SOURCES)} (nmt/data/sources/).",
         )
     return SOURCES[data.source](data, source_settings(data, data.source))
@@ -67,7 +61,7 @@ def check_data(data: DataConfig) -> None:
     for name in data.sources:
         if name not in SOURCES:
             raise NMTError(
-                f"unknown key 'data.{name}'{_closest(name)}: not a key of data nor a corpus source.",
+                f"unknown key 'data.{name}'{did_you_mean(name, list(SOURCES))}: not a key of data nor a corpus source.",
                 f"Each source's keys sit under its name: {', '.join(f'data.{s}' for s in SOURCES)}.",
             )
         source_settings(data, name, validate=False)
