@@ -18,6 +18,7 @@ from nmt.rundir.checkpoints import (
     latest_step_checkpoint,
     load_checkpoint,
     prune_step_checkpoints,
+    resolve_checkpoint,
     save_checkpoint,
     step_checkpoint_name,
     step_checkpoints,
@@ -120,6 +121,23 @@ def test_a_file_that_is_no_checkpoint_is_not_to_be_deleted_and_a_folder_is_named
     )
     assert main(["evaluate", "run", "--checkpoint", str(tmp_path / "run")]) == 2
     assert capsys.readouterr().err.startswith(f"nmt evaluate: error: --checkpoint {tmp_path / 'run'} is a folder, not")
+
+
+def test_a_name_is_the_runs_file_and_a_path_with_a_folder_even_dot_slash_is_taken_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    run = fake_run(Path("run"))
+    (run / "checkpoints" / "averaged.pt").write_bytes(b"the run's")
+    Path("averaged.pt").write_bytes(b"the current folder's")
+    assert resolve_checkpoint(run, "averaged.pt") == run / "checkpoints" / "averaged.pt"
+    assert resolve_checkpoint(run, "./averaged.pt") == Path("averaged.pt")  # "./" kept: pathlib would drop it
+    assert resolve_checkpoint(run, str(tmp_path / "averaged.pt")) == tmp_path / "averaged.pt"
+    with pytest.raises(NMTError, match=r"--checkpoint ./missing.pt: no such file"):
+        resolve_checkpoint(run, "./missing.pt")
+    with pytest.raises(NMTError) as error:
+        resolve_checkpoint(run, "missing.pt")
+    assert "e.g. ./missing.pt for one in the current folder" in error.value.hint
 
 
 def test_a_missing_checkpoint_is_an_nmt_error(tmp_path: Path) -> None:

@@ -20,9 +20,9 @@ from nmt.typed_yaml import FlagOverride
 # What `nmt translate --help` says about the checkpoint it uses by default.
 CHECKPOINT_HELP = (
     "checkpoint: a bare file name is looked up in RUN_DIR/checkpoints/ (e.g. step_00000600.pt, averaged.pt), "
-    "a path with a folder is taken as it is (default: RUN_DIR/checkpoints/best.pt, the validation with the best "
-    "training.early_stopping_metric: greedy BLEU on the valid split by default, or loss; with a tiny "
-    "valid set BLEU is noise and loss chooses better. A run without best.pt uses its latest step_*.pt. "
+    "a path with a folder (./NAME.pt in the current one) is taken as it is (default: RUN_DIR/checkpoints/best.pt, "
+    "the validation with the best training.early_stopping_metric: greedy BLEU on the valid split by default, or "
+    "loss; with a tiny valid set BLEU is noise and loss chooses better. A run without best.pt uses its latest step_*.pt. "
     "`nmt evaluate` reports the step and score of the checkpoint it used)"
 )
 DEVICE_HELP = "where the model runs: auto (CUDA when present, else CPU), cpu or cuda"
@@ -97,7 +97,8 @@ def add_device(parser: argparse.ArgumentParser) -> None:
 
 def add_beam(parser: argparse.ArgumentParser) -> None:
     """--beam K, short for --set decoding.beam_size=K (translate, evaluate)."""
-    add_setting(parser, "--beam", "decoding.beam_size", "beam size, 1 = greedy", type=int, metavar="K")
+    add_setting(parser, "--beam", "decoding.beam_size", "beam size, 1 = greedy (default: the run's decoding.beam_size)",
+                type=int, metavar="K")
 
 
 def add_bucketing(parser: argparse.ArgumentParser, by_default: str, auto: str = "") -> None:

@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--scores", action="store_true",
         help="follow each translation with a tab and its model score (log-probability / length penalty)",
     )
-    parser.add_argument("--checkpoint", type=Path, help=arguments.CHECKPOINT_HELP)
+    parser.add_argument("--checkpoint", help=arguments.CHECKPOINT_HELP)  # a str: Path would drop a "./"
     parser.add_argument(
         "--attention-plots", type=Path, metavar="DIR", help="write one attention heatmap PNG per sentence"
     )

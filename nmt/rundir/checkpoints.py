@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -176,7 +177,7 @@ def drop_training_state(path: Path) -> None:
 def resolve_checkpoint(run_dir: Path, checkpoint: str | Path | None) -> Path:
     """The checkpoint file a command uses, by one rule for every --checkpoint: none given is the run's
     best.pt, else its latest periodic checkpoint; a bare file name (best.pt, averaged.pt, step_00000300.pt)
-    is looked up in RUN_DIR/checkpoints/; a path with a folder part is used as it is."""
+    is looked up in RUN_DIR/checkpoints/; a path with a folder part (./averaged.pt too) is used as it is."""
     folder = run_dir / CHECKPOINT_DIR
     if checkpoint is None:
         if (folder / BEST_NAME).is_file():
@@ -189,7 +190,7 @@ def resolve_checkpoint(run_dir: Path, checkpoint: str | Path | None) -> Path:
             )
         return latest
     given = Path(checkpoint)
-    if given.parent != Path("."):
+    if given.parent != Path(".") or os.sep in str(checkpoint) or "/" in str(checkpoint):  # Path drops a "./"
         if given.is_dir():  # often a run folder: its checkpoints/best.pt is the example
             example = given / CHECKPOINT_DIR / BEST_NAME if (given / CHECKPOINT_DIR).is_dir() else given / BEST_NAME
             raise NMTError(f"--checkpoint {checkpoint} is a folder, not a checkpoint file.",
@@ -204,7 +205,7 @@ def resolve_checkpoint(run_dir: Path, checkpoint: str | Path | None) -> Path:
         raise NMTError(
             f"--checkpoint {checkpoint}: {run_dir} has no {path} (it has: {', '.join(have) or 'none'}).",
             f"A bare file name is looked up in the run's {CHECKPOINT_DIR}/ folder; give one it has, or the "
-            f"path of a file elsewhere with its folder (e.g. $PWD/{given.name} for one in the current folder).",
+            f"path of a file elsewhere with its folder (e.g. ./{given.name} for one in the current folder).",
         )
     return path
 
