@@ -28,6 +28,9 @@ def test_make_batch_pads_and_shifts_targets() -> None:
     assert torch.equal(moved.tgt_out, batch.tgt_out) and moved.src_lengths.device.type == "cpu"
     src, src_lengths = make_source_batch([[7], [1, 2, 3]])
     assert src.tolist() == [[7, EOS_ID, PAD_ID, PAD_ID], [1, 2, 3, EOS_ID]] and src_lengths.tolist() == [2, 4]
+    empty = make_batch([[], [3]], [[], []], [0, 1])  # a line with no pieces is EOS alone
+    assert empty.src.tolist() == [[EOS_ID, PAD_ID], [3, EOS_ID]] and empty.src_lengths.tolist() == [1, 2]
+    assert empty.tgt_in.tolist() == [[BOS_ID], [BOS_ID]] and empty.tgt_out.tolist() == [[EOS_ID], [EOS_ID]]
 
 
 def test_budget_respected_and_every_pair_once() -> None:
