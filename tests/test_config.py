@@ -65,7 +65,7 @@ def test_invalid_values_name_the_key() -> None:
         config_from_dict({"evaluation": {"buckets": [20, 10]}})
     with pytest.raises(NMTError, match="data.files.train"):  # a source's keys: checked by the data layer
         check_data(config_from_dict({"data": {"source": "files"}}).data)
-    # the attention types are nmt/models/attention.py's registry, the one place a new one is added
+    # the attention types are nmt/registry.py's ATTENTIONS, the one place a new one is named
     with pytest.raises(NMTError, match=r"'model.attention': 'bahdanau' is not an attention type: expected one of "
                        r"none, additive, dot, scaled_dot, general\."):
         config_from_dict({"model": {"attention": "bahdanau"}})
