@@ -38,20 +38,19 @@ def test_an_os_error_is_one_line_naming_its_file_if_it_has_one_and_what_to_do(
     assert capsys.readouterr().err == printed
 
 
-def test_a_file_where_a_folder_is_needed_and_the_reverse_are_said_in_words(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("command", [["score", "--ref", "ref.txt", "ref.txt"], ["evaluate", "run"], ["curve", "run"],
+                                     ["attention-checks", "run"], ["attention-scaling", "run"],
+                                     ["experiment", "any.yaml"], ["train", "any.yaml", "--run-dir"]])
+def test_an_output_folder_that_is_a_file_is_refused_before_any_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: list[str]
 ) -> None:
-    # not the system's bare "File exists" / "Is a directory", which does not say what the command wanted
-    ref = tmp_path / "ref.txt"
-    ref.write_text("a b c\nd e f\n", encoding="utf-8")
-    assert main(["score", "--ref", str(ref), str(ref), "--out", str(ref)]) == 2
-    assert capsys.readouterr().err == (
-        f"nmt score: error: {ref}: this is a file, and a folder is needed there.\n"
-        "Give a folder's path (or one not there yet).\n"
-    )
-    assert main(["score", "--ref", str(ref), str(ref), "--out", str(ref / "sub")]) == 2
-    assert capsys.readouterr().err == (
-        f"nmt score: error: {ref / 'sub'}: a part of this path is a file, and a folder is needed there.\n"
-        "Give a path through folders.\n"
-    )
+    # at once, not after translating or training, when the command would write its report there
+    monkeypatch.chdir(tmp_path)
+    Path("ref.txt").write_text("a b c\nd e f\n", encoding="utf-8")
+    flag = [] if command[-1] == "--run-dir" else ["--out"]
+    for out, said in (("ref.txt", "'ref.txt' is a file"), ("ref.txt/sub", "'ref.txt/sub' is inside the file ref.txt")):
+        with pytest.raises(SystemExit) as exit_:
+            main([*command, *flag, out])
+        assert exit_.value.code == 2
+        assert capsys.readouterr().err.endswith(f"{said}: give a folder (one that does not exist yet is made)\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ref.txt"]

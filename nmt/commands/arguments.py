@@ -139,6 +139,17 @@ def buckets_or_auto(text: str) -> list[int] | str:
     return "auto" if text.strip() == "auto" else buckets(text)
 
 
+def folder(text: str) -> Path:
+    """Type of an output folder (--out, --run-dir): refused at once where it, or the nearest part of it that
+    exists, is a file, rather than after the command's work, when it would write there."""
+    path = Path(text)
+    existing = next((p for p in (path, *path.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        where = "is a file" if existing == path else f"is inside the file {existing}"
+        raise argparse.ArgumentTypeError(f"'{text}' {where}: give a folder (one that does not exist yet is made)")
+    return path
+
+
 def use_threads(threads: int | None, run_dir: Path) -> None:
     """Set torch's CPU threads to --threads, else to the training.threads of the run in `run_dir` (none
     if it has no config.yaml: the command then says what is missing)."""

@@ -15,7 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="prepared split to check on (default: the first run's evaluation.split)")
     parser.add_argument("--src", type=Path, help="source file instead of a split (with --ref)")
     parser.add_argument("--ref", type=Path, help="reference file, one line per --src line")
-    parser.add_argument("--out", type=Path, help="output folder (default: as nmt evaluate's)")
+    parser.add_argument("--out", type=arguments.folder, help="output folder (default: as nmt evaluate's)")
     parser.add_argument("--checkpoint", help=arguments.CHECKPOINT_HELP)
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--steps", type=arguments.steps, metavar="N,N",

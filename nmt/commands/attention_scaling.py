@@ -15,7 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sentences-per-bucket", type=int, metavar="N",
                         help="sample size per length bucket, 0 = all (default: evaluation.curve_sentences_per_bucket)")
     parser.add_argument("--checkpoint", help=arguments.CHECKPOINT_HELP)
-    parser.add_argument("--out", type=Path, help="output folder (default as for evaluate)")
+    parser.add_argument("--out", type=arguments.folder, help="output folder (default as for evaluate)")
     arguments.add_threads(parser, " Here the run is the first RUN_DIR.")
 
 

@@ -16,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="default: the first run's evaluation.split")
     parser.add_argument("--sentences-per-bucket", type=int, metavar="N",
                         help="sample size per bucket, 0 = all (default: evaluation.curve_sentences_per_bucket)")
-    parser.add_argument("--out", type=Path, help="output folder (default as for evaluate)")
+    parser.add_argument("--out", type=arguments.folder, help="output folder (default as for evaluate)")
     arguments.add_device(parser)
     arguments.add_threads(parser, " Here the run is the first RUN_DIR.")
 

@@ -21,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "split of the runs' data (default: the first run's evaluation.split)", choices=["valid", "test"])
     arguments.add_bucketing(parser, "source")
     arguments.add_beam(parser)
-    parser.add_argument("--out", type=Path,
+    parser.add_argument("--out", type=arguments.folder,
                         help="output folder (default: RUN_DIR/evaluation for one run, the runs' common parent/evaluation for several)")
     parser.add_argument("--checkpoint", metavar="NAME",
                         help="checkpoint file name in each RUN_DIR/checkpoints/ (e.g. averaged.pt), or a path for one run "

@@ -13,7 +13,7 @@ from nmt.errors import NMTError
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`nmt experiment CONFIG [--out DIR] [--force] [--runs RUN ...] [--jobs N]`."""
     arguments.add_config(parser)
-    parser.add_argument("--out", type=Path, help="output folder (default experiments/<config name>)")
+    parser.add_argument("--out", type=arguments.folder, help="output folder (default experiments/<config name>)")
     parser.add_argument("--force", action="store_true", help="redo every step, even finished ones")
     parser.add_argument("--runs", nargs="+", metavar="RUN", default=[],
                         help="only these runs of the config (default: all of them)")

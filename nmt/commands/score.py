@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="the fixed-vector (no attention) system, by name, file name or file stem: check the long-sentence effect against every other system",
     )
-    parser.add_argument("--out", type=Path, default=Path("evaluation"), help="output folder (default ./evaluation)")
+    parser.add_argument("--out", type=arguments.folder, default=Path("evaluation"), help="output folder (default ./evaluation)")
     arguments.add_set(
         parser,
         "an evaluation setting (repeatable): --set evaluation.tokenize=intl --set evaluation.lowercase=true",

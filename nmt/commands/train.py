@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from nmt.commands.arguments import add_config, add_training_threads
+from nmt.commands.arguments import add_config, add_training_threads, folder
 from nmt.data.sources import load_checked_config
 
 
@@ -14,7 +14,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`nmt train CONFIG [--run-name NAME] [--run-dir DIR] [--resume]`."""
     add_config(parser)
     parser.add_argument(
-        "--run-dir", type=Path, help="where the run is written (default runs/<run name>, or runs/<config name> without --run-name)"
+        "--run-dir", type=folder, help="where the run is written (default runs/<run name>, or runs/<config name> without --run-name)"
     )
     # --run-name first: torchrun reads `--run` as an abbreviation of its own --run-path and stops
     parser.add_argument(
