@@ -67,8 +67,9 @@ def errors_naming(path: str | Path) -> Iterator[None]:
 @contextlib.contextmanager
 def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO]:
     """Open a temporary file beside `path`; on success it replaces `path`, on error it is removed (an
-    OSError is raised again naming `path`; a full disk's as a DiskFullError)."""
-    path = Path(path)
+    OSError is raised again naming `path`; a full disk's as a DiskFullError). A symbolic link is written
+    through, as a shell's `>` does: the file it names is replaced, the link kept."""
+    path = Path(os.path.realpath(path)) if Path(path).is_symlink() else Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     umask = os.umask(0)

@@ -217,6 +217,10 @@ def test_command_line_arguments(tmp_path: Path) -> None:
     with pytest.raises(NMTError, match="--batch-size 0: it must be >= 1") as error:  # before any run is read
         command.run(parser.parse_args([run, "--batch-size", "0"]))
     assert error.value.hint == "Give the sentences per batch, e.g. 64."
+    for flags in (["--steps", "300"], ["--no-steps"]):  # they choose the alignment check's checkpoints only
+        with pytest.raises(NMTError, match=f"^{flags[0]} chooses the checkpoints of the alignment check") as error:
+            command.run(parser.parse_args([run, *flags, "--only", "perturbation"]))
+        assert error.value.hint == f"Drop {flags[0]}, or --only."
     with pytest.raises(SystemExit):  # as for evaluate and curve: a split the data has
         parser.parse_args([run, "--split", "train"])
     with pytest.raises(SystemExit):  # one or the other: --no-steps does not silently win over --steps

@@ -31,6 +31,18 @@ def test_a_write_that_fails_names_the_file_and_leaves_the_previous_one(tmp_path:
     assert denied.value.filename == str(path)  # the file this write was for, in its own kind of error
 
 
+def test_a_symbolic_link_is_written_through_and_kept(tmp_path: Path) -> None:
+    # as a shell's `>`: nmt average -o link.pt, nmt translate -o link.txt, a report file linked elsewhere
+    (tmp_path / "elsewhere").mkdir()
+    target = tmp_path / "elsewhere" / "out.txt"
+    target.write_text("old\n", encoding="utf-8")
+    link = tmp_path / "link.txt"
+    link.symlink_to(target)
+    atomic_write_text(link, "new\n")
+    assert link.is_symlink() and target.read_text(encoding="utf-8") == "new\n"
+    assert sorted(p.name for p in target.parent.iterdir()) == ["out.txt"]  # no temporary file left
+
+
 def test_a_full_disk_names_the_file_and_the_space_it_needs_and_keeps_the_previous_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from nmt.commands import arguments
+from nmt.errors import NMTError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,6 +39,10 @@ def run(args: argparse.Namespace) -> None:
     """`nmt attention-checks` from parsed arguments."""
     from nmt.compare.attention_checks import attention_checks  # the library: only now
 
+    if args.only == "perturbation" and (args.steps or args.no_steps):
+        flag = "--no-steps" if args.no_steps else "--steps"
+        raise NMTError(f"{flag} chooses the checkpoints of the alignment check, which --only perturbation leaves out.",
+                       f"Drop {flag}, or --only.")
     arguments.use_threads(args.threads, args.run_dirs[0])
     attention_checks(
         args.run_dirs, out_dir=args.out, split=args.split, src_path=args.src, ref_path=args.ref,

@@ -132,12 +132,12 @@ def translate_file(
 
 
 def _open_output(path: Path) -> AbstractContextManager[IO[str]]:
-    """-o's file, written atomically (after an error there is no half file); through a symbolic link to
-    the file it names, as a shell's `>` does, not over the link. A device or named pipe (/dev/stdout, a
-    FIFO) is written to as it is: replacing it by a file would break it for every other program."""
+    """-o's file, written atomically (after an error there is no half file; through a symbolic link). A
+    device or named pipe (/dev/stdout, a FIFO) is written to as it is: replacing it by a file would break
+    it for every other program."""
     if path.exists() and not path.is_file():  # both follow links; a folder was refused before
         return open(path, "w", encoding="utf-8")
-    return atomic_open(Path(os.path.realpath(path)) if path.is_symlink() else path, "w")
+    return atomic_open(path, "w")
 
 
 def _decoding(run_dir: Path, overrides: list[str]) -> DecodingConfig:
