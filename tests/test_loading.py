@@ -61,6 +61,11 @@ def test_load_run_errors(trained_reverse_run: Path, tmp_path: Path) -> None:
     (copy / "config.yaml").unlink()
     with pytest.raises(NMTError, match=r"copy is not a training run \(no config.yaml\)"):
         load_run(copy)
+    without_tokenizer = tmp_path / "without-tokenizer"
+    shutil.copytree(trained_reverse_run, without_tokenizer, ignore=shutil.ignore_patterns("tokenizer"))
+    with pytest.raises(NMTError, match=r"tokenizer/tokenizer.json not found") as error:  # a run copied without it
+        load_run(without_tokenizer, device="cpu")
+    assert error.value.hint.startswith("The run folder is incomplete: nmt train copies the prepared sentencepiece")
 
 
 def test_a_bare_checkpoint_name_is_looked_up_in_the_runs_checkpoints_folder(

@@ -70,12 +70,11 @@ def load_run(run_dir: Path, checkpoint: str | Path | None = None, device: str = 
     tokenizer_dir = run_dir / "tokenizer"
     try:
         tokenizer = Tokenizer.load(tokenizer_dir)
-    except NMTError:
-        raise
-    except Exception as exc:
+    except Exception as exc:  # the data layer's hint (re-run nmt prepare) is not what a run folder needs
+        what = exc.message if isinstance(exc, NMTError) else f"cannot load {tokenizer_dir} ({type(exc).__name__}: {exc})."
         raise NMTError(
-            f"cannot load the tokenizer copy in {tokenizer_dir} ({type(exc).__name__}: {exc}).",
-            "The run directory is incomplete; retrain, or copy the tokenizer files back from the data dir.",
+            what, "The run folder is incomplete: nmt train copies the prepared sentencepiece models into RUN_DIR/"
+            "tokenizer/; copy that folder along with the run, or retrain it.",
         ) from None
     path = resolve_checkpoint(run_dir, checkpoint)
     target = resolve_device(device)
