@@ -68,8 +68,15 @@ def errors_naming(path: str | Path) -> Iterator[None]:
 def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO]:
     """Open a temporary file beside `path`; on success it replaces `path`, on error it is removed (an
     OSError is raised again naming `path`; a full disk's as a DiskFullError). A symbolic link is written
-    through, as a shell's `>` does: the file it names is replaced, the link kept."""
+    through, as a shell's `>` does: the file it names is replaced, the link kept. Anything but a file there (a
+    folder, a device such as /dev/null, a named pipe) is refused: renaming over it would replace it for every
+    other program."""
     path = Path(os.path.realpath(path)) if Path(path).is_symlink() else Path(path)
+    if path.is_dir():
+        raise NMTError(f"{path} is a folder, and a file is needed there.", "Give a file's path.")
+    if path.exists() and not path.is_file():
+        raise NMTError(f"{path} is not a regular file (a device or a named pipe): a file written there would "
+                       "replace it.", "Give the path of a file.")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     umask = os.umask(0)

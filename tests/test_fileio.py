@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from nmt import fileio
+from nmt.errors import NMTError
 from nmt.fileio import DiskFullError, atomic_open, atomic_write_text
 from nmt.rundir.checkpoints import Checkpoint, load_checkpoint, save_checkpoint
 from tests.helpers import FillingDisk
@@ -41,6 +42,21 @@ def test_a_symbolic_link_is_written_through_and_kept(tmp_path: Path) -> None:
     atomic_write_text(link, "new\n")
     assert link.is_symlink() and target.read_text(encoding="utf-8") == "new\n"
     assert sorted(p.name for p in target.parent.iterdir()) == ["out.txt"]  # no temporary file left
+
+
+def test_a_folder_a_device_or_a_pipe_is_refused_not_replaced(tmp_path: Path) -> None:
+    # renaming a finished file over /dev/null (nmt average -o /dev/null, as root) or a FIFO would replace it
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "folder").mkdir()
+    with pytest.raises(NMTError, match=r"pipe is not a regular file \(a device or a named pipe\)") as error:
+        atomic_write_text(tmp_path / "pipe", "x")
+    assert error.value.hint == "Give the path of a file."
+    with pytest.raises(NMTError, match=r"folder is a folder, and a file is needed there\."):
+        atomic_write_text(tmp_path / "folder", "x")
+    with pytest.raises(NMTError, match=r"null is not a regular file"):  # refused before anything is written
+        atomic_write_text(Path(os.devnull), "x")
+    assert (tmp_path / "pipe").is_fifo() and (tmp_path / "folder").is_dir()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder", "pipe"]
 
 
 def test_a_full_disk_names_the_file_and_the_space_it_needs_and_keeps_the_previous_file(
