@@ -139,6 +139,17 @@ def buckets_or_auto(text: str) -> list[int] | str:
     return "auto" if text.strip() == "auto" else buckets(text)
 
 
+def positive(text: str) -> int:
+    """Type of a count that must be at least 1 (a batch's sentences)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got '{text}'") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: it must be >= 1")
+    return value
+
+
 def folder(text: str) -> Path:
     """Type of an output folder (--out, --run-dir): refused at once where it, or the nearest part of it that
     exists, is a file, rather than after the command's work, when it would write there."""

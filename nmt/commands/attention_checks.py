@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="how eflomal's two directions are combined (default grow-diag-final-and)")
     parser.add_argument("--only", choices=["perturbation", "alignment"],
                         help="run one of the two checks only")
-    parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default 64)")
+    parser.add_argument("--batch-size", type=arguments.positive, default=64, help="sentences per batch (default 64)")
     arguments.add_device(parser)
     arguments.add_threads(parser)
 

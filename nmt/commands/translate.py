@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--checkpoint", help=arguments.CHECKPOINT_HELP)  # a str: Path would drop a "./"
     parser.add_argument(
-        "--attention-plots", type=Path, metavar="DIR", help="write one attention heatmap PNG per sentence"
+        "--attention-plots", type=arguments.folder, metavar="DIR", help="write one attention heatmap PNG per sentence"
     )
     arguments.add_threads(parser)
     arguments.add_device(parser)

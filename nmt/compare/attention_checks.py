@@ -71,8 +71,6 @@ def attention_checks(
 
     check_src_and_ref(src_path, ref_path)
     check_sentences_per_bucket(per_bucket)
-    if batch_size < 1:  # else a batch of 0 sentences fails deep in decoding, a traceback
-        raise NMTError(f"--batch-size {batch_size}: it must be >= 1.", "Give the sentences per batch, e.g. 64.")
     runs = describe_runs(run_dirs, checkpoint=checkpoint)
     _refuse_runs_without_attention(runs)
     settings = runs[0].config.evaluation

@@ -97,9 +97,8 @@ def translate_file(
     file. `attention_plots` DIR receives one heatmap per non-empty line, named line-NNNNNN.png. An input or
     output path "-" is stdin or stdout.
     """
-    input_path = None if input_path is not None and str(input_path) == STDIO else input_path
-    output_path = None if output_path is not None and str(output_path) == STDIO else output_path
-    _check_paths(Path(run_dir), input_path, output_path, checkpoint, attention_plots)
+    input_path, output_path = (None if path is not None and str(path) == STDIO else path for path in (input_path, output_path))
+    _check_paths(Path(run_dir), input_path, output_path, checkpoint)
     decoding = _decoding(Path(run_dir), list(overrides)) if overrides else None
     translator = Translator.from_run(run_dir, checkpoint, device, decoding=decoding)
     plots_dir = Path(attention_plots) if attention_plots is not None else None
@@ -154,20 +153,16 @@ def _decoding(run_dir: Path, overrides: list[str]) -> DecodingConfig:
 
 
 def _check_paths(
-    run: Path, input_path: str | Path | None, output_path: str | Path | None, checkpoint: str | Path | None,
-    attention_plots: str | Path | None = None,
+    run: Path, input_path: str | Path | None, output_path: str | Path | None, checkpoint: str | Path | None
 ) -> None:
-    """Refuse a missing run or input, an input or plots folder that is not of its kind, and an output that
-    is a folder or a file translation reads: before the model is loaded, so that nothing was done."""
+    """Refuse a missing run or input, an input that is a folder, and an output that is a folder or a file
+    translation reads: before the model is loaded, so that nothing was done."""
     check_run_dir(run)
     if input_path is not None and not Path(input_path).exists():  # a pipe (-i <(...)) is no file, but reads
         raise NMTError(f"input file not found: {input_path}", "Check the path, or omit -i to read stdin.")
     if input_path is not None and Path(input_path).is_dir():
         raise NMTError(f"-i {input_path} is a folder, not a file.",
                        "Give a text file, one sentence a line, or omit -i to read stdin.")
-    if attention_plots is not None and Path(attention_plots).exists() and not Path(attention_plots).is_dir():
-        raise NMTError(f"--attention-plots {attention_plots} is a file, not a folder.",
-                       "Give a folder for the PNGs (it is created if it does not exist); nothing was written.")
     if output_path is None:
         return
     if Path(output_path).is_dir():

@@ -190,7 +190,7 @@ def resolve_checkpoint(run_dir: Path, checkpoint: str | Path | None) -> Path:
             )
         return latest
     given = Path(checkpoint)
-    if given.parent != Path(".") or os.sep in str(checkpoint) or "/" in str(checkpoint):  # Path drops a "./"
+    if "/" in str(checkpoint) or os.sep in str(checkpoint):  # a folder part, "./" too (Path(...) would drop it)
         if given.is_dir():  # often a run folder: its checkpoints/best.pt is the example
             example = given / CHECKPOINT_DIR / BEST_NAME if (given / CHECKPOINT_DIR).is_dir() else given / BEST_NAME
             raise NMTError(f"--checkpoint {checkpoint} is a folder, not a checkpoint file.",
