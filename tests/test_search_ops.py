@@ -1,10 +1,17 @@
-"""scripts/search_ops.py: the operators a step of search runs, counted on the CPU (issue 42's launch bound)."""
+"""scripts/search_ops.py: the operators a step of search runs, counted on the CPU (issue 42's launch bound);
+scripts/search_time.py: what it searches."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from nmt.config import load_config
+from tests.helpers import CONFIGS, TINY_TRANSFORMER, shortened
+
 from search_ops import count  # scripts/search_ops.py (pyproject.toml puts scripts/ on the tests' path)
+from search_time import time_search  # scripts/search_time.py
 
 
 @pytest.mark.slow  # the profiler
@@ -15,3 +22,13 @@ def test_the_model_step_costs_the_same_in_either_search_and_beam_search_keeps_mo
     assert greedy["decode_step"] == beam["decode_step"] > 20  # one GRU step with attention: tens of operators
     assert greedy["encode"] == beam["encode"] > 0
     assert 0 < greedy["search"] < beam["search"] < beam["decode_step"]
+
+
+def test_search_time_searches_the_longest_test_sources_within_their_limits(tmp_path: Path) -> None:
+    overrides = [*shortened(tmp_path), *(f"runs.transformer-50.model.{key}={value}" for key, value in TINY_TRANSFORMER.items())]
+    config = load_config(CONFIGS / "converged.yaml", overrides).for_run("transformer-50")
+    seconds, outputs, lengths = time_search(config, sentences=5, beam=3)
+    test_lengths = sorted((len(src.split()) + 1 for src in (tmp_path / "test.src").read_text().splitlines()), reverse=True)
+    assert seconds > 0 and len(outputs) == 5 and lengths == test_lengths[:5]  # one piece a digit, then EOS
+    assert all(len(out) <= n + 2 for out, n in zip(outputs, lengths, strict=True))
+    assert time_search(config, sentences=5, beam=3)[1] == outputs  # seeded: the same model each time

@@ -120,6 +120,30 @@ def test_cached_steps_equal_teacher_forcing(positions: str, norm: str) -> None:
     torch.testing.assert_close(attention.sum(-1), torch.ones(2, tgt.size(1)))
 
 
+@pytest.mark.parametrize("grad", [False, True])  # search runs without gradients; out= records none
+def test_a_reordered_cache_is_filled_in_place_once_and_copied_for_a_second_step(grad: bool) -> None:
+    model = tiny("relative")
+    src, lengths = padded([[5, 6, 7], [9, 10]])
+    tgt = torch.tensor([[BOS_ID, 3, 4, 5], [BOS_ID, 9, 10, 11]])
+    logits = model(src, lengths, tgt).detach()
+    swap = torch.tensor([1, 0])
+    with torch.set_grad_enabled(grad):
+        enc = model.encode(src, lengths)
+        state = model.init_state(enc)
+        for t in range(2):
+            _, state, _ = model.decode_step(tgt[:, t], state, enc)
+        enc, state = enc.index_select(swap), state.index_select(swap)  # rows swapped, room for one more step
+        log_probs, first, _ = model.decode_step(tgt[swap, 2], state, enc)
+        assert first.buffer.data_ptr() == state.buffer.data_ptr()  # this step's keys written into the room
+        kept = first.keys_values.clone()
+        _, second, _ = model.decode_step(torch.tensor([7, 8]), state, enc)  # another step from the same cache
+        assert second.buffer.data_ptr() != state.buffer.data_ptr()
+        assert torch.equal(first.keys_values, kept) and not torch.equal(second.keys_values[:, :, :, :, 2], kept[:, :, :, :, 2])
+        torch.testing.assert_close(log_probs, torch.log_softmax(logits[swap, 2], -1), atol=1e-5, rtol=1e-5)
+        log_probs, _, _ = model.decode_step(tgt[swap, 3], first, enc)  # and it goes on as teacher forcing does
+        torch.testing.assert_close(log_probs, torch.log_softmax(logits[swap, 3], -1), atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("positions", POSITIONS)
 def test_beam_search_is_the_same_alone_and_in_a_batch_of_16(positions: str) -> None:
     model = tiny(positions, seed=3)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 
 import torch
 import torch.nn.functional as F
@@ -62,25 +62,46 @@ class Memory:
 
 @dataclass
 class Cache:
-    """The decoder's self-attention keys and values of the steps decoded so far."""
+    """The decoder's self-attention keys and values of the steps decoded so far.
 
-    keys_values: Tensor  # batch x layers x 2 x heads x steps x d_k
+    They sit at the front of a buffer that may have room for more steps. Beam search's reordering copies
+    them into a buffer with room for one more step, which the next `decode_step` fills in place: one copy
+    of the cache a beam step rather than two (the copies grow with the steps and the beams: on a GPU, at
+    large batches, they are the step's memory traffic). A cache's room is filled once; a second step from
+    the same cache copies it instead, so that the first step's cache stays as it was.
+    """
+
+    buffer: Tensor  # batch x layers x 2 x heads x room x d_k, room >= steps
+    steps: int
+    room_taken: bool = field(default=False, repr=False)
 
     @property
-    def steps(self) -> int:
-        return self.keys_values.size(4)
+    def keys_values(self) -> Tensor:
+        """batch x layers x 2 x heads x steps x d_k"""
+        return self.buffer[:, :, :, :, : self.steps]
 
     def index_select(self, index: Tensor) -> Cache:
-        """Rows `index` (beam search's back-pointers)."""
-        return Cache(self.keys_values.index_select(0, index))
+        """Rows `index` (beam search's back-pointers), with room for one more step."""
+        batch, layers, _, heads, _, head_size = self.buffer.shape
+        buffer = self.buffer.new_empty(index.numel(), layers, 2, heads, self.steps + 1, head_size)
+        filled = buffer[:, :, :, :, : self.steps]
+        if self.buffer.requires_grad:  # out= records no gradient
+            filled.copy_(self.keys_values.index_select(0, index))
+        else:  # gathered straight into the new buffer: the step's one copy
+            torch.index_select(self.keys_values, 0, index, out=filled)
+        return Cache(buffer, self.steps)
 
     def grown(self, steps: int) -> Cache:
-        """A cache with room for `steps` more steps after these (uninitialised, for the layers to fill): one
-        copy of all layers' keys and values a step, rather than one per layer and one more to stack them."""
-        batch, layers, _, heads, past, head_size = self.keys_values.shape
-        keys_values = self.keys_values.new_empty(batch, layers, 2, heads, past + steps, head_size)
-        keys_values[:, :, :, :, :past] = self.keys_values
-        return Cache(keys_values)
+        """A cache with room for `steps` more steps after these (uninitialised, for the layers to fill): this
+        buffer where it has the room and no other step took it, else one copy into a new buffer."""
+        total = self.steps + steps
+        if total <= self.buffer.size(4) and not self.room_taken:
+            self.room_taken = True
+            return Cache(self.buffer, total)
+        batch, layers, _, heads, _, head_size = self.buffer.shape
+        buffer = self.buffer.new_empty(batch, layers, 2, heads, total, head_size)
+        buffer[:, :, :, :, : self.steps] = self.keys_values
+        return Cache(buffer, total)
 
 
 def sinusoids(positions: Tensor, size: int) -> Tensor:
@@ -302,7 +323,7 @@ class Transformer(TranslationModel):
     def init_state(self, enc: Memory) -> Cache:
         """An empty cache for every row of `enc`."""
         batch, layers, _, heads, _, head_size = enc.cross.shape
-        return Cache(enc.cross.new_zeros(batch, layers, 2, heads, 0, head_size))
+        return Cache(enc.cross.new_zeros(batch, layers, 2, heads, 0, head_size), 0)
 
     def _decode(
         self, tgt_in: Tensor, enc: Memory, cache: Cache | None, need_weights: bool
