@@ -33,10 +33,12 @@ MODELS = {
     "rnnencdec": {"embedding_size": 32, "hidden_size": 32, "maxout_size": 32, "attention": "none"},
 }
 PHASES = ("decode_step", "encode")
-# operators that launch no kernel: views, allocations, host-side scalars
+# operators that launch no kernel: views, allocations, host-side scalars, and those that hand back their input
+# (dropout in eval mode; resolving a conjugate or negative bit the tensor does not have)
 NO_WORK = ("view", "expand_as", "as_strided", "slice", "select", "unsqueeze", "squeeze", "expand", "transpose", "permute", "alias",
-           "detach", "reshape", "unbind", "split", "narrow", "lift_fresh", "_local_scalar_dense", "empty", "resolve",
-           "t", "item", "result_type", "is_nonzero", "to", "_to_copy", "resize", "contiguous")
+           "detach", "reshape", "unbind", "split", "split_with_sizes", "chunk", "unflatten", "flatten", "_unsafe_view",
+           "narrow", "lift_fresh", "_local_scalar_dense", "empty", "t", "item", "result_type", "promote_types",
+           "is_nonzero", "to", "_to_copy", "resize", "contiguous", "resolve_conj", "resolve_neg", "dropout")
 
 
 def _works(event: FunctionEvent) -> bool:

@@ -19,9 +19,10 @@ def test_the_model_step_costs_the_same_in_either_search_and_beam_search_keeps_mo
     greedy_steps, greedy = count("rnnsearch", "greedy", "cpu", sentences=4, beam=3)
     beam_steps, beam = count("rnnsearch", "beam", "cpu", sentences=4, beam=3)
     assert 1 < greedy_steps <= 41 and 1 < beam_steps <= 41  # the limit: 40 tokens, then EOS
-    assert greedy["decode_step"] == beam["decode_step"] > 20  # one GRU step with attention: tens of operators
+    # one GRU step with attention: about 30 operators that do work (51 counted no-ops too: 16 conjugate checks...)
+    assert 20 < greedy["decode_step"] == beam["decode_step"] < 40
     assert greedy["encode"] == beam["encode"] > 0
-    assert 0 < greedy["search"] < beam["search"] < beam["decode_step"]
+    assert 0 < greedy["search"] < beam["search"]
 
 
 def test_search_time_searches_the_longest_test_sources_within_their_limits(tmp_path: Path) -> None:
