@@ -199,25 +199,37 @@ def test_perturbation_none_and_recording_leave_training_bitwise_unchanged(traine
     assert all(torch.equal(a, b) for a, b in zip(plain_grads, inside_grads, strict=True))
 
 
-def test_command_line_arguments(tmp_path: Path) -> None:
+def test_command_line_arguments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import argparse
 
     from nmt.commands import attention_checks as command
+    from nmt.compare import attention_checks as library
 
     parser = argparse.ArgumentParser()
     command.add_arguments(parser)
     run = str(fake_run(tmp_path / "run"))
     args = parser.parse_args([run, "--src", "a.txt", "--steps", "300,600", "--only", "alignment"])
-    assert (args.steps, args.only, args.symmetrise) == ([300, 600], "alignment", "grow-diag-final-and")
+    assert (args.steps, args.only, args.symmetrise, args.seed) == ([300, 600], "alignment", None, None)
     with pytest.raises(NMTError, match="--src and --ref go together"):
         command.run(args)
     with pytest.raises(NMTError, match="it must be >= 0") as error:  # nmt curve's words
         command.run(parser.parse_args([run, "--sentences-per-bucket", "-1"]))
     assert error.value.hint == "Give a count, or 0 for every sentence."
-    for flags in (["--steps", "300"], ["--no-steps"]):  # they choose the alignment check's checkpoints only
-        with pytest.raises(NMTError, match=f"^{flags[0]} chooses the checkpoints of the alignment check") as error:
-            command.run(parser.parse_args([run, *flags, "--only", "perturbation"]))
+    # a check's own flags with --only the other check would do nothing: refused, naming the flag
+    for flags, only, check in ((["--steps", "300"], "perturbation", "alignment"), (["--no-steps"], "perturbation", "alignment"),
+                               (["--symmetrise", "intersection"], "perturbation", "alignment"),
+                               (["--seed", "3"], "alignment", "perturbation")):
+        with pytest.raises(NMTError, match=f"^{flags[0]} is a setting of the {check} check, which --only {only} leaves out") as error:
+            command.run(parser.parse_args([run, *flags, "--only", only]))
         assert error.value.hint == f"Drop {flags[0]}, or --only."
+    calls: list[dict[str, object]] = []
+    monkeypatch.setattr(library, "attention_checks", lambda *_, **kwargs: calls.append(kwargs))
+    command.run(parser.parse_args([run, "--seed", "0", "--only", "perturbation"]))  # seed 0 is given, not the default
+    command.run(parser.parse_args([run, "--symmetrise", "intersection", "--only", "alignment"]))
+    command.run(parser.parse_args([run]))  # the library's defaults
+    assert (calls[0]["seed"], calls[0]["checks"], "symmetrisation" in calls[0]) == (0, ("perturbation",), False)
+    assert (calls[1]["symmetrisation"], calls[1]["checks"], "seed" in calls[1]) == ("intersection", ("alignment",), False)
+    assert "seed" not in calls[2] and "symmetrisation" not in calls[2]
     with pytest.raises(SystemExit):  # as for evaluate and curve: a split the data has
         parser.parse_args([run, "--split", "train"])
     with pytest.raises(SystemExit):  # one or the other: --no-steps does not silently win over --steps

@@ -25,8 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sentences-per-bucket", type=int, metavar="N",
                         help="the learning curve's sample: N sentences per length bucket, 0 = all "
                         "(default: evaluation.curve_sentences_per_bucket)")
-    parser.add_argument("--seed", type=int, default=1, help="seed of the permutations (default 1)")
-    parser.add_argument("--symmetrise", default="grow-diag-final-and", choices=["grow-diag-final-and", "intersection"],
+    parser.add_argument("--seed", type=int, help="seed of the permutations (default 1)")
+    parser.add_argument("--symmetrise", choices=["grow-diag-final-and", "intersection"],
                         help="how eflomal's two directions are combined (default grow-diag-final-and)")
     parser.add_argument("--only", choices=["perturbation", "alignment"],
                         help="run one of the two checks only")
@@ -39,15 +39,20 @@ def run(args: argparse.Namespace) -> None:
     """`nmt attention-checks` from parsed arguments."""
     from nmt.compare.attention_checks import attention_checks  # the library: only now
 
-    if args.only == "perturbation" and (args.steps or args.no_steps):
-        flag = "--no-steps" if args.no_steps else "--steps"
-        raise NMTError(f"{flag} chooses the checkpoints of the alignment check, which --only perturbation leaves out.",
-                       f"Drop {flag}, or --only.")
+    # each check's own flags, refused with --only the other: left without a word, they would do nothing
+    own = {"perturbation": {"--seed": args.seed},
+           "alignment": {"--steps": args.steps, "--no-steps": args.no_steps or None, "--symmetrise": args.symmetrise}}
+    for check, flags in own.items():
+        given = [flag for flag, value in flags.items() if value is not None]
+        if args.only not in (None, check) and given:
+            raise NMTError(f"{given[0]} is a setting of the {check} check, which --only {args.only} leaves out.",
+                           f"Drop {given[0]}, or --only.")
+    chosen = {"seed": args.seed, "symmetrisation": args.symmetrise}  # None: not given, the library's default
     arguments.use_threads(args.threads, args.run_dirs[0])
     attention_checks(
         args.run_dirs, out_dir=args.out, split=args.split, src_path=args.src, ref_path=args.ref,
         checkpoint=args.checkpoint, steps=[] if args.no_steps else args.steps, per_bucket=args.sentences_per_bucket,
-        seed=args.seed, symmetrisation=args.symmetrise,
+        **{key: value for key, value in chosen.items() if value is not None},
         checks=(args.only,) if args.only else ("perturbation", "alignment"), device=args.device,
         batch_size=args.batch_size,
     )
