@@ -158,7 +158,10 @@ def _refuse_other_sections(overrides: list[str], sections: tuple[str, ...], comm
         keys, _ = parse_override(text)
         if keys[0] not in sections:
             allowed = " or ".join(f"{section}.*" for section in sections)
-            if "decoding" in sections:  # a command that decodes with a trained run: the rest came with it
+            if keys[0] == "evaluation":  # nmt translate: it writes translations and scores nothing
+                why = "evaluation.* settings say how translations are scored, and it scores none"
+                hint = f"Score a run's translations with them: nmt evaluate RUN_DIR --set {text}."
+            elif "decoding" in sections:  # a command that decodes with a trained run: the rest came with it
                 why = f"{keys[0]}.* settings are fixed when a run is trained"
                 hint = "Train a new run with `nmt train CONFIG --set ...` to change them."
             else:  # nmt score: it reads translations from files and runs no model

@@ -37,7 +37,7 @@ PHASES = ("decode_step", "encode")
 # (dropout in eval mode; resolving a conjugate or negative bit the tensor does not have)
 NO_WORK = ("view", "expand_as", "as_strided", "slice", "select", "unsqueeze", "squeeze", "expand", "transpose", "permute", "alias",
            "detach", "reshape", "unbind", "split", "split_with_sizes", "chunk", "unflatten", "flatten", "_unsafe_view",
-           "narrow", "lift_fresh", "_local_scalar_dense", "empty", "t", "item", "result_type", "promote_types",
+           "narrow", "lift_fresh", "_local_scalar_dense", "scalar_tensor", "empty", "t", "item", "result_type", "promote_types",
            "is_nonzero", "to", "_to_copy", "resize", "contiguous", "resolve_conj", "resolve_neg", "dropout")
 
 

@@ -157,6 +157,12 @@ def test_nbest_with_scores_and_decode_time_settings(
     assert main(["translate", str(trained_reverse_run), "-i", str(source), "--set", "model.hidden_size=8"]) == 2
     err = capsys.readouterr().err
     assert "--set model.hidden_size=8: nmt translate takes only decoding.* keys" in err
+    assert "fixed when a run is trained" in err
+    # an evaluation.* key is no training setting: it is nmt evaluate's, which scores (translate scores nothing)
+    assert main(["translate", str(trained_reverse_run), "-i", str(source), "--set", "evaluation.by=reference"]) == 2
+    err = capsys.readouterr().err
+    assert "nmt translate takes only decoding.* keys; evaluation.* settings say how translations are scored" in err
+    assert "nmt evaluate RUN_DIR --set evaluation.by=reference" in err and "Train a new run" not in err
     assert main(["translate", str(trained_reverse_run), "-i", str(source), "--set", "decoding.beam_size=0"]) == 2
     assert "invalid value for 'decoding.beam_size'" in capsys.readouterr().err
 

@@ -131,6 +131,11 @@ def test_what_a_resume_may_change_is_what_cannot_change_the_learning(tmp_path: P
                                  "training": {"seed": 9, "max_words": 30}, "model": {"attention": "none"}})
     assert learning_differences(base, learning) == ["data.vocab_size", "model.attention", "training.max_words",
                                                     "training.seed"]
+    # where validations halve the rate (lr_patience), when they come is part of what is learned
+    assert learning_differences(base, _config(tmp_path, validate_every=50)) == []
+    halving = {"lr_schedule": "constant", "lr_patience": 1}
+    assert learning_differences(_config(tmp_path, **halving), _config(tmp_path, **halving, validate_every=50)) == [
+        "training.validate_every"]
 
 
 def test_config_yaml_records_absolute_data_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -52,8 +52,9 @@ class MaskedSoftmax(AttentionWeights):
 
     def forward(self, scores: Tensor, mask: Tensor) -> Tensor:
         # the most negative finite value, not -inf: exp() of it is still exactly 0 next to any real
-        # score, and a row with no real position cannot turn into NaN
-        return torch.softmax(scores.masked_fill(~mask, torch.finfo(scores.dtype).min), dim=-1)
+        # score, and a row with no real position cannot turn into NaN. `where` rather than
+        # masked_fill(~mask): the same values in one kernel instead of three (not, copy, fill)
+        return torch.softmax(torch.where(mask, scores, torch.finfo(scores.dtype).min), dim=-1)
 
 
 class Attention(ContextProvider):

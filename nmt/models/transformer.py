@@ -116,8 +116,8 @@ class HeadSoftmax(AttentionWeights):
     weights, softmax in float32 at least over the positions the mask allows, in `dtype`."""
 
     def forward(self, scores: Tensor, mask: Tensor | None, dtype: torch.dtype) -> Tensor:
-        if mask is not None:
-            scores = scores.masked_fill(~mask, -math.inf)
+        if mask is not None:  # as masked_fill(~mask, -inf), in one kernel instead of three
+            scores = torch.where(mask, scores, -math.inf)
         return torch.softmax(scores.float(), dim=-1).to(dtype)
 
 

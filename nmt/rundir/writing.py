@@ -52,8 +52,12 @@ def config_differences(old: Config, new: Config) -> list[str]:
 
 
 def learning_differences(old: Config, new: Config) -> list[str]:
-    """The differing keys that change what a run learns (all but RESUMABLE_KEYS)."""
-    return [key for key in config_differences(old, new) if key not in RESUMABLE_KEYS]
+    """The differing keys that change what a run learns: all but RESUMABLE_KEYS, and training.validate_every
+    too where validations halve the learning rate (training.lr_patience): there it moves the halvings."""
+    differing = config_differences(old, new)
+    halving_at_validations = bool(new.training.lr_patience)
+    return [key for key in differing
+            if key not in RESUMABLE_KEYS or (key == "training.validate_every" and halving_at_validations)]
 
 
 def check_run_dir(run_dir: Path, config: Config, resume: bool) -> Path | None:
@@ -98,8 +102,9 @@ def check_run_dir(run_dir: Path, config: Config, resume: bool) -> Path | None:
     if differing:
         raise NMTError(
             f"--resume: the config differs from the one {run_dir} was trained with in: {', '.join(differing)}.",
-            f"Only {', '.join(sorted(RESUMABLE_KEYS))} may change on resume; "
-            "restore the other keys or start a new run in another --run-dir.",
+            f"Only {', '.join(sorted(RESUMABLE_KEYS))} may change on resume (training.validate_every only "
+            "without training.lr_patience, whose halvings come at validations); restore the other keys or start "
+            "a new run in another --run-dir.",
         )
     check_schedule_kept(run_dir, previous.training, config.training, str(run_dir),
                         f"Resume it with training.max_steps {previous.training.max_steps}, or train a new run for "
