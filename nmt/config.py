@@ -124,6 +124,8 @@ def config_from_dict(raw: Any, source: str = "config") -> Config:
         raise NMTError(
             "'runs' must map run names to section overrides, e.g. rnnsearch: {model: {attention: additive}}."
         )
+    for run_name in runs:
+        _check_run_name(run_name)
     config = Config(
         **{name: build_section(cls, raw.get(name), name) for name, cls in SECTIONS.items()},
         runs=copy.deepcopy(runs),
@@ -131,6 +133,21 @@ def config_from_dict(raw: Any, source: str = "config") -> Config:
     for run_name in runs:  # each run must itself be a valid configuration
         config.for_run(run_name)
     return config
+
+
+def _check_run_name(name: Any) -> None:
+    """Refuse a run name that cannot name its folder and files (OUT/runs/NAME, NAME.hyp.txt, NAME.log):
+    `..` or `a/b` would put a run's files over the experiment's own, and a number is no path part."""
+    if not isinstance(name, str):
+        raise NMTError(
+            f"runs: a run's name must be text, not {name!r} ({type(name).__name__}).",
+            "Name each run with letters, digits, '-' and '_' (quote a number: '50': {...}).",
+        )
+    if not name or "/" in name or "\\" in name or name.startswith("."):
+        raise NMTError(
+            f"runs: '{name}' cannot name a run: it is also the name of the run's folder (runs/{name}) and files.",
+            "Use letters, digits, '-' and '_', not starting with '.'.",
+        )
 
 
 def override_sections(config: Config, overrides: list[str], sections: tuple[str, ...], command: str) -> Config:

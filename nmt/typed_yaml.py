@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import re
 import types
 import typing
 from collections.abc import Sequence
@@ -240,6 +241,13 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                         "only one can count", key_node.start_mark,
                     )
         return super().construct_mapping(node, deep)
+
+
+# YAML 1.1 (PyYAML) reads 1e-3 and 5E4 as text, having no dot; YAML 1.2 and every other reader (and the user
+# who writes learning_rate: 1e-3) take them as numbers. Only dotless exponents: the rest PyYAML already reads.
+_UniqueKeyLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+$"), list("-+0123456789")
+)
 
 
 def load_yaml(text: str) -> Any:

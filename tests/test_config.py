@@ -10,6 +10,7 @@ import pytest
 import torch
 import yaml
 
+from nmt.cli import main
 from nmt.commands.arguments import use_threads
 from nmt.config import SECTIONS, Config, config_from_dict, load_config, load_saved_config, save_config
 from nmt.data.sources import SOURCES, check_data, load_checked_config
@@ -317,3 +318,30 @@ def test_only_runs_keeps_the_runs_named_in_their_order_and_names_an_unknown_one(
     with pytest.raises(NMTError) as error:  # the nearest run suggested, as for --set runs.NAME...
         config_from_dict({"runs": {"rnnencdec-50": {}, "rnnsearch-50": {}}}).only_runs(["rnnserch-50"], "x.yaml")
     assert error.value.message == "--runs rnnserch-50: not a run of x.yaml (did you mean 'rnnsearch-50'?)."
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("..", "runs: '..' cannot name a run: it is also the name of the run's folder (runs/..) and files."),
+        ('"x/y"', "runs: 'x/y' cannot name a run: it is also the name of the run's folder (runs/x/y) and files."),
+        ("50", "runs: a run's name must be text, not 50 (int)."),
+        ("null", "runs: a run's name must be text, not None (NoneType)."),
+    ],
+)
+def test_a_run_name_that_cannot_name_its_folder_is_refused_before_any_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], name: str, said: str
+) -> None:
+    # `..` put the run's config.yaml and checkpoints over the experiment's own files; a number was a traceback
+    monkeypatch.chdir(tmp_path)
+    Path("exp.yaml").write_text(  # a corpus not there: were the name let through, no work would follow either
+        f"data: {{source: files, files: {{train: nope}}}}\nruns:\n  a: {{}}\n  {name}: {{model: {{attention: none}}}}\n",
+        encoding="utf-8",
+    )
+    for command in (["experiment", "exp.yaml", "--out", "out"], ["train", "exp.yaml", "--run-name", "a"]):
+        assert main(command) == 2
+        assert capsys.readouterr().err == f"nmt {command[0]}: error: exp.yaml: {said}\n" + (
+            "Name each run with letters, digits, '-' and '_' (quote a number: '50': {...}).\n" if "text" in said
+            else "Use letters, digits, '-' and '_', not starting with '.'.\n"
+        )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["exp.yaml"]

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import multiprocessing
 import os
+import re
 import signal
 import threading
 import time
@@ -157,9 +158,18 @@ def test_ctrl_c_during_the_swap_waits_until_the_new_folder_is_in_place(
 
 def test_a_sentencepiece_error_comes_back_from_its_process_whole(tmp_path: Path) -> None:
     config, _ = setup(tmp_path)
-    with pytest.raises(NMTError, match=r"sentencepiece could not train spm.model: .*smaller than required_chars") as error:
+    with pytest.raises(NMTError) as error:
         prepare(dataclasses.replace(config, vocab_size=5))
-    assert error.value.hint == "The training split may be too small for data.vocab_size: lower it."
+    # the config's words, and the way that helps: the hint was "lower it", which fails the same way
+    needed = re.fullmatch(r"sentencepiece could not train spm.model: data.vocab_size 5 is smaller than the (\d+) "
+                          r"pieces it needs for the training text's characters and the special pieces\.",
+                          error.value.message)
+    assert needed, error.value.message
+    assert error.value.hint == (f"Raise data.vocab_size to {needed.group(1)} or more, or lower "
+                                "data.character_coverage (1.0) to leave the rarest characters out.")
+    enough = dataclasses.replace(config, vocab_size=int(needed.group(1)), dir=str(tmp_path / "enough"))
+    prepare(enough)  # and that many is enough
+    assert (Path(enough.dir) / "spm.model").is_file()
     assert multiprocessing.active_children() == [] and not list(tmp_path.glob(".prepared*"))
 
 

@@ -510,3 +510,28 @@ def test_a_file_given_twice_or_a_copy_is_warned_about(
     ]
     assert main(["score", poor, good, *argv]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("names", "said"),
+    [
+        ([], "writes its search.hyp.txt there, and that is HYP (search) {good}"),  # with its line ends changed
+        (["--names", "search,encdec"], "writes its search.hyp.txt there, and that is HYP (encdec) {good}"),  # swapped
+        (["--names", "report,x"], "writes its report.md there, and that is HYP (x) {report}"),
+    ],
+)
+def test_an_output_that_is_an_input_file_is_refused_before_any_work(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], names: list[str], said: str
+) -> None:
+    # --out the folder of the files, where a system's NAME.hyp.txt (or report.md) is an input: it was overwritten,
+    # by another system's lines where --names swapped them
+    (tmp_path / "report.md").write_bytes(files["good"].read_bytes().replace(b"\n", b"\r\n"))
+    files["good"].write_bytes((tmp_path / "report.md").read_bytes())
+    hyp = tmp_path / "report.md" if "report" in said else files["good"]
+    before = {path: path.read_bytes() for path in tmp_path.iterdir()}
+    assert main(["score", "--ref", str(files["ref"]), str(files["poor"]), str(hyp), *names, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"nmt score: error: --out {tmp_path}: nmt score "
+                   + said.format(good=files["good"], report=tmp_path / "report.md") + ", which it would overwrite.\n"
+                   "Give another --out (or move the input files out of that folder); nothing was written.\n")
+    assert {path: path.read_bytes() for path in tmp_path.iterdir()} == before

@@ -223,3 +223,16 @@ def test_sets_key_reads_the_key_as_parse_override_does() -> None:
     assert sets_key(["decoding..nbest=2"], "decoding.nbest")  # the spelling parse_override accepts
     assert not sets_key(["decoding.nbest_x=2", "evaluation.nbest=2"], "decoding.nbest")
     assert not sets_key([], "decoding.nbest")
+
+
+def test_an_exponent_without_a_dot_is_a_number_as_in_yaml_1_2(tmp_path: Path) -> None:
+    # PyYAML read learning_rate: 1e-3 as the text '1e-3': "wrong type ... expected float, got '1e-3' (str)"
+    assert parse_override("training.learning_rate=1e-3") == (["training", "learning_rate"], 0.001)
+    assert parse_override("a.b=[1E5, -2e+4, 1.5e-3]") == (["a", "b"], [100000.0, -20000.0, 0.0015])
+    assert parse_override("a.b=1e") == (["a", "b"], "1e") and parse_override("a.b=e5") == (["a", "b"], "e5")
+    path = tmp_path / "rates.yaml"
+    path.write_text("training:\n  learning_rate: 5e-4\n  max_steps: 1e3\n", encoding="utf-8")
+    assert read_yaml(path) == {"training": {"learning_rate": 0.0005, "max_steps": 1000.0}}
+    assert build_section(Section, {"rate": read_yaml(path)["training"]["learning_rate"]}, "s").rate == 0.0005
+    with pytest.raises(NMTError, match=r"wrong type for 's.size': expected int, got 1000.0 \(float\)"):
+        build_section(Section, {"size": read_yaml(path)["training"]["max_steps"]}, "s")

@@ -191,3 +191,23 @@ def test_a_damaged_summary_is_an_error_naming_it_and_the_way_to_rewrite_it(
     with pytest.raises(NMTError, match=message) as error:
         read_summary(tmp_path)
     assert str(tmp_path / "summary.json") in error.value.message and "--resume" in error.value.hint
+
+
+def test_resume_of_a_run_that_lost_its_config_says_it_cannot_be_resumed_rather_than_to_drop_resume(
+    tmp_path: Path,
+) -> None:
+    # "Drop --resume to start a new run there" sent the user to a refusal that said "Add --resume": a loop
+    run_dir = tmp_path / "run"
+    (run_dir / CHECKPOINT_DIR).mkdir(parents=True)
+    (run_dir / CHECKPOINT_DIR / step_checkpoint_name(4)).write_bytes(b"weights")
+    (run_dir / "log.jsonl").write_text("{}\n", encoding="utf-8")
+    before = sorted((p.relative_to(run_dir), p.read_bytes() if p.is_file() else b"") for p in run_dir.rglob("*"))
+    with pytest.raises(NMTError) as error:
+        check_run_dir(run_dir, _config(tmp_path), resume=True)
+    assert error.value.message == (f"--resume: {run_dir / 'config.yaml'} does not exist, so the run in {run_dir} "
+                                   "(log.jsonl, checkpoints) cannot be resumed: what it was trained with is lost.")
+    assert error.value.hint == ("Train it again in another --run-dir (or remove those files to train one there); "
+                                "nothing was changed.")
+    with pytest.raises(NMTError, match=r"already holds a partial run \(log.jsonl, checkpoints\)"):
+        check_run_dir(run_dir, _config(tmp_path), resume=False)  # as the hint says: not there
+    assert sorted((p.relative_to(run_dir), p.read_bytes() if p.is_file() else b"") for p in run_dir.rglob("*")) == before

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,8 @@ from nmt.special import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 MANIFEST = "tokenizer.json"
 SUBWORD_KEYS = ("subword_type", "vocab_size", "character_coverage", "joint_vocab")
 _SPECIAL = {PAD_ID, BOS_ID, EOS_ID}
+# sentencepiece's refusal of a vocab_size under the characters it must keep: "... required_chars. 17 vs 79."
+_REQUIRED_CHARS = re.compile(r"smaller than required_chars\. \d+ vs (\d+)")
 
 
 def _train_model(lines: Iterable[str], path: Path, config: DataConfig) -> None:
@@ -47,9 +50,17 @@ def _train_model(lines: Iterable[str], path: Path, config: DataConfig) -> None:
             minloglevel=2,
         )
     except RuntimeError as exc:
+        needed = _REQUIRED_CHARS.search(str(exc))
+        if needed:  # sentencepiece says "Increase vocab_size" in its own option names; say it in the config's
+            raise NMTError(
+                f"sentencepiece could not train {path.name}: data.vocab_size {config.vocab_size} is smaller than the "
+                f"{needed.group(1)} pieces it needs for the training text's characters and the special pieces.",
+                f"Raise data.vocab_size to {needed.group(1)} or more, or lower data.character_coverage "
+                f"({config.character_coverage}) to leave the rarest characters out.",
+            ) from None
         raise NMTError(
             f"sentencepiece could not train {path.name}: {exc}",
-            "The training split may be too small for data.vocab_size: lower it.",
+            "Check the training split and data.vocab_size and data.character_coverage against it.",
         ) from None
     with atomic_open(path, "wb") as handle:
         handle.write(model.getvalue())

@@ -25,7 +25,15 @@ from nmt.evaluation.buckets import (
 )
 from nmt.evaluation.effect import Check, contrast_checks, long_sentence_bleu, paper_checks
 from nmt.evaluation.leaders import bucket_leaders, format_leaders
-from nmt.evaluation.report import format_checks, format_examples, format_table, write_report
+from nmt.evaluation.report import (
+    PLOT_PNG,
+    REPORT_MD,
+    RESULTS_JSON,
+    format_checks,
+    format_examples,
+    format_table,
+    write_report,
+)
 from nmt.evaluation.scoring import score_systems, warn_if_tokenized
 from nmt.evaluation.testset import TestSet, file_test_set, reference_test_set, shown_path, unique_name
 from nmt.fileio import atomic_write_text, same_file
@@ -81,15 +89,33 @@ def score_files(
                 "Give the attention system's translations too, or leave --baseline out.",
             )
         pairs = [(baseline, name) for name in paths if name != baseline]
+    out = Path(out_dir or "evaluation")
+    _refuse_writing_over_inputs(out, ref_path, src_path, paths)
     hypotheses = {name: _read_hypotheses(path, ref_path, len(test_set.references)) for name, path in paths.items()}
     warn_blank_references(test_set.references, ref_path)  # once every input is known to be usable
     warn_duplicates(paths, hypotheses)
-    out = Path(out_dir or "evaluation")
     scored = [f"test set: {test_set.describe()}"]
     scored += [f"{name}: `{shown_path(path, out)}`" for name, path in paths.items()]
     systems: dict[str, dict[str, Any]] = {name: {"hypotheses": shown_path(path, out)} for name, path in paths.items()}
     return score_and_report(hypotheses, test_set, settings, out, scored, systems, pairs, bucketing=bucketing,
                             leaders=True)
+
+
+def _refuse_writing_over_inputs(out: Path, ref_path: Path, src_path: Path | None, paths: Mapping[str, Path]) -> None:
+    """NMTError before any work if a file that `score_and_report` writes into `out` is one of the inputs: it
+    would be overwritten, by another system's lines (--names b,a over a.hyp.txt, b.hyp.txt) or its own with
+    their line ends and byte-order mark changed."""
+    inputs = {"--ref": ref_path, **({"--src": src_path} if src_path is not None else {})}
+    inputs |= {f"HYP ({name})": path for name, path in paths.items()}
+    written = [RESULTS_JSON, REPORT_MD, PLOT_PNG, "ref.txt", "src.txt", *(f"{name}.hyp.txt" for name in paths)]
+    for name in written:
+        for flag, path in inputs.items():
+            if same_file(out / name, path):
+                raise NMTError(
+                    f"--out {out}: nmt score writes its {name} there, and that is {flag} {path}, which it would "
+                    "overwrite.",
+                    "Give another --out (or move the input files out of that folder); nothing was written.",
+                )
 
 
 def _buckets_auto(overrides: Sequence[str]) -> tuple[bool, list[str]]:

@@ -93,6 +93,13 @@ def check_run_dir(run_dir: Path, config: Config, resume: bool) -> Path | None:
             )
         return None
     if not config_path.is_file():
+        present = [name for name in RUN_MARKERS if (run_dir / name).exists()]
+        if present:  # a new run there is refused too (above): say so, rather than send the user round in a loop
+            raise NMTError(
+                f"--resume: {config_path} does not exist, so the run in {run_dir} ({', '.join(present)}) cannot be "
+                "resumed: what it was trained with is lost.",
+                "Train it again in another --run-dir (or remove those files to train one there); nothing was changed.",
+            )
         raise NMTError(
             f"--resume: {config_path} does not exist, so there is no run to resume in {run_dir}.",
             "Drop --resume to start a new run there, or point --run-dir at an existing run.",
