@@ -58,6 +58,10 @@ def test_a_second_training_is_refused_while_one_holds_the_run(tmp_path: Path) ->
             train(tiny(tmp_path / "data", 4), run, resume=True)
         assert "--resume" in error.value.hint and "translate" in error.value.hint
         assert snapshot(run) == before  # the refused training wrote nothing
+        # a new training there without --resume: the holder named, not "add --resume", which would meet the lock
+        with pytest.raises(NMTError, match=rf"{run} is being trained by another process \(PID {holder.pid}\)") as error:
+            train(tiny(tmp_path / "data", 2), run)  # its own config: only the lock is in the way
+        assert "Wait for that training to end" in error.value.hint and snapshot(run) == before
         # reading the run goes on while it is held
         assert len(Translator.from_run(run, device="cpu").translate(["1 2 3"])) == 1
     finally:

@@ -39,12 +39,7 @@ class RunLock:
                     f"cannot lock {self.path} ({exc.strerror}), which keeps two trainings from writing one run.",
                     "Put the run directory on a filesystem with file locks (a local disk).",
                 ) from None
-            holder = holder if holder.isdigit() else "unknown"  # it has not written its PID yet
-            raise NMTError(
-                f"{self.run_dir} is being trained by another process (PID {holder}): it holds {self.path}.",
-                f"Wait for that training to end, or stop it (kill {holder}) and continue the run with --resume. "
-                "nmt translate and nmt evaluate can use the run meanwhile.",
-            ) from None
+            raise self._busy(holder) from None
         try:
             os.ftruncate(fd, 0)
             os.write(fd, f"{os.getpid()}\n".encode("ascii"))
@@ -52,6 +47,35 @@ class RunLock:
             os.close(fd)
             raise
         self._fd = fd
+
+    def holder(self) -> str | None:
+        """The PID of the process training the run now ("unknown" before it has written it), None if none is."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # shared: no other prober is kept out
+        except OSError:
+            pid = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+            return pid if pid.isdigit() else "unknown"
+        finally:
+            os.close(fd)  # and with it the shared lock
+        return None
+
+    def refuse_if_held(self) -> None:
+        """NMTError naming the process if one is training the run now (before a new run is refused for its files)."""
+        holder = self.holder()
+        if holder is not None:
+            raise self._busy(holder)
+
+    def _busy(self, holder: str) -> NMTError:
+        holder = holder if holder.isdigit() else "unknown"  # it has not written its PID yet
+        return NMTError(
+            f"{self.run_dir} is being trained by another process (PID {holder}): it holds {self.path}.",
+            f"Wait for that training to end, or stop it (kill {holder}) and continue the run with --resume. "
+            "nmt translate and nmt evaluate can use the run meanwhile.",
+        )
 
     def release(self) -> None:
         """Drop the lock if this object holds it (closing the file does)."""

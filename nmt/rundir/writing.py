@@ -86,6 +86,7 @@ def check_run_dir(run_dir: Path, config: Config, resume: bool) -> Path | None:
                 )
         present = [name for name in RUN_MARKERS if (run_dir / name).exists()]
         if present:
+            RunLock(run_dir).refuse_if_held()  # "add --resume" would only meet the lock
             state = "a finished run" if (run_dir / SUMMARY).exists() else "a partial run"
             raise NMTError(
                 f"{run_dir} already holds {state} ({', '.join(present)}).",
