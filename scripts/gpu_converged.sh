@@ -13,12 +13,13 @@
 # results.json, timings.json, the plots, learning_curve.*, attention_checks.*, the test translations) and each
 # run's summary.json, config.yaml, environment.json, log.jsonl and worker log, never a checkpoint. Two files
 # a seed in OUT, and OUT/gpu.log (nvidia-smi every 15 s: utilisation and memory while the seeds train).
-# The seeds run side by side on the one GPU (SIDE_BY_SIDE=1, the default: a session's device time holds one
-# 10-minute call, and each seed's timings.json is then an upper bound on its time alone); SIDE_BY_SIDE=0 runs
-# them one after the other. So that the report is written within the limit whatever the GPU's speed, each run's
-# training stops at TRAIN_MINUTES (default 5; training.max_minutes, 0 = none) if early stopping has not ended it,
-# and the report says which runs it stopped; the rest of the limit is for evaluation, the learning curves and
-# the attention checks. JOBS (default 7: every run at once, so that the time limit bounds the whole training
+# The seeds run one after the other (SIDE_BY_SIDE=0, the default: each seed's timings.json is its own time);
+# SIDE_BY_SIDE=1 runs them side by side on the one GPU, each timings.json then an upper bound on its time alone
+# (the seven runs of one seed already share the GPU; two seeds halve each run's share, so more runs end at their
+# time limit). So that the report is written within the limit whatever the GPU's speed, each run's training
+# stops at TRAIN_MINUTES (default 6.5; training.max_minutes, 0 = none) if early stopping has not ended it, and
+# the report says which runs it stopped; the rest of the limit (about 3 minutes) is for evaluation, the learning
+# curves and the attention checks. JOBS (default 7: every run at once, so that the time limit bounds the whole training
 # phase; 0 = min(runs, 4) on a GPU) is each experiment's --jobs. WORK
 # (default /tmp/gpu-converged) keeps the checkpoints. NMT_SETS adds --set overrides to every seed
 # (space-separated KEY=VALUE; on a CPU, e.g. NMT_SETS="training.max_steps=20 ..." shrinks the runs to try it).
@@ -56,7 +57,7 @@ run_seed() {  # train, evaluate and report one seed, then pack its report folder
     local seed=$1 dir=$work/seed$1 started status
     started=$(date +%s)
     timeout -s INT -k 60 "$limit" "$python" -m nmt experiment "$config" --set "training.seed=$seed" \
-        --set "training.max_minutes=${TRAIN_MINUTES:-5}" "${overrides[@]}" --jobs "${JOBS:-7}" --out "$dir" \
+        --set "training.max_minutes=${TRAIN_MINUTES:-6.5}" "${overrides[@]}" --jobs "${JOBS:-7}" --out "$dir" \
         > "$out/seed$seed.log" 2>&1
     status=$?
     echo "seed $seed: exit $status after $(( $(date +%s) - started )) s (limit $limit s)" | tee -a "$out/seed$seed.log"
@@ -74,7 +75,7 @@ if command -v nvidia-smi > /dev/null; then
     nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv -l 15 > "$out/gpu.log" 2>&1 &
     monitor=$!
 fi
-if [ "${SIDE_BY_SIDE:-1}" = 1 ]; then
+if [ "${SIDE_BY_SIDE:-0}" = 1 ]; then
     pids=()
     for seed in "${seeds[@]}"; do run_seed "$seed" & pids+=($!); done
     wait "${pids[@]}"

@@ -82,7 +82,7 @@ class Cache:
 
     def index_select(self, index: Tensor) -> Cache:
         """Rows `index` (beam search's back-pointers), with room for one more step."""
-        batch, layers, _, heads, _, head_size = self.buffer.shape
+        _, layers, _, heads, _, head_size = self.buffer.shape
         buffer = self.buffer.new_empty(index.numel(), layers, 2, heads, self.steps + 1, head_size)
         filled = buffer[:, :, :, :, : self.steps]
         if self.buffer.requires_grad:  # out= records no gradient

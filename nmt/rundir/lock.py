@@ -16,6 +16,13 @@ from pathlib import Path
 from nmt.errors import NMTError
 
 LOCK_NAME = "train.lock"
+HELD = (errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES)  # what flock's LOCK_NB says when another process holds it
+
+
+def _pid_in(fd: int) -> str:
+    """The PID the lock's holder wrote in the file, or "unknown" (it has not written it yet)."""
+    pid = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    return pid if pid.isdigit() else "unknown"
 
 
 class RunLock:
@@ -32,9 +39,9 @@ class RunLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+            holder = _pid_in(fd)
             os.close(fd)
-            if exc.errno not in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES):
+            if exc.errno not in HELD:
                 raise NMTError(
                     f"cannot lock {self.path} ({exc.strerror}), which keeps two trainings from writing one run.",
                     "Put the run directory on a filesystem with file locks (a local disk).",
@@ -56,9 +63,8 @@ class RunLock:
             return None
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # shared: no other prober is kept out
-        except OSError:
-            pid = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-            return pid if pid.isdigit() else "unknown"
+        except OSError as exc:
+            return _pid_in(fd) if exc.errno in HELD else None  # no file locks there: acquire will say so
         finally:
             os.close(fd)  # and with it the shared lock
         return None
@@ -70,7 +76,6 @@ class RunLock:
             raise self._busy(holder)
 
     def _busy(self, holder: str) -> NMTError:
-        holder = holder if holder.isdigit() else "unknown"  # it has not written its PID yet
         return NMTError(
             f"{self.run_dir} is being trained by another process (PID {holder}): it holds {self.path}.",
             f"Wait for that training to end, or stop it (kill {holder}) and continue the run with --resume. "
