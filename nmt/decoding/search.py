@@ -314,15 +314,20 @@ def beam_search(
         step = 0
         while beams.active.numel() > 0:
             log_probs, state, attn = model.decode_step(prev, state, enc)  # n*k x vocab
-            at_limit = beams.max_len <= step  # n
+            # n; None at the steps no sentence's limit falls on (a sentence ends at its limit, so none is past it)
+            at_limit = beams.max_len <= step if step in limits else None
             step_attn = attn if return_attention else None
-            cand = _candidates(beams, log_probs, at_limit if step in limits else None, step_attn)
+            cand = _candidates(beams, log_probs, at_limit, step_attn)
             ended = _finish(beams, cand, step + 1, (length_penalty, alpha), lengths, finished)  # ending now
             alive_tok, reorder = _advance(beams, cand)
             step += 1
             # max() of -inf scores is -inf: a sentence with no finite beam left is done too
             out_of_reach = beams.best_done[:, -1] >= beams.scores.max(dim=1).values / beams.max_divisor
-            done = at_limit | out_of_reach | (ended[:, 0] & _finite(beams.best_done[:, -1]))
+            # the best candidate ended and the sentence has its nbest (with nbest 1, the first implies the second)
+            best_ended = ended[:, 0] if nbest == 1 else ended[:, 0] & _finite(beams.best_done[:, -1])
+            done = out_of_reach | best_ended
+            if at_limit is not None:
+                done |= at_limit
             keep = (~done).nonzero().squeeze(1)
             if keep.numel() < done.numel():
                 keep_rows = (keep.unsqueeze(1) * k + torch.arange(k, device=device)).view(-1)
