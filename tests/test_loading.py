@@ -44,6 +44,16 @@ def test_load_run_errors(trained_reverse_run: Path, tmp_path: Path) -> None:
     with pytest.raises(NMTError, match="quick.yaml is a config file, not a run directory") as error:
         load_run(config)
     assert f"nmt train {config} --run-name NAME" in error.value.hint
+    # a file that exists is named as such, not "does not exist"; a checkpoint file points to its run folder
+    notes = tmp_path / "notes.txt"
+    notes.write_text("x\n")
+    with pytest.raises(NMTError, match=r"notes.txt is a file, not a run directory\.") as error:
+        load_run(notes)
+    assert "nmt train" in error.value.hint
+    best = trained_reverse_run / "checkpoints" / "best.pt"
+    with pytest.raises(NMTError, match=r"best.pt is a file, not a run directory\.") as error:
+        load_run(best)
+    assert f"Give its run folder, {trained_reverse_run}, and the checkpoint's name with --checkpoint best.pt" in error.value.hint
     copy = tmp_path / "copy"
     shutil.copytree(trained_reverse_run, copy)
     for path in (copy / "checkpoints").iterdir():

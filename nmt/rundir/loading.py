@@ -49,6 +49,15 @@ def check_run_dir(run_dir: Path) -> None:
             f"Train a run from it first (`nmt train {run_dir} --run-name NAME`, or `nmt experiment {run_dir}` for "
             "all its runs), then give the folder it writes (runs/NAME, or OUT/runs/NAME).",
         )
+    if run_dir.is_file():  # e.g. a run's checkpoint: "does not exist" would send the user looking for a typo
+        folder = run_dir.parent.parent if run_dir.parent.name == "checkpoints" else None
+        raise NMTError(
+            f"{run_dir} is a file, not a run directory.",
+            f"Give its run folder, {folder}, and the checkpoint's name with --checkpoint {run_dir.name} "
+            "(checkpoint= in Python)." if folder is not None and run_dir.suffix == ".pt" else
+            "Give as RUN_DIR a folder that `nmt train` wrote (runs/NAME by default) or one of the runs of "
+            "`nmt experiment` (OUT/runs/NAME).",
+        )
     if not run_dir.is_dir():
         raise NMTError(
             f"{run_dir} does not exist.",
