@@ -21,6 +21,10 @@ def test_resolve_device() -> None:
     if not torch.cuda.is_available():
         with pytest.raises(NMTError, match="no CUDA"):
             resolve_device("cuda")
+    with pytest.raises(NMTError) as error:
+        resolve_device("gpu")
+    assert error.value.message == "device 'gpu' is not a device torch knows."
+    assert error.value.hint == "Use auto, cpu, cuda or cuda:N."
 
 
 def test_load_run_gives_a_working_model(trained_reverse_run: Path) -> None:

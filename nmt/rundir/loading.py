@@ -26,7 +26,10 @@ def resolve_device(name: str) -> torch.device:
             f"device '{name}' was asked for but torch sees no CUDA GPU (torch {torch.__version__}).",
             "Use --device cpu / training.device: cpu, or install a CUDA build of torch.",
         )
-    return torch.device(name)  # the config and the CLI accept auto, cpu and cuda only
+    try:
+        return torch.device(name)  # the config and the CLI accept auto, cpu and cuda only; Python callers any string
+    except RuntimeError:  # torch's message lists twenty device types and no fix
+        raise NMTError(f"device '{name}' is not a device torch knows.", "Use auto, cpu, cuda or cuda:N.") from None
 
 
 @dataclass
