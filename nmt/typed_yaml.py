@@ -274,6 +274,14 @@ def read_yaml(path: str | Path) -> Any:
         ) from None
     try:
         return load_yaml(text)
+    except yaml.reader.ReaderError as exc:  # no mark: PyYAML says 'in "<unicode string>", position N'
+        line = text.count("\n", 0, exc.position) + 1
+        column = exc.position - text.rfind("\n", 0, exc.position)
+        raise NMTError(
+            f"{path}: line {line}, column {column} is not valid YAML: the character U+{exc.character:04X} "
+            "(not printable) is not allowed in YAML.",
+            "Remove it: a config is plain text (a file full of NUL bytes was damaged, by a crash say: restore it).",
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -4,6 +4,7 @@ step checkpoints."""
 from __future__ import annotations
 
 import math
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from nmt.rundir.checkpoints import (
     step_checkpoint_name,
     step_checkpoints,
 )
+from nmt.rundir.loading import load_run
 from nmt.training.rng import capture_rng
 from tests.helpers import fake_run
 
@@ -209,3 +211,29 @@ def test_evaluate_takes_checkpoint_names_for_every_run_and_a_path_for_one(
         describe_runs([runs[1]], checkpoint="step_00000009.pt")
     with pytest.raises(NMTError, match=r"--checkpoint a/averaged.pt: no such file"):
         describe_runs(runs[:1], checkpoint="a/averaged.pt")
+
+
+def test_another_runs_checkpoint_with_other_sentencepiece_models_is_refused(
+    trained_reverse_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the same sizes, so its weights would load and translate every piece as another, exit code 0; with
+    # evaluate's cached translations, without even being loaded
+    twin, other = tmp_path / "twin", tmp_path / "other"
+    shutil.copytree(trained_reverse_run, twin)
+    shutil.copytree(trained_reverse_run, other)
+    info = other / "tokenizer" / "tokenizer.json"
+    info.write_text(info.read_text() + "\n")  # as another prepared corpus' models would, they differ
+    assert load_run(trained_reverse_run, twin / "checkpoints" / "best.pt", device="cpu").step > 0  # same models
+    with pytest.raises(NMTError) as error:
+        load_run(trained_reverse_run, other / "checkpoints" / "best.pt", device="cpu")
+    assert error.value.message == (
+        f"{other / 'checkpoints' / 'best.pt'} is a checkpoint of the run {other}, whose sentencepiece models "
+        f"({other / 'tokenizer'}) differ from those of {trained_reverse_run}: its weights would read every piece as another."
+    )
+    assert f"Use it with its own run ({other}, checkpoint best.pt)" in error.value.hint
+    out = tmp_path / "evaluation"
+    assert main(["evaluate", str(trained_reverse_run), "--checkpoint", str(other / "checkpoints" / "best.pt"),
+                 "--out", str(out), "--device", "cpu"]) == 2
+    assert "differ from those of" in capsys.readouterr().err and not out.exists()
+    with pytest.raises(NMTError, match="differ from those of"):
+        describe_runs([trained_reverse_run], checkpoint=str(other / "checkpoints" / "best.pt"))

@@ -131,6 +131,10 @@ def test_hints_fit_the_command(capsys: pytest.CaptureFixture[str], tmp_path: Pat
     err = capsys.readouterr().err
     assert f"{tmp_path / 'nope'} does not exist" in err and "--run-dir" not in err
     assert "RUN_DIR" in err and "nmt train" in err
+    # an existing file given as the run is called a file, with exit code 2 and no traceback
+    assert main(["evaluate", str(hyp)]) == 2
+    err = capsys.readouterr().err
+    assert f"nmt evaluate: error: {hyp} is a file, not a run directory." in err and "Traceback" not in err
     # score has no run: a decoding setting is refused without a word about retraining
     assert main(["score", str(hyp), "--ref", str(hyp), "--set", "decoding.beam_size=3"]) == 2
     err = capsys.readouterr().err

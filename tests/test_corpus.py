@@ -405,6 +405,21 @@ def test_huggingface_unreachable_hub_is_a_user_error_with_hint(offline: None) ->
     assert "data.source: files" in error.value.hint
 
 
+@pytest.mark.parametrize("offline_mode", ["", "1"])
+def test_a_missing_local_hugging_face_folder_is_named_as_missing_not_as_an_unreachable_hub(
+    offline_mode: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", offline_mode)
+    monkeypatch.setattr(socket, "create_connection", None)  # the hub is never asked
+    monkeypatch.chdir(tmp_path)
+    for name, where in ((str(tmp_path / "nodir"), ""), ("./corpora/nodir", f" (looked for from the current folder, {tmp_path})")):
+        with pytest.raises(NMTError) as error:
+            corpus_source(data_config(source="huggingface", name=name)).read()
+        assert error.value.message == f"data.huggingface.name '{name}' is a path, and nothing is there{where}."
+        assert "a local dataset" in error.value.hint
+    assert not (tmp_path / "corpora").exists()
+
+
 def test_an_unreachable_hub_fails_in_seconds_naming_offline_mode_and_local_files(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -21,6 +21,10 @@ def test_resolve_device() -> None:
     if not torch.cuda.is_available():
         with pytest.raises(NMTError, match="no CUDA"):
             resolve_device("cuda")
+    with pytest.raises(NMTError) as error:
+        resolve_device("gpu")
+    assert error.value.message == "device 'gpu' is not a device torch knows."
+    assert error.value.hint == "Use auto, cpu, cuda or cuda:N."
 
 
 def test_load_run_gives_a_working_model(trained_reverse_run: Path) -> None:
@@ -44,6 +48,16 @@ def test_load_run_errors(trained_reverse_run: Path, tmp_path: Path) -> None:
     with pytest.raises(NMTError, match="quick.yaml is a config file, not a run directory") as error:
         load_run(config)
     assert f"nmt train {config} --run-name NAME" in error.value.hint
+    # a file that exists is named as such, not "does not exist"; a checkpoint file points to its run folder
+    notes = tmp_path / "notes.txt"
+    notes.write_text("x\n")
+    with pytest.raises(NMTError, match=r"notes.txt is a file, not a run directory\.") as error:
+        load_run(notes)
+    assert "nmt train" in error.value.hint
+    best = trained_reverse_run / "checkpoints" / "best.pt"
+    with pytest.raises(NMTError, match=r"best.pt is a file, not a run directory\.") as error:
+        load_run(best)
+    assert f"Give its run folder, {trained_reverse_run}, and the checkpoint's name with --checkpoint best.pt" in error.value.hint
     copy = tmp_path / "copy"
     shutil.copytree(trained_reverse_run, copy)
     for path in (copy / "checkpoints").iterdir():

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from nmt.cli import main
 from nmt.compare.runs import check_sentences_per_bucket, decoding_settings, default_out_dir, describe_runs
 from nmt.errors import NMTError
 from nmt.evaluation.testset import file_test_set, shown_path
@@ -133,3 +134,14 @@ def test_a_cached_translation_file_edited_since_is_not_used(tmp_path: Path) -> N
     assert read_cached(path, key) == ["x y", "z"]
     path.write_text(path.read_text(encoding="utf-8").replace('"x y"', '""'), encoding="utf-8")  # a line blanked
     assert read_cached(path, key) is None
+
+
+def test_a_run_given_twice_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "runs" / "a"
+    fake_run(run)
+    with pytest.raises(NMTError, match=r"the run .*runs/a is given twice \(as .*runs/a and as .*runs/\.\./runs/a\)\.") as error:
+        describe_runs([run, run.parent / ".." / "runs" / "a"])
+    assert error.value.hint == "Give each RUN_DIR once."
+    assert main(["evaluate", str(run), str(run), "--out", str(tmp_path / "out")]) == 2
+    assert f"nmt evaluate: error: the run {run} is given twice.\nGive each RUN_DIR once." in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

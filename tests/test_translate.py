@@ -199,6 +199,26 @@ def test_a_plain_string_is_not_translated_character_by_character(trained_reverse
     assert len(translator.translate(["1 2 3"])) == 1
 
 
+def test_the_api_names_a_sentence_or_argument_of_the_wrong_type(trained_reverse_run: Path) -> None:
+    translator = Translator.from_run(trained_reverse_run, beam_size=1)
+    for sentences, wanted in (
+        (None, "Translator.translate takes a list of sentences (str), not NoneType."),
+        (["1 2", None], "Translator.translate: sentence 1 is NoneType None, not a str."),
+        (["1 2", 3], "Translator.translate: sentence 1 is int 3, not a str."),
+        ([b"1 2"], "Translator.translate: sentence 0 is bytes b'1 2', not a str (decode bytes first: .decode('utf-8'))."),
+    ):
+        with pytest.raises(TypeError) as caught:
+            translator.translate(sentences)  # type: ignore[arg-type]
+        assert str(caught.value) == wanted
+    with pytest.raises(NMTError, match=r"^nbest='2': "):
+        translator.translate(["1 2"], nbest="2")  # type: ignore[arg-type]
+    for arguments, wanted in (({"beam_size": "3"}, "beam_size='3': it must be an int >= 1."),
+                              ({"batch_size": 2.5}, "batch_size=2.5: it must be an int >= 1.")):
+        with pytest.raises(NMTError) as error:
+            Translator.from_run(trained_reverse_run, **arguments)  # type: ignore[arg-type]
+        assert error.value.message == wanted
+
+
 def test_an_endless_line_is_read_in_bounded_pieces_and_cut(capsys: pytest.CaptureFixture[str]) -> None:
     reads: list[int] = []
 

@@ -185,6 +185,14 @@ def test_read_yaml_says_where_the_file_is_wrong(tmp_path: Path) -> None:
     bad.write_bytes(b"a: 1\nb: \xff\n")
     with pytest.raises(NMTError, match=r"not valid UTF-8 \(line 2, byte 4 of the line\)"):
         read_yaml(bad)
+    # a control character (a NUL-padded file) is placed by line and column, not by PyYAML's character offset
+    bad.write_bytes(b"a: 1\nb: x\x00\n")
+    with pytest.raises(NMTError) as error:
+        read_yaml(bad)
+    assert error.value.message == (
+        f"{bad}: line 2, column 5 is not valid YAML: the character U+0000 (not printable) is not allowed in YAML."
+    )
+    assert "<unicode string>" not in str(error.value) and "NUL" in error.value.hint
 
 
 def test_a_key_given_twice_is_refused_naming_both_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

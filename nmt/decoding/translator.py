@@ -31,6 +31,11 @@ MAX_LINE_BYTES = 1 << 16
 EOS_PIECE = "</s>"
 
 
+def _count(value: object) -> bool:
+    """Whether `value` is an int >= 1 (not a bool, a float or a str, which would fail later or mid-search)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
 @dataclass
 class Translation:
     """One translation of one sentence.
@@ -78,10 +83,10 @@ class Translator:
         Search settings come from `decoding` (default: the run's `decoding` config); `beam_size` and
         `batch_size` override it.
         """
-        if beam_size is not None and beam_size < 1:
-            raise NMTError(f"beam_size={beam_size}: it must be >= 1.", "Pass beam_size=1 for greedy search.")
-        if batch_size is not None and batch_size < 1:
-            raise NMTError(f"batch_size={batch_size}: it must be >= 1.", "Pass e.g. batch_size=64.")
+        if beam_size is not None and not _count(beam_size):
+            raise NMTError(f"beam_size={beam_size!r}: it must be an int >= 1.", "Pass beam_size=1 for greedy search.")
+        if batch_size is not None and not _count(batch_size):
+            raise NMTError(f"batch_size={batch_size!r}: it must be an int >= 1.", "Pass e.g. batch_size=64.")
         run = load_run(Path(run_dir), Path(checkpoint) if checkpoint is not None else None, device)
         return cls(run.model, run.tokenizer, decoding or run.config.decoding, beam_size, batch_size)
 
@@ -100,9 +105,9 @@ class Translator:
         sentence (an empty sentence gets `nbest` empty ones). A plain string is refused (TypeError):
         iterating it would translate each of its characters.
         """
-        if nbest < 1:
+        if not _count(nbest):
             raise NMTError(
-                f"nbest={nbest}: the number of translations per sentence must be at least 1.",
+                f"nbest={nbest!r}: the number of translations per sentence must be at least 1.",
                 "Pass nbest=1 for the best translation only, or nbest=K (up to the beam size) for the K best.",
             )
         if nbest > self.beam_size:
@@ -127,7 +132,17 @@ class Translator:
                 f"wrap one sentence in a list, translate([{sentences[:30]!r}])."
             )
         limit, tokenizer = self.decoding.max_input_tokens, self.tokenizer
-        sentences = list(sentences)  # the caller's list stays as it was
+        try:
+            sentences = list(sentences)  # the caller's list stays as it was
+        except TypeError:
+            raise TypeError(f"Translator.translate takes a list of sentences (str), not {type(sentences).__name__}.") from None
+        for i, sentence in enumerate(sentences):  # else sentencepiece's or len()'s error, or bytes taken as text
+            if not isinstance(sentence, str):
+                decode = " (decode bytes first: .decode('utf-8'))" if isinstance(sentence, bytes) else ""
+                raise TypeError(
+                    f"Translator.translate: sentence {i} is {type(sentence).__name__} {sentence!r:.40}, "
+                    f"not a str{decode}."
+                )
         encoded: list[list[int]] = []
         for i, sentence in enumerate(sentences):
             if len(sentence) > MAX_LINE_BYTES:  # a huge line is cut before encoding: its pieces would be cut

@@ -174,6 +174,25 @@ def drop_training_state(path: Path) -> None:
         save_checkpoint(path, dataclasses.replace(checkpoint, training=None))
 
 
+def check_same_tokenizer(checkpoint: Path, run_dir: Path) -> None:
+    """Refuse a checkpoint of another run whose sentencepiece models differ from RUN_DIR's: with the same
+    vocabulary sizes its weights load, and the run would translate silently wrong (each id another piece)."""
+    folder = checkpoint.resolve().parent
+    other = folder.parent
+    if folder.name != CHECKPOINT_DIR or other == run_dir.resolve() or not (other / "tokenizer").is_dir():
+        return  # the run's own, or a file outside any run (nmt average -o FILE): nothing to compare with
+
+    def files(tokenizer: Path) -> dict[str, bytes]:
+        return {path.name: path.read_bytes() for path in sorted(tokenizer.iterdir()) if path.is_file()}
+
+    if files(other / "tokenizer") != files(run_dir / "tokenizer"):
+        raise NMTError(
+            f"{checkpoint} is a checkpoint of the run {other}, whose sentencepiece models ({other / 'tokenizer'}) "
+            f"differ from those of {run_dir}: its weights would read every piece as another.",
+            f"Use it with its own run ({other}, checkpoint {checkpoint.name}), or give a checkpoint of {run_dir}.",
+        )
+
+
 def resolve_checkpoint(run_dir: Path, checkpoint: str | Path | None) -> Path:
     """The checkpoint file a command uses, by one rule for every --checkpoint: none given is the run's
     best.pt, else its latest periodic checkpoint; a bare file name (best.pt, averaged.pt, step_00000300.pt)
@@ -198,6 +217,7 @@ def resolve_checkpoint(run_dir: Path, checkpoint: str | Path | None) -> Path:
         if not given.is_file():
             raise NMTError(f"--checkpoint {checkpoint}: no such file.",
                            f"Check the path, or give a bare file name of the run's {CHECKPOINT_DIR}/ folder.")
+        check_same_tokenizer(given, run_dir)
         return given
     path = folder / given
     if not path.is_file():

@@ -26,7 +26,10 @@ def resolve_device(name: str) -> torch.device:
             f"device '{name}' was asked for but torch sees no CUDA GPU (torch {torch.__version__}).",
             "Use --device cpu / training.device: cpu, or install a CUDA build of torch.",
         )
-    return torch.device(name)  # the config and the CLI accept auto, cpu and cuda only
+    try:
+        return torch.device(name)  # the config and the CLI accept auto, cpu and cuda only; Python callers any string
+    except RuntimeError:  # torch's message lists twenty device types and no fix
+        raise NMTError(f"device '{name}' is not a device torch knows.", "Use auto, cpu, cuda or cuda:N.") from None
 
 
 @dataclass
@@ -48,6 +51,15 @@ def check_run_dir(run_dir: Path) -> None:
             f"{run_dir} is a config file, not a run directory.",
             f"Train a run from it first (`nmt train {run_dir} --run-name NAME`, or `nmt experiment {run_dir}` for "
             "all its runs), then give the folder it writes (runs/NAME, or OUT/runs/NAME).",
+        )
+    if run_dir.is_file():  # e.g. a run's checkpoint: "does not exist" would send the user looking for a typo
+        folder = run_dir.parent.parent if run_dir.parent.name == "checkpoints" else None
+        raise NMTError(
+            f"{run_dir} is a file, not a run directory.",
+            f"Give its run folder, {folder}, and the checkpoint's name with --checkpoint {run_dir.name} "
+            "(checkpoint= in Python)." if folder is not None and run_dir.suffix == ".pt" else
+            "Give as RUN_DIR a folder that `nmt train` wrote (runs/NAME by default) or one of the runs of "
+            "`nmt experiment` (OUT/runs/NAME).",
         )
     if not run_dir.is_dir():
         raise NMTError(

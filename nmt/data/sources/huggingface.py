@@ -117,9 +117,22 @@ def _is_builder(name: str) -> bool:
     return name in _PACKAGED_DATASETS_MODULES
 
 
+def _is_path(name: str) -> bool:
+    """Whether `name` can only be a path: a hub name is NAME or OWNER/NAME, never /..., ./..., ~/... or A/B/C."""
+    return name.startswith(("/", ".", "~")) or name.count("/") > 1 or (os.sep != "/" and os.sep in name)
+
+
 def _check_hub_reachable(dataset: str) -> None:
     """Fail in seconds, not after the hub client's retries, when `dataset` needs the hub and it cannot be
     reached. Local folders, packaged builders (json, parquet, ...) and offline mode need no hub."""
+    if _is_path(dataset) and not os.path.exists(dataset):
+        # else it is taken for a hub name: "the hub cannot be reached" for a mistyped folder
+        where = "" if os.path.isabs(os.path.expanduser(dataset)) else f" (looked for from the current folder, {os.getcwd()})"
+        raise NMTError(
+            f"data.huggingface.name '{dataset}' is a path, and nothing is there{where}.",
+            "Give the folder of a local dataset (save_to_disk, or one holding its data files), or a hub name "
+            "such as wmt14 or OWNER/NAME.",
+        )
     offline = any(
         os.environ.get(v, "").upper() in ("1", "ON", "YES", "TRUE") for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
     )
