@@ -31,7 +31,7 @@ MAX_LINE_BYTES = 1 << 16
 EOS_PIECE = "</s>"
 
 
-def _count(value: object) -> bool:
+def _positive_int(value: object) -> bool:
     """Whether `value` is an int >= 1 (not a bool, a float or a str, which would fail later or mid-search)."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
@@ -83,9 +83,9 @@ class Translator:
         Search settings come from `decoding` (default: the run's `decoding` config); `beam_size` and
         `batch_size` override it.
         """
-        if beam_size is not None and not _count(beam_size):
+        if beam_size is not None and not _positive_int(beam_size):
             raise NMTError(f"beam_size={beam_size!r}: it must be an int >= 1.", "Pass beam_size=1 for greedy search.")
-        if batch_size is not None and not _count(batch_size):
+        if batch_size is not None and not _positive_int(batch_size):
             raise NMTError(f"batch_size={batch_size!r}: it must be an int >= 1.", "Pass e.g. batch_size=64.")
         run = load_run(Path(run_dir), Path(checkpoint) if checkpoint is not None else None, device)
         return cls(run.model, run.tokenizer, decoding or run.config.decoding, beam_size, batch_size)
@@ -105,7 +105,7 @@ class Translator:
         sentence (an empty sentence gets `nbest` empty ones). A plain string is refused (TypeError):
         iterating it would translate each of its characters.
         """
-        if not _count(nbest):
+        if not _positive_int(nbest):
             raise NMTError(
                 f"nbest={nbest!r}: the number of translations per sentence must be at least 1.",
                 "Pass nbest=1 for the best translation only, or nbest=K (up to the beam size) for the K best.",
