@@ -13,8 +13,11 @@ from nmt.config import Config, load_saved_config
 from nmt.data.subwords import Tokenizer
 from nmt.errors import NMTError
 from nmt.models.interface import TranslationModel, build_model
-from nmt.rundir.checkpoints import Checkpoint, load_checkpoint, resolve_checkpoint
+from nmt.rundir.checkpoints import CHECKPOINT_DIR, Checkpoint, load_checkpoint, resolve_checkpoint
 from nmt.typed_yaml import config_diff
+
+RUN_DIR_HINT = ("Give as RUN_DIR a folder that `nmt train` wrote (runs/NAME by default) or one of the runs of "
+                "`nmt experiment` (OUT/runs/NAME).")
 
 
 def resolve_device(name: str) -> torch.device:
@@ -53,20 +56,13 @@ def check_run_dir(run_dir: Path) -> None:
             "all its runs), then give the folder it writes (runs/NAME, or OUT/runs/NAME).",
         )
     if run_dir.is_file():  # e.g. a run's checkpoint: "does not exist" would send the user looking for a typo
-        folder = run_dir.parent.parent if run_dir.parent.name == "checkpoints" else None
-        raise NMTError(
-            f"{run_dir} is a file, not a run directory.",
-            f"Give its run folder, {folder}, and the checkpoint's name with --checkpoint {run_dir.name} "
-            "(checkpoint= in Python)." if folder is not None and run_dir.suffix == ".pt" else
-            "Give as RUN_DIR a folder that `nmt train` wrote (runs/NAME by default) or one of the runs of "
-            "`nmt experiment` (OUT/runs/NAME).",
-        )
+        hint = RUN_DIR_HINT
+        if run_dir.suffix == ".pt" and run_dir.parent.name == CHECKPOINT_DIR:
+            hint = (f"Give its run folder, {run_dir.parent.parent}, and the checkpoint's name with --checkpoint "
+                    f"{run_dir.name} (checkpoint= in Python).")
+        raise NMTError(f"{run_dir} is a file, not a run directory.", hint)
     if not run_dir.is_dir():
-        raise NMTError(
-            f"{run_dir} does not exist.",
-            "Give as RUN_DIR a folder that `nmt train` wrote (runs/NAME by default) or one of the runs of "
-            "`nmt experiment` (OUT/runs/NAME).",
-        )
+        raise NMTError(f"{run_dir} does not exist.", RUN_DIR_HINT)
     if not (run_dir / "config.yaml").is_file():
         runs = sorted(path.name for path in (run_dir / "runs").glob("*") if (path / "config.yaml").is_file())
         hint = f"It is an experiment's folder: pass its runs, {run_dir}/runs/NAME ({', '.join(runs)})." if runs else ""

@@ -72,30 +72,46 @@ def check_run_dir(run_dir: Path, config: Config, resume: bool) -> Path | None:
             "rebuilds the data: the run would be deleted.",
             "Choose a --run-dir outside the prepared data folder.",
         )
+    if resume:
+        return _resumable(run_dir, config)
+    _refuse_run_there(run_dir, config)
+    return None
+
+
+def _run_files(run_dir: Path) -> list[str]:
+    """What of a run (RUN_MARKERS) `run_dir` holds."""
+    return [name for name in RUN_MARKERS if (run_dir / name).exists()]
+
+
+def _refuse_run_there(run_dir: Path, config: Config) -> None:
+    """A new run: refuse a folder that holds a run already (another one, or this one, which --resume continues)."""
     config_path = run_dir / "config.yaml"
-    if not resume:
-        if config_path.is_file():
-            try:
-                differing = config_differences(load_saved_config(config_path), config)
-            except NMTError:
-                differing = ["(unreadable config.yaml)"]
-            if differing:
-                raise NMTError(
-                    f"{run_dir} holds another run (its config.yaml differs in: {', '.join(differing[:10])}).",
-                    "Use another --run-dir; nothing was overwritten.",
-                )
-        present = [name for name in RUN_MARKERS if (run_dir / name).exists()]
-        if present:
-            RunLock(run_dir).refuse_if_held()  # "add --resume" would only meet the lock
-            state = "a finished run" if (run_dir / SUMMARY).exists() else "a partial run"
+    if config_path.is_file():
+        try:
+            differing = config_differences(load_saved_config(config_path), config)
+        except NMTError:
+            differing = ["(unreadable config.yaml)"]
+        if differing:
             raise NMTError(
-                f"{run_dir} already holds {state} ({', '.join(present)}).",
-                "Add --resume to continue it, or use another --run-dir; nothing was overwritten.",
+                f"{run_dir} holds another run (its config.yaml differs in: {', '.join(differing[:10])}).",
+                "Use another --run-dir; nothing was overwritten.",
             )
-        return None
+    present = _run_files(run_dir)
+    if present:
+        RunLock(run_dir).refuse_if_held()  # "add --resume" would only meet the lock
+        state = "a finished run" if (run_dir / SUMMARY).exists() else "a partial run"
+        raise NMTError(
+            f"{run_dir} already holds {state} ({', '.join(present)}).",
+            "Add --resume to continue it, or use another --run-dir; nothing was overwritten.",
+        )
+
+
+def _resumable(run_dir: Path, config: Config) -> Path | None:
+    """--resume: the newest checkpoint of the run in `run_dir`, or NMTError if `config` may not continue it."""
+    config_path = run_dir / "config.yaml"
     if not config_path.is_file():
-        present = [name for name in RUN_MARKERS if (run_dir / name).exists()]
-        if present:  # a new run there is refused too (above): say so, rather than send the user round in a loop
+        present = _run_files(run_dir)
+        if present:  # a new run there is refused too (_refuse_run_there): say so, rather than send the user round in a loop
             raise NMTError(
                 f"--resume: {config_path} does not exist, so the run in {run_dir} ({', '.join(present)}) cannot be "
                 "resumed: what it was trained with is lost.",
