@@ -78,7 +78,8 @@ def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO]:
         raise NMTError(f"{path} is not a regular file (a device or a named pipe): a file written there would "
                        "replace it.", "Give the path of a file.")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with errors_naming(path):  # a folder that cannot be written: the file asked for, not the temporary one
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     umask = os.umask(0)
     os.umask(umask)
     os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes owner-only files; give the usual permissions

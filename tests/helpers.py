@@ -6,6 +6,8 @@ from __future__ import annotations
 import errno
 import io
 import json
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,23 @@ class FillingDisk(io.FileIO):
         if self.tell() + len(data) > 5000:
             raise OSError(errno.ENOSPC, "No space left on device")
         return super().write(data)
+
+
+def unwritable(monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
+    """Make `folder` refuse new files and folders, as a read-only one does (chmod stops no one running as root):
+    tempfile's mkstemp and mkdtemp fail there with EACCES, naming the temporary name they tried."""
+
+    def refusing(make: Any) -> Any:
+        def made(*args: Any, **kwargs: Any) -> Any:
+            if kwargs.get("dir") is not None and Path(kwargs["dir"]).resolve() == folder.resolve():
+                tried = os.path.join(folder, f"{kwargs.get('prefix', '')}x1y2z3{kwargs.get('suffix', '')}")
+                raise PermissionError(errno.EACCES, "Permission denied", tried)
+            return make(*args, **kwargs)
+
+        return made
+
+    monkeypatch.setattr(tempfile, "mkstemp", refusing(tempfile.mkstemp))
+    monkeypatch.setattr(tempfile, "mkdtemp", refusing(tempfile.mkdtemp))
 
 
 def scoring_settings(**values: Any) -> EvaluationConfig:

@@ -15,7 +15,7 @@ from nmt import fileio
 from nmt.errors import NMTError
 from nmt.fileio import DiskFullError, atomic_open, atomic_write_text
 from nmt.rundir.checkpoints import Checkpoint, load_checkpoint, save_checkpoint
-from tests.helpers import FillingDisk
+from tests.helpers import FillingDisk, unwritable
 
 
 def test_a_write_that_fails_names_the_file_and_leaves_the_previous_one(tmp_path: Path) -> None:
@@ -75,3 +75,15 @@ def test_a_full_disk_names_the_file_and_the_space_it_needs_and_keeps_the_previou
     monkeypatch.undo()
     assert load_checkpoint(path).step == 2 and [p.name for p in tmp_path.iterdir()] == [path.name]
     assert fileio._size(999) == "999 B" and fileio._size(23_456_789) == "23.5 MB"
+
+
+def test_a_folder_that_cannot_be_written_names_the_file_asked_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # nmt translate -o, nmt score --out, nmt average -o into a read-only folder: before, the error named the
+    # temporary file (FOLDER/.out.fr.7qghxtb4.tmp), a name the user never gave
+    unwritable(monkeypatch, tmp_path)
+    with pytest.raises(PermissionError) as denied:
+        atomic_write_text(tmp_path / "out.fr", "x")
+    assert (denied.value.filename, denied.value.errno) == (str(tmp_path / "out.fr"), errno.EACCES)
+    assert list(tmp_path.iterdir()) == []

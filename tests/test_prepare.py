@@ -21,6 +21,7 @@ from nmt.config import DataConfig, config_from_dict, save_config
 from nmt.data.prepare import format_stats, load_prepared, prepare
 from nmt.errors import NMTError
 from nmt.typed_yaml import section_dict
+from tests.helpers import unwritable
 from tests.synthetic import reverse_pairs, write_parallel
 
 
@@ -183,6 +184,18 @@ def test_a_failed_prepare_leaves_no_folder_it_made(tmp_path: Path) -> None:
     with pytest.raises(NMTError, match="corpus file not found"):
         prepare(with_files(nested, train=str(tmp_path / "missing")))
     assert [p.name for p in (tmp_path / "data" / "prepared").iterdir()] == ["mine"]
+
+def test_a_data_dir_in_a_folder_that_cannot_be_written_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # before: "error: FOLDER/.prepared.build-_8fm6kvp: Permission denied", a folder the user never named
+    config, _ = setup(tmp_path)
+    unwritable(monkeypatch, tmp_path)
+    with pytest.raises(PermissionError) as denied:
+        prepare(config)
+    assert denied.value.filename == config.dir
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus"]
+
 
 class HangingTokenizer:
     """Stands in for sentencepiece's training: C++ that holds Ctrl-C back until it returns, here 20 s."""

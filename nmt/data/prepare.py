@@ -27,7 +27,7 @@ from nmt.data.pairs import MAX_LINE_CHARS, SPLITS, Corpus, Pair
 from nmt.data.sources import content_settings, corpus_source, prepared_dir
 from nmt.data.subwords import SUBWORD_KEYS, Tokenizer, read_manifest
 from nmt.errors import NMTError
-from nmt.fileio import atomic_write_json, atomic_write_text, interrupts_deferred
+from nmt.fileio import atomic_write_json, atomic_write_text, errors_naming, interrupts_deferred
 from nmt.interrupts import starting_children
 from nmt.lengths import assign_buckets, make_buckets, word_count
 
@@ -193,7 +193,8 @@ def prepare(config: DataConfig) -> dict[str, Any]:
         _check_replaceable(directory, config)
         made = [folder for folder in directory.parents if not folder.exists()]  # innermost first
         directory.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.build-"))
+        with errors_naming(directory):  # a folder that cannot be written: data.dir, not the temporary one
+            tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.build-"))
         old = None
         try:
             _build(tmp, config)
