@@ -13,9 +13,11 @@ import sacrebleu
 
 from nmt.cli import main
 from nmt.compare.evaluate import default_out_dir, effect_pairs, length_contrasts, plot_group
-from nmt.compare.runs import describe_runs
+from nmt.compare.runs import describe_runs, translate_cached
 from nmt.config import load_config, save_config
-from tests.helpers import fake_run
+from nmt.decoding.translator import Translator
+from nmt.evaluation import testset
+from tests.helpers import fake_run, unwritable
 from tests.synthetic import reverse_pairs, write_parallel
 
 
@@ -65,6 +67,26 @@ def test_not_a_run_is_a_user_error(tmp_path: Path, capsys: pytest.CaptureFixture
     (tmp_path / "s").write_text("a\n", encoding="utf-8")
     assert main(["evaluate", str(tmp_path), "--src", str(tmp_path / "s"), "--ref", str(tmp_path / "s")]) == 2
     assert "is not a training run (no config.yaml)" in capsys.readouterr().err
+
+
+def test_a_run_that_cannot_be_written_is_scored_without_caching(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a run on a read-only disk or of another user: before, nmt evaluate / curve translated the whole test set,
+    # then failed on RUN/hyps ("Permission denied", exit 2, nothing scored) however often it was run
+    (run,) = describe_runs([fake_run(tmp_path / "run")])
+
+    class Upper:
+        def translate(self, sources: list[str]) -> list[str]:
+            return [source.upper() for source in sources]
+
+    monkeypatch.setattr(Translator, "from_run", lambda *args, **kwargs: Upper())
+    unwritable(monkeypatch, tmp_path / "run" / "hyps")
+    hyps, path, cached = translate_cached(run, testset.TestSet(["a b", "c"], ["x y", "z"], "--src s"), "cpu")
+    assert (hyps, cached, path.exists()) == (["A B", "C"], False, False)
+    assert re.fullmatch(r"run: translating 2 sentences with best.pt \(beam 5\)\nwarning: run: the translations could "
+                        r"not be cached in \S+/run/hyps/[0-9a-f]{20}.json \(Permission denied\), so the next "
+                        r"evaluation translates again; they are scored now.\n", capsys.readouterr().err)
 
 
 def _copy_run(trained: Path, dest: Path, beam_size: int) -> Path:

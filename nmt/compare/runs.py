@@ -99,7 +99,11 @@ def translate_cached(run: RunInfo, test_set: TestSet, device: str) -> tuple[list
           f"(beam {decoding['beam_size']})", file=sys.stderr)
     translator = Translator.from_run(run.run_dir, run.checkpoint, device, decoding=run.config.decoding)
     hyps = list(translator.translate(test_set.sources))  # one per sentence: Translator.translate_nbest
-    translations.write_cached(path, key, test_set.origin, hyps)
+    try:
+        translations.write_cached(path, key, test_set.origin, hyps)
+    except OSError as error:  # a run on a read-only disk or of another user: the cache is only a saving
+        print(f"warning: {run.name}: the translations could not be cached in {error.filename} "
+              f"({error.strerror}), so the next evaluation translates again; they are scored now.", file=sys.stderr)
     return hyps, path, False
 
 
