@@ -33,7 +33,8 @@ class FillingDisk(io.FileIO):
 
 def unwritable(monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
     """Make `folder` refuse new files and folders, as a read-only one does (chmod stops no one running as root):
-    tempfile's mkstemp and mkdtemp fail there with EACCES, naming the temporary name they tried."""
+    tempfile's mkstemp and mkdtemp fail there with EACCES, naming the temporary name they tried, and os.access
+    says it cannot be written."""
 
     def refusing(make: Any) -> Any:
         def made(*args: Any, **kwargs: Any) -> Any:
@@ -46,6 +47,9 @@ def unwritable(monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
 
     monkeypatch.setattr(tempfile, "mkstemp", refusing(tempfile.mkstemp))
     monkeypatch.setattr(tempfile, "mkdtemp", refusing(tempfile.mkdtemp))
+    access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, **kwargs: (
+        not (mode & os.W_OK and Path(path).resolve() == folder.resolve()) and access(path, mode, **kwargs)))
 
 
 def scoring_settings(**values: Any) -> EvaluationConfig:

@@ -89,6 +89,20 @@ def test_a_run_that_cannot_be_written_is_scored_without_caching(
                         r"evaluation translates again; they are scored now.\n", capsys.readouterr().err)
 
 
+def test_a_report_folder_that_cannot_be_written_is_refused_before_translating(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a read-only run evaluated without --out: before, it translated the test set, then failed on RUN/evaluation
+    run = fake_run(tmp_path / "run")
+    (tmp_path / "s").write_text("a\n", encoding="utf-8")
+    unwritable(monkeypatch, run)
+    assert main(["evaluate", str(run), "--src", str(tmp_path / "s"), "--ref", str(tmp_path / "s")]) == 2
+    assert capsys.readouterr().err == (
+        f"nmt evaluate: error: the report's folder {run / 'evaluation'} (without --out): {run}, where it would be "
+        "made, cannot be written (no permission to write there, or a read-only disk).\nGive --out a folder you can "
+        "write; nothing was done.\n")
+
+
 def _copy_run(trained: Path, dest: Path, beam_size: int) -> Path:
     shutil.copytree(trained, dest)
     config = load_config(dest / "config.yaml")

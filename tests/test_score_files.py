@@ -21,7 +21,7 @@ from nmt.evaluation.length_plot import plotted_buckets
 from nmt.evaluation.report import format_examples, pick_examples
 from nmt.evaluation.score_files import distinct_parts
 from nmt.evaluation.scoring import score_systems
-from tests.helpers import scoring_settings
+from tests.helpers import scoring_settings, unwritable
 
 VOCAB = [f"w{i}" for i in range(80)]
 
@@ -535,3 +535,17 @@ def test_an_output_that_is_an_input_file_is_refused_before_any_work(
                    + said.format(good=files["good"], report=tmp_path / "report.md") + ", which it would overwrite.\n"
                    "Give another --out (or move the input files out of that folder); nothing was written.\n")
     assert {path: path.read_bytes() for path in tmp_path.iterdir()} == before
+
+
+def test_an_out_folder_that_cannot_be_written_is_refused_before_any_work(
+    files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # before: scored, then "error: RO/.results.json.at3g77r5.tmp: Permission denied" (nmt evaluate: after translating)
+    (tmp_path / "ro").mkdir()
+    unwritable(monkeypatch, tmp_path / "ro")
+    for out, where in ((tmp_path / "ro", "it"), (tmp_path / "ro" / "new", f"{tmp_path / 'ro'}, where it would be made,")):
+        assert main(["score", "--ref", str(files["ref"]), str(files["good"]), "--out", str(out)]) == 2
+        assert capsys.readouterr() == ("", f"nmt score: error: --out {out}: {where} cannot be written (no permission to "
+                                       "write there, or a read-only disk).\nGive --out a folder you can write; nothing "
+                                       "was done.\n")
+    assert list((tmp_path / "ro").iterdir()) == []

@@ -19,7 +19,7 @@ from nmt.data.sources import corpus_source, prepared_dir
 from nmt.decoding.translator import Translator
 from nmt.errors import NMTError
 from nmt.evaluation.testset import TestSet, shown_path, unique_name
-from nmt.fileio import atomic_open, atomic_write_json, atomic_write_text
+from nmt.fileio import atomic_open, atomic_write_json, atomic_write_text, refuse_unwritable
 from nmt.rundir import translations
 from nmt.rundir.checkpoints import CHECKPOINT_DIR, resolve_checkpoint
 from nmt.rundir.loading import check_run_dir
@@ -117,12 +117,17 @@ def check_sentences_per_bucket(per_bucket: int | None) -> None:
 
 def default_out_dir(run_dirs: Sequence[Path], out_dir: Path | None = None) -> Path:
     """Where a comparison command writes: `out_dir` when given (--out), else RUN_DIR/evaluation for one
-    run and `evaluation/` in the runs' common parent for several."""
+    run and `evaluation/` in the runs' common parent for several; refused, before any work, where it cannot
+    be written."""
     if out_dir is not None:
+        refuse_unwritable(out_dir, f"--out {out_dir}")
         return out_dir
     if len(run_dirs) == 1:
-        return run_dirs[0] / "evaluation"
-    return Path(os.path.commonpath([d.resolve() for d in run_dirs])) / "evaluation"
+        out = run_dirs[0] / "evaluation"
+    else:
+        out = Path(os.path.commonpath([d.resolve() for d in run_dirs])) / "evaluation"
+    refuse_unwritable(out, f"the report's folder {out} (without --out)")
+    return out
 
 
 def write_outputs(

@@ -36,7 +36,7 @@ from nmt.evaluation.report import (
 )
 from nmt.evaluation.scoring import score_systems, warn_if_tokenized
 from nmt.evaluation.testset import TestSet, file_test_set, reference_test_set, shown_path, unique_name
-from nmt.fileio import atomic_write_text, same_file
+from nmt.fileio import atomic_write_text, refuse_unwritable, same_file
 from nmt.lengths import make_buckets
 from nmt.typed_yaml import parse_override, sets_key
 
@@ -90,6 +90,7 @@ def score_files(
             )
         pairs = [(baseline, name) for name in paths if name != baseline]
     out = Path(out_dir or "evaluation")
+    refuse_unwritable(out, f"--out {out}")
     _refuse_writing_over_inputs(out, ref_path, src_path, paths)
     hypotheses = {name: _read_hypotheses(path, ref_path, len(test_set.references)) for name, path in paths.items()}
     warn_blank_references(test_set.references, ref_path)  # once every input is known to be usable
