@@ -66,17 +66,18 @@ def errors_naming(path: str | Path) -> Iterator[None]:
 
 @contextlib.contextmanager
 def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO]:
-    """Open a temporary file beside `path`; on success it replaces `path`, on error it is removed (an
-    OSError is raised again naming `path`; a full disk's as a DiskFullError). A symbolic link is written
-    through, as a shell's `>` does: the file it names is replaced, the link kept. Anything but a file there (a
-    folder, a device such as /dev/null, a named pipe) is refused: renaming over it would replace it for every
-    other program."""
+    """Open a temporary file beside `path`; on success it replaces `path`, on error it is removed with the
+    folders made for it (an OSError is raised again naming `path`; a full disk's as a DiskFullError). A
+    symbolic link is written through, as a shell's `>` does: the file it names is replaced, the link kept.
+    Anything but a file there (a folder, a device such as /dev/null, a named pipe) is refused: renaming over it
+    would replace it for every other program."""
     path = Path(os.path.realpath(path)) if Path(path).is_symlink() else Path(path)
     if path.is_dir():
         raise NMTError(f"{path} is a folder, and a file is needed there.", "Give a file's path.")
     if path.exists() and not path.is_file():
         raise NMTError(f"{path} is not a regular file (a device or a named pipe): a file written there would "
                        "replace it.", "Give the path of a file.")
+    made = [folder for folder in path.parents if not folder.exists()]  # innermost first
     path.parent.mkdir(parents=True, exist_ok=True)
     with errors_naming(path):  # a folder that cannot be written: the file asked for, not the temporary one
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -95,6 +96,9 @@ def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO]:
     except BaseException as error:
         written = os.path.getsize(tmp) if os.path.exists(tmp) else 0
         Path(tmp).unlink(missing_ok=True)
+        for folder in made:  # nmt translate -o new/out.fr with a bad input leaves no empty new/
+            with contextlib.suppress(OSError):  # not empty: another file is written there
+                folder.rmdir()
         if _disk_full(error):
             raise DiskFullError.writing(path, written) from error
         raise

@@ -32,6 +32,18 @@ def test_a_write_that_fails_names_the_file_and_leaves_the_previous_one(tmp_path:
     assert denied.value.filename == str(path)  # the file this write was for, in its own kind of error
 
 
+def test_a_write_that_fails_leaves_no_folder_it_made(tmp_path: Path) -> None:
+    # nmt translate -i bad.txt -o new/sub/out.fr: before, the UTF-8 error left the empty folders new/sub/
+    (tmp_path / "kept").mkdir()
+    for path in (tmp_path / "new" / "sub" / "out.fr", tmp_path / "kept" / "sub" / "out.fr"):
+        with pytest.raises(NMTError), atomic_open(path) as handle:
+            handle.write("a translation\n")
+            raise NMTError("line 2 is not valid UTF-8")
+    assert [p.name for p in tmp_path.iterdir()] == ["kept"] and list((tmp_path / "kept").iterdir()) == []
+    atomic_write_text(tmp_path / "new" / "sub" / "out.fr", "x")  # and on success they stay
+    assert (tmp_path / "new" / "sub" / "out.fr").read_text() == "x"
+
+
 def test_a_symbolic_link_is_written_through_and_kept(tmp_path: Path) -> None:
     # as a shell's `>`: nmt average -o link.pt, nmt translate -o link.txt, a report file linked elsewhere
     (tmp_path / "elsewhere").mkdir()
