@@ -329,6 +329,14 @@ def test_bad_inputs_raise_errors_naming_file_and_line(tmp_path: Path) -> None:
     (tmp_path / "f.jsonl").write_text('{"translation": {"en": "a", "fr": "b"}}\n{"translation": {"en" "c"}}\n')
     with pytest.raises(NMTError, match=r"f\.jsonl, line 2: invalid JSON \(Expecting ':' delimiter, character 23 of"):
         corpus_source(data_config(source="files", train=str(tmp_path / "f.jsonl"))).read()
+    (tmp_path / "empty.tsv").write_bytes(b"")  # before: "the train split is empty ... (0 empty pairs dropped, ...)"
+    with pytest.raises(NMTError, match=r"^corpus file \S+empty\.tsv is empty\. Give a file of one sentence a line"):
+        corpus_source(data_config(source="files", train=str(tmp_path / "empty.tsv"))).read()
+    (tmp_path / "e.en").write_text("\n \n", encoding="utf-8")
+    (tmp_path / "e.fr").write_bytes(b"")
+    with pytest.raises(NMTError, match=r"^corpus file \S+e\.fr is empty\."):
+        corpus_source(data_config(source="files", train=str(tmp_path / "d.jsonl"), valid=str(tmp_path / "e"),
+                                  tgt_field="translation.en")).read()
     (tmp_path / "e.en").write_text("\n \n", encoding="utf-8")
     (tmp_path / "e.fr").write_text("x\ny\n", encoding="utf-8")
     with pytest.raises(NMTError, match="the train split is empty.*2 empty pairs dropped"):

@@ -127,7 +127,7 @@ def read_parallel(spec: str, config: DataConfig, bom_files: list[str]) -> list[P
     if spec.endswith((".tsv", ".jsonl")):
         return [
             _line_pair(line, spec.endswith(".tsv"), config, f"{spec}, line {number}") if line.strip() else ("", "")
-            for number, line in enumerate(read_lines(Path(spec), hint=SPLIT_HINT, bom_files=bom_files), 1)
+            for number, line in enumerate(_lines(Path(spec), SPLIT_HINT, bom_files), 1)
         ]
     src_path, tgt_path = Path(f"{spec}.{config.src_lang}"), Path(f"{spec}.{config.tgt_lang}")
     hint = (
@@ -142,11 +142,23 @@ def read_aligned(
     src_path: Path, tgt_path: Path, bom_files: list[str], hint: str = "Check data.files.*_src / data.files.*_tgt."
 ) -> list[Pair]:
     """Pairs from a source file and its line-aligned target file (byte-order marks noted in `bom_files`)."""
-    src = read_lines(src_path, hint=hint, bom_files=bom_files)
-    tgt = read_lines(tgt_path, hint=hint, bom_files=bom_files)
+    src = _lines(src_path, hint, bom_files)
+    tgt = _lines(tgt_path, hint, bom_files)
     if len(src) != len(tgt):
         raise NMTError(
             f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}.",
             "The two sides must be line-aligned: one sentence and its translation on the same line number.",
         )
     return list(zip(src, tgt, strict=True))
+
+
+def _lines(path: Path, hint: str, bom_files: list[str]) -> list[str]:
+    """`read_lines` of a corpus file (`hint`: what to check if it is missing), refusing a file without a line:
+    else an empty file (a failed download, a wrong copy) makes an empty split, whose error names no file."""
+    lines = read_lines(path, hint=hint, bom_files=bom_files)
+    if not lines:
+        raise NMTError(
+            f"corpus file {path} is empty.",
+            "Give a file of one sentence a line (or leave data.files.valid / test empty to carve them from train).",
+        )
+    return lines
