@@ -65,6 +65,21 @@ def test_the_last_two_are_averaged_and_translate_and_evaluate_take_it(
         average_checkpoints(run, last=2, output=run / "checkpoints" / "best.pt")
 
 
+def test_a_checkpoint_of_the_current_folder_is_taken_as_dot_slash_name(
+    run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # before: --checkpoint ./avg.pt (as the docs and the error for avg.pt say) lost its ./ on the way and was
+    # looked up as RUN/checkpoints/avg.pt, by nmt translate, nmt evaluate and Translator.from_run alike
+    monkeypatch.chdir(tmp_path)
+    average_checkpoints(run, last=2, output="avg.pt")
+    (tmp_path / "in.txt").write_text("1 2 3 4\n", encoding="utf-8")
+    assert main(["translate", str(run), "-i", "in.txt", "-o", "out.txt", "--checkpoint", "./avg.pt"]) == 0
+    assert main(["evaluate", str(run), "--src", "in.txt", "--ref", "in.txt", "--out", "eval", "--checkpoint",
+                 "./avg.pt"]) == 0
+    assert "checkpoint avg.pt (step 6, the average of steps 4, 6)" in capsys.readouterr().err
+    assert len(Translator.from_run(run, "./avg.pt").translate(["1 2 3 4"])) == 1
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

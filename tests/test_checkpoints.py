@@ -133,7 +133,9 @@ def test_a_name_is_the_runs_file_and_a_path_with_a_folder_even_dot_slash_is_take
     (run / "checkpoints" / "averaged.pt").write_bytes(b"the run's")
     Path("averaged.pt").write_bytes(b"the current folder's")
     assert resolve_checkpoint(run, "averaged.pt") == run / "checkpoints" / "averaged.pt"
-    assert resolve_checkpoint(run, "./averaged.pt") == Path("averaged.pt")  # "./" kept: pathlib would drop it
+    # "./" kept (pathlib would drop it), so that the path resolved again (evaluate's translating) is this file too
+    assert resolve_checkpoint(run, "./averaged.pt") == tmp_path / "averaged.pt"
+    assert resolve_checkpoint(run, resolve_checkpoint(run, "./averaged.pt")) == tmp_path / "averaged.pt"
     assert resolve_checkpoint(run, str(tmp_path / "averaged.pt")) == tmp_path / "averaged.pt"
     with pytest.raises(NMTError, match=r"--checkpoint ./missing.pt: no such file"):
         resolve_checkpoint(run, "./missing.pt")

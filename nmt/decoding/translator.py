@@ -87,7 +87,7 @@ class Translator:
             raise NMTError(f"beam_size={beam_size!r}: it must be an int >= 1.", "Pass beam_size=1 for greedy search.")
         if batch_size is not None and not _positive_int(batch_size):
             raise NMTError(f"batch_size={batch_size!r}: it must be an int >= 1.", "Pass e.g. batch_size=64.")
-        run = load_run(Path(run_dir), Path(checkpoint) if checkpoint is not None else None, device)
+        run = load_run(Path(run_dir), checkpoint, device)  # as given: Path() would make ./NAME.pt a bare name
         return cls(run.model, run.tokenizer, decoding or run.config.decoding, beam_size, batch_size)
 
     @property

@@ -218,7 +218,9 @@ def resolve_checkpoint(run_dir: Path, checkpoint: str | Path | None) -> Path:
             raise NMTError(f"--checkpoint {checkpoint}: no such file.",
                            f"Check the path, or give a bare file name of the run's {CHECKPOINT_DIR}/ folder.")
         check_same_tokenizer(given, run_dir)
-        return given
+        # ./NAME.pt: a Path drops the "./", and the bare NAME.pt it leaves would be looked up in the run when the
+        # path is resolved again (evaluate's translating); with the current folder it stays a path
+        return given if given.parent != Path(".") else Path.cwd() / given
     path = folder / given
     if not path.is_file():
         have = sorted(p.name for p in folder.glob("*.pt"))
