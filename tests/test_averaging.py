@@ -80,6 +80,18 @@ def test_a_checkpoint_of_the_current_folder_is_taken_as_dot_slash_name(
     assert len(Translator.from_run(run, "./avg.pt").translate(["1 2 3 4"])) == 1
 
 
+def test_the_command_it_suggests_finds_the_file(
+    run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # -o avg.pt: before, "use it with: nmt translate RUN --checkpoint avg.pt", which looks in RUN/checkpoints/
+    monkeypatch.chdir(tmp_path)
+    assert main(["average", str(run), "--last", "2", "-o", "avg.pt"]) == 0
+    suggested = capsys.readouterr().out.splitlines()[-1]
+    assert suggested == f"use it with: nmt translate {run} --checkpoint ./avg.pt"
+    Path("in.txt").write_text("1 2 3 4\n", encoding="utf-8")
+    assert main(["translate", str(run), "-i", "in.txt", "-o", "out.txt", *suggested.split()[-2:]]) == 0
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
 
 from nmt.commands import arguments
@@ -27,4 +28,6 @@ def run(args: argparse.Namespace) -> None:
 
     path = average_checkpoints(args.run_dir, last=args.last, steps=args.steps, output=args.output)
     print(f"wrote {path}: {describe_checkpoint(path)}")
-    print(f"use it with: nmt translate {args.run_dir} --checkpoint {path}")
+    # --checkpoint looks a bare name up in RUN_DIR/checkpoints/: a file of the current folder is ./NAME there
+    given = path if path.parent != Path(".") else f"./{path}"
+    print(f"use it with: nmt translate {shlex.quote(str(args.run_dir))} --checkpoint {shlex.quote(str(given))}")
