@@ -27,6 +27,7 @@ from nmt.decoding.translate import translate_file
 from nmt.decoding.translator import Translation, Translator
 from nmt.errors import NMTError
 from nmt.models import build_model
+from tests.helpers import fake_run
 from tests.synthetic import reverse_pairs
 
 PAIRS = reverse_pairs(24, 5, 8, seed=5)
@@ -290,6 +291,23 @@ def test_dash_is_stdin_and_stdout_and_no_file_named_dash_is_written(
     expected = Translator.from_run(trained_reverse_run, beam_size=1).translate(["1 2 3 4 5", "6 7 8"])
     assert capsys.readouterr().out == "".join(line + "\n" for line in expected)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_closed_stdin_or_stdout_is_named_before_any_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `nmt translate RUN <&-` (or >&-, a daemon's job): before, AttributeError: 'NoneType' object has no
+    # attribute 'buffer' ('write', after translating the first chunk), a traceback
+    run = fake_run(tmp_path / "run")
+    (tmp_path / "in.txt").write_text("1 2\n", encoding="utf-8")
+    monkeypatch.setattr(sys, "stdin", None)
+    assert main(["translate", str(run)]) == 2
+    assert capsys.readouterr().err == ("nmt translate: error: stdin is closed, and without -i the input is read from "
+                                       "it.\nGive the input file with -i FILE.\n")
+    monkeypatch.setattr(sys, "stdout", None)
+    assert main(["translate", str(run), "-i", str(tmp_path / "in.txt")]) == 2
+    assert capsys.readouterr().err == ("nmt translate: error: stdout is closed, and without -o the translation is "
+                                       "written to it.\nGive the output file with -o FILE.\n")
 
 
 def test_the_output_is_written_through_a_link_and_into_a_pipe_not_over_them(

@@ -156,8 +156,15 @@ def _check_paths(
     run: Path, input_path: str | Path | None, output_path: str | Path | None, checkpoint: str | Path | None
 ) -> None:
     """Refuse a missing run or input, an input that is a folder, and an output that is a folder or a file
-    translation reads: before the model is loaded, so that nothing was done."""
+    translation reads, and a closed stdin or stdout it would use: before the model is loaded, so that nothing
+    was done."""
     check_run_dir(run)
+    # a job started with the stream closed (`<&-`, `>&-`, some daemons): Python's sys.stdin / stdout is None
+    if input_path is None and sys.stdin is None:
+        raise NMTError("stdin is closed, and without -i the input is read from it.", "Give the input file with -i FILE.")
+    if output_path is None and sys.stdout is None:
+        raise NMTError("stdout is closed, and without -o the translation is written to it.",
+                       "Give the output file with -o FILE.")
     if input_path is not None and not Path(input_path).exists():  # a pipe (-i <(...)) is no file, but reads
         raise NMTError(f"input file not found: {input_path}", "Check the path, or omit -i to read stdin.")
     if input_path is not None and Path(input_path).is_dir():
