@@ -111,13 +111,16 @@ def test_cached_steps_equal_teacher_forcing(positions: str, norm: str) -> None:
     logits, attention = model(src, lengths, tgt, return_attention=True)
     enc = model.encode(src, lengths)
     state = model.init_state(enc)
+    rooms = []
     for t in range(tgt.size(1)):
         log_probs, state, weights = model.decode_step(tgt[:, t], state, enc)
         assert state.steps == t + 1
+        rooms.append(state.buffer.size(4))
         torch.testing.assert_close(log_probs, torch.log_softmax(logits[:, t], -1), atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(weights, attention[:, t], atol=1e-6, rtol=1e-5)
     assert torch.all(attention[1, :, 3:] == 0)  # never on the padding
     torch.testing.assert_close(attention.sum(-1), torch.ones(2, tgt.size(1)))
+    assert rooms == [1, 2, 4, 4, 8, 8, 8]  # copied when full, into twice the room: 4 buffers for 7 steps
 
 
 @pytest.mark.parametrize("grad", [False, True])  # search runs without gradients; out= records none

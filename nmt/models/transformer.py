@@ -67,8 +67,11 @@ class Cache:
     They sit at the front of a buffer that may have room for more steps. Beam search's reordering copies
     them into a buffer with room for one more step, which the next `decode_step` fills in place: one copy
     of the cache a beam step rather than two (the copies grow with the steps and the beams: on a GPU, at
-    large batches, they are the step's memory traffic). A cache's room is filled once; a second step from
-    the same cache copies it instead, so that the first step's cache stays as it was.
+    large batches, they are the step's memory traffic). A step with no room left copies the cache into a
+    buffer with room for as many steps again, so that greedy search copies it at steps 1, 2, 4, 8, ...
+    rather than at every step (the attention reads the filled front of the buffer, a strided view). A
+    cache's room is filled once; a second step from the same cache copies it instead, so that the first
+    step's cache stays as it was.
     """
 
     buffer: Tensor  # batch x layers x 2 x heads x room x d_k, room >= steps
@@ -93,13 +96,14 @@ class Cache:
 
     def grown(self, steps: int) -> Cache:
         """A cache with room for `steps` more steps after these (uninitialised, for the layers to fill): this
-        buffer where it has the room and no other step took it, else one copy into a new buffer."""
+        buffer where it has the room and no other step took it, else one copy into a new buffer with room to
+        spare (twice the steps so far)."""
         total = self.steps + steps
         if total <= self.buffer.size(4) and not self.room_taken:
             self.room_taken = True
             return Cache(self.buffer, total)
         batch, layers, _, heads, _, head_size = self.buffer.shape
-        buffer = self.buffer.new_empty(batch, layers, 2, heads, total, head_size)
+        buffer = self.buffer.new_empty(batch, layers, 2, heads, max(total, 2 * self.steps), head_size)
         buffer[:, :, :, :, : self.steps] = self.keys_values
         return Cache(buffer, total)
 
