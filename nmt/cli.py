@@ -84,12 +84,20 @@ def main(argv: list[str] | None = None) -> int:
         print(hint, file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        again = "" if args.command == "train" else " Run the same command again to continue."  # train says how
-        print(f"nmt {args.command}: interrupted.{again}", file=sys.stderr)
+        print(f"nmt {args.command}: interrupted.{AFTER_INTERRUPT.get(args.command, '')}", file=sys.stderr)
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+# what the same command does when run again (train says so itself: it saved a checkpoint to --resume from)
+_STARTS_OVER = " Nothing half-written was kept; the same command starts over, re-using the translations of the"
+AFTER_INTERRUPT = {
+    "experiment": " Run the same command again to continue: finished runs are kept, an interrupted one resumes.",
+    "evaluate": f"{_STARTS_OVER} runs it finished.",
+    "curve": f"{_STARTS_OVER} checkpoints it finished.",
+}
 
 
 def _os_error_words(error: OSError) -> tuple[str, str]:

@@ -83,7 +83,7 @@ def test_a_checkpoint_of_the_current_folder_is_taken_as_dot_slash_name(
 def test_the_command_it_suggests_finds_the_file(
     run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # -o avg.pt: before, "use it with: nmt translate RUN --checkpoint avg.pt", which looks in RUN/checkpoints/
+    # -o avg.pt: a bare avg.pt given to --checkpoint would be looked up in RUN/checkpoints/
     monkeypatch.chdir(tmp_path)
     assert main(["average", str(run), "--last", "2", "-o", "avg.pt"]) == 0
     suggested = capsys.readouterr().out.splitlines()[-1]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import re
 import subprocess
 import sys
@@ -362,3 +363,25 @@ def test_train_names_its_default_run_dir_and_how_to_resume_after_ctrl_c(
     monkeypatch.chdir(tmp_path)
     assert main(["train", str(CONFIGS / "quick.yaml"), "--run-name", "rnnsearch-50"]) == 130
     assert "runs/rnnsearch-50: the same command with --resume continues it" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "after"),
+    [
+        (["experiment", str(CONFIGS / "quick.yaml")], "Run the same command again to continue"),
+        (["evaluate", "run"], "the same command starts over, re-using the translations of the runs it finished"),
+        (["curve", "run"], "re-using the translations of the checkpoints it finished"),
+        (["translate", "run"], None),  # starts over: nothing to promise
+    ],
+)
+def test_an_interrupted_command_says_what_running_it_again_does(
+    argv: list[str], after: str | None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def interrupted(args: argparse.Namespace) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(importlib.import_module(COMMANDS[argv[0]][0]), "run", interrupted)
+    assert main(argv) == 130
+    message = capsys.readouterr().err.strip()
+    assert message.startswith(f"nmt {argv[0]}: interrupted.")
+    assert (after in message) if after else message == f"nmt {argv[0]}: interrupted."

@@ -33,7 +33,7 @@ def test_a_write_that_fails_names_the_file_and_leaves_the_previous_one(tmp_path:
 
 
 def test_a_write_that_fails_leaves_no_folder_it_made(tmp_path: Path) -> None:
-    # nmt translate -i bad.txt -o new/sub/out.fr: before, the UTF-8 error left the empty folders new/sub/
+    # nmt translate -i bad.txt -o new/sub/out.fr: a failed write leaves no empty new/sub/ behind
     (tmp_path / "kept").mkdir()
     for path in (tmp_path / "new" / "sub" / "out.fr", tmp_path / "kept" / "sub" / "out.fr"):
         with pytest.raises(NMTError), atomic_open(path) as handle:
@@ -92,8 +92,8 @@ def test_a_full_disk_names_the_file_and_the_space_it_needs_and_keeps_the_previou
 def test_a_folder_that_cannot_be_written_names_the_file_asked_for(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # nmt translate -o, nmt score --out, nmt average -o into a read-only folder: before, the error named the
-    # temporary file (FOLDER/.out.fr.7qghxtb4.tmp), a name the user never gave
+    # nmt translate -o, nmt score --out, nmt average -o into a read-only folder: the error names the path the
+    # user gave, not the temporary file (FOLDER/.out.fr.7qghxtb4.tmp)
     unwritable(monkeypatch, tmp_path)
     with pytest.raises(PermissionError) as denied:
         atomic_write_text(tmp_path / "out.fr", "x")

@@ -296,8 +296,7 @@ def test_dash_is_stdin_and_stdout_and_no_file_named_dash_is_written(
 def test_a_closed_stdin_or_stdout_is_named_before_any_work(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # `nmt translate RUN <&-` (or >&-, a daemon's job): before, AttributeError: 'NoneType' object has no
-    # attribute 'buffer' ('write', after translating the first chunk), a traceback
+    # `nmt translate RUN <&-` (or >&-, a daemon's job): Python's sys.stdin (stdout) is None
     run = fake_run(tmp_path / "run")
     (tmp_path / "in.txt").write_text("1 2\n", encoding="utf-8")
     monkeypatch.setattr(sys, "stdin", None)

@@ -107,6 +107,7 @@ def _score_checkpoints(
     for path in checkpoints:
         hyps, cache, cached = translate_cached(dataclasses.replace(run, checkpoint=path), sample, device)
         bleu, sample_bleu = curves.bucket_bleu(scorer, hyps, sample.sources, sample.references, cutoffs, by)
-        points.append({"step": checkpoint_step(path), "checkpoint": shown_path(path, out), "hypotheses": shown_path(cache, out),
+        points.append({"step": checkpoint_step(path), "checkpoint": shown_path(path, out),
+                       "hypotheses": None if cache is None else shown_path(cache, out),  # the run's cache file
                        "cached": cached, "bleu": bleu, "sample_bleu": sample_bleu})
     return points

@@ -115,7 +115,7 @@ def _translate_runs(
             "run_dir": shown_path(run.run_dir, out),
             "checkpoint": shown_path(run.checkpoint, out),
             **{key: decoding[key] for key in ("beam_size", "length_penalty", "alpha")},
-            "hypotheses": shown_path(path, out),
+            "hypotheses": None if path is None else shown_path(path, out),  # the run's cache file
         }
         scored.append(
             f"{run.name}: `{shown_path(run.run_dir, out)}`, checkpoint {checkpoint_text}, beam {decoding['beam_size']}, "

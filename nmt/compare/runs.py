@@ -83,9 +83,9 @@ def decoding_settings(config: Config) -> dict[str, Any]:
     return {k: v for k, v in asdict(config.decoding).items() if k not in _KEY_EXEMPT}
 
 
-def translate_cached(run: RunInfo, test_set: TestSet, device: str) -> tuple[list[str], Path, bool]:
-    """(hypotheses, cache file, whether it was a cache hit) of one run on the test set, decoded with the
-    run's decoding section (`--set` overrides included: `describe_runs`)."""
+def translate_cached(run: RunInfo, test_set: TestSet, device: str) -> tuple[list[str], Path | None, bool]:
+    """(hypotheses, cache file (None where it could not be written), whether it was a cache hit) of one run
+    on the test set, decoded with the run's decoding section (`--set` overrides included: `describe_runs`)."""
     assert test_set.sources is not None, "a run translates sources"
     decoding = decoding_settings(run.config)
     key = translations.cache_key(run.checkpoint, test_set.sources, decoding)
@@ -104,6 +104,7 @@ def translate_cached(run: RunInfo, test_set: TestSet, device: str) -> tuple[list
     except OSError as error:  # a run on a read-only disk or of another user: the cache is only a saving
         print(f"warning: {run.name}: the translations could not be cached in {error.filename} "
               f"({error.strerror}), so the next evaluation translates again; they are scored now.", file=sys.stderr)
+        return hyps, None, False
     return hyps, path, False
 
 
