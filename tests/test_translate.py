@@ -27,7 +27,7 @@ from nmt.decoding.translate import translate_file
 from nmt.decoding.translator import Translation, Translator
 from nmt.errors import NMTError
 from nmt.models import build_model
-from tests.helpers import fake_run
+from tests.helpers import fake_run, unwritable
 from tests.synthetic import reverse_pairs
 
 PAIRS = reverse_pairs(24, 5, 8, seed=5)
@@ -307,6 +307,26 @@ def test_a_closed_stdin_or_stdout_is_named_before_any_work(
     assert main(["translate", str(run), "-i", str(tmp_path / "in.txt")]) == 2
     assert capsys.readouterr().err == ("nmt translate: error: stdout is closed, and without -o the translation is "
                                        "written to it.\nGive the output file with -o FILE.\n")
+
+
+def test_an_output_or_plots_folder_that_cannot_be_written_is_refused_before_any_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a read-only folder: refused before the model is loaded, not after the whole input was translated
+    run = fake_run(tmp_path / "run")
+    (tmp_path / "in.txt").write_text("1 2\n", encoding="utf-8")
+    (tmp_path / "ro").mkdir()
+    unwritable(monkeypatch, tmp_path / "ro")
+    monkeypatch.setattr(Translator, "from_run", lambda *args, **kwargs: pytest.fail("the model was loaded"))
+    out = tmp_path / "ro" / "out.fr"
+    assert main(["translate", str(run), "-i", str(tmp_path / "in.txt"), "-o", str(out)]) == 2
+    assert capsys.readouterr().err == (f"nmt translate: error: the folder of -o {out}: it cannot be written (no "
+                                       "permission to write there, or a read-only disk).\n"
+                                       "Give -o a file in a folder you can write; nothing was done.\n")
+    plots = tmp_path / "ro" / "plots"
+    assert main(["translate", str(run), "-i", str(tmp_path / "in.txt"), "--attention-plots", str(plots)]) == 2
+    assert f"--attention-plots {plots}: {tmp_path / 'ro'}, where it would be made, cannot" in capsys.readouterr().err
+    assert list((tmp_path / "ro").iterdir()) == []
 
 
 def test_the_output_is_written_through_a_link_and_into_a_pipe_not_over_them(

@@ -17,7 +17,7 @@ from nmt.config import DecodingConfig, load_saved_config, override_sections
 from nmt.decoding.plots import plot_attention
 from nmt.decoding.translator import MAX_LINE_BYTES, Translation, Translator, warn
 from nmt.errors import NMTError
-from nmt.fileio import atomic_open, same_file
+from nmt.fileio import atomic_open, refuse_unwritable, same_file
 from nmt.rundir.checkpoints import resolve_checkpoint
 from nmt.rundir.loading import check_run_dir
 from nmt.text_encoding import refuse_foreign_encoding
@@ -98,10 +98,10 @@ def translate_file(
     output path "-" is stdin or stdout.
     """
     input_path, output_path = (None if path is not None and str(path) == STDIO else path for path in (input_path, output_path))
-    _check_paths(Path(run_dir), input_path, output_path, checkpoint)
+    plots_dir = Path(attention_plots) if attention_plots is not None else None
+    _check_paths(Path(run_dir), input_path, output_path, checkpoint, plots_dir)
     decoding = _decoding(Path(run_dir), list(overrides)) if overrides else None
     translator = Translator.from_run(run_dir, checkpoint, device, decoding=decoding)
-    plots_dir = Path(attention_plots) if attention_plots is not None else None
     if plots_dir is not None and not translator.has_attention:
         warn(f"{run_dir} is a model without attention (attention: none): there is nothing to plot.")
         plots_dir = None
@@ -153,12 +153,15 @@ def _decoding(run_dir: Path, overrides: list[str]) -> DecodingConfig:
 
 
 def _check_paths(
-    run: Path, input_path: str | Path | None, output_path: str | Path | None, checkpoint: str | Path | None
+    run: Path, input_path: str | Path | None, output_path: str | Path | None, checkpoint: str | Path | None,
+    plots_dir: Path | None,
 ) -> None:
-    """Refuse a missing run or input, an input that is a folder, and an output that is a folder or a file
-    translation reads, and a closed stdin or stdout it would use: before the model is loaded, so that nothing
-    was done."""
+    """Refuse a missing run or input, an input that is a folder, an output that is a folder or a file
+    translation reads, a closed stdin or stdout it would use, and an output or plots folder that cannot be
+    written: before the model is loaded, so that nothing was done."""
     check_run_dir(run)
+    if plots_dir is not None:
+        refuse_unwritable(plots_dir, f"--attention-plots {plots_dir}", "--attention-plots")
     # a job started with the stream closed (`<&-`, `>&-`, some daemons): Python's sys.stdin / stdout is None
     if input_path is None and sys.stdin is None:
         raise NMTError("stdin is closed, and without -i the input is read from it.", "Give the input file with -i FILE.")
@@ -174,6 +177,7 @@ def _check_paths(
         return
     if Path(output_path).is_dir():
         raise NMTError(f"output path {output_path} is a directory.", "Give a file name with -o.")
+    refuse_unwritable(Path(output_path).parent, f"the folder of -o {output_path}", "-o a file in")
 
     used = resolve_checkpoint(run, checkpoint) if checkpoint is not None else None  # a name: the run's file
     read = [input_path, used, run / "config.yaml", *run.glob("checkpoints/*.pt"), *run.glob("tokenizer/*")]
