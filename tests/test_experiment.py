@@ -59,6 +59,12 @@ def test_a_refused_experiment_writes_nothing(tmp_path: Path) -> None:
                                        r"cosine schedule") as longer:
         run_experiment(config_path, [*overrides, "training.max_steps=4"], out)
     assert "--force" in longer.value.hint
+    (out / "runs" / "a" / "checkpoints").mkdir()
+    (out / "runs" / "a" / "checkpoints" / "step_00000002.pt").write_bytes(b"weights")
+    before = {path: path.read_bytes() for path in out.rglob("*") if path.is_file()}
+    with pytest.raises(NMTError, match=r"run 'a' in .* is already at step 2, past training.max_steps 1") as shorter:
+        run_experiment(config_path, [*overrides, "training.max_steps=1"], out)
+    assert "--force" in shorter.value.hint and "--resume" not in str(shorter.value)
     assert {path: path.read_bytes() for path in out.rglob("*") if path.is_file()} == before
 
 

@@ -133,13 +133,20 @@ def _resumable(run_dir: Path, config: Config) -> Path | None:
     check_schedule_kept(run_dir, previous.training, config.training, str(run_dir),
                         f"Resume it with training.max_steps {previous.training.max_steps}, or train a new run for "
                         f"{config.training.max_steps} steps in another --run-dir.")
+    return check_not_past(run_dir, config.training.max_steps, f"--resume: {run_dir}",
+                          "Give training.max_steps at least that step, or train a new run in another --run-dir.")
+
+
+def check_not_past(run_dir: Path, max_steps: int, run: str, hint: str) -> Path | None:
+    """The newest checkpoint of the run in `run_dir` (None: none yet), or NMTError where it is past `max_steps`:
+    a run cannot go back. `run` names the run in the message; `hint` says what the command can do instead."""
     latest = latest_step_checkpoint(run_dir)
     reached = checkpoint_step(latest) if latest is not None else 0
-    if reached > config.training.max_steps:
+    if reached > max_steps:
         raise NMTError(
-            f"--resume: {run_dir} is already at step {reached}, past training.max_steps "
-            f"{config.training.max_steps}; a run cannot go back, and nothing was changed.",
-            "Give training.max_steps at least that step, or train a new run in another --run-dir.",
+            f"{run} is already at step {reached}, past training.max_steps {max_steps}; a run cannot go back, "
+            "and nothing was changed.",
+            hint,
         )
     return latest
 

@@ -28,6 +28,7 @@ from nmt.errors import NMTError
 from nmt.interrupts import starting_children
 from nmt.models.interface import model_kind
 from nmt.rundir.writing import (
+    check_not_past,
     check_schedule_kept,
     config_differences,
     learning_differences,
@@ -41,7 +42,8 @@ from nmt.training.trainer import train
 def check_runs(config: Config, run_dirs: dict[str, Path]) -> None:
     """Refuse, before anything is written, a run folder trained with another config, or a finished run whose
     training.max_steps grew under the cosine schedule (check_schedule_kept, the rule of `nmt train --resume`; the
-    constant and inverse_sqrt schedules read no max_steps, so such a run continues as if trained straight through)."""
+    constant and inverse_sqrt schedules read no max_steps, so such a run continues as if trained straight through),
+    or a run already past training.max_steps (check_not_past, as `nmt train --resume` refuses it)."""
     for name, run_dir in run_dirs.items():
         saved, ours = run_dir / "config.yaml", config.for_run(name)
         if not saved.exists():
@@ -58,6 +60,9 @@ def check_runs(config: Config, run_dirs: dict[str, Path]) -> None:
         check_schedule_kept(run_dir, previous.training, ours.training, f"run '{name}' in {run_dir}",
                             f"Re-run with --force to train every run afresh for {steps} steps, or choose another "
                             "--out folder.")
+        check_not_past(run_dir, steps, f"run '{name}' in {run_dir}",
+                       f"Give training.max_steps at least that step, re-run with --force to train every run afresh "
+                       f"for {steps} steps, or choose another --out folder.")
 
 
 def _train_run(name: str, config: Config, run_dir: Path) -> str:
