@@ -68,6 +68,19 @@ def test_a_refused_experiment_writes_nothing(tmp_path: Path) -> None:
     assert {path: path.read_bytes() for path in out.rglob("*") if path.is_file()} == before
 
 
+def test_runs_preparing_their_data_differently_into_one_data_dir_are_refused_before_anything_is_written(
+    tmp_path: Path,
+) -> None:
+    config_path, out = tmp_path / "a.yaml", tmp_path / "out"
+    config_path.write_text("runs: {a: {}, b: {data: {max_train_pairs: 100}}}\n", encoding="utf-8")
+    overrides = shortened(tmp_path / "data")
+    with pytest.raises(NMTError, match=r"runs 'a' and 'b' prepare their data differently \(data.max_train_pairs\) into "
+                                       r"the one data.dir .*prepared") as shared:
+        run_experiment(config_path, overrides, out)
+    assert "runs.b.data.dir" in shared.value.hint
+    assert not out.exists() and not (tmp_path / "data" / "prepared").exists()
+
+
 def test_runs_picks_the_runs_an_experiment_trains_and_an_unknown_one_writes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

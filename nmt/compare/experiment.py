@@ -26,7 +26,7 @@ from nmt.compare.evaluate import evaluate_runs
 from nmt.config import Config, save_config
 from nmt.config_sections import ModelConfig
 from nmt.data.prepare import format_stats, prepare
-from nmt.data.sources import corpus_source, load_checked_config, prepared_dir
+from nmt.data.sources import content_settings, corpus_source, load_checked_config, prepared_dir
 from nmt.environment import describe_environment
 from nmt.errors import NMTError
 from nmt.evaluation.curves import CURVE
@@ -35,6 +35,7 @@ from nmt.fileio import atomic_write_json, atomic_write_text, same_file
 from nmt.models.interface import model_kind
 from nmt.rundir.writing import read_summary
 from nmt.training.parallel import check_runs, train_runs
+from nmt.typed_yaml import config_diff
 
 
 class Timings:
@@ -230,6 +231,24 @@ def _check_config_kept(config_path: Path, out_dir: Path, force: bool) -> None:
         )
 
 
+def _check_data_dirs(config: Config) -> None:
+    """Refuse runs that prepare their data differently (a run's data.* keys) into one data.dir: each would
+    rebuild the folder for itself, and the other run would train or be evaluated on data not made for it."""
+    first: dict[str, tuple[str, dict[str, Any]]] = {}
+    for name in config.runs:
+        data = config.for_run(name).data
+        folder, settings = os.path.abspath(prepared_dir(data)), content_settings(data)
+        other, theirs = first.setdefault(folder, (name, settings))
+        differing = config_diff(theirs, settings, "data.")
+        if differing:
+            raise NMTError(
+                f"runs '{other}' and '{name}' prepare their data differently ({', '.join(differing)}) into the one "
+                f"data.dir {folder}: each would rebuild it for itself, under the other run. Nothing was written.",
+                f"Give run '{name}' a folder of its own (runs.{name}.data.dir), or leave data.dir out: each data "
+                "setting then gets its own folder under data/prepared/.",
+            )
+
+
 def run_experiment(
     config_path: Path, overrides: list[str], out_dir: Path, force: bool = False, jobs: int = 0,
     runs: Sequence[str] = (),
@@ -245,6 +264,7 @@ def run_experiment(
             f"{config_path}: no runs to compare.",
             "Add a 'runs:' section, e.g. runs: {rnnencdec: {model: {attention: none}}, rnnsearch: {}}.",
         )
+    _check_data_dirs(config)
     _check_config_kept(config_path, out_dir, force)
     if force and out_dir.exists():
         _check_is_experiment_folder(out_dir)
