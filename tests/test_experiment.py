@@ -68,6 +68,19 @@ def test_a_refused_experiment_writes_nothing(tmp_path: Path) -> None:
     assert {path: path.read_bytes() for path in out.rglob("*") if path.is_file()} == before
 
 
+def test_an_out_folder_holding_a_run_is_refused_and_the_run_kept(tmp_path: Path) -> None:
+    config_path, out = tmp_path / "a.yaml", tmp_path / "first" / "runs" / "a"
+    config_path.write_text("runs: {a: {}}\n", encoding="utf-8")
+    overrides = shortened(tmp_path / "data")
+    write_config(load_config(config_path, overrides).for_run("a"), out)
+    write_summary(out, {"stopped_by": "max_steps", "wall_time_s": 60.0})
+    before = {path: path.read_bytes() for path in out.rglob("*") if path.is_file()}
+    with pytest.raises(NMTError, match=r"--out .*first/runs/a holds a trained run \(summary.json") as refused:
+        run_experiment(config_path, overrides, out)
+    assert "OUT/runs/NAME" in refused.value.hint
+    assert {path: path.read_bytes() for path in out.rglob("*") if path.is_file()} == before
+
+
 def test_runs_preparing_their_data_differently_into_one_data_dir_are_refused_before_anything_is_written(
     tmp_path: Path,
 ) -> None:

@@ -33,7 +33,7 @@ from nmt.evaluation.curves import CURVE
 from nmt.evaluation.tables import markdown_table
 from nmt.fileio import atomic_write_json, atomic_write_text, same_file
 from nmt.models.interface import model_kind
-from nmt.rundir.writing import read_summary
+from nmt.rundir.writing import read_summary, run_files
 from nmt.training.parallel import check_runs, train_runs
 from nmt.typed_yaml import config_diff
 
@@ -219,6 +219,18 @@ def _check_is_experiment_folder(out_dir: Path) -> None:
         )
 
 
+def _check_not_a_run(out_dir: Path) -> None:
+    """Refuse an --out that holds a trained run (its own config.yaml and files; an experiment's run folders
+    among them): the experiment's config.yaml would replace the run's record of what it was trained with."""
+    present = [name for name in run_files(out_dir) if name != "config.yaml"]  # an experiment folder has one too
+    if present:
+        raise NMTError(
+            f"--out {out_dir} holds a trained run ({', '.join(present)}): the experiment would write its own "
+            "config.yaml over the run's, and its report beside it. Nothing was written.",
+            "Give --out a folder of its own (an experiment keeps each run in OUT/runs/NAME).",
+        )
+
+
 def _check_config_kept(config_path: Path, out_dir: Path, force: bool) -> None:
     """Refuse an --out that would replace the config file given (OUT/config.yaml is written; --force
     deletes OUT first)."""
@@ -265,6 +277,7 @@ def run_experiment(
             "Add a 'runs:' section, e.g. runs: {rnnencdec: {model: {attention: none}}, rnnsearch: {}}.",
         )
     _check_data_dirs(config)
+    _check_not_a_run(out_dir)
     _check_config_kept(config_path, out_dir, force)
     if force and out_dir.exists():
         _check_is_experiment_folder(out_dir)

@@ -78,7 +78,7 @@ def check_run_dir(run_dir: Path, config: Config, resume: bool) -> Path | None:
     return None
 
 
-def _run_files(run_dir: Path) -> list[str]:
+def run_files(run_dir: Path) -> list[str]:
     """What of a run (RUN_MARKERS) `run_dir` holds."""
     return [name for name in RUN_MARKERS if (run_dir / name).exists()]
 
@@ -96,7 +96,7 @@ def _refuse_run_there(run_dir: Path, config: Config) -> None:
                 f"{run_dir} holds another run (its config.yaml differs in: {', '.join(differing[:10])}).",
                 "Use another --run-dir; nothing was overwritten.",
             )
-    present = _run_files(run_dir)
+    present = run_files(run_dir)
     if present:
         RunLock(run_dir).refuse_if_held()  # "add --resume" would only meet the lock
         state = "a finished run" if (run_dir / SUMMARY).exists() else "a partial run"
@@ -110,7 +110,7 @@ def _resumable(run_dir: Path, config: Config) -> Path | None:
     """--resume: the newest checkpoint of the run in `run_dir`, or NMTError if `config` may not continue it."""
     config_path = run_dir / "config.yaml"
     if not config_path.is_file():
-        present = _run_files(run_dir)
+        present = run_files(run_dir)
         if present:  # a new run there is refused too (_refuse_run_there): say so, rather than send the user round in a loop
             raise NMTError(
                 f"--resume: {config_path} does not exist, so the run in {run_dir} ({', '.join(present)}) cannot be "
