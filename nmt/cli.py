@@ -69,6 +69,16 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     named = next((word for word in argv if not word.startswith("-")), None)  # `nmt` itself takes only flags
     args = build_parser(named if named in COMMANDS else "").parse_args(argv)
+    processes = _torchrun_processes()
+    if args.command != "train" and processes > 1:
+        # every process would do the whole command, writing its output and files once each; said once
+        if os.environ.get("RANK", "0") == "0":
+            print(f"nmt {args.command}: error: torchrun started it in {processes} processes (WORLD_SIZE={processes}), "
+                  f"and each would run the whole command: only nmt train shares its work between processes.",
+                  file=sys.stderr)
+            print(f"Run it without torchrun: nmt {args.command} ...; torchrun --nproc_per_node=N -m nmt train CONFIG "
+                  "--run-name NAME trains one run in N processes.", file=sys.stderr)
+        return 2
     previous = signal.signal(signal.SIGTERM, as_ctrl_c)
     try:
         importlib.import_module(COMMANDS[args.command][0]).run(args)
@@ -89,6 +99,14 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+def _torchrun_processes() -> int:
+    """How many processes torchrun started the command in (WORLD_SIZE; 1 without torchrun)."""
+    try:
+        return int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        return 1
 
 
 # what the same command does when run again (train says so itself: it saved a checkpoint to --resume from)

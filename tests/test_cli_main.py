@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import nmt.commands.prepare
+import nmt.commands.train
 from nmt.cli import main
 
 DISK_HINT = "Check that the path exists, is writable and that the disk has space.\n"
@@ -54,3 +55,28 @@ def test_an_output_folder_that_is_a_file_is_refused_before_any_work(
         assert exit_.value.code == 2
         assert capsys.readouterr().err.endswith(f"{said}: give a folder (one that does not exist yet is made)\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ref.txt"]
+
+
+@pytest.mark.parametrize("command", [["evaluate", "run"], ["translate", "run"], ["experiment", "any.yaml"],
+                                     ["score", "--ref", "ref.txt", "hyp.txt"], ["prepare", "any.yaml"]])
+def test_a_command_but_train_under_torchrun_is_refused_once_before_any_work(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    # each of torchrun's processes would run the whole command: the refusal is said by rank 0 alone
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    assert main(command) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"nmt {command[0]}: error: torchrun started it in 2 processes") and err.count("\n") == 2
+    assert "Run it without torchrun" in err
+    monkeypatch.setenv("RANK", "1")
+    assert main(command) == 2
+    assert capsys.readouterr().err == ""
+
+
+def test_train_under_torchrun_is_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    trained = []
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setattr(nmt.commands.train, "run", trained.append)
+    assert main(["train", "any.yaml", "--run-name", "a"]) == 0 and len(trained) == 1
