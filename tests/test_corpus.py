@@ -385,6 +385,22 @@ def test_a_builder_split_without_a_file_says_how_to_carve_it(tmp_path: Path, off
         assert carved.splits[split] == [p for p in pairs if split_of(f"{p[0]}\t{p[1]}", 0.02, 0.1) == split]
 
 
+def test_builder_data_files_that_match_nothing_are_named(
+    tmp_path: Path, offline: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(NMTError) as glob_error:  # datasets says only "StopIteration"
+        corpus_source(data_config(source="huggingface", name="json", train=str(tmp_path / "train-*.jsonl"),
+                                  valid_split="", test_split="")).read()
+    assert glob_error.value.message == f"data.huggingface.train '{tmp_path / 'train-*.jsonl'}' matches no file."
+    assert "a path or a glob" in glob_error.value.hint
+    (tmp_path / "train-1.jsonl").write_text('{"translation": {"en": "a", "fr": "b"}}\n', encoding="utf-8")
+    with pytest.raises(NMTError, match=rf"^data.huggingface.valid 'valid.jsonl' does not exist \(looked for from the "
+                                       rf"current folder, {tmp_path}\)\. Set"):
+        corpus_source(data_config(source="huggingface", name="json", train="train-*.jsonl", valid="valid.jsonl",
+                                  test_split="")).read()
+
+
 def test_huggingface_local_folder_with_carved_splits(tmp_path: Path, offline: None) -> None:
     folder = tmp_path / "my_corpus"
     folder.mkdir()

@@ -72,6 +72,9 @@ class HuggingFace(Source):
                     "builder no file for it.",
                     f"Set data.huggingface.{split} to the split's file (a path or a glob){carve}.",
                 )
+        for split, name in names.items():
+            if name and _is_builder(own.name):  # a dataset folder's files are found from that folder, by datasets
+                _check_data_files(f"data.huggingface.{split}", getattr(own, split))
         _check_hub_reachable(own.name)
         # Short timeouts so an offline machine fails in seconds rather than retrying for minutes.
         os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "5")
@@ -120,6 +123,16 @@ def _is_builder(name: str) -> bool:
 def _is_path(name: str) -> bool:
     """Whether `name` can only be a path: a hub name is NAME or OWNER/NAME, never /..., ./..., ~/... or A/B/C."""
     return name.startswith(("/", ".", "~")) or name.count("/") > 1 or (os.sep != "/" and os.sep in name)
+
+
+def _check_data_files(key: str, spec: str) -> None:
+    """Refuse a builder's data files (`key`'s value, a path or a glob) that match nothing: datasets says
+    only StopIteration for a glob that matches nothing. A URL (hf://, https://) is left to datasets."""
+    if not spec or "://" in spec or glob.glob(spec):
+        return
+    what = "matches no file" if any(c in spec for c in "*?[") else "does not exist"
+    where = "" if os.path.isabs(spec) else f" (looked for from the current folder, {os.getcwd()})"
+    raise NMTError(f"{key} '{spec}' {what}{where}.", f"Set {key} to the split's data file(s): a path or a glob.")
 
 
 def _check_hub_reachable(dataset: str) -> None:
