@@ -324,8 +324,18 @@ def test_bad_inputs_raise_errors_naming_file_and_line(tmp_path: Path) -> None:
     with pytest.raises(NMTError, match=r"c\.tsv, line 2: expected 'source<TAB>target', found 1"):
         corpus_source(data_config(source="files", train=str(tmp_path / "c.tsv"))).read()
     (tmp_path / "d.jsonl").write_text('{"translation": {"en": "a", "fr": "b"}}\n{"translation": {"en": "c"}}\n')
-    with pytest.raises(NMTError, match=r"d\.jsonl, line 2: no field 'translation\.fr'"):
+    with pytest.raises(NMTError, match=r"d\.jsonl, line 2: no field 'translation\.fr' in the record \('translation' "
+                                       r"has the fields en\)"):
         corpus_source(data_config(source="files", train=str(tmp_path / "d.jsonl"))).read()
+    (tmp_path / "g.jsonl").write_text('{"en": "a", "fr": "b"}\n{"en": 5, "fr": "c"}\n', encoding="utf-8")
+    with pytest.raises(NMTError, match=r"g\.jsonl, line 1: no field 'translation\.en' in the record \(the record has "
+                                       r"the fields en, fr\)"):
+        corpus_source(data_config(source="files", train=str(tmp_path / "g.jsonl"))).read()
+    with pytest.raises(NMTError, match=r"g\.jsonl, line 1: no field 'en\.text' in the record \('en' is str, no fields\)"):
+        corpus_source(data_config(source="files", train=str(tmp_path / "g.jsonl"), src_field="en.text")).read()
+    with pytest.raises(NMTError, match=r"g\.jsonl, line 2: field 'en' is int, expected a string\. Set data.src_field"):
+        corpus_source(data_config(source="files", train=str(tmp_path / "g.jsonl"), src_field="en",
+                                  tgt_field="fr")).read()
     (tmp_path / "f.jsonl").write_text('{"translation": {"en": "a", "fr": "b"}}\n{"translation": {"en" "c"}}\n')
     with pytest.raises(NMTError, match=r"f\.jsonl, line 2: invalid JSON \(Expecting ':' delimiter, character 23 of"):
         corpus_source(data_config(source="files", train=str(tmp_path / "f.jsonl"))).read()

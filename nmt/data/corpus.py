@@ -126,16 +126,24 @@ def record_pair(record: Any, config: DataConfig, where: str) -> Pair:
     pair = []
     for field, lang in ((config.src_field, config.src_lang), (config.tgt_field, config.tgt_lang)):
         dotted = field or f"translation.{lang}"
-        value = record
-        for part in dotted.split("."):
+        parts, value = dotted.split("."), record
+        for depth, part in enumerate(parts):
             if not isinstance(value, dict) or part not in value:
+                # what the record holds where the path breaks: the fields to choose from
+                at = f"'{'.'.join(parts[:depth])}'" if depth else "the record"
+                names = ", ".join(map(str, list(value)[:10])) + (", ..." if len(value) > 10 else "") if isinstance(value, dict) else ""
+                held = (f"{at} is {type(value).__name__}, no fields" if not isinstance(value, dict)
+                        else f"{at} has the fields {names}" if value else f"{at} has no fields")
                 raise NMTError(
-                    f"{where}: no field '{dotted}' in the record.",
+                    f"{where}: no field '{dotted}' in the record ({held}).",
                     "Set data.src_field / data.tgt_field to the dotted path of the text (e.g. translation.en).",
                 )
             value = value[part]
         if not isinstance(value, str):
-            raise NMTError(f"{where}: field '{dotted}' is {type(value).__name__}, expected a string.")
+            raise NMTError(
+                f"{where}: field '{dotted}' is {type(value).__name__}, expected a string.",
+                "Set data.src_field / data.tgt_field to the dotted path of a field holding the text itself.",
+            )
         pair.append(value)
     return pair[0], pair[1]
 
