@@ -118,7 +118,9 @@ def test_who_is_better_on_long_sentences_follows_the_buckets(
         (">=60", "steady", None), ("all", "fading", False)]
     assert "| [30,40) | 60 | fading | steady | +" in report and "| >=60 | 9 | steady | fading | +" in report
     longest = ("The longest sentences (>=60, 9 sentences) are too few to test (evaluation.min_bucket_sentences = "
-               "50; --buckets auto merges them). On the longest bucket that can be tested ([30,40), 60 sentences), "
+               "50; --buckets auto merges small buckets with their neighbours until each can be tested, where the "
+               "sentences are enough). "
+               "On the longest bucket that can be tested ([30,40), 60 sentences), "
                "fading is better: +")
     assert "## Who is better, by length" in report and longest in report and longest in printed
     assert main([*argv, "--buckets", "auto", "--out", str(tmp_path / "auto")]) == 0
@@ -309,7 +311,7 @@ def test_distinct_parts(texts: list[str], parts: list[str]) -> None:
     [
         ("short", r"encdec.txt has 149 lines but --ref .*test.ref has 150"),
         ("empty", r"HYP .*encdec.txt is empty"),
-        ("names", r"--names gives 1 names for 2 translation files"),
+        ("names", r"--names gives 1 name for 2 translation files"),
         ("baseline", r"--baseline nobody: no such system"),
         ("learning", r"--set model.hidden_size=8: nmt score takes only evaluation.\* keys"),
         ("src", r"--src .*test.src has 150 lines but --ref .*test.ref has 149"),

@@ -83,7 +83,8 @@ def _longest_answer(leaders: Sequence[Leader], settings: EvaluationConfig) -> st
         return (f"On the longest sentences ({longest.bucket}, {longest.n} sentences) this {longest.untold}; "
                 f"{CHOOSES_BY_NOISE}, whatever its p.")
     answer = (f"The longest sentences ({longest.bucket}, {longest.n} sentences) are too few to test (evaluation."
-              f"min_bucket_sentences = {settings.min_bucket_sentences}; --buckets auto merges them).")
+              f"min_bucket_sentences = {settings.min_bucket_sentences}; --buckets auto merges small buckets with "
+              f"their neighbours until each can be tested, where the sentences are enough).")
     tested = [x for x in leaders if x.ahead is not None]
     return answer + (f" {_answer(tested[-1], 'the longest bucket that can be tested')}" if tested else "")
 

@@ -201,7 +201,7 @@ def _system_names(hyp_paths: Sequence[Path], names: Sequence[str] | None) -> lis
     names = [name.strip() for name in names]
     if len(names) != len(hyp_paths):
         raise NMTError(
-            f"--names gives {len(names)} names for {len(hyp_paths)} translation files.",
+            f"--names gives {len(names)} name{'s' if len(names) != 1 else ''} for {len(hyp_paths)} translation files.",
             "Give one name per HYP file, comma-separated, e.g. --names encdec,search.",
         )
     for name in names:
