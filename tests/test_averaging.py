@@ -68,8 +68,8 @@ def test_the_last_two_are_averaged_and_translate_and_evaluate_take_it(
 def test_a_checkpoint_of_the_current_folder_is_taken_as_dot_slash_name(
     run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # before: --checkpoint ./avg.pt (as the docs and the error for avg.pt say) lost its ./ on the way and was
-    # looked up as RUN/checkpoints/avg.pt, by nmt translate, nmt evaluate and Translator.from_run alike
+    # --checkpoint ./avg.pt (as the docs and the error for avg.pt say) is that file, not RUN/checkpoints/avg.pt,
+    # for nmt translate, nmt evaluate and Translator.from_run alike
     monkeypatch.chdir(tmp_path)
     average_checkpoints(run, last=2, output="avg.pt")
     (tmp_path / "in.txt").write_text("1 2 3 4\n", encoding="utf-8")

@@ -339,7 +339,7 @@ def test_bad_inputs_raise_errors_naming_file_and_line(tmp_path: Path) -> None:
     (tmp_path / "f.jsonl").write_text('{"translation": {"en": "a", "fr": "b"}}\n{"translation": {"en" "c"}}\n')
     with pytest.raises(NMTError, match=r"f\.jsonl, line 2: invalid JSON \(Expecting ':' delimiter, character 23 of"):
         corpus_source(data_config(source="files", train=str(tmp_path / "f.jsonl"))).read()
-    (tmp_path / "empty.tsv").write_bytes(b"")  # before: "the train split is empty ... (0 empty pairs dropped, ...)"
+    (tmp_path / "empty.tsv").write_bytes(b"")  # named, not "the train split is empty" of a split from no file
     with pytest.raises(NMTError, match=r"^corpus file \S+empty\.tsv is empty\. Give a file of one sentence a line"):
         corpus_source(data_config(source="files", train=str(tmp_path / "empty.tsv"))).read()
     (tmp_path / "e.en").write_text("\n \n", encoding="utf-8")

@@ -188,7 +188,7 @@ def test_a_failed_prepare_leaves_no_folder_it_made(tmp_path: Path) -> None:
 def test_a_data_dir_in_a_folder_that_cannot_be_written_is_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # before: "error: FOLDER/.prepared.build-_8fm6kvp: Permission denied", a folder the user never named
+    # data.dir is named, not the temporary build folder beside it (FOLDER/.prepared.build-_8fm6kvp)
     config, _ = setup(tmp_path)
     unwritable(monkeypatch, tmp_path)
     with pytest.raises(PermissionError) as denied:

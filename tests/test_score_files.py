@@ -542,7 +542,7 @@ def test_an_output_that_is_an_input_file_is_refused_before_any_work(
 def test_an_out_folder_that_cannot_be_written_is_refused_before_any_work(
     files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # before: scored, then "error: RO/.results.json.at3g77r5.tmp: Permission denied" (nmt evaluate: after translating)
+    # refused before scoring (nmt evaluate: before translating), not on the report's first write
     (tmp_path / "ro").mkdir()
     unwritable(monkeypatch, tmp_path / "ro")
     for out, where in ((tmp_path / "ro", "it"), (tmp_path / "ro" / "new", f"{tmp_path / 'ro'}, where it would be made,")):
