@@ -125,15 +125,15 @@ def atomic_write_json(path: str | Path, value: Any) -> None:
     atomic_write_text(path, json.dumps(value, indent=2, ensure_ascii=False) + "\n")
 
 
-def refuse_unwritable(folder: str | Path, named: str, flag: str = "--out") -> None:
+def refuse_unwritable(folder: str | Path, named: str, hint: str = "Give --out a folder you can write") -> None:
     """NMTError, before a command's work, where the output folder `folder` (`named`: "--out X", say) cannot be
-    written: it, or the nearest folder above it where it does not exist yet, is read-only to this user. The
-    hint asks for another folder by `flag`."""
+    written: it, or the nearest folder above it where it does not exist yet, is read-only to this user; `hint`
+    says what to give instead."""
     existing = next(path for path in (Path(folder), *Path(folder).parents) if path.exists())
     if existing.is_dir() and not os.access(existing, os.W_OK | os.X_OK):
         where = "it" if existing == Path(folder) else f"{existing}, where it would be made,"
         raise NMTError(f"{named}: {where} cannot be written (no permission to write there, or a read-only disk).",
-                       f"Give {flag} a folder you can write; nothing was done.")
+                       f"{hint}; nothing was done.")
 
 
 def sha256_file(path: str | Path) -> str:

@@ -121,6 +121,16 @@ def read_lines(
     return [line.removesuffix("\r") for line in lines]
 
 
+def _fields_held(value: Any, at: str) -> str:
+    """What `value` (`at`: where in the record) holds where a field path breaks: the fields to choose from."""
+    if not isinstance(value, dict):
+        return f"{at} is {type(value).__name__}, no fields"
+    if not value:
+        return f"{at} has no fields"
+    names = ", ".join(map(str, list(value)[:10]))
+    return f"{at} has the fields {names}{', ...' if len(value) > 10 else ''}"
+
+
 def record_pair(record: Any, config: DataConfig, where: str) -> Pair:
     """The texts at the dotted paths data.src_field / data.tgt_field of a record (default translation.LANG)."""
     pair = []
@@ -129,13 +139,9 @@ def record_pair(record: Any, config: DataConfig, where: str) -> Pair:
         parts, value = dotted.split("."), record
         for depth, part in enumerate(parts):
             if not isinstance(value, dict) or part not in value:
-                # what the record holds where the path breaks: the fields to choose from
                 at = f"'{'.'.join(parts[:depth])}'" if depth else "the record"
-                names = ", ".join(map(str, list(value)[:10])) + (", ..." if len(value) > 10 else "") if isinstance(value, dict) else ""
-                held = (f"{at} is {type(value).__name__}, no fields" if not isinstance(value, dict)
-                        else f"{at} has the fields {names}" if value else f"{at} has no fields")
                 raise NMTError(
-                    f"{where}: no field '{dotted}' in the record ({held}).",
+                    f"{where}: no field '{dotted}' in the record ({_fields_held(value, at)}).",
                     "Set data.src_field / data.tgt_field to the dotted path of the text (e.g. translation.en).",
                 )
             value = value[part]

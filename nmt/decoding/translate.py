@@ -161,7 +161,7 @@ def _check_paths(
     written: before the model is loaded, so that nothing was done."""
     check_run_dir(run)
     if plots_dir is not None:
-        refuse_unwritable(plots_dir, f"--attention-plots {plots_dir}", "--attention-plots")
+        refuse_unwritable(plots_dir, f"--attention-plots {plots_dir}", "Give --attention-plots a folder you can write")
     # a job started with the stream closed (`<&-`, `>&-`, some daemons): Python's sys.stdin / stdout is None
     if input_path is None and sys.stdin is None:
         raise NMTError("stdin is closed, and without -i the input is read from it.", "Give the input file with -i FILE.")
@@ -177,7 +177,8 @@ def _check_paths(
         return
     if Path(output_path).is_dir():
         raise NMTError(f"output path {output_path} is a directory.", "Give a file name with -o.")
-    refuse_unwritable(Path(output_path).parent, f"the folder of -o {output_path}", "-o a file in")
+    refuse_unwritable(Path(output_path).parent, f"the folder of -o {output_path}",
+                      "Give -o a file in a folder you can write")
 
     used = resolve_checkpoint(run, checkpoint) if checkpoint is not None else None  # a name: the run's file
     read = [input_path, used, run / "config.yaml", *run.glob("checkpoints/*.pt"), *run.glob("tokenizer/*")]
