@@ -106,6 +106,32 @@ def test_prepare_is_idempotent_and_rebuilds_on_change(tmp_path: Path) -> None:
     assert prepare(bigger)["pairs"]["train"] < before
 
 
+def test_replacing_data_prepared_with_other_settings_names_each_changed_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config, pairs = setup(tmp_path)
+    prepare(config)  # a first build into an empty data.dir: nothing to announce
+    assert "warning" not in capsys.readouterr().err
+    other = write_parallel(tmp_path / "corpus" / "other", pairs, "en", "fr")
+    changed = with_files(config, train=str(other), vocab_size=45, max_train_words=50)
+    prepare(changed)
+    lines = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert len(lines) == 1
+    line = lines[0]
+    assert line.startswith(f"warning: data.dir {tmp_path / 'prepared'} was prepared with other data settings (")
+    # the shared keys and the source's own key (data.files.train), each with its old and new value
+    assert "data.vocab_size 40 -> 45" in line and "data.max_train_words 0 -> 50" in line
+    assert f'data.files.train "{tmp_path / "corpus" / "all"}" -> "{other}"' in line
+    assert "Runs trained on the old data prepare it again for themselves when evaluated" in line
+    assert json.loads((tmp_path / "prepared/tokenizer.json").read_text())["config"]["vocab_size"] == 45
+    prepare(changed)  # already current: no rebuild, no line
+    assert "warning" not in capsys.readouterr().err
+    # what evaluating a run trained on the old data does: its own config prepares the folder back
+    load_prepared(config)
+    assert "data.vocab_size 45 -> 40" in capsys.readouterr().err
+    assert json.loads((tmp_path / "prepared/tokenizer.json").read_text())["config"]["vocab_size"] == 40
+
+
 def test_prepare_never_replaces_a_folder_holding_user_files_or_the_corpus(tmp_path: Path) -> None:
     config, _ = setup(tmp_path)
     corpus = tmp_path / "corpus"

@@ -4,7 +4,8 @@ The folder is built beside its final place and swapped in at the end (Ctrl-C wai
 so an interrupted prepare leaves the previous result or the new one, never half of one. Sentencepiece
 trains in a child process: its C++ returns to Python only when done, so Ctrl-C would wait for it
 (half a minute on 200,000 pairs) where the child can be killed at once.
-`prepared.json` records the DataConfig it was built from; a different config rebuilds it.
+`prepared.json` records the DataConfig it was built from; a different config rebuilds it, naming on
+stderr the settings that changed (the folder may hold data that runs trained on).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 import multiprocessing
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,6 +32,7 @@ from nmt.errors import NMTError
 from nmt.fileio import atomic_write_json, atomic_write_text, errors_naming, interrupts_deferred
 from nmt.interrupts import starting_children
 from nmt.lengths import assign_buckets, make_buckets, word_count
+from nmt.typed_yaml import config_diff
 
 FORMAT_VERSION = 2
 HISTOGRAM_CUTS = (10, 20, 30, 40, 50, 60)
@@ -183,6 +186,33 @@ def _check_replaceable(directory: Path, config: DataConfig) -> None:
             )
 
 
+def _changed_settings(directory: Path, config: DataConfig) -> list[str]:
+    """The data settings (content_settings) that `config` changes from those the prepared folder `directory`
+    was built from, each as 'data.KEY OLD -> NEW'; [] where it holds no prepared.json (no complete folder)."""
+    try:
+        recorded = json.loads((directory / "prepared.json").read_text(encoding="utf-8"))["data"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    if not isinstance(recorded, dict):
+        return []
+    current = json.loads(json.dumps(content_settings(config)))  # as prepared.json holds it: tuples are lists
+    changes = []
+    for key in config_diff(recorded, current, "data."):  # source keys sit under data.SOURCE, as in a config
+        path = key.split(".")[1:]
+        changes.append(f"{key} {_value_at(recorded, path)} -> {_value_at(current, path)}")
+    return changes
+
+
+def _value_at(settings: dict[str, Any], path: list[str]) -> str:
+    """The value at dotted `path` in `settings`, as JSON (strings quoted), or "(absent)"."""
+    value: Any = settings
+    for key in path:
+        if not isinstance(value, dict) or key not in value:
+            return "(absent)"
+        value = value[key]
+    return json.dumps(value, ensure_ascii=False)
+
+
 def prepare(config: DataConfig) -> dict[str, Any]:
     """Build `data.dir` unless it already holds the result of this config; return its stats.
 
@@ -191,6 +221,17 @@ def prepare(config: DataConfig) -> dict[str, Any]:
     directory = Path(prepared_dir(config))
     if not _is_current(directory, config):
         _check_replaceable(directory, config)
+        changes = _changed_settings(directory, config)
+        # a legitimate rebuild, but it deletes data other runs may have trained on; printed as
+        # nmt/decoding/translator.py's warn prints (that module needs torch, which preparing does not)
+        if changes:
+            print(
+                f"warning: data.dir {directory} was prepared with other data settings ({', '.join(changes)}): it is "
+                "prepared again for these, replacing it. Runs trained on the old data prepare it again for "
+                "themselves when evaluated; to keep both, give each setting its own data.dir, or leave data.dir "
+                "out (each setting then gets its own folder under data/prepared/).",
+                file=sys.stderr,
+            )
         made = [folder for folder in directory.parents if not folder.exists()]  # innermost first
         directory.parent.mkdir(parents=True, exist_ok=True)
         with errors_naming(directory):  # a folder that cannot be written: data.dir, not the temporary one
