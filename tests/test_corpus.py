@@ -377,6 +377,36 @@ def test_huggingface_json_builder_on_local_files(tmp_path: Path, offline: None) 
     assert corpus.splits["valid"] == splits["validation"] and corpus.splits["test"] == splits["test"]
 
 
+def test_json_builder_record_errors_name_the_file_and_line(tmp_path: Path, offline: None) -> None:
+    good = json.dumps({"translation": {"en": "a", "fr": "b"}}) + "\n"
+    bad = json.dumps({"translation": {"en": "c"}}) + "\n"  # the builder gives it translation.fr None
+
+    def error_of(spec: str) -> str:
+        """The message of reading the json builder's `spec` as the train split, up to the field it names
+        (datasets gives a field missing from a record as None or leaves it out, by the file's form)."""
+        with pytest.raises(NMTError) as error:
+            corpus_source(data_config(source="huggingface", name="json", train=spec, valid_split="",
+                                      test_split="")).read()
+        return error.value.message.split(" is ")[0].split(" in the record")[0]
+
+    # JSON Lines with blank lines before the bad record: the builder skips them, the line number counts them
+    lines = tmp_path / "train.jsonl"
+    lines.write_text(good + "\n   \n" + good + bad, encoding="utf-8")
+    assert error_of(str(lines)) == f"{lines}, line 5: field 'translation.fr'"
+    # a JSON array over several lines: its records are no lines, so the record is counted (from 1)
+    array = tmp_path / "train.json"
+    array.write_text("[\n" + good.strip() + ",\n" + bad.strip() + "\n]\n", encoding="utf-8")
+    assert error_of(str(array)) == f"record 2 of {array}: no field 'translation.fr'"
+    # several files for the split: each is named, the record counted across them
+    (tmp_path / "parts").mkdir()
+    first, second = tmp_path / "parts/a.jsonl", tmp_path / "parts/b.jsonl"
+    first.write_text(good, encoding="utf-8")
+    second.write_text(good + json.dumps({"translation": {"fr": "c"}}) + "\n", encoding="utf-8")
+    assert error_of(str(tmp_path / "parts/*.jsonl")) == (
+        f"record 3 of the 2 files of data.huggingface.train ({first}, {second}): field 'translation.en'"
+    )
+
+
 def test_a_builder_split_without_a_file_says_how_to_carve_it(tmp_path: Path, offline: None) -> None:
     pairs = reverse_pairs(200, seed=8)
     train = tmp_path / "train.jsonl"

@@ -9,6 +9,7 @@ import codecs
 import dataclasses
 import hashlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Self
@@ -131,8 +132,9 @@ def _fields_held(value: Any, at: str) -> str:
     return f"{at} has the fields {names}{', ...' if len(value) > 10 else ''}"
 
 
-def record_pair(record: Any, config: DataConfig, where: str) -> Pair:
-    """The texts at the dotted paths data.src_field / data.tgt_field of a record (default translation.LANG)."""
+def record_pair(record: Any, config: DataConfig, where: str | Callable[[], str]) -> Pair:
+    """The texts at the dotted paths data.src_field / data.tgt_field of a record (default translation.LANG);
+    an NMTError names the record by `where` (a callable: asked only then, when finding the place costs)."""
     pair = []
     for field, lang in ((config.src_field, config.src_lang), (config.tgt_field, config.tgt_lang)):
         dotted = field or f"translation.{lang}"
@@ -141,17 +143,22 @@ def record_pair(record: Any, config: DataConfig, where: str) -> Pair:
             if not isinstance(value, dict) or part not in value:
                 at = f"'{'.'.join(parts[:depth])}'" if depth else "the record"
                 raise NMTError(
-                    f"{where}: no field '{dotted}' in the record ({_fields_held(value, at)}).",
+                    f"{_place(where)}: no field '{dotted}' in the record ({_fields_held(value, at)}).",
                     "Set data.src_field / data.tgt_field to the dotted path of the text (e.g. translation.en).",
                 )
             value = value[part]
         if not isinstance(value, str):
             raise NMTError(
-                f"{where}: field '{dotted}' is {type(value).__name__}, expected a string.",
+                f"{_place(where)}: field '{dotted}' is {type(value).__name__}, expected a string.",
                 "Set data.src_field / data.tgt_field to the dotted path of a field holding the text itself.",
             )
         pair.append(value)
     return pair[0], pair[1]
+
+
+def _place(where: str | Callable[[], str]) -> str:
+    """record_pair's `where`, asked if it is a callable."""
+    return where() if callable(where) else where
 
 
 def assemble(read: dict[str, list[Pair] | None], config: DataConfig) -> Corpus:

@@ -7,7 +7,9 @@ data.huggingface.train / valid / test as its data files. An empty *_split name i
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
+import functools
 import glob
 import os
 import socket
@@ -178,4 +180,39 @@ def _hf_split(
             "Check data.huggingface.name, data.huggingface.config and data.huggingface.*_split. Offline, HF_HUB_OFFLINE=1 uses datasets "
             f"already in the local Hugging Face cache. {_LOCAL_DATA_HINT}",
         ) from None
-    return [record_pair(record, config, f"{own.name}[{name}] row {i}") for i, record in enumerate(dataset)]
+    # A builder's data files are named in the message, so that the user can open the file at the record.
+    files = sorted(glob.glob(data_files[name])) if _is_builder(own.name) and name in data_files else []
+
+    def where(row: int) -> str:
+        """Row `row` of the split, for an error message: its file and line (or record), where the files are known."""
+        if not files:
+            return f"{own.name}[{name}] row {row}"
+        return _record_place(files, f"data.huggingface.{split}", row, len(dataset), json_lines=own.name == "json")
+
+    return [record_pair(record, config, functools.partial(where, i)) for i, record in enumerate(dataset)]
+
+
+def _record_place(files: list[str], key: str, row: int, rows: int, json_lines: bool) -> str:
+    """Where record `row` (from 0) of a split read from `files` (`key`'s data files) is: 'FILE, line N' for
+    one JSON Lines file, else 'record N of FILE' (N from 1), the files listed where there are several."""
+    if len(files) > 1:  # which file holds the record depends on the order datasets reads them in
+        return f"record {row + 1} of the {len(files)} files of {key} ({', '.join(files)})"
+    line = _json_lines_line(files[0], row, rows) if json_lines else None
+    return f"{files[0]}, line {line}" if line else f"record {row + 1} of {files[0]}"
+
+
+def _json_lines_line(path: str, row: int, rows: int) -> int | None:
+    """The line number of record `row` (from 0) of a JSON Lines file of `rows` records: the json builder
+    skips blank lines, so it is the row-th line not blank, if exactly `rows` lines are not blank (else the
+    file is no JSON Lines, e.g. a JSON array over several lines, and records are not lines); None if not."""
+    found, count = None, 0
+    try:
+        with open(path, "rb") as file:
+            for number, line in enumerate(file, 1):
+                if line.removeprefix(codecs.BOM_UTF8).strip():  # the builder drops a leading byte-order mark too
+                    if count == row:
+                        found = number
+                    count += 1
+    except OSError:
+        return None
+    return found if count == rows else None
