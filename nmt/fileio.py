@@ -31,8 +31,9 @@ class DiskFullError(NMTError):
     @classmethod
     def writing(cls, path: Path, written: int) -> DiskFullError:
         """The error of `path`, of which `written` bytes were written (it is removed: they are free again)."""
+        folder = next(folder for folder in path.parents if folder.exists())  # atomic_open removed those it made
         strerror = (f"no space left on device: it needs more than the {_size(written)} written before the disk "
-                    f"filled, and {_size(shutil.disk_usage(path.parent).free)} is free there")
+                    f"filled, and {_size(shutil.disk_usage(folder).free)} is free there")
         error = cls(f"could not write {path} ({strerror}); the file it replaces, if any, is intact.",
                     "Free space on that disk (or write elsewhere), then run the command again.")
         error.filename, error.strerror = str(path), strerror

@@ -76,7 +76,7 @@ def test_a_full_disk_names_the_file_and_the_space_it_needs_and_keeps_the_previou
 ) -> None:
     path = tmp_path / "step_00000004.pt"
     save_checkpoint(path, Checkpoint({"w": torch.ones(2)}, 2))
-    monkeypatch.setattr(os, "fdopen", lambda fd, mode, encoding=None: FillingDisk(fd, mode))
+    monkeypatch.setattr(os, "fdopen", lambda fd, mode, **kwargs: FillingDisk(fd, mode))
     monkeypatch.setattr(shutil, "disk_usage", lambda folder: shutil._ntuple_diskusage(10**9, 10**9, 1234))
     with pytest.raises(DiskFullError) as error:  # the real torch.save: it raises a RuntimeError over the OSError
         save_checkpoint(path, Checkpoint({"w": torch.zeros(4000)}, 4))
@@ -86,6 +86,13 @@ def test_a_full_disk_names_the_file_and_the_space_it_needs_and_keeps_the_previou
     assert error.value.filename == str(path) and "Free space on that disk" in error.value.hint
     monkeypatch.undo()
     assert load_checkpoint(path).step == 2 and [p.name for p in tmp_path.iterdir()] == [path.name]
+    # into folders made for it, removed again: the free space is that of the folder they were made in
+    monkeypatch.setattr(os, "fdopen", lambda fd, mode, **kwargs: FillingDisk(fd, mode))
+    new = tmp_path / "new" / "sub" / "out.fr"
+    with pytest.raises(DiskFullError) as error:
+        atomic_write_text(new, "a translation\n" * 1000)
+    assert error.value.message.startswith(f"could not write {new} (no space left on device: it needs more than the ")
+    assert error.value.filename == str(new) and [p.name for p in tmp_path.iterdir()] == [path.name]
     assert fileio._size(999) == "999 B" and fileio._size(23_456_789) == "23.5 MB"
 
 
