@@ -431,6 +431,18 @@ def test_invalid_utf8_names_the_line_and_leaves_no_output_file(
     assert list(tmp_path.iterdir()) == [source]
 
 
+@pytest.mark.skipif(not Path("/proc/self/mem").exists(), reason="needs Linux's /proc/self/mem, whose read fails")
+def test_an_input_that_cannot_be_read_is_named_not_the_output(
+    trained_reverse_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # reading /proc/self/mem from its start fails with EIO: the error names it, not -o out.fr being written
+    out = tmp_path / "out.fr"
+    assert main(["translate", str(trained_reverse_run), "-i", "/proc/self/mem", "-o", str(out)]) == 2
+    assert capsys.readouterr().err == ("nmt translate: error: /proc/self/mem: Input/output error\n"
+                                       "Check that the path exists, is writable and that the disk has space.\n")
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("codec", ["utf-16-le", "utf-16"])
 def test_a_utf16_input_is_named_with_its_iconv_command_and_nothing_is_written(
     trained_reverse_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], codec: str

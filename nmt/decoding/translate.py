@@ -17,7 +17,7 @@ from nmt.config import DecodingConfig, load_saved_config, override_sections
 from nmt.decoding.plots import plot_attention
 from nmt.decoding.translator import MAX_LINE_BYTES, Translation, Translator, warn
 from nmt.errors import NMTError
-from nmt.fileio import atomic_open, refuse_unwritable, same_file
+from nmt.fileio import atomic_open, errors_naming, refuse_unwritable, same_file
 from nmt.rundir.checkpoints import resolve_checkpoint
 from nmt.rundir.loading import check_run_dir
 from nmt.text_encoding import refuse_foreign_encoding
@@ -37,7 +37,8 @@ def _read_lines(handle: IO[bytes], name: str, limit: int) -> Iterator[str]:
     is not part of the first sentence: it is dropped.
     """
     for number in itertools.count(1):
-        raw, cut_from = _read_line(handle, limit)
+        with errors_naming(name):  # a failed read (EIO) names no file; the output's name would be wrong
+            raw, cut_from = _read_line(handle, limit)
         if not raw:
             return
         if cut_from:
