@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -31,8 +32,9 @@ class DiskFullError(NMTError):
     @classmethod
     def writing(cls, path: Path, written: int) -> DiskFullError:
         """The error of `path`, of which `written` bytes were written (it is removed: they are free again)."""
+        folder = next(folder for folder in path.parents if folder.exists())  # atomic_open removed those it made
         strerror = (f"no space left on device: it needs more than the {_size(written)} written before the disk "
-                    f"filled, and {_size(shutil.disk_usage(path.parent).free)} is free there")
+                    f"filled, and {_size(shutil.disk_usage(folder).free)} is free there")
         error = cls(f"could not write {path} ({strerror}); the file it replaces, if any, is intact.",
                     "Free space on that disk (or write elsewhere), then run the command again.")
         error.filename, error.strerror = str(path), strerror
@@ -64,13 +66,35 @@ def errors_naming(path: str | Path) -> Iterator[None]:
         raise OSError(error.errno, error.strerror or str(error), str(path)) from error
 
 
+class _WriterNaming(io.BufferedWriter):
+    """The temporary file's buffered writer: its write and flush errors name `path` (`errors_naming`), the
+    caller's block's other errors keep theirs. A text handle writes through it. A file object itself, not a
+    wrapper of one, so that torch.save, savefig and shutil.copyfileobj take it as they take any file."""
+
+    def __init__(self, raw: io.RawIOBase, path: Path) -> None:
+        super().__init__(raw)
+        self._path = path
+
+    def write(self, data: Any) -> int:
+        """Write `data` (buffered), an error naming the file."""
+        with errors_naming(self._path):
+            return super().write(data)
+
+    def flush(self) -> None:
+        """Write out the buffer, an error naming the file."""
+        with errors_naming(self._path):
+            super().flush()
+
+
 @contextlib.contextmanager
 def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO]:
-    """Open a temporary file beside `path`; on success it replaces `path`, on error it is removed with the
-    folders made for it (an OSError is raised again naming `path`; a full disk's as a DiskFullError). A
-    symbolic link is written through, as a shell's `>` does: the file it names is replaced, the link kept.
-    Anything but a file there (a folder, a device such as /dev/null, a named pipe) is refused: renaming over it
-    would replace it for every other program."""
+    """Open a temporary file beside `path` ("w": text, UTF-8; "wb": binary); on success it replaces `path`, on
+    error it is removed with the folders made for it. An OSError of writing it (the handle's writes, the flush,
+    the rename) is raised again naming `path`, a full disk's as a DiskFullError; any other error of the block
+    (reading an input, a nested write's NMTError) is raised as it is. A symbolic link is written through, as
+    a shell's `>` does: the file it names is replaced, the link kept. Anything but a file there (a folder, a
+    device such as /dev/null, a named pipe) is refused: renaming over it would replace it for every other
+    program."""
     path = Path(os.path.realpath(path)) if Path(path).is_symlink() else Path(path)
     if path.is_dir():
         raise NMTError(f"{path} is a folder, and a file is needed there.", "Give a file's path.")
@@ -85,21 +109,23 @@ def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO]:
     os.umask(umask)
     os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes owner-only files; give the usual permissions
     try:
-        encoding = None if "b" in mode else "utf-8"
-        with errors_naming(path):
-            with os.fdopen(fd, mode, encoding=encoding) as handle:
-                yield handle
+        buffered = _WriterNaming(os.fdopen(fd, "wb", buffering=0), path)
+        with buffered if "b" in mode else io.TextIOWrapper(buffered, encoding="utf-8") as handle:
+            yield handle
+            with errors_naming(path):
                 handle.flush()
                 os.fsync(handle.fileno())
+                handle.close()
+        with errors_naming(path):
             os.replace(tmp, path)
-            _fsync_directory(path.parent)
+        _fsync_directory(path.parent)
     except BaseException as error:
         written = os.path.getsize(tmp) if os.path.exists(tmp) else 0
         Path(tmp).unlink(missing_ok=True)
         for folder in made:  # nmt translate -o new/out.fr with a bad input leaves no empty new/
             with contextlib.suppress(OSError):  # not empty: another file is written there
                 folder.rmdir()
-        if _disk_full(error):
+        if _disk_full(error) and not isinstance(error, NMTError):  # a nested write's DiskFullError names its file
             raise DiskFullError.writing(path, written) from error
         raise
 

@@ -137,8 +137,10 @@ def test_a_name_is_the_runs_file_and_a_path_with_a_folder_even_dot_slash_is_take
     assert resolve_checkpoint(run, "./averaged.pt") == tmp_path / "averaged.pt"
     assert resolve_checkpoint(run, resolve_checkpoint(run, "./averaged.pt")) == tmp_path / "averaged.pt"
     assert resolve_checkpoint(run, str(tmp_path / "averaged.pt")) == tmp_path / "averaged.pt"
-    with pytest.raises(NMTError, match=r"--checkpoint ./missing.pt: no such file"):
+    with pytest.raises(NMTError, match=r"^checkpoint=./missing.pt: no such file"):  # named as a Python argument
         resolve_checkpoint(run, "./missing.pt")
+    with pytest.raises(NMTError, match=r"^--checkpoint ./missing.pt: no such file"):  # as the command's flag
+        resolve_checkpoint(run, "./missing.pt", "--checkpoint ")
     with pytest.raises(NMTError) as error:
         resolve_checkpoint(run, "missing.pt")
     assert "e.g. ./missing.pt for one in the current folder" in error.value.hint

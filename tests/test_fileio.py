@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import errno
+import io
 import os
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -18,18 +20,47 @@ from nmt.rundir.checkpoints import Checkpoint, load_checkpoint, save_checkpoint
 from tests.helpers import FillingDisk, unwritable
 
 
-def test_a_write_that_fails_names_the_file_and_leaves_the_previous_one(tmp_path: Path) -> None:
+class FailingDisk(io.FileIO):
+    """A file on a disk that fails every write, as a failing disk does: an OSError with no file name."""
+
+    def write(self, data: Any) -> int:
+        raise OSError(errno.EIO, "Input/output error")
+
+
+@pytest.mark.parametrize(("mode", "data"), [("w", "new"), ("w", "new " * 5000), ("wb", b"new"), ("wb", b"new " * 5000)])
+def test_a_write_that_fails_names_the_file_and_leaves_the_previous_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, data: str | bytes
+) -> None:
+    # through the handle, text or binary, in one write larger than the buffer or at the flush after small ones
     path = tmp_path / "summary.json"
     atomic_write_text(path, "old")
-    with pytest.raises(OSError) as error, atomic_open(path) as handle:
-        handle.write("new, half of it")
-        raise OSError(errno.EIO, "Input/output error")  # as a failing disk raises it: no file name
-    assert (error.value.errno, error.value.strerror) == (errno.EIO, "Input/output error")
+    monkeypatch.setattr(os, "fdopen", lambda fd, mode, **kwargs: FailingDisk(fd, mode))
+    with pytest.raises(OSError) as error, atomic_open(path, mode) as handle:
+        handle.write(data)
+    assert (type(error.value), error.value.errno, error.value.strerror) == (OSError, errno.EIO, "Input/output error")
     assert error.value.filename == str(path)
     assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["summary.json"]
+
+
+def test_an_error_of_the_block_that_is_not_the_files_keeps_its_own_name(tmp_path: Path) -> None:
+    # nmt translate -i INPUT -o out.fr: reading INPUT fails inside the block that writes out.fr
+    path = tmp_path / "out.fr"
+    atomic_write_text(path, "old")
+    with pytest.raises(OSError) as error, atomic_open(path) as handle:
+        handle.write("a translation\n")
+        raise OSError(errno.EIO, "Input/output error")  # as a failing read raises it: no file name
+    assert (type(error.value), error.value.errno, error.value.filename) == (OSError, errno.EIO, None)
     with pytest.raises(PermissionError) as denied, atomic_open(path) as handle:
-        raise PermissionError(errno.EACCES, "Permission denied", "/some/inner/file")
-    assert denied.value.filename == str(path)  # the file this write was for, in its own kind of error
+        raise PermissionError(errno.EACCES, "Permission denied", "/some/input")
+    assert (denied.value.filename, str(denied.value)) == ("/some/input", "[Errno 13] Permission denied: '/some/input'")
+    other = tmp_path / "plots" / "line-000001.png"  # a nested atomic write's full disk names that file
+    with pytest.raises(DiskFullError) as full, atomic_open(path) as handle:
+        handle.write("a translation\n")
+        with atomic_open(other, "wb") as plot:
+            plot.write(b"png")
+            raise OSError(errno.ENOSPC, "No space left on device")
+    assert full.value.filename == str(other)
+    assert path.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["out.fr"]
 
 
 def test_a_write_that_fails_leaves_no_folder_it_made(tmp_path: Path) -> None:
@@ -76,7 +107,7 @@ def test_a_full_disk_names_the_file_and_the_space_it_needs_and_keeps_the_previou
 ) -> None:
     path = tmp_path / "step_00000004.pt"
     save_checkpoint(path, Checkpoint({"w": torch.ones(2)}, 2))
-    monkeypatch.setattr(os, "fdopen", lambda fd, mode, encoding=None: FillingDisk(fd, mode))
+    monkeypatch.setattr(os, "fdopen", lambda fd, mode, **kwargs: FillingDisk(fd, mode))
     monkeypatch.setattr(shutil, "disk_usage", lambda folder: shutil._ntuple_diskusage(10**9, 10**9, 1234))
     with pytest.raises(DiskFullError) as error:  # the real torch.save: it raises a RuntimeError over the OSError
         save_checkpoint(path, Checkpoint({"w": torch.zeros(4000)}, 4))
@@ -86,6 +117,13 @@ def test_a_full_disk_names_the_file_and_the_space_it_needs_and_keeps_the_previou
     assert error.value.filename == str(path) and "Free space on that disk" in error.value.hint
     monkeypatch.undo()
     assert load_checkpoint(path).step == 2 and [p.name for p in tmp_path.iterdir()] == [path.name]
+    # into folders made for it, removed again: the free space is that of the folder they were made in
+    monkeypatch.setattr(os, "fdopen", lambda fd, mode, **kwargs: FillingDisk(fd, mode))
+    new = tmp_path / "new" / "sub" / "out.fr"
+    with pytest.raises(DiskFullError) as error:
+        atomic_write_text(new, "a translation\n" * 1000)
+    assert error.value.message.startswith(f"could not write {new} (no space left on device: it needs more than the ")
+    assert error.value.filename == str(new) and [p.name for p in tmp_path.iterdir()] == [path.name]
     assert fileio._size(999) == "999 B" and fileio._size(23_456_789) == "23.5 MB"
 
 

@@ -57,7 +57,7 @@ def test_load_run_errors(trained_reverse_run: Path, tmp_path: Path) -> None:
     best = trained_reverse_run / "checkpoints" / "best.pt"
     with pytest.raises(NMTError, match=r"best.pt is a file, not a run directory\.") as error:
         load_run(best)
-    assert f"Give its run folder, {trained_reverse_run}, and the checkpoint's name with --checkpoint best.pt" in error.value.hint
+    assert error.value.hint == f"Give its run folder, {trained_reverse_run}, and the checkpoint's name with checkpoint=best.pt."
     copy = tmp_path / "copy"
     shutil.copytree(trained_reverse_run, copy)
     for path in (copy / "checkpoints").iterdir():
@@ -101,5 +101,5 @@ def test_a_bare_checkpoint_name_is_looked_up_in_the_runs_checkpoints_folder(
     assert load_run(trained_reverse_run, checkpoint=Path("mine") / step.name, device="cpu").checkpoint == Path(
         "mine", step.name
     )
-    with pytest.raises(NMTError, match=r"--checkpoint averaged.pt: .* has no .*checkpoints/averaged.pt \(it has: best.pt, step_"):
+    with pytest.raises(NMTError, match=r"^checkpoint=averaged.pt: .* has no .*checkpoints/averaged.pt \(it has: best.pt, step_"):
         load_run(trained_reverse_run, checkpoint=Path("averaged.pt"), device="cpu")

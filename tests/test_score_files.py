@@ -539,6 +539,44 @@ def test_an_output_that_is_an_input_file_is_refused_before_any_work(
     assert {path: path.read_bytes() for path in tmp_path.iterdir()} == before
 
 
+def test_an_out_folder_reused_holds_only_the_new_reports_systems(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the NAME.hyp.txt files an earlier report recorded (results.json's settings.runs) and the new one does not
+    # write are removed, with a note; the user's files beside them, a link and a file that is an input stay
+    out = tmp_path / "out"
+    argv = ["--ref", str(files["ref"]), "--out", str(out), "--set", "evaluation.bootstrap_samples=20"]
+    assert main(["score", str(files["poor"]), str(files["good"]), "--names", "encdec,search", *argv]) == 0
+    mine = tmp_path / "mine.txt"
+    mine.write_text("my own lines\n", encoding="utf-8")
+    (out / "search.hyp.txt").unlink()
+    (out / "search.hyp.txt").symlink_to(mine)  # the user's link in place of nmt's file
+    (out / "notes.txt").write_text("notes\n", encoding="utf-8")
+    (out / "other.hyp.txt").write_text("not in the report\n", encoding="utf-8")
+    capsys.readouterr()
+    assert main(["score", str(files["good"]), "--names", "best", *argv]) == 0
+    assert capsys.readouterr().err == (f"note: removed encdec.hyp.txt from {out}: the report there before scored that "
+                                       "system, this one does not.\n")
+    assert sorted(p.name for p in out.iterdir()) == [
+        "best.hyp.txt", "bleu_by_length.png", "notes.txt", "other.hyp.txt", "ref.txt", "report.md", "results.json",
+        "search.hyp.txt",
+    ]
+    assert mine.read_text(encoding="utf-8") == "my own lines\n" and (out / "search.hyp.txt").is_symlink()
+    # best.hyp.txt, which the report in the folder wrote, given as the HYP of another name: kept, not removed
+    assert main(["score", str(out / "best.hyp.txt"), "--names", "again", *argv]) == 0
+    assert "removed" not in capsys.readouterr().err
+    assert (out / "best.hyp.txt").read_bytes() == (out / "again.hyp.txt").read_bytes() == files["good"].read_bytes()
+    # a results.json that is not a report's, or names no plain file, removes nothing
+    outside = tmp_path / "evil.hyp.txt"
+    outside.write_text("x\n", encoding="utf-8")
+    for content in ('{"settings": {"runs": {"../evil": {}, ".hidden": {}}}}', "[1, 2]", "not json"):
+        (out / "results.json").write_text(content, encoding="utf-8")
+        (out / ".hidden.hyp.txt").write_text("x\n", encoding="utf-8")
+        assert main(["score", str(files["good"]), "--names", "again", *argv]) == 0
+        assert "removed" not in capsys.readouterr().err
+        assert outside.is_file() and (out / ".hidden.hyp.txt").is_file() and (out / "best.hyp.txt").is_file()
+
+
 def test_an_out_folder_that_cannot_be_written_is_refused_before_any_work(
     files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

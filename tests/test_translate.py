@@ -193,6 +193,30 @@ def test_the_apis_nbest_checks_name_its_arguments_not_the_cli_flags(trained_reve
         assert caught.value.message.startswith(wanted) and "--" not in caught.value.hint
 
 
+def test_a_checkpoint_not_found_is_named_as_the_argument_in_python_and_as_the_flag_on_the_command_line(
+    trained_reverse_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Translator.from_run(checkpoint=...) says checkpoint=, nmt translate --checkpoint says --checkpoint, with or
+    # without -o; each message otherwise the same
+    missing = f"{trained_reverse_run} has no {trained_reverse_run / 'checkpoints' / 'averaged.pt'} (it has: best.pt, "
+    with pytest.raises(NMTError) as caught:
+        Translator.from_run(trained_reverse_run, checkpoint="averaged.pt")
+    assert caught.value.message.startswith(f"checkpoint=averaged.pt: {missing}")
+    with pytest.raises(NMTError) as caught:
+        Translator.from_run(trained_reverse_run, checkpoint=tmp_path)
+    assert caught.value.message == f"checkpoint={tmp_path} is a folder, not a checkpoint file."
+    with pytest.raises(NMTError) as caught:
+        Translator.from_run(trained_reverse_run / "checkpoints" / "best.pt")
+    assert caught.value.hint == f"Give its run folder, {trained_reverse_run}, and the checkpoint's name with checkpoint=best.pt."
+    source = _write(tmp_path / "in.txt", ["1 2 3"])
+    for output in ([], ["-o", str(tmp_path / "out.txt")]):
+        assert main(["translate", str(trained_reverse_run), "--checkpoint", "averaged.pt", "-i", str(source), *output]) == 2
+        assert capsys.readouterr().err.startswith(f"nmt translate: error: --checkpoint averaged.pt: {missing}")
+    assert main(["translate", str(trained_reverse_run / "checkpoints" / "best.pt"), "-i", str(source)]) == 2
+    assert capsys.readouterr().err.endswith("the checkpoint's name with --checkpoint best.pt.\n")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["in.txt"]
+
+
 def test_a_plain_string_is_not_translated_character_by_character(trained_reverse_run: Path) -> None:
     translator = Translator.from_run(trained_reverse_run, beam_size=1)
     with pytest.raises(TypeError, match=r"translate\(\['1 2 3'\]\)"):
@@ -405,6 +429,18 @@ def test_invalid_utf8_names_the_line_and_leaves_no_output_file(
     err = capsys.readouterr().err
     assert "line 3" in err and "UTF-8" in err and "Traceback" not in err
     assert list(tmp_path.iterdir()) == [source]
+
+
+@pytest.mark.skipif(not Path("/proc/self/mem").exists(), reason="needs Linux's /proc/self/mem, whose read fails")
+def test_an_input_that_cannot_be_read_is_named_not_the_output(
+    trained_reverse_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # reading /proc/self/mem from its start fails with EIO: the error names it, not -o out.fr being written
+    out = tmp_path / "out.fr"
+    assert main(["translate", str(trained_reverse_run), "-i", "/proc/self/mem", "-o", str(out)]) == 2
+    assert capsys.readouterr().err == ("nmt translate: error: /proc/self/mem: Input/output error\n"
+                                       "Check that the path exists, is writable and that the disk has space.\n")
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("codec", ["utf-16-le", "utf-16"])

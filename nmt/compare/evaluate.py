@@ -93,8 +93,10 @@ def evaluate_runs(
     ) if pairs and unpaired else None
     ceilings = {run.name: run.config.training.max_words for run in runs}
     groups = {run.name: plot_group(run.config.model, run.config.training.max_words) for run in runs}
+    inputs = [path for path in (src_path, ref_path) if path is not None]
     return score_and_report(
-        hypotheses, test_set, settings, out, scored, systems, pairs, note, ceilings, groups, length_contrasts(runs)
+        hypotheses, test_set, settings, out, scored, systems, pairs, note, ceilings, groups, length_contrasts(runs),
+        inputs=inputs,
     )
 
 

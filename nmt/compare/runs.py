@@ -66,7 +66,7 @@ def describe_runs(
     taken: set[str] = set()
     seen: dict[Path, Path] = {}
     for run_dir in run_dirs:
-        check_run_dir(run_dir)
+        check_run_dir(run_dir, "--checkpoint ")
         # one run twice would be translated twice and compared with itself (name-2: a difference of +0.00)
         first = seen.setdefault(run_dir.resolve(), run_dir)
         if first is not run_dir:
@@ -74,7 +74,7 @@ def describe_runs(
             raise NMTError(f"the run {first} is given twice{same}.", "Give each RUN_DIR once.")
         name = unique_name(run_dir.resolve().name, taken)
         config = override_sections(load_saved_config(run_dir / "config.yaml"), list(overrides), EVALUATE_SECTIONS, "nmt evaluate")
-        infos.append(RunInfo(name, run_dir, config, resolve_checkpoint(run_dir, checkpoint)))
+        infos.append(RunInfo(name, run_dir, config, resolve_checkpoint(run_dir, checkpoint, "--checkpoint ")))
     return infos
 
 

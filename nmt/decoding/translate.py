@@ -17,7 +17,7 @@ from nmt.config import DecodingConfig, load_saved_config, override_sections
 from nmt.decoding.plots import plot_attention
 from nmt.decoding.translator import MAX_LINE_BYTES, Translation, Translator, warn
 from nmt.errors import NMTError
-from nmt.fileio import atomic_open, refuse_unwritable, same_file
+from nmt.fileio import atomic_open, errors_naming, refuse_unwritable, same_file
 from nmt.rundir.checkpoints import resolve_checkpoint
 from nmt.rundir.loading import check_run_dir
 from nmt.text_encoding import refuse_foreign_encoding
@@ -37,7 +37,8 @@ def _read_lines(handle: IO[bytes], name: str, limit: int) -> Iterator[str]:
     is not part of the first sentence: it is dropped.
     """
     for number in itertools.count(1):
-        raw, cut_from = _read_line(handle, limit)
+        with errors_naming(name):  # a failed read (EIO) names no file; the output's name would be wrong
+            raw, cut_from = _read_line(handle, limit)
         if not raw:
             return
         if cut_from:
@@ -156,10 +157,10 @@ def _check_paths(
     run: Path, input_path: str | Path | None, output_path: str | Path | None, checkpoint: str | Path | None,
     plots_dir: Path | None,
 ) -> None:
-    """Refuse a missing run or input, an input that is a folder, an output that is a folder or a file
-    translation reads, a closed stdin or stdout it would use, and an output or plots folder that cannot be
-    written: before the model is loaded, so that nothing was done."""
-    check_run_dir(run)
+    """Refuse a missing run, checkpoint or input, an input that is a folder, an output that is a folder or a
+    file translation reads, a closed stdin or stdout it would use, and an output or plots folder that cannot
+    be written: before the model is loaded, so that nothing was done."""
+    check_run_dir(run, "--checkpoint ")
     if plots_dir is not None:
         refuse_unwritable(plots_dir, f"--attention-plots {plots_dir}", "Give --attention-plots a folder you can write")
     # a job started with the stream closed (`<&-`, `>&-`, some daemons): Python's sys.stdin / stdout is None
@@ -173,6 +174,8 @@ def _check_paths(
     if input_path is not None and Path(input_path).is_dir():
         raise NMTError(f"-i {input_path} is a folder, not a file.",
                        "Give a text file, one sentence a line, or omit -i to read stdin.")
+    # with or without -o: the checkpoint is refused here, as the flag it was given with
+    used = resolve_checkpoint(run, checkpoint, "--checkpoint ") if checkpoint is not None else None
     if output_path is None:
         return
     if Path(output_path).is_dir():
@@ -180,7 +183,6 @@ def _check_paths(
     refuse_unwritable(Path(output_path).parent, f"the folder of -o {output_path}",
                       "Give -o a file in a folder you can write")
 
-    used = resolve_checkpoint(run, checkpoint) if checkpoint is not None else None  # a name: the run's file
     read = [input_path, used, run / "config.yaml", *run.glob("checkpoints/*.pt"), *run.glob("tokenizer/*")]
     clash = next((path for path in read if path is not None and same_file(path, output_path)), None)
     if clash is not None:

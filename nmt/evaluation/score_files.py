@@ -7,6 +7,7 @@ translations from files, whatever system made them.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import sys
@@ -98,8 +99,9 @@ def score_files(
     scored = [f"test set: {test_set.describe()}"]
     scored += [f"{name}: `{shown_path(path, out)}`" for name, path in paths.items()]
     systems: dict[str, dict[str, Any]] = {name: {"hypotheses": shown_path(path, out)} for name, path in paths.items()}
+    inputs = [ref_path, *([src_path] if src_path is not None else []), *paths.values()]
     return score_and_report(hypotheses, test_set, settings, out, scored, systems, pairs, bucketing=bucketing,
-                            leaders=True)
+                            leaders=True, inputs=inputs)
 
 
 def _refuse_writing_over_inputs(out: Path, ref_path: Path, src_path: Path | None, paths: Mapping[str, Path]) -> None:
@@ -271,6 +273,7 @@ def score_and_report(
     contrasts: Sequence[tuple[str, str]] = (),
     bucketing: str = "",
     leaders: bool = False,
+    inputs: Sequence[Path] = (),
 ) -> dict[str, Any]:
     """Score the systems' translations together, write the report and print it.
 
@@ -280,7 +283,9 @@ def score_and_report(
     hold) systems for the contrast checks (both nmt/evaluation/effect.py); `groups` styles
     the plot (nmt/evaluation/report.py), titled with the test set; `bucketing` says how the buckets were
     sized from the data (`nmt score --buckets auto`; results.json's settings.buckets_sized); `leaders` adds
-    who is better per bucket, for two or more systems (nmt/evaluation/leaders.py).
+    who is better per bucket, for two or more systems (nmt/evaluation/leaders.py). The NAME.hyp.txt files
+    of an earlier report in `out` whose systems this one does not score are removed (`_remove_stale`), never
+    one of `inputs`, the files the report was made from.
     """
     warn_if_tokenized(hypotheses, settings.tokenize)  # once per command, however many resamples are scored
     sources = test_set.sources if test_set.sources is not None else test_set.references
@@ -293,6 +298,7 @@ def score_and_report(
     examples = format_examples(evaluation, hypotheses, test_set.sources, test_set.references)
     extra = {"test_set": test_set.describe(), "runs": systems, **({"buckets_sized": bucketing} if bucketing else {})}
     ranked = bucket_leaders(evaluation) if leaders else []
+    earlier = _earlier_hypothesis_files(out)  # before results.json is replaced
     results = write_report(
         evaluation, out, extra, effect, scored, examples, groups, test_set.describe(), bucketing, ranked
     )
@@ -301,6 +307,7 @@ def score_and_report(
     _write_lines(out / "ref.txt", test_set.references)
     for name, hyps in hypotheses.items():
         _write_lines(out / f"{name}.hyp.txt", hyps)
+    _remove_stale(out, earlier, [f"{name}.hyp.txt" for name in hypotheses], inputs)
     if bucketing:
         print(bucketing[0].upper() + bucketing[1:] + ".\n")
     print(format_table(evaluation))
@@ -312,6 +319,34 @@ def score_and_report(
         print("\n" + note)
     print(f"\nreport written to {out}/")
     return results
+
+
+def _earlier_hypothesis_files(out: Path) -> list[str]:
+    """The NAME.hyp.txt files that the report in `out` wrote, by its results.json's settings.runs (the systems
+    `score_and_report` wrote them for); none where there is no such report, or a name is no plain file name."""
+    try:
+        runs = json.loads((out / RESULTS_JSON).read_text(encoding="utf-8"))["settings"]["runs"]
+    except (OSError, ValueError, TypeError, KeyError):  # no report there, or not one of nmt's
+        return []
+    if not isinstance(runs, dict):
+        return []
+    return [f"{name}.hyp.txt" for name in runs if name and not re.search(r"[/\\]|^\.", name)]
+
+
+def _remove_stale(out: Path, earlier: Sequence[str], written: Sequence[str], inputs: Sequence[Path]) -> None:
+    """Remove from `out` the files of `earlier` (`_earlier_hypothesis_files`, read before the report was
+    replaced) that this report did not write again, so that the folder holds only the systems its report
+    scores, and say so on stderr. A link, or a file that is one of `inputs`, is left where it is."""
+    removed = []
+    for name in earlier:
+        path = out / name
+        if name in written or path.is_symlink() or not path.is_file() or any(same_file(path, given) for given in inputs):
+            continue
+        path.unlink(missing_ok=True)
+        removed.append(name)
+    if removed:
+        print(f"note: removed {', '.join(removed)} from {out}: the report there before scored "
+              f"{'that system' if len(removed) == 1 else 'those systems'}, this one does not.", file=sys.stderr)
 
 
 def _write_lines(path: Path, lines: Sequence[str]) -> None:

@@ -193,10 +193,12 @@ def check_same_tokenizer(checkpoint: Path, run_dir: Path) -> None:
         )
 
 
-def resolve_checkpoint(run_dir: Path, checkpoint: str | Path | None) -> Path:
+def resolve_checkpoint(run_dir: Path, checkpoint: str | Path | None, option: str = "checkpoint=") -> Path:
     """The checkpoint file a command uses, by one rule for every --checkpoint: none given is the run's
     best.pt, else its latest periodic checkpoint; a bare file name (best.pt, averaged.pt, step_00000300.pt)
-    is looked up in RUN_DIR/checkpoints/; a path with a folder part (./averaged.pt too) is used as it is."""
+    is looked up in RUN_DIR/checkpoints/; a path with a folder part (./averaged.pt too) is used as it is.
+    `option` is how the caller's user gave `checkpoint`, written before it in errors: "--checkpoint " on the
+    command line, the argument "checkpoint=" (the default) in Python."""
     folder = run_dir / CHECKPOINT_DIR
     if checkpoint is None:
         if (folder / BEST_NAME).is_file():
@@ -212,10 +214,10 @@ def resolve_checkpoint(run_dir: Path, checkpoint: str | Path | None) -> Path:
     if "/" in str(checkpoint) or os.sep in str(checkpoint):  # a folder part, "./" too (Path(...) would drop it)
         if given.is_dir():  # often a run folder: its checkpoints/best.pt is the example
             example = given / CHECKPOINT_DIR / BEST_NAME if (given / CHECKPOINT_DIR).is_dir() else given / BEST_NAME
-            raise NMTError(f"--checkpoint {checkpoint} is a folder, not a checkpoint file.",
+            raise NMTError(f"{option}{checkpoint} is a folder, not a checkpoint file.",
                            f"Give a .pt file, e.g. {example}, or a bare file name of the run's {CHECKPOINT_DIR}/ folder.")
         if not given.is_file():
-            raise NMTError(f"--checkpoint {checkpoint}: no such file.",
+            raise NMTError(f"{option}{checkpoint}: no such file.",
                            f"Check the path, or give a bare file name of the run's {CHECKPOINT_DIR}/ folder.")
         check_same_tokenizer(given, run_dir)
         # ./NAME.pt: a Path drops the "./", and the bare NAME.pt it leaves would be looked up in the run when the
@@ -225,7 +227,7 @@ def resolve_checkpoint(run_dir: Path, checkpoint: str | Path | None) -> Path:
     if not path.is_file():
         have = sorted(p.name for p in folder.glob("*.pt"))
         raise NMTError(
-            f"--checkpoint {checkpoint}: {run_dir} has no {path} (it has: {', '.join(have) or 'none'}).",
+            f"{option}{checkpoint}: {run_dir} has no {path} (it has: {', '.join(have) or 'none'}).",
             f"A bare file name is looked up in the run's {CHECKPOINT_DIR}/ folder; give one it has, or the "
             f"path of a file elsewhere with its folder (e.g. ./{given.name} for one in the current folder).",
         )

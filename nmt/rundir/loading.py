@@ -47,8 +47,9 @@ class LoadedRun:
     step: int
 
 
-def check_run_dir(run_dir: Path) -> None:
-    """Refuse a RUN_DIR argument that is not a training run, saying what it is instead."""
+def check_run_dir(run_dir: Path, option: str = "checkpoint=") -> None:
+    """Refuse a RUN_DIR argument that is not a training run, saying what it is instead (a checkpoint: give
+    its run and its name to `option`, as `resolve_checkpoint`'s)."""
     if run_dir.is_file() and run_dir.suffix in (".yaml", ".yml"):
         raise NMTError(
             f"{run_dir} is a config file, not a run directory.",
@@ -58,8 +59,7 @@ def check_run_dir(run_dir: Path) -> None:
     if run_dir.is_file():  # e.g. a run's checkpoint: "does not exist" would send the user looking for a typo
         hint = RUN_DIR_HINT
         if run_dir.suffix == ".pt" and run_dir.parent.name == CHECKPOINT_DIR:
-            hint = (f"Give its run folder, {run_dir.parent.parent}, and the checkpoint's name with --checkpoint "
-                    f"{run_dir.name} (checkpoint= in Python).")
+            hint = f"Give its run folder, {run_dir.parent.parent}, and the checkpoint's name with {option}{run_dir.name}."
         raise NMTError(f"{run_dir} is a file, not a run directory.", hint)
     if not run_dir.is_dir():
         raise NMTError(f"{run_dir} does not exist.", RUN_DIR_HINT)
@@ -69,11 +69,14 @@ def check_run_dir(run_dir: Path) -> None:
         raise NMTError(f"{run_dir} is not a training run (no config.yaml).", hint or "Pass the folders `nmt train` wrote.")
 
 
-def load_run(run_dir: Path, checkpoint: str | Path | None = None, device: str = "auto") -> LoadedRun:
+def load_run(
+    run_dir: Path, checkpoint: str | Path | None = None, device: str = "auto", option: str = "checkpoint="
+) -> LoadedRun:
     """Load a run directory's config, tokenizer copy and model weights for translation or evaluation;
-    `checkpoint` as `resolve_checkpoint` reads it (a bare name is a file of RUN_DIR/checkpoints/)."""
+    `checkpoint` as `resolve_checkpoint` reads it (a bare name is a file of RUN_DIR/checkpoints/), errors
+    naming it as `option` ("checkpoint=" in Python, "--checkpoint " for a command's flag)."""
     run_dir = Path(run_dir)
-    check_run_dir(run_dir)
+    check_run_dir(run_dir, option)
     config = load_saved_config(run_dir / "config.yaml")
     tokenizer_dir = run_dir / "tokenizer"
     try:
@@ -84,7 +87,7 @@ def load_run(run_dir: Path, checkpoint: str | Path | None = None, device: str = 
             what, "The run folder is incomplete: nmt train copies the prepared sentencepiece models into RUN_DIR/"
             "tokenizer/; copy that folder along with the run, or retrain it.",
         ) from None
-    path = resolve_checkpoint(run_dir, checkpoint)
+    path = resolve_checkpoint(run_dir, checkpoint, option)
     target = resolve_device(device)
     checkpoint = load_checkpoint(path, map_location=target)
     model = build_model(config.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
