@@ -387,12 +387,12 @@ def test_json_builder_record_errors_name_the_file_and_line(tmp_path: Path, offli
         with pytest.raises(NMTError) as error:
             corpus_source(data_config(source="huggingface", name="json", train=spec, valid_split="",
                                       test_split="")).read()
-        return error.value.message.split(" is ")[0].split(" in the record")[0]
+        return error.value.message.split(" in the record")[0].split(" (missing or null)")[0]
 
     # JSON Lines with blank lines before the bad record: the builder skips them, the line number counts them
     lines = tmp_path / "train.jsonl"
     lines.write_text(good + "\n   \n" + good + bad, encoding="utf-8")
-    assert error_of(str(lines)) == f"{lines}, line 5: field 'translation.fr'"
+    assert error_of(str(lines)) == f"{lines}, line 5: the record has no value for field 'translation.fr'"
     # a JSON array over several lines: its records are no lines, so the record is counted (from 1)
     array = tmp_path / "train.json"
     array.write_text("[\n" + good.strip() + ",\n" + bad.strip() + "\n]\n", encoding="utf-8")
@@ -403,7 +403,42 @@ def test_json_builder_record_errors_name_the_file_and_line(tmp_path: Path, offli
     first.write_text(good, encoding="utf-8")
     second.write_text(good + json.dumps({"translation": {"fr": "c"}}) + "\n", encoding="utf-8")
     assert error_of(str(tmp_path / "parts/*.jsonl")) == (
-        f"record 3 of the 2 files of data.huggingface.train ({first}, {second}): field 'translation.en'"
+        f"record 3 of the 2 files of data.huggingface.train ({first}, {second}): the record has no value for field "
+        "'translation.en'"
+    )
+
+
+def test_a_record_without_a_value_for_the_field_says_so_not_that_it_is_nonetype(
+    tmp_path: Path, offline: None
+) -> None:
+    # datasets gives a field that some records lack as None in those records (where it reads the file
+    # line by line, as it does past a blank line), as JSON gives a null
+    good = json.dumps({"translation": {"en": "a", "fr": "b"}}) + "\n"
+    builder = tmp_path / "train.jsonl"
+    builder.write_text(good + "\n" + json.dumps({"translation": {"en": "c"}}) + "\n", encoding="utf-8")
+    with pytest.raises(NMTError) as error:
+        corpus_source(data_config(source="huggingface", name="json", train=str(builder), valid_split="",
+                                  test_split="")).read()
+    assert error.value.message == (
+        f"{builder}, line 3: the record has no value for field 'translation.fr' (missing or null)."
+    )
+    assert error.value.hint == "Give every record a text there, or remove the records without one."
+    # a record without the enclosing field names that field, and the one the config asks for
+    builder.write_text(good + json.dumps({"id": 2}) + "\n", encoding="utf-8")  # datasets fills translation None
+    with pytest.raises(NMTError) as error:
+        corpus_source(data_config(source="huggingface", name="json", train=str(builder), valid_split="",
+                                  test_split="")).read()
+    assert error.value.message == (
+        f"{builder}, line 2: the record has no value for field 'translation' (missing or null), "
+        "so none for 'translation.en'."
+    )
+    # the files source reads a JSON null the same way
+    lines = tmp_path / "nulls.jsonl"
+    lines.write_text(good + json.dumps({"translation": {"en": "c", "fr": None}}) + "\n", encoding="utf-8")
+    with pytest.raises(NMTError) as error:
+        corpus_source(data_config(source="files", train=str(lines))).read()
+    assert error.value.message == (
+        f"{lines}, line 2: the record has no value for field 'translation.fr' (missing or null)."
     )
 
 

@@ -147,6 +147,13 @@ def record_pair(record: Any, config: DataConfig, where: str | Callable[[], str])
                     "Set data.src_field / data.tgt_field to the dotted path of the text (e.g. translation.en).",
                 )
             value = value[part]
+            if value is None:  # a JSON null, or what Hugging Face datasets gives a record lacking the field
+                held = ".".join(parts[: depth + 1])
+                raise NMTError(
+                    f"{_place(where)}: the record has no value for field '{held}' (missing or null)"
+                    f"{'' if held == dotted else f', so none for {dotted!r}'}.",
+                    "Give every record a text there, or remove the records without one.",
+                )
         if not isinstance(value, str):
             raise NMTError(
                 f"{_place(where)}: field '{dotted}' is {type(value).__name__}, expected a string.",
