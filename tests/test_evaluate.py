@@ -184,7 +184,7 @@ def test_two_runs_end_to_end_with_cache(
     assert {f: f.stat().st_mtime_ns for files in cache_files.values() for f in files} == stamps
     # one run into the first report's folder: the other run's beam2.hyp.txt goes, as nmt score's would
     assert main(["evaluate", str(runs[1]), *argv[3:], "--out", str(out)]) == 0
-    assert f"note: removed beam2.hyp.txt from {out}: the report there before scored that system" in capsys.readouterr().err
+    assert f"note: removed beam2.hyp.txt from {out}: the report there before wrote it" in capsys.readouterr().err
     assert sorted(p.name for p in out.iterdir()) == [
         "bleu_by_length.png", "greedy.hyp.txt", "ref.txt", "report.md", "results.json", "src.txt"
     ]

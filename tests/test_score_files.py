@@ -542,11 +542,15 @@ def test_an_output_that_is_an_input_file_is_refused_before_any_work(
 def test_an_out_folder_reused_holds_only_the_new_reports_systems(
     files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # the NAME.hyp.txt files an earlier report recorded (results.json's settings.runs) and the new one does not
-    # write are removed, with a note; the user's files beside them, a link and a file that is an input stay
+    # the files an earlier report recorded (results.json's settings.files) and the new one does not write are
+    # removed, with a note; the user's files beside them, a link and a file that is an input stay
     out = tmp_path / "out"
     argv = ["--ref", str(files["ref"]), "--out", str(out), "--set", "evaluation.bootstrap_samples=20"]
-    assert main(["score", str(files["poor"]), str(files["good"]), "--names", "encdec,search", *argv]) == 0
+    assert main(["score", str(files["poor"]), str(files["good"]), "--names", "encdec,search", *argv,
+                 "--src", str(files["src"])]) == 0
+    assert json.loads((out / "results.json").read_text(encoding="utf-8"))["settings"]["files"] == [
+        "results.json", "report.md", "bleu_by_length.png", "src.txt", "ref.txt", "encdec.hyp.txt", "search.hyp.txt"
+    ]
     mine = tmp_path / "mine.txt"
     mine.write_text("my own lines\n", encoding="utf-8")
     (out / "search.hyp.txt").unlink()
@@ -555,8 +559,9 @@ def test_an_out_folder_reused_holds_only_the_new_reports_systems(
     (out / "other.hyp.txt").write_text("not in the report\n", encoding="utf-8")
     capsys.readouterr()
     assert main(["score", str(files["good"]), "--names", "best", *argv]) == 0
-    assert capsys.readouterr().err == (f"note: removed encdec.hyp.txt from {out}: the report there before scored that "
-                                       "system, this one does not.\n")
+    # src.txt too: the report without --src has no sources, and the earlier one's would pass for its own
+    assert capsys.readouterr().err == (f"note: removed src.txt, encdec.hyp.txt from {out}: the report there before "
+                                       "wrote them, this one does not.\n")
     assert sorted(p.name for p in out.iterdir()) == [
         "best.hyp.txt", "bleu_by_length.png", "notes.txt", "other.hyp.txt", "ref.txt", "report.md", "results.json",
         "search.hyp.txt",
@@ -566,10 +571,22 @@ def test_an_out_folder_reused_holds_only_the_new_reports_systems(
     assert main(["score", str(out / "best.hyp.txt"), "--names", "again", *argv]) == 0
     assert "removed" not in capsys.readouterr().err
     assert (out / "best.hyp.txt").read_bytes() == (out / "again.hyp.txt").read_bytes() == files["good"].read_bytes()
+    # a report written before results.json listed its files: the NAME.hyp.txt of each of its settings.runs go
+    (out / "results.json").write_text('{"settings": {"runs": {"old": {}, "again": {}}}}', encoding="utf-8")
+    (out / "old.hyp.txt").write_text("x\n", encoding="utf-8")
+    assert main(["score", str(files["good"]), "--names", "again", *argv]) == 0
+    assert capsys.readouterr().err == (f"note: removed old.hyp.txt from {out}: the report there before wrote it, "
+                                       "this one does not.\n")
+    # the earlier report's src.txt given as this one's --ref (it writes no src.txt): kept
+    assert main(["score", str(files["src"]), "--names", "src", "--src", str(files["src"]), *argv]) == 0
+    assert main(["score", str(files["good"]), "--names", "again", *argv[2:], "--ref", str(out / "src.txt")]) == 0
+    assert "removed src.hyp.txt from" in capsys.readouterr().err and (out / "src.txt").is_file()
     # a results.json that is not a report's, or names no plain file, removes nothing
     outside = tmp_path / "evil.hyp.txt"
     outside.write_text("x\n", encoding="utf-8")
-    for content in ('{"settings": {"runs": {"../evil": {}, ".hidden": {}}}}', "[1, 2]", "not json"):
+    for content in ('{"settings": {"runs": {"../evil": {}, ".hidden": {}}}}', "[1, 2]", "not json",
+                    '{"settings": {"files": ["../evil.hyp.txt", ".hidden.hyp.txt", "/tmp", 3]}}',
+                    '{"settings": {"files": "best.hyp.txt"}}', '{"settings": []}'):
         (out / "results.json").write_text(content, encoding="utf-8")
         (out / ".hidden.hyp.txt").write_text("x\n", encoding="utf-8")
         assert main(["score", str(files["good"]), "--names", "again", *argv]) == 0

@@ -19,7 +19,7 @@ from nmt.compare.runs import (
 from nmt.config_sections import ModelConfig
 from nmt.data.sources import prepared_dir
 from nmt.errors import NMTError
-from nmt.evaluation.score_files import score_and_report
+from nmt.evaluation.score_files import report_files, score_and_report
 from nmt.evaluation.testset import TestSet, file_test_set, shown_path
 from nmt.fileio import same_file
 from nmt.models.interface import model_kind
@@ -153,8 +153,7 @@ def common_test_set(runs: list[RunInfo], split: str, src_path: Path | None, ref_
 
 def _refuse_overwriting_inputs(out: Path, runs: Sequence[RunInfo], src_path: Path | None, ref_path: Path | None) -> None:
     """Refuse an --out folder where the report's files would replace --src or --ref."""
-    written = [out / name for name in ("results.json", "report.md", "bleu_by_length.png", "src.txt", "ref.txt")]
-    written += [out / f"{run.name}.hyp.txt" for run in runs]
+    written = [out / name for name in report_files((run.name for run in runs), sources=True)]
     for flag, given in (("--src", src_path), ("--ref", ref_path)):
         clash = next((path for path in written if given is not None and same_file(path, given)), None)
         if clash is not None:

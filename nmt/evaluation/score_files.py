@@ -11,7 +11,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -110,8 +110,7 @@ def _refuse_writing_over_inputs(out: Path, ref_path: Path, src_path: Path | None
     their line ends and byte-order mark changed."""
     inputs = {"--ref": ref_path, **({"--src": src_path} if src_path is not None else {})}
     inputs |= {f"HYP ({name})": path for name, path in paths.items()}
-    written = [RESULTS_JSON, REPORT_MD, PLOT_PNG, "ref.txt", "src.txt", *(f"{name}.hyp.txt" for name in paths)]
-    for name in written:
+    for name in report_files(paths, sources=src_path is not None):
         for flag, path in inputs.items():
             if same_file(out / name, path):
                 raise NMTError(
@@ -283,9 +282,9 @@ def score_and_report(
     hold) systems for the contrast checks (both nmt/evaluation/effect.py); `groups` styles
     the plot (nmt/evaluation/report.py), titled with the test set; `bucketing` says how the buckets were
     sized from the data (`nmt score --buckets auto`; results.json's settings.buckets_sized); `leaders` adds
-    who is better per bucket, for two or more systems (nmt/evaluation/leaders.py). The NAME.hyp.txt files
-    of an earlier report in `out` whose systems this one does not score are removed (`_remove_stale`), never
-    one of `inputs`, the files the report was made from.
+    who is better per bucket, for two or more systems (nmt/evaluation/leaders.py). The files of `out` that
+    an earlier report there wrote and this one does not (results.json's settings.files) are removed
+    (`_remove_stale`), never one of `inputs`, the files the report was made from.
     """
     warn_if_tokenized(hypotheses, settings.tokenize)  # once per command, however many resamples are scored
     sources = test_set.sources if test_set.sources is not None else test_set.references
@@ -296,18 +295,24 @@ def score_and_report(
         effect = paper_checks(evaluation, long, pairs, ceilings or {})
         effect |= contrast_checks(evaluation, long, contrasts, ceilings or {})
     examples = format_examples(evaluation, hypotheses, test_set.sources, test_set.references)
-    extra = {"test_set": test_set.describe(), "runs": systems, **({"buckets_sized": bucketing} if bucketing else {})}
+    files = report_files(hypotheses, sources=test_set.sources is not None)
+    extra = {
+        "test_set": test_set.describe(), "runs": systems, **({"buckets_sized": bucketing} if bucketing else {}),
+        "files": files,
+    }
     ranked = bucket_leaders(evaluation) if leaders else []
-    earlier = _earlier_hypothesis_files(out)  # before results.json is replaced
-    results = write_report(
-        evaluation, out, extra, effect, scored, examples, groups, test_set.describe(), bucketing, ranked
-    )
+    earlier = _earlier_report_files(out)  # before results.json is replaced
+    # the lines before results.json: interrupted in between, the folder's results.json still lists the
+    # earlier report's files, so the next report into it removes those it does not write
     if test_set.sources is not None:
         _write_lines(out / "src.txt", test_set.sources)
     _write_lines(out / "ref.txt", test_set.references)
     for name, hyps in hypotheses.items():
         _write_lines(out / f"{name}.hyp.txt", hyps)
-    _remove_stale(out, earlier, [f"{name}.hyp.txt" for name in hypotheses], inputs)
+    results = write_report(
+        evaluation, out, extra, effect, scored, examples, groups, test_set.describe(), bucketing, ranked
+    )
+    _remove_stale(out, earlier, files, inputs)
     if bucketing:
         print(bucketing[0].upper() + bucketing[1:] + ".\n")
     print(format_table(evaluation))
@@ -321,22 +326,31 @@ def score_and_report(
     return results
 
 
-def _earlier_hypothesis_files(out: Path) -> list[str]:
-    """The NAME.hyp.txt files that the report in `out` wrote, by its results.json's settings.runs (the systems
-    `score_and_report` wrote them for); none where there is no such report, or a name is no plain file name."""
+def report_files(systems: Iterable[str], sources: bool) -> list[str]:
+    """The files `score_and_report` writes into its folder for `systems`, src.txt where it has `sources`."""
+    return [RESULTS_JSON, REPORT_MD, PLOT_PNG, *(["src.txt"] if sources else []), "ref.txt",
+            *(f"{name}.hyp.txt" for name in systems)]
+
+
+def _earlier_report_files(out: Path) -> list[str]:
+    """The files that the report in `out` wrote, by its results.json's settings.files (one written before
+    that list was kept: the NAME.hyp.txt of each of its settings.runs); none where there is no such report,
+    and only plain file names (no folder, no hidden file)."""
     try:
-        runs = json.loads((out / RESULTS_JSON).read_text(encoding="utf-8"))["settings"]["runs"]
-    except (OSError, ValueError, TypeError, KeyError):  # no report there, or not one of nmt's
+        settings = json.loads((out / RESULTS_JSON).read_text(encoding="utf-8"))["settings"]
+        runs = settings.get("runs")
+        files = settings.get("files", [f"{name}.hyp.txt" for name in runs] if isinstance(runs, dict) else [])
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):  # no report there, or not one of nmt's
         return []
-    if not isinstance(runs, dict):
+    if not isinstance(files, list):
         return []
-    return [f"{name}.hyp.txt" for name in runs if name and not re.search(r"[/\\]|^\.", name)]
+    return [name for name in files if isinstance(name, str) and name and not re.search(r"[/\\]|^\.", name)]
 
 
 def _remove_stale(out: Path, earlier: Sequence[str], written: Sequence[str], inputs: Sequence[Path]) -> None:
-    """Remove from `out` the files of `earlier` (`_earlier_hypothesis_files`, read before the report was
-    replaced) that this report did not write again, so that the folder holds only the systems its report
-    scores, and say so on stderr. A link, or a file that is one of `inputs`, is left where it is."""
+    """Remove from `out` the files of `earlier` (`_earlier_report_files`, read before the report was
+    replaced) that this report did not write again, so that the folder holds only the files of its report,
+    and say so on stderr. A link, or a file that is one of `inputs`, is left where it is."""
     removed = []
     for name in earlier:
         path = out / name
@@ -345,8 +359,8 @@ def _remove_stale(out: Path, earlier: Sequence[str], written: Sequence[str], inp
         path.unlink(missing_ok=True)
         removed.append(name)
     if removed:
-        print(f"note: removed {', '.join(removed)} from {out}: the report there before scored "
-              f"{'that system' if len(removed) == 1 else 'those systems'}, this one does not.", file=sys.stderr)
+        print(f"note: removed {', '.join(removed)} from {out}: the report there before wrote "
+              f"{'it' if len(removed) == 1 else 'them'}, this one does not.", file=sys.stderr)
 
 
 def _write_lines(path: Path, lines: Sequence[str]) -> None:
