@@ -110,3 +110,23 @@ def test_user_errors(run: Path, capsys: pytest.CaptureFixture[str], argv: list[s
 def test_best_checkpoint_names_its_step_and_metric(run: Path) -> None:
     text = describe_checkpoint(run / "checkpoints" / "best.pt")
     assert re.fullmatch(r"best\.pt \(step [36], best validation bleu \d+\.\d\d.*\)", text)
+
+
+def test_a_run_dir_that_is_no_run_is_named_as_such_not_as_one_without_checkpoints(
+    run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "notes.txt").write_text("x\n", encoding="utf-8")
+    (tmp_path / "empty").mkdir()
+    step = run / "checkpoints" / "step_00000002.pt"
+    for given, message in (
+        (tmp_path / "missing", f"{tmp_path / 'missing'} does not exist.\nGive as RUN_DIR a folder that `nmt train` "
+                               "wrote"),
+        (tmp_path / "notes.txt", f"{tmp_path / 'notes.txt'} is a file, not a run directory.\nGive as RUN_DIR"),
+        (tmp_path / "empty", f"{tmp_path / 'empty'} is not a training run (no config.yaml).\nPass the folders"),
+        # a checkpoint: its run is named, with no --checkpoint, which nmt average does not take
+        (step, f"{step} is a file, not a run directory.\nGive its run folder, {run}.\n"),
+    ):
+        assert main(["average", str(given), "--last", "2", "-o", str(tmp_path / "avg.pt")]) == 2
+        assert capsys.readouterr().err.startswith(f"nmt average: error: {message}")
+    assert not (tmp_path / "avg.pt").exists()
+

@@ -145,6 +145,12 @@ def test_cli_curve_and_its_errors(curve_run: Path, tmp_path: Path, capsys: pytes
     with pytest.raises(NMTError, match="no periodic checkpoints"):
         learning_curves([bare], out_dir=tmp_path / "none")
     assert not (tmp_path / "none").exists()
+    # a checkpoint given as RUN_DIR: its run is named, and no --checkpoint, which nmt curve does not take
+    step = curve_run / "checkpoints" / "step_00000025.pt"
+    assert main(["curve", str(step), "--out", str(tmp_path / "none")]) == 2
+    assert capsys.readouterr().err == (f"nmt curve: error: {step} is a file, not a run directory.\n"
+                                       f"Give its run folder, {curve_run}.\n")
+    assert not (tmp_path / "none").exists()
 
 
 def test_sample_size_key_is_validated_and_free_to_change_on_resume(tmp_path: Path) -> None:

@@ -48,7 +48,7 @@ def learning_curves(
     Returns the content of learning_curve.json.
     """
     check_sentences_per_bucket(per_bucket)
-    runs = describe_runs(run_dirs, ["decoding.beam_size=1", "decoding.nbest=1"])  # greedy
+    runs = describe_runs(run_dirs, ["decoding.beam_size=1", "decoding.nbest=1"], option="")  # greedy; no --checkpoint
     settings = runs[0].config.evaluation
     split = split or settings.split
     per_bucket = settings.curve_sentences_per_bucket if per_bucket is None else per_bucket

@@ -51,12 +51,14 @@ def split_test_set(config: Config, split: str) -> TestSet:
 
 
 def describe_runs(
-    run_dirs: Sequence[Path], overrides: Sequence[str] = (), checkpoint: str | None = None
+    run_dirs: Sequence[Path], overrides: Sequence[str] = (), checkpoint: str | None = None,
+    option: str = "--checkpoint ",
 ) -> list[RunInfo]:
     """Config (with `--set` decoding/evaluation overrides) and checkpoint of each run, named by folder
     name (made unique: name, name-2, ...). `checkpoint` is a file name in each RUN_DIR/checkpoints/ or,
-    for one run, a path (`resolve_checkpoint`); the default is the run's own choice. At least one run: the
-    commands take one or more RUN_DIR (nargs="+"), and `nmt experiment` refuses a config without runs."""
+    for one run, a path (`resolve_checkpoint`); the default is the run's own choice. `option` is the
+    command's flag for it, in errors ("" for a command without one). At least one run: the commands take
+    one or more RUN_DIR (nargs="+"), and `nmt experiment` refuses a config without runs."""
     if checkpoint is not None and Path(checkpoint).parent != Path(".") and len(run_dirs) > 1:
         raise NMTError(
             f"--checkpoint {checkpoint} is one file, but {len(run_dirs)} runs are evaluated.",
@@ -66,7 +68,7 @@ def describe_runs(
     taken: set[str] = set()
     seen: dict[Path, Path] = {}
     for run_dir in run_dirs:
-        check_run_dir(run_dir, "--checkpoint ")
+        check_run_dir(run_dir, option)
         # one run twice would be translated twice and compared with itself (name-2: a difference of +0.00)
         first = seen.setdefault(run_dir.resolve(), run_dir)
         if first is not run_dir:
@@ -74,7 +76,7 @@ def describe_runs(
             raise NMTError(f"the run {first} is given twice{same}.", "Give each RUN_DIR once.")
         name = unique_name(run_dir.resolve().name, taken)
         config = override_sections(load_saved_config(run_dir / "config.yaml"), list(overrides), EVALUATE_SECTIONS, "nmt evaluate")
-        infos.append(RunInfo(name, run_dir, config, resolve_checkpoint(run_dir, checkpoint, "--checkpoint ")))
+        infos.append(RunInfo(name, run_dir, config, resolve_checkpoint(run_dir, checkpoint, option)))
     return infos
 
 

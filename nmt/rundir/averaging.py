@@ -22,6 +22,7 @@ from nmt.rundir.checkpoints import (
     save_checkpoint,
     step_checkpoints,
 )
+from nmt.rundir.loading import check_run_dir
 
 AVERAGED_NAME = "averaged.pt"
 
@@ -60,6 +61,7 @@ def average_checkpoints(
     and return its path. The tensors (the models' parameters, all floating-point: they have no integer
     buffers) are summed in float64 and cast back."""
     run_dir = Path(run_dir)
+    check_run_dir(run_dir, "")  # not "has 0 checkpoints" for a mistyped or non-run folder
     output = Path(output) if output is not None else run_dir / CHECKPOINT_DIR / AVERAGED_NAME
     if output.name == BEST_NAME or output.name.startswith(("step_", "interrupted_")):
         raise NMTError(

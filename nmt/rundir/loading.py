@@ -49,7 +49,7 @@ class LoadedRun:
 
 def check_run_dir(run_dir: Path, option: str = "checkpoint=") -> None:
     """Refuse a RUN_DIR argument that is not a training run, saying what it is instead (a checkpoint: give
-    its run and its name to `option`, as `resolve_checkpoint`'s)."""
+    its run and its name to `option`, as `resolve_checkpoint`'s; "" for a command that takes no checkpoint)."""
     if run_dir.is_file() and run_dir.suffix in (".yaml", ".yml"):
         raise NMTError(
             f"{run_dir} is a config file, not a run directory.",
@@ -59,7 +59,8 @@ def check_run_dir(run_dir: Path, option: str = "checkpoint=") -> None:
     if run_dir.is_file():  # e.g. a run's checkpoint: "does not exist" would send the user looking for a typo
         hint = RUN_DIR_HINT
         if run_dir.suffix == ".pt" and run_dir.parent.name == CHECKPOINT_DIR:
-            hint = f"Give its run folder, {run_dir.parent.parent}, and the checkpoint's name with {option}{run_dir.name}."
+            hint = f"Give its run folder, {run_dir.parent.parent}" + (
+                f", and the checkpoint's name with {option}{run_dir.name}." if option else ".")
         raise NMTError(f"{run_dir} is a file, not a run directory.", hint)
     if not run_dir.is_dir():
         raise NMTError(f"{run_dir} does not exist.", RUN_DIR_HINT)
