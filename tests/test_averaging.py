@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -12,10 +13,11 @@ from nmt.cli import main
 from nmt.compare.runs import describe_runs
 from nmt.decoding.translator import Translator
 from nmt.errors import NMTError
+from nmt.rundir import averaging
 from nmt.rundir.averaging import average_checkpoints
 from nmt.rundir.checkpoints import describe_checkpoint
 from nmt.training.trainer import train
-from tests.helpers import reverse_task_config
+from tests.helpers import reverse_task_config, unwritable
 
 TINY_MODEL = {"embedding_size": 16, "hidden_size": 32, "attention_size": 32, "maxout_size": 16}
 
@@ -130,3 +132,47 @@ def test_a_run_dir_that_is_no_run_is_named_as_such_not_as_one_without_checkpoint
         assert capsys.readouterr().err.startswith(f"nmt average: error: {message}")
     assert not (tmp_path / "avg.pt").exists()
 
+
+def test_an_output_that_is_a_file_of_the_run_is_refused_and_left_as_it_was(
+    run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a file is written through its link: a link to a step checkpoint would replace that checkpoint
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    checkpoints = copy / "checkpoints"
+    (checkpoints / "latest.pt").symlink_to("step_00000006.pt")
+    (checkpoints / "settings.pt").symlink_to("../config.yaml")
+    (checkpoints / "averaged.pt").unlink(missing_ok=True)  # an earlier test's
+    (checkpoints / "averaged.pt").symlink_to("best.pt")  # the default output
+    before = {path: path.read_bytes() for path in copy.rglob("*") if path.is_file()}
+    for output, message in (
+        (copy / "config.yaml", f"-o {copy / 'config.yaml'} is the run's {copy / 'config.yaml'}, which every command "
+                               "that reads the run needs: it would be replaced."),
+        (checkpoints / "settings.pt", f"-o {checkpoints / 'settings.pt'} is the run's {copy / 'config.yaml'}"),
+        (checkpoints / "latest.pt", f"-o {checkpoints / 'latest.pt'}: the file it links to, "
+                                    f"{checkpoints / 'step_00000006.pt'}, is the run's own"),
+    ):
+        assert main(["average", str(copy), "--last", "2", "-o", str(output)]) == 2
+        assert capsys.readouterr().err.startswith(f"nmt average: error: {message}")
+    assert main(["average", str(copy), "--last", "2"]) == 2
+    assert capsys.readouterr().err == (
+        f"nmt average: error: {checkpoints / 'averaged.pt'} (without -o): the file it links to, "
+        f"{checkpoints / 'best.pt'}, is the run's own (best.pt, step_*.pt, interrupted_*.pt), which training and "
+        "resume read.\nGive -o a file that is no link to one of them; nothing was written.\n"
+    )
+    assert {path: path.read_bytes() for path in copy.rglob("*") if path.is_file()} == before
+
+
+def test_an_output_folder_that_cannot_be_written_is_refused_before_any_checkpoint_is_read(
+    run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "ro").mkdir()
+    unwritable(monkeypatch, tmp_path / "ro")
+    monkeypatch.setattr(averaging, "load_checkpoint", lambda path: pytest.fail(f"{path} was read"))
+    output = tmp_path / "ro" / "avg.pt"
+    assert main(["average", str(run), "--last", "2", "-o", str(output)]) == 2
+    assert capsys.readouterr().err == (
+        f"nmt average: error: the folder of -o {output}: it cannot be written (no permission to write there, or a "
+        "read-only disk).\nGive -o a file in a folder you can write; nothing was done.\n"
+    )
+    assert list((tmp_path / "ro").iterdir()) == []

@@ -7,12 +7,14 @@ translate --checkpoint` and `nmt evaluate --checkpoint` take it like any other c
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 
 from nmt.errors import NMTError
+from nmt.fileio import refuse_unwritable, same_file
 from nmt.rundir.checkpoints import (
     BEST_NAME,
     CHECKPOINT_DIR,
@@ -54,6 +56,33 @@ def choose_checkpoints(run_dir: Path, last: int | None, steps: Sequence[int] | N
     return [by_step[step] for step in sorted(set(steps))]
 
 
+def _check_output(run_dir: Path, output: Path, named: str) -> None:
+    """Before any checkpoint is read, refuse an output (`named`: how the message names it) that would replace
+    a file of the run: a checkpoint training or resume reads, by its name or the name of the file it links to
+    (a file is written through its link), its config.yaml or tokenizer; or that is a folder, or in one that
+    cannot be written."""
+    real = Path(os.path.realpath(output))
+    if real.name == BEST_NAME or real.name.startswith(("step_", "interrupted_")):
+        if real.name != output.name:
+            that, instead = f"the file it links to, {real},", "Give -o a file that is no link to one of them"
+        else:
+            that, instead = "that name", f"Use another name, e.g. {AVERAGED_NAME}"
+        raise NMTError(
+            f"{named}: {that} is the run's own (best.pt, step_*.pt, interrupted_*.pt), which training and resume read.",
+            f"{instead}; nothing was written.",
+        )
+    clash = next((path for path in (run_dir / "config.yaml", *sorted((run_dir / "tokenizer").glob("*")))
+                  if same_file(output, path)), None)
+    if clash is not None:
+        raise NMTError(
+            f"{named} is the run's {clash}, which every command that reads the run needs: it would be replaced.",
+            f"Give another file, e.g. {run_dir / CHECKPOINT_DIR / AVERAGED_NAME}; nothing was written.",
+        )
+    if output.is_dir():
+        raise NMTError(f"{named} is a folder.", f"Give a file's path, e.g. {output / AVERAGED_NAME}.")
+    refuse_unwritable(output.parent, f"the folder of {named}", "Give -o a file in a folder you can write")
+
+
 def average_checkpoints(
     run_dir: str | Path, last: int | None = None, steps: Sequence[int] | None = None, output: str | Path | None = None
 ) -> Path:
@@ -62,13 +91,9 @@ def average_checkpoints(
     buffers) are summed in float64 and cast back."""
     run_dir = Path(run_dir)
     check_run_dir(run_dir, "")  # not "has 0 checkpoints" for a mistyped or non-run folder
+    named = f"-o {output}" if output is not None else f"{run_dir / CHECKPOINT_DIR / AVERAGED_NAME} (without -o)"
     output = Path(output) if output is not None else run_dir / CHECKPOINT_DIR / AVERAGED_NAME
-    if output.name == BEST_NAME or output.name.startswith(("step_", "interrupted_")):
-        raise NMTError(
-            f"-o {output}: that name is the run's own (best.pt, step_*.pt, interrupted_*.pt), which training and "
-            "resume read.",
-            f"Use another name, e.g. {AVERAGED_NAME}.",
-        )
+    _check_output(run_dir, output, named)
     chosen = choose_checkpoints(run_dir, last, steps)
     sums: dict[str, torch.Tensor] = {}
     newest: Checkpoint | None = None
