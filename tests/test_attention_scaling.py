@@ -197,6 +197,32 @@ def test_runs_on_different_data_are_refused(tmp_path: Path, monkeypatch: pytest.
     assert not (tmp_path / "out").exists()
 
 
+def test_a_run_without_attention_or_an_unwritable_out_is_refused_before_any_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # before the test split is read (or prepared) and before any run is measured
+    from nmt.cli import main
+    from nmt.compare import evaluate
+    from tests.helpers import unwritable
+
+    monkeypatch.setattr(evaluate, "split_test_set", lambda config, split: pytest.fail("the test split was read"))
+    dot, fixed = fake_run(tmp_path / "dot", attention="dot"), fake_run(tmp_path / "fixed", attention="none")
+    assert main(["attention-scaling", str(dot), str(fixed), "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == (
+        "nmt attention-scaling: error: fixed has no attention (attention: none, RNNencdec): there are no attention "
+        "scores to measure.\nGive runs with attention (RNNsearch, the Transformer); the fixed-vector model has one "
+        "context for every step.\n"
+    )
+    (tmp_path / "ro").mkdir()
+    unwritable(monkeypatch, tmp_path / "ro")
+    assert main(["attention-scaling", str(dot), "--out", str(tmp_path / "ro")]) == 2
+    assert capsys.readouterr().err == (
+        f"nmt attention-scaling: error: --out {tmp_path / 'ro'}: it cannot be written (no permission to write there, "
+        "or a read-only disk).\nGive --out a folder you can write; nothing was done.\n"
+    )
+    assert not (tmp_path / "out").exists() and list((tmp_path / "ro").iterdir()) == []
+
+
 def test_progress_goes_to_stderr_and_only_the_report_to_stdout(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -27,6 +27,7 @@ from nmt.compare.runs import (
     check_sentences_per_bucket,
     default_out_dir,
     describe_runs,
+    refuse_runs_without_attention,
     split_test_set,
     write_outputs,
 )
@@ -72,7 +73,7 @@ def attention_checks(
     check_src_and_ref(src_path, ref_path)
     check_sentences_per_bucket(per_bucket)
     runs = describe_runs(run_dirs, checkpoint=checkpoint)
-    _refuse_runs_without_attention(runs)
+    refuse_runs_without_attention(runs, "there are no weights to check")
     settings = runs[0].config.evaluation
     per_bucket = settings.curve_sentences_per_bucket if per_bucket is None else per_bucket
     test_set = common_test_set(runs, split or settings.split, src_path, ref_path)  # nmt evaluate's rule
@@ -143,17 +144,6 @@ def _agreements(
                             context, links)
         for path in _checkpoints(run, steps)
     ]
-
-
-def _refuse_runs_without_attention(runs: Sequence[RunInfo]) -> None:
-    """Both checks need attention weights: the fixed-vector model (attention: none) has none."""
-    for run in runs:
-        without = model_kind(run.config.model).without_attention
-        if without:
-            raise NMTError(
-                f"{run.name} has no attention ({without}): there are no weights to check.",
-                "Give runs with attention (RNNsearch); the fixed-vector model has one context for every step.",
-            )
 
 
 def _checkpoints(run: RunInfo, steps: Sequence[int] | None) -> list[Path]:

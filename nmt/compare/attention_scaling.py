@@ -18,6 +18,7 @@ from nmt.compare.runs import (
     check_sentences_per_bucket,
     default_out_dir,
     describe_runs,
+    refuse_runs_without_attention,
     write_outputs,
 )
 from nmt.evaluation.curves import sample_test_set
@@ -40,12 +41,13 @@ def scaling_statistics(
     evaluate`) and write attention_scaling.json, .md and .png into `out_dir`. Returns the JSON's content."""
     check_sentences_per_bucket(per_bucket)
     runs = describe_runs(run_dirs, checkpoint=checkpoint)
+    refuse_runs_without_attention(runs, "there are no attention scores to measure")
+    out = default_out_dir(run_dirs, out_dir)  # before the data is read (or prepared): refused, nothing was done
     settings = runs[0].config.evaluation
     per_bucket = settings.curve_sentences_per_bucket if per_bucket is None else per_bucket
     test_set = common_test_set(runs, split or settings.split, None, None)
     sample = sample_test_set(test_set, settings.buckets, settings.by, per_bucket)
     assert sample.sources is not None
-    out = default_out_dir(run_dirs, out_dir)
     measured: dict[str, Any] = {}
     for run in runs:
         loaded = load_run(run.run_dir, run.checkpoint, device="cpu")

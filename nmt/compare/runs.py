@@ -20,6 +20,7 @@ from nmt.decoding.translator import Translator
 from nmt.errors import NMTError
 from nmt.evaluation.testset import TestSet, shown_path, unique_name
 from nmt.fileio import atomic_open, atomic_write_json, atomic_write_text, refuse_unwritable
+from nmt.models.interface import model_kind
 from nmt.rundir import translations
 from nmt.rundir.checkpoints import CHECKPOINT_DIR, resolve_checkpoint
 from nmt.rundir.loading import check_run_dir
@@ -78,6 +79,19 @@ def describe_runs(
         config = override_sections(load_saved_config(run_dir / "config.yaml"), list(overrides), EVALUATE_SECTIONS, "nmt evaluate")
         infos.append(RunInfo(name, run_dir, config, resolve_checkpoint(run_dir, checkpoint, option)))
     return infos
+
+
+def refuse_runs_without_attention(runs: Sequence[RunInfo], need: str) -> None:
+    """Refuse, before any work, a run without attention weights (the fixed-vector model, attention: none)
+    given to a command that measures them; `need` says what the command then lacks."""
+    for run in runs:
+        without = model_kind(run.config.model).without_attention
+        if without:
+            raise NMTError(
+                f"{run.name} has no attention ({without}): {need}.",
+                "Give runs with attention (RNNsearch, the Transformer); the fixed-vector model has one context for every "
+                "step.",
+            )
 
 
 def decoding_settings(config: Config) -> dict[str, Any]:
