@@ -176,3 +176,22 @@ def test_an_output_folder_that_cannot_be_written_is_refused_before_any_checkpoin
         "read-only disk).\nGive -o a file in a folder you can write; nothing was done.\n"
     )
     assert list((tmp_path / "ro").iterdir()) == []
+
+
+def test_a_run_interrupted_before_its_first_periodic_checkpoint_is_said_to_need_resuming(
+    run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # its checkpoints: best.pt and the interruption's; training.keep_last has nothing to do with it
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy, ignore=shutil.ignore_patterns("step_*.pt", "averaged.pt"))
+    shutil.copy(run / "checkpoints" / "step_00000002.pt", copy / "checkpoints" / "interrupted_00000001.pt")
+    for argv in (["--last", "2"], ["--steps", "2,4"]):
+        assert main(["average", str(copy), *argv]) == 2
+        assert capsys.readouterr().err == (
+            f"nmt average: error: {copy} has no periodic checkpoint (checkpoints/step_*.pt) to average: its training "
+            "was interrupted at step 1, before its first one, and left checkpoints/interrupted_00000001.pt, "
+            f"which is for --resume only.\nContinue the run with `nmt train CONFIG --run-dir {copy} --resume` (CONFIG: "
+            "the one it was trained with; for a run of `nmt experiment`, run the same experiment again): it saves a "
+            "step_*.pt every training.checkpoint_every steps.\n"
+        )
+    assert sorted(path.name for path in (copy / "checkpoints").iterdir()) == ["best.pt", "interrupted_00000001.pt"]

@@ -145,6 +145,17 @@ def test_cli_curve_and_its_errors(curve_run: Path, tmp_path: Path, capsys: pytes
     with pytest.raises(NMTError, match="no periodic checkpoints"):
         learning_curves([bare], out_dir=tmp_path / "none")
     assert not (tmp_path / "none").exists()
+    # interrupted before its first periodic checkpoint: the message says so and how to continue the run
+    (bare / "checkpoints" / "interrupted_00000010.pt").write_bytes((curve_run / "checkpoints" / "best.pt").read_bytes())
+    assert main(["curve", str(bare), "--out", str(tmp_path / "none"), "--device", "cpu"]) == 2
+    assert capsys.readouterr().err == (
+        f"nmt curve: error: {bare} has no periodic checkpoint (checkpoints/step_*.pt) to draw a curve from: its "
+        "training was interrupted at step 10, before its first one, and left "
+        "checkpoints/interrupted_00000010.pt, which is for --resume only.\nContinue the run with `nmt train CONFIG "
+        f"--run-dir {bare} --resume` (CONFIG: the one it was trained with; for a run of `nmt experiment`, run the "
+        "same experiment again): it saves a step_*.pt every training.checkpoint_every steps.\n"
+    )
+    assert not (tmp_path / "none").exists()
     # a checkpoint given as RUN_DIR: its run is named, and no --checkpoint, which nmt curve does not take
     step = curve_run / "checkpoints" / "step_00000025.pt"
     assert main(["curve", str(step), "--out", str(tmp_path / "none")]) == 2

@@ -30,7 +30,7 @@ from nmt.evaluation import curves
 from nmt.evaluation.metrics import Bleu
 from nmt.evaluation.testset import TestSet, shown_path
 from nmt.models.interface import model_kind
-from nmt.rundir.checkpoints import checkpoint_step, step_checkpoints
+from nmt.rundir.checkpoints import checkpoint_step, refuse_interrupted_only, step_checkpoints
 
 
 def learning_curves(
@@ -91,6 +91,7 @@ def _score_checkpoints(
     bucket on `sample` (`scorer`: its references)."""
     checkpoints = step_checkpoints(run.run_dir)
     if not checkpoints:
+        refuse_interrupted_only(run.run_dir, "to draw a curve from")
         raise NMTError(
             f"{run.run_dir} has no periodic checkpoints (checkpoints/step_*.pt) to draw a curve from.",
             "Train it with training.keep_last: 0 to keep every training.checkpoint_every checkpoint.",

@@ -21,6 +21,7 @@ from nmt.rundir.checkpoints import (
     Checkpoint,
     checkpoint_step,
     load_checkpoint,
+    refuse_interrupted_only,
     save_checkpoint,
     step_checkpoints,
 )
@@ -31,6 +32,7 @@ AVERAGED_NAME = "averaged.pt"
 
 def choose_checkpoints(run_dir: Path, last: int | None, steps: Sequence[int] | None) -> list[Path]:
     """The periodic checkpoints to average: the `last` N, or those of the given `steps` (oldest first)."""
+    refuse_interrupted_only(run_dir, "to average")
     available = step_checkpoints(run_dir)
     have = ", ".join(str(checkpoint_step(p)) for p in available) or "none"
     if last is not None:

@@ -21,6 +21,7 @@ BEST_NAME = "best.pt"
 _STEP_RE = re.compile(r"^step_(\d{8})\.pt$")
 # A Ctrl-C's checkpoint: for --resume only, so no periodic checkpoint's reader (average, curve, keep_last) sees it.
 _RESUMABLE_RE = re.compile(r"^(?:step|interrupted)_(\d{8})\.pt$")
+_INTERRUPTED_RE = re.compile(r"^interrupted_(\d{8})\.pt$")
 
 
 def step_checkpoint_name(step: int) -> str:
@@ -50,6 +51,23 @@ def _named(run_dir: Path, pattern: re.Pattern[str]) -> list[Path]:
 def step_checkpoints(run_dir: Path) -> list[Path]:
     """The run's periodic checkpoints, oldest first."""
     return sorted(_named(run_dir, _STEP_RE), key=checkpoint_step)
+
+
+def refuse_interrupted_only(run_dir: Path, wanted: str) -> None:
+    """NMTError where the run has no periodic checkpoint but an interruption's (`wanted`: what the periodic ones
+    are read for, "to average"): it was stopped before its first one, and only resuming it makes some, which
+    training.keep_last does not. Nothing where it has a periodic checkpoint, or no interruption's either."""
+    interrupted = max(_named(run_dir, _INTERRUPTED_RE), key=checkpoint_step, default=None)
+    if interrupted is None or step_checkpoints(run_dir):
+        return
+    raise NMTError(
+        f"{run_dir} has no periodic checkpoint ({CHECKPOINT_DIR}/step_*.pt) {wanted}: its training was interrupted "
+        f"at step {checkpoint_step(interrupted)}, before its first one, and left {CHECKPOINT_DIR}/"
+        f"{interrupted.name}, which is for --resume only.",
+        f"Continue the run with `nmt train CONFIG --run-dir {run_dir} --resume` (CONFIG: the one it was trained "
+        "with; for a run of `nmt experiment`, run the same experiment again): it saves a step_*.pt every "
+        "training.checkpoint_every steps.",
+    )
 
 
 def latest_step_checkpoint(run_dir: Path) -> Path | None:
