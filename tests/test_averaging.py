@@ -109,6 +109,24 @@ def test_user_errors(run: Path, capsys: pytest.CaptureFixture[str], argv: list[s
     assert not (run / "other.pt").exists()
 
 
+@pytest.mark.parametrize(
+    ("steps", "message"),
+    [
+        ("20,,40", "expected comma-separated step numbers, got '20,,40' (an empty item between commas)"),
+        ("0,4", "expected comma-separated step numbers of 1 or more, got '0,4'"),
+        ("-2,4", "expected comma-separated step numbers of 1 or more, got '-2,4'"),
+    ],
+)
+def test_a_step_list_with_an_empty_item_or_a_step_under_1_is_refused_by_the_parser(
+    run: Path, capsys: pytest.CaptureFixture[str], steps: str, message: str
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["average", str(run), f"--steps={steps}", "-o", str(run / "other.pt")])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.endswith(f"nmt average: error: argument --steps: {message}\n")
+    assert not (run / "other.pt").exists()
+
+
 def test_best_checkpoint_names_its_step_and_metric(run: Path) -> None:
     text = describe_checkpoint(run / "checkpoints" / "best.pt")
     assert re.fullmatch(r"best\.pt \(step [36], best validation bleu \d+\.\d\d.*\)", text)

@@ -264,6 +264,11 @@ def test_of_a_shorthand_and_set_of_one_key_the_later_wins() -> None:
     [
         (arguments.steps, "6OO", "expected comma-separated step numbers, got '6OO'"),
         (arguments.steps, ",", "expected step numbers, e.g. 600,900"),
+        (arguments.steps, "20,,40", "expected comma-separated step numbers, got '20,,40' (an empty item between commas)"),
+        (arguments.steps, "20,40,", "expected comma-separated step numbers, got '20,40,' (an empty item between commas)"),
+        (arguments.steps, "0,600", "expected comma-separated step numbers of 1 or more, got '0,600'"),
+        (arguments.steps, "600,-300", "expected comma-separated step numbers of 1 or more, got '600,-300'"),
+        (arguments.buckets, "10,,20", "expected comma-separated integers, got '10,,20' (an empty item between commas)"),
         (arguments.buckets, "10;20", "expected comma-separated integers, got '10;20'"),
         (arguments.buckets, " ", "expected at least one length cutoff, e.g. 10,20,30,40,50,60"),
     ],

@@ -115,22 +115,28 @@ def names(text: str) -> list[str]:
     return [name.strip() for name in text.split(",")]
 
 
-def integers(malformed: str, empty: str) -> Callable[[str], list[int]]:
-    """The argparse type of a comma-separated list of at least one integer; its refusals worded per list."""
+def integers(malformed: str, empty: str, minimum: int | None = None) -> Callable[[str], list[int]]:
+    """The argparse type of a comma-separated list of at least one integer (each at least `minimum`, if given);
+    its refusals worded per list. An empty item (20,,40 or 20,40,) is refused: a number was likely lost."""
 
     def parse(text: str) -> list[int]:
+        items = [item.strip() for item in text.split(",")]
+        if not any(items):
+            raise argparse.ArgumentTypeError(f"expected {empty}")
+        if "" in items:
+            raise argparse.ArgumentTypeError(f"expected {malformed}, got '{text}' (an empty item between commas)")
         try:
-            numbers = [int(n) for n in text.split(",") if n.strip()]
+            numbers = [int(item) for item in items]
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected {malformed}, got '{text}'") from None
-        if not numbers:
-            raise argparse.ArgumentTypeError(f"expected {empty}")
+        if minimum is not None and min(numbers) < minimum:
+            raise argparse.ArgumentTypeError(f"expected {malformed} of {minimum} or more, got '{text}'")
         return numbers
 
     return parse
 
 
-steps = integers("comma-separated step numbers", "step numbers, e.g. 600,900")
+steps = integers("comma-separated step numbers", "step numbers, e.g. 600,900", minimum=1)
 buckets = integers("comma-separated integers", "at least one length cutoff, e.g. 10,20,30,40,50,60")
 
 
