@@ -18,7 +18,7 @@ from nmt.analysis.attention_report import (
 
 
 def _results(entry: dict[str, Any]) -> dict[str, Any]:
-    return {"test_set": "split test of data/x", "sentences": 3, "selection": "all", "by": "source",
+    return {"test_set": "test split of data/x", "sentences": 3, "selection": "all", "by": "source",
             "decoding": "greedy", "seed": 1, "symmetrisation": "intersection",
             "n": {"<10": 2, "[10,20)": 0, ">=20": 1}, "runs": {"search": {"run_dir": "runs/search",
             "checkpoint": "best.pt", **entry}}}
@@ -61,7 +61,7 @@ def test_the_figure_has_a_row_per_run_and_the_chance_line() -> None:
 def _scaling_results() -> dict[str, Any]:
     stats = {"score_variance": 1234.5, "max_weight": 0.9512, "saturated_share": 0.8, "entropy_ratio": 0.1234,
              "score_grad_norm": 0.00123, "loss_per_token": 2.5}
-    return {"sentences": "split test of data/x, 3 sentences", "saturated_above": 0.9, "runs": {
+    return {"sentences": "sample of the test split of data/x, 3 sentences", "saturated_above": 0.9, "runs": {
         name: {"attention": kind, "attention_size": size, "step": 900, "trained": stats,
                "initialisation": {**stats, "score_variance": 0.5}}
         for name, kind, size in
@@ -71,6 +71,7 @@ def _scaling_results() -> dict[str, Any]:
 
 def test_the_scaling_table_has_a_row_per_run_and_moment_and_names_the_runs_threshold() -> None:
     markdown = format_scaling_markdown(_scaling_results())
+    assert "\n\nTeacher-forced on a sample of the test split of data/x, 3 sentences; means over decoder steps" in markdown
     assert "| when | score variance | mean largest weight | steps with largest weight > 0.9 |" in markdown
     assert "| dot-128 | dot | 128 | init | 0.5 | 0.951 | 80.0% | 0.123 | 0.00123 | 2.500 |" in markdown
     assert "| dot-128 | dot | 128 | step 900 | 1.23e+03 |" in markdown

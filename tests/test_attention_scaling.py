@@ -191,7 +191,7 @@ def test_runs_on_different_data_are_refused(tmp_path: Path, monkeypatch: pytest.
         config["data"]["dir"] = str(tmp_path / f"data-{run.name}")
         (run / "config.yaml").write_text(yaml.safe_dump(config))
     monkeypatch.setattr(evaluate, "split_test_set", lambda config, split: Pairs(
-        [config.data.dir], ["x"], f"split {split} of {config.data.dir}"))
+        [config.data.dir], ["x"], f"{split} split of {config.data.dir}"))
     with pytest.raises(NMTError, match="trained on different data"):
         scaling_statistics(runs, out_dir=tmp_path / "out")
     assert not (tmp_path / "out").exists()
@@ -240,7 +240,7 @@ def test_progress_goes_to_stderr_and_only_the_report_to_stdout(
         return [int(word) for word in text.split()]
 
     tokenizer = SimpleNamespace(encode_src=ids, encode_tgt=ids, src_vocab_size=20, tgt_vocab_size=20)
-    pairs = Pairs(["4 5 6", "7 8"], ["6 5 4", "8 7"], "split test")
+    pairs = Pairs(["4 5 6", "7 8"], ["6 5 4", "8 7"], "test split")
     monkeypatch.setattr(evaluate, "split_test_set", lambda config, split: pairs)
     monkeypatch.setattr(attention_scaling, "load_run", lambda run_dir, checkpoint, device: SimpleNamespace(
         tokenizer=tokenizer, model=model(), step=7))
@@ -268,7 +268,7 @@ def test_a_transformer_s_table_gives_each_layer_s_heads_then_the_layer(
         return [int(word) for word in text.split()]
 
     tokenizer = SimpleNamespace(encode_src=ids, encode_tgt=ids, src_vocab_size=20, tgt_vocab_size=20)
-    monkeypatch.setattr(evaluate, "split_test_set", lambda config, split: Pairs(["4 5 6"], ["6 5 4"], "split test"))
+    monkeypatch.setattr(evaluate, "split_test_set", lambda config, split: Pairs(["4 5 6"], ["6 5 4"], "test split"))
     monkeypatch.setattr(attention_scaling, "load_run", lambda run_dir, checkpoint, device: SimpleNamespace(
         tokenizer=tokenizer, model=model(), step=7))
     monkeypatch.setattr(trainer, "initial_model", lambda config, src_vocab, tgt_vocab: model())

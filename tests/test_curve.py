@@ -83,7 +83,7 @@ def test_curve_scores_every_kept_checkpoint_and_caches(
     saved = json.loads((tmp_path / "out" / "learning_curve.json").read_text(encoding="utf-8"))
     assert saved == results
     # no folder of the machine: the sample by what it is, files by name (outside here and --out)
-    assert re.fullmatch(r"sample of the split test of prepared \(files, src -> tgt\), 24 sentences, sha256 \w{12}",
+    assert re.fullmatch(r"sample of the test split of prepared \(files, src -> tgt\), 24 sentences, sha256 \w{12}",
                         curve["sentences"])
     assert (curve["run_dir"], last["checkpoint"]) == ("run", "step_00000100.pt")
     assert str(curve_run.parent) not in json.dumps(saved)

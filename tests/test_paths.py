@@ -59,7 +59,7 @@ def test_a_run_evaluates_from_any_working_directory(tmp_path: Path, monkeypatch:
     assert not (elsewhere / "data").exists()
     test_set = json.loads((elsewhere / "eval/results.json").read_text())["settings"]["test_set"]
     # what it is, not where: the prepared folder (outside here: its name), corpus, size and content hash
-    assert re.fullmatch(rf"split test of {Path(saved.dir).name} \(files, src -> tgt\), 12 sentences, sha256 \w{{12}}", test_set)
+    assert re.fullmatch(rf"test split of {Path(saved.dir).name} \(files, src -> tgt\), 12 sentences, sha256 \w{{12}}", test_set)
     # the same run, trained again from its config.yaml elsewhere: the config is the same one
     monkeypatch.chdir(project)
     assert absolute(load_config(config_path).data) == saved

@@ -92,11 +92,11 @@ def test_a_test_set_is_described_by_what_it_is_not_by_the_machine_s_folders(
     monkeypatch.setattr(nmt.compare.runs, "load_prepared", lambda data: type("P", (), {"pairs": lambda self, s: pairs})())
     config = config_from_dict({"data": {"dir": str(tmp_path / "prepared" / "bible-k-l")}})
     described = split_test_set(config, "test").describe()
-    assert re.fullmatch(r"split test of bible-k-l \(bible, k -> l\), 2 sentences, sha256 [0-9a-f]{12}", described)
+    assert re.fullmatch(r"test split of bible-k-l \(bible, k -> l\), 2 sentences, sha256 [0-9a-f]{12}", described)
     pairs[1] = ("c", "y")  # the hash follows the content
     assert split_test_set(config, "test").describe()[-12:] != described[-12:]
     monkeypatch.chdir(tmp_path)  # under the working directory: the path relative to it
-    assert split_test_set(config, "test").describe().startswith("split test of prepared/bible-k-l (bible, k -> l)")
+    assert split_test_set(config, "test").describe().startswith("test split of prepared/bible-k-l (bible, k -> l)")
     assert file_test_set(*[_lines(tmp_path / "t" / name) for name in ("s.txt", "r.txt")]).origin == "--src t/s.txt"
 
 
@@ -130,7 +130,7 @@ def test_a_cached_translation_file_edited_since_is_not_used(tmp_path: Path) -> N
     run = describe_runs([fake_run(tmp_path / "run")])[0]
     key = cache_key(run.checkpoint, ["a", "b"], decoding_settings(run.config))
     path = cache_path(run.run_dir, key)
-    write_cached(path, key, "split test", ["x y", "z"])
+    write_cached(path, key, "test split", ["x y", "z"])
     assert read_cached(path, key) == ["x y", "z"]
     path.write_text(path.read_text(encoding="utf-8").replace('"x y"', '""'), encoding="utf-8")  # a line blanked
     assert read_cached(path, key) is None

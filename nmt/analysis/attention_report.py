@@ -226,7 +226,8 @@ def format_scaling_markdown(results: dict[str, Any]) -> str:
     lines = [
         "# Attention scores, weights and gradients: why divide by sqrt(d)",
         "",
-        f"Teacher-forced on {results['sentences']}; means over decoder steps, each over the real source "
+        # always the curve's sample (nmt/compare/attention_scaling.py), described as "sample of the test split of ..."
+        f"Teacher-forced on a {results['sentences']}; means over decoder steps, each over the real source "
         "positions. 'initialisation': the run's config and seed before any step; 'trained': its checkpoint.",
         "",
         *markdown_table(header, rows, left=4),

@@ -47,7 +47,7 @@ def split_test_set(config: Config, split: str) -> TestSet:
     data = config.data
     pairs = load_prepared(data).pairs(split)
     source = corpus_source(data)
-    origin = f"split {split} of {shown_path(prepared_dir(data))} ({source.label()}, {source.languages()})"
+    origin = f"{split} split of {shown_path(prepared_dir(data))} ({source.label()}, {source.languages()})"
     return TestSet([s for s, _ in pairs], [t for _, t in pairs], origin)
 
 

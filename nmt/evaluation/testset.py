@@ -16,7 +16,7 @@ class TestSet:
 
     sources: list[str] | None
     references: list[str]
-    origin: str  # "split test of data/prepared/... (bible, k -> l)", "--src FILE" or "--ref FILE" (shown_path)
+    origin: str  # "test split of data/prepared/... (bible, k -> l)", "--src FILE" or "--ref FILE" (shown_path)
 
     def describe(self) -> str:
         """What the reports say of the test set: its split or file, size and content hash."""
