@@ -170,6 +170,35 @@ def test_a_run_without_attention_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
+def test_an_out_folder_that_cannot_be_written_is_refused_before_any_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given with --out or not (RUN_DIR/evaluation): refused before the test split is read (or prepared) and
+    # before the aligner is looked for
+    from nmt.compare import evaluate
+    from tests.helpers import unwritable
+
+    monkeypatch.setattr(evaluate, "split_test_set", lambda config, split: pytest.fail("the test split was read"))
+    monkeypatch.setattr(checks_module, "require_aligner", lambda: pytest.fail("the aligner was looked for"))
+    run = fake_run(tmp_path / "run", attention="dot")
+    (tmp_path / "ro").mkdir()
+    for folder in (tmp_path / "ro", run):
+        unwritable(monkeypatch, folder)
+    assert main(["attention-checks", str(run), "--out", str(tmp_path / "ro" / "checks")]) == 2
+    assert capsys.readouterr().err == (
+        f"nmt attention-checks: error: --out {tmp_path / 'ro' / 'checks'}: {tmp_path / 'ro'}, where it would be made, "
+        "cannot be written (no permission to write there, or a read-only disk).\nGive --out a folder you can write; "
+        "nothing was done.\n"
+    )
+    assert main(["attention-checks", str(run)]) == 2
+    assert capsys.readouterr().err == (
+        f"nmt attention-checks: error: the report's folder {run / 'evaluation'} (without --out): {run}, where it "
+        "would be made, cannot be written (no permission to write there, or a read-only disk).\nGive --out a "
+        "folder you can write; nothing was done.\n"
+    )
+    assert list((tmp_path / "ro").iterdir()) == [] and not (run / "evaluation").exists()
+
+
 def test_missing_step_checkpoint_is_named(
     trained_reverse_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

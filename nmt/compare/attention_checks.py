@@ -74,6 +74,7 @@ def attention_checks(
     check_sentences_per_bucket(per_bucket)
     runs = describe_runs(run_dirs, checkpoint=checkpoint)
     refuse_runs_without_attention(runs, "there are no weights to check")
+    out = default_out_dir(run_dirs, out_dir)  # before the data is read (or prepared) and the aligner asked for
     settings = runs[0].config.evaluation
     per_bucket = settings.curve_sentences_per_bucket if per_bucket is None else per_bucket
     test_set = common_test_set(runs, split or settings.split, src_path, ref_path)  # nmt evaluate's rule
@@ -88,7 +89,6 @@ def attention_checks(
     if skipped:
         results["alignment_skipped"] = skipped
     links: dict[str, list[set[Link]]] = {}
-    out = default_out_dir(run_dirs, out_dir)
     for run in runs:
         entry: dict[str, Any] = {"run_dir": shown_path(run.run_dir, out), "checkpoint": run.checkpoint.name}
         evaluated = load_run(run.run_dir, run.checkpoint, device)  # read once for both checks
