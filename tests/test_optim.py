@@ -189,6 +189,19 @@ def test_early_stopping_counts_only_the_periodic_validations_that_do_not_improve
     assert not never.exhausted and never.best_step == 0
 
 
+def test_the_last_step_early_stopping_allows_is_patience_validations_past_the_last_improvement() -> None:
+    stopping = Patience("bleu", patience=3)
+    assert stopping.last_step(250, 100) == 600  # 300's score is the first, so the best; then 400, 500, 600
+    assert stopping.last_step(300, 100) == 600  # step 300's own validation is still to come
+    stopping.observe(10.0, 300)
+    assert stopping.last_step(350, 100) == 600  # the best at 300: 400, 500, 600 may not improve
+    stopping.observe(9.0, 400)
+    assert stopping.last_step(450, 100) == 600  # one validation already spent
+    stopping.observe(11.0, 500)
+    assert stopping.last_step(550, 100) == 800
+    assert Patience("bleu", patience=0).last_step(250, 100) is None  # no early stopping: no such step
+
+
 def tiny_model(device: str) -> torch.nn.Module:
     """The same small two-layer network at every call (seeded), on `device`."""
     torch.manual_seed(0)

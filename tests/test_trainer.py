@@ -345,14 +345,19 @@ def test_early_stopping_when_the_score_stops_improving(data_root: Path, tmp_path
     assert (tmp_path / "run" / "checkpoints" / "step_00000002.pt").is_file()
 
 
-def test_early_stopping_on_a_validation_bleu_plateau_before_the_cap(data_root: Path, tmp_path: Path) -> None:
+def test_early_stopping_on_a_validation_bleu_plateau_before_the_cap(
+    data_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """BLEU, the default metric: a model that cannot move scores the same BLEU at every validation, so after
     the first, `patience` validations in a row fail to improve on it and the run stops there, long before
-    max_steps, and says so (an equal score is no improvement)."""
+    max_steps, and says so (an equal score is no improvement). Its log lines give the time to that step
+    beside the time to max_steps, the step it turned out to be."""
     config = tiny(data_root, max_steps=200, learning_rate=1e-12, validate_every=2, checkpoint_every=50,
-                  patience=3, early_stopping_metric="bleu", lr_schedule="inverse_sqrt", warmup_steps=4)
+                  patience=3, early_stopping_metric="bleu", lr_schedule="inverse_sqrt", warmup_steps=4, log_every=1)
     run = tmp_path / "run"
     summary = train(config, run)
+    logged = [line for line in capsys.readouterr().out.splitlines() if line.startswith("step ")]
+    assert len(logged) == 8 and all(line.endswith(" at step 8 if no validation improves") for line in logged)
     valid = [e for e in events(run) if e["event"] == "valid"]
     assert [e["step"] for e in valid] == [2, 4, 6, 8]
     assert len({e["valid_bleu"] for e in valid}) == 1  # the plateau

@@ -87,6 +87,16 @@ class Patience:
     def exhausted(self) -> bool:
         return self.patience > 0 and self.bad_validations >= self.patience
 
+    def last_step(self, step: int, validate_every: int) -> int | None:
+        """The step at which early stopping ends the run if none of the validations still to come improves
+        (every `validate_every` steps, from `step`'s own on, where `step` is on their grid and not yet
+        validated: the training log comes first); None without early stopping."""
+        if self.patience <= 0 or validate_every <= 0:
+            return None
+        next_validation = -(-step // validate_every) * validate_every  # the first multiple at or after `step`
+        spent = self.bad_validations if self.best_score is not None else -1  # a first score is the best so far
+        return next_validation + (self.patience - spent - 1) * validate_every
+
 
 class LRSchedule:
     """lr(step) = base * min(1, step / warmup_steps) * decay(step) * plateau_scale.

@@ -291,7 +291,7 @@ class Trainer:
         # a line of its own in a terminal too (above the bar): the loss history stays on screen
         self.terminal.say(f"step {self.step}/{self.tc.max_steps} epoch {self.epoch} loss {loss:.4f} "
                           f"ppl {event['ppl']:.2f} {event['tgt_tokens_per_s']:.0f} tgt tok/s lr {self.lr:.3g} "
-                          f"elapsed {format_duration(event['elapsed_s'])} eta {format_duration(self._eta())}")
+                          f"elapsed {format_duration(event['elapsed_s'])} eta {self._eta_text()}")
 
     def _elapsed(self) -> float:
         return self.elapsed_before + time.monotonic() - self.started
@@ -300,11 +300,18 @@ class Trainer:
         """training.max_minutes reached by the run's training time (all its sessions, validations included)."""
         return self.tc.max_minutes > 0 and self._elapsed() >= 60 * self.tc.max_minutes
 
-    def _eta(self) -> float:
-        """Seconds to max_steps at this process's pace so far, validations included."""
+    def _eta_text(self) -> str:
+        """The time to max_steps at this process's pace so far, validations included; with early stopping
+        also the time to the step where it ends the run if no validation from here on improves (max_steps
+        is then only a cap, and its time alone says little of when the run ends)."""
         first_step, began = self._session_start
         done = self.step - first_step
-        return (time.monotonic() - began) / done * (self.tc.max_steps - self.step) if done > 0 else math.nan
+        pace = (time.monotonic() - began) / done if done > 0 else math.nan
+        text = format_duration(pace * (self.tc.max_steps - self.step))
+        stop = self.stopping.last_step(self.step, self.tc.validate_every)
+        if stop is not None and stop < self.tc.max_steps:
+            text += f", or {format_duration(pace * (stop - self.step))} at step {stop:,} if no validation improves"
+        return text
 
     def _validate(self, stop_request: StopRequest, closing: bool = False) -> bool:
         """Validate on rank 0, share the result, update best.pt, the plateau schedule and early stopping;
