@@ -205,6 +205,12 @@ def test_missing_step_checkpoint_is_named(
     monkeypatch.setattr(checks_module, "require_aligner", lambda: None)
     with pytest.raises(NMTError, match="step_00000045.pt"):
         attention_checks([trained_reverse_run], out_dir=tmp_path, steps=[45], checks=("alignment",), device="cpu")
+    # a second run without the step: refused before the first run is loaded and checked
+    shutil.copytree(trained_reverse_run, tmp_path / "other", ignore=shutil.ignore_patterns("step_00000060.pt"))
+    monkeypatch.setattr(checks_module, "load_run", lambda *args: pytest.fail("a run was loaded"))
+    with pytest.raises(NMTError, match=r"^other has no step_00000060.pt \(it keeps: "):
+        attention_checks([trained_reverse_run, tmp_path / "other"], out_dir=tmp_path / "out", steps=[60], device="cpu")
+    assert not (tmp_path / "out").exists()
 
 
 def test_perturbation_none_and_recording_leave_training_bitwise_unchanged(trained_reverse_run: Path, test_pairs) -> None:  # noqa: ANN001

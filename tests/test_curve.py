@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from nmt.cli import main
+from nmt.compare import curve
 from nmt.compare.curve import learning_curves
 from nmt.errors import NMTError
 from nmt.evaluation import testset
@@ -113,7 +114,6 @@ def test_curve_bleu_follows_the_runs_lowercase_setting(
 ) -> None:
     # as `nmt evaluate`, the curve scores with the run's evaluation.lowercase (and tokenize): an all-uppercase
     # copy of the references is a perfect translation once case is folded
-    from nmt.compare import curve
     from nmt.config import Config, save_config
 
     config = Config()
@@ -131,7 +131,9 @@ def test_curve_bleu_follows_the_runs_lowercase_setting(
     assert point["bleu"] == pytest.approx({"<6": 100.0, ">=6": 100.0})
 
 
-def test_cli_curve_and_its_errors(curve_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_curve_and_its_errors(
+    curve_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     out = tmp_path / "cli"
     assert main(["curve", str(curve_run), "--out", str(out), "--sentences-per-bucket", "0", "--device", "cpu"]) == 0
     saved = json.loads((out / "learning_curve.json").read_text(encoding="utf-8"))
@@ -144,6 +146,11 @@ def test_cli_curve_and_its_errors(curve_run: Path, tmp_path: Path, capsys: pytes
     (bare / "checkpoints" / "best.pt").write_bytes((curve_run / "checkpoints" / "best.pt").read_bytes())
     with pytest.raises(NMTError, match="no periodic checkpoints"):
         learning_curves([bare], out_dir=tmp_path / "none")
+    assert not (tmp_path / "none").exists()
+    with monkeypatch.context() as patched:  # given after a run that has some: refused before any translating
+        patched.setattr(curve, "translate_cached", lambda *args: pytest.fail("a checkpoint was translated"))
+        with pytest.raises(NMTError, match=f"{bare} has no periodic checkpoints"):
+            learning_curves([curve_run, bare], out_dir=tmp_path / "none")
     assert not (tmp_path / "none").exists()
     # interrupted before its first periodic checkpoint: the message says so and how to continue the run
     (bare / "checkpoints" / "interrupted_00000010.pt").write_bytes((curve_run / "checkpoints" / "best.pt").read_bytes())

@@ -75,6 +75,8 @@ def attention_checks(
     runs = describe_runs(run_dirs, checkpoint=checkpoint)
     refuse_runs_without_attention(runs, "there are no weights to check")
     out = default_out_dir(run_dirs, out_dir)  # before the data is read (or prepared) and the aligner asked for
+    # every run's --steps refused before any run is checked
+    aligned = {run.name: _checkpoints(run, steps) for run in runs} if "alignment" in checks else {}
     settings = runs[0].config.evaluation
     per_bucket = settings.curve_sentences_per_bucket if per_bucket is None else per_bucket
     test_set = common_test_set(runs, split or settings.split, src_path, ref_path)  # nmt evaluate's rule
@@ -96,7 +98,7 @@ def attention_checks(
             data_dir = prepared_dir(run.config.data)
             if data_dir not in links:
                 links[data_dir] = aligner_links(run.config.data, test_set, symmetrisation)
-            entry["alignment"] = _agreements(run, evaluated, context, links[data_dir], steps)
+            entry["alignment"] = _agreements(run, evaluated, context, links[data_dir], aligned[run.name])
         if "perturbation" in checks:
             heads = entry["alignment"][-1].get("heads") if "alignment" in entry else None
             entry["perturbation"] = perturbation(run.name, evaluated, context, heads)
@@ -135,14 +137,14 @@ def cache_experiment_links(config: Config, symmetrisation: Symmetrisation = "gro
 
 
 def _agreements(
-    run: RunInfo, evaluated: LoadedRun, context: CheckContext, links: list[set[Link]], steps: Sequence[int] | None
+    run: RunInfo, evaluated: LoadedRun, context: CheckContext, links: list[set[Link]], checkpoints: Sequence[Path]
 ) -> list[dict[str, Any]]:
-    """`agreement_by_bucket` of each checkpoint of `_checkpoints` (`evaluated`, loaded already, last) with
-    the aligner's `links`."""
+    """`agreement_by_bucket` of each of the run's `checkpoints` (`_checkpoints`; `evaluated`, loaded already,
+    last) with the aligner's `links`."""
     return [
         agreement_by_bucket(run.name, evaluated if path == run.checkpoint else load_run(run.run_dir, path, context.device),
                             context, links)
-        for path in _checkpoints(run, steps)
+        for path in checkpoints
     ]
 
 

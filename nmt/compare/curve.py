@@ -54,6 +54,7 @@ def learning_curves(
     per_bucket = settings.curve_sentences_per_bucket if per_bucket is None else per_bucket
     cutoffs, by = list(settings.buckets), settings.by
     out = default_out_dir(run_dirs, out_dir)
+    kept = {run.name: _periodic_checkpoints(run) for run in runs}  # a run without any refused before any work
     # data dir -> the sample of its split, and a scorer of its references for every checkpoint of its runs
     samples: dict[str, tuple[TestSet, Bleu]] = {}
     measured: dict[str, Any] = {}
@@ -69,7 +70,7 @@ def learning_curves(
             "sentences": sample.describe(),
             "n": curves.bucket_counts(sample, cutoffs, by),
             "n_sample": len(sample.references),
-            "checkpoints": _score_checkpoints(run, sample, scorer, cutoffs, by, device, out),
+            "checkpoints": _score_checkpoints(run, kept[run.name], sample, scorer, cutoffs, by, device, out),
         }
     results = {
         "split": split,
@@ -84,11 +85,9 @@ def learning_curves(
     return results
 
 
-def _score_checkpoints(
-    run: RunInfo, sample: TestSet, scorer: Bleu, cutoffs: list[int], by: BucketBy, device: str, out: Path
-) -> list[dict[str, Any]]:
-    """One point per kept step_*.pt of the run: its step, files (shown_path from `out`), and greedy BLEU per
-    bucket on `sample` (`scorer`: its references)."""
+def _periodic_checkpoints(run: RunInfo) -> list[Path]:
+    """The run's kept step_*.pt, oldest first; an NMTError where it has none, a warning where
+    training.keep_last deleted some the curve could use."""
     checkpoints = step_checkpoints(run.run_dir)
     if not checkpoints:
         refuse_interrupted_only(run.run_dir, "to draw a curve from")
@@ -103,6 +102,15 @@ def _score_checkpoints(
             "train with training.keep_last: 0 to keep one every training.checkpoint_every steps for the curve",
             file=sys.stderr,
         )
+    return checkpoints
+
+
+def _score_checkpoints(
+    run: RunInfo, checkpoints: list[Path], sample: TestSet, scorer: Bleu, cutoffs: list[int], by: BucketBy,
+    device: str, out: Path,
+) -> list[dict[str, Any]]:
+    """One point per checkpoint of the run: its step, files (shown_path from `out`), and greedy BLEU per
+    bucket on `sample` (`scorer`: its references)."""
     assert sample.sources is not None
     points = []
     for path in checkpoints:
