@@ -1,4 +1,4 @@
-"""The paper's attention analyses, in one package (issue 41).
+"""The paper's attention analyses, in one package.
 
 - attention_checks.py: `nmt attention-checks`' measurements: BLEU with the attention perturbed (an RNN's
   weights uniform, permuted, one-hot) or ablated (a Transformer's heads silenced, made uniform), and the

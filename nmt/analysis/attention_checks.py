@@ -1,4 +1,4 @@
-"""`nmt attention-checks`' measurements: what a trained run's attention weights do and do not tell (issue 22 §2).
+"""`nmt attention-checks`' measurements: what a trained run's attention weights do and do not tell.
 
 1. Does the output depend on where attention looks? Greedy decoding with the model's own weights
    (`none`) and with them replaced at every decoder step (nmt/analysis/hooks.py's perturbations):

@@ -20,8 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=int, default=0, metavar="N",
                         help="runs trained at once, each in its own process (default 0: one per CPU core, each with "
                         "cores/jobs torch threads unless training.threads is set; on CUDA, min(runs, 4) sharing the "
-                        "one GPU: GPU_JOBS in nmt/training/parallel.py, four runs trained side by side on one H200 "
-                        "in 261 s, issue 40)")
+                        "one GPU, where four runs side by side trained together in 261 s on one H200)")
     arguments.add_training_threads(parser, " Where that is 0, parallel trainings (--jobs) share the cores.")
 
 
