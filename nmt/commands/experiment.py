@@ -18,9 +18,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", nargs="+", metavar="RUN", default=[],
                         help="only these runs of the config (default: all of them)")
     parser.add_argument("--jobs", type=int, default=0, metavar="N",
-                        help="runs trained at once, each in its own process (default 0: one per CPU core, each with "
-                        "cores/jobs torch threads unless training.threads is set; on CUDA, min(runs, 4) sharing the "
-                        "one GPU, where four runs side by side trained together in 261 s on one H200)")
+                        help="runs trained at once, each in its own process (default 0: one per CPU core, at most one "
+                        "per run, each with cores/jobs torch threads unless training.threads is set; on CUDA, "
+                        "min(runs, 4) sharing the one GPU, where four runs side by side trained together in 261 s on "
+                        "one H200)")
     arguments.add_training_threads(parser, " Where that is 0, parallel trainings (--jobs) share the cores.")
 
 
