@@ -99,13 +99,20 @@ def test_resume_accepts_the_resumable_keys_only_and_never_goes_back(tmp_path: Pa
         check_run_dir(run_dir, _config(tmp_path, max_steps=500, lr_schedule="constant"), resume=True)
 
 
-def test_a_grown_max_steps_is_refused_for_a_cosine_run_that_reached_its_own(tmp_path: Path) -> None:
+def test_a_changed_max_steps_is_refused_for_a_cosine_run_that_has_trained(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     saved = _config(tmp_path, max_steps=600).training
     (run_dir / CHECKPOINT_DIR).mkdir(parents=True)
+    check_schedule_kept(run_dir, saved, _config(tmp_path, max_steps=900).training, "r", "")  # no step trained yet
     (run_dir / CHECKPOINT_DIR / step_checkpoint_name(300)).write_bytes(b"")
-    for schedule in ("cosine", "constant"):  # unfinished: a resume may give it another max_steps
+    for schedule in ("constant", "inverse_sqrt"):  # they read no max_steps: an unfinished run may get another
         check_schedule_kept(run_dir, saved, _config(tmp_path, max_steps=900, lr_schedule=schedule).training, "r", "")
+    for steps in (900, 450):  # cosine, unfinished: either way the rest of its schedule would move
+        with pytest.raises(NMTError, match=rf"^run x trained 300 steps of a cosine schedule laid over "
+                                           rf"training.max_steps 600; continuing it with {steps} would lay the rest "
+                                           rf"over {steps}, so its learning rate would jump at step 300"):
+            check_schedule_kept(run_dir, saved, _config(tmp_path, max_steps=steps).training, "run x", "the hint")
+    check_schedule_kept(run_dir, saved, _config(tmp_path, max_steps=200).training, "r", "")  # check_not_past's
     (run_dir / CHECKPOINT_DIR / interrupted_checkpoint_name(600)).write_bytes(b"")  # stopped in its last validation
     check_schedule_kept(run_dir, saved, _config(tmp_path, max_steps=900, lr_schedule="constant").training, "r", "")
     check_schedule_kept(run_dir, saved, saved, "r", "")

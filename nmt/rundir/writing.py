@@ -152,21 +152,31 @@ def check_not_past(run_dir: Path, max_steps: int, run: str, hint: str) -> Path |
 
 
 def check_schedule_kept(run_dir: Path, saved: TrainingConfig, new: TrainingConfig, run: str, hint: str) -> None:
-    """The one rule of `nmt train --resume` and `nmt experiment` for a grown training.max_steps: refused for a
-    run that reached its max_steps (finished, or stopped in its last validation) under the cosine schedule,
-    whose learning rate, near 0 there, would rise again; the result would be no run trained for the new
-    max_steps. `run` names the run in the message; `hint` says what
-    the command can do instead. The constant and inverse_sqrt schedules read no max_steps: they may be extended."""
+    """The one rule of `nmt train --resume` and `nmt experiment` for a changed training.max_steps under the
+    cosine schedule, which is laid over max_steps: refused once the run has trained (a checkpoint to resume
+    from), since its learning rate would leave the path it took (near 0 at a finished run's end, it would rise
+    again) and the result would be no run trained straight through for either count. `run` names the run in
+    the message; `hint` says what the command can do instead. The constant and inverse_sqrt schedules read no
+    max_steps: their runs may be extended."""
     old = saved.max_steps
-    if new.lr_schedule != "cosine" or new.max_steps <= old:
+    if new.lr_schedule != "cosine" or new.max_steps == old:
         return
     latest = latest_step_checkpoint(run_dir)
     reached = checkpoint_step(latest) if latest is not None else 0
+    if new.max_steps < reached:  # check_not_past's to refuse: the run is past it whatever the schedule
+        return
     if reached >= old or (read_summary(run_dir) or {}).get("stopped_by") == "max_steps":
         raise NMTError(
             f"{run} finished at training.max_steps {old}; continuing it to {new.max_steps} would stretch its "
             f"cosine schedule, so the learning rate, near 0 at step {old}, would rise again: not a run trained "
             f"for {new.max_steps} steps. Nothing was written.",
+            hint,
+        )
+    if reached > 0:
+        raise NMTError(
+            f"{run} trained {reached} steps of a cosine schedule laid over training.max_steps {old}; continuing "
+            f"it with {new.max_steps} would lay the rest over {new.max_steps}, so its learning rate would jump at "
+            f"step {reached}: not a run trained straight through for either. Nothing was written.",
             hint,
         )
 
