@@ -211,6 +211,9 @@ def test_evaluate_takes_checkpoint_names_for_every_run_and_a_path_for_one(
     assert describe_runs(runs[:1], checkpoint=path)[0].checkpoint == Path(path)
     with pytest.raises(NMTError, match=r"--checkpoint a/checkpoints/averaged.pt is one file, but 2 runs"):
         describe_runs(runs, checkpoint=path)
+    (tmp_path / "averaged.pt").write_bytes(b"w")  # ./NAME.pt: one file too, not each run's NAME.pt
+    with pytest.raises(NMTError, match=r"--checkpoint ./averaged.pt is one file, but 2 runs"):
+        describe_runs(runs, checkpoint="./averaged.pt")
     with pytest.raises(NMTError, match=r"b has no b/checkpoints/step_00000009.pt \(it has: averaged.pt, best.pt\)"):
         describe_runs([runs[1]], checkpoint="step_00000009.pt")
     with pytest.raises(NMTError, match=r"--checkpoint a/averaged.pt: no such file"):

@@ -22,7 +22,7 @@ from nmt.evaluation.testset import TestSet, shown_path, unique_name
 from nmt.fileio import atomic_open, atomic_write_json, atomic_write_text, refuse_unwritable
 from nmt.models.interface import model_kind
 from nmt.rundir import translations
-from nmt.rundir.checkpoints import CHECKPOINT_DIR, resolve_checkpoint
+from nmt.rundir.checkpoints import CHECKPOINT_DIR, names_a_file, resolve_checkpoint
 from nmt.rundir.loading import check_run_dir
 
 # Decoding keys that cannot change a 1-best translation: left out of the cache key.
@@ -60,7 +60,7 @@ def describe_runs(
     for one run, a path (`resolve_checkpoint`); the default is the run's own choice. `option` is the
     command's flag for it, in errors ("" for a command without one). At least one run: the commands take
     one or more RUN_DIR (nargs="+"), and `nmt experiment` refuses a config without runs."""
-    if checkpoint is not None and Path(checkpoint).parent != Path(".") and len(run_dirs) > 1:
+    if checkpoint is not None and names_a_file(checkpoint) and len(run_dirs) > 1:
         raise NMTError(
             f"--checkpoint {checkpoint} is one file, but {len(run_dirs)} runs are evaluated.",
             f"Give a file name that every run has in {CHECKPOINT_DIR}/ (e.g. averaged.pt), or evaluate that run alone.",

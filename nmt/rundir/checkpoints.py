@@ -211,6 +211,12 @@ def check_same_tokenizer(checkpoint: Path, run_dir: Path) -> None:
         )
 
 
+def names_a_file(checkpoint: str | Path) -> bool:
+    """Whether a --checkpoint names a file by its path (a folder part, "./" too: a Path would drop it), not a
+    file name looked up in each run's checkpoints/ folder."""
+    return "/" in str(checkpoint) or os.sep in str(checkpoint)
+
+
 def resolve_checkpoint(run_dir: Path, checkpoint: str | Path | None, option: str = "checkpoint=") -> Path:
     """The checkpoint file a command uses, by one rule for every --checkpoint: none given is the run's
     best.pt, else its latest periodic checkpoint; a bare file name (best.pt, averaged.pt, step_00000300.pt)
@@ -229,7 +235,7 @@ def resolve_checkpoint(run_dir: Path, checkpoint: str | Path | None, option: str
             )
         return latest
     given = Path(checkpoint)
-    if "/" in str(checkpoint) or os.sep in str(checkpoint):  # a folder part, "./" too (Path(...) would drop it)
+    if names_a_file(checkpoint):
         if given.is_dir():  # often a run folder: its checkpoints/best.pt is the example
             example = given / CHECKPOINT_DIR / BEST_NAME if (given / CHECKPOINT_DIR).is_dir() else given / BEST_NAME
             raise NMTError(f"{option}{checkpoint} is a folder, not a checkpoint file.",
