@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import select
 import signal
 import sys
 
@@ -82,12 +83,19 @@ def main(argv: list[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, as_ctrl_c)
     try:
         importlib.import_module(COMMANDS[args.command][0]).run(args)
+        if sys.stdout is not None:
+            sys.stdout.flush()  # here, where a reader that left (below) is told from a failed write
     except NMTError as error:
         print(f"nmt {args.command}: error: {error.message}", file=sys.stderr)
         if error.hint:
             print(error.hint, file=sys.stderr)
         return 2
     except OSError as error:  # a path the user gave that cannot be read or written
+        if isinstance(error, BrokenPipeError) and _reader_left_stdout():
+            # `nmt score ... | head`: stop quietly, as a filter killed by SIGPIPE does (its status, 128 + 13);
+            # stdout goes to devnull so that the interpreter's last flush does not fail again
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 141
         where = f" {error.filename}:" if error.filename else ""
         what, hint = _os_error_words(error)
         print(f"nmt {args.command}: error:{where} {what}", file=sys.stderr)
@@ -99,6 +107,17 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+def _reader_left_stdout() -> bool:
+    """Whether stdout is a pipe whose reader has closed it (poll reports an error on its write end), rather
+    than a broken pipe of another file the command wrote."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # no stdout, or none with a file descriptor
+        return False
 
 
 def _torchrun_processes() -> int:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import os
 import re
 import subprocess
 import sys
@@ -390,3 +392,31 @@ def test_an_interrupted_command_says_what_running_it_again_does(
     message = capsys.readouterr().err.strip()
     assert message.startswith(f"nmt {argv[0]}: interrupted.")
     assert (after in message) if after else message == f"nmt {argv[0]}: interrupted."
+
+
+def test_a_reader_that_leaves_stdout_ends_the_command_quietly_with_sigpipes_status(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `nmt score ... | head` once head has exited: no "Broken pipe" error, the status of a filter that SIGPIPE
+    # ended; a broken pipe of a file the command writes (-o a named pipe) is still an error naming it
+    ref = tmp_path / "ref.txt"
+    ref.write_text("a b c\nd e f\n", encoding="utf-8")
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    with open(write_end, "w", encoding="utf-8") as stdout:
+        monkeypatch.setattr(sys, "stdout", stdout)
+        assert main(["score", str(ref), "--ref", str(ref), "--out", str(tmp_path / "out")]) == 141
+        monkeypatch.undo()
+    assert capsys.readouterr().err == ""
+    assert (tmp_path / "out" / "report.md").is_file()  # written before the table was printed
+
+    def broken_pipe_of_a_file(args: argparse.Namespace) -> None:
+        raise BrokenPipeError(errno.EPIPE, "Broken pipe", str(tmp_path / "fifo"))
+
+    monkeypatch.setattr(importlib.import_module("nmt.commands.score"), "run", broken_pipe_of_a_file)
+    read_end, write_end = os.pipe()  # stdout a pipe still read
+    with open(write_end, "w", encoding="utf-8") as stdout, open(read_end, encoding="utf-8"):
+        monkeypatch.setattr(sys, "stdout", stdout)
+        assert main(["score", str(ref), "--ref", str(ref)]) == 2
+        monkeypatch.undo()
+    assert capsys.readouterr().err.startswith(f"nmt score: error: {tmp_path / 'fifo'}: Broken pipe\n")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import codecs
 import dataclasses
 import itertools
-import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -109,26 +108,19 @@ def translate_file(
     if plots_dir is not None:
         plots_dir.mkdir(parents=True, exist_ok=True)
     name = str(input_path) if input_path is not None else "<stdin>"
-    try:
-        with (
-            open(input_path, "rb") if input_path is not None else nullcontext(sys.stdin.buffer) as source,
-            _open_output(Path(output_path)) if output_path is not None else nullcontext(sys.stdout) as sink,
-        ):
-            source_lines, first, nbest = _read_lines(source, name, MAX_LINE_BYTES), 1, translator.decoding.nbest
-            chunk = 1 if source.isatty() else max(CHUNK_LINES, translator.decoding.batch_size)
-            while lines := list(itertools.islice(source_lines, chunk)):
-                results = translator.translate_nbest(lines, nbest, plots_dir is not None, first_line=first)
-                _write_chunk(sink, lines, results, scores, nbest_layout)
-                if plots_dir is not None:
-                    _plot_chunk(results, lines, first, plots_dir, translator.model.attention_shown)
-                sink.flush()
-                first += len(lines)
-    except BrokenPipeError:
-        if output_path is not None:
-            raise
-        # The reader of stdout left (`nmt translate ... | head`): stop quietly, like other filters;
-        # stdout goes to devnull so that the interpreter's final flush does not fail again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    with (
+        open(input_path, "rb") if input_path is not None else nullcontext(sys.stdin.buffer) as source,
+        _open_output(Path(output_path)) if output_path is not None else nullcontext(sys.stdout) as sink,
+    ):
+        source_lines, first, nbest = _read_lines(source, name, MAX_LINE_BYTES), 1, translator.decoding.nbest
+        chunk = 1 if source.isatty() else max(CHUNK_LINES, translator.decoding.batch_size)
+        while lines := list(itertools.islice(source_lines, chunk)):
+            results = translator.translate_nbest(lines, nbest, plots_dir is not None, first_line=first)
+            _write_chunk(sink, lines, results, scores, nbest_layout)
+            if plots_dir is not None:
+                _plot_chunk(results, lines, first, plots_dir, translator.model.attention_shown)
+            sink.flush()
+            first += len(lines)
 
 
 def _open_output(path: Path) -> AbstractContextManager[IO[str]]:
