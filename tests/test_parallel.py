@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import nmt.training.parallel as parallel
-from nmt.config import config_from_dict
+from nmt.config import Config, config_from_dict
 from nmt.errors import NMTError
 from nmt.rundir.checkpoints import load_checkpoint, save_checkpoint
 from nmt.rundir.writing import read_summary, write_config, write_summary
@@ -136,9 +136,9 @@ def test_an_experiment_re_run_continues_a_run_its_time_limit_stopped_only_where_
     assert read_summary(run_dir)["final_step"] == 4
 
 
-def _side_by_side(tmp_path: Path, device: str) -> dict[str, dict]:
-    """Three tiny runs trained by train_runs' default jobs (0) on `device`: their summaries, and the
-    moments each started (environment.json written) and finished (summary.json written)."""
+def _side_by_side(tmp_path: Path, device: str) -> tuple[Config, dict[str, dict]]:
+    """Three tiny runs trained by train_runs' default jobs (0) on `device`: their config, and their summaries
+    and the moments each started (environment.json written) and finished (summary.json written)."""
     from nmt.data.prepare import prepare
 
     tiny = {"embedding_size": 8, "hidden_size": 8, "attention_size": 8, "maxout_size": 8}
@@ -151,9 +151,9 @@ def _side_by_side(tmp_path: Path, device: str) -> dict[str, dict]:
     timings: dict[str, float] = {}
     assert parallel.train_runs(config, run_dirs, 0, timings.__setitem__) == 0
     assert "train (all runs, 3 at once)" in timings
-    return {name: {"summary": read_summary(run_dir),
-                   "started": (run_dir / "environment.json").stat().st_mtime,
-                   "finished": (run_dir / "summary.json").stat().st_mtime} for name, run_dir in run_dirs.items()}
+    return config, {name: {"summary": read_summary(run_dir),
+                           "started": (run_dir / "environment.json").stat().st_mtime,
+                           "finished": (run_dir / "summary.json").stat().st_mtime} for name, run_dir in run_dirs.items()}
 
 
 def assert_trained_together(runs: dict[str, dict]) -> None:
@@ -166,20 +166,27 @@ def assert_trained_together(runs: dict[str, dict]) -> None:
 
 
 @pytest.mark.slow  # three spawned workers: about 10 s on 2 cores
-def test_several_runs_train_side_by_side_on_one_device(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_several_runs_train_side_by_side_on_one_device(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The CPU stands for the one GPU: the default jobs (as many as the runs, here) put the three runs in three
     processes at once on the one device; each finishes its 120 steps there, each training beside another."""
     monkeypatch.setattr(parallel, "available_cores", lambda: 3)  # one per run, the default on a 3-core CPU
-    runs = _side_by_side(tmp_path, "cpu")
+    config, runs = _side_by_side(tmp_path, "cpu")
     assert {name: (r["summary"]["device"], r["summary"]["final_step"]) for name, r in runs.items()} == {
         name: ("cpu", 120) for name in "abc"}
     assert_trained_together(runs)
+    # run again: every run is finished, said once each, and no worker is started for them
+    monkeypatch.setattr(parallel, "_train_in_parallel", lambda *args: pytest.fail("workers were started"))
+    capsys.readouterr()
+    assert parallel.train_runs(config, {name: tmp_path / "runs" / name for name in "abc"}, 0, {}.__setitem__) == 3
+    assert capsys.readouterr().out == "".join(f"run {name} already finished: skipped\n" for name in "abc")
 
 
 @needs_cuda
 @pytest.mark.slow
 def test_several_runs_share_the_one_gpu_by_default(tmp_path: Path) -> None:
     """On CUDA the default jobs (min(runs, 4)) train the runs at once, each worker on the one GPU."""
-    runs = _side_by_side(tmp_path, "cuda")
+    _, runs = _side_by_side(tmp_path, "cuda")
     assert {name: r["summary"]["device"] for name, r in runs.items()} == {name: "cuda" for name in "abc"}
     assert_trained_together(runs)

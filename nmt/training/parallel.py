@@ -73,18 +73,26 @@ def _train_run(name: str, config: Config, run_dir: Path) -> str:
     if not saved.exists():
         train(config, run_dir, resume=False)
         return "trained"
-    previous, summary = load_saved_config(saved), read_summary(run_dir)
-    # a run stopped by its time limit goes on where that limit grew; any other finished run where max_steps did
-    extended = previous.training.max_steps != config.training.max_steps or (
-        summary is not None and summary.get("stopped_by") == "max_minutes"
-        and config.training.max_minutes != previous.training.max_minutes)
-    if summary is not None and not extended:
+    if _finished(config, run_dir):
         # evaluation reads decoding and evaluation settings from the run's config.yaml: keep it current
-        if config_differences(previous, config):
+        if config_differences(load_saved_config(saved), config):
             write_config(config, run_dir)
         return "skipped"
     train(config, run_dir, resume=True)
     return "resumed"
+
+
+def _finished(config: Config, run_dir: Path) -> bool:
+    """Whether the run in `run_dir` has trained to its end under `config` (check_runs has accepted its folder):
+    it has a summary.json, and neither its max_steps changed nor, where its time limit stopped it, that limit."""
+    summary = read_summary(run_dir)
+    if not (run_dir / "config.yaml").exists() or summary is None:
+        return False
+    previous = load_saved_config(run_dir / "config.yaml")
+    # a run stopped by its time limit goes on where that limit grew; any other finished run where max_steps did
+    extended = previous.training.max_steps != config.training.max_steps or (
+        summary.get("stopped_by") == "max_minutes" and config.training.max_minutes != previous.training.max_minutes)
+    return not extended
 
 
 def _training_seconds(run_dir: Path) -> float:
@@ -154,22 +162,26 @@ def train_runs(config: Config, run_dirs: dict[str, Path], jobs: int, record: Cal
     """Train every run, `jobs` at once (see training_jobs); returns how many were already finished.
     `record(step, seconds)` receives each run's whole training time (a resumed run's earlier sessions
     included) and, for parallel training, the wall time."""
-    jobs = min(training_jobs(config, jobs), len(run_dirs))
     configs = {name: config.for_run(name) for name in run_dirs}
+    # finished runs are skipped here, so that no worker starts for them
+    results = {name: _train_run(name, configs[name], run_dir) for name, run_dir in run_dirs.items()
+               if _finished(configs[name], run_dir)}
+    left = {name: run_dir for name, run_dir in run_dirs.items() if name not in results}
+    jobs = min(training_jobs(config, jobs), len(left))
     start = time.perf_counter()
     if jobs == 1:
-        results = {}
-        for name, run_dir in run_dirs.items():
+        for name, run_dir in left.items():
             print(f"\n== run {name} ({model_kind(configs[name].model).name}) ==")
             results[name] = _train_run(name, configs[name], run_dir)
-    else:
+    elif jobs > 1:
         threads = max(1, available_cores() // jobs)
-        for name, run_config in configs.items():
-            if not run_config.training.threads:
-                configs[name] = replace(run_config, training=replace(run_config.training, threads=threads))
-        results = _train_in_parallel(configs, run_dirs, jobs)
+        for name in left:
+            if not configs[name].training.threads:
+                configs[name] = replace(configs[name], training=replace(configs[name].training, threads=threads))
+        results |= _train_in_parallel({name: configs[name] for name in left}, left, jobs)
     skipped = 0
-    for name, done in results.items():
+    for name in run_dirs:
+        done = results[name]
         if done == "skipped":
             skipped += 1
             print(f"run {name} already finished: skipped")
