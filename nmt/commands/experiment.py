@@ -15,7 +15,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     arguments.add_config(parser)
     parser.add_argument("--out", type=arguments.folder, help="output folder (default experiments/<config name>)")
     parser.add_argument("--force", action="store_true",
-                        help="delete the --out folder (every run in it, those --runs leaves out too) and redo every step")
+                        help="delete the --out folder and redo every step; with --runs, delete only those runs and train "
+                        "them afresh (the others stay trained)")
     parser.add_argument("--runs", nargs="+", metavar="RUN", default=[],
                         help="only these runs of the config (default: all of them)")
     parser.add_argument("--jobs", type=int, default=0, metavar="N",

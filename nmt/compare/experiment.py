@@ -13,7 +13,7 @@ import os
 import shlex
 import shutil
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -219,6 +219,17 @@ def _check_is_experiment_folder(out_dir: Path) -> None:
         )
 
 
+def _delete_for_force(out_dir: Path, runs: Iterable[str] | None) -> None:
+    """--force: delete the experiment folder, or with --runs (`runs`) only those runs' folders and logs, so that
+    they train afresh and the runs it leaves out stay trained (the report is written anew in any case)."""
+    if runs is None:
+        shutil.rmtree(out_dir)
+        return
+    for name in runs:
+        shutil.rmtree(out_dir / "runs" / name, ignore_errors=True)
+        (out_dir / "runs" / f"{name}.log").unlink(missing_ok=True)
+
+
 def _check_not_a_run(out_dir: Path) -> None:
     """Refuse an --out that holds a trained run (its own config.yaml and files; an experiment's run folders
     among them): the experiment's config.yaml would replace the run's record of what it was trained with."""
@@ -281,7 +292,7 @@ def run_experiment(
     _check_config_kept(config_path, out_dir, force)
     if force and out_dir.exists():
         _check_is_experiment_folder(out_dir)
-        shutil.rmtree(out_dir)
+        _delete_for_force(out_dir, config.runs if runs else None)
     run_dirs = {name: out_dir / "runs" / name for name in config.runs}
     check_runs(config, run_dirs)  # a refused experiment leaves the folder as it was
     timings = Timings(out_dir / "timings.json")

@@ -172,6 +172,13 @@ def test_rerun_skips_finished_runs_and_refuses_changed_config(
         run_experiment(config_path, [*overrides, "model.hidden_size=32"], out, jobs=1)
     run_experiment(config_path, [*overrides, "model.hidden_size=32"], out, force=True, jobs=1)
     assert summary.stat().st_mtime_ns != first
+    # --force with --runs trains those runs afresh and leaves the others as they were
+    others = {run: (out / "runs" / run / "summary.json").stat().st_mtime_ns
+              for run in ("rnnencdec-30", "rnnsearch-30", "rnnencdec-50")}
+    second = summary.stat().st_mtime_ns
+    run_experiment(config_path, [*overrides, "model.hidden_size=32"], out, force=True, jobs=1, runs=["rnnsearch-50"])
+    assert summary.stat().st_mtime_ns != second
+    assert {run: (out / "runs" / run / "summary.json").stat().st_mtime_ns for run in others} == others
 
 
 @pytest.mark.slow
