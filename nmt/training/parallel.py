@@ -167,18 +167,18 @@ def train_runs(config: Config, run_dirs: dict[str, Path], jobs: int, record: Cal
     results = {name: _train_run(name, configs[name], run_dir) for name, run_dir in run_dirs.items()
                if _finished(configs[name], run_dir)}
     left = {name: run_dir for name, run_dir in run_dirs.items() if name not in results}
-    jobs = min(training_jobs(config, jobs), len(left))
+    jobs = min(training_jobs(config, jobs), len(run_dirs))
     start = time.perf_counter()
     if jobs == 1:
         for name, run_dir in left.items():
             print(f"\n== run {name} ({model_kind(configs[name].model).name}) ==")
             results[name] = _train_run(name, configs[name], run_dir)
-    elif jobs > 1:
+    elif left:  # in workers, as when no run was finished: the same threads each, the output in runs/NAME.log
         threads = max(1, available_cores() // jobs)
         for name in left:
             if not configs[name].training.threads:
                 configs[name] = replace(configs[name], training=replace(configs[name].training, threads=threads))
-        results |= _train_in_parallel({name: configs[name] for name in left}, left, jobs)
+        results |= _train_in_parallel({name: configs[name] for name in left}, left, min(jobs, len(left)))
     skipped = 0
     for name in run_dirs:
         done = results[name]
