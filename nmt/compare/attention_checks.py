@@ -90,21 +90,30 @@ def attention_checks(
     results = setting(context, per_bucket, symmetrisation)
     if skipped:
         results["alignment_skipped"] = skipped
-    links: dict[str, list[set[Link]]] = {}
+    links: dict[str, list[set[Link]]] = {}  # data dir -> the aligner's links of the test set
     for run in runs:
-        entry: dict[str, Any] = {"run_dir": shown_path(run.run_dir, out), "checkpoint": run.checkpoint.name}
-        evaluated = load_run(run.run_dir, run.checkpoint, device)  # read once for both checks
-        if "alignment" in checks:  # first: a Transformer's ablation keeps each layer's best-aligning head
-            data_dir = prepared_dir(run.config.data)
-            if data_dir not in links:
-                links[data_dir] = aligner_links(run.config.data, test_set, symmetrisation)
-            entry["alignment"] = _agreements(run, evaluated, context, links[data_dir], aligned[run.name])
-        if "perturbation" in checks:
-            heads = entry["alignment"][-1].get("heads") if "alignment" in entry else None
-            entry["perturbation"] = perturbation(run.name, evaluated, context, heads)
-        results["runs"][run.name] = entry
+        if "alignment" in checks and prepared_dir(run.config.data) not in links:
+            links[prepared_dir(run.config.data)] = aligner_links(run.config.data, test_set, symmetrisation)
+        entry = _check_run(run, context, links.get(prepared_dir(run.config.data)), aligned.get(run.name, []), checks)
+        results["runs"][run.name] = {"run_dir": shown_path(run.run_dir, out), **entry}
     write_outputs(out, CHECKS, results, format_checks_markdown(results), checks_figure(results), 100)
     return results
+
+
+def _check_run(
+    run: RunInfo, context: CheckContext, links: list[set[Link]] | None, checkpoints: Sequence[Path],
+    checks: Sequence[str],
+) -> dict[str, Any]:
+    """One run's entry of results["runs"]: its checkpoint, the alignment agreement of its `checkpoints` with the
+    aligner's `links` (where "alignment" is among `checks`), and the perturbations (where "perturbation" is)."""
+    entry: dict[str, Any] = {"checkpoint": run.checkpoint.name}
+    evaluated = load_run(run.run_dir, run.checkpoint, context.device)  # read once for both checks
+    if "alignment" in checks and links is not None:  # first: a Transformer's ablation keeps each layer's best head
+        entry["alignment"] = _agreements(run, evaluated, context, links, checkpoints)
+    if "perturbation" in checks:
+        heads = entry["alignment"][-1].get("heads") if "alignment" in entry else None
+        entry["perturbation"] = perturbation(run.name, evaluated, context, heads)
+    return entry
 
 
 def _without_aligner(runs: Sequence[RunInfo], test_set: TestSet, symmetrisation: Symmetrisation, skip: bool) -> str:

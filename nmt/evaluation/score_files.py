@@ -304,11 +304,7 @@ def score_and_report(
     earlier = _earlier_report_files(out)  # before results.json is replaced
     # the lines before results.json: interrupted in between, the folder's results.json still lists the
     # earlier report's files, so the next report into it removes those it does not write
-    if test_set.sources is not None:
-        _write_lines(out / "src.txt", test_set.sources)
-    _write_lines(out / "ref.txt", test_set.references)
-    for name, hyps in hypotheses.items():
-        _write_lines(out / f"{name}.hyp.txt", hyps)
+    _write_texts(out, test_set, hypotheses)
     results = write_report(
         evaluation, out, extra, effect, scored, examples, groups, test_set.describe(), bucketing, ranked
     )
@@ -324,6 +320,15 @@ def score_and_report(
         print("\n" + note)
     print(f"\nreport written to {out}/")
     return results
+
+
+def _write_texts(out: Path, test_set: TestSet, hypotheses: dict[str, list[str]]) -> None:
+    """The report's text files: src.txt (where the test set has sources), ref.txt and each NAME.hyp.txt."""
+    if test_set.sources is not None:
+        _write_lines(out / "src.txt", test_set.sources)
+    _write_lines(out / "ref.txt", test_set.references)
+    for name, hyps in hypotheses.items():
+        _write_lines(out / f"{name}.hyp.txt", hyps)
 
 
 def report_files(systems: Iterable[str], sources: bool) -> list[str]:
