@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
+import re
 import socket
 import sqlite3
 import zipfile
@@ -405,6 +407,57 @@ def test_json_builder_record_errors_name_the_file_and_line(tmp_path: Path, offli
     assert error_of(str(tmp_path / "parts/*.jsonl")) == (
         f"record 3 of the 2 files of data.huggingface.train ({first}, {second}): the record has no value for field "
         "'translation.en'"
+    )
+
+
+def test_json_lines_datasets_cannot_read_are_named_by_file_and_line(tmp_path: Path, offline: None) -> None:
+    """A JSON Lines line that datasets fails on (its message: "Expected object or value", or a pyarrow parse
+    error) is named by file and line, with what is wrong, by the json builder and a local dataset folder alike."""
+    good = json.dumps({"translation": {"en": "a", "fr": "b"}}) + "\n"
+    cases = {  # a blank line keeps datasets from reading a field of varying type
+        good + "\n" + json.dumps({"translation": {"en": 5, "fr": "b"}}) + "\n": (
+            "line 3: field 'translation.en' is a number, but a string in the first record (line 1).",
+            'Give the field one JSON type in every record (a text is a string: "5", not 5), or remove the '
+            "file's blank lines (the first is line 2).",
+        ),
+        good + good.rstrip() + ",\n": ("line 2: invalid JSON (Extra data, character 40 of the line).", "One JSON object per line."),
+        good + "[1, 2]\n": ("line 2: a JSON array, not an object.", "One JSON object per line."),
+    }
+    for number, (text, (message, hint)) in enumerate(cases.items()):
+        folder = tmp_path / f"corpus{number}"
+        folder.mkdir()
+        (folder / "train.jsonl").write_text(text, encoding="utf-8")
+        for files in ({"name": "json", "train": str(folder / "train.jsonl")}, {"name": str(folder)}):
+            with pytest.raises(NMTError) as error:
+                corpus_source(data_config(source="huggingface", valid_split="", test_split="", **files)).read()
+            assert (error.value.message, error.value.hint) == (f"{folder / 'train.jsonl'}, {message}", hint)
+
+
+def test_local_folder_record_errors_name_the_file_and_line(tmp_path: Path, offline: None) -> None:
+    """A record error of a local dataset folder names the file datasets read it from (and its line, for JSON
+    Lines), as the json builder's do, not only the row of the split."""
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    good = json.dumps({"translation": {"en": "a", "fr": "b"}}) + "\n"
+    (folder / "train.jsonl").write_text(good + "\n" + json.dumps({"translation": {"en": "c"}}) + "\n", encoding="utf-8")
+    read = functools.partial(corpus_source(data_config(source="huggingface", name=str(folder), valid_split="",
+                                                       test_split="")).read)
+    with pytest.raises(NMTError, match=rf"^{re.escape(str(folder / 'train.jsonl'))}, line 3: the record has no value "
+                                       "for field 'translation.fr'"):
+        read()
+    (folder / "train.jsonl").unlink()
+    (folder / "train.csv").write_text("translation\n1\n", encoding="utf-8")
+    with pytest.raises(NMTError, match=rf"^record 1 of {re.escape(str(folder / 'train.csv'))}: no field "):
+        read()
+    (folder / "train.csv").unlink()
+    (folder / "data").mkdir()
+    first, second = folder / "data/train-0.jsonl", folder / "data/train-1.jsonl"
+    first.write_text(good, encoding="utf-8")
+    second.write_text(good + json.dumps({"translation": {"en": "c"}}) + "\n", encoding="utf-8")
+    with pytest.raises(NMTError) as error:
+        read()
+    assert error.value.message.startswith(
+        f"record 3 of the 2 files of split 'train' of {folder} ({first}, {second}): the record has no value for field"
     )
 
 
