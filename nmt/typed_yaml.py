@@ -295,13 +295,23 @@ def read_yaml(path: str | Path) -> Any:
         raise NMTError(f"{path}:{where} is not valid YAML: {getattr(exc, 'problem', exc)}{started}.") from None
 
 
-def config_diff(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:
-    """Dotted keys whose values differ between two nested config dicts (e.g. ['model.hidden_size'])."""
-    differing = []
+# config_changes' value for a key one side lacks
+ABSENT: Any = object()
+
+
+def config_changes(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[tuple[str, Any, Any]]:
+    """(dotted key, value in `a`, value in `b`) for each key whose values differ between two nested config dicts,
+    ABSENT for a side that lacks the key (a lacking key and None do not differ)."""
+    changes = []
     for key in sorted(set(a) | set(b)):
         left, right = a.get(key), b.get(key)
         if isinstance(left, dict) and isinstance(right, dict):
-            differing += config_diff(left, right, f"{prefix}{key}.")
+            changes += config_changes(left, right, f"{prefix}{key}.")
         elif left != right:
-            differing.append(f"{prefix}{key}")
-    return differing
+            changes.append((f"{prefix}{key}", a.get(key, ABSENT), b.get(key, ABSENT)))
+    return changes
+
+
+def config_diff(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ between two nested config dicts (e.g. ['model.hidden_size'])."""
+    return [key for key, _, _ in config_changes(a, b, prefix)]

@@ -74,8 +74,9 @@ steps=${2:-400}
 batch=${BATCH_TOKENS:-8000}
 report_every=${REPORT_EVERY:-10}
 deadline=$(( $(date +%s) + ${TOTAL_S:-240} ))
-mkdir -p "${1:-gpu-peer}" "${WORK:-/tmp/gpu-peer}" || exit 1
-out=$(cd "${1:-gpu-peer}" && pwd) work=$(cd "${WORK:-/tmp/gpu-peer}" && pwd)  # absolute: the peer runs in its run folder
+out=${1:-gpu-peer} work=${WORK:-/tmp/gpu-peer}
+mkdir -p "$out" "$work" || exit 1
+out=$(cd "$out" && pwd) work=$(cd "$work" && pwd)  # absolute: the peer runs in its run folder
 peer=$(cd "$peer" 2> /dev/null && pwd || echo "$peer")
 rm -f "$out"/gpu_peer.json "$out"/peer-*.log "$out"/ours-*.json "$out"/ours.log
 exec > >(tee "$out/gpu_peer.log") 2>&1
@@ -103,7 +104,7 @@ no_wheel() {  # after a failed pip install: which Pythons the carried wheels ser
     echo "pip install failed on Python $("$python" -c 'import sys; print(sys.version.split()[0])'); the wheels carried: $(ls "$peer/wheels" | tr '\n' ' ')(pyonmttok has no cp313 wheel)"
 }
 install_peer() {  # a venv over the image's python with the carried wheels, no index; prints PEER_INSTALLED
-    local site loss
+    local site loss install_s=${INSTALL_S:-60}
     [ -d "$peer/wheels" ] || { echo "no $peer/wheels: run bash scripts/gpu_peer.sh --prepare where PyPI can be reached and carry .peer"; return 1; }
     rm -rf "$work/venv" "$work/site" "$work/data"
     # no index, no configuration: only the carried wheels (a pip.conf's or PIP_* variables' indexes and
@@ -112,8 +113,8 @@ install_peer() {  # a venv over the image's python with the carried wheels, no i
         --find-links "$peer/wheels" "OpenNMT-py==$onmt_version" "configargparse==$configargparse_version"
         "pyonmttok==$pyonmttok_version" "rapidfuzz==$rapidfuzz_version")
     local pip=(env -u PIP_FIND_LINKS -u PIP_INDEX_URL -u PIP_EXTRA_INDEX_URL -u PIP_CONSTRAINT -u PIP_REQUIRE_VIRTUALENV
-        PIP_CONFIG_FILE=/dev/null timeout "$(allot "${INSTALL_S:-60}")")
-    if timeout "$(allot "${INSTALL_S:-60}")" "$python" -m venv --system-site-packages "$work/venv"; then
+        PIP_CONFIG_FILE=/dev/null timeout "$(allot "$install_s")")
+    if timeout "$(allot "$install_s")" "$python" -m venv --system-site-packages "$work/venv"; then
         peer_py=$work/venv/bin/python
         site=$("$peer_py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') || return 1
         # the image's python may itself be a venv, whose packages --system-site-packages does not reach

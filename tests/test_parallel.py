@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import nmt.training.parallel as parallel
-from nmt.config import Config, config_from_dict
+from nmt.config import Config, config_from_dict, load_saved_config
 from nmt.errors import NMTError
 from nmt.rundir.checkpoints import load_checkpoint, save_checkpoint
 from nmt.rundir.writing import read_summary, write_config, write_summary
@@ -130,7 +130,15 @@ def test_an_experiment_re_run_continues_a_run_its_time_limit_stopped_only_where_
     timings: dict[str, float] = {}
     assert parallel.train_runs(config, {"a": run_dir}, 1, timings.__setitem__) == 0
     assert (read_summary(run_dir)["stopped_by"], read_summary(run_dir)["final_step"]) == ("max_minutes", 2)
-    assert parallel.train_runs(config, {"a": run_dir}, 1, timings.__setitem__) == 1  # the same limit: finished
+    # the same limit: finished, which train_runs asks once; its config.yaml takes the decoding settings that
+    # evaluation reads from it
+    asked: list[Path] = []
+    finished = parallel._finished
+    monkeypatch.setattr(parallel, "_finished", lambda run, folder: asked.append(folder) or finished(run, folder))
+    beam = config.decoding.beam_size + 1
+    wider = dataclasses.replace(config, decoding=dataclasses.replace(config.decoding, beam_size=beam))
+    assert parallel.train_runs(wider, {"a": run_dir}, 1, timings.__setitem__) == 1
+    assert asked == [run_dir] and load_saved_config(run_dir / "config.yaml").decoding.beam_size == beam
     longer = dataclasses.replace(config, training=dataclasses.replace(config.training, max_minutes=4 / 60))
     assert parallel.train_runs(longer, {"a": run_dir}, 1, timings.__setitem__) == 0
     assert read_summary(run_dir)["final_step"] == 4

@@ -13,9 +13,11 @@ import pytest
 from nmt.cli import main
 from nmt.errors import NMTError
 from nmt.typed_yaml import (
+    ABSENT,
     apply_overrides,
     build_section,
     check_type,
+    config_changes,
     config_diff,
     parse_override,
     read_yaml,
@@ -224,6 +226,16 @@ def test_config_diff_names_the_dotted_keys_that_differ() -> None:
     b = {"model": {"size": 16, "kind": "a"}, "training": {"steps": 2, "seed": 1}, "data": {"dir": "d"}, "runs": {}}
     assert config_diff(a, b) == ["data", "model.size", "training.seed"]
     assert config_diff(a, a) == [] and config_diff({"x": [1, 2]}, {"x": [1, 3]}) == ["x"]
+
+
+def test_config_changes_gives_each_differing_key_with_its_two_values() -> None:
+    """The keys of config_diff, each with its old and new value: ABSENT where one side lacks the key (a whole
+    section on one side only is one change), and a lacking key is no change from None."""
+    a = {"model": {"size": 8, "kind": "a"}, "bible": {"src": "k"}, "seed": None}
+    b = {"model": {"size": 16, "kind": "a"}, "files": {"train": "t"}}
+    assert config_changes(a, b, "x.") == [
+        ("x.bible", {"src": "k"}, ABSENT), ("x.files", ABSENT, {"train": "t"}), ("x.model.size", 8, 16)]
+    assert [key for key, _, _ in config_changes(a, b, "x.")] == config_diff(a, b, "x.")
 
 
 def test_sets_key_reads_the_key_as_parse_override_does() -> None:

@@ -32,7 +32,7 @@ from nmt.errors import NMTError
 from nmt.fileio import atomic_write_json, atomic_write_text, errors_naming, interrupts_deferred
 from nmt.interrupts import starting_children
 from nmt.lengths import assign_buckets, make_buckets, word_count
-from nmt.typed_yaml import config_diff
+from nmt.typed_yaml import ABSENT, config_changes
 
 FORMAT_VERSION = 2
 HISTOGRAM_CUTS = (10, 20, 30, 40, 50, 60)
@@ -196,21 +196,13 @@ def _changed_settings(directory: Path, config: DataConfig) -> list[str]:
     if not isinstance(recorded, dict):
         return []
     current = json.loads(json.dumps(content_settings(config)))  # as prepared.json holds it: tuples are lists
-    changes = []
-    for key in config_diff(recorded, current, "data."):  # source keys sit under data.SOURCE, as in a config
-        path = key.split(".")[1:]
-        changes.append(f"{key} {_value_at(recorded, path)} -> {_value_at(current, path)}")
-    return changes
+    # source keys sit under data.SOURCE, as in a config
+    return [f"{key} {_shown(old)} -> {_shown(new)}" for key, old, new in config_changes(recorded, current, "data.")]
 
 
-def _value_at(settings: dict[str, Any], path: list[str]) -> str:
-    """The value at dotted `path` in `settings`, as JSON (strings quoted), or "(absent)"."""
-    value: Any = settings
-    for key in path:
-        if not isinstance(value, dict) or key not in value:
-            return "(absent)"
-        value = value[key]
-    return json.dumps(value, ensure_ascii=False)
+def _shown(value: Any) -> str:
+    """A setting's value as JSON (strings quoted), or "(absent)"."""
+    return "(absent)" if value is ABSENT else json.dumps(value, ensure_ascii=False)
 
 
 def prepare(config: DataConfig) -> dict[str, Any]:

@@ -136,15 +136,14 @@ class Translator:
             sentences = list(sentences)  # the caller's list stays as it was
         except TypeError:
             raise TypeError(f"Translator.translate takes a list of sentences (str), not {type(sentences).__name__}.") from None
-        for i, sentence in enumerate(sentences):  # else sentencepiece's or len()'s error, or bytes taken as text
-            if not isinstance(sentence, str):
+        encoded: list[list[int]] = []
+        for i, sentence in enumerate(sentences):
+            if not isinstance(sentence, str):  # else sentencepiece's or len()'s error, or bytes taken as text
                 decode = " (decode bytes first: .decode('utf-8'))" if isinstance(sentence, bytes) else ""
                 raise TypeError(
                     f"Translator.translate: sentence {i} is {type(sentence).__name__} {sentence!r:.40}, "
                     f"not a str{decode}."
                 )
-        encoded: list[list[int]] = []
-        for i, sentence in enumerate(sentences):
             if len(sentence) > MAX_LINE_BYTES:  # a huge line is cut before encoding: its pieces would be cut
                 warn(f"line {first_line + i}: {len(sentence):,} characters, cut to the first {MAX_LINE_BYTES:,}.")
                 sentence = sentences[i] = sentence[:MAX_LINE_BYTES]

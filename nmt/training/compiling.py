@@ -1,4 +1,4 @@
-"""training.compile: the training step's teacher-forced forward through torch.compile (issue 42: fewer kernel
+"""training.compile: the training step's teacher-forced forward through torch.compile (fewer kernel
 launches per step on a GPU, where these models are bound by one small launch after another).
 
 What is compiled: the model's `forward` as the training step calls it (targets, label smoothing), for a model
@@ -62,10 +62,11 @@ def training_module(model: TranslationModel, enabled: bool, ddp: bool = False) -
     compiles, or with its training steps compiled (`compile_steps`) where they do, when training.compile is
     `enabled` (tracing waits for the first call); in DistributedDataParallel around that where `ddp` (torchrun)."""
     module: nn.Module = model
-    if enabled and model.compilable:
-        module = torch.compile(model, dynamic=True)
-    elif enabled and model.steps_compilable:
-        model.compile_steps(compile_step)
+    if compiles(enabled, model):
+        if model.compilable:
+            module = torch.compile(model, dynamic=True)
+        else:
+            model.compile_steps(compile_step)
     if ddp:
         device = next(model.parameters()).device
         module = DistributedDataParallel(module, device_ids=[device.index] if device.type == "cuda" else None)
