@@ -21,6 +21,7 @@ import sys
 from nmt import __version__
 from nmt.errors import NMTError
 from nmt.interrupts import as_ctrl_c
+from nmt.torchrun import torchrun_place
 
 # name -> (module with add_arguments and run, the line `nmt --help` shows)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -70,18 +71,18 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     named = next((word for word in argv if not word.startswith("-")), None)  # `nmt` itself takes only flags
     args = build_parser(named if named in COMMANDS else "").parse_args(argv)
-    processes = _torchrun_processes()
-    if args.command != "train" and processes > 1:
-        # every process would do the whole command, writing its output and files once each; said once
-        if os.environ.get("RANK", "0") == "0":
-            print(f"nmt {args.command}: error: torchrun started it in {processes} processes (WORLD_SIZE={processes}), "
-                  f"and each would run the whole command: only nmt train shares its work between processes.",
-                  file=sys.stderr)
-            print(f"Run it without torchrun: nmt {args.command} ...; torchrun --nproc_per_node=N -m nmt train CONFIG "
-                  "--run-name NAME trains one run in N processes.", file=sys.stderr)
-        return 2
     previous = signal.signal(signal.SIGTERM, as_ctrl_c)
     try:
+        place = torchrun_place()
+        if args.command != "train" and place.world_size > 1:
+            # every process would do the whole command, writing its output and files once each; said once
+            if place.rank == 0:
+                print(f"nmt {args.command}: error: torchrun started it in {place.world_size} processes "
+                      f"(WORLD_SIZE={place.world_size}), and each would run the whole command: only nmt train "
+                      "shares its work between processes.", file=sys.stderr)
+                print(f"Run it without torchrun: nmt {args.command} ...; torchrun --nproc_per_node=N -m nmt train "
+                      "CONFIG --run-name NAME trains one run in N processes.", file=sys.stderr)
+            return 2
         importlib.import_module(COMMANDS[args.command][0]).run(args)
         if sys.stdout is not None:
             sys.stdout.flush()  # here, where a reader that left (below) is told from a failed write
@@ -118,14 +119,6 @@ def _reader_left_stdout() -> bool:
         return any(events & select.POLLERR for _, events in poller.poll(0))
     except (OSError, ValueError, AttributeError):  # no stdout, or none with a file descriptor
         return False
-
-
-def _torchrun_processes() -> int:
-    """How many processes torchrun started the command in (WORLD_SIZE; 1 without torchrun)."""
-    try:
-        return int(os.environ.get("WORLD_SIZE", "1"))
-    except ValueError:
-        return 1
 
 
 # what the same command does when run again (train says so itself: it saved a checkpoint to --resume from)

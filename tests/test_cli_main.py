@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import nmt.commands.prepare
+import nmt.commands.score
 import nmt.commands.train
 from nmt.cli import main
 
@@ -80,3 +81,36 @@ def test_train_under_torchrun_is_run(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setattr(nmt.commands.train, "run", trained.append)
     assert main(["train", "any.yaml", "--run-name", "a"]) == 0 and len(trained) == 1
+
+
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        ({"WORLD_SIZE": "x"}, "environment variable WORLD_SIZE='x' is not a whole number 1 or more."),
+        ({"WORLD_SIZE": "0"}, "environment variable WORLD_SIZE='0' is not a whole number 1 or more."),
+        ({"WORLD_SIZE": "2", "RANK": "one"}, "environment variable RANK='one' is not a whole number from 0 to 1."),
+        ({"WORLD_SIZE": "2", "RANK": "2"}, "environment variable RANK='2' is not a whole number from 0 to 1."),
+        ({"WORLD_SIZE": "2", "RANK": "1", "LOCAL_RANK": "-1"},
+         "environment variable LOCAL_RANK='-1' is not a whole number 0 or more."),
+        ({"WORLD_SIZE": "2"}, "WORLD_SIZE=2 is set, but RANK is not."),
+    ],
+)
+@pytest.mark.parametrize("command", [["train", "any.yaml", "--run-name", "a"], ["score", "--ref", "r.txt", "h.txt"]])
+def test_a_bad_torchrun_variable_is_named_with_what_to_do_before_any_work(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], env: dict[str, str], said: str,
+    command: list[str],
+) -> None:
+    # not a ValueError's traceback from training, nor (the other commands) a bad WORLD_SIZE taken for 1
+    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    ran: list[object] = []
+    monkeypatch.setattr(nmt.commands.train, "run", ran.append)
+    monkeypatch.setattr(nmt.commands.score, "run", ran.append)
+    assert main(command) == 2 and ran == []
+    assert capsys.readouterr().err == (
+        f"nmt {command[0]}: error: {said}\ntorchrun sets WORLD_SIZE, RANK and LOCAL_RANK: unset them (unset "
+        "WORLD_SIZE RANK LOCAL_RANK) to run in one process, or train in N processes with torchrun "
+        "--nproc_per_node=N -m nmt train CONFIG.\n"
+    )

@@ -6,7 +6,6 @@ loop has one code path.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -16,6 +15,7 @@ import torch.distributed as dist
 
 from nmt.errors import NMTError
 from nmt.rundir.loading import resolve_device
+from nmt.torchrun import torchrun_place
 
 T = TypeVar("T")
 
@@ -91,26 +91,18 @@ class DistContext:
 
 def setup_distributed(device_name: str) -> DistContext:
     """Join the torchrun job described by RANK / WORLD_SIZE / LOCAL_RANK (nccl on CUDA, gloo on CPU)."""
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    place = torchrun_place()
     device = resolve_device(device_name)
-    if world_size <= 1:
+    if place.world_size == 1:
         return DistContext(0, 1, device)
-    try:
-        rank = int(os.environ["RANK"])
-        local_rank = int(os.environ.get("LOCAL_RANK", rank))
-    except (KeyError, ValueError):
-        raise NMTError(
-            f"WORLD_SIZE={world_size} is set but RANK/LOCAL_RANK are missing or not integers.",
-            "Start multi-process training with torchrun --nproc_per_node=N -m nmt train CONFIG.",
-        ) from None
     if device.type == "cuda":
-        if local_rank >= torch.cuda.device_count():
+        if place.local_rank >= torch.cuda.device_count():
             raise NMTError(
-                f"LOCAL_RANK {local_rank} but only {torch.cuda.device_count()} GPU(s) are visible.",
+                f"LOCAL_RANK {place.local_rank} but only {torch.cuda.device_count()} GPU(s) are visible.",
                 "Use --nproc_per_node no larger than the number of GPUs.",
             )
-        torch.cuda.set_device(local_rank)
-        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(place.local_rank)
+        device = torch.device("cuda", place.local_rank)
     if not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-    return DistContext(rank, world_size, device)
+    return DistContext(place.rank, place.world_size, device)
