@@ -1,4 +1,4 @@
-"""Training and decoding speed against this machine's own matmul peak (issue 7).
+"""Training and decoding speed against this machine's own matmul peak.
 
     python scripts/benchmark.py [--config configs/bench.yaml] [--runs RUN ...] [--set k=v ...] [--out FILE] [--quick]
         [--device auto] [--sentences N] [--trained DIR [--decode-only]]
@@ -437,7 +437,7 @@ def measurement_plan(quick: bool, sentences: int | None) -> dict[str, Any]:
 
 
 def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
-    """All phases; the report in the issue's schema (plus details)."""
+    """All phases; the report: the matmul peak, each run's training and decoding, the machine and the settings."""
     from nmt.data.prepare import prepare
     from nmt.rundir.loading import resolve_device
 

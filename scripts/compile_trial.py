@@ -1,4 +1,4 @@
-"""Does torch.compile pay for the recurrent steps on this machine? (issue 7)
+"""Does torch.compile pay for the recurrent steps on this machine?
 
     python scripts/compile_trial.py [--config configs/bench.yaml] [--steps 12] [--threads 2] [--rounds 2]
 

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The checks that need a CUDA GPU, in one command, where torch with CUDA is already installed (no setup):
 #   [PARTS="bench compile tests rest"] bash scripts/gpu_check.sh [OUT]
-# PARTS (default all four, in this order, the measurements issue 42 asks for first) picks what runs, so that a
+# PARTS (default all four, in this order, the GPU measurements wanted most first) picks what runs, so that a
 # short device session can run what fits (each part's time limit is below; all four take up to ~20 min):
-#   bench   scripts/benchmark.py on the GPU at configs/converged.yaml's 8,000-token batches (the batch issue 42's
-#           goals are set at): Transformer-50, RNNsearch-50 and RNNencdec-50, eagerly (240 s);
+#   bench   scripts/benchmark.py on the GPU at configs/converged.yaml's 8,000-token batches (the batch the GPU
+#           speed goals are set at): Transformer-50, RNNsearch-50 and RNNencdec-50, eagerly (240 s);
 #   compile the Transformer-50 and RNNsearch-50 with training.compile (the Transformer's forward, RNNsearch's
 #           decoder step; RNNencdec's RNNs are cuDNN calls on CUDA, so it would train eagerly; compiling is
 #           warm-up, not timed) (420 s);

@@ -8,7 +8,7 @@
 # attention checks' test sample in data/prepared/bible-k-l/alignments/; without them the experiment runs the
 # perturbation checks only and its report says so.
 # Each seed: `nmt experiment configs/converged.yaml --set training.seed=N --out WORK/seedN` under a time limit
-# (TIMEOUT_S, default 600: the issue's 10 minutes; Ctrl-C first, so that the runs save a checkpoint and the same
+# (TIMEOUT_S, default 600: 10 minutes a seed; Ctrl-C first, so that the runs save a checkpoint and the same
 # command resumes them), its output in OUT/seedN.log, then OUT/seedN.tar.gz: the report folder (report.md,
 # results.json, timings.json, the plots, learning_curve.*, attention_checks.*, the test translations) and each
 # run's summary.json, config.yaml, environment.json, log.jsonl and worker log, never a checkpoint. Two files

@@ -1,4 +1,4 @@
-"""Helpers of scripts/gpu_peer.sh (OpenNMT-py 3.0.4 against ours on one GPU, issue 42); standard library only.
+"""Helpers of scripts/gpu_peer.sh (OpenNMT-py 3.0.4 against ours on one GPU); standard library only.
 
     python scripts/gpu_peer.py fatten OUT_DIR WHEEL [WHEEL ...]   one wheel from several CPython builds of a package
     python scripts/gpu_peer.py purepy OUT_DIR WHEEL               a wheel without its compiled modules
@@ -40,7 +40,7 @@ from typing import Any
 PEER_STATS = "PEER_STATS "
 # OpenNMT-py 3.0.4's report line: "Step 40/  400; acc: 3.2; ppl: 2941.6; xent: 8.0; lr: 0.00049; 1850/2005 tok/s;  12 sec"
 REPORT = re.compile(r"Step\s+(\d+)/\s*\d+;.*?(\d+)/\s*(\d+) tok/s")
-# the peer model each of ours is compared with, and the issue's goal where it sets one
+# the peer model each of ours is compared with, and the least ratio ours/peer we aim for, where there is one
 PAIRS = {"transformer": ("transformer", 1.5), "gru": ("rnnsearch", None)}
 # analytic FLOPs per target token of the peer's GRU with attention (../shared/peers/opennmt.sh: 42.3M); the
 # transformer's equal ours (the same model), whose count the benchmark reports

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # OpenNMT-py 3.0.4 and ours, back to back on one GPU, the same Transformer and GRU models at the same token
-# batch size (issue 42). Two steps:
+# batch size. Two steps:
 #   bash scripts/gpu_peer.sh --prepare      here, with PyPI: writes .peer/ (git-ignored, about 27 MB), all the GPU
 #                                           machine needs for the peer without internet: wheels/ (OpenNMT-py,
 #                                           configargparse, pyonmttok for cp310-cp312 in one wheel, rapidfuzz's

@@ -1,4 +1,4 @@
-"""Decoding speed of OpenNMT-py's `onmt_translate` on the sentences `scripts/benchmark.py` decodes (issue 30 §4).
+"""Decoding speed of OpenNMT-py's `onmt_translate` on the sentences `scripts/benchmark.py` decodes.
 
     python scripts/peer_translate.py PEER_MODEL [--onmt-translate PATH] [--config configs/bench.yaml]
         [--sentences 500] [--out FILE]

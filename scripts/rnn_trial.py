@@ -1,4 +1,4 @@
-"""The library's fused RNN against the written-out step loops, on this machine (issue 15).
+"""The library's fused RNN against the written-out step loops, on this machine.
 
     python scripts/rnn_trial.py [--config configs/bench.yaml] [--steps 12] [--threads 2] [--rounds 2]
 

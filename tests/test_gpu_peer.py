@@ -1,4 +1,4 @@
-"""scripts/gpu_peer.py: the wheels it builds for the GPU machine and the report it writes there (issue 42)."""
+"""scripts/gpu_peer.py: the wheels it builds for the GPU machine and the report it writes there."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""scripts/search_ops.py: the operators a step of search runs, counted on the CPU (issue 42's launch bound);
-scripts/search_time.py: what it searches."""
+"""scripts/search_ops.py: the operators a step of search runs, counted on the CPU (on a GPU each is a kernel
+launch, and launches bound a step); scripts/search_time.py: what it searches."""
 
 from __future__ import annotations
 

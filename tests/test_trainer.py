@@ -241,7 +241,7 @@ def test_resume_refuses_a_changed_config_but_accepts_the_allowed_keys(data_root:
 def test_resume_refuses_to_stretch_a_finished_cosine_schedule_and_changes_nothing(
     data_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # the issue's `nmt train --resume --set training.max_steps=500` on a finished 400-step cosine run
+    # `nmt train --resume --set training.max_steps=500` on a finished 400-step cosine run, in small
     config = tiny(data_root, max_steps=2, lr_schedule="cosine")
     config_path, run = tmp_path / "config.yaml", tmp_path / "run"
     save_config(config, config_path)

@@ -1,4 +1,4 @@
-"""scripts/benchmark.py end to end on local files (--quick): the JSON schema of issue 7, and sane values.
+"""scripts/benchmark.py end to end on local files (--quick): the JSON report's keys, and sane values.
 
 Speed itself is not asserted here (that is what the benchmark is for), only that what it measures
 is there, positive, and consistent with the analytic FLOP count.
