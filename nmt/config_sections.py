@@ -271,6 +271,15 @@ class EvaluationConfig:
     # `nmt experiment` also runs `nmt attention-checks` on its attention runs (on the learning curve's sample)
     attention_checks: bool = False
 
+    @classmethod
+    def check_raw(cls, raw: dict[str, Any]) -> None:
+        """Refuse buckets: auto with what it is and what is taken instead, not as a wrong type: `nmt score`
+        takes it (sizing the buckets from the translations it scores, before it builds this section)."""
+        require(raw.get("buckets") != "auto", "evaluation.buckets",
+                "auto (buckets sized from the data) is for nmt score only (--buckets auto); other commands take "
+                "length cutoffs, a non-empty list of increasing positive integers, e.g. [10, 20, 30] (--buckets "
+                "10,20,30)")
+
     def validate(self) -> None:
         """Raise NMTError naming the first key of this section whose value is out of range."""
         increasing = len(self.buckets) >= 1 and self.buckets == sorted(set(self.buckets))

@@ -79,10 +79,11 @@ def build_section(cls: type, raw: Any, name: str, validate: bool = True) -> Any:
     """The dataclass `cls` from the mapping `raw` of section `name`: keys known, types checked, then
     (unless not `validate`) the section's own `validate()`.
 
-    Two optional class attributes: `SUBSECTIONS` names a dict field that holds, as plain data, the keys
+    Three optional class attributes: `SUBSECTIONS` names a dict field that holds, as plain data, the keys
     of `raw` that are no field and hold a mapping (sub-sections that a layer above types and checks;
     `section_dict` puts them back beside the fields); `moved_keys(raw)` returns {old key: new spelling}
-    of keys that moved, refused all in one message."""
+    of keys that moved, refused all in one message; `check_raw(raw)` raises NMTError for a value whose
+    type error would mislead (one that another command takes), before the types are checked."""
     raw = {} if raw is None else raw
     if not isinstance(raw, dict):
         raise NMTError(f"section '{name}' must be a mapping of keys, got {raw!r}.")
@@ -92,6 +93,8 @@ def build_section(cls: type, raw: Any, name: str, validate: bool = True) -> Any:
             "keys that have moved: " + "; ".join(f"'{name}.{old}' is now '{name}.{new}'" for old, new in moved.items()) + ".",
             "Spell them so in the config or in --set (each corpus source's keys sit in a sub-section named after it).",
         )
+    if hasattr(cls, "check_raw"):
+        cls.check_raw(raw)
     subsections = getattr(cls, "SUBSECTIONS", None)
     field_types = typing.get_type_hints(cls)  # the fields' types (ClassVars such as SUBSECTIONS are not keys)
     hints = {f.name: field_types[f.name] for f in dataclasses.fields(cls) if f.name != subsections}

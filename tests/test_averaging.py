@@ -213,3 +213,47 @@ def test_a_run_interrupted_before_its_first_periodic_checkpoint_is_said_to_need_
             "step_*.pt every training.checkpoint_every steps.\n"
         )
     assert sorted(path.name for path in (copy / "checkpoints").iterdir()) == ["best.pt", "interrupted_00000001.pt"]
+
+
+def test_a_last_above_the_checkpoints_of_an_interrupted_run_says_it_can_be_resumed(
+    run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--last N above the periodic checkpoints of a run interrupted after them says that the run was interrupted
+    and how to continue it (which makes more of them), not only that training.keep_last decides their number."""
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy, ignore=shutil.ignore_patterns("averaged.pt"))
+    shutil.copy(run / "checkpoints" / "step_00000006.pt", copy / "checkpoints" / "interrupted_00000007.pt")
+    assert main(["average", str(copy), "--last", "4"]) == 2
+    assert capsys.readouterr().err == (
+        f"nmt average: error: --last 4: {copy} has 3 periodic checkpoint(s) (steps: 2, 4, 6), and its training was "
+        "interrupted at step 7 (checkpoints/interrupted_00000007.pt, for --resume only).\nContinue the run with "
+        f"`nmt train CONFIG --run-dir {copy} --resume` (CONFIG: the one it was trained with; for a run of `nmt "
+        "experiment`, run the same experiment again): it saves a step_*.pt every training.checkpoint_every steps, "
+        "and keeps the newest training.keep_last of them (0 keeps all; a --resume may raise it with --set "
+        "training.keep_last=N); or use a smaller --last.\n"
+    )
+    assert not (copy / "checkpoints" / "averaged.pt").exists()
+
+
+def test_a_checkpoint_name_outside_a_runs_checkpoints_folder_is_the_users_to_write(
+    run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """-o best.pt (or step_*.pt) in a folder of the user's is written: only in a run's checkpoints/ folder, this
+    run's or another's, do training and resume read those names, and there they stay refused."""
+    outside = tmp_path / "x" / "best.pt"
+    outside.parent.mkdir()
+    assert main(["average", str(run), "--last", "2", "-o", str(outside)]) == 0
+    assert describe_checkpoint(outside) == "best.pt (step 6, the average of steps 4, 6)"
+    assert average_checkpoints(run, last=2, output=tmp_path / "x" / "step_00000006.pt").is_file()
+    other = tmp_path / "other"
+    shutil.copytree(run, other, ignore=shutil.ignore_patterns("averaged.pt"))
+    before = (other / "checkpoints" / "best.pt").read_bytes()
+    assert main(["average", str(run), "--last", "2", "-o", str(other / "checkpoints" / "best.pt")]) == 2
+    assert capsys.readouterr().err.startswith(
+        f"nmt average: error: -o {other / 'checkpoints' / 'best.pt'}: that name is a checkpoint name of the run "
+        f"{other} (best.pt, step_*.pt, interrupted_*.pt), which training and resume read.\n"
+    )
+    assert (other / "checkpoints" / "best.pt").read_bytes() == before
+    with pytest.raises(NMTError, match="that name is the run's own"):  # one the run has not written yet too
+        average_checkpoints(run, last=2, output=run / "checkpoints" / "step_00000099.pt")
+    assert not (run / "checkpoints" / "step_00000099.pt").exists()

@@ -117,7 +117,7 @@ def test_a_file_that_is_no_checkpoint_is_not_to_be_deleted_and_a_folder_is_named
     with pytest.raises(NMTError) as error:
         describe_runs([run], checkpoint=str(tmp_path / "run"))
     assert (error.value.message, error.value.hint) == (
-        f"--checkpoint {tmp_path / 'run'} is a folder, not a checkpoint file.",
+        f"checkpoint={tmp_path / 'run'} is a folder, not a checkpoint file.",
         f"Give a .pt file, e.g. {tmp_path / 'run' / 'checkpoints' / 'best.pt'}, or a bare file name of the run's "
         "checkpoints/ folder.",
     )
@@ -209,15 +209,36 @@ def test_evaluate_takes_checkpoint_names_for_every_run_and_a_path_for_one(
     # a path names one file: for one run it is used as given, for several it is refused, not reinterpreted
     path = "a/checkpoints/averaged.pt"
     assert describe_runs(runs[:1], checkpoint=path)[0].checkpoint == Path(path)
-    with pytest.raises(NMTError, match=r"--checkpoint a/checkpoints/averaged.pt is one file, but 2 runs"):
+    with pytest.raises(NMTError, match=r"^checkpoint=a/checkpoints/averaged.pt is one file, but 2 runs"):
         describe_runs(runs, checkpoint=path)
     (tmp_path / "averaged.pt").write_bytes(b"w")  # ./NAME.pt: one file too, not each run's NAME.pt
-    with pytest.raises(NMTError, match=r"--checkpoint ./averaged.pt is one file, but 2 runs"):
-        describe_runs(runs, checkpoint="./averaged.pt")
+    with pytest.raises(NMTError, match=r"^--checkpoint ./averaged.pt is one file, but 2 runs"):
+        describe_runs(runs, checkpoint="./averaged.pt", option="--checkpoint ")
     with pytest.raises(NMTError, match=r"b has no b/checkpoints/step_00000009.pt \(it has: averaged.pt, best.pt\)"):
         describe_runs([runs[1]], checkpoint="step_00000009.pt")
-    with pytest.raises(NMTError, match=r"--checkpoint a/averaged.pt: no such file"):
+    with pytest.raises(NMTError, match=r"^checkpoint=a/averaged.pt: no such file"):
         describe_runs(runs[:1], checkpoint="a/averaged.pt")
+
+
+@pytest.mark.parametrize("command", ["evaluate", "attention-checks", "attention-scaling"])
+def test_one_checkpoint_file_for_several_runs_is_named_as_the_argument_in_python_and_as_the_flag(
+    command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The refusal of one checkpoint file for two runs says checkpoint= to a caller of the Python function and
+    --checkpoint on the command line, the rest of the message the same."""
+    from nmt.compare.attention_checks import attention_checks
+    from nmt.compare.attention_scaling import scaling_statistics
+    from nmt.compare.evaluate import evaluate_runs
+
+    monkeypatch.chdir(tmp_path)
+    runs = [fake_run(Path("a"), attention="dot"), fake_run(Path("b"), attention="dot")]
+    path = "a/checkpoints/best.pt"
+    library = {"evaluate": evaluate_runs, "attention-checks": attention_checks, "attention-scaling": scaling_statistics}
+    with pytest.raises(NMTError) as error:
+        library[command](runs, checkpoint=path)
+    assert error.value.message == f"checkpoint={path} is one file, but 2 runs are evaluated."
+    assert main([command, *map(str, runs), "--checkpoint", path]) == 2
+    assert f"error: --checkpoint {path} is one file, but 2 runs are evaluated." in capsys.readouterr().err
 
 
 def test_another_runs_checkpoint_with_other_sentencepiece_models_is_refused(

@@ -318,6 +318,20 @@ def test_a_bad_value_from_a_shorthand_flag_names_the_flag_and_says_to_fix_it(
     assert f"Fix the value of {flag} on the command line" in err and "with --set" not in err
 
 
+@pytest.mark.parametrize("given", [["--buckets", "auto"], ["--set", "evaluation.buckets=auto"]])
+def test_buckets_auto_outside_nmt_score_says_it_is_nmt_scores_and_what_is_taken(
+    given: list[str], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """nmt evaluate refuses `auto` (nmt score sizes buckets from its files) by the flag and by --set alike,
+    in the config's words: what auto is for and the cutoffs it takes instead, not a wrong type."""
+    assert main(["evaluate", str(fake_run(tmp_path / "run")), *given]) == 2
+    err = capsys.readouterr().err
+    assert ("invalid value for 'evaluation.buckets': auto (buckets sized from the data) is for nmt score only "
+            "(--buckets auto); other commands take length cutoffs, a non-empty list of increasing positive "
+            "integers, e.g. [10, 20, 30] (--buckets 10,20,30).") in err
+    assert "expected" not in err
+
+
 def test_a_bad_value_from_set_still_says_to_fix_the_config_or_set(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

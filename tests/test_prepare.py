@@ -132,6 +132,36 @@ def test_replacing_data_prepared_with_other_settings_names_each_changed_key(
     assert json.loads((tmp_path / "prepared/tokenizer.json").read_text())["config"]["vocab_size"] == 40
 
 
+def test_replacing_data_prepared_from_changed_input_files_names_each_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A rebuild for changed input files under the same settings says so on stderr, naming each changed file
+    with what changed (its size, or only its modification time), as a rebuild for changed settings names keys."""
+    config, _ = setup(tmp_path)
+    prepare(config)
+    capsys.readouterr()
+    source, target = tmp_path / "corpus" / "all.en", tmp_path / "corpus" / "all.fr"
+    sizes = [path.stat().st_size for path in (source, target)]
+    source.write_text("\n".join(source.read_text().splitlines()[:200]) + "\n")
+    target.write_text("\n".join(target.read_text().splitlines()[:200]) + "\n")
+    later = target.stat().st_mtime_ns + 10**9  # a coarse clock: a later time whatever the file system keeps
+    os.utime(target, ns=(later, later))
+    os.utime(source, ns=(later, later))
+    prepare(config)
+    lines = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert lines == [
+        f"warning: data.dir {tmp_path / 'prepared'} was prepared from input files that changed since ({source} "
+        f"{sizes[0]} -> {source.stat().st_size} bytes, {target} {sizes[1]} -> {target.stat().st_size} bytes): it is "
+        "prepared again from them, replacing it. Runs trained on the old files are evaluated on the new splits "
+        "from now on."
+    ]
+    os.utime(source, ns=(later + 10**9, later + 10**9))  # touched only
+    prepare(config)
+    assert f"changed since ({source} modified (same size)):" in capsys.readouterr().err
+    prepare(config)  # already current: no rebuild, no line
+    assert "warning" not in capsys.readouterr().err
+
+
 def test_prepare_never_replaces_a_folder_holding_user_files_or_the_corpus(tmp_path: Path) -> None:
     config, _ = setup(tmp_path)
     corpus = tmp_path / "corpus"

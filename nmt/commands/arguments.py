@@ -102,10 +102,11 @@ def add_beam(parser: argparse.ArgumentParser) -> None:
 
 
 def add_bucketing(parser: argparse.ArgumentParser, by_default: str, auto: str = "") -> None:
-    """--buckets and --by, short for --set evaluation.buckets / evaluation.by (evaluate, score); with `auto`
-    (what it does), --buckets also takes `auto` (score)."""
+    """--buckets and --by, short for --set evaluation.buckets / evaluation.by (evaluate, score); `auto` says
+    what --buckets auto does (score). Every command's --buckets reads `auto`, as its --set does: where it is
+    not taken, the config refuses it, saying so."""
     cutoffs = "length cutoffs, default 10,20,30,40,50,60" + (f"; or auto: {auto}" if auto else "")
-    add_setting(parser, "--buckets", "evaluation.buckets", cutoffs, type=buckets_or_auto if auto else buckets)
+    add_setting(parser, "--buckets", "evaluation.buckets", cutoffs, type=buckets_or_auto)
     add_setting(parser, "--by", "evaluation.by", f"bucket by source or reference length (default: {by_default})",
                 choices=get_args(BucketBy))
 
@@ -141,7 +142,7 @@ buckets = integers("comma-separated integers", "at least one length cutoff, e.g.
 
 
 def buckets_or_auto(text: str) -> list[int] | str:
-    """Type of --buckets where it may be sized from the data: `auto`, or `buckets`."""
+    """Type of --buckets: `auto` (sized from the data, where a command takes it), or `buckets`."""
     return "auto" if text.strip() == "auto" else buckets(text)
 
 

@@ -54,5 +54,5 @@ def run(args: argparse.Namespace) -> None:
         checkpoint=args.checkpoint, steps=[] if args.no_steps else args.steps, per_bucket=args.sentences_per_bucket,
         **{key: value for key, value in chosen.items() if value is not None},
         checks=(args.only,) if args.only else ("perturbation", "alignment"), device=args.device,
-        batch_size=args.batch_size,
+        batch_size=args.batch_size, option="--checkpoint ",
     )

@@ -24,4 +24,5 @@ def run(args: argparse.Namespace) -> None:
     from nmt.compare.attention_scaling import scaling_statistics  # the library: only now
 
     arguments.use_threads(args.threads, args.run_dirs[0])
-    scaling_statistics(args.run_dirs, args.out, args.split, args.sentences_per_bucket, args.checkpoint)
+    scaling_statistics(args.run_dirs, args.out, args.split, args.sentences_per_bucket, args.checkpoint,
+                       option="--checkpoint ")

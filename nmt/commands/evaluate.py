@@ -37,4 +37,4 @@ def run(args: argparse.Namespace) -> None:
         raise NMTError("give either --split (evaluation.split) or --src/--ref, not both.")
     arguments.use_threads(args.threads, args.run_dirs[0])
     evaluate_runs(args.run_dirs, src_path=args.src, ref_path=args.ref, out_dir=args.out, device=args.device,
-                  overrides=args.overrides, checkpoint=args.checkpoint)
+                  overrides=args.overrides, checkpoint=args.checkpoint, option="--checkpoint ")

@@ -59,6 +59,7 @@ def attention_checks(
     device: str = "auto",
     batch_size: int = 64,
     skip_alignment_without_aligner: bool = False,
+    option: str = "checkpoint=",
 ) -> dict[str, Any]:
     """Run the checks on each attention run and write attention_checks.json, .md and .png into `out_dir`
     (default: where `nmt evaluate` writes). `steps`: the periodic checkpoints whose alignment agreement
@@ -68,11 +69,12 @@ def attention_checks(
     evaluation.tokenize and evaluation.lowercase, as `nmt evaluate` does. The aligner's links come from the
     prepared data's cache where they were computed before (`aligner_links`), else from eflomal; without
     either, the alignment check is refused, or with `skip_alignment_without_aligner` left out (results
-    then say so under "alignment_skipped"). Returns the content of the JSON."""
+    then say so under "alignment_skipped"). Errors name `checkpoint` as `option` ("--checkpoint " for the command's
+    flag). Returns the content of the JSON."""
 
     check_src_and_ref(src_path, ref_path)
     check_sentences_per_bucket(per_bucket)
-    runs = describe_runs(run_dirs, checkpoint=checkpoint)
+    runs = describe_runs(run_dirs, checkpoint=checkpoint, option=option)
     refuse_runs_without_attention(runs, "there are no weights to check")
     out = default_out_dir(run_dirs, out_dir)  # before the data is read (or prepared) and the aligner asked for
     # every run's --steps refused before any run is checked

@@ -36,11 +36,13 @@ def scaling_statistics(
     split: str | None = None,
     per_bucket: int | None = None,
     checkpoint: str | None = None,
+    option: str = "checkpoint=",
 ) -> dict[str, Any]:
     """Measure every run on the sample of the split (runs on different data are refused, as by `nmt
-    evaluate`) and write attention_scaling.json, .md and .png into `out_dir`. Returns the JSON's content."""
+    evaluate`) and write attention_scaling.json, .md and .png into `out_dir`. Errors name `checkpoint` as
+    `option` ("--checkpoint " for the command's flag). Returns the JSON's content."""
     check_sentences_per_bucket(per_bucket)
-    runs = describe_runs(run_dirs, checkpoint=checkpoint)
+    runs = describe_runs(run_dirs, checkpoint=checkpoint, option=option)
     refuse_runs_without_attention(runs, "there are no attention scores to measure")
     out = default_out_dir(run_dirs, out_dir)  # before the data is read (or prepared): refused, nothing was done
     settings = runs[0].config.evaluation

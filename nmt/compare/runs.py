@@ -53,16 +53,17 @@ def split_test_set(config: Config, split: str) -> TestSet:
 
 def describe_runs(
     run_dirs: Sequence[Path], overrides: Sequence[str] = (), checkpoint: str | None = None,
-    option: str = "--checkpoint ",
+    option: str = "checkpoint=",
 ) -> list[RunInfo]:
     """Config (with `--set` decoding/evaluation overrides) and checkpoint of each run, named by folder
     name (made unique: name, name-2, ...). `checkpoint` is a file name in each RUN_DIR/checkpoints/ or,
-    for one run, a path (`resolve_checkpoint`); the default is the run's own choice. `option` is the
-    command's flag for it, in errors ("" for a command without one). At least one run: the commands take
-    one or more RUN_DIR (nargs="+"), and `nmt experiment` refuses a config without runs."""
+    for one run, a path (`resolve_checkpoint`); the default is the run's own choice. `option` is how
+    the caller's user gave it, in errors ("checkpoint=" in Python, "--checkpoint " for a command's flag, "" for
+    a command without one). At least one run: the commands take one or more RUN_DIR (nargs="+"), and `nmt
+    experiment` refuses a config without runs."""
     if checkpoint is not None and names_a_file(checkpoint) and len(run_dirs) > 1:
         raise NMTError(
-            f"--checkpoint {checkpoint} is one file, but {len(run_dirs)} runs are evaluated.",
+            f"{option}{checkpoint} is one file, but {len(run_dirs)} runs are evaluated.",
             f"Give a file name that every run has in {CHECKPOINT_DIR}/ (e.g. averaged.pt), or evaluate that run alone.",
         )
     infos: list[RunInfo] = []

@@ -4,8 +4,9 @@ The folder is built beside its final place and swapped in at the end (Ctrl-C wai
 so an interrupted prepare leaves the previous result or the new one, never half of one. Sentencepiece
 trains in a child process: its C++ returns to Python only when done, so Ctrl-C would wait for it
 (half a minute on 200,000 pairs) where the child can be killed at once.
-`prepared.json` records the DataConfig it was built from; a different config rebuilds it, naming on
-stderr the settings that changed (the folder may hold data that runs trained on).
+`prepared.json` records the DataConfig it was built from and the size and modification time of each input
+file; a different config, or a changed input file, rebuilds it, naming on stderr the settings or files that
+changed (the folder may hold data that runs trained on).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ FORMAT_VERSION = 2
 HISTOGRAM_CUTS = (10, 20, 30, 40, 50, 60)
 # How often the wait for the sentencepiece process looks for a Ctrl-C that another thread received.
 _POLL_SECONDS = 0.2
+# How many changed input files the warning of a rebuild names (a corpus folder may hold thousands).
+_SHOWN_INPUTS = 5
 
 @dataclass
 class PreparedData:
@@ -186,13 +189,20 @@ def _check_replaceable(directory: Path, config: DataConfig) -> None:
             )
 
 
+def _recorded(directory: Path) -> dict[str, Any]:
+    """The prepared.json of the prepared folder `directory` (`_fingerprint`), or {} where it has none (no
+    complete folder) or one that cannot be read."""
+    try:
+        recorded = json.loads((directory / "prepared.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return recorded if isinstance(recorded, dict) else {}
+
+
 def _changed_settings(directory: Path, config: DataConfig) -> list[str]:
     """The data settings (content_settings) that `config` changes from those the prepared folder `directory`
     was built from, each as 'data.KEY OLD -> NEW'; [] where it holds no prepared.json (no complete folder)."""
-    try:
-        recorded = json.loads((directory / "prepared.json").read_text(encoding="utf-8"))["data"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return []
+    recorded = _recorded(directory).get("data")
     if not isinstance(recorded, dict):
         return []
     current = json.loads(json.dumps(content_settings(config)))  # as prepared.json holds it: tuples are lists
@@ -203,6 +213,24 @@ def _changed_settings(directory: Path, config: DataConfig) -> list[str]:
 def _shown(value: Any) -> str:
     """A setting's value as JSON (strings quoted), or "(absent)"."""
     return "(absent)" if value is ABSENT else json.dumps(value, ensure_ascii=False)
+
+
+def _changed_inputs(directory: Path, config: DataConfig) -> list[str]:
+    """The input files of `config` whose size or modification time differs from what the prepared folder
+    `directory` records of them (prepared.json keeps no more: not their content), each as 'FILE OLD -> NEW
+    bytes', 'FILE modified (same size)', 'FILE (new)' or 'FILE (gone)'; [] where it records none."""
+    recorded = _recorded(directory).get("inputs")
+    if not isinstance(recorded, dict):
+        return []
+    current = _fingerprint(config)["inputs"]
+    changes = []
+    for file in sorted(set(recorded) | set(current)):
+        old, new = recorded.get(file), current.get(file)
+        if old is None or new is None:
+            changes.append(f"{file} ({'new' if old is None else 'gone'})")
+        elif old != new:
+            changes.append(f"{file} {old[0]} -> {new[0]} bytes" if old[0] != new[0] else f"{file} modified (same size)")
+    return changes
 
 
 def prepare(config: DataConfig) -> dict[str, Any]:
@@ -216,12 +244,22 @@ def prepare(config: DataConfig) -> dict[str, Any]:
         changes = _changed_settings(directory, config)
         # a legitimate rebuild, but it deletes data other runs may have trained on; printed as
         # nmt/decoding/translator.py's warn prints (that module needs torch, which preparing does not)
+        inputs = [] if changes else _changed_inputs(directory, config)
         if changes:
             print(
                 f"warning: data.dir {directory} was prepared with other data settings ({', '.join(changes)}): it is "
                 "prepared again for these, replacing it. Runs trained on the old data prepare it again for "
                 "themselves when evaluated; to keep both, give each setting its own data.dir, or leave data.dir "
                 "out (each setting then gets its own folder under data/prepared/).",
+                file=sys.stderr,
+            )
+        elif inputs:  # the same settings: runs trained on the old files are evaluated on the new from now on
+            shown = ", ".join(inputs[:_SHOWN_INPUTS]) + (f", and {len(inputs) - _SHOWN_INPUTS} more"
+                                                          if len(inputs) > _SHOWN_INPUTS else "")
+            print(
+                f"warning: data.dir {directory} was prepared from input files that changed since ({shown}): "
+                "it is prepared again from them, replacing it. Runs trained on the old files are evaluated on the new "
+                "splits from now on.",
                 file=sys.stderr,
             )
         made = [folder for folder in directory.parents if not folder.exists()]  # innermost first

@@ -20,8 +20,10 @@ from nmt.rundir.checkpoints import (
     CHECKPOINT_DIR,
     Checkpoint,
     checkpoint_step,
+    interrupted_checkpoint,
     load_checkpoint,
     refuse_interrupted_only,
+    resume_hint,
     save_checkpoint,
     step_checkpoints,
 )
@@ -39,11 +41,7 @@ def choose_checkpoints(run_dir: Path, last: int | None, steps: Sequence[int] | N
         if last < 2:
             raise NMTError(f"--last {last}: averaging needs at least 2 checkpoints.", "Use --last 2 or more.")
         if last > len(available):
-            raise NMTError(
-                f"--last {last}: {run_dir} has {len(available)} periodic checkpoint(s) (steps: {have}).",
-                "training.keep_last decides how many a run keeps (0 keeps all): train with a higher one to "
-                "average more, or use a smaller --last.",
-            )
+            raise _fewer_than_last(run_dir, last, len(available), have)
         return available[-last:]
     assert steps is not None
     by_step = {checkpoint_step(p): p for p in available}
@@ -58,19 +56,39 @@ def choose_checkpoints(run_dir: Path, last: int | None, steps: Sequence[int] | N
     return [by_step[step] for step in sorted(set(steps))]
 
 
+def _fewer_than_last(run_dir: Path, last: int, count: int, have: str) -> NMTError:
+    """The refusal of a --last above the run's `count` periodic checkpoints (of the steps `have`): an interrupted
+    run makes more by going on (said, with how), a finished one by training again."""
+    message = f"--last {last}: {run_dir} has {count} periodic checkpoint(s) (steps: {have})"
+    interrupted = interrupted_checkpoint(run_dir)
+    if interrupted is None:
+        return NMTError(f"{message}.", "training.keep_last decides how many a run keeps (0 keeps all): train with a "
+                        "higher one to average more, or use a smaller --last.")
+    return NMTError(
+        f"{message}, and its training was interrupted at step {checkpoint_step(interrupted)} ({CHECKPOINT_DIR}/"
+        f"{interrupted.name}, for --resume only).",
+        f"{resume_hint(run_dir)}, and keeps the newest training.keep_last of them (0 keeps all; a --resume may raise "
+        "it with --set training.keep_last=N); or use a smaller --last.",
+    )
+
+
 def _check_output(run_dir: Path, output: Path, named: str) -> None:
     """Before any checkpoint is read, refuse an output (`named`: how the message names it) that would replace
-    a file of the run: a checkpoint training or resume reads, by its name or the name of the file it links to
-    (a file is written through its link), its config.yaml or tokenizer; or that is a folder, or in one that
-    cannot be written."""
+    a file of the run: a checkpoint training or resume reads, by its name in a run's checkpoints/ folder (this
+    run's or another's; elsewhere the names are the user's) or the name of the file it links to there (a file
+    is written through its link), its config.yaml or tokenizer; or that is a folder, or in one that cannot be
+    written."""
     real = Path(os.path.realpath(output))
-    if real.name == BEST_NAME or real.name.startswith(("step_", "interrupted_")):
+    run = real.parent.parent
+    if (real.name == BEST_NAME or real.name.startswith(("step_", "interrupted_"))) and \
+            real.parent.name == CHECKPOINT_DIR and (run / "config.yaml").is_file():
         if real.name != output.name:
             that, instead = f"the file it links to, {real},", "Give -o a file that is no link to one of them"
         else:
             that, instead = "that name", f"Use another name, e.g. {AVERAGED_NAME}"
+        whose = "the run's own" if run == Path(os.path.realpath(run_dir)) else f"a checkpoint name of the run {run}"
         raise NMTError(
-            f"{named}: {that} is the run's own (best.pt, step_*.pt, interrupted_*.pt), which training and resume read.",
+            f"{named}: {that} is {whose} (best.pt, step_*.pt, interrupted_*.pt), which training and resume read.",
             f"{instead}; nothing was written.",
         )
     clash = next((path for path in (run_dir / "config.yaml", *sorted((run_dir / "tokenizer").glob("*")))
