@@ -8,6 +8,7 @@ data.huggingface.train / valid / test as its data files. An empty *_split name i
 from __future__ import annotations
 
 import codecs
+import csv
 import dataclasses
 import functools
 import glob
@@ -175,8 +176,10 @@ def _hf_split(
     try:
         dataset = datasets.load_dataset(own.name, own.config or None, split=name, data_files=data_files or None)
     except Exception as exc:  # datasets raises many types (connection, not found, offline, bad split)
-        # datasets says only "Expected object or value" or a pyarrow error for a JSON Lines line it cannot read
-        fault = _json_lines_fault(_split_files(own, name, data_files))
+        # datasets says only "Expected object or value" or a pyarrow error for a JSON Lines line it cannot read,
+        # and "An error occurred while generating the dataset" for a later file with a field the first lacks
+        files = _split_files(own, name, data_files)
+        fault = _json_lines_fault(files) or _csv_header_fault(files)
         if fault:
             raise NMTError(*fault) from None
         text = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
@@ -248,10 +251,13 @@ def _json_lines_line(path: str, row: int, rows: int) -> int | None:
 
 def _json_lines_fault(files: list[str]) -> tuple[str, str] | None:
     """The message and hint for the first line of the JSON Lines `files` that datasets' json builder cannot
-    read: a line that is no JSON object, or a field whose JSON type differs from the first record's (which the
-    builder reads only in a file without blank lines); None if none is found. A JSON array is left to datasets."""
+    read: a line that is no JSON object, a field whose JSON type differs from the first record's (which the
+    builder reads only in a file without blank lines), or, in a later file, a field with no value in any record
+    of the first file (which gives the split its fields); None if none is found. A JSON array is left to datasets."""
     first: tuple[str, int, dict[str, str]] | None = None  # the first record's file, line and field types
-    for path in filter(_is_json_lines, files):
+    fields: dict[str, bool] = {}  # the first file's fields and objects' keys (see _add_fields)
+    shapes: dict[str, frozenset[str] | None] = {}
+    for index, path in enumerate(filter(_is_json_lines, files)):
         blank, seen = 0, False  # the file's first blank line; whether a line not blank came
         try:
             with open(path, "rb") as file:
@@ -270,7 +276,19 @@ def _json_lines_fault(files: list[str]) -> tuple[str, str] | None:
                         return f"{path}, line {number}: invalid JSON ({detail}).", "One JSON object per line."
                     if not isinstance(record, dict):
                         return f"{path}, line {number}: a JSON {_json_type(record)}, not an object.", "One JSON object per line."
-                    types = _field_types(record)
+                    values = _field_values(record)
+                    if index == 0:
+                        _add_fields(values, fields, shapes)
+                    elif fields and first and (new := _new_fields(values, fields, shapes)):
+                        return (
+                            f"{path}, line {number}: field{'s' if len(new) > 1 else ''} {', '.join(map(repr, new))} "
+                            f"{'have' if len(new) > 1 else 'has'} no value in any record of {first[0]}, the split's "
+                            "first file.",
+                            "datasets takes a split's fields from its first file: give every file the same fields, each "
+                            f"with a value (not null) in some record of {first[0]}, or remove them from {path}.",
+                        )
+                    # a null, which datasets reads as a missing value of any type, has no type to differ
+                    types = {field: _json_type(value) for field, value in values.items() if value is not None}
                     first = first or (path, number, types)
                     for field, kind in types.items():
                         if first[2].get(field, kind) != kind:
@@ -286,6 +304,49 @@ def _json_lines_fault(files: list[str]) -> tuple[str, str] | None:
     return None
 
 
+def _add_fields(values: dict[str, object], fields: dict[str, bool], shapes: dict[str, frozenset[str] | None]) -> None:
+    """Add a record's field `values` (by dotted path) to `fields` (whether any record gives the field a value)
+    and `shapes` (the keys of each object field, None once they differ between records or are none)."""
+    for field, value in values.items():
+        fields[field] = fields.get(field, False) or value is not None
+        if isinstance(value, dict):
+            shape = frozenset(value)
+            shapes[field] = shape if shape and shapes.get(field, shape) == shape else None
+
+
+def _new_fields(values: dict[str, object], fields: dict[str, bool], shapes: dict[str, frozenset[str] | None]) -> list[str]:
+    """The fields of a record's `values` (by dotted path) that no record of the split's first file (its `fields`
+    and `shapes`, see _add_fields) gives a value (a null is new only where that file lacks the field), but for
+    those inside what is no object of fixed keys there (datasets reads one of varying keys as JSON text)."""
+    return [
+        field for field, value in values.items()
+        if not fields.get(field) and (value is not None or field not in fields)
+        and all(shapes.get(field[:end]) is not None for end, char in enumerate(field) if char == ".")
+    ]
+
+
+def _csv_header_fault(files: list[str]) -> tuple[str, str] | None:
+    """The message and hint for the first of the CSV `files` whose header has a column that the first file's
+    lacks (datasets takes a split's columns from its first file; a later file may lack one, or order them
+    otherwise); None if none has."""
+    first: tuple[str, list[str]] | None = None  # the first file and its header
+    for path in (path for path in files if path.lower().endswith(".csv")):
+        try:
+            with open(path, newline="", encoding="utf-8-sig") as file:
+                header = next(csv.reader(file), [])
+        except (OSError, ValueError, csv.Error):  # UnicodeDecodeError included
+            continue
+        if first and (new := [column for column in header if column not in first[1]]):
+            return (
+                f"{path}, line 1: column{'s' if len(new) > 1 else ''} {', '.join(map(repr, new))} "
+                f"{'are' if len(new) > 1 else 'is'} not in the header of {first[0]}, the split's first file.",
+                "datasets takes a split's columns from its first file: give every file the same columns, or remove "
+                f"them from {path}.",
+            )
+        first = first or (path, header)
+    return None
+
+
 def _json_type(value: object) -> str:
     """The JSON type of a parsed JSON value."""
     if isinstance(value, bool):
@@ -293,13 +354,11 @@ def _json_type(value: object) -> str:
     return {dict: "object", list: "array", str: "string", type(None): "null"}.get(type(value), "number")
 
 
-def _field_types(record: dict, prefix: str = "") -> dict[str, str]:
-    """The JSON type of each field of `record` and of its objects' fields, by dotted path; a null, which
-    datasets reads as a missing value of any type, is left out."""
-    types = {}
+def _field_values(record: dict, prefix: str = "") -> dict[str, object]:
+    """The value of each field of `record` and of its objects' fields, by dotted path (nulls included)."""
+    values: dict[str, object] = {}
     for key, value in record.items():
-        if value is not None:
-            types[prefix + key] = _json_type(value)
+        values[prefix + key] = value
         if isinstance(value, dict):
-            types.update(_field_types(value, f"{prefix}{key}."))
-    return types
+            values.update(_field_values(value, f"{prefix}{key}."))
+    return values
