@@ -461,6 +461,66 @@ def test_local_folder_record_errors_name_the_file_and_line(tmp_path: Path, offli
     )
 
 
+def test_split_files_with_a_field_the_first_file_lacks_are_named(tmp_path: Path, offline: None) -> None:
+    """A later file of a split with a field (JSON Lines, at any depth) or a column (CSV) that the first file
+    lacks, which datasets fails on ("An error occurred while generating the dataset"), is named by file and line
+    with the field and the first file, by a builder and a local dataset folder alike; a new field that datasets
+    reads (inside an object whose keys vary in the first file) is not blamed for another fault; a later file that
+    lacks one of the first file's fields is read."""
+    def line(**more: object) -> str:
+        return json.dumps({"translation": {"en": "a", "fr": "b"}, **more}) + "\n"
+
+    hint = "datasets takes a split's {} from its first file: give every file the same {}, "
+    cases = {  # the files, each of two records, that a later file's field makes unreadable; the message and hint
+        "json": (
+            {"a.jsonl": line() + line(), "b.jsonl": line() + line(de="c")},
+            "b.jsonl, line 2: field 'de' has no value in any record of {a}, the split's first file.",
+            hint.format("fields", "fields") + "each with a value (not null) in some record of {a}, or remove them "
+            "from {b}.",
+        ),
+        "nested": (
+            {"a.jsonl": line() + line(),
+             "b.jsonl": json.dumps({"translation": {"en": "a", "fr": "b", "de": "c"}}) + "\n" + line()},
+            "b.jsonl, line 1: field 'translation.de' has no value in any record of {a}, the split's first file.",
+            hint.format("fields", "fields") + "each with a value (not null) in some record of {a}, or remove them "
+            "from {b}.",
+        ),
+        "varying": (  # the first file's translation objects differ in keys: any are read, the bad line is named
+            {"a.jsonl": line() + json.dumps({"translation": {"en": "a", "fr": "b", "de": "c"}}) + "\n",
+             "b.jsonl": json.dumps({"translation": {"en": "a", "fr": "b", "it": "c"}}) + "\n" + line().rstrip() + ",\n"},
+            "b.jsonl, line 2: invalid JSON (Extra data, character 40 of the line).",
+            "One JSON object per line.",
+        ),
+        "csv": (
+            {"a.csv": "en,fr\na,b\nc,d\n", "b.csv": "en,fr,de\na,b,c\nd,e,f\n"},
+            "b.csv, line 1: column 'de' is not in the header of {a}, the split's first file.",
+            hint.format("columns", "columns") + "or remove them from {b}.",
+        ),
+    }
+    for case, (texts, message, case_hint) in cases.items():
+        folder = tmp_path / case
+        folder.mkdir()
+        for name, text in texts.items():
+            (folder / name).write_text(text, encoding="utf-8")
+        first, later = (str(folder / name) for name in texts)
+        fields = {"src_field": "en", "tgt_field": "fr"} if case == "csv" else {}
+        builder = "csv" if case == "csv" else "json"
+        for files in ({"name": builder, "train": str(folder / "*")}, {"name": str(folder)}):
+            with pytest.raises(NMTError) as error:
+                corpus_source(data_config(source="huggingface", valid_split="", test_split="", **files,
+                                          **fields)).read()
+            assert (error.value.message, error.value.hint) == (
+                f"{folder}/{message.format(a=first)}", case_hint.format(a=first, b=later)
+            )
+    # the first file's fields give the split's: a later file may lack one, whose value is then missing
+    folder = tmp_path / "fewer"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text(line(de="c") + line(), encoding="utf-8")
+    (folder / "b.jsonl").write_text(line() + line(), encoding="utf-8")
+    corpus = corpus_source(data_config(source="huggingface", name=str(folder), valid_split="", test_split="")).read()
+    assert corpus.splits["train"] == [("a", "b")] * 4
+
+
 def test_a_record_without_a_value_for_the_field_says_so_not_that_it_is_nonetype(
     tmp_path: Path, offline: None
 ) -> None:

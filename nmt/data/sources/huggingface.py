@@ -7,11 +7,9 @@ data.huggingface.train / valid / test as its data files. An empty *_split name i
 
 from __future__ import annotations
 
-import codecs
 import dataclasses
 import functools
 import glob
-import json
 import os
 import socket
 import urllib.parse
@@ -20,6 +18,7 @@ from pathlib import Path
 
 from nmt.config_sections import DataConfig
 from nmt.data.corpus import Source, SourceSettings, assemble, record_pair
+from nmt.data.file_faults import data_file_fault, record_place
 from nmt.data.pairs import SPLITS, Corpus, Pair
 from nmt.errors import NMTError, require
 
@@ -175,8 +174,10 @@ def _hf_split(
     try:
         dataset = datasets.load_dataset(own.name, own.config or None, split=name, data_files=data_files or None)
     except Exception as exc:  # datasets raises many types (connection, not found, offline, bad split)
-        # datasets says only "Expected object or value" or a pyarrow error for a JSON Lines line it cannot read
-        fault = _json_lines_fault(_split_files(own, name, data_files))
+        # datasets says only "Expected object or value" or a pyarrow error for a JSON Lines line it cannot read,
+        # and "An error occurred while generating the dataset" for a later file with a field the first lacks
+        files = _split_files(own, name, data_files)
+        fault = data_file_fault(files)
         if fault:
             raise NMTError(*fault) from None
         text = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
@@ -193,7 +194,7 @@ def _hf_split(
         if not files:
             return f"{own.name}[{name}] row {row}"
         key = f"data.huggingface.{split}" if _is_builder(own.name) else f"split '{name}' of {own.name}"
-        return _record_place(files, key, row, len(dataset))
+        return record_place(files, key, row, len(dataset))
 
     return [record_pair(record, config, functools.partial(where, i)) for i, record in enumerate(dataset)]
 
@@ -212,94 +213,3 @@ def _split_files(own: HuggingFaceSettings, name: str, data_files: dict[str, str]
     except Exception:  # the folder's own error is the one to report: this only adds where it is
         return []
     return [str(path) for path in (found or {}).get(name, [])]
-
-
-def _is_json_lines(path: str) -> bool:
-    """Whether `path` is read as JSON Lines (as datasets' json builder reads .json / .jsonl files; a compressed
-    one is not read here)."""
-    return path.lower().endswith((".json", ".jsonl"))
-
-
-def _record_place(files: list[str], key: str, row: int, rows: int) -> str:
-    """Where record `row` (from 0) of a split read from `files` (`key`'s data files) is: 'FILE, line N' for
-    one JSON Lines file, else 'record N of FILE' (N from 1), the files listed where there are several."""
-    if len(files) > 1:  # which file holds the record depends on the order datasets reads them in
-        return f"record {row + 1} of the {len(files)} files of {key} ({', '.join(files)})"
-    line = _json_lines_line(files[0], row, rows) if _is_json_lines(files[0]) else None
-    return f"{files[0]}, line {line}" if line else f"record {row + 1} of {files[0]}"
-
-
-def _json_lines_line(path: str, row: int, rows: int) -> int | None:
-    """The line number of record `row` (from 0) of a JSON Lines file of `rows` records: the json builder
-    skips blank lines, so it is the row-th line not blank, if exactly `rows` lines are not blank (else the
-    file is no JSON Lines, e.g. a JSON array over several lines, and records are not lines); None if not."""
-    found, count = None, 0
-    try:
-        with open(path, "rb") as file:
-            for number, line in enumerate(file, 1):
-                if line.removeprefix(codecs.BOM_UTF8).strip():  # the builder drops a leading byte-order mark too
-                    if count == row:
-                        found = number
-                    count += 1
-    except OSError:
-        return None
-    return found if count == rows else None
-
-
-def _json_lines_fault(files: list[str]) -> tuple[str, str] | None:
-    """The message and hint for the first line of the JSON Lines `files` that datasets' json builder cannot
-    read: a line that is no JSON object, or a field whose JSON type differs from the first record's (which the
-    builder reads only in a file without blank lines); None if none is found. A JSON array is left to datasets."""
-    first: tuple[str, int, dict[str, str]] | None = None  # the first record's file, line and field types
-    for path in filter(_is_json_lines, files):
-        blank, seen = 0, False  # the file's first blank line; whether a line not blank came
-        try:
-            with open(path, "rb") as file:
-                for number, line in enumerate(file, 1):
-                    line = line.removeprefix(codecs.BOM_UTF8).strip()
-                    if not line:
-                        blank = blank or number
-                        continue
-                    if not seen and line.startswith(b"["):
-                        break
-                    seen = True
-                    try:
-                        record = json.loads(line)
-                    except ValueError as exc:  # UnicodeDecodeError included
-                        detail = f"{exc.msg}, character {exc.colno} of the line" if isinstance(exc, json.JSONDecodeError) else exc
-                        return f"{path}, line {number}: invalid JSON ({detail}).", "One JSON object per line."
-                    if not isinstance(record, dict):
-                        return f"{path}, line {number}: a JSON {_json_type(record)}, not an object.", "One JSON object per line."
-                    types = _field_types(record)
-                    first = first or (path, number, types)
-                    for field, kind in types.items():
-                        if first[2].get(field, kind) != kind:
-                            at = f"line {first[1]}" if first[0] == path else f"{first[0]}, line {first[1]}"
-                            blanks = f", or remove the file's blank lines (the first is line {blank})" if blank else ""
-                            return (
-                                f"{path}, line {number}: field '{field}' is a {kind}, but a {first[2][field]} in the "
-                                f"first record ({at}).",
-                                f"Give the field one JSON type in every record (a text is a string: \"5\", not 5){blanks}.",
-                            )
-        except OSError:
-            continue
-    return None
-
-
-def _json_type(value: object) -> str:
-    """The JSON type of a parsed JSON value."""
-    if isinstance(value, bool):
-        return "boolean"
-    return {dict: "object", list: "array", str: "string", type(None): "null"}.get(type(value), "number")
-
-
-def _field_types(record: dict, prefix: str = "") -> dict[str, str]:
-    """The JSON type of each field of `record` and of its objects' fields, by dotted path; a null, which
-    datasets reads as a missing value of any type, is left out."""
-    types = {}
-    for key, value in record.items():
-        if value is not None:
-            types[prefix + key] = _json_type(value)
-        if isinstance(value, dict):
-            types.update(_field_types(value, f"{prefix}{key}."))
-    return types
