@@ -196,8 +196,8 @@ def test_the_apis_nbest_checks_name_its_arguments_not_the_cli_flags(trained_reve
 def test_a_checkpoint_not_found_is_named_as_the_argument_in_python_and_as_the_flag_on_the_command_line(
     trained_reverse_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Translator.from_run(checkpoint=...) says checkpoint=, nmt translate --checkpoint says --checkpoint, with or
-    # without -o; each message otherwise the same
+    # Translator.from_run(checkpoint=...) and translate_file(checkpoint=...) say checkpoint=, nmt translate
+    # --checkpoint says --checkpoint, with or without -o; each message otherwise the same
     missing = f"{trained_reverse_run} has no {trained_reverse_run / 'checkpoints' / 'averaged.pt'} (it has: best.pt, "
     with pytest.raises(NMTError) as caught:
         Translator.from_run(trained_reverse_run, checkpoint="averaged.pt")
@@ -209,6 +209,13 @@ def test_a_checkpoint_not_found_is_named_as_the_argument_in_python_and_as_the_fl
         Translator.from_run(trained_reverse_run / "checkpoints" / "best.pt")
     assert caught.value.hint == f"Give its run folder, {trained_reverse_run}, and the checkpoint's name with checkpoint=best.pt."
     source = _write(tmp_path / "in.txt", ["1 2 3"])
+    for output in (None, tmp_path / "out.txt"):
+        with pytest.raises(NMTError) as caught:
+            translate_file(trained_reverse_run, source, output, checkpoint="averaged.pt")
+        assert caught.value.message.startswith(f"checkpoint=averaged.pt: {missing}")
+    with pytest.raises(NMTError) as caught:
+        translate_file(trained_reverse_run / "checkpoints" / "best.pt", source)
+    assert caught.value.hint.endswith("the checkpoint's name with checkpoint=best.pt.")
     for output in ([], ["-o", str(tmp_path / "out.txt")]):
         assert main(["translate", str(trained_reverse_run), "--checkpoint", "averaged.pt", "-i", str(source), *output]) == 2
         assert capsys.readouterr().err.startswith(f"nmt translate: error: --checkpoint averaged.pt: {missing}")

@@ -50,5 +50,5 @@ def run(args: argparse.Namespace) -> None:
     translate_file(
         args.run_dir, input_path=args.input, output_path=args.output, checkpoint=args.checkpoint,
         attention_plots=args.attention_plots, device=args.device, overrides=args.overrides, scores=args.scores,
-        nbest_layout=args.nbest_layout,
+        nbest_layout=args.nbest_layout, option="--checkpoint ",
     )

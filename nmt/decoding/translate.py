@@ -82,6 +82,7 @@ def translate_file(
     run_dir: str | Path, input_path: str | Path | None = None, output_path: str | Path | None = None,
     checkpoint: str | Path | None = None, attention_plots: str | Path | None = None, device: str = "auto",
     overrides: Sequence[str] = (), scores: bool = False, nbest_layout: Literal["lines", "tabs"] = "lines",
+    option: str = "checkpoint=",
 ) -> None:
     """`nmt translate`: translate a file (default stdin) line by line into a file (default stdout).
 
@@ -95,11 +96,12 @@ def translate_file(
     translation is followed by a tab and its model score (the log-probability search ranked by, divided
     by the length penalty). An output file is written atomically: after an error there is no (partial)
     file. `attention_plots` DIR receives one heatmap per non-empty line, named line-NNNNNN.png. An input or
-    output path "-" is stdin or stdout.
+    output path "-" is stdin or stdout. Errors name `checkpoint` as `option` ("--checkpoint " for the
+    command's flag).
     """
     input_path, output_path = (None if path is not None and str(path) == STDIO else path for path in (input_path, output_path))
     plots_dir = Path(attention_plots) if attention_plots is not None else None
-    _check_paths(Path(run_dir), input_path, output_path, checkpoint, plots_dir)
+    _check_paths(Path(run_dir), input_path, output_path, checkpoint, plots_dir, option)
     decoding = _decoding(Path(run_dir), list(overrides)) if overrides else None
     translator = Translator.from_run(run_dir, checkpoint, device, decoding=decoding)
     if plots_dir is not None and not translator.has_attention:
@@ -147,12 +149,12 @@ def _decoding(run_dir: Path, overrides: list[str]) -> DecodingConfig:
 
 def _check_paths(
     run: Path, input_path: str | Path | None, output_path: str | Path | None, checkpoint: str | Path | None,
-    plots_dir: Path | None,
+    plots_dir: Path | None, option: str,
 ) -> None:
     """Refuse a missing run, checkpoint or input, an input that is a folder, an output that is a folder or a
     file translation reads, a closed stdin or stdout it would use, and an output or plots folder that cannot
-    be written: before the model is loaded, so that nothing was done."""
-    check_run_dir(run, "--checkpoint ")
+    be written: before the model is loaded, so that nothing was done. Errors name `checkpoint` as `option`."""
+    check_run_dir(run, option)
     if plots_dir is not None:
         refuse_unwritable(plots_dir, f"--attention-plots {plots_dir}", "Give --attention-plots a folder you can write")
     # a job started with the stream closed (`<&-`, `>&-`, some daemons): Python's sys.stdin / stdout is None
@@ -166,8 +168,8 @@ def _check_paths(
     if input_path is not None and Path(input_path).is_dir():
         raise NMTError(f"-i {input_path} is a folder, not a file.",
                        "Give a text file, one sentence a line, or omit -i to read stdin.")
-    # with or without -o: the checkpoint is refused here, as the flag it was given with
-    used = resolve_checkpoint(run, checkpoint, "--checkpoint ") if checkpoint is not None else None
+    # with or without -o: the checkpoint is refused here, as the argument or flag it was given with
+    used = resolve_checkpoint(run, checkpoint, option) if checkpoint is not None else None
     if output_path is None:
         return
     if Path(output_path).is_dir():
