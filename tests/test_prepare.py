@@ -18,7 +18,7 @@ import pytest
 
 from nmt.cli import main
 from nmt.config import DataConfig, config_from_dict, save_config
-from nmt.data.prepare import format_stats, load_prepared, prepare
+from nmt.data.prepare import FORMAT_VERSION, format_stats, load_prepared, prepare
 from nmt.errors import NMTError
 from nmt.typed_yaml import section_dict
 from tests.helpers import unwritable
@@ -160,6 +160,74 @@ def test_replacing_data_prepared_from_changed_input_files_names_each_file(
     assert f"changed since ({source} modified (same size)):" in capsys.readouterr().err
     prepare(config)  # already current: no rebuild, no line
     assert "warning" not in capsys.readouterr().err
+
+
+def _edit_json(path: Path, **values: Any) -> None:
+    path.write_text(json.dumps({**json.loads(path.read_text()), **values}))
+
+
+# How a prepared folder is damaged, and the reason its rebuild gives (after "warning: data.dir DIR ").
+AGAIN = "it is prepared again, replacing it."
+DAMAGES: dict[str, tuple[Callable[[Path], object], str]] = {
+    "older format": (lambda folder: _edit_json(folder / "prepared.json", format_version=FORMAT_VERSION - 1),
+                     f"was prepared by another version of nmt (format {FORMAT_VERSION - 1} in prepared.json, "
+                     f"{FORMAT_VERSION} now): {AGAIN}"),
+    "no format": (lambda folder: (folder / "prepared.json").write_text("{}"),
+                  f"was prepared by another version of nmt (format (absent) in prepared.json, {FORMAT_VERSION} now): {AGAIN}"),
+    "prepared.json not JSON": (lambda folder: (folder / "prepared.json").write_text("{"),
+                               "has a prepared.json that cannot be read (Expecting property name enclosed in double "
+                               f"quotes: line 1 column 2 (char 1)): {AGAIN}"),
+    "prepared.json a list": (lambda folder: (folder / "prepared.json").write_text("[]"),
+                             f"has a prepared.json that is not a JSON object: {AGAIN}"),
+    "prepared.json edited": (lambda folder: _edit_json(folder / "prepared.json", inputs=[]),
+                             f"has a prepared.json that does not match this config (in inputs): {AGAIN}"),
+    "tokenizer of other settings": (
+        lambda folder: _edit_json(folder / "tokenizer.json", config={
+            **json.loads((folder / "tokenizer.json").read_text())["config"], "vocab_size": 39}),
+        f"has a tokenizer trained with other settings than prepared.json records (data.vocab_size 39 -> 40): {AGAIN}"),
+    "tokenizer.json not JSON": (lambda folder: (folder / "tokenizer.json").write_text("x"),
+                                "has a tokenizer that cannot be read ({folder}/tokenizer.json: not valid JSON "
+                                f"(Expecting value, line 1)): {AGAIN}"),
+    "no tokenizer.json": (lambda folder: (folder / "tokenizer.json").unlink(),
+                          f"lacks files that nmt prepare wrote there (tokenizer.json): {AGAIN}"),
+    "files deleted": (lambda folder: [(folder / name).unlink() for name in ("valid.tgt", "stats.json", "spm.model")],
+                      f"lacks files that nmt prepare wrote there (valid.tgt, stats.json, spm.model): {AGAIN}"),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_rebuild_for_another_reason_than_settings_or_inputs_says_which(
+    damage: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A prepared folder rebuilt because another nmt version wrote it, or because its prepared.json, tokenizer.json
+    or other files are unreadable, inconsistent or missing, says why in one warning on stderr, as a rebuild for
+    changed settings or inputs does; the rebuilt folder is current again (no second rebuild, no warning)."""
+    config, _ = setup(tmp_path)
+    folder = tmp_path / "prepared"
+    prepare(config)
+    capsys.readouterr()
+    change, reason = DAMAGES[damage]
+    change(folder)
+    prepare(config)
+    lines = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert lines == [f"warning: data.dir {folder} {reason.format(folder=folder)}"]
+    stamp = (folder / "spm.model").stat().st_mtime_ns
+    prepare(config)
+    assert "warning" not in capsys.readouterr().err and (folder / "spm.model").stat().st_mtime_ns == stamp
+
+
+def test_a_rebuild_for_changed_settings_and_a_missing_file_warns_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Where several reasons hold (changed settings and a deleted file), the rebuild prints one warning: the
+    settings'."""
+    config, _ = setup(tmp_path)
+    prepare(config)
+    capsys.readouterr()
+    (tmp_path / "prepared" / "train.src").unlink()
+    prepare(dataclasses.replace(config, vocab_size=45))
+    lines = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert len(lines) == 1 and "was prepared with other data settings (data.vocab_size 40 -> 45)" in lines[0]
 
 
 def test_prepare_never_replaces_a_folder_holding_user_files_or_the_corpus(tmp_path: Path) -> None:

@@ -6,7 +6,8 @@ trains in a child process: its C++ returns to Python only when done, so Ctrl-C w
 (half a minute on 200,000 pairs) where the child can be killed at once.
 `prepared.json` records the DataConfig it was built from and the size and modification time of each input
 file; a different config, or a changed input file, rebuilds it, naming on stderr the settings or files that
-changed (the folder may hold data that runs trained on).
+changed (the folder may hold data that runs trained on); a folder that another version of nmt prepared, or
+one with files missing or damaged, is rebuilt with a warning saying which.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from nmt.config_sections import DataConfig
 from nmt.data.corpus import drop_train_overlap, filter_train, read_lines
 from nmt.data.pairs import MAX_LINE_CHARS, SPLITS, Corpus, Pair
 from nmt.data.sources import content_settings, corpus_source, prepared_dir
-from nmt.data.subwords import SUBWORD_KEYS, Tokenizer, read_manifest
+from nmt.data.subwords import MANIFEST, SUBWORD_KEYS, Tokenizer, read_manifest
 from nmt.errors import NMTError
 from nmt.fileio import atomic_write_json, atomic_write_text, errors_naming, interrupts_deferred
 from nmt.interrupts import starting_children
@@ -81,17 +82,53 @@ def _fingerprint(config: DataConfig) -> dict[str, Any]:
     return {"format_version": FORMAT_VERSION, "data": content_settings(config), "inputs": inputs}
 
 
-def _is_current(directory: Path, config: DataConfig) -> bool:
+def _why_stale(directory: Path, config: DataConfig) -> str | None:
+    """None where the folder `directory` holds the prepared data of `config`; else why it is prepared again,
+    the warning `prepare` prints after "data.dir DIRECTORY " (the first reason that holds, so one warning),
+    or "" where it holds no prepared.json: a first build replaces nothing, and says nothing."""
+    again = "it is prepared again, replacing it."
+    if not (directory / "prepared.json").is_file():
+        return ""
     try:
         recorded = json.loads((directory / "prepared.json").read_text(encoding="utf-8"))
-        manifest = read_manifest(directory)
-    except (OSError, ValueError, NMTError):
-        return False
-    subwords = {key: getattr(config, key) for key in SUBWORD_KEYS}
-    if recorded != _fingerprint(config) or manifest.get("config") != subwords:
-        return False
-    needed = [f"{s}.{side}" for s in SPLITS for side in ("src", "tgt")] + ["stats.json", *manifest["sha256"]]
-    return all((directory / name).is_file() for name in needed)
+    except (OSError, ValueError) as error:
+        return f"has a prepared.json that cannot be read ({error}): {again}"
+    if not isinstance(recorded, dict):
+        return f"has a prepared.json that is not a JSON object: {again}"
+    if recorded.get("format_version") != FORMAT_VERSION:
+        version = _shown(recorded.get("format_version", ABSENT))
+        return f"was prepared by another version of nmt (format {version} in prepared.json, {FORMAT_VERSION} now): {again}"
+    current = json.loads(json.dumps(_fingerprint(config)))  # as prepared.json holds it: tuples are lists
+    if changes := _changed_settings(recorded, current):
+        return (
+            f"was prepared with other data settings ({', '.join(changes)}): it is prepared again for these, replacing "
+            "it. Runs trained on the old data prepare it again for themselves when evaluated; to keep both, give each "
+            "setting its own data.dir, or leave data.dir out (each setting then gets its own folder under data/prepared/)."
+        )
+    if inputs := _changed_inputs(recorded, current):  # the same settings: runs trained on the old files see the new
+        shown = ", ".join(inputs[:_SHOWN_INPUTS]) + (f", and {len(inputs) - _SHOWN_INPUTS} more"
+                                                      if len(inputs) > _SHOWN_INPUTS else "")
+        return (f"was prepared from input files that changed since ({shown}): it is prepared again from them, "
+                "replacing it. Runs trained on the old files are evaluated on the new splits from now on.")
+    if recorded != current:  # edited by hand
+        differing = [key for key in sorted(set(recorded) | set(current)) if recorded.get(key) != current.get(key)]
+        return f"has a prepared.json that does not match this config (in {', '.join(differing)}): {again}"
+    manifest: dict[str, Any] = {}
+    if (directory / MANIFEST).is_file():  # a missing one is named below, with the other missing files
+        try:
+            manifest = read_manifest(directory)
+        except (OSError, ValueError, NMTError) as error:
+            detail = error.message.rstrip(".") if isinstance(error, NMTError) else error
+            return f"has a tokenizer that cannot be read ({detail}): {again}"
+        trained = manifest["config"] if isinstance(manifest.get("config"), dict) else {}
+        subwords = {key: getattr(config, key) for key in SUBWORD_KEYS}
+        if changes := [f"{key} {_shown(old)} -> {_shown(new)}" for key, old, new in config_changes(trained, subwords, "data.")]:
+            return f"has a tokenizer trained with other settings than prepared.json records ({', '.join(changes)}): {again}"
+    splits = [f"{split}.{side}" for split in SPLITS for side in ("src", "tgt")]
+    needed = [*splits, "stats.json", MANIFEST, *manifest.get("sha256", [])]
+    if missing := [name for name in needed if not (directory / name).is_file()]:
+        return f"lacks files that nmt prepare wrote there ({', '.join(missing)}): {again}"
+    return None
 
 
 def _stats(corpus: Corpus, tokenizer: Tokenizer, config: DataConfig) -> dict[str, Any]:
@@ -189,25 +226,14 @@ def _check_replaceable(directory: Path, config: DataConfig) -> None:
             )
 
 
-def _recorded(directory: Path) -> dict[str, Any]:
-    """The prepared.json of the prepared folder `directory` (`_fingerprint`), or {} where it has none (no
-    complete folder) or one that cannot be read."""
-    try:
-        recorded = json.loads((directory / "prepared.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return recorded if isinstance(recorded, dict) else {}
-
-
-def _changed_settings(directory: Path, config: DataConfig) -> list[str]:
-    """The data settings (content_settings) that `config` changes from those the prepared folder `directory`
-    was built from, each as 'data.KEY OLD -> NEW'; [] where it holds no prepared.json (no complete folder)."""
-    recorded = _recorded(directory).get("data")
-    if not isinstance(recorded, dict):
+def _changed_settings(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """The data settings (content_settings) of the fingerprint `current` that differ from those of the prepared.json
+    content `recorded`, each as 'data.KEY OLD -> NEW'; [] where it records none."""
+    if not isinstance(recorded.get("data"), dict):
         return []
-    current = json.loads(json.dumps(content_settings(config)))  # as prepared.json holds it: tuples are lists
     # source keys sit under data.SOURCE, as in a config
-    return [f"{key} {_shown(old)} -> {_shown(new)}" for key, old, new in config_changes(recorded, current, "data.")]
+    changes = config_changes(recorded["data"], current["data"], "data.")
+    return [f"{key} {_shown(old)} -> {_shown(new)}" for key, old, new in changes]
 
 
 def _shown(value: Any) -> str:
@@ -215,14 +241,13 @@ def _shown(value: Any) -> str:
     return "(absent)" if value is ABSENT else json.dumps(value, ensure_ascii=False)
 
 
-def _changed_inputs(directory: Path, config: DataConfig) -> list[str]:
-    """The input files of `config` whose size or modification time differs from what the prepared folder
-    `directory` records of them (prepared.json keeps no more: not their content), each as 'FILE OLD -> NEW
+def _changed_inputs(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """The input files whose size or modification time in the fingerprint `current` differs from what the
+    prepared.json content `recorded` holds of them (it keeps no more: not their content), each as 'FILE OLD -> NEW
     bytes', 'FILE modified (same size)', 'FILE (new)' or 'FILE (gone)'; [] where it records none."""
-    recorded = _recorded(directory).get("inputs")
-    if not isinstance(recorded, dict):
+    if not isinstance(recorded.get("inputs"), dict):
         return []
-    current = _fingerprint(config)["inputs"]
+    recorded, current = recorded["inputs"], current["inputs"]
     changes = []
     for file in sorted(set(recorded) | set(current)):
         old, new = recorded.get(file), current.get(file)
@@ -239,29 +264,13 @@ def prepare(config: DataConfig) -> dict[str, Any]:
     Sentencepiece trains in a process started by multiprocessing's spawn, so a script calling this
     needs the usual `if __name__ == "__main__":` guard."""
     directory = Path(prepared_dir(config))
-    if not _is_current(directory, config):
+    reason = _why_stale(directory, config)
+    if reason is not None:
         _check_replaceable(directory, config)
-        changes = _changed_settings(directory, config)
-        # a legitimate rebuild, but it deletes data other runs may have trained on; printed as
-        # nmt/decoding/translator.py's warn prints (that module needs torch, which preparing does not)
-        inputs = [] if changes else _changed_inputs(directory, config)
-        if changes:
-            print(
-                f"warning: data.dir {directory} was prepared with other data settings ({', '.join(changes)}): it is "
-                "prepared again for these, replacing it. Runs trained on the old data prepare it again for "
-                "themselves when evaluated; to keep both, give each setting its own data.dir, or leave data.dir "
-                "out (each setting then gets its own folder under data/prepared/).",
-                file=sys.stderr,
-            )
-        elif inputs:  # the same settings: runs trained on the old files are evaluated on the new from now on
-            shown = ", ".join(inputs[:_SHOWN_INPUTS]) + (f", and {len(inputs) - _SHOWN_INPUTS} more"
-                                                          if len(inputs) > _SHOWN_INPUTS else "")
-            print(
-                f"warning: data.dir {directory} was prepared from input files that changed since ({shown}): "
-                "it is prepared again from them, replacing it. Runs trained on the old files are evaluated on the new "
-                "splits from now on.",
-                file=sys.stderr,
-            )
+        if reason:
+            # a legitimate rebuild, but it deletes data other runs may have trained on; printed as
+            # nmt/decoding/translator.py's warn prints (that module needs torch, which preparing does not)
+            print(f"warning: data.dir {directory} {reason}", file=sys.stderr)
         made = [folder for folder in directory.parents if not folder.exists()]  # innermost first
         directory.parent.mkdir(parents=True, exist_ok=True)
         with errors_naming(directory):  # a folder that cannot be written: data.dir, not the temporary one
