@@ -18,6 +18,7 @@ from typing import Any, Literal
 import yaml
 
 from nmt.errors import NMTError
+from nmt.text_encoding import refuse_foreign_encoding
 
 
 def type_name(tp: Any) -> str:
@@ -262,7 +263,10 @@ def read_yaml(path: str | Path) -> Any:
     """Read a YAML file, turning a missing file or a syntax error into an NMTError."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
+        # Windows PowerShell saves UTF-16: without its mark, decoded as UTF-8 it is a NUL after every character
+        refuse_foreign_encoding(data, str(path), str(path))
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise NMTError(
             f"config file not found: {path}", "Check the path (configs/quick.yaml is the example)."

@@ -197,6 +197,20 @@ def test_read_yaml_says_where_the_file_is_wrong(tmp_path: Path) -> None:
     assert "<unicode string>" not in str(error.value) and "NUL" in error.value.hint
 
 
+def test_a_config_saved_as_utf16_is_named_so_with_the_command_that_converts_it(tmp_path: Path) -> None:
+    """A config in UTF-16 (Windows PowerShell's `>`), with its byte-order mark or without one, is refused naming
+    the encoding and the iconv command, not as bytes that are no UTF-8 or as NUL characters of a damaged file."""
+    path = tmp_path / "config.yaml"
+    for encoding in ("utf-16", "utf-16-le"):
+        path.write_bytes("training:\n  max_steps: 5\n".encode(encoding))
+        with pytest.raises(NMTError) as error:
+            read_yaml(path)
+        assert error.value.message.startswith(f"{path} is UTF-16")
+        assert "iconv -f UTF-16" in error.value.hint and "NUL" not in error.value.hint
+    path.write_bytes("training:\r\n  max_steps: 5\r\n".encode("utf-8-sig"))  # UTF-8, its mark and CRLF: read
+    assert read_yaml(path) == {"training": {"max_steps": 5}}
+
+
 def test_a_key_given_twice_is_refused_naming_both_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # PyYAML keeps the last silently: a second `training:` would drop the first's keys unsaid
     twice = tmp_path / "twice.yaml"
