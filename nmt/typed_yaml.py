@@ -45,8 +45,10 @@ def check_type(value: Any, tp: Any, key: str) -> Any:
     else:  # bool, int, str, a list that is not one, None in an optional: a bool is no int
         ok = isinstance(value, origin or tp) and (tp is bool or not isinstance(value, bool))
     if not ok:
+        # a choice of values ('gru', 'lstm') is no type: 'rnn' is a str, as asked, but not one of them
+        what = "invalid value" if origin is Literal else "wrong type"
         raise NMTError(
-            f"wrong type for '{key}': expected {type_name(tp)}, got {value!r} ({type(value).__name__}).",
+            f"{what} for '{key}': expected {type_name(tp)}, got {value!r} ({type(value).__name__}).",
             "Fix it in the config or with --set.",
             key.split("[")[0],  # an item of a list: the list's key
         )

@@ -48,7 +48,8 @@ class Section:
         ({"size": 2.0}, "wrong type for 'part.size': expected int, got 2.0 (float)."),
         ({"rate": "fast"}, "wrong type for 'part.rate': expected float, got 'fast' (str)."),
         ({"flag": "yes"}, "wrong type for 'part.flag': expected bool, got 'yes' (str)."),
-        ({"kind": "c"}, "wrong type for 'part.kind': expected one of 'a', 'b', got 'c' (str)."),
+        # a value that is none of a choice's is no type error: 'c' is a str, as 'a' and 'b' are
+        ({"kind": "c"}, "invalid value for 'part.kind': expected one of 'a', 'b', got 'c' (str)."),
         ({"sizes": [1, "x"]}, "wrong type for 'part.sizes[1]': expected int, got 'x' (str)."),
         ({"sizes": 3}, "wrong type for 'part.sizes'"),
         ({"name": 5}, "wrong type for 'part.name': expected str, got 5 (int)."),
