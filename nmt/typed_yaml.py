@@ -301,7 +301,11 @@ def read_yaml(path: str | Path) -> Any:
         if context and context_mark:
             line, column = context_mark.line + 1, context_mark.column + 1
             started = f" ({context} that starts at line {line}, column {column})"
-        raise NMTError(f"{path}:{where} is not valid YAML: {getattr(exc, 'problem', exc)}{started}.") from None
+        problem = getattr(exc, "problem", exc)
+        # PyYAML's words for a tab, which it takes neither as indentation nor in an unquoted value
+        tab = "character '\\t'" in str(problem)
+        hint = "Replace the tab by spaces (YAML indents with spaces), or quote a value that holds one." if tab else ""
+        raise NMTError(f"{path}:{where} is not valid YAML: {problem}{started}.", hint) from None
 
 
 # config_changes' value for a key one side lacks

@@ -198,6 +198,21 @@ def test_read_yaml_says_where_the_file_is_wrong(tmp_path: Path) -> None:
     assert "<unicode string>" not in str(error.value) and "NUL" in error.value.hint
 
 
+def test_a_tab_in_a_config_is_placed_and_the_hint_says_to_indent_with_spaces(tmp_path: Path) -> None:
+    """A tab where PyYAML refuses one (indentation, an unquoted value) is an error with its line and what to do,
+    not PyYAML's words alone; a tab in a quoted value is read."""
+    path = tmp_path / "config.yaml"
+    path.write_text("training:\n  max_steps: 5\n\tseed: 2\n", encoding="utf-8")
+    with pytest.raises(NMTError) as error:
+        read_yaml(path)
+    assert error.value.message == (
+        f"{path}: line 3, column 1 is not valid YAML: found character '\\t' that cannot start any token."
+    )
+    assert error.value.hint == "Replace the tab by spaces (YAML indents with spaces), or quote a value that holds one."
+    path.write_text('training:\n  name: "a\tb"\n', encoding="utf-8")
+    assert read_yaml(path) == {"training": {"name": "a\tb"}}
+
+
 def test_a_config_saved_as_utf16_is_named_so_with_the_command_that_converts_it(tmp_path: Path) -> None:
     """A config in UTF-16 (Windows PowerShell's `>`), with its byte-order mark or without one, is refused naming
     the encoding and the iconv command, not as bytes that are no UTF-8 or as NUL characters of a damaged file."""
