@@ -64,9 +64,14 @@ def check_run_dir(run_dir: Path, option: str = "checkpoint=") -> None:
         raise NMTError(f"{run_dir} is a file, not a run directory.", hint)
     if not run_dir.is_dir():
         raise NMTError(f"{run_dir} does not exist.", RUN_DIR_HINT)
+    # nmt experiment's --out holds a config.yaml too (the experiment's), but no checkpoints/ of its own
+    runs = sorted(path.name for path in (run_dir / "runs").glob("*") if (path / "config.yaml").is_file())
+    if runs and not (run_dir / CHECKPOINT_DIR).is_dir():
+        raise NMTError(f"{run_dir} is an experiment's folder, not a training run.",
+                       f"Pass its runs, {run_dir}/runs/NAME ({', '.join(runs)}).")
     if not (run_dir / "config.yaml").is_file():
-        runs = sorted(path.name for path in (run_dir / "runs").glob("*") if (path / "config.yaml").is_file())
-        hint = f"It is an experiment's folder: pass its runs, {run_dir}/runs/NAME ({', '.join(runs)})." if runs else ""
+        held = sorted(path.name for path in run_dir.glob("*") if (path / "config.yaml").is_file())
+        hint = f"It holds runs: pass them, {run_dir}/NAME ({', '.join(held)})." if held else ""
         raise NMTError(f"{run_dir} is not a training run (no config.yaml).", hint or "Pass the folders `nmt train` wrote.")
 
 
