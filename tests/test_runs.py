@@ -138,6 +138,16 @@ def test_a_missing_folder_does_not_exist_and_an_experiment_s_points_to_its_runs(
     assert error.value.hint == f"It holds runs: pass them, {experiment}/runs/NAME (rnnencdec, rnnsearch)."
 
 
+def test_a_runs_checkpoints_folder_given_as_a_run_names_the_run(tmp_path: Path) -> None:
+    """RUN_DIR/checkpoints (or tokenizer/) given for RUN_DIR is refused naming the run folder to give instead."""
+    run = fake_run(tmp_path / "run")
+    (run / "tokenizer").mkdir()
+    for name in ("checkpoints", "tokenizer"):
+        with pytest.raises(NMTError, match=rf"{name} is not a training run \(no config.yaml\)") as error:
+            describe_runs([run / name])
+        assert error.value.hint == f"It is the {name}/ folder of a run: give the run's folder, {run}."
+
+
 def test_a_cached_translation_file_edited_since_is_not_used(tmp_path: Path) -> None:
     run = describe_runs([fake_run(tmp_path / "run")])[0]
     key = cache_key(run.checkpoint, ["a", "b"], decoding_settings(run.config))

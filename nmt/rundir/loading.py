@@ -72,6 +72,8 @@ def check_run_dir(run_dir: Path, option: str = "checkpoint=") -> None:
     if not (run_dir / "config.yaml").is_file():
         held = sorted(path.name for path in run_dir.glob("*") if (path / "config.yaml").is_file())
         hint = f"It holds runs: pass them, {run_dir}/NAME ({', '.join(held)})." if held else ""
+        if run_dir.name in (CHECKPOINT_DIR, "tokenizer") and (run_dir.parent / "config.yaml").is_file():
+            hint = f"It is the {run_dir.name}/ folder of a run: give the run's folder, {run_dir.parent}."
         raise NMTError(f"{run_dir} is not a training run (no config.yaml).", hint or "Pass the folders `nmt train` wrote.")
 
 
