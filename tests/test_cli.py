@@ -48,6 +48,16 @@ def test_every_argument_of_every_subcommand_has_help() -> None:
     assert not [name for name, sub in subparsers.choices.items() if "OVERRIDES" in sub.format_help()]
 
 
+def test_the_bucketing_defaults_in_the_help_are_those_each_command_takes() -> None:
+    """evaluate's --buckets and --by default to the first run's evaluation settings (a run trained with other
+    cutoffs is bucketed by them), as its help says, not score's fixed 10,...,60."""
+    helps = {name: " ".join(sub.format_help().split()) for name, sub in _subparsers(build_parser()).items()}
+    assert "length cutoffs (default: the first run's evaluation.buckets, 10,20,30,40,50,60 unless set)" in helps["evaluate"]
+    assert "length (default: the first run's evaluation.by, source unless set)" in helps["evaluate"]
+    assert "length cutoffs (default: 10,20,30,40,50,60); or auto:" in helps["score"]
+    assert "length (default: source with --src, else reference)" in helps["score"]
+
+
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["--version"])
