@@ -1,8 +1,10 @@
-"""What a text file that should be UTF-8 was saved in instead: UTF-16 or UTF-32, with or without a byte-order mark.
+"""What a text file that should be UTF-8 was saved in instead: UTF-16 or UTF-32, with or without a byte-order mark,
+or a compressed file (a WMT test set as it is downloaded, test.de.gz).
 
 Decoded as UTF-8, a UTF-16 file with a mark fails at its first byte, and one without a mark (ASCII text with a
 zero byte after each character) decodes without error into text that trains and scores as garbage: both are
-told apart here so that the error names the encoding and the iconv command that converts the file.
+told apart here so that the error names the encoding and the iconv command that converts the file. A compressed
+file fails as bytes that are no UTF-8, for which iconv is no cure: it is named with the command that unpacks it.
 """
 
 from __future__ import annotations
@@ -26,6 +28,15 @@ ZERO_BYTES = {
     (True, True, True, False): "UTF-32BE",
 }
 SAMPLE_BYTES = 4096
+# The bytes a compressed file starts with (bzip2's: "BZh", its level, its first block's magic), the command
+# that writes out its contents and the file name's usual suffix.
+COMPRESSED = (
+    ("gzip", (b"\x1f\x8b",), "gzip -dc", ".gz"),
+    ("bzip2", tuple(b"BZh%d1AY&SY" % level for level in range(1, 10)), "bzip2 -dc", ".bz2"),
+    ("xz", (b"\xfd7zXZ\x00",), "xz -dc", ".xz"),
+    ("zstd", (b"\x28\xb5\x2f\xfd",), "zstd -dc", ".zst"),
+    ("zip", (b"PK\x03\x04",), "unzip -p", ".zip"),
+)
 
 
 def foreign_encoding(start: bytes) -> tuple[str, str] | None:
@@ -45,9 +56,25 @@ def foreign_encoding(start: bytes) -> tuple[str, str] | None:
     return encoding, f"it has no byte-order mark, but its zero bytes fall where {encoding}'s ASCII characters put them"
 
 
+def compression(start: bytes) -> tuple[str, str, str] | None:
+    """(format, the command that writes out the contents, the usual suffix) when the first bytes of a file,
+    `start`, are those of a compressed file; None otherwise."""
+    for name, magics, command, suffix in COMPRESSED:
+        if start.startswith(magics):
+            return name, command, suffix
+    return None
+
+
 def refuse_foreign_encoding(start: bytes, shown: str, path: str | None) -> None:
     """NMTError naming `shown` (e.g. "corpus file PATH") and the iconv command that converts the file at
-    `path` (None: a stream) when `start`, its first bytes, is UTF-16 or UTF-32 rather than UTF-8."""
+    `path` (None: a stream) when `start`, its first bytes, is UTF-16 or UTF-32 rather than UTF-8; or the
+    command that unpacks it when it is a compressed file."""
+    packed = compression(start)
+    if packed is not None:
+        name, command, suffix = packed
+        unpacked = path.removesuffix(suffix) if path and path.endswith(suffix) and path != suffix else f"{path}.txt"
+        unpack = f"`{command} {path} > {unpacked}`, and give that file" if path else f"by piping it through `{command}`"
+        raise NMTError(f"{shown} is {name}-compressed, not text.", f"Unpack it first, e.g. {unpack}.")
     foreign = foreign_encoding(start)
     if foreign is None:
         return

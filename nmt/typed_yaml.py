@@ -18,6 +18,7 @@ from typing import Any, Literal
 import yaml
 
 from nmt.errors import NMTError
+from nmt.text_encoding import refuse_foreign_encoding
 
 
 def type_name(tp: Any) -> str:
@@ -44,8 +45,10 @@ def check_type(value: Any, tp: Any, key: str) -> Any:
     else:  # bool, int, str, a list that is not one, None in an optional: a bool is no int
         ok = isinstance(value, origin or tp) and (tp is bool or not isinstance(value, bool))
     if not ok:
+        # a choice of values ('gru', 'lstm') is no type: 'rnn' is a str, as asked, but not one of them
+        what = "invalid value" if origin is Literal else "wrong type"
         raise NMTError(
-            f"wrong type for '{key}': expected {type_name(tp)}, got {value!r} ({type(value).__name__}).",
+            f"{what} for '{key}': expected {type_name(tp)}, got {value!r} ({type(value).__name__}).",
             "Fix it in the config or with --set.",
             key.split("[")[0],  # an item of a list: the list's key
         )
@@ -262,7 +265,10 @@ def read_yaml(path: str | Path) -> Any:
     """Read a YAML file, turning a missing file or a syntax error into an NMTError."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
+        # Windows PowerShell saves UTF-16: without its mark, decoded as UTF-8 it is a NUL after every character
+        refuse_foreign_encoding(data, str(path), str(path))
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise NMTError(
             f"config file not found: {path}", "Check the path (configs/quick.yaml is the example)."
@@ -295,7 +301,11 @@ def read_yaml(path: str | Path) -> Any:
         if context and context_mark:
             line, column = context_mark.line + 1, context_mark.column + 1
             started = f" ({context} that starts at line {line}, column {column})"
-        raise NMTError(f"{path}:{where} is not valid YAML: {getattr(exc, 'problem', exc)}{started}.") from None
+        problem = getattr(exc, "problem", exc)
+        # PyYAML's words for a tab, which it takes neither as indentation nor in an unquoted value
+        tab = "character '\\t'" in str(problem)
+        hint = "Replace the tab by spaces (YAML indents with spaces), or quote a value that holds one." if tab else ""
+        raise NMTError(f"{path}:{where} is not valid YAML: {problem}{started}.", hint) from None
 
 
 # config_changes' value for a key one side lacks

@@ -230,7 +230,25 @@ def test_a_last_above_the_checkpoints_of_an_interrupted_run_says_it_can_be_resum
         f"`nmt train CONFIG --run-dir {copy} --resume` (CONFIG: the one it was trained with; for a run of `nmt "
         "experiment`, run the same experiment again): it saves a step_*.pt every training.checkpoint_every steps, "
         "and keeps the newest training.keep_last of them (0 keeps all; a --resume may raise it with --set "
-        "training.keep_last=N); or use a smaller --last.\n"
+        "training.keep_last=N); or use --last 3.\n"
+    )
+    assert not (copy / "checkpoints" / "averaged.pt").exists()
+
+
+def test_a_last_above_the_checkpoints_says_how_many_there_are_and_offers_no_last_it_would_refuse(
+    run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--last N above a run's periodic checkpoints offers the --last that fits where 2 or more are there, and
+    where only one is (training.keep_last: 1, say) no smaller --last, which under 2 is refused."""
+    assert main(["average", str(run), "--last", "5", "-o", str(tmp_path / "avg.pt")]) == 2
+    assert capsys.readouterr().err.endswith("train one that keeps more to average more; or use --last 3.\n")
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy, ignore=shutil.ignore_patterns("step_00000002.pt", "step_00000004.pt", "averaged.pt"))
+    assert main(["average", str(copy), "--last", "2"]) == 2
+    assert capsys.readouterr().err == (
+        f"nmt average: error: --last 2: {copy} has 1 periodic checkpoint(s) (steps: 6).\nA run writes one every "
+        "training.checkpoint_every steps and keeps the newest training.keep_last of them (0 keeps all): train one "
+        "that keeps more to average more.\n"
     )
     assert not (copy / "checkpoints" / "averaged.pt").exists()
 

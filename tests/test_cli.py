@@ -48,6 +48,16 @@ def test_every_argument_of_every_subcommand_has_help() -> None:
     assert not [name for name, sub in subparsers.choices.items() if "OVERRIDES" in sub.format_help()]
 
 
+def test_the_bucketing_defaults_in_the_help_are_those_each_command_takes() -> None:
+    """evaluate's --buckets and --by default to the first run's evaluation settings (a run trained with other
+    cutoffs is bucketed by them), as its help says, not score's fixed 10,...,60."""
+    helps = {name: " ".join(sub.format_help().split()) for name, sub in _subparsers(build_parser()).items()}
+    assert "length cutoffs (default: the first run's evaluation.buckets, 10,20,30,40,50,60 unless set)" in helps["evaluate"]
+    assert "length (default: the first run's evaluation.by, source unless set)" in helps["evaluate"]
+    assert "length cutoffs (default: 10,20,30,40,50,60); or auto:" in helps["score"]
+    assert "length (default: source with --src, else reference)" in helps["score"]
+
+
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["--version"])
@@ -172,6 +182,33 @@ def test_train_without_a_run_name_says_what_it_trains(
     assert main(["train", "configs/quick.yaml", "--run-name", "rnnencdec-30"]) == 0
     assert capsys.readouterr().err == ""
     assert trained == [("additive", "runs/quick", 0), ("none", "runs/rnnencdec-30", 30)]
+
+
+def test_train_refuses_a_run_dir_whose_config_yaml_is_the_config_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`nmt train config.yaml --run-dir . [--resume]` in the folder of one's own config.yaml is refused before
+    anything is written (the run writes its resolved config.yaml there: comments and runs: were lost), while a
+    run's own config.yaml resumes that run."""
+    import nmt.training.trainer
+
+    trained: list[str] = []
+    monkeypatch.setattr(nmt.training.trainer, "train", lambda config, run_dir, resume: trained.append(str(run_dir)))
+    monkeypatch.chdir(tmp_path)
+    mine = "# my settings\ntraining: {max_steps: 5}\nruns: {a: {model: {attention: none}}}\n"
+    Path("config.yaml").write_text(mine, encoding="utf-8")
+    for resume in ([], ["--resume"]):
+        assert main(["train", "config.yaml", "--run-name", "a", "--run-dir", ".", *resume]) == 2
+        assert capsys.readouterr().err == (
+            "nmt train: error: config.yaml is the config.yaml of --run-dir ., where the run writes its own (the "
+            "settings it resolves): your config would be replaced.\nGive the run a folder of its own (by default "
+            "runs/NAME), or copy the config out of that folder first; nothing was written.\n"
+        )
+    assert Path("config.yaml").read_text(encoding="utf-8") == mine and trained == []
+    (tmp_path / "run" / "checkpoints").mkdir(parents=True)
+    Path("run/config.yaml").write_text("training: {max_steps: 5}\n", encoding="utf-8")
+    assert main(["train", "run/config.yaml", "--run-dir", "run", "--resume"]) == 0
+    assert trained == ["run"]
 
 
 def test_every_command_that_runs_a_model_takes_threads_with_one_rule(monkeypatch: pytest.MonkeyPatch) -> None:

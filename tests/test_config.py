@@ -42,7 +42,7 @@ def test_the_sections_fields_are_typed() -> None:
     # nmt/config_sections.py's annotations reach typed_yaml's checks (their cases: tests/test_typed_yaml.py)
     with pytest.raises(NMTError, match=r"wrong type for 'evaluation.buckets\[1\]'"):
         config_from_dict({"evaluation": {"buckets": [10, "x"]}})
-    with pytest.raises(NMTError, match=r"wrong type for 'model.cell': expected one of 'gru', 'lstm'"):
+    with pytest.raises(NMTError, match=r"invalid value for 'model.cell': expected one of 'gru', 'lstm'"):
         config_from_dict({"model": {"cell": "rnn"}})
     rate = config_from_dict({"training": {"learning_rate": 1}}).training.learning_rate
     assert rate == 1.0 and isinstance(rate, float)

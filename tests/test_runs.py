@@ -10,6 +10,7 @@ import pytest
 
 from nmt.cli import main
 from nmt.compare.runs import check_sentences_per_bucket, decoding_settings, default_out_dir, describe_runs
+from nmt.config import Config, save_config
 from nmt.errors import NMTError
 from nmt.evaluation.testset import file_test_set, shown_path
 from nmt.rundir.translations import cache_key, cache_path, read_cached, write_cached
@@ -117,13 +118,34 @@ def test_a_shown_path_is_relative_to_the_working_directory_or_the_report_else_a_
 
 
 def test_a_missing_folder_does_not_exist_and_an_experiment_s_points_to_its_runs(tmp_path: Path) -> None:
+    """An experiment's --out given as a run is named as such, with its runs, whether or not it holds the
+    config.yaml that `nmt experiment` writes there: with one, it is not taken for a run without checkpoints; and
+    its runs/ folder is named as a folder of runs."""
     with pytest.raises(NMTError, match=r"nothing does not exist\."):
         describe_runs([tmp_path / "nothing"])
     experiment = tmp_path / "exp"
     fake_run(experiment / "runs" / "rnnsearch")
-    with pytest.raises(NMTError, match=r"exp is not a training run \(no config.yaml\)") as error:
-        describe_runs([experiment])
-    assert error.value.hint == f"It is an experiment's folder: pass its runs, {experiment}/runs/NAME (rnnsearch)."
+    fake_run(experiment / "runs" / "rnnencdec")
+    for written in (False, True):
+        if written:
+            save_config(Config(), experiment / "config.yaml")
+        with pytest.raises(NMTError) as error:
+            describe_runs([experiment])
+        assert error.value.message == f"{experiment} is an experiment's folder, not a training run."
+        assert error.value.hint == f"Pass its runs, {experiment}/runs/NAME (rnnencdec, rnnsearch)."
+    with pytest.raises(NMTError, match=r"runs is not a training run \(no config.yaml\)") as error:
+        describe_runs([experiment / "runs"])
+    assert error.value.hint == f"It holds runs: pass them, {experiment}/runs/NAME (rnnencdec, rnnsearch)."
+
+
+def test_a_runs_checkpoints_folder_given_as_a_run_names_the_run(tmp_path: Path) -> None:
+    """RUN_DIR/checkpoints (or tokenizer/) given for RUN_DIR is refused naming the run folder to give instead."""
+    run = fake_run(tmp_path / "run")
+    (run / "tokenizer").mkdir()
+    for name in ("checkpoints", "tokenizer"):
+        with pytest.raises(NMTError, match=rf"{name} is not a training run \(no config.yaml\)") as error:
+            describe_runs([run / name])
+        assert error.value.hint == f"It is the {name}/ folder of a run: give the run's folder, {run}."
 
 
 def test_a_cached_translation_file_edited_since_is_not_used(tmp_path: Path) -> None:

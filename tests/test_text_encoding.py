@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import lzma
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from nmt.data.corpus import read_lines
 from nmt.errors import NMTError
-from nmt.text_encoding import foreign_encoding
+from nmt.text_encoding import compression, foreign_encoding
 
 TEXT = "In the beginning God created the heaven and the earth.\nEt la terre était informe et vide.\n"
 
@@ -43,3 +47,22 @@ def test_reading_a_utf16_corpus_without_a_mark_names_its_iconv_command(tmp_path:
         read_lines(path)
     assert error.value.message.startswith(f"corpus file {path} is UTF-16LE, not UTF-8 (it has no byte-order mark")
     assert f"`iconv -f UTF-16LE -t UTF-8 {path} > {path}.utf8`" in error.value.hint
+
+
+@pytest.mark.parametrize(
+    ("pack", "name", "command", "suffix"),
+    [(gzip.compress, "gzip", "gzip -dc", ".gz"), (bz2.compress, "bzip2", "bzip2 -dc", ".bz2"),
+     (lzma.compress, "xz", "xz -dc", ".xz")],
+)
+def test_a_compressed_file_is_named_so_with_the_command_that_unpacks_it(
+    tmp_path: Path, pack: Callable[[bytes], bytes], name: str, command: str, suffix: str
+) -> None:
+    """A compressed file (a test set as downloaded) is refused as such with its unpacking command, not as bytes
+    that are no UTF-8 with `iconv -f latin1` to convert them; text that starts as bzip2's mark does is text."""
+    path = tmp_path / f"test.de{suffix}"
+    path.write_bytes(pack(TEXT.encode("utf-8")))
+    with pytest.raises(NMTError) as error:
+        read_lines(path)
+    assert error.value.message == f"corpus file {path} is {name}-compressed, not text."
+    assert error.value.hint == f"Unpack it first, e.g. `{command} {path} > {tmp_path / 'test.de'}`, and give that file."
+    assert compression(b"BZh9 is no bzip2 file\n") is None and compression(TEXT.encode("utf-8")) is None

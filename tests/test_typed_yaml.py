@@ -48,7 +48,8 @@ class Section:
         ({"size": 2.0}, "wrong type for 'part.size': expected int, got 2.0 (float)."),
         ({"rate": "fast"}, "wrong type for 'part.rate': expected float, got 'fast' (str)."),
         ({"flag": "yes"}, "wrong type for 'part.flag': expected bool, got 'yes' (str)."),
-        ({"kind": "c"}, "wrong type for 'part.kind': expected one of 'a', 'b', got 'c' (str)."),
+        # a value that is none of a choice's is no type error: 'c' is a str, as 'a' and 'b' are
+        ({"kind": "c"}, "invalid value for 'part.kind': expected one of 'a', 'b', got 'c' (str)."),
         ({"sizes": [1, "x"]}, "wrong type for 'part.sizes[1]': expected int, got 'x' (str)."),
         ({"sizes": 3}, "wrong type for 'part.sizes'"),
         ({"name": 5}, "wrong type for 'part.name': expected str, got 5 (int)."),
@@ -195,6 +196,35 @@ def test_read_yaml_says_where_the_file_is_wrong(tmp_path: Path) -> None:
         f"{bad}: line 2, column 5 is not valid YAML: the character U+0000 (not printable) is not allowed in YAML."
     )
     assert "<unicode string>" not in str(error.value) and "NUL" in error.value.hint
+
+
+def test_a_tab_in_a_config_is_placed_and_the_hint_says_to_indent_with_spaces(tmp_path: Path) -> None:
+    """A tab where PyYAML refuses one (indentation, an unquoted value) is an error with its line and what to do,
+    not PyYAML's words alone; a tab in a quoted value is read."""
+    path = tmp_path / "config.yaml"
+    path.write_text("training:\n  max_steps: 5\n\tseed: 2\n", encoding="utf-8")
+    with pytest.raises(NMTError) as error:
+        read_yaml(path)
+    assert error.value.message == (
+        f"{path}: line 3, column 1 is not valid YAML: found character '\\t' that cannot start any token."
+    )
+    assert error.value.hint == "Replace the tab by spaces (YAML indents with spaces), or quote a value that holds one."
+    path.write_text('training:\n  name: "a\tb"\n', encoding="utf-8")
+    assert read_yaml(path) == {"training": {"name": "a\tb"}}
+
+
+def test_a_config_saved_as_utf16_is_named_so_with_the_command_that_converts_it(tmp_path: Path) -> None:
+    """A config in UTF-16 (Windows PowerShell's `>`), with its byte-order mark or without one, is refused naming
+    the encoding and the iconv command, not as bytes that are no UTF-8 or as NUL characters of a damaged file."""
+    path = tmp_path / "config.yaml"
+    for encoding in ("utf-16", "utf-16-le"):
+        path.write_bytes("training:\n  max_steps: 5\n".encode(encoding))
+        with pytest.raises(NMTError) as error:
+            read_yaml(path)
+        assert error.value.message.startswith(f"{path} is UTF-16")
+        assert "iconv -f UTF-16" in error.value.hint and "NUL" not in error.value.hint
+    path.write_bytes("training:\r\n  max_steps: 5\r\n".encode("utf-8-sig"))  # UTF-8, its mark and CRLF: read
+    assert read_yaml(path) == {"training": {"max_steps": 5}}
 
 
 def test_a_key_given_twice_is_refused_naming_both_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -218,3 +218,24 @@ def test_resume_of_a_run_that_lost_its_config_says_it_cannot_be_resumed_rather_t
     with pytest.raises(NMTError, match=r"already holds a partial run \(log.jsonl, checkpoints\)"):
         check_run_dir(run_dir, _config(tmp_path), resume=False)  # as the hint says: not there
     assert sorted((p.relative_to(run_dir), p.read_bytes() if p.is_file() else b"") for p in run_dir.rglob("*")) == before
+
+
+def test_an_experiments_folder_is_refused_as_a_run_dir_with_or_without_resume(tmp_path: Path) -> None:
+    """--run-dir OUT of `nmt experiment` (its config.yaml, timings.json and runs/NAME) is refused, with --resume
+    too, which took the experiment's config.yaml (the same settings but for `runs`) for a run's and trained a
+    run there, writing its config.yaml over the experiment's; one cut off before its first run is refused too."""
+    config, out = _config(tmp_path), tmp_path / "exp"
+    write_config(config, out)
+    (out / "timings.json").write_text("{}\n", encoding="utf-8")
+    before = _listing(out)
+    for resume in (False, True):
+        with pytest.raises(NMTError) as error:
+            check_run_dir(out, config, resume=resume)
+        assert error.value.message == (f"--run-dir {out} is an experiment's folder: a run trained there would write "
+                                       "its own config.yaml over the experiment's. Nothing was written.")
+        assert error.value.hint.endswith(f"an experiment's runs are in {out}/runs/NAME, and running the experiment "
+                                         "again continues them.")
+    write_config(config, out / "runs" / "rnnsearch")
+    with pytest.raises(NMTError, match=r"runs are in .*/runs/NAME \(rnnsearch\), and running"):
+        check_run_dir(out, config, resume=True)
+    assert [entry for entry in _listing(out) if not entry[0].startswith("runs")] == before

@@ -101,11 +101,11 @@ def add_beam(parser: argparse.ArgumentParser) -> None:
                 type=int, metavar="K")
 
 
-def add_bucketing(parser: argparse.ArgumentParser, by_default: str, auto: str = "") -> None:
-    """--buckets and --by, short for --set evaluation.buckets / evaluation.by (evaluate, score); `auto` says
-    what --buckets auto does (score). Every command's --buckets reads `auto`, as its --set does: where it is
-    not taken, the config refuses it, saying so."""
-    cutoffs = "length cutoffs, default 10,20,30,40,50,60" + (f"; or auto: {auto}" if auto else "")
+def add_bucketing(parser: argparse.ArgumentParser, buckets_default: str, by_default: str, auto: str = "") -> None:
+    """--buckets and --by, short for --set evaluation.buckets / evaluation.by (evaluate, score), each with the
+    default the command takes; `auto` says what --buckets auto does (score). Every command's --buckets reads
+    `auto`, as its --set does: where it is not taken, the config refuses it, saying so."""
+    cutoffs = f"length cutoffs (default: {buckets_default})" + (f"; or auto: {auto}" if auto else "")
     add_setting(parser, "--buckets", "evaluation.buckets", cutoffs, type=buckets_or_auto)
     add_setting(parser, "--by", "evaluation.by", f"bucket by source or reference length (default: {by_default})",
                 choices=get_args(BucketBy))

@@ -19,7 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     arguments.add_decoding_set(parser, "decoding.* or evaluation.*")
     arguments.add_setting(parser, "--split", "evaluation.split",
                           "split of the runs' data (default: the first run's evaluation.split)", choices=["valid", "test"])
-    arguments.add_bucketing(parser, "source")
+    arguments.add_bucketing(parser, "the first run's evaluation.buckets, 10,20,30,40,50,60 unless set",
+                            "the first run's evaluation.by, source unless set")
     arguments.add_beam(parser)
     parser.add_argument("--out", type=arguments.folder,
                         help="output folder (default: RUN_DIR/evaluation for one run, the runs' common parent/evaluation for several)")

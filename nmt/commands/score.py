@@ -34,6 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     arguments.add_bucketing(
         parser,
+        "10,20,30,40,50,60",
         "source with --src, else reference",
         auto="10-word buckets merged until each holds evaluation.min_bucket_sentences, the report says how",
     )

@@ -8,6 +8,8 @@ from pathlib import Path
 
 from nmt.commands.arguments import add_config, add_training_threads, folder
 from nmt.data.sources import load_checked_config
+from nmt.errors import NMTError
+from nmt.fileio import same_file
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,8 +41,17 @@ def run(args: argparse.Namespace) -> None:
             f"nmt train {args.config} --run-name {next(iter(config.runs))}",
             file=sys.stderr,
         )
+    from nmt.rundir.writing import run_files
     from nmt.training.trainer import train  # torch: only once there is something to train
 
+    # a folder whose config.yaml is the user's (no run beside it): the run writes its resolved settings there
+    if same_file(args.config, run_dir / "config.yaml") and run_files(run_dir) == ["config.yaml"]:
+        raise NMTError(
+            f"{args.config} is the config.yaml of --run-dir {run_dir}, where the run writes its own (the settings "
+            "it resolves): your config would be replaced.",
+            "Give the run a folder of its own (by default runs/NAME), or copy the config out of that folder first; "
+            "nothing was written.",
+        )
     try:
         train(config, run_dir, resume=args.resume)
     except KeyboardInterrupt:

@@ -60,15 +60,17 @@ def _fewer_than_last(run_dir: Path, last: int, count: int, have: str) -> NMTErro
     """The refusal of a --last above the run's `count` periodic checkpoints (of the steps `have`): an interrupted
     run makes more by going on (said, with how), a finished one by training again."""
     message = f"--last {last}: {run_dir} has {count} periodic checkpoint(s) (steps: {have})"
+    # --last under 2 is refused: with fewer than 2 checkpoints, only more of them help
+    smaller = f"; or use --last {count}" if count >= 2 else ""
     interrupted = interrupted_checkpoint(run_dir)
     if interrupted is None:
-        return NMTError(f"{message}.", "training.keep_last decides how many a run keeps (0 keeps all): train with a "
-                        "higher one to average more, or use a smaller --last.")
+        return NMTError(f"{message}.", "A run writes one every training.checkpoint_every steps and keeps the newest "
+                        f"training.keep_last of them (0 keeps all): train one that keeps more to average more{smaller}.")
     return NMTError(
         f"{message}, and its training was interrupted at step {checkpoint_step(interrupted)} ({CHECKPOINT_DIR}/"
         f"{interrupted.name}, for --resume only).",
         f"{resume_hint(run_dir)}, and keeps the newest training.keep_last of them (0 keeps all; a --resume may raise "
-        "it with --set training.keep_last=N); or use a smaller --last.",
+        f"it with --set training.keep_last=N){smaller}.",
     )
 
 

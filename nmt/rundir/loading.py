@@ -14,6 +14,7 @@ from nmt.data.subwords import Tokenizer
 from nmt.errors import NMTError
 from nmt.models.interface import TranslationModel, build_model
 from nmt.rundir.checkpoints import CHECKPOINT_DIR, Checkpoint, load_checkpoint, resolve_checkpoint
+from nmt.rundir.writing import experiment_runs
 from nmt.typed_yaml import config_diff
 
 RUN_DIR_HINT = ("Give as RUN_DIR a folder that `nmt train` wrote (runs/NAME by default) or one of the runs of "
@@ -64,9 +65,15 @@ def check_run_dir(run_dir: Path, option: str = "checkpoint=") -> None:
         raise NMTError(f"{run_dir} is a file, not a run directory.", hint)
     if not run_dir.is_dir():
         raise NMTError(f"{run_dir} does not exist.", RUN_DIR_HINT)
+    runs = experiment_runs(run_dir)
+    if runs is not None:
+        raise NMTError(f"{run_dir} is an experiment's folder, not a training run.",
+                       f"Pass its runs, {run_dir}/runs/NAME ({', '.join(runs) or 'none trained yet'}).")
     if not (run_dir / "config.yaml").is_file():
-        runs = sorted(path.name for path in (run_dir / "runs").glob("*") if (path / "config.yaml").is_file())
-        hint = f"It is an experiment's folder: pass its runs, {run_dir}/runs/NAME ({', '.join(runs)})." if runs else ""
+        held = sorted(path.name for path in run_dir.glob("*") if (path / "config.yaml").is_file())
+        hint = f"It holds runs: pass them, {run_dir}/NAME ({', '.join(held)})." if held else ""
+        if run_dir.name in (CHECKPOINT_DIR, "tokenizer") and (run_dir.parent / "config.yaml").is_file():
+            hint = f"It is the {run_dir.name}/ folder of a run: give the run's folder, {run_dir.parent}."
         raise NMTError(f"{run_dir} is not a training run (no config.yaml).", hint or "Pass the folders `nmt train` wrote.")
 
 

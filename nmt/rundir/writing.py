@@ -72,6 +72,15 @@ def check_run_dir(run_dir: Path, config: Config, resume: bool) -> Path | None:
             "rebuilds the data: the run would be deleted.",
             "Choose a --run-dir outside the prepared data folder.",
         )
+    runs = experiment_runs(run_dir)
+    if runs is not None:  # its config.yaml would pass for this run's, and be replaced by it
+        listed = f" ({', '.join(runs)})" if runs else ""
+        raise NMTError(
+            f"--run-dir {run_dir} is an experiment's folder: a run trained there would write its own config.yaml "
+            "over the experiment's. Nothing was written.",
+            f"Give the run a folder of its own; an experiment's runs are in {run_dir}/runs/NAME{listed}, and running "
+            "the experiment again continues them.",
+        )
     if resume:
         return _resumable(run_dir, config)
     _refuse_run_there(run_dir, config)
@@ -81,6 +90,16 @@ def check_run_dir(run_dir: Path, config: Config, resume: bool) -> Path | None:
 def run_files(run_dir: Path) -> list[str]:
     """What of a run (RUN_MARKERS) `run_dir` holds."""
     return [name for name in RUN_MARKERS if (run_dir / name).exists()]
+
+
+def experiment_runs(folder: Path) -> list[str] | None:
+    """The names of the runs in `folder` (OUT/runs/NAME) where it is an `nmt experiment` --out, else None. Such a
+    folder holds a config.yaml too, the experiment's, but no checkpoints/ of its own; it is told by its runs or
+    by the timings.json that an experiment writes first (nmt/compare/experiment.py)."""
+    if (folder / CHECKPOINT_DIR).is_dir():
+        return None
+    runs = sorted(path.name for path in (folder / "runs").glob("*") if (path / "config.yaml").is_file())
+    return runs if runs or (folder / "timings.json").is_file() else None
 
 
 def _refuse_run_there(run_dir: Path, config: Config) -> None:
