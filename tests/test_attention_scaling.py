@@ -108,9 +108,9 @@ def test_a_missing_folder_is_said_not_to_exist_and_an_experiment_points_to_its_r
     with pytest.raises(NMTError, match=r"missing does not exist\."):
         command.run(parser.parse_args([str(tmp_path / "missing")]))
     fake_run(tmp_path / "exp" / "runs" / "dot-128")
-    with pytest.raises(NMTError, match=r"exp is not a training run") as error:
+    with pytest.raises(NMTError, match=r"exp is an experiment's folder, not a training run") as error:
         command.run(parser.parse_args([str(tmp_path / "exp")]))
-    assert f"pass its runs, {tmp_path / 'exp'}/runs/NAME (dot-128)" in error.value.hint
+    assert error.value.hint == f"Pass its runs, {tmp_path / 'exp'}/runs/NAME (dot-128)."
 
 
 def test_a_run_without_attention_is_refused() -> None:
