@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from nmt.config_sections import (
+    OTHER_TOOLKIT_KEYS,
     DataConfig,
     DecodingConfig,
     EvaluationConfig,
@@ -34,9 +35,12 @@ from nmt.typed_yaml import (
     blame_flag,
     build_section,
     did_you_mean,
+    key_line,
+    missing_space,
     parse_override,
     read_yaml,
     section_dict,
+    sets_key,
     unknown_key,
 )
 
@@ -46,6 +50,14 @@ SECTIONS: dict[str, type] = {
     "training": TrainingConfig,
     "decoding": DecodingConfig,
     "evaluation": EvaluationConfig,
+}
+
+# each section's keys -> the section (a key given at the top level was meant under it)
+_SECTION_OF = {
+    f.name: name
+    for name, cls in SECTIONS.items()
+    for f in dataclasses.fields(cls)
+    if f.name != getattr(cls, "SUBSECTIONS", None)
 }
 
 
@@ -117,8 +129,16 @@ def config_from_dict(raw: Any, source: str = "config") -> Config:
         raise NMTError(f"{source}: the top level must be a mapping of sections, got {type(raw).__name__}.")
     valid = [*SECTIONS, "runs"]
     for key in raw:
+        if key in _SECTION_OF:
+            section = _SECTION_OF[key]
+            raise NMTError(
+                f"unknown key '{key}': a key of the {section} section, not a section "
+                f"(did you mean '{section}.{key}'?).",
+                f"Indent it under {section}: with spaces, as the section's other keys.",
+                key,
+            )
         if key not in valid:
-            raise unknown_key(str(key), valid, "")
+            raise unknown_key(str(key), valid, "", OTHER_TOOLKIT_KEYS)
     runs = raw.get("runs") or {}
     if not isinstance(runs, dict):
         raise NMTError(
@@ -127,7 +147,10 @@ def config_from_dict(raw: Any, source: str = "config") -> Config:
     for run_name in runs:
         _check_run_name(run_name)
     config = Config(
-        **{name: build_section(cls, raw.get(name), name) for name, cls in SECTIONS.items()},
+        **{
+            name: build_section(cls, raw.get(name), name, other_names=OTHER_TOOLKIT_KEYS)
+            for name, cls in SECTIONS.items()
+        },
         runs=copy.deepcopy(runs),
     )
     for run_name in runs:  # each run must itself be a valid configuration
@@ -164,7 +187,8 @@ def override_section(section: str, overrides: list[str], command: str) -> Any:
     alone: `nmt score` has no model section to check, and the model's check imports torch."""
     _refuse_other_sections(overrides, (section,), command)
     try:
-        return build_section(SECTIONS[section], apply_overrides({}, overrides).get(section), section)
+        raw = apply_overrides({}, overrides).get(section)
+        return build_section(SECTIONS[section], raw, section, other_names=OTHER_TOOLKIT_KEYS)
     except NMTError as error:
         raise blame_flag(error, overrides) from None
 
@@ -195,17 +219,20 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
         print(f"note: {path} is empty: every setting is its default (the Bible corpus, quick.yaml's recipe: "
               "nmt/config_sections.py lists them).", file=sys.stderr)
     elif not isinstance(raw, dict):
-        raise NMTError(f"{path}: the top level must be a mapping of sections (data, model, ...).")
+        raise NMTError(f"{path}: the top level must be a mapping of sections (data, model, ...).", missing_space(raw))
     try:
         return config_from_dict(apply_overrides(raw or {}, overrides or []), str(path))
     except NMTError as error:
         if error.message.startswith(str(path)):
             raise
         error = blame_flag(error, overrides or [])
+        # the key refused, where the file gives it (not where a --set or flag replaced its value)
+        line = key_line(path, error.key) if error.key and not sets_key(overrides or [], error.key) else None
+        place = f"{path}, line {line}" if line else str(path)
         if error.message.startswith("--") or not overrides:  # it names the --set or flag itself
-            where = str(path)
+            where = place
         else:
-            where = f"{path} (with {as_given(overrides)})"
+            where = f"{place} (with {as_given(overrides)})"
         raise NMTError(f"{where}: {error.message}", error.hint, error.key) from None
 
 

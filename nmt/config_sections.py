@@ -30,6 +30,32 @@ MOVED_DATA_KEYS = {
 }
 MOVED_SPLIT_KEYS = ("train", "valid", "test")
 
+# Names that JoeyNMT, fairseq or OpenNMT-py configs give a setting -> (the key that does its job here, what differs),
+# suggested for an unknown key where the nearest spelling would be another setting (data.src is no data.source,
+# training.max_len no max_steps) or none is near. Only names of one clear meaning.
+OTHER_TOOLKIT_KEYS: dict[str, tuple[str, str]] = {
+    **dict.fromkeys(
+        ("epochs", "max_epoch", "max_epochs"),
+        ("training.max_steps", "It counts optimiser steps, a batch each, not passes over the data"),
+    ),
+    "max_update": ("training.max_steps", ""),
+    "lr": ("training.learning_rate", ""),
+    "batch_size": ("training.batch_tokens", "A batch's budget of tokens, not of sentences; decoding.batch_size is "
+                   "the sentences translated at once"),
+    "src": ("data.src_lang", "The source language's code; data.source names the corpus"),
+    **dict.fromkeys(("trg", "tgt"), ("data.tgt_lang", "The target language's code")),
+    **dict.fromkeys(
+        ("max_len", "max_sent_length"),
+        ("training.max_words", "It counts the words, not subwords, of each side of a training pair; "
+         "data.max_train_words drops longer pairs when preparing, decoding.max_length_ratio bounds a "
+         "translation's length"),
+    ),
+    **dict.fromkeys(("valid_steps", "validation_freq"), ("training.validate_every", "")),
+    "random_seed": ("training.seed", ""),
+    "rnn_type": ("model.cell", ""),
+    "testing": ("decoding", "It holds the beam search's settings; evaluation holds the scoring's"),
+}
+
 
 @dataclass
 class DataConfig:

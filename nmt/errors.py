@@ -3,7 +3,8 @@
 
 class NMTError(Exception):
     """A user mistake or an unusable input: `message` says what is wrong and where, `hint` what to do;
-    `key` names the config key (section.key) whose value is refused, if that is what is wrong."""
+    `key` names the config key (section.key, or a top-level one) that is refused, for its value or for being
+    unknown, if that is what is wrong (nmt.config.load_config names its line of the file)."""
 
     def __init__(self, message: str, hint: str = "", key: str = "") -> None:
         super().__init__(message)

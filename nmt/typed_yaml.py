@@ -11,7 +11,7 @@ import difflib
 import re
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -49,10 +49,24 @@ def check_type(value: Any, tp: Any, key: str) -> Any:
         what = "invalid value" if origin is Literal else "wrong type"
         raise NMTError(
             f"{what} for '{key}': expected {type_name(tp)}, got {value!r} ({type(value).__name__}).",
-            "Fix it in the config or with --set.",
+            (origin is list and _as_list_hint(value, tp, key)) or "Fix it in the config or with --set.",
             key.split("[")[0],  # an item of a list: the list's key
         )
     return value
+
+
+def _as_list_hint(value: Any, tp: Any, key: str) -> str:
+    """For `value`, no list where the list type `tp` is expected: the hint that writes it as the list it reads as
+    (10,20 is the text '10,20' in YAML, and 10 a number), if its items fit `tp`, else ""."""
+    try:
+        items = load_yaml(f"[{value}]") if isinstance(value, str) else [value]
+    except yaml.YAMLError:
+        return ""
+    if not fits(items, tp):
+        return ""
+    written = yaml.safe_dump(items, default_flow_style=True).strip()
+    return (f"A list is written in brackets: {key.rsplit('.', 1)[-1]}: {written} in the config, "
+            f"--set '{key}={written}' on the command line (quoted for the shell).")
 
 
 def fits(value: Any, tp: Any) -> bool:
@@ -64,23 +78,50 @@ def fits(value: Any, tp: Any) -> bool:
     return True
 
 
-def did_you_mean(name: str, names: Sequence[str], prefix: str = "") -> str:
-    """" (did you mean 'PREFIXx'?)" with the one of `names` nearest to `name`, or "" if none is near."""
+def did_you_mean(
+    name: str, names: Sequence[str], prefix: str = "", other_names: Mapping[str, tuple[str, str]] | None = None
+) -> str:
+    """" (did you mean 'PREFIXx'?)" with the one of `names` nearest to `name`, or "" if none is near. A name of
+    `other_names` (a name other tools give a key -> (the key that does its job here, what to know of it)) is
+    answered with that key instead: a near spelling would be a different setting."""
+    if other_names and name in other_names:
+        key, note = other_names[name]
+        return f" (did you mean '{key}'?{' ' + note if note else ''})"
     close = difflib.get_close_matches(name, list(names), n=1, cutoff=0.6)
     return f" (did you mean '{prefix}{close[0]}'?)" if close else ""
 
 
-def unknown_key(key: str, valid: list[str], prefix: str) -> NMTError:
-    """The error for an unknown key, with the nearest valid one suggested."""
+def unknown_key(
+    key: str, valid: list[str], prefix: str, other_names: Mapping[str, tuple[str, str]] | None = None
+) -> NMTError:
+    """The error for an unknown key, with the nearest valid one (or its name in `other_names`) suggested."""
     return NMTError(
-        f"unknown key '{prefix}{key}'{did_you_mean(key, valid, prefix)}.",
+        f"unknown key '{prefix}{key}'{did_you_mean(key, valid, prefix, other_names)}.",
         f"Valid keys{' of ' + prefix.rstrip('.') if prefix else ''}: {', '.join(valid)}.",
+        f"{prefix}{key}",
     )
 
 
-def build_section(cls: type, raw: Any, name: str, validate: bool = True) -> Any:
-    """The dataclass `cls` from the mapping `raw` of section `name`: keys known, types checked, then
-    (unless not `validate`) the section's own `validate()`.
+# KEY:VALUE written without the space after the colon that makes YAML read a key (a URL's :// is no key)
+_NO_SPACE = re.compile(r"([A-Za-z_][\w-]*):([^\s/]\S*)")
+
+
+def missing_space(text: Any) -> str:
+    """The hint for `text`, YAML's plain text where keys were expected, if it holds KEY:VALUE words (YAML reads
+    `max_steps:5` as the text 'max_steps:5', and several such lines as one text), else ""."""
+    words = text.split() if isinstance(text, str) else []
+    pairs = [match for word in words if (match := _NO_SPACE.fullmatch(word))]
+    if not pairs:
+        return ""
+    return "YAML needs a space after a key's colon: " + ", ".join(f"{m[1]}: {m[2]}" for m in pairs) + "."
+
+
+def build_section(
+    cls: type, raw: Any, name: str, validate: bool = True, other_names: Mapping[str, tuple[str, str]] | None = None
+) -> Any:
+    """The dataclass `cls` from the mapping `raw` of section `name`: keys known (an unknown one answered with
+    `unknown_key`, `other_names` its names of other tools), types checked, then (unless not `validate`) the
+    section's own `validate()`.
 
     Three optional class attributes: `SUBSECTIONS` names a dict field that holds, as plain data, the keys
     of `raw` that are no field and hold a mapping (sub-sections that a layer above types and checks;
@@ -89,7 +130,7 @@ def build_section(cls: type, raw: Any, name: str, validate: bool = True) -> Any:
     type error would mislead (one that another command takes), before the types are checked."""
     raw = {} if raw is None else raw
     if not isinstance(raw, dict):
-        raise NMTError(f"section '{name}' must be a mapping of keys, got {raw!r}.")
+        raise NMTError(f"section '{name}' must be a mapping of keys, got {raw!r}.", missing_space(raw), name)
     moved = cls.moved_keys(raw) if hasattr(cls, "moved_keys") else {}
     if moved:
         raise NMTError(
@@ -108,7 +149,7 @@ def build_section(cls: type, raw: Any, name: str, validate: bool = True) -> Any:
             values[subsections][str(key)] = copy.deepcopy(value or {})
             continue
         if key not in hints:
-            raise unknown_key(str(key), valid, f"{name}.")
+            raise unknown_key(str(key), valid, f"{name}.", other_names)
         values[key] = check_type(value, hints[key], f"{name}.{key}")
     section = cls(**values)
     if validate:
@@ -305,7 +346,32 @@ def read_yaml(path: str | Path) -> Any:
         # PyYAML's words for a tab, which it takes neither as indentation nor in an unquoted value
         tab = "character '\\t'" in str(problem)
         hint = "Replace the tab by spaces (YAML indents with spaces), or quote a value that holds one." if tab else ""
+        if mark and str(problem) in ("could not find expected ':'", "mapping values are not allowed here"):
+            # KEY:VALUE among keys is text to PyYAML, which fails at the next line's colon, or at the lack of one
+            first = context_mark.line if context and context_mark else max(mark.line - 1, 0)
+            lines = text.splitlines()[first : mark.line + 1]
+            hint = next((f"{said[:-1]} (line {first + i + 1})." for i, row in enumerate(lines)
+                         if (said := missing_space(row))), "")
         raise NMTError(f"{path}:{where} is not valid YAML: {problem}{started}.", hint) from None
+
+
+def key_line(path: str | Path, dotted: str) -> int | None:
+    """The line of the YAML file `path` where the key `dotted` (section.key) is given: its value's, when that
+    is plain text (the value a message refuses, maybe on the next line); None where the file gives no such key."""
+    try:
+        node = yaml.compose(Path(path).read_text(encoding="utf-8-sig"), Loader=_UniqueKeyLoader)
+    except (OSError, ValueError, yaml.YAMLError):  # ValueError: UnicodeDecodeError
+        return None
+    line = None
+    for key in dotted.split("."):
+        if not isinstance(node, yaml.MappingNode):
+            return None
+        found = [(k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == key]
+        if not found:
+            return None
+        key_node, node = found[0]
+        line = (node if isinstance(node, yaml.ScalarNode) else key_node).start_mark.line + 1
+    return line
 
 
 # config_changes' value for a key one side lacks

@@ -13,6 +13,7 @@ import yaml
 from nmt.cli import main
 from nmt.commands.arguments import use_threads
 from nmt.config import SECTIONS, Config, config_from_dict, load_config, load_saved_config, save_config
+from nmt.config_sections import OTHER_TOOLKIT_KEYS
 from nmt.data.sources import SOURCES, check_data, load_checked_config
 from nmt.errors import NMTError
 from nmt.typed_yaml import apply_overrides, config_diff, read_yaml
@@ -36,6 +37,79 @@ def test_unknown_key_suggests_nearest() -> None:
 def test_unknown_section_suggests_nearest() -> None:
     with pytest.raises(NMTError, match=r"did you mean 'training'"):
         config_from_dict({"trainig": {}})
+
+
+def test_a_sections_key_at_the_top_level_names_its_section_and_line(tmp_path: Path) -> None:
+    """`training:` then `max_steps: 5` unindented is a top-level key: refused naming the section it belongs in,
+    telling to indent it there, at the line of the file that gives it."""
+    path = tmp_path / "c.yaml"
+    path.write_text("training:\nmax_steps: 5\n", encoding="utf-8")
+    with pytest.raises(NMTError) as error:
+        load_config(path)
+    assert error.value.message == (f"{path}, line 2: unknown key 'max_steps': a key of the training section, not a "
+                                   "section (did you mean 'training.max_steps'?).")
+    assert error.value.hint == "Indent it under training: with spaces, as the section's other keys."
+
+
+def test_a_section_written_key_colon_value_names_its_line_and_the_space_yaml_needs(tmp_path: Path) -> None:
+    """`max_steps:5` (no space) under `training:` makes the section the text 'max_steps:5': its line is named
+    with the spelling that works."""
+    path = tmp_path / "c.yaml"
+    path.write_text("model:\n  cell: gru\ntraining:\n  max_steps:5\n", encoding="utf-8")
+    with pytest.raises(NMTError) as error:
+        load_config(path)
+    assert error.value.message == f"{path}, line 4: section 'training' must be a mapping of keys, got 'max_steps:5'."
+    assert error.value.hint == "YAML needs a space after a key's colon: max_steps: 5."
+
+
+def test_a_refused_value_names_its_line_unless_the_command_line_set_it(tmp_path: Path) -> None:
+    """The line of the file is named for a key it gives, and not for one a --set replaced (the file's line would
+    point at a value that is not the one refused)."""
+    path = tmp_path / "c.yaml"
+    path.write_text("training:\n  seed: 1\n  max_steps: 0\n", encoding="utf-8")
+    with pytest.raises(NMTError, match=rf"^{re.escape(str(path))}, line 3: invalid value for 'training.max_steps'"):
+        load_config(path)
+    with pytest.raises(NMTError, match=rf"^{re.escape(str(path))}, line 3 \(with --set training.seed=2\): invalid"):
+        load_config(path, ["training.seed=2"])
+    with pytest.raises(NMTError, match=rf"^{re.escape(str(path))} \(with --set training.max_steps=-1\): invalid"):
+        load_config(path, ["training.max_steps=-1"])
+
+
+@pytest.mark.parametrize(
+    ("raw", "said"),
+    [
+        ({"training": {"epochs": 5}}, "unknown key 'training.epochs' (did you mean 'training.max_steps'? It counts "
+         "optimiser steps, a batch each, not passes over the data)."),
+        ({"training": {"lr": 0.1}}, "unknown key 'training.lr' (did you mean 'training.learning_rate'?)."),
+        ({"training": {"batch_size": 32}}, "unknown key 'training.batch_size' (did you mean 'training.batch_tokens'? "
+         "A batch's budget of tokens, not of sentences; decoding.batch_size is the sentences translated at once)."),
+        ({"data": {"src": "de"}}, "unknown key 'data.src' (did you mean 'data.src_lang'? The source language's "
+         "code; data.source names the corpus)."),
+        ({"data": {"trg": "en"}}, "unknown key 'data.trg' (did you mean 'data.tgt_lang'? The target language's code)."),
+        ({"testing": {"beam_size": 5}}, "unknown key 'testing' (did you mean 'decoding'? It holds the beam search's "
+         "settings; evaluation holds the scoring's)."),
+        ({"epochs": 5}, "unknown key 'epochs' (did you mean 'training.max_steps'? It counts optimiser steps, a batch "
+         "each, not passes over the data)."),
+    ],
+)
+def test_another_toolkits_key_names_the_key_that_does_its_job_here(raw: dict, said: str) -> None:
+    """JoeyNMT's, fairseq's and OpenNMT-py's names get our key and what differs, not the nearest spelling
+    (data.src was answered with data.source, training.max_len with max_steps) or nothing (epochs, lr)."""
+    with pytest.raises(NMTError) as error:
+        config_from_dict(raw)
+    assert error.value.message == said
+
+
+def test_the_other_toolkits_names_point_at_keys_that_exist() -> None:
+    """Each key OTHER_TOOLKIT_KEYS suggests is a section or a key of one (a renamed key would leave it stale);
+    a name of it given as a source sub-section (JoeyNMT's data.src: {lang: de}) gets it too."""
+    for ours, _ in OTHER_TOOLKIT_KEYS.values():
+        section, _, key = ours.partition(".")
+        assert section in SECTIONS and (not key or key in {f.name for f in dataclasses.fields(SECTIONS[section])})
+    with pytest.raises(NMTError, match=r"unknown key 'data.src' \(did you mean 'data.src_lang'\?"):
+        check_data(config_from_dict({"data": {"src": {"lang": "de"}}}).data)
+    with pytest.raises(NMTError, match=r"unknown key 'training.max_len' \(did you mean 'training.max_words'\?"):
+        config_from_dict({"training": {"max_len": 50}})
 
 
 def test_the_sections_fields_are_typed() -> None:

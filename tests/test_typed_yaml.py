@@ -19,9 +19,11 @@ from nmt.typed_yaml import (
     check_type,
     config_changes,
     config_diff,
+    key_line,
     parse_override,
     read_yaml,
     sets_key,
+    unknown_key,
 )
 
 
@@ -51,7 +53,7 @@ class Section:
         # a value that is none of a choice's is no type error: 'c' is a str, as 'a' and 'b' are
         ({"kind": "c"}, "invalid value for 'part.kind': expected one of 'a', 'b', got 'c' (str)."),
         ({"sizes": [1, "x"]}, "wrong type for 'part.sizes[1]': expected int, got 'x' (str)."),
-        ({"sizes": 3}, "wrong type for 'part.sizes'"),
+        ({"sizes": {"a": 1}}, "wrong type for 'part.sizes'"),
         ({"name": 5}, "wrong type for 'part.name': expected str, got 5 (int)."),
         ({"limit": "none"}, "wrong type for 'part.limit'"),
     ],
@@ -99,11 +101,75 @@ def test_unknown_keys_suggest_the_nearest_and_list_the_valid_ones() -> None:
     assert error.value.message == "unknown key 'part.zzzz'."  # nothing close: no suggestion
 
 
+def test_a_list_given_as_commas_or_one_item_gets_the_spelling_that_works() -> None:
+    """`--set part.sizes=1,2` is the text '1,2' in YAML: its error says how a list is written, in the config and
+    quoted in a --set; a value whose items would not fit the list's type keeps the plain hint."""
+    for value, written in (("1,2", "[1, 2]"), ("1, 2", "[1, 2]"), (3, "[3]")):
+        with pytest.raises(NMTError) as error:
+            build_section(Section, apply_overrides({}, [f"part.sizes={value}"])["part"], "part")
+        assert error.value.message.startswith("wrong type for 'part.sizes': expected list, got ")
+        assert error.value.hint == (f"A list is written in brackets: sizes: {written} in the config, "
+                                    f"--set 'part.sizes={written}' on the command line (quoted for the shell).")
+    for value in ("1,x", "[1", True, None):
+        with pytest.raises(NMTError) as error:
+            build_section(Section, {"sizes": value}, "part")
+        assert error.value.hint == "Fix it in the config or with --set."
+
+
+def test_unknown_keys_name_another_tools_spelling_with_its_key_here() -> None:
+    """A name of `other_names` is answered with the key it maps to and its note, not with the nearest spelling."""
+    other = {"epochs": ("part.size", "It counts steps"), "nm": ("other.name", "")}
+    assert unknown_key("epochs", ["size"], "part.", other).message == (
+        "unknown key 'part.epochs' (did you mean 'part.size'? It counts steps).")
+    assert unknown_key("nm", ["name"], "part.", other).message == "unknown key 'part.nm' (did you mean 'other.name'?)."
+    with pytest.raises(NMTError) as error:
+        build_section(Section, {"epochs": 3}, "part", other_names=other)
+    assert error.value.message.startswith("unknown key 'part.epochs' (did you mean 'part.size'?")
+    assert error.value.key == "part.epochs"
+
+
 def test_a_section_that_is_not_a_mapping_and_the_sections_own_validation() -> None:
     with pytest.raises(NMTError, match=r"section 'part' must be a mapping of keys, got \[1, 2\]"):
         build_section(Section, [1, 2], "part")
     with pytest.raises(NMTError, match=r"invalid value for 'part.size': 0"):
         build_section(Section, {"size": 0}, "part")
+
+
+def test_keys_written_without_the_space_after_the_colon_get_the_spelling_that_works(tmp_path: Path) -> None:
+    """`size:5` is text to YAML, not a key: as a whole section (one line or several, folded into one text) it is
+    refused with the keys spelt with the space; among keys, the YAML error names its line with the same hint."""
+    with pytest.raises(NMTError) as error:
+        build_section(Section, "size:5", "part")
+    assert error.value.message == "section 'part' must be a mapping of keys, got 'size:5'."
+    assert error.value.hint == "YAML needs a space after a key's colon: size: 5."
+    with pytest.raises(NMTError) as error:
+        build_section(Section, "size:5 kind:b", "part")
+    assert error.value.hint == "YAML needs a space after a key's colon: size: 5, kind: b."
+    for text in ("just words", "http://example.org"):  # no KEY:VALUE: nothing to say
+        with pytest.raises(NMTError) as error:
+            build_section(Section, text, "part")
+        assert error.value.hint == ""
+    path = tmp_path / "c.yaml"
+    path.write_text("part:\n  size: 5\n  kind:b\n", encoding="utf-8")  # PyYAML: "could not find expected ':'"
+    with pytest.raises(NMTError) as error:
+        read_yaml(path)
+    assert error.value.message.startswith(f"{path}: line 4, column 1 is not valid YAML: could not find expected ':'")
+    assert error.value.hint == "YAML needs a space after a key's colon: kind: b (line 3)."
+    path.write_text("part:\n  size:5\n  kind: b\n", encoding="utf-8")  # "mapping values are not allowed here"
+    with pytest.raises(NMTError) as error:
+        read_yaml(path)
+    assert error.value.hint == "YAML needs a space after a key's colon: size: 5 (line 2)."
+
+
+def test_key_line_finds_where_the_file_gives_a_key(tmp_path: Path) -> None:
+    """The line of a dotted key: its value's where that is text (maybe on the next line), else the key's own."""
+    path = tmp_path / "c.yaml"
+    path.write_text("# a comment\npart:\n  size: 5\n  sizes:\n    - 1\nother:\n  size:5\n", encoding="utf-8")
+    assert key_line(path, "part.size") == 3
+    assert key_line(path, "part.sizes") == 4 and key_line(path, "part") == 2
+    assert key_line(path, "other") == 7  # the text 'size:5', where a mapping was meant
+    assert key_line(path, "part.rate") is None and key_line(path, "other.size") is None
+    assert key_line(tmp_path / "none.yaml", "part") is None
 
 
 def test_overrides_are_parsed_as_yaml() -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from nmt.config import Config, error_in_run, load_config
-from nmt.config_sections import DataConfig
+from nmt.config_sections import OTHER_TOOLKIT_KEYS, DataConfig
 from nmt.data.corpus import Source
 from nmt.data.sources.bible import Bible
 from nmt.data.sources.files import Files
@@ -61,7 +61,8 @@ def check_data(data: DataConfig) -> None:
     for name in data.sources:
         if name not in SOURCES:
             raise NMTError(
-                f"unknown key 'data.{name}'{did_you_mean(name, list(SOURCES))}: not a key of data nor a corpus source.",
+                f"unknown key 'data.{name}'{did_you_mean(name, list(SOURCES), other_names=OTHER_TOOLKIT_KEYS)}: "
+                "not a key of data nor a corpus source.",
                 f"Each source's keys sit under its name: {', '.join(f'data.{s}' for s in SOURCES)}.",
             )
         source_settings(data, name, validate=False)
