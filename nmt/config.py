@@ -27,7 +27,7 @@ from nmt.config_sections import (
     TrainingConfig,
     migrate_data_keys,
 )
-from nmt.errors import NMTError
+from nmt.errors import FIX_IN_CONFIG, NMTError
 from nmt.fileio import atomic_write_text
 from nmt.typed_yaml import (
     apply_overrides,
@@ -179,7 +179,7 @@ def override_sections(config: Config, overrides: list[str], sections: tuple[str,
     try:
         return config_from_dict(apply_overrides(config.to_dict(), overrides), "--set")
     except NMTError as error:
-        raise blame_flag(error, overrides) from None
+        raise _blame_command_line(error, overrides) from None
 
 
 def override_section(section: str, overrides: list[str], command: str) -> Any:
@@ -190,7 +190,21 @@ def override_section(section: str, overrides: list[str], command: str) -> Any:
         raw = apply_overrides({}, overrides).get(section)
         return build_section(SECTIONS[section], raw, section, other_names=OTHER_TOOLKIT_KEYS)
     except NMTError as error:
-        raise blame_flag(error, overrides) from None
+        raise _blame_command_line(error, overrides) from None
+
+
+def _blame_command_line(error: NMTError, overrides: list[str]) -> NMTError:
+    """`blame_flag`'s error, told to fix the value on the command line rather than "in the config": the commands
+    that take overrides alone (translate, evaluate, score) read no config of the user's; a run's config.yaml
+    records how the run was trained, and is not to be edited."""
+    error = blame_flag(error, overrides)
+    if error.hint != FIX_IN_CONFIG:  # a shorthand flag's hint, or an error's own
+        return error
+    if any(parse_override(text)[0] == error.key.split(".") for text in overrides):
+        hint = f"Fix the value of --set {error.key} on the command line."
+    else:  # refused beside another key's new value (decoding.nbest above a lowered beam_size)
+        hint = f"Give it a value that fits on the command line: --set {error.key}=..."
+    return NMTError(error.message, hint, error.key)
 
 
 def _refuse_other_sections(overrides: list[str], sections: tuple[str, ...], command: str) -> None:
@@ -202,6 +216,12 @@ def _refuse_other_sections(overrides: list[str], sections: tuple[str, ...], comm
             if keys[0] == "evaluation":  # nmt translate: it writes translations and scores nothing
                 why = "evaluation.* settings say how translations are scored, and it scores none"
                 hint = f"Score a run's translations with them: nmt evaluate RUN_DIR --set {text}."
+            elif keys[0] == "runs" and len(keys) > 3 and keys[2] in sections:
+                # a config's runs.NAME.section.key: here there is no config, and --set sets section.key itself
+                own = f"{'.'.join(keys[2:])}={text.partition('=')[2]}"
+                why = "runs.* keys set one run of a config, and here " + (
+                    "--set overrides RUN_DIR's own settings" if "decoding" in sections else "there is none")
+                hint = f"Use --set {own}."
             elif "decoding" in sections:  # a command that decodes with a trained run: the rest came with it
                 why = f"{keys[0]}.* settings are fixed when a run is trained"
                 hint = "Train a new run with `nmt train CONFIG --set ...` to change them."

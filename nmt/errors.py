@@ -1,4 +1,8 @@
-"""The one exception type a user sees: what went wrong (naming the file, line or key) and what to do."""
+"""The one exception type a user sees: what went wrong (naming the file, line or key) and what to do; and the
+wording its messages share."""
+
+# the hint of a refused value where it may come from a config or a --set (typed_yaml.check_type, `require`)
+FIX_IN_CONFIG = "Fix it in the config or with --set."
 
 
 class NMTError(Exception):
@@ -19,4 +23,9 @@ class NMTError(Exception):
 def require(condition: bool, key: str, what: str) -> None:
     """Refuse the value of config key `key` (section.key) unless `condition`: it `what` (e.g. "must be >= 1")."""
     if not condition:
-        raise NMTError(f"invalid value for '{key}': {what}.", "Fix it in the config or with --set.", key)
+        raise NMTError(f"invalid value for '{key}': {what}.", FIX_IN_CONFIG, key)
+
+
+def counted(count: int, noun: str) -> str:
+    """`count` and `noun`, plural unless it is one: "1 line", "0 lines", "2 sentences"."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"

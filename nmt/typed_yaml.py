@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import yaml
 
-from nmt.errors import NMTError
+from nmt.errors import FIX_IN_CONFIG, NMTError
 from nmt.text_encoding import refuse_foreign_encoding
 
 
@@ -49,7 +49,7 @@ def check_type(value: Any, tp: Any, key: str) -> Any:
         what = "invalid value" if origin is Literal else "wrong type"
         raise NMTError(
             f"{what} for '{key}': expected {type_name(tp)}, got {value!r} ({type(value).__name__}).",
-            (origin is list and _as_list_hint(value, tp, key)) or "Fix it in the config or with --set.",
+            (origin is list and _as_list_hint(value, tp, key)) or FIX_IN_CONFIG,
             key.split("[")[0],  # an item of a list: the list's key
         )
     return value

@@ -369,18 +369,23 @@ def test_buckets_auto_outside_nmt_score_says_it_is_nmt_scores_and_what_is_taken(
     assert "expected" not in err
 
 
-def test_a_bad_value_from_set_still_says_to_fix_the_config_or_set(
+def test_a_bad_value_from_set_says_to_fix_the_set_or_the_config_it_came_with(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
+    """A refused --set value is to be fixed on the command line where the command reads no config (score), in
+    the config or with --set where it reads one (train)."""
     hyp = tmp_path / "hyp.txt"
     hyp.write_text("a b\n")
     # the later of a flag and --set gives the value: here --set, so the error is about it
     assert main(["score", str(hyp), "--ref", str(hyp), "--buckets", "10", "--set", "evaluation.buckets=[0]"]) == 2
     err = capsys.readouterr().err
-    assert "error: invalid value for 'evaluation.buckets'" in err and "Fix it in the config or with --set." in err
+    assert "error: invalid value for 'evaluation.buckets'" in err
+    assert "Fix the value of --set evaluation.buckets on the command line." in err and "config" not in err
     # a flag whose value is fine is shown as typed beside the --set that is not
     assert main(["train", "configs/quick.yaml", "--threads", "1", "--set", "training.max_steps=0"]) == 2
-    assert "configs/quick.yaml (with --threads 1 --set training.max_steps=0): invalid value" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "configs/quick.yaml (with --threads 1 --set training.max_steps=0): invalid value" in err
+    assert "Fix it in the config or with --set." in err
 
 
 def test_evaluate_beam_1_on_a_run_with_nbest_2_scores_the_best_translation(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import multiprocessing
 import pickle
 
-from nmt.errors import NMTError
+from nmt.errors import NMTError, counted
 
 
 def _fail() -> None:
@@ -31,3 +31,8 @@ def test_an_error_raised_in_a_spawned_child_reaches_the_parent_whole() -> None:
             assert error.hint == "Raise data.vocab_size." and "vocab_size 9" in error.message
         else:
             raise AssertionError("the child's NMTError did not reach the parent")
+
+
+def test_a_count_is_singular_for_one_only() -> None:
+    """`counted` words a count as messages need it: "has 1 line", "0 lines", "2 sentences"."""
+    assert [counted(n, "line") for n in (0, 1, 2)] == ["0 lines", "1 line", "2 lines"]

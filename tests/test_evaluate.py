@@ -17,7 +17,7 @@ from nmt.compare.runs import describe_runs, translate_cached
 from nmt.config import load_config, save_config
 from nmt.decoding.translator import Translator
 from nmt.evaluation import testset
-from tests.helpers import fake_run, unwritable
+from tests.helpers import fake_run, reverse_task_config, unwritable
 from tests.synthetic import reverse_pairs, write_parallel
 
 
@@ -61,6 +61,21 @@ def test_evaluate_takes_src_and_ref_together(tmp_path: Path) -> None:
     with pytest.raises(NMTError, match="--src and --ref go together"):  # not the split instead
         evaluate_runs([fake_run(tmp_path / "a")], src_path=tmp_path / "src.txt", out_dir=tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_split_that_cannot_be_prepared_again_points_to_src_and_ref(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run whose prepared data and corpus are both gone has no test split to be scored on: the error says
+    what is missing and that --src/--ref evaluate it on files given instead."""
+    run = fake_run(tmp_path / "run")
+    save_config(reverse_task_config(tmp_path / "data", n_train=20), run / "config.yaml")
+    for corpus in (tmp_path / "data").glob("*.*"):  # never prepared: as after both were deleted
+        corpus.unlink()
+    assert main(["evaluate", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert "corpus file not found" in err
+    assert "Without the test split, give --src FILE --ref FILE to use files of your own." in err
 
 
 def test_not_a_run_is_a_user_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -410,7 +410,7 @@ def test_ctrl_c_stops_prepare_in_every_phase_leaving_the_previous_folder_or_none
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".prepared")]  # nothing half-written
 
 
-def test_prepare_says_where_it_wrote_and_which_splits_were_carved_from_train(
+def test_prepare_says_where_it_wrote_and_which_splits_were_carved_from_train_or_that_it_is_current(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     config, _ = setup(tmp_path)
@@ -422,3 +422,12 @@ def test_prepare_says_where_it_wrote_and_which_splits_were_carved_from_train(
         f"prepared {tmp_path / 'prepared'} from files train {tmp_path / 'corpus' / 'all'}{{.en,.fr}}, "
         "valid carved from train, test carved from train"
     )
+    # run again on the same data: it is current, and that is what it says (not that it prepared it)
+    before = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "prepared").iterdir()}
+    assert main(["prepare", str(config_path)]) == 0
+    again = capsys.readouterr().out.splitlines()[0]
+    assert again == (
+        f"{tmp_path / 'prepared'} is already prepared from files train {tmp_path / 'corpus' / 'all'}{{.en,.fr}}, "
+        "valid carved from train, test carved from train (current: nothing was rebuilt)"
+    )
+    assert {p.name: p.stat().st_mtime_ns for p in (tmp_path / "prepared").iterdir()} == before

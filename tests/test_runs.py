@@ -69,6 +69,27 @@ def test_decode_time_overrides_change_the_cache_key_and_refuse_learning_keys(tmp
     assert describe_runs([run_dir], checkpoint="averaged.pt")[0].checkpoint == run_dir / "checkpoints" / "averaged.pt"
 
 
+def test_a_bad_set_of_a_run_is_fixed_on_the_command_line_not_in_a_config(tmp_path: Path) -> None:
+    """evaluate and translate read the run's config.yaml, the record of its training, and no config of the
+    user's: a refused --set value is to be fixed on the command line, and a config's runs.NAME.decoding.KEY
+    is pointed to the decoding.KEY that overrides the run's own setting."""
+    run_dir = fake_run(tmp_path / "run", beam_size=4)
+    with pytest.raises(NMTError, match=r"invalid value for 'decoding.max_length_ratio': must be > 0") as error:
+        describe_runs([run_dir], ["decoding.max_length_ratio=-1"])
+    assert error.value.hint == "Fix the value of --set decoding.max_length_ratio on the command line."
+    with pytest.raises(NMTError, match=r"--set runs.search.decoding.beam_size=3: .*RUN_DIR's own settings") as error:
+        describe_runs([run_dir], ["runs.search.decoding.beam_size=3"])
+    assert error.value.hint == "Use --set decoding.beam_size=3."
+    assert "fixed when a run is trained" not in error.value.message
+    # a value refused beside another key's new one: the key to give is named, though no --set gave it
+    config = Config()
+    config.decoding.beam_size, config.decoding.nbest = 4, 3
+    save_config(config, run_dir / "config.yaml")
+    with pytest.raises(NMTError, match=r"'decoding.nbest': 3 is above decoding.beam_size 2") as error:
+        describe_runs([run_dir], ["decoding.beam_size=2"])
+    assert error.value.hint == "Give it a value that fits on the command line: --set decoding.nbest=..."
+
+
 def test_cache_key_follows_checkpoint_source_and_decoding(tmp_path: Path) -> None:
     run = describe_runs([fake_run(tmp_path / "run")])[0]
     decoding = decoding_settings(run.config)

@@ -338,6 +338,27 @@ def test_user_errors(files: dict[str, Path], tmp_path: Path, capsys: pytest.Capt
     assert not (tmp_path / "o").exists()  # nothing written
 
 
+def test_a_count_of_one_is_singular_and_an_empty_src_or_ref_is_called_empty(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Counts agree with their nouns ("1 line", "1 word", "1 sentence"; a file of CR line ends is one line),
+    and an empty --src or --ref is said to be empty, as an empty HYP is, not to have 0 lines."""
+    two, one, empty = _write(tmp_path / "two.txt", ["x", "y"]), _write(tmp_path / "one.txt", ["x"]), tmp_path / "empty.txt"
+    empty.write_text("", encoding="utf-8")
+    cr = tmp_path / "cr.txt"
+    cr.write_bytes(b"a b\rc d\r")
+    assert main(["score", "--ref", str(two), str(cr)]) == 2
+    assert f"{cr} has 1 line but --ref {two} has 2." in capsys.readouterr().err
+    assert main(["score", "--ref", str(two), "--src", str(empty), str(two)]) == 2
+    assert f"error: --src {empty} is empty: nothing to evaluate." in capsys.readouterr().err
+    assert main(["score", "--ref", str(empty), "--src", str(two), str(two)]) == 2
+    assert f"error: --ref {empty} is empty: nothing to evaluate." in capsys.readouterr().err
+    assert main(["score", "--ref", str(one), str(one), "--buckets", "auto", "--out", str(tmp_path / "o")]) == 0
+    out = capsys.readouterr().out
+    assert "up to the longest sentence (1 word), each" in out
+    assert "no two such buckets can be made of 1 sentence, so two as even as their lengths allow" in out
+
+
 def test_tokenize_and_lowercase_change_scores_and_signature(tmp_path: Path) -> None:
     references = ["The cat sat, on the mat.", "A Dog ran home!"] * 5
     hyps = ["the cat sat , on the mat .", "a dog ran home !"] * 5

@@ -202,11 +202,16 @@ def visible_lines(written: str) -> list[str]:
     return ["".join(line).rstrip() for line in screen]
 
 
-def test_existing_runs_are_never_overwritten(data_root: Path, tmp_path: Path) -> None:
+def test_existing_runs_are_never_overwritten(
+    data_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A folder that holds a run is refused, and changed in nothing; the refusal comes before any output (not
+    after the model's size line, as if training had begun)."""
     config = tiny(data_root, max_steps=2)
     run = tmp_path / "run"
     train(config, run)
     before = snapshot(run)
+    capsys.readouterr()
     with pytest.raises(NMTError, match="already holds a finished run.*") as same:
         train(config, run)
     assert "--resume" in same.value.hint
@@ -215,6 +220,7 @@ def test_existing_runs_are_never_overwritten(data_root: Path, tmp_path: Path) ->
     (run / "summary.json").unlink()
     with pytest.raises(NMTError, match="partial run"):
         train(config, run)
+    assert capsys.readouterr().out == ""
     before.pop("summary.json")
     assert snapshot(run) == before
 

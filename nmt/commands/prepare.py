@@ -14,8 +14,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from nmt.data.prepare import format_stats, prepare  # the library: only now
+    from nmt.data.prepare import format_stats, is_prepared, prepare  # the library: only now
     from nmt.data.sources import load_checked_config
 
     config = load_checked_config(args.config, args.overrides)
-    print(format_stats(prepare(config.data), config.data))
+    current = is_prepared(config.data)
+    print(format_stats(prepare(config.data), config.data, built=not current))

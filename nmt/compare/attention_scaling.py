@@ -47,7 +47,7 @@ def scaling_statistics(
     out = default_out_dir(run_dirs, out_dir)  # before the data is read (or prepared): refused, nothing was done
     settings = runs[0].config.evaluation
     per_bucket = settings.curve_sentences_per_bucket if per_bucket is None else per_bucket
-    test_set = common_test_set(runs, split or settings.split, None, None)
+    test_set = common_test_set(runs, split or settings.split, None, None, takes_files=False)
     sample = sample_test_set(test_set, settings.buckets, settings.by, per_bucket)
     assert sample.sources is not None
     measured: dict[str, Any] = {}

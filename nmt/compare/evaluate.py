@@ -134,15 +134,25 @@ def check_src_and_ref(src_path: Path | None, ref_path: Path | None) -> None:
         raise NMTError("--src and --ref go together: give both files, or neither to use --split.")
 
 
-def common_test_set(runs: list[RunInfo], split: str, src_path: Path | None, ref_path: Path | None) -> TestSet:
+def common_test_set(
+    runs: list[RunInfo], split: str, src_path: Path | None, ref_path: Path | None, takes_files: bool = True
+) -> TestSet:
     """The one test set the runs are scored on: --src/--ref when given (both: the caller has refused one
-    alone, `check_src_and_ref`), else the `split` of their prepared data, which must be the same for every run."""
+    alone, `check_src_and_ref`), else the `split` of their prepared data, which must be the same for every run.
+    Where the split cannot be prepared (its corpus gone), the error names --src/--ref, if the command
+    `takes_files`."""
     if src_path is not None and ref_path is not None:
         return file_test_set(src_path, ref_path)
     by_dir: dict[str, TestSet] = {}
     for run in runs:
         if prepared_dir(run.config.data) not in by_dir:
-            by_dir[prepared_dir(run.config.data)] = split_test_set(run.config, split)
+            try:
+                by_dir[prepared_dir(run.config.data)] = split_test_set(run.config, split)
+            except NMTError as error:
+                if not takes_files:
+                    raise
+                instead = f"Without the {split} split, give --src FILE --ref FILE to use files of your own."
+                raise NMTError(error.message, f"{error.hint} {instead}".strip(), error.key) from None
     first, *others = by_dir.values()
     for other in others:
         if (other.sources, other.references) != (first.sources, first.references):

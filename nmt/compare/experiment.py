@@ -25,7 +25,7 @@ from nmt.compare.curve import learning_curves
 from nmt.compare.evaluate import evaluate_runs
 from nmt.config import Config, save_config
 from nmt.config_sections import ModelConfig
-from nmt.data.prepare import format_stats, prepare
+from nmt.data.prepare import format_stats, is_prepared, prepare
 from nmt.data.sources import content_settings, corpus_source, load_checked_config, prepared_dir
 from nmt.environment import describe_environment
 from nmt.errors import NMTError
@@ -339,7 +339,8 @@ def _prepare_data(config: Config, timings: Timings) -> None:
     start = time.perf_counter()
     data_sections = {prepared_dir(run.data): run.data for run in (config.for_run(name) for name in config.runs)}
     for data in data_sections.values():
-        print(format_stats(prepare(data), data))
+        current = is_prepared(data)
+        print(format_stats(prepare(data), data, built=not current))
     timings.record("prepare", time.perf_counter() - start)
 
 

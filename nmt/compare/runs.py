@@ -17,7 +17,7 @@ from nmt.config import Config, load_saved_config, override_sections
 from nmt.data.prepare import load_prepared
 from nmt.data.sources import corpus_source, prepared_dir
 from nmt.decoding.translator import Translator
-from nmt.errors import NMTError
+from nmt.errors import NMTError, counted
 from nmt.evaluation.testset import TestSet, shown_path, unique_name
 from nmt.fileio import atomic_open, atomic_write_json, atomic_write_text, refuse_unwritable
 from nmt.models.interface import model_kind
@@ -112,7 +112,7 @@ def translate_cached(run: RunInfo, test_set: TestSet, device: str) -> tuple[list
         print(f"{run.name}: re-using cached translations {path}", file=sys.stderr)
         return hyps, path, True
 
-    print(f"{run.name}: translating {len(test_set.sources)} sentences with {run.checkpoint.name} "
+    print(f"{run.name}: translating {counted(len(test_set.sources), 'sentence')} with {run.checkpoint.name} "
           f"(beam {decoding['beam_size']})", file=sys.stderr)
     translator = Translator.from_run(run.run_dir, run.checkpoint, device, decoding=run.config.decoding)
     hyps = list(translator.translate(test_set.sources))  # one per sentence: Translator.translate_nbest

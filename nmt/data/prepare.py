@@ -30,7 +30,7 @@ from nmt.data.corpus import drop_train_overlap, filter_train, read_lines
 from nmt.data.pairs import MAX_LINE_CHARS, SPLITS, Corpus, Pair
 from nmt.data.sources import content_settings, corpus_source, prepared_dir
 from nmt.data.subwords import MANIFEST, SUBWORD_KEYS, Tokenizer, read_manifest
-from nmt.errors import NMTError
+from nmt.errors import NMTError, counted
 from nmt.fileio import atomic_write_json, atomic_write_text, errors_naming, interrupts_deferred
 from nmt.interrupts import starting_children
 from nmt.lengths import assign_buckets, make_buckets, word_count
@@ -56,7 +56,7 @@ class PreparedData:
         tgt = read_lines(self.directory / f"{split}.tgt")
         if len(src) != len(tgt):
             raise NMTError(
-                f"{self.directory}/{split}.src has {len(src)} lines but {split}.tgt has {len(tgt)}.",
+                f"{self.directory}/{split}.src has {counted(len(src), 'line')} but {split}.tgt has {len(tgt)}.",
                 "The prepared folder was edited by hand: delete it and re-run `nmt prepare`.",
             )
         return list(zip(src, tgt, strict=True))
@@ -302,6 +302,11 @@ def prepare(config: DataConfig) -> dict[str, Any]:
     return json.loads((directory / "stats.json").read_text(encoding="utf-8"))
 
 
+def is_prepared(config: DataConfig) -> bool:
+    """Whether `data.dir` holds the prepared data of `config`, current: `prepare` would rebuild nothing."""
+    return _why_stale(Path(prepared_dir(config)), config) is None
+
+
 def load_prepared(config: DataConfig) -> PreparedData:
     """The prepared data of `config`, preparing it first if needed."""
     prepare(config)
@@ -313,10 +318,15 @@ def _by_split(counts: dict[str, int]) -> str:
     return ", ".join(f"{split} {n}" for split, n in counts.items())
 
 
-def format_stats(stats: dict[str, Any], config: DataConfig | None = None) -> str:
+def format_stats(stats: dict[str, Any], config: DataConfig | None = None, built: bool = True) -> str:
     """Pair counts per split and the source-length histogram, as a plain-text table; with `config`, first
-    where the data was prepared and from what (which splits were carved from train)."""
-    lines = [f"prepared {prepared_dir(config)} from {corpus_source(config).describe()}"] if config is not None else []
+    where the data was prepared and from what (which splits were carved from train), and whether it was
+    `built` now or found prepared already."""
+    lines: list[str] = []
+    if config is not None:
+        where, source = prepared_dir(config), corpus_source(config).describe()
+        lines.append(f"prepared {where} from {source}" if built else
+                     f"{where} is already prepared from {source} (current: nothing was rebuilt)")
     lines += [
         f"source: {stats['source']}   vocab: src {stats['src_vocab_size']}, tgt {stats['tgt_vocab_size']}",
         f"dropped empty pairs: {_by_split(stats['dropped_empty'])}; "

@@ -17,7 +17,7 @@ from typing import Any
 
 from nmt.config import EvaluationConfig, override_section
 from nmt.data.corpus import read_lines
-from nmt.errors import NMTError
+from nmt.errors import NMTError, counted
 from nmt.evaluation.buckets import (
     DATA_BUCKET_STEP,
     bucket_members,
@@ -141,12 +141,13 @@ def _sized_from_data(settings: EvaluationConfig, test_set: TestSet) -> tuple[Eva
     cutoffs, even = data_cutoffs(lengths, least)
     how = (
         f"the buckets were sized from the data (--buckets auto): {DATA_BUCKET_STEP}-word buckets up to the longest "
-        f"sentence ({max(lengths)} words), each with fewer than evaluation.min_bucket_sentences = {least} "
+        f"sentence ({counted(max(lengths), 'word')}), each with fewer than evaluation.min_bucket_sentences = {least} "
         "sentences merged with its smaller neighbour, the smallest first"
     )
     if even:
         counts = [len(rows) for rows in bucket_members(lengths, make_buckets(cutoffs)).values()]
-        how += (f"; {len(lengths)} sentences make no two such buckets, so two as even as their lengths allow"
+        how += (f"; no two such buckets can be made of {counted(len(lengths), 'sentence')}, so two as even as "
+                "their lengths allow"
                 + (", too small to test" if min(counts) < least else ""))
     return dataclasses.replace(settings, buckets=cutoffs), f"{how}: cutoffs {','.join(map(str, cutoffs))}"
 
@@ -157,7 +158,7 @@ def _read_hypotheses(path: Path, ref_path: Path, count: int) -> list[str]:
         raise NMTError(f"HYP {path} is empty.", f"Give one translation per line of --ref {ref_path}.")
     if len(lines) != count:
         raise NMTError(
-            f"{path} has {len(lines)} lines but --ref {ref_path} has {count}.",
+            f"{path} has {counted(len(lines), 'line')} but --ref {ref_path} has {count}.",
             "Give one translation per reference line, in the same order.",
         )
     return lines

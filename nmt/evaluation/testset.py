@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nmt.data.corpus import read_lines
-from nmt.errors import NMTError
+from nmt.errors import NMTError, counted
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,7 @@ class TestSet:
     def describe(self) -> str:
         """What the reports say of the test set: its split or file, size and content hash."""
         digest = hashlib.sha256("\n".join([*(self.sources or []), "\t", *self.references]).encode()).hexdigest()
-        return f"{self.origin}, {len(self.references)} sentences, sha256 {digest[:12]}"
+        return f"{self.origin}, {counted(len(self.references), 'sentence')}, sha256 {digest[:12]}"
 
 
 def shown_path(path: str | Path, base: Path | None = None) -> str:
@@ -35,16 +35,17 @@ def shown_path(path: str | Path, base: Path | None = None) -> str:
 
 
 def file_test_set(src_path: Path, ref_path: Path) -> TestSet:
-    """Source and reference files given on the command line; they must have the same line count."""
+    """Source and reference files given on the command line; neither empty, and of the same line count."""
     sources = read_lines(src_path, "--src", "Give an existing text file to --src.")
     references = read_lines(ref_path, "--ref", "Give an existing text file to --ref.")
+    for flag, path, lines in (("--src", src_path, sources), ("--ref", ref_path, references)):
+        if not lines:  # said as such, as an empty HYP is, not as a count of 0 lines
+            raise NMTError(f"{flag} {path} is empty: nothing to evaluate.", "Give a file with one sentence a line.")
     if len(sources) != len(references):
         raise NMTError(
-            f"--src {src_path} has {len(sources)} lines but --ref {ref_path} has {len(references)}.",
+            f"--src {src_path} has {counted(len(sources), 'line')} but --ref {ref_path} has {len(references)}.",
             "Give one reference line per source line.",
         )
-    if not sources:
-        raise NMTError(f"--src {src_path} is empty: nothing to evaluate.", "Give a file with one sentence a line.")
     return TestSet(sources, references, f"--src {shown_path(src_path)}")
 
 

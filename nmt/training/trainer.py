@@ -83,6 +83,9 @@ class Trainer:
         self.terminal = Terminal(ctx.is_main)
         if tc.threads > 0:
             torch.set_num_threads(tc.threads)
+        # a run directory that is refused is refused before the data is loaded (or prepared) and anything is
+        # printed; `_claim` checks it again, with the lock held
+        ctx.agreed(lambda: rundir.check_run_dir(run_dir, config, resume))
         # the RNGs are seeded by initial_model, just before the build: loading the data draws from none of
         # them (the sampler has its own seeded Random; sentencepiece trains in a child process)
         self.data = load_training_data(config, ctx)

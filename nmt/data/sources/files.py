@@ -11,7 +11,7 @@ from pathlib import Path
 from nmt.config_sections import DataConfig
 from nmt.data.corpus import Source, SourceSettings, assemble, read_lines, record_pair
 from nmt.data.pairs import SPLITS, Corpus, Pair
-from nmt.errors import NMTError, require
+from nmt.errors import NMTError, counted, require
 
 SPLIT_HINT = "Check data.files.train / valid / test."
 
@@ -146,7 +146,7 @@ def read_aligned(
     tgt = _lines(tgt_path, hint, bom_files)
     if len(src) != len(tgt):
         raise NMTError(
-            f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}.",
+            f"{src_path} has {counted(len(src), 'line')} but {tgt_path} has {len(tgt)}.",
             "The two sides must be line-aligned: one sentence and its translation on the same line number.",
         )
     return list(zip(src, tgt, strict=True))
