@@ -147,15 +147,27 @@ def config_from_dict(raw: Any, source: str = "config") -> Config:
     for run_name in runs:
         _check_run_name(run_name)
     config = Config(
-        **{
-            name: build_section(cls, raw.get(name), name, other_names=OTHER_TOOLKIT_KEYS)
-            for name, cls in SECTIONS.items()
-        },
+        **{name: _build_section(name, raw.get(name)) for name in SECTIONS},
         runs=copy.deepcopy(runs),
     )
     for run_name in runs:  # each run must itself be a valid configuration
         config.for_run(run_name)
     return config
+
+
+def _build_section(name: str, raw: Any) -> Any:
+    """Section `name` from `raw` (build_section); a key of another section given in it is refused naming
+    that section, where the nearest spelling among its own keys would be another setting. A name of
+    OTHER_TOOLKIT_KEYS keeps its answer, which names the key of each section it could mean."""
+    for key in raw if isinstance(raw, dict) else ():
+        home = _SECTION_OF.get(key)
+        if home not in (None, name) and key not in OTHER_TOOLKIT_KEYS:
+            raise NMTError(
+                f"unknown key '{name}.{key}': a key of the {home} section (did you mean '{home}.{key}'?).",
+                f"Give it in the {home} section: each section takes only its own keys.",
+                f"{name}.{key}",
+            )
+    return build_section(SECTIONS[name], raw, name, other_names=OTHER_TOOLKIT_KEYS)
 
 
 def _check_run_name(name: Any) -> None:
@@ -187,8 +199,7 @@ def override_section(section: str, overrides: list[str], command: str) -> Any:
     alone: `nmt score` has no model section to check, and the model's check imports torch."""
     _refuse_other_sections(overrides, (section,), command)
     try:
-        raw = apply_overrides({}, overrides).get(section)
-        return build_section(SECTIONS[section], raw, section, other_names=OTHER_TOOLKIT_KEYS)
+        return _build_section(section, apply_overrides({}, overrides).get(section))
     except NMTError as error:
         raise _blame_command_line(error, overrides) from None
 

@@ -51,6 +51,24 @@ def test_a_sections_key_at_the_top_level_names_its_section_and_line(tmp_path: Pa
     assert error.value.hint == "Indent it under training: with spaces, as the section's other keys."
 
 
+def test_a_key_under_another_section_names_the_section_it_belongs_in(tmp_path: Path) -> None:
+    """beam_size under training: (or --set training.beam_size=3) is a key of decoding: it is named with its
+    section, not answered with the nearest spelling among training's keys; in a run, where the run gives it."""
+    path = tmp_path / "c.yaml"
+    path.write_text("training:\n  beam_size: 3\n", encoding="utf-8")
+    said = "unknown key 'training.beam_size': a key of the decoding section (did you mean 'decoding.beam_size'?)."
+    with pytest.raises(NMTError) as error:
+        load_config(path)
+    assert error.value.message == f"{path}, line 2: {said}"
+    assert error.value.hint == "Give it in the decoding section: each section takes only its own keys."
+    with pytest.raises(NMTError) as error:
+        load_config(tmp_path / "c.yaml", ["training.beam_size=3"])
+    assert error.value.message.endswith(f"(with --set training.beam_size=3): {said}")
+    with pytest.raises(NMTError, match=r"^unknown key 'runs.a.model.tokenize': a key of the evaluation section "
+                       r"\(did you mean 'runs.a.evaluation.tokenize'\?\)"):
+        config_from_dict({"runs": {"a": {"model": {"tokenize": "intl"}}}})
+
+
 def test_a_section_written_key_colon_value_names_its_line_and_the_space_yaml_needs(tmp_path: Path) -> None:
     """`max_steps:5` (no space) under `training:` makes the section the text 'max_steps:5': its line is named
     with the spelling that works."""
