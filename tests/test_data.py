@@ -30,7 +30,7 @@ def test_the_training_split_is_encoded_within_max_words(tmp_path: Path) -> None:
     assert data.src == [s for s in everything.src if len(s) <= max(map(len, data.src))]
     assert len(data.valid.references) == 5
     config.training.max_words = 1
-    with pytest.raises(NMTError, match=r"has no pairs of at most 1 words \(training.max_words\)"):
+    with pytest.raises(NMTError, match=r"has no pairs of at most 1 word \(training.max_words\)"):
         load_training_data(config, SINGLE)
 
 

@@ -173,6 +173,8 @@ def test_the_fixed_vector_fall_must_lie_beyond_the_best_buckets_interval() -> No
     few = check_effect(hand_made(rows), LongSentences(12, long.bleu, 40), "base", "att")
     assert [c.passed for c in few] == [True, None, None, None]
     assert few[1].evidence == "40+ words: 12 sentences, fewer than evaluation.min_bucket_sentences = 50"
+    one = check_effect(hand_made(rows), LongSentences(1, long.bleu, 40), "base", "att")
+    assert one[1].evidence == "40+ words: 1 sentence, fewer than evaluation.min_bucket_sentences = 50"
 
 
 def test_a_system_under_1_bleu_makes_every_check_cannot_tell() -> None:
@@ -259,6 +261,8 @@ def test_the_thresholds_are_evaluation_settings() -> None:
     assert checks[1].passed is True and "on 30+ words" in checks[1].claim
     strict = check_effect(held_to(evaluation, fixed_vector_max_ratio=0.01), long, "encdec", "search")
     assert strict[1].passed is False and "at most 0.01 x" in strict[1].claim
+    assert check_effect(held_to(evaluation, ahead_from_words=1), long, "encdec", "search")[0].claim.endswith(
+        "in every bucket from 1 word")  # one word, singular as every count of one
     with pytest.raises(NMTError, match="evaluation.significance"):
         config_from_dict({"evaluation": {"significance": 1.5}})
 

@@ -3,6 +3,7 @@ scoring path (the scoring library itself: tests/test_scoring.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import random
@@ -17,6 +18,7 @@ import sacrebleu
 
 from nmt.cli import main
 from nmt.evaluation.buckets import sentence_lengths
+from nmt.evaluation.leaders import Leader, format_leaders
 from nmt.evaluation.length_plot import plotted_buckets
 from nmt.evaluation.report import format_examples, pick_examples
 from nmt.evaluation.score_files import distinct_parts
@@ -357,6 +359,26 @@ def test_a_count_of_one_is_singular_and_an_empty_src_or_ref_is_called_empty(
     out = capsys.readouterr().out
     assert "up to the longest sentence (1 word), each" in out
     assert "no two such buckets can be made of 1 sentence, so two as even as their lengths allow" in out
+
+
+def test_the_reports_counts_of_one_sentence_or_word_are_singular() -> None:
+    """report.md's who-is-better section and its examples say "1 sentence" and "1 source word", as for any
+    other count the plural."""
+    settings = scoring_settings()
+    ahead, too_few = Leader("<10", 1, "a", "b", 5.0, 0.01, True), Leader(">=40", 1, "a", "b", 1.0, None, None, "few")
+    text = format_leaders([ahead], settings)
+    assert "evaluation.min_bucket_sentences = 1 sentence is too small to test." in text
+    assert "On the longest sentences (<10, 1 sentence), a is better" in text
+    text = format_leaders([ahead, too_few], settings)
+    assert "The longest sentences (>=40, 1 sentence) are too few" in text
+    assert "On the longest bucket that can be tested (<10, 1 sentence), a is better" in text
+    weak = Leader(">=40", 1, "a", "b", 1.0, 0.01, None, "cannot tell: too weak")
+    assert "On the longest sentences (>=40, 1 sentence) this cannot tell" in format_leaders([weak], settings)
+    assert "(>=40, 2 sentences)" in format_leaders([dataclasses.replace(weak, n=2)], settings)
+    sources = ["w1", *(" ".join(VOCAB[:12]) for _ in range(3))]
+    evaluation = score_systems({"a": sources}, sources, sources, scoring_settings(bootstrap_samples=10))
+    text = format_examples(evaluation, {"a": sources}, sources, sources)
+    assert "### <10: sentence 1 (1 source word)" in text and "(12 source words)" in text
 
 
 def test_tokenize_and_lowercase_change_scores_and_signature(tmp_path: Path) -> None:

@@ -122,6 +122,16 @@ def test_a_changed_max_steps_is_refused_for_a_cosine_run_that_has_trained(tmp_pa
     assert error.value.hint == "the hint"
 
 
+def test_a_cosine_run_one_step_in_is_said_to_have_trained_1_step(tmp_path: Path) -> None:
+    """The refusal counts a single step trained in the singular, as "300 steps" in the plural."""
+    run_dir = tmp_path / "run"
+    (run_dir / CHECKPOINT_DIR).mkdir(parents=True)
+    (run_dir / CHECKPOINT_DIR / step_checkpoint_name(1)).write_bytes(b"")
+    with pytest.raises(NMTError, match=r"^run x trained 1 step of a cosine schedule laid over training.max_steps 3"):
+        check_schedule_kept(run_dir, _config(tmp_path, max_steps=3).training, _config(tmp_path, max_steps=2).training,
+                            "run x", "")
+
+
 def test_what_a_resume_may_change_is_what_cannot_change_the_learning(tmp_path: Path) -> None:
     base = _config(tmp_path)
     changed = config_from_dict({

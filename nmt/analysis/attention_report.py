@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
+from nmt.errors import counted
 from nmt.evaluation.buckets import non_empty
 from nmt.evaluation.low_bleu import CHOOSES_BY_NOISE, too_weak
 from nmt.evaluation.tables import markdown_table
@@ -57,7 +58,7 @@ def format_checks_markdown(results: dict[str, Any]) -> str:
     lines = [
         "# What attention weights do and do not tell",
         "",
-        f"Test set: {results['test_set']}; {results['sentences']} sentences ({results['selection']}), "
+        f"Test set: {results['test_set']}; {counted(results['sentences'], 'sentence')} ({results['selection']}), "
         f"bucketed by {results['by']} length in words. Decoding: {results['decoding']}. Permutation seed "
         f"{results['seed']}; links symmetrised by {results['symmetrisation']}.",
     ]

@@ -25,7 +25,7 @@ from nmt.compare.runs import (
 )
 from nmt.config_sections import BucketBy
 from nmt.data.sources import prepared_dir
-from nmt.errors import NMTError
+from nmt.errors import NMTError, counted
 from nmt.evaluation import curves
 from nmt.evaluation.metrics import Bleu
 from nmt.evaluation.testset import TestSet, shown_path
@@ -98,7 +98,7 @@ def _periodic_checkpoints(run: RunInfo) -> list[Path]:
     training = run.config.training  # say so when training.keep_last deleted checkpoints the curve could use
     if training.keep_last and len(checkpoints) < checkpoint_step(checkpoints[-1]) // training.checkpoint_every:
         print(
-            f"{run.name}: only {len(checkpoints)} checkpoints kept (training.keep_last {training.keep_last}); "
+            f"{run.name}: only {counted(len(checkpoints), 'checkpoint')} kept (training.keep_last {training.keep_last}); "
             "train with training.keep_last: 0 to keep one every training.checkpoint_every steps for the curve",
             file=sys.stderr,
         )

@@ -28,7 +28,7 @@ from nmt.config_sections import ModelConfig
 from nmt.data.prepare import format_stats, is_prepared, prepare
 from nmt.data.sources import content_settings, corpus_source, load_checked_config, prepared_dir
 from nmt.environment import describe_environment
-from nmt.errors import NMTError
+from nmt.errors import NMTError, counted
 from nmt.evaluation.curves import CURVE
 from nmt.evaluation.tables import markdown_table
 from nmt.fileio import atomic_write_json, atomic_write_text, same_file
@@ -199,7 +199,7 @@ def _report(
         lines += ["", f"![attention of one long test sentence]({attention_plot})", "", ATTENTION_CAVEAT, ""]
     if checks is not None:
         ran = " and ".join(checks["checks"])
-        lines += ["", f"Attention checks ({ran}, on {checks['sentences']} test sentences): "
+        lines += ["", f"Attention checks ({ran}, on {counted(checks['sentences'], 'test sentence')}): "
                   f"[{CHECKS}.md]({CHECKS}.md), [{CHECKS}.json]({CHECKS}.json).", ""]
         if checks.get("alignment_skipped"):
             lines += [f"Note: {checks['alignment_skipped']}.", ""]

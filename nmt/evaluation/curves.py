@@ -17,6 +17,7 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 
 from nmt.config_sections import BucketBy
+from nmt.errors import counted
 from nmt.evaluation.buckets import bucket_members, non_empty, sentence_lengths
 from nmt.evaluation.metrics import Bleu, bleu_from_stats
 from nmt.evaluation.tables import markdown_table
@@ -84,12 +85,13 @@ def bucket_bleu(
 
 def format_curve_markdown(results: dict[str, Any]) -> str:
     """learning_curve.md: one table per run, a row per checkpoint, a column per non-empty bucket (with its n)."""
-    each = f"up to {results['sentences_per_bucket']}" if results["sentences_per_bucket"] else "all"
+    each = (f"up to {counted(results['sentences_per_bucket'], 'sentence')}" if results["sentences_per_bucket"]
+            else "all sentences")
     lines = [
         "# Learning curve by sentence length",
         "",
         f"Greedy BLEU of each kept checkpoint on a fixed sample of the {results['split']} split, bucketed by "
-        f"{results['by']} length in words: {each} sentences per bucket ({results['selection']}). "
+        f"{results['by']} length in words: {each} per bucket ({results['selection']}). "
         "'sample' is BLEU over the whole sample, which over-weights the rarer lengths.",
     ]
     for name, curve in results["runs"].items():

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nmt.config_sections import EvaluationConfig
+from nmt.errors import counted
 from nmt.evaluation.buckets import sentence_lengths
 from nmt.evaluation.low_bleu import too_weak
 from nmt.evaluation.metrics import Bleu, bleu_from_stats
@@ -86,7 +87,7 @@ def _ahead_check(evaluation: Evaluation, baseline: str, att: SystemScore) -> Che
     min_sentences, from_words, attention = limits.min_bucket_sentences, limits.ahead_from_words, att.name
     (comparison,) = [c for c in evaluation.comparisons if {c.a, c.b} == {baseline, attention}]
     sign = 1.0 if comparison.b == attention else -1.0
-    claim = f"{attention} ahead with p < {limits.significance:g} in every bucket from {from_words} words"
+    claim = f"{attention} ahead with p < {limits.significance:g} in every bucket from {counted(from_words, 'word')}"
     tested, skipped = [], []
     for b, score in zip(comparison.buckets, att.buckets, strict=True):
         if b.bucket.low < from_words or b.bleu_diff is None:  # None: an empty bucket
@@ -100,7 +101,7 @@ def _ahead_check(evaluation: Evaluation, baseline: str, att: SystemScore) -> Che
         if not skipped:
             none = f"no sentence of {from_words}+ words"
             return Check(claim, None, none, none)
-        return Check(claim, None, f"no bucket from {from_words} words with {min_sentences}+ sentences{left_out}")
+        return Check(claim, None, f"no bucket from {counted(from_words, 'word')} with {min_sentences}+ sentences{left_out}")
     return Check(
         claim,
         all(diff > 0 and p < limits.significance for _, diff, p in tested),
@@ -114,7 +115,7 @@ def _long_untold(claim: str, long: LongSentences, min_sentences: int) -> Check |
         none = f"no sentence of {long.words}+ words"
         return Check(claim, None, none, none)
     if long.n < min_sentences:
-        few = f"{long.words}+ words: {long.n} sentences, fewer than evaluation.min_bucket_sentences = {min_sentences}"
+        few = f"{long.words}+ words: {counted(long.n, 'sentence')}, fewer than evaluation.min_bucket_sentences = {min_sentences}"
         return Check(claim, None, few)
     return None
 

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from nmt.config_sections import EvaluationConfig
+from nmt.errors import counted
 from nmt.evaluation.low_bleu import CHOOSES_BY_NOISE, too_weak
 from nmt.evaluation.scoring import Evaluation
 from nmt.evaluation.tables import diff_cell, markdown_table
@@ -64,7 +65,7 @@ def format_leaders(leaders: Sequence[Leader], settings: EvaluationConfig) -> str
         "",
         f"Per bucket, the system with the highest BLEU and the paired bootstrap test of it against the runner-up: "
         f"ahead with p < {settings.significance:g} (evaluation.significance); a bucket under "
-        f"evaluation.min_bucket_sentences = {settings.min_bucket_sentences} sentences is too small to test.",
+        f"evaluation.min_bucket_sentences = {counted(settings.min_bucket_sentences, 'sentence')} is too small to test.",
         "",
         *markdown_table(["bucket", "n", "best", "runner-up", "best - runner-up (p)", "verdict"], rows, left=4),
         "",
@@ -80,9 +81,9 @@ def _longest_answer(leaders: Sequence[Leader], settings: EvaluationConfig) -> st
     if longest.ahead is not None:
         return _answer(longest, "the longest sentences")
     if longest.p is not None:  # tested, but the pair is too weak to tell
-        return (f"On the longest sentences ({longest.bucket}, {longest.n} sentences) this {longest.untold}; "
+        return (f"On the longest sentences ({longest.bucket}, {counted(longest.n, 'sentence')}) this {longest.untold}; "
                 f"{CHOOSES_BY_NOISE}, whatever its p.")
-    answer = (f"The longest sentences ({longest.bucket}, {longest.n} sentences) are too few to test (evaluation."
+    answer = (f"The longest sentences ({longest.bucket}, {counted(longest.n, 'sentence')}) are too few to test (evaluation."
               f"min_bucket_sentences = {settings.min_bucket_sentences}; --buckets auto merges small buckets with "
               f"their neighbours until each can be tested, where the sentences are enough).")
     tested = [x for x in leaders if x.ahead is not None]
@@ -90,7 +91,7 @@ def _longest_answer(leaders: Sequence[Leader], settings: EvaluationConfig) -> st
 
 
 def _answer(leader: Leader, which: str) -> str:
-    where = f"On {which} ({leader.bucket}, {leader.n} sentences)"
+    where = f"On {which} ({leader.bucket}, {counted(leader.n, 'sentence')})"
     if leader.ahead:
         return (f"{where}, {leader.best} is better: {leader.bleu_diff:+.2f} BLEU over {leader.runner_up} "
                 f"(p={leader.p:.3f}).")

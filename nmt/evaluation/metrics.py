@@ -20,7 +20,7 @@ from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.metrics.base import Metric as SacrebleuMetric
 
 from nmt.config_sections import Tokenize
-from nmt.errors import NMTError
+from nmt.errors import NMTError, counted
 
 MAX_ORDER = 4  # BLEU's n-gram orders
 # Columns of a BLEU stats row, in sacrebleu's order: hyp length, ref length, matches 1..4, totals 1..4.
@@ -80,7 +80,7 @@ class Metric(ABC):
         """Each sentence's sufficient statistics, the rows whose sums `score` takes.  # n x width"""
         if len(hypotheses) != self.n:
             raise NMTError(
-                f"{len(hypotheses)} translations for {self.n} references: they must be parallel.",
+                f"{counted(len(hypotheses), 'translation')} for {counted(self.n, 'reference')}: they must be parallel.",
                 "Give one line per reference sentence (delete stale cached hypotheses in RUN_DIR/hyps/).",
             )
         return np.asarray(self._sentence_stats(list(hypotheses)), dtype=np.float64).reshape(self.n, self.width)

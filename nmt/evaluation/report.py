@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from nmt.errors import counted
 from nmt.evaluation.buckets import bucket_members, sentence_lengths
 from nmt.evaluation.effect import Check
 from nmt.evaluation.leaders import Leader, format_leaders
@@ -316,7 +317,7 @@ def format_examples(
     lengths = sentence_lengths(sources if sources is not None else references, references, by)
     for label, indices in pick_examples(evaluation, lengths, EXAMPLES_PER_BUCKET):
         for i in indices:
-            heading = f"### {label}: sentence {i + 1} ({lengths[i]} {by} words)"
+            heading = f"### {label}: sentence {i + 1} ({counted(lengths[i], f'{by} word')})"
             lines += ["", heading, "", "| | |", "|---|---|"]
             if sources is not None:
                 lines.append(f"| source | {_cell_text(sources[i])} |")

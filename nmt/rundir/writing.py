@@ -18,7 +18,7 @@ import torch
 from nmt.config import Config, EvaluationConfig, TrainingConfig, load_saved_config, save_config
 from nmt.data.sources import absolute, prepared_dir
 from nmt.environment import describe_environment
-from nmt.errors import NMTError
+from nmt.errors import NMTError, counted
 from nmt.fileio import atomic_open, atomic_write_json, atomic_write_text, errors_naming, sha256_file
 from nmt.rundir.checkpoints import CHECKPOINT_DIR, checkpoint_step, latest_step_checkpoint
 from nmt.rundir.lock import RunLock
@@ -151,7 +151,7 @@ def _resumable(run_dir: Path, config: Config) -> Path | None:
         )
     check_schedule_kept(run_dir, previous.training, config.training, str(run_dir),
                         f"Resume it with training.max_steps {previous.training.max_steps}, or train a new run for "
-                        f"{config.training.max_steps} steps in another --run-dir.")
+                        f"{counted(config.training.max_steps, 'step')} in another --run-dir.")
     return check_not_past(run_dir, config.training.max_steps, f"--resume: {run_dir}",
                           "Give training.max_steps at least that step, or train a new run in another --run-dir.")
 
@@ -188,12 +188,12 @@ def check_schedule_kept(run_dir: Path, saved: TrainingConfig, new: TrainingConfi
         raise NMTError(
             f"{run} finished at training.max_steps {old}; continuing it to {new.max_steps} would stretch its "
             f"cosine schedule, so the learning rate, near 0 at step {old}, would rise again: not a run trained "
-            f"for {new.max_steps} steps. Nothing was written.",
+            f"for {counted(new.max_steps, 'step')}. Nothing was written.",
             hint,
         )
     if reached > 0:
         raise NMTError(
-            f"{run} trained {reached} steps of a cosine schedule laid over training.max_steps {old}; continuing "
+            f"{run} trained {counted(reached, 'step')} of a cosine schedule laid over training.max_steps {old}; continuing "
             f"it with {new.max_steps} would lay the rest over {new.max_steps}, so its learning rate would jump at "
             f"step {reached}: not a run trained straight through for either. Nothing was written.",
             hint,

@@ -11,7 +11,7 @@ from nmt.data.pairs import within_words
 from nmt.data.prepare import load_prepared, prepare
 from nmt.data.sources import prepared_dir
 from nmt.data.subwords import Tokenizer
-from nmt.errors import NMTError
+from nmt.errors import NMTError, counted
 from nmt.training.distributed import DistContext
 from nmt.training.validation import ValidSet, build_valid_set
 
@@ -48,7 +48,7 @@ def load_training_data(config: Config, ctx: DistContext) -> TrainingData:
     if not pairs:
         raise NMTError(
             f"the training split of {prepared_dir(config.data)} has no pairs"
-            + (f" of at most {tc.max_words} words (training.max_words)." if tc.max_words else "."),
+            + (f" of at most {counted(tc.max_words, 'word')} (training.max_words)." if tc.max_words else "."),
             "Raise training.max_words, or check data.* and re-run nmt prepare.",
         )
     src = [tokenizer.encode_src(s) for s, _ in pairs]

@@ -24,7 +24,7 @@ import torch
 
 from nmt.config import Config, load_saved_config
 from nmt.environment import available_cores
-from nmt.errors import NMTError
+from nmt.errors import NMTError, counted
 from nmt.interrupts import starting_children
 from nmt.models.interface import model_kind
 from nmt.rundir.writing import (
@@ -59,11 +59,11 @@ def check_runs(config: Config, run_dirs: dict[str, Path]) -> None:
             )
         steps = ours.training.max_steps
         check_schedule_kept(run_dir, previous.training, ours.training, f"run '{name}' in {run_dir}",
-                            f"Re-run with --force to train every run afresh for {steps} steps, or choose another "
+                            f"Re-run with --force to train every run afresh for {counted(steps, 'step')}, or choose another "
                             "--out folder.")
         check_not_past(run_dir, steps, f"run '{name}' in {run_dir}",
                        f"Give training.max_steps at least that step, re-run with --force to train every run afresh "
-                       f"for {steps} steps, or choose another --out folder.")
+                       f"for {counted(steps, 'step')}, or choose another --out folder.")
 
 
 def _train_run(config: Config, run_dir: Path) -> str:
@@ -199,7 +199,7 @@ def _train_in_parallel(configs: dict[str, Config], run_dirs: dict[str, Path], jo
     logs = {name: run_dir.parent / f"{name}.log" for name, run_dir in run_dirs.items()}
     for log in logs.values():
         log.parent.mkdir(parents=True, exist_ok=True)
-    print(f"\n== training {len(order)} runs, {jobs} at once ({configs[order[0]].training.threads} torch threads each); "
+    print(f"\n== training {counted(len(order), 'run')}, {jobs} at once ({configs[order[0]].training.threads} torch threads each); "
           f"each run's output: {logs[order[0]].parent}/NAME.log ==")
     results: dict[str, str] = {}
     start = time.perf_counter()

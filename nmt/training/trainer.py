@@ -19,6 +19,7 @@ import torch
 
 from nmt.config import Config
 from nmt.data.batching import make_batch
+from nmt.errors import counted
 from nmt.fileio import DiskFullError
 from nmt.models.interface import TranslationModel, build_model, count_parameters
 from nmt.rundir import writing as rundir
@@ -159,7 +160,7 @@ class Trainer:
     # ---- the loop ---------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         """Train until max_steps, early stopping, or a signal (checkpoint, then KeyboardInterrupt)."""
-        ceiling = f" (of at most {self.tc.max_words} words)" if self.tc.max_words else ""
+        ceiling = f" (of at most {counted(self.tc.max_words, 'word')})" if self.tc.max_words else ""
         self.terminal.say(f"{len(self.data.src):,} training pairs{ceiling}, "
                           f"{len(self.data.valid.references):,} validation sentences, "
                           f"device {self.device}, {self.ctx.world_size} process(es)")

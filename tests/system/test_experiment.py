@@ -212,7 +212,7 @@ def test_runs_trained_in_parallel_learn_what_they_learn_one_after_the_other(tmp_
     # a run that fails in a worker fails the experiment with its message, naming the run and its output
     bad = load_config(config_path, overrides + ["runs.search.training.max_words=1"])
     run_dirs = {run: tmp_path / "bad" / "runs" / run for run in bad.runs}
-    with pytest.raises(NMTError, match=r"run search: .*no pairs of at most 1 words") as error:
+    with pytest.raises(NMTError, match=r"run search: .*no pairs of at most 1 word ") as error:
         train_runs(bad, run_dirs, 2, Timings(tmp_path / "bad" / "timings.json").record)
     assert "runs/search.log" in error.value.hint
 
