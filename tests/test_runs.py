@@ -35,6 +35,10 @@ def test_file_test_set_user_errors(tmp_path: Path) -> None:
     with pytest.raises(NMTError, match=r"--src not found: .*missing.txt") as error:
         file_test_set(tmp_path / "missing.txt", tmp_path / "r.txt")
     assert error.value.hint == "Give an existing text file to --src."
+    (tmp_path / "empty.txt").write_text("", encoding="utf-8")  # nothing to do, said with the command's verb
+    with pytest.raises(NMTError) as error:
+        file_test_set(tmp_path / "s.txt", tmp_path / "empty.txt")
+    assert error.value.message == f"--ref {tmp_path / 'empty.txt'} is empty: nothing to evaluate."
 
 
 def test_the_out_folder_given_wins_over_the_default(tmp_path: Path) -> None:

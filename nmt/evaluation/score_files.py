@@ -65,7 +65,7 @@ def score_files(
     sized, overrides = _buckets_auto(overrides)
     settings = override_section("evaluation", overrides, "nmt score")
     if src_path is not None:
-        test_set = file_test_set(src_path, ref_path)
+        test_set = file_test_set(src_path, ref_path, "score")
     else:
         if settings.by == "source" and sets_key(overrides, "evaluation.by"):  # asked for, not the default
             raise NMTError("--by source needs the source sentences.", "Give them with --src, or use --by reference.")

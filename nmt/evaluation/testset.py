@@ -34,13 +34,14 @@ def shown_path(path: str | Path, base: Path | None = None) -> str:
     return path.name
 
 
-def file_test_set(src_path: Path, ref_path: Path) -> TestSet:
-    """Source and reference files given on the command line; neither empty, and of the same line count."""
+def file_test_set(src_path: Path, ref_path: Path, verb: str = "evaluate") -> TestSet:
+    """Source and reference files given on the command line; neither empty (refused as nothing to `verb`, what
+    the command does with them), and of the same line count."""
     sources = read_lines(src_path, "--src", "Give an existing text file to --src.")
     references = read_lines(ref_path, "--ref", "Give an existing text file to --ref.")
     for flag, path, lines in (("--src", src_path, sources), ("--ref", ref_path, references)):
         if not lines:  # said as such, as an empty HYP is, not as a count of 0 lines
-            raise NMTError(f"{flag} {path} is empty: nothing to evaluate.", "Give a file with one sentence a line.")
+            raise NMTError(f"{flag} {path} is empty: nothing to {verb}.", "Give a file with one sentence a line.")
     if len(sources) != len(references):
         raise NMTError(
             f"--src {src_path} has {counted(len(sources), 'line')} but --ref {ref_path} has {len(references)}.",
