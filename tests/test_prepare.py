@@ -188,6 +188,12 @@ DAMAGES: dict[str, tuple[Callable[[Path], object], str]] = {
     "tokenizer.json not JSON": (lambda folder: (folder / "tokenizer.json").write_text("x"),
                                 "has a tokenizer that cannot be read ({folder}/tokenizer.json: not valid JSON "
                                 f"(Expecting value, line 1)): {AGAIN}"),
+    "tokenizer.json sha256 a number": (lambda folder: _edit_json(folder / "tokenizer.json", sha256=5),
+                                       "has a tokenizer that cannot be read ({folder}/tokenizer.json: sha256 must be "
+                                       f"an object of file names and their sha256, not 5): {AGAIN}"),
+    "tokenizer.json config a text": (lambda folder: _edit_json(folder / "tokenizer.json", config="x"),
+                                     "has a tokenizer that cannot be read ({folder}/tokenizer.json: config must be "
+                                     f'an object of the subword settings, not "x"): {AGAIN}'),
     "no tokenizer.json": (lambda folder: (folder / "tokenizer.json").unlink(),
                           f"lacks files that nmt prepare wrote there (tokenizer.json): {AGAIN}"),
     "files deleted": (lambda folder: [(folder / name).unlink() for name in ("valid.tgt", "stats.json", "spm.model")],

@@ -70,3 +70,22 @@ def test_load_refuses_missing_or_replaced_models(tmp_path: Path) -> None:
     shutil.copy(tmp_path / "b/spm.model", tmp_path / "a/spm.model")
     with pytest.raises(NMTError, match="sha256 differs"):
         Tokenizer.load(tmp_path / "a")
+
+
+@pytest.mark.parametrize(("key", "value", "should"), [
+    ("sha256", 5, "an object of file names and their sha256"),
+    ("sha256", {"spm.model": 5}, "an object of file names and their sha256"),
+    ("src_model", ["spm.model"], "a file name"),
+    ("config", 5, "an object of the subword settings"),
+])
+def test_load_refuses_a_manifest_key_of_the_wrong_type_naming_it(
+    key: str, value: object, should: str, tmp_path: Path
+) -> None:
+    """A hand-edited tokenizer.json whose key holds a value of another type is refused naming the file and key
+    (not a TypeError where the value is used)."""
+    train(tmp_path)
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), key: value}))
+    with pytest.raises(NMTError) as error:
+        Tokenizer.load(tmp_path)
+    assert error.value.message == f"{path}: {key} must be {should}, not {json.dumps(value)}."

@@ -120,7 +120,7 @@ def _why_stale(directory: Path, config: DataConfig) -> str | None:
         except (OSError, ValueError, NMTError) as error:
             detail = error.message.rstrip(".") if isinstance(error, NMTError) else error
             return f"has a tokenizer that cannot be read ({detail}): {again}"
-        trained = manifest["config"] if isinstance(manifest.get("config"), dict) else {}
+        trained = manifest.get("config", {})
         subwords = {key: getattr(config, key) for key in SUBWORD_KEYS}
         if changes := [f"{key} {_shown(old)} -> {_shown(new)}" for key, old, new in config_changes(trained, subwords, "data.")]:
             return f"has a tokenizer trained with other settings than prepared.json records ({', '.join(changes)}): {again}"

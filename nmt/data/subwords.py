@@ -144,7 +144,8 @@ class Tokenizer:
 
 
 def read_manifest(directory: Path) -> dict[str, Any]:
-    """The parsed tokenizer.json of `directory`; NMTError if missing or unreadable."""
+    """The parsed tokenizer.json of `directory`; NMTError if missing, unreadable, or a key it needs is missing or
+    of another type."""
     path = directory / MANIFEST
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
@@ -154,4 +155,14 @@ def read_manifest(directory: Path) -> dict[str, Any]:
         raise NMTError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno}).", "Re-run `nmt prepare`.") from None
     if not isinstance(manifest, dict) or not {"src_model", "tgt_model", "sha256"} <= manifest.keys():
         raise NMTError(f"{path}: missing src_model / tgt_model / sha256.", "Re-run `nmt prepare`.")
+    digests, settings = manifest["sha256"], manifest.get("config", {})
+    for key, fits, should in (  # a hand-edited value of another type would fail where it is used, as a TypeError
+        ("src_model", isinstance(manifest["src_model"], str), "a file name"),
+        ("tgt_model", isinstance(manifest["tgt_model"], str), "a file name"),
+        ("sha256", isinstance(digests, dict) and all(isinstance(v, str) for v in digests.values()),
+         "an object of file names and their sha256"),
+        ("config", isinstance(settings, dict), "an object of the subword settings"),
+    ):
+        if not fits:
+            raise NMTError(f"{path}: {key} must be {should}, not {json.dumps(manifest[key])}.", "Re-run `nmt prepare`.")
     return manifest
