@@ -4,6 +4,7 @@ scoring path (the scoring library itself: tests/test_scoring.py)."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
 import random
@@ -633,6 +634,33 @@ def test_an_out_folder_reused_holds_only_the_new_reports_systems(
         assert main(["score", str(files["good"]), "--names", "again", *argv]) == 0
         assert "removed" not in capsys.readouterr().err
         assert outside.is_file() and (out / ".hidden.hyp.txt").is_file() and (out / "best.hyp.txt").is_file()
+
+
+
+def test_a_report_file_edited_since_is_kept_when_a_new_report_drops_it(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the earlier report's NAME.hyp.txt that the user has edited since (post-processed, say) is their work now:
+    # kept, with a note; the one left as it was is removed as before
+    out = tmp_path / "out"
+    argv = ["--ref", str(files["ref"]), "--out", str(out), "--set", "evaluation.bootstrap_samples=20"]
+    assert main(["score", str(files["poor"]), str(files["good"]), "--names", "encdec,search", *argv]) == 0
+    recorded = json.loads((out / "results.json").read_text(encoding="utf-8"))["settings"]["text_sha256"]
+    assert sorted(recorded) == ["encdec.hyp.txt", "ref.txt", "search.hyp.txt"]
+    assert recorded["search.hyp.txt"] == hashlib.sha256((out / "search.hyp.txt").read_bytes()).hexdigest()
+    edited = (out / "encdec.hyp.txt").read_text(encoding="utf-8").replace("\n", " (checked)\n", 1)
+    (out / "encdec.hyp.txt").write_text(edited, encoding="utf-8")
+    capsys.readouterr()
+    assert main(["score", str(files["good"]), "--names", "best", *argv]) == 0
+    assert capsys.readouterr().err == (
+        f"note: removed search.hyp.txt from {out}: the report there before wrote it, this one does not.\n"
+        f"note: kept encdec.hyp.txt in {out}: the report there before wrote it, but it has changed since; this "
+        "report does not use or list it.\n"
+    )
+    assert (out / "encdec.hyp.txt").read_text(encoding="utf-8") == edited and not (out / "search.hyp.txt").exists()
+    # the new report does not list it, so a third report leaves it alone and says nothing of it
+    assert main(["score", str(files["poor"]), "--names", "worst", *argv]) == 0
+    assert "encdec" not in capsys.readouterr().err and (out / "encdec.hyp.txt").read_text(encoding="utf-8") == edited
 
 
 def test_an_out_folder_that_cannot_be_written_is_refused_before_any_work(

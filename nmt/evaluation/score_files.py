@@ -7,6 +7,7 @@ translations from files, whatever system made them.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -37,7 +38,7 @@ from nmt.evaluation.report import (
 )
 from nmt.evaluation.scoring import score_systems, warn_if_tokenized
 from nmt.evaluation.testset import TestSet, file_test_set, reference_test_set, shown_path, unique_name
-from nmt.fileio import atomic_write_text, refuse_unwritable, same_file
+from nmt.fileio import atomic_write_text, refuse_unwritable, same_file, sha256_file
 from nmt.lengths import make_buckets
 from nmt.typed_yaml import parse_override, sets_key
 
@@ -285,7 +286,8 @@ def score_and_report(
     sized from the data (`nmt score --buckets auto`; results.json's settings.buckets_sized); `leaders` adds
     who is better per bucket, for two or more systems (nmt/evaluation/leaders.py). The files of `out` that
     an earlier report there wrote and this one does not (results.json's settings.files) are removed
-    (`_remove_stale`), never one of `inputs`, the files the report was made from.
+    (`_remove_stale`) where they are as that report wrote them (settings.text_sha256), never one of `inputs`,
+    the files the report was made from.
     """
     warn_if_tokenized(hypotheses, settings.tokenize)  # once per command, however many resamples are scored
     sources = test_set.sources if test_set.sources is not None else test_set.references
@@ -297,15 +299,17 @@ def score_and_report(
         effect |= contrast_checks(evaluation, long, contrasts, ceilings or {})
     examples = format_examples(evaluation, hypotheses, test_set.sources, test_set.references)
     files = report_files(hypotheses, sources=test_set.sources is not None)
+    texts = _report_texts(test_set, hypotheses)
     extra = {
         "test_set": test_set.describe(), "runs": systems, **({"buckets_sized": bucketing} if bucketing else {}),
-        "files": files,
+        "files": files, "text_sha256": {name: _sha256(text) for name, text in texts.items()},
     }
     ranked = bucket_leaders(evaluation) if leaders else []
     earlier = _earlier_report_files(out)  # before results.json is replaced
     # the lines before results.json: interrupted in between, the folder's results.json still lists the
     # earlier report's files, so the next report into it removes those it does not write
-    _write_texts(out, test_set, hypotheses)
+    for name, text in texts.items():
+        atomic_write_text(out / name, text)
     results = write_report(
         evaluation, out, extra, effect, scored, examples, groups, test_set.describe(), bucketing, ranked
     )
@@ -323,13 +327,17 @@ def score_and_report(
     return results
 
 
-def _write_texts(out: Path, test_set: TestSet, hypotheses: dict[str, list[str]]) -> None:
-    """The report's text files: src.txt (where the test set has sources), ref.txt and each NAME.hyp.txt."""
-    if test_set.sources is not None:
-        _write_lines(out / "src.txt", test_set.sources)
-    _write_lines(out / "ref.txt", test_set.references)
-    for name, hyps in hypotheses.items():
-        _write_lines(out / f"{name}.hyp.txt", hyps)
+def _report_texts(test_set: TestSet, hypotheses: dict[str, list[str]]) -> dict[str, str]:
+    """The report's text files by name: src.txt (where the test set has sources), ref.txt and each NAME.hyp.txt."""
+    texts = {"src.txt": test_set.sources} if test_set.sources is not None else {}
+    texts |= {"ref.txt": test_set.references} | {f"{name}.hyp.txt": hyps for name, hyps in hypotheses.items()}
+    # a hypothesis never holds a newline, but one stray one would shift every later line
+    return {name: "".join(line.replace("\n", " ") + "\n" for line in lines) for name, lines in texts.items()}
+
+
+def _sha256(text: str) -> str:
+    """Hex sha256 of `text` as a report file holds it (UTF-8)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def report_files(systems: Iterable[str], sources: bool) -> list[str]:
@@ -338,37 +346,46 @@ def report_files(systems: Iterable[str], sources: bool) -> list[str]:
             *(f"{name}.hyp.txt" for name in systems)]
 
 
-def _earlier_report_files(out: Path) -> list[str]:
+def _earlier_report_files(out: Path) -> dict[str, str | None]:
     """The files that the report in `out` wrote, by its results.json's settings.files (one written before
-    that list was kept: the NAME.hyp.txt of each of its settings.runs); none where there is no such report,
-    and only plain file names (no folder, no hidden file)."""
+    that list was kept: the NAME.hyp.txt of each of its settings.runs), each with the sha256 it was written
+    with (settings.text_sha256; None where not recorded); none where there is no such report, and only plain
+    file names (no folder, no hidden file)."""
     try:
         settings = json.loads((out / RESULTS_JSON).read_text(encoding="utf-8"))["settings"]
         runs = settings.get("runs")
         files = settings.get("files", [f"{name}.hyp.txt" for name in runs] if isinstance(runs, dict) else [])
+        hashes = settings.get("text_sha256", {})
     except (OSError, ValueError, TypeError, KeyError, AttributeError):  # no report there, or not one of nmt's
-        return []
+        return {}
     if not isinstance(files, list):
-        return []
-    return [name for name in files if isinstance(name, str) and name and not re.search(r"[/\\]|^\.", name)]
+        return {}
+    hashes = hashes if isinstance(hashes, dict) else {}
+    return {name: hashes.get(name) for name in files
+            if isinstance(name, str) and name and not re.search(r"[/\\]|^\.", name)}
 
 
-def _remove_stale(out: Path, earlier: Sequence[str], written: Sequence[str], inputs: Sequence[Path]) -> None:
+def _remove_stale(out: Path, earlier: Mapping[str, str | None], written: Sequence[str], inputs: Sequence[Path]) -> None:
     """Remove from `out` the files of `earlier` (`_earlier_report_files`, read before the report was
     replaced) that this report did not write again, so that the folder holds only the files of its report,
-    and say so on stderr. A link, or a file that is one of `inputs`, is left where it is."""
-    removed = []
-    for name in earlier:
+    and say so on stderr. A link, a file that is one of `inputs`, or one changed since the earlier report
+    wrote it (its sha256 no longer the recorded one) is left where it is."""
+    removed, changed = [], []
+    for name, sha256 in earlier.items():
         path = out / name
         if name in written or path.is_symlink() or not path.is_file() or any(same_file(path, given) for given in inputs):
+            continue
+        if sha256 is not None and sha256_file(path) != sha256:
+            changed.append(name)
             continue
         path.unlink(missing_ok=True)
         removed.append(name)
     if removed:
         print(f"note: removed {', '.join(removed)} from {out}: the report there before wrote "
               f"{'it' if len(removed) == 1 else 'them'}, this one does not.", file=sys.stderr)
+    if changed:
+        print(f"note: kept {', '.join(changed)} in {out}: the report there before wrote "
+              f"{'it' if len(changed) == 1 else 'them'}, but {'it has' if len(changed) == 1 else 'they have'} "
+              "changed since; this report does not use or list "
+              f"{'it' if len(changed) == 1 else 'them'}.", file=sys.stderr)
 
-
-def _write_lines(path: Path, lines: Sequence[str]) -> None:
-    # a hypothesis never holds a newline, but one stray one would shift every later line
-    atomic_write_text(path, "".join(line.replace("\n", " ") + "\n" for line in lines))
