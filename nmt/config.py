@@ -107,19 +107,30 @@ class Config:
         try:
             return config_from_dict(raw, f"runs.{name}")
         except NMTError as error:
-            raise error_in_run(error, name) from None
+            raise error_in_run(error, name, overrides) from None
 
 
 _SECTION_KEY = re.compile(r"'((?:" + "|".join(SECTIONS) + r")\.[^']+)'")
 
 
-def error_in_run(error: NMTError, name: str) -> NMTError:
-    """`error` about the config of run `name` (its section overrides applied): each key it quotes is named
-    where it sits, runs.NAME.section.key."""
+def error_in_run(error: NMTError, name: str, overrides: dict[str, Any]) -> NMTError:
+    """`error` about the config of run `name` (its section `overrides` applied): each key it quotes is named
+    runs.NAME.section.key, and the key refused is where the file gives it: under runs.NAME where the run
+    sets it, else in its top-level section."""
     message = _SECTION_KEY.sub(lambda m: f"'runs.{name}.{m.group(1)}'", error.message)
     if message == error.message:
         message = f"runs.{name}: {message}"
-    return NMTError(message, f"{error.hint} (runs.{name} applies its keys over the top-level sections.)".strip())
+    key = f"runs.{name}.{error.key}" if error.key and _gives(overrides, error.key.split(".")) else error.key
+    return NMTError(message, f"{error.hint} (runs.{name} applies its keys over the top-level sections.)".strip(), key)
+
+
+def _gives(mapping: Any, keys: list[str]) -> bool:
+    """Whether the nested mapping holds the key path `keys` (["training", "max_steps"])."""
+    for key in keys:
+        if not isinstance(mapping, dict) or key not in mapping:
+            return False
+        mapping = mapping[key]
+    return True
 
 
 def config_from_dict(raw: Any, source: str = "config") -> Config:
@@ -256,15 +267,20 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
     except NMTError as error:
         if error.message.startswith(str(path)):
             raise
-        error = blame_flag(error, overrides or [])
-        # the key refused, where the file gives it (not where a --set or flag replaced its value)
-        line = key_line(path, error.key) if error.key and not sets_key(overrides or [], error.key) else None
-        place = f"{path}, line {line}" if line else str(path)
-        if error.message.startswith("--") or not overrides:  # it names the --set or flag itself
-            where = place
-        else:
-            where = f"{place} (with {as_given(overrides)})"
-        raise NMTError(f"{where}: {error.message}", error.hint, error.key) from None
+        raise placed(error, path, overrides or []) from None
+
+
+def placed(error: NMTError, path: str | Path, overrides: list[str]) -> NMTError:
+    """`error` from checking the config file `path` with `overrides`, naming the file, the line of the key it
+    refuses (where the file gives it, not where a --set or flag replaced its value) and the --set given."""
+    error = blame_flag(error, overrides)
+    line = key_line(path, error.key) if error.key and not sets_key(overrides, error.key) else None
+    place = f"{path}, line {line}" if line else str(path)
+    if error.message.startswith("--") or not overrides:  # it names the --set or flag itself
+        where = place
+    else:
+        where = f"{place} (with {as_given(overrides)})"
+    return NMTError(f"{where}: {error.message}", error.hint, error.key)
 
 
 def load_saved_config(path: str | Path) -> Config:

@@ -93,6 +93,31 @@ def test_a_refused_value_names_its_line_unless_the_command_line_set_it(tmp_path:
         load_config(path, ["training.max_steps=-1"])
 
 
+def test_a_runs_entrys_refused_key_names_its_line_in_the_run_or_in_the_top_level_section(tmp_path: Path) -> None:
+    """A key refused in one run's config is placed where the file gives it: under runs.NAME where the run sets
+    it, in its top-level section where the run only inherits it; and likewise for the data source's checks."""
+    path = tmp_path / "c.yaml"
+    cases = [  # the file's lines after "data:\n  source: bible\nmodel:\n  cell: lstm\nruns:\n", the line, the message
+        ("  a:\n    training:\n      max_stepz: 5\n", 8, "unknown key 'runs.a.training.max_stepz'"),
+        ("  a:\n    model:\n      hidden_size: x\n", 8, "wrong type for 'runs.a.model.hidden_size'"),
+        ("  a:\n    data: {source: bibel}\n", 7, "invalid value for 'runs.a.data.source'"),
+        ("  a:\n    data:\n      files:\n        trian: x\n", 9, "unknown key 'runs.a.data.files.trian'"),
+        # the run makes the top-level cell (line 4) wrong for its architecture
+        ("  a:\n    model: {architecture: transformer}\n", 4, "invalid value for 'runs.a.model.cell'"),
+    ]
+    for run, line, said in cases:
+        path.write_text("data:\n  source: bible\nmodel:\n  cell: lstm\nruns:\n" + run, encoding="utf-8")
+        with pytest.raises(NMTError) as error:
+            load_checked_config(path)
+        assert error.value.message.startswith(f"{path}, line {line}: {said}"), (run, error.value.message)
+    # a --set that gives the run's value: named, no line of the file
+    path.write_text("runs:\n  a:\n    training: {seed: 1}\n", encoding="utf-8")
+    with pytest.raises(NMTError) as error:
+        load_checked_config(path, ["runs.a.training.max_steps=0"])
+    assert error.value.message.startswith(f"{path} (with --set runs.a.training.max_steps=0): invalid value for "
+                                          "'runs.a.training.max_steps'")
+
+
 @pytest.mark.parametrize(
     ("raw", "said"),
     [
@@ -237,9 +262,9 @@ def test_bad_run_override_is_refused_naming_where_the_key_sits(tmp_path: Path) -
     # and the file it is in, with the --set overrides that went into it
     path = tmp_path / "exp.yaml"
     path.write_text("runs:\n  x:\n    model: {hidden_size: 0}\n")
-    with pytest.raises(NMTError, match=rf"^{re.escape(str(path))}: invalid value for 'runs\.x\.model\.hidden_size'"):
+    with pytest.raises(NMTError, match=rf"^{re.escape(str(path))}, line 3: invalid value for 'runs\.x\.model\.hidden_size'"):
         load_config(path)
-    with pytest.raises(NMTError, match=rf"^{re.escape(str(path))} \(with --set model.cell=gru\): invalid value"):
+    with pytest.raises(NMTError, match=rf"^{re.escape(str(path))}, line 3 \(with --set model.cell=gru\): invalid value"):
         load_config(path, ["model.cell=gru"])
 
 

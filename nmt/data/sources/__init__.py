@@ -24,14 +24,14 @@ import re
 from pathlib import Path
 from typing import Any
 
-from nmt.config import Config, error_in_run, load_config
+from nmt.config import Config, error_in_run, load_config, placed
 from nmt.config_sections import OTHER_TOOLKIT_KEYS, DataConfig
 from nmt.data.corpus import Source
 from nmt.data.sources.bible import Bible
 from nmt.data.sources.files import Files
 from nmt.data.sources.huggingface import HuggingFace
 from nmt.errors import NMTError
-from nmt.typed_yaml import as_given, build_section, did_you_mean
+from nmt.typed_yaml import build_section, did_you_mean
 
 SOURCES: dict[str, type[Source]] = {"bible": Bible, "files": Files, "huggingface": HuggingFace}
 
@@ -48,6 +48,7 @@ def corpus_source(data: DataConfig) -> Source:
         raise NMTError(
             f"invalid value for 'data.source': {data.source!r} is not a corpus source{did_you_mean(data.source, list(SOURCES))}.",
             f"Expected one of {', '.join(SOURCES)} (nmt/data/sources/).",
+            "data.source",
         )
     return SOURCES[data.source](data, source_settings(data, data.source))
 
@@ -64,6 +65,7 @@ def check_data(data: DataConfig) -> None:
                 f"unknown key 'data.{name}'{did_you_mean(name, list(SOURCES), other_names=OTHER_TOOLKIT_KEYS)}: "
                 "not a key of data nor a corpus source.",
                 f"Each source's keys sit under its name: {', '.join(f'data.{s}' for s in SOURCES)}.",
+                f"data.{name}",
             )
         source_settings(data, name, validate=False)
 
@@ -72,22 +74,22 @@ def load_checked_config(path: str | Path, overrides: list[str] | None = None) ->
     """A command's config: nmt.config.load_config (every section typed and checked), then its data
     section and each run's checked against their sources (check_config), before any work starts."""
     config = load_config(path, overrides)
-    check_config(config, f"{path} (with {as_given(overrides)})" if overrides else str(path))
+    try:
+        check_config(config)
+    except NMTError as error:
+        raise placed(error, path, overrides or []) from None
     return config
 
 
-def check_config(config: Config, where: str) -> None:
-    """Check the data section of `config` and of each of its runs (`where`: the config file, for the
-    message), as loading a command's config does, before any work starts."""
-    try:
-        check_data(config.data)
-        for name in config.runs:
-            try:
-                check_data(config.for_run(name).data)
-            except NMTError as error:
-                raise error_in_run(error, name) from None
-    except NMTError as error:
-        raise NMTError(f"{where}: {error.message}", error.hint) from None
+def check_config(config: Config) -> None:
+    """Check the data section of `config` and of each of its runs, as loading a command's config does,
+    before any work starts."""
+    check_data(config.data)
+    for name in config.runs:
+        try:
+            check_data(config.for_run(name).data)
+        except NMTError as error:
+            raise error_in_run(error, name, config.runs[name]) from None
 
 
 def _with_absolute_paths(data: DataConfig) -> DataConfig:
