@@ -4,6 +4,7 @@ positions, the key/value cache, batch-invariant beam search, its config rules, a
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -101,6 +102,17 @@ def test_a_padded_batch_equals_its_rows_one_at_a_time(positions: str, norm: str)
         alone = model(*padded([row]), torch.tensor([t]))
         torch.testing.assert_close(batch[i, : len(t)], alone[0], atol=1e-5, rtol=1e-5)
 
+
+
+def test_source_lengths_outside_the_padded_batch_are_refused() -> None:
+    """encode refuses a length of 0 or past the padded source (it reads them where a batch keeps them, on the
+    host, not after their copy to the device, which on a GPU would wait for the work queued before)."""
+    model = tiny()
+    src, lengths = padded([[5, 6, 7], [8]])
+    for bad in ([4, 0], [5, 2]):
+        with pytest.raises(ValueError, match=r"src_lengths must lie in \[1, 4\], got " + re.escape(str(bad))):
+            model.encode(src, torch.tensor(bad))
+    assert torch.equal(model.encode(src, lengths).lengths, torch.tensor([4, 2]))
 
 @pytest.mark.parametrize("positions", POSITIONS)
 @pytest.mark.parametrize("norm", ["post", "pre"])

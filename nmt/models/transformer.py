@@ -311,11 +311,14 @@ class Transformer(TranslationModel):
 
     def encode(self, src: Tensor, src_lengths: Tensor) -> Memory:
         """src: batch x src_len (ids + EOS, PAD right padding), src_lengths: batch -> the decoder's memory."""
+        # the check reads the lengths where a batch keeps them, on the host (Batch.to): read after their copy
+        # to a GPU, they would wait for the work queued before; left out of a compiled graph
+        # (training.compile), whose batches make_batch builds
+        if not torch.compiler.is_compiling():
+            host = src_lengths.detach().cpu()
+            if int(host.min()) < 1 or int(host.max()) > src.size(1):
+                raise ValueError(f"src_lengths must lie in [1, {src.size(1)}], got {host.tolist()}")
         lengths = src_lengths.to(src.device, torch.long)
-        # the check reads values on the host: left out of a compiled graph (training.compile), whose batches
-        # make_batch builds
-        if not torch.compiler.is_compiling() and (int(lengths.min()) < 1 or int(lengths.max()) > src.size(1)):
-            raise ValueError(f"src_lengths must lie in [1, {src.size(1)}], got {lengths.tolist()}")
         mask = torch.arange(src.size(1), device=src.device).unsqueeze(0) < lengths.unsqueeze(1)  # b x s
         x = self._embed(src, self.src_embedding, 0)
         for layer in self.encoder_layers:
