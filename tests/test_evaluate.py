@@ -16,6 +16,7 @@ from nmt.compare.evaluate import default_out_dir, effect_pairs, length_contrasts
 from nmt.compare.runs import describe_runs, translate_cached
 from nmt.config import load_config, save_config
 from nmt.decoding.translator import Translator
+from nmt.errors import NMTError
 from nmt.evaluation import testset
 from tests.helpers import fake_run, reverse_task_config, unwritable
 from tests.synthetic import reverse_pairs, write_parallel
@@ -25,6 +26,11 @@ def test_run_names_are_unique_and_out_dir_defaults(tmp_path: Path) -> None:
     first = fake_run(tmp_path / "a" / "rnnsearch")
     second = fake_run(tmp_path / "b" / "rnnsearch")
     assert [r.name for r in describe_runs([first, second])] == ["rnnsearch", "rnnsearch-2"]
+    assert [r.name for r in describe_runs([first, second], names=[" a-30", "b_30"])] == ["a-30", "b_30"]
+    for names, said in ((["a"], "--names gives 1 name for 2 runs."), (["a", "a"], "--names a,a: the names must differ."),
+                        (["a", "x/y"], "--names: 'x/y' cannot name a system"), (["a", ""], "--names: '' cannot")):
+        with pytest.raises(NMTError, match=re.escape(said)):
+            describe_runs([first, second], names=names)
     assert describe_runs([first])[0].checkpoint == first / "checkpoints" / "best.pt"
     assert default_out_dir([first]) == first / "evaluation"
     assert default_out_dir([first, second]) == tmp_path.resolve() / "evaluation"
@@ -191,10 +197,12 @@ def test_two_runs_end_to_end_with_cache(
         raise AssertionError("translated again although the translations were cached")
 
     monkeypatch.setattr(nmt.decoding.translator.Translator, "from_run", refuse)
-    assert main([*argv[:-4], "--buckets", "10", "--device", "cpu", "--out", str(tmp_path / "again")]) == 0
+    assert main([*argv[:-4], "--buckets", "10", "--device", "cpu", "--out", str(tmp_path / "again"),
+                 "--names", "wide,narrow"]) == 0
     second = json.loads((tmp_path / "again" / "results.json").read_text(encoding="utf-8"))
-    assert second["runs"]["beam2"]["bleu"] == results["runs"]["beam2"]["bleu"]
-    assert [b["label"] for b in second["runs"]["beam2"]["buckets"]] == ["<10", ">=10"]
+    assert list(second["runs"]) == ["wide", "narrow"] and (tmp_path / "again" / "wide.hyp.txt").is_file()
+    assert second["runs"]["wide"]["bleu"] == results["runs"]["beam2"]["bleu"]
+    assert [b["label"] for b in second["runs"]["wide"]["buckets"]] == ["<10", ">=10"]
     assert "re-using cached translations" in capsys.readouterr().err
     assert {f: f.stat().st_mtime_ns for files in cache_files.values() for f in files} == stamps
     # one run into the first report's folder: the other run's beam2.hyp.txt goes, as nmt score's would

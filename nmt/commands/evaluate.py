@@ -14,6 +14,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`nmt evaluate RUN_DIR... [--split S | --src F --ref F] [--beam K] [--out DIR] ...`."""
     parser.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR",
                         help="folders written by `nmt train`, scored together")
+    parser.add_argument("--names", type=arguments.names,
+                        help="the runs' names in the report, comma-separated, one per RUN_DIR (default: each run "
+                        "folder's name, NAME-2 for a second folder of the same name)")
     parser.add_argument("--src", type=Path, help="source file to translate instead of a split")
     parser.add_argument("--ref", type=Path, help="reference file for --src")
     arguments.add_decoding_set(parser, "decoding.* or evaluation.*")
@@ -38,4 +41,4 @@ def run(args: argparse.Namespace) -> None:
         raise NMTError("give either --split (evaluation.split) or --src/--ref, not both.")
     arguments.use_threads(args.threads, args.run_dirs[0])
     evaluate_runs(args.run_dirs, src_path=args.src, ref_path=args.ref, out_dir=args.out, device=args.device,
-                  overrides=args.overrides, checkpoint=args.checkpoint, option="--checkpoint ")
+                  overrides=args.overrides, checkpoint=args.checkpoint, option="--checkpoint ", names=args.names)

@@ -71,18 +71,20 @@ def evaluate_runs(
     overrides: Sequence[str] = (),
     checkpoint: str | None = None,
     option: str = "checkpoint=",
+    names: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Translate (or re-use cached translations), score all runs together, write and print the report.
 
     Each run decodes with its `decoding` section; split, buckets, `by` and the bootstrap come from the
     first run's `evaluation` section; `overrides` are `--set` decoding.* and evaluation.* keys that
     change them for every run (decoding.beam_size=10; evaluation.split=valid). Errors name `checkpoint` as
-    `option` ("--checkpoint " for the command's flag). Keywords only, so that a call written for the earlier
+    `option` ("--checkpoint " for the command's flag). `names` names the runs in the report, one per run
+    (default: each run folder's name, NAME-2 for a second of the same name). Keywords only, so that a call written for the earlier
     `split` argument fails instead of shifting. Returns results.json's content.
     """
     check_src_and_ref(src_path, ref_path)  # before the runs are read: the flags' mistake comes first
     # the 1-best is scored: a run's decoding.nbest does not apply, nor bound --beam from below
-    runs = describe_runs(run_dirs, ["decoding.nbest=1", *overrides], checkpoint, option)
+    runs = describe_runs(run_dirs, ["decoding.nbest=1", *overrides], checkpoint, option, names)
     out = default_out_dir(run_dirs, out_dir)
     _refuse_overwriting_inputs(out, runs, src_path, ref_path)
     settings = runs[0].config.evaluation

@@ -18,7 +18,7 @@ from nmt.data.prepare import load_prepared
 from nmt.data.sources import corpus_source, prepared_dir
 from nmt.decoding.translator import Translator
 from nmt.errors import NMTError, counted
-from nmt.evaluation.testset import TestSet, shown_path, unique_name
+from nmt.evaluation.testset import TestSet, given_names, shown_path, unique_name
 from nmt.fileio import atomic_open, atomic_write_json, atomic_write_text, refuse_unwritable
 from nmt.models.interface import model_kind
 from nmt.rundir import translations
@@ -53,7 +53,7 @@ def split_test_set(config: Config, split: str) -> TestSet:
 
 def describe_runs(
     run_dirs: Sequence[Path], overrides: Sequence[str] = (), checkpoint: str | None = None,
-    option: str = "checkpoint=",
+    option: str = "checkpoint=", names: Sequence[str] | None = None,
 ) -> list[RunInfo]:
     """Config (with `--set` decoding/evaluation overrides) and checkpoint of each run, named by folder
     name (made unique: name, name-2, ...). `checkpoint` is a file name in each RUN_DIR/checkpoints/ or,
@@ -66,6 +66,8 @@ def describe_runs(
             f"{option}{checkpoint} is one file, but {len(run_dirs)} runs are evaluated.",
             f"Give a file name that every run has in {CHECKPOINT_DIR}/ (e.g. averaged.pt), or evaluate that run alone.",
         )
+    if names is not None:
+        names = given_names(names, len(run_dirs), "runs", "RUN_DIR")
     infos: list[RunInfo] = []
     taken: set[str] = set()
     seen: dict[Path, Path] = {}
@@ -76,7 +78,7 @@ def describe_runs(
         if first is not run_dir:
             same = "" if str(first) == str(run_dir) else f" (as {first} and as {run_dir})"
             raise NMTError(f"the run {first} is given twice{same}.", "Give each RUN_DIR once.")
-        name = unique_name(run_dir.resolve().name, taken)
+        name = unique_name(run_dir.resolve().name, taken) if names is None else names[len(infos)]
         config = override_sections(load_saved_config(run_dir / "config.yaml"), list(overrides), EVALUATE_SECTIONS, "nmt evaluate")
         infos.append(RunInfo(name, run_dir, config, resolve_checkpoint(run_dir, checkpoint, option)))
     return infos

@@ -37,7 +37,14 @@ from nmt.evaluation.report import (
     write_report,
 )
 from nmt.evaluation.scoring import score_systems, warn_if_tokenized
-from nmt.evaluation.testset import TestSet, file_test_set, reference_test_set, shown_path, unique_name
+from nmt.evaluation.testset import (
+    TestSet,
+    file_test_set,
+    given_names,
+    reference_test_set,
+    shown_path,
+    unique_name,
+)
 from nmt.fileio import atomic_write_text, refuse_unwritable, same_file, sha256_file
 from nmt.lengths import make_buckets
 from nmt.typed_yaml import parse_override, sets_key
@@ -198,22 +205,10 @@ def warn_duplicates(paths: Mapping[str, Path], hypotheses: Mapping[str, Sequence
 
 
 def _system_names(hyp_paths: Sequence[Path], names: Sequence[str] | None) -> list[str]:
-    """--names as given (one per file, unique, usable in file names), else `default_names`."""
+    """--names as given (one per file, unique, usable in file names: `given_names`), else `default_names`."""
     if names is None:
         return default_names(hyp_paths)
-    names = [name.strip() for name in names]
-    if len(names) != len(hyp_paths):
-        raise NMTError(
-            f"--names gives {len(names)} name{'s' if len(names) != 1 else ''} for {len(hyp_paths)} translation files.",
-            "Give one name per HYP file, comma-separated, e.g. --names encdec,search.",
-        )
-    for name in names:
-        if not name or "/" in name or "\\" in name or name.startswith("."):
-            raise NMTError(f"--names: '{name}' cannot name a system (it names its NAME.hyp.txt file too).",
-                           "Use letters, digits, '-' and '_'.")
-    if len(set(names)) != len(names):
-        raise NMTError(f"--names {','.join(names)}: the names must differ.", "Give each system its own name.")
-    return names
+    return given_names(names, len(hyp_paths), "translation files", "HYP file")
 
 
 def default_names(hyp_paths: Sequence[str | Path]) -> list[str]:

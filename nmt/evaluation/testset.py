@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,6 +57,22 @@ def reference_test_set(ref_path: Path) -> TestSet:
     if not references:
         raise NMTError(f"--ref {ref_path} is empty: nothing to score.", "Give a file with one sentence a line.")
     return TestSet(None, references, f"--ref {shown_path(ref_path)}")
+
+
+def given_names(names: Sequence[str], count: int, items: str, item: str) -> list[str]:
+    """--names as given, stripped: one per `item` (HYP file, RUN_DIR; `count` of them, `items` in the message),
+    each usable in a file name (its NAME.hyp.txt), all different; NMTError naming the fault otherwise."""
+    names = [name.strip() for name in names]
+    if len(names) != count:
+        raise NMTError(f"--names gives {counted(len(names), 'name')} for {count} {items}.",
+                       f"Give one name per {item}, comma-separated, e.g. --names encdec,search.")
+    for name in names:
+        if not name or "/" in name or "\\" in name or name.startswith("."):
+            raise NMTError(f"--names: '{name}' cannot name a system (it names its NAME.hyp.txt file too).",
+                           "Use letters, digits, '-' and '_'.")
+    if len(set(names)) != len(names):
+        raise NMTError(f"--names {','.join(names)}: the names must differ.", "Give each system its own name.")
+    return names
 
 
 def unique_name(name: str, taken: set[str]) -> str:
