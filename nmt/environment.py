@@ -10,15 +10,31 @@ from typing import Any
 import torch
 
 
+def _cpuinfo(path: Path = Path("/proc/cpuinfo")) -> dict[str, str]:
+    """The first processor's fields of /proc/cpuinfo ({} where there is none)."""
+    fields: dict[str, str] = {}
+    try:
+        text = path.read_text()
+    except OSError:
+        return fields
+    for line in text.split("\n\n")[0].splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
 def cpu_name() -> str:
     """The processor's model name (from /proc/cpuinfo where there is one)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return _cpuinfo().get("model name") or platform.processor() or platform.machine()
+
+
+def cpu_model() -> str | None:
+    """The processor's family and model numbers, as lscpu gives them ("family 25 model 17"), where
+    /proc/cpuinfo has them: one model name ("AMD EPYC") covers generations whose float kernels differ."""
+    info = _cpuinfo()
+    if "cpu family" not in info or "model" not in info:
+        return None
+    return f"family {info['cpu family']} model {info['model']}"
 
 
 def available_cores() -> int:
@@ -44,6 +60,10 @@ def describe_environment(device: torch.device | None = None) -> dict[str, Any]:
         "nmt": nmt.__version__,
         "platform": platform.platform(),
         "cpu": cpu_name(),
+        "cpu_model": cpu_model(),
+        # the vector instructions torch's CPU kernels use (AVX2, AVX512): runs reproduce bit for bit where
+        # this, the threads and the versions agree, and differ in the last bits where it does not
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "cpu_count": available_cores(),
         "torch_threads": torch.get_num_threads(),
         "cuda": torch.version.cuda,

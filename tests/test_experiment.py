@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from nmt import environment
 from nmt.compare.experiment import Timings, _setup_lines, _tables, run_experiment, training_outcomes
 from nmt.config import config_from_dict, load_config, save_config
 from nmt.errors import NMTError
@@ -127,6 +128,28 @@ def test_the_report_gives_the_torch_threads_the_runs_trained_with(tmp_path: Path
         assert ", torch threads 1 per training run and 2 in evaluation" in _setup_lines(config, tmp_path)[0]
     finally:
         torch.set_num_threads(threads)
+
+
+def test_the_machine_is_named_down_to_its_cpu_model_and_torch_s_kernels(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One model name ("AMD EPYC") covers CPU generations whose float kernels differ (AVX2, AVX512): the
+    environment and the report give the family and model numbers and the kernels torch runs."""
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n"
+                       "model name\t: AMD EPYC\n\nprocessor\t: 1\ncpu family\t: 26\nmodel\t\t: 2\n\n", encoding="utf-8")
+    read = environment._cpuinfo
+    monkeypatch.setattr(environment, "_cpuinfo", lambda: read(cpuinfo))
+    described = environment.describe_environment()
+    assert (described["cpu"], described["cpu_model"]) == ("AMD EPYC", "family 25 model 17")
+    assert described["cpu_capability"] == torch.backends.cpu.get_cpu_capability() != ""
+    config = config_from_dict({"runs": {"a": {}}})
+    (tmp_path / "runs" / "a").mkdir(parents=True)
+    (tmp_path / "runs" / "a" / "environment.json").write_text('{"torch_threads": 1}', encoding="utf-8")
+    assert _setup_lines(config, tmp_path)[0].startswith(
+        f"Machine: AMD EPYC (family 25 model 17), torch's {described['cpu_capability']} kernels, ")
+    monkeypatch.setattr(environment, "_cpuinfo", lambda: {})  # no /proc/cpuinfo (macOS, Windows)
+    assert environment.describe_environment()["cpu_model"] is None
 
 
 def test_the_parameter_table_names_each_run_s_attention() -> None:

@@ -88,8 +88,10 @@ def _setup_lines(config: Config, out_dir: Path) -> list[str]:
     data = config.data
     threads = {json.loads((out_dir / "runs" / name / "environment.json").read_text())["torch_threads"]
                for name in config.runs}
+    model = f" ({machine['cpu_model']})" if machine["cpu_model"] else ""
     return [
-        f"Machine: {machine['cpu']}, {machine['cpu_count']} cores, torch threads {', '.join(map(str, sorted(threads)))} "
+        f"Machine: {machine['cpu']}{model}, torch's {machine['cpu_capability']} kernels, "
+        f"{machine['cpu_count']} cores, torch threads {', '.join(map(str, sorted(threads)))} "
         f"per training run and {machine['torch_threads']} in evaluation"
         + (f", GPU {machine['gpu']}" if machine["gpu"] else ", no GPU")
         + f"; Python {machine['python']}, torch {machine['torch']}.",
