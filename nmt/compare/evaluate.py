@@ -79,8 +79,8 @@ def evaluate_runs(
     first run's `evaluation` section; `overrides` are `--set` decoding.* and evaluation.* keys that
     change them for every run (decoding.beam_size=10; evaluation.split=valid). Errors name `checkpoint` as
     `option` ("--checkpoint " for the command's flag). `names` names the runs in the report, one per run
-    (default: each run folder's name, NAME-2 for a second of the same name). Keywords only, so that a call written for the earlier
-    `split` argument fails instead of shifting. Returns results.json's content.
+    (default: each run folder's name, NAME-2 for a second of the same name). Keywords only, so that a call
+    written for the earlier `split` argument fails instead of shifting. Returns results.json's content.
     """
     check_src_and_ref(src_path, ref_path)  # before the runs are read: the flags' mistake comes first
     # the 1-best is scored: a run's decoding.nbest does not apply, nor bound --beam from below

@@ -55,8 +55,8 @@ def describe_runs(
     run_dirs: Sequence[Path], overrides: Sequence[str] = (), checkpoint: str | None = None,
     option: str = "checkpoint=", names: Sequence[str] | None = None,
 ) -> list[RunInfo]:
-    """Config (with `--set` decoding/evaluation overrides) and checkpoint of each run, named by folder
-    name (made unique: name, name-2, ...). `checkpoint` is a file name in each RUN_DIR/checkpoints/ or,
+    """Config (with `--set` decoding/evaluation overrides) and checkpoint of each run, named by `names`
+    (--names: one per run) or by folder name (made unique: name, name-2, ...). `checkpoint` is a file name in each RUN_DIR/checkpoints/ or,
     for one run, a path (`resolve_checkpoint`); the default is the run's own choice. `option` is how
     the caller's user gave it, in errors ("checkpoint=" in Python, "--checkpoint " for a command's flag, "" for
     a command without one). At least one run: the commands take one or more RUN_DIR (nargs="+"), and `nmt
