@@ -26,7 +26,7 @@ from nmt.evaluation.buckets import (
     sentence_lengths,
 )
 from nmt.evaluation.effect import Check, contrast_checks, long_sentence_bleu, paper_checks
-from nmt.evaluation.leaders import bucket_leaders, format_leaders
+from nmt.evaluation.leaders import Leader, bucket_leaders, format_leaders
 from nmt.evaluation.report import (
     PLOT_PNG,
     REPORT_MD,
@@ -36,7 +36,7 @@ from nmt.evaluation.report import (
     format_table,
     write_report,
 )
-from nmt.evaluation.scoring import score_systems, warn_if_tokenized
+from nmt.evaluation.scoring import Evaluation, score_systems, warn_if_tokenized
 from nmt.evaluation.testset import (
     TestSet,
     file_test_set,
@@ -309,6 +309,17 @@ def score_and_report(
         evaluation, out, extra, effect, scored, examples, groups, test_set.describe(), bucketing, ranked
     )
     _remove_stale(out, earlier, files, inputs)
+    _print_summary(evaluation, settings, bucketing, ranked, effect, note)
+    print(f"\nreport written to {out}/")
+    return results
+
+
+def _print_summary(
+    evaluation: Evaluation, settings: EvaluationConfig, bucketing: str, ranked: Sequence[Leader],
+    effect: Mapping[tuple[str, str], list[Check]], note: str | None,
+) -> None:
+    """The report's gist on stdout, as plain text: how the buckets were sized, the BLEU table, who is better
+    per bucket, the effect checks and the `note`."""
     if bucketing:
         print(bucketing[0].upper() + bucketing[1:] + ".\n")
     print(format_table(evaluation))
@@ -318,8 +329,6 @@ def score_and_report(
         print("\n" + format_checks(checks, baseline, attention).replace("**", ""), end="")
     if note:
         print("\n" + note)
-    print(f"\nreport written to {out}/")
-    return results
 
 
 def _report_texts(test_set: TestSet, hypotheses: dict[str, list[str]]) -> dict[str, str]:
