@@ -65,8 +65,8 @@ def _as_list_hint(value: Any, tp: Any, key: str) -> str:
     if not fits(items, tp):
         return ""
     written = yaml.safe_dump(items, default_flow_style=True).strip()
-    return (f"A list is written in brackets: {key.rsplit('.', 1)[-1]}: {written} in the config, "
-            f"--set '{key}={written}' on the command line (quoted for the shell).")
+    # worded for a config file and a --set alike: translate, evaluate and score read no config of the user's
+    return f"A list is written in brackets: {written}, quoted for the shell in a --set: --set '{key}={written}'."
 
 
 def fits(value: Any, tp: Any) -> bool:

@@ -108,8 +108,8 @@ def test_a_list_given_as_commas_or_one_item_gets_the_spelling_that_works() -> No
         with pytest.raises(NMTError) as error:
             build_section(Section, apply_overrides({}, [f"part.sizes={value}"])["part"], "part")
         assert error.value.message.startswith("wrong type for 'part.sizes': expected list, got ")
-        assert error.value.hint == (f"A list is written in brackets: sizes: {written} in the config, "
-                                    f"--set 'part.sizes={written}' on the command line (quoted for the shell).")
+        assert error.value.hint == (f"A list is written in brackets: {written}, quoted for the shell in a --set: "
+                                    f"--set 'part.sizes={written}'.")
     for value in ("1,x", "[1", True, None):
         with pytest.raises(NMTError) as error:
             build_section(Section, {"sizes": value}, "part")
