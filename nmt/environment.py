@@ -23,15 +23,9 @@ def _cpuinfo(path: Path = Path("/proc/cpuinfo")) -> dict[str, str]:
     return fields
 
 
-def cpu_name() -> str:
-    """The processor's model name (from /proc/cpuinfo where there is one)."""
-    return _cpuinfo().get("model name") or platform.processor() or platform.machine()
-
-
-def cpu_model() -> str | None:
-    """The processor's family and model numbers, as lscpu gives them ("family 25 model 17"), where
-    /proc/cpuinfo has them: one model name ("AMD EPYC") covers generations whose float kernels differ."""
-    info = _cpuinfo()
+def cpu_model(info: dict[str, str]) -> str | None:
+    """The processor's family and model numbers in `info` (`_cpuinfo`), as lscpu gives them ("family 25
+    model 17"): one model name ("AMD EPYC") covers generations whose float kernels differ."""
     if "cpu family" not in info or "model" not in info:
         return None
     return f"family {info['cpu family']} model {info['model']}"
@@ -52,6 +46,7 @@ def describe_environment(device: torch.device | None = None) -> dict[str, Any]:
     import nmt
 
     on_gpu = device is not None and device.type == "cuda"
+    info = _cpuinfo()
     return {
         "python": platform.python_version(),
         "torch": torch.__version__,
@@ -59,8 +54,8 @@ def describe_environment(device: torch.device | None = None) -> dict[str, Any]:
         "sacrebleu": sacrebleu.__version__,
         "nmt": nmt.__version__,
         "platform": platform.platform(),
-        "cpu": cpu_name(),
-        "cpu_model": cpu_model(),
+        "cpu": info.get("model name") or platform.processor() or platform.machine(),
+        "cpu_model": cpu_model(info),
         # the vector instructions torch's CPU kernels use (AVX2, AVX512): runs reproduce bit for bit where
         # this, the threads and the versions agree, and differ in the last bits where it does not
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),

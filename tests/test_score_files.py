@@ -636,7 +636,6 @@ def test_an_out_folder_reused_holds_only_the_new_reports_systems(
         assert outside.is_file() and (out / ".hidden.hyp.txt").is_file() and (out / "best.hyp.txt").is_file()
 
 
-
 def test_a_report_file_edited_since_is_kept_when_a_new_report_drops_it(
     files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

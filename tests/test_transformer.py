@@ -103,7 +103,6 @@ def test_a_padded_batch_equals_its_rows_one_at_a_time(positions: str, norm: str)
         torch.testing.assert_close(batch[i, : len(t)], alone[0], atol=1e-5, rtol=1e-5)
 
 
-
 def test_source_lengths_outside_the_padded_batch_are_refused() -> None:
     """encode refuses a length of 0 or past the padded source (it reads them where a batch keeps them, on the
     host, not after their copy to the device, which on a GPU would wait for the work queued before)."""
@@ -113,6 +112,7 @@ def test_source_lengths_outside_the_padded_batch_are_refused() -> None:
         with pytest.raises(ValueError, match=r"src_lengths must lie in \[1, 4\], got " + re.escape(str(bad))):
             model.encode(src, torch.tensor(bad))
     assert torch.equal(model.encode(src, lengths).lengths, torch.tensor([4, 2]))
+
 
 @pytest.mark.parametrize("positions", POSITIONS)
 @pytest.mark.parametrize("norm", ["post", "pre"])
