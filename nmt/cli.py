@@ -88,8 +88,11 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.flush()  # here, where a reader that left (below) is told from a failed write
     except NMTError as error:
         print(f"nmt {args.command}: error: {error.message}", file=sys.stderr)
-        if error.hint:
-            print(error.hint, file=sys.stderr)
+        # a key refused where this command has a shorthand for it: named, unless the mistake came through it
+        flag = getattr(args, "shorthands", {}).get(error.key, "")
+        hint = f"{error.hint} {flag} sets it too." if flag and flag.split()[0] not in error.hint else error.hint
+        if hint:
+            print(hint, file=sys.stderr)
         return 2
     except OSError as error:  # a path the user gave that cannot be read or written
         if isinstance(error, BrokenPipeError) and _reader_left_stdout():

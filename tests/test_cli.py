@@ -355,6 +355,29 @@ def test_a_bad_value_from_a_shorthand_flag_names_the_flag_and_says_to_fix_it(
     assert f"Fix the value of {flag} on the command line" in err and "with --set" not in err
 
 
+@pytest.mark.parametrize(
+    ("argv", "hint"),
+    [
+        (["score", "HYP", "--ref", "HYP", "--set", "evaluation.buckets=10,20"], "A list is written in brackets: "
+         "[10, 20], quoted for the shell in a --set: --set 'evaluation.buckets=[10, 20]'. --buckets BUCKETS sets it too."),
+        (["score", "HYP", "--ref", "HYP", "--set", "evaluation.by=src"],
+         "Fix the value of --set evaluation.by on the command line. --by {source,reference} sets it too."),
+        (["experiment", "configs/quick.yaml", "--set", "training.threads=-1"],
+         "Fix it in the config or with --set. --threads N sets it too."),
+        # no shorthand for the key: the hint alone
+        (["score", "HYP", "--ref", "HYP", "--set", "evaluation.bootstrap_samples=1"],
+         "Fix the value of --set evaluation.bootstrap_samples on the command line.\n"),
+    ],
+)
+def test_a_key_refused_through_set_names_the_commands_shorthand_for_it(
+    argv: list[str], hint: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    hyp = tmp_path / "hyp.txt"
+    hyp.write_text("a b\n")
+    assert main([str(hyp) if word == "HYP" else word for word in argv]) == 2
+    assert hint in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("given", [["--buckets", "auto"], ["--set", "evaluation.buckets=auto"]])
 def test_buckets_auto_outside_nmt_score_says_it_is_nmt_scores_and_what_is_taken(
     given: list[str], capsys: pytest.CaptureFixture[str], tmp_path: Path

@@ -60,8 +60,11 @@ def add_setting(parser: argparse.ArgumentParser, flag: str, key: str, help: str,
     """`flag VALUE`, a shorthand for `--set key=VALUE` (add_set first)."""
     if "choices" not in kwargs:  # else argparse would name the value after the shared dest, OVERRIDES
         kwargs.setdefault("metavar", flag.lstrip("-").upper().replace("-", "_"))
+    written = f"{flag} {kwargs.get('metavar') or '{' + ','.join(kwargs['choices']) + '}'}"
     help = f"{help} (short for --set {key}={kwargs.get('metavar', 'VALUE')})"
     parser.add_argument(flag, dest="overrides", action=SetKey, const=key, default=[], help=help, **kwargs)
+    # key -> how this command's shorthand is written, for the hint of an error in that key (nmt/cli.py)
+    parser.set_defaults(shorthands={**(parser.get_default("shorthands") or {}), key: written})
 
 
 def add_config(parser: argparse.ArgumentParser) -> None:
