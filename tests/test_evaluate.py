@@ -38,11 +38,11 @@ def test_run_names_are_unique_and_out_dir_defaults(tmp_path: Path) -> None:
 
 def test_effect_pairs_follow_the_given_order_and_name_the_unpaired(tmp_path: Path) -> None:
     kinds = {"search-30": "additive", "encdec-30": "none", "search-50": "dot", "encdec-50": "none", "extra": "general"}
-    runs = describe_runs([fake_run(tmp_path / name, attention=kind) for name, kind in kinds.items()])
+    runs = {run.name: run.config for run in describe_runs([fake_run(tmp_path / name, attention=kind) for name, kind in kinds.items()])}
     pairs, unpaired = effect_pairs(runs)
     assert pairs == [("encdec-30", "search-30"), ("encdec-50", "search-50")]
     assert unpaired == ["extra"]
-    assert effect_pairs(runs[:1]) == ([], ["search-30"])
+    assert effect_pairs({"search-30": runs["search-30"]}) == ([], ["search-30"])
 
 
 def test_transformers_are_contrasted_with_runs_trained_on_the_same_lengths(tmp_path: Path) -> None:
@@ -51,13 +51,13 @@ def test_transformers_are_contrasted_with_runs_trained_on_the_same_lengths(tmp_p
         "t-30": ("additive", "sinusoidal", 30), "t-50": ("additive", "learned", 50),
         "t-30-rel": ("additive", "relative", 30),
     }
-    runs = describe_runs([
+    runs = {run.name: run.config for run in describe_runs([
         fake_run(tmp_path / name, attention=a, positions=p, max_words=w) for name, (a, p, w) in kinds.items()
-    ])
+    ])}
     assert length_contrasts(runs) == [("t-30", "search-30"), ("t-30", "t-30-rel"), ("t-50", "search-50")]
     assert effect_pairs(runs) == ([("encdec-30", "search-30")], ["search-50"])  # Transformers pair with no fixed vector
-    assert plot_group(runs[4].config.model, 50) == ("Transformer (learned positions)", "-50")
-    assert plot_group(runs[3].config.model, 30) == ("Transformer", "-30")
+    assert plot_group(runs["t-50"].model, 50) == ("Transformer (learned positions)", "-50")
+    assert plot_group(runs["t-30"].model, 30) == ("Transformer", "-30")
 
 
 def test_evaluate_takes_src_and_ref_together(tmp_path: Path) -> None:

@@ -230,6 +230,35 @@ def test_baseline_runs_the_effect_checks_against_every_other_system(files: dict[
     assert "Does the table show the effect? (encdec vs search)" in (out / "report.md").read_text(encoding="utf-8")
 
 
+def test_config_pairs_the_systems_as_its_runs(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--config: the systems are runs of a config, by name, and are compared as nmt evaluate compares those runs:
+    each fixed vector with the attention run of its ceiling, and across ceilings (the paper's check 5)."""
+    out = tmp_path / "out"
+    hyps = [str(files[kind]) for kind in ("poor", "good", "poor", "good")]
+    argv = ["score", "--ref", str(files["ref"]), "--src", str(files["src"]), *hyps, "--out", str(out),
+            "--set", "evaluation.bootstrap_samples=50", "--set", "evaluation.min_bucket_sentences=10",
+            "--config", "configs/quick.yaml"]
+    assert main([*argv, "--names", "rnnencdec-30,rnnsearch-30,rnnencdec-50,rnnsearch-50"]) == 0
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert [(e["baseline"], e["attention"]) for e in results["effect"]] == [
+        ("rnnencdec-30", "rnnsearch-30"), ("rnnencdec-50", "rnnsearch-50"), ("rnnencdec-50", "rnnsearch-30"),
+    ]
+    # the -50 attention run is held to the flat check (3), the -30 one is not: the ceilings came with the runs
+    claims = {(e["baseline"], e["attention"]): [check["claim"] for check in e["checks"]] for e in results["effect"]}
+    assert any("at least 0.75" in claim for claim in claims[("rnnencdec-50", "rnnsearch-50")])
+    assert not any("at least 0.75" in claim for claim in claims[("rnnencdec-30", "rnnsearch-30")])
+    assert main([*argv, "--names", "rnnencdec-30,rnnsearch-30,rnnencdec-50,rnnsearch50"]) == 2
+    err = capsys.readouterr().err
+    assert ("--config configs/quick.yaml: its runs are rnnencdec-30, rnnsearch-30, rnnencdec-50, rnnsearch-50; "
+            "no run is named 'rnnsearch50'.") in err
+    assert "--names, one name per HYP, in order." in err
+    with pytest.raises(SystemExit):  # one way to say what is compared
+        main([*argv, "--baseline", "rnnencdec-30"])
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
 def test_without_source_buckets_by_reference(files: dict[str, Path], tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out"
@@ -288,6 +317,10 @@ def test_systems_are_named_by_what_differs_between_their_files(
     assert list(json.loads((tmp_path / "c" / "results.json").read_text())["runs"]) == ["sys1", "sys2"]
     assert main(["score", *map(str, same), *options, "--names", "x,y", "--out", str(tmp_path / "d")]) == 0
     assert list(json.loads((tmp_path / "d" / "results.json").read_text())["runs"]) == ["x", "y"]
+    # files as a report writes them, NAME.hyp.txt: their NAMEs whole, not what differs between them
+    reported = [same[0].rename(tmp_path / "rnnencdec-30.hyp.txt"), same[1].rename(tmp_path / "rnnsearch-30.hyp.txt")]
+    assert main(["score", *map(str, reported), *options, "--out", str(tmp_path / "e")]) == 0
+    assert list(json.loads((tmp_path / "e" / "results.json").read_text())["runs"]) == ["rnnencdec-30", "rnnsearch-30"]
 
 
 @pytest.mark.parametrize(

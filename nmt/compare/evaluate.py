@@ -4,7 +4,7 @@ path `nmt score` uses (nmt/evaluation/score_files.py)."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +16,11 @@ from nmt.compare.runs import (
     split_test_set,
     translate_cached,
 )
+from nmt.config import Config, load_config
 from nmt.config_sections import ModelConfig
 from nmt.data.sources import prepared_dir
 from nmt.errors import NMTError
+from nmt.evaluation.effect import Comparisons
 from nmt.evaluation.score_files import report_files, score_and_report
 from nmt.evaluation.testset import TestSet, file_test_set, shown_path
 from nmt.fileio import same_file
@@ -26,32 +28,64 @@ from nmt.models.interface import model_kind
 from nmt.rundir.checkpoints import describe_checkpoint
 
 
-def _kind(run: RunInfo) -> str:
+def _kind(config: Config) -> str:
     """How a run's decoder sees the source: "fixed vector" (RNNencdec), "rnn attention", or a Transformer
     with "relative" or "absolute" positions (its model's `ModelKind.length_kind`)."""
-    return model_kind(run.config.model).length_kind
+    return model_kind(config.model).length_kind
 
 
-def effect_pairs(runs: Sequence[RunInfo]) -> tuple[list[tuple[str, str]], list[str]]:
-    """(fixed-vector run, attention run) names to check for the long-sentence effect: the runs without
-    attention and those with it, paired in the order given (rnnencdec-30 with rnnsearch-30, ...);
-    and the names of the runs left without a partner."""
-    baselines = [run.name for run in runs if _kind(run) == "fixed vector"]
-    attentive = [run.name for run in runs if _kind(run) == "rnn attention"]
+def effect_pairs(runs: Mapping[str, Config]) -> tuple[list[tuple[str, str]], list[str]]:
+    """(fixed-vector run, attention run) names to check for the long-sentence effect, of `runs` (name ->
+    config): the runs without attention and those with it, paired in the order given (rnnencdec-30 with
+    rnnsearch-30, ...); and the names of the runs left without a partner."""
+    baselines = [name for name, config in runs.items() if _kind(config) == "fixed vector"]
+    attentive = [name for name, config in runs.items() if _kind(config) == "rnn attention"]
     paired = min(len(baselines), len(attentive))
     return list(zip(baselines, attentive, strict=False)), baselines[paired:] + attentive[paired:]  # zip stops at `paired`
 
 
-def length_contrasts(runs: Sequence[RunInfo]) -> list[tuple[str, str]]:
-    """(expected to fall, expected to hold) on long sentences, both trained on the same lengths: each
-    Transformer with absolute positions against each RNN with attention and each Transformer with relative
-    positions (Neishi & Yoshinaga 2019; nmt/evaluation/effect.py's contrast checks)."""
+def length_contrasts(runs: Mapping[str, Config]) -> list[tuple[str, str]]:
+    """(expected to fall, expected to hold) on long sentences, both trained on the same lengths, of `runs`
+    (name -> config): each Transformer with absolute positions against each RNN with attention and each
+    Transformer with relative positions (Neishi & Yoshinaga 2019; nmt/evaluation/effect.py's contrast checks)."""
     return [
-        (falls.name, holds.name)
-        for falls in runs if _kind(falls) == "absolute"
-        for holds in runs if _kind(holds) in ("rnn attention", "relative")
-        if holds.config.training.max_words == falls.config.training.max_words
+        (falls, holds)
+        for falls, fall_config in runs.items() if _kind(fall_config) == "absolute"
+        for holds, hold_config in runs.items() if _kind(hold_config) in ("rnn attention", "relative")
+        if hold_config.training.max_words == fall_config.training.max_words
     ]
+
+
+def run_comparisons(runs: Mapping[str, Config]) -> Comparisons:
+    """What a report compares of `runs` (name -> config, in the order given): their effect pairs and
+    contrasts, training ceilings and plot groups, and a note naming the runs left unpaired."""
+    pairs, unpaired = effect_pairs(runs)
+    note = (
+        f"not checked for the effect: {', '.join(unpaired)} (runs without attention pair with runs "
+        "with attention in the order given; give as many of each to check them all)"
+    ) if pairs and unpaired else None
+    return Comparisons(
+        pairs, length_contrasts(runs), {name: config.training.max_words for name, config in runs.items()},
+        {name: plot_group(config.model, config.training.max_words) for name, config in runs.items()}, note,
+    )
+
+
+def config_comparisons(config_path: Path) -> Callable[[Sequence[str]], Comparisons]:
+    """For `nmt score --config`: given the systems' names, `run_comparisons` of the runs of those names in
+    the config at `config_path` (its runs: entries); NMTError if one is not a run of it."""
+    config = load_config(config_path)
+
+    def compare(names: Sequence[str]) -> Comparisons:
+        missing = [name for name in names if name not in config.runs]
+        if missing:
+            runs = f"its runs are {', '.join(config.runs)}" if config.runs else "it has no runs: section"
+            raise NMTError(
+                f"--config {config_path}: {runs}; no run is named {', '.join(map(repr, missing))}.",
+                "Name each HYP file's system as the run that translated it: --names, one name per HYP, in order.",
+            )
+        return run_comparisons({name: config.for_run(name) for name in names})
+
+    return compare
 
 
 def plot_group(model: ModelConfig, max_words: int) -> tuple[str, str]:
@@ -90,18 +124,9 @@ def evaluate_runs(
     settings = runs[0].config.evaluation
     test_set = common_test_set(runs, settings.split, src_path, ref_path)
     hypotheses, systems, scored = _translate_runs(runs, test_set, device, out)
-    pairs, unpaired = effect_pairs(runs)
-    note = (
-        f"not checked for the effect: {', '.join(unpaired)} (runs without attention pair with runs "
-        "with attention in the order given; give as many of each to check them all)"
-    ) if pairs and unpaired else None
-    ceilings = {run.name: run.config.training.max_words for run in runs}
-    groups = {run.name: plot_group(run.config.model, run.config.training.max_words) for run in runs}
+    comparisons = run_comparisons({run.name: run.config for run in runs})
     inputs = [path for path in (src_path, ref_path) if path is not None]
-    return score_and_report(
-        hypotheses, test_set, settings, out, scored, systems, pairs, note, ceilings, groups, length_contrasts(runs),
-        inputs=inputs,
-    )
+    return score_and_report(hypotheses, test_set, settings, out, scored, systems, comparisons, inputs=inputs)
 
 
 def _translate_runs(

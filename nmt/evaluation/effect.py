@@ -49,6 +49,20 @@ class Check:
 
 
 @dataclass(frozen=True)
+class Comparisons:
+    """What a report knows of its systems beyond their translations: the (fixed-vector, attention) `pairs`
+    of the paper's checks, the (expected to fall, expected to hold) `contrasts`, each system's training
+    ceiling (`ceilings`: training.max_words; 0 or missing: none), its plot group (`groups`: (model,
+    variant); none: a style per system) and a `note` on what is left unchecked."""
+
+    pairs: Sequence[tuple[str, str]] = ()
+    contrasts: Sequence[tuple[str, str]] = ()
+    ceilings: Mapping[str, int] = field(default_factory=dict)
+    groups: Mapping[str, tuple[str, str]] | None = None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
 class LongSentences:
     """The long sentences (`words` words or more): how many, and each system's corpus BLEU on them."""
 

@@ -12,7 +12,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from nmt.evaluation.buckets import (
     data_cutoffs,
     sentence_lengths,
 )
-from nmt.evaluation.effect import Check, contrast_checks, long_sentence_bleu, paper_checks
+from nmt.evaluation.effect import Check, Comparisons, contrast_checks, long_sentence_bleu, paper_checks
 from nmt.evaluation.leaders import Leader, bucket_leaders, format_leaders
 from nmt.evaluation.report import (
     PLOT_PNG,
@@ -58,12 +58,14 @@ def score_files(
     out_dir: Path | None = None,
     baseline: str | None = None,
     overrides: Sequence[str] = (),
+    comparisons: Callable[[Sequence[str]], Comparisons] | None = None,
 ) -> dict[str, Any]:
     """`nmt score`: score translations from files (any system's) against `ref_path`, as `nmt evaluate` does.
 
     Systems are named by `names` or by what differs between their files' names (`default_names`);
     `baseline` names the fixed-vector system (by its name, its file's name or stem), whose effect checks
-    are run against every other system. `overrides` are `--set evaluation.*` keys (buckets, by, ...);
+    are run against every other system; or `comparisons`, given the systems' names, says what to compare
+    (`nmt score --config`: as the runs of a config, nmt/compare/evaluate.py). `overrides` are `--set evaluation.*` keys (buckets, by, ...);
     without `src_path` sentences are bucketed by reference length, whatever evaluation.by says unless an
     override asks for source. Blank reference lines, and a file given twice or two files of the same
     lines, are warned about on stderr. Returns the content of results.json.
@@ -82,7 +84,7 @@ def score_files(
     if sized:
         settings, bucketing = _sized_from_data(settings, test_set)
     paths = dict(zip(_system_names(hyp_paths, names), hyp_paths, strict=True))
-    pairs: list[tuple[str, str]] = []
+    compared = comparisons(list(paths)) if comparisons is not None else Comparisons()
     if baseline is not None:
         named = [baseline] if baseline in paths else [
             name for name, path in paths.items() if baseline in (Path(path).name, Path(path).stem, _stem(Path(path).name))
@@ -97,7 +99,7 @@ def score_files(
                 f"--baseline {baseline}: there is no other system to check it against.",
                 "Give the attention system's translations too, or leave --baseline out.",
             )
-        pairs = [(baseline, name) for name in paths if name != baseline]
+        compared = Comparisons(pairs=[(baseline, name) for name in paths if name != baseline])
     out = Path(out_dir or "evaluation")
     refuse_unwritable(out, f"--out {out}")
     _refuse_writing_over_inputs(out, ref_path, src_path, paths)
@@ -108,7 +110,7 @@ def score_files(
     scored += [f"{name}: `{shown_path(path, out)}`" for name, path in paths.items()]
     systems: dict[str, dict[str, Any]] = {name: {"hypotheses": shown_path(path, out)} for name, path in paths.items()}
     inputs = [ref_path, *([src_path] if src_path is not None else []), *paths.values()]
-    return score_and_report(hypotheses, test_set, settings, out, scored, systems, pairs, bucketing=bucketing,
+    return score_and_report(hypotheses, test_set, settings, out, scored, systems, compared, bucketing=bucketing,
                             leaders=True, inputs=inputs)
 
 
@@ -214,15 +216,19 @@ def _system_names(hyp_paths: Sequence[Path], names: Sequence[str] | None) -> lis
 def default_names(hyp_paths: Sequence[str | Path]) -> list[str]:
     """The systems' names when --names is not given: what differs between their file names, without .txt
     and .hyp (`distinct_parts`: generaltest2022.de-en.hyp.OnlineB.en -> OnlineB), or between their paths
-    where two files in different folders share a name (sys1/out.txt -> sys1); one file keeps its stem. A
-    name given twice (the same file) becomes name, name-2."""
+    where two files in different folders share a name (sys1/out.txt -> sys1); one file keeps its stem, and
+    files named as nmt's reports write them, NAME.hyp.txt, of different NAMEs, keep their NAMEs
+    (rnnencdec-30, rnnsearch-30: not rnnencdec, rnnsearch). A name given twice (the same file) becomes
+    name, name-2."""
     resolved = [Path(path).resolve() for path in hyp_paths]
     stems = [_stem(path.name) for path in resolved]
+    reports = all(path.name.endswith(".hyp.txt") for path in resolved) and len(set(stems)) == len(stems)
     if len(set(stems)) < len(set(resolved)):
         stems = [_stem(path.as_posix()) for path in resolved]
     taken: set[str] = set()
     # a name is also a file name, NAME.hyp.txt: no folders in it, and no hidden file
-    return [unique_name(part.replace("/", "-").lstrip(".") or "system", taken) for part in distinct_parts(stems)]
+    parts = stems if reports else distinct_parts(stems)
+    return [unique_name(part.replace("/", "-").lstrip(".") or "system", taken) for part in parts]
 
 
 def _stem(name: str) -> str:
@@ -262,11 +268,7 @@ def score_and_report(
     out: Path,
     scored: Sequence[str],
     systems: dict[str, dict[str, Any]],
-    pairs: Sequence[tuple[str, str]],
-    note: str | None = None,
-    ceilings: dict[str, int] | None = None,
-    groups: dict[str, tuple[str, str]] | None = None,
-    contrasts: Sequence[tuple[str, str]] = (),
+    comparisons: Comparisons | None = None,
     bucketing: str = "",
     leaders: bool = False,
     inputs: Sequence[Path] = (),
@@ -274,24 +276,24 @@ def score_and_report(
     """Score the systems' translations together, write the report and print it.
 
     `scored` says what was scored (one line each, for report.md); `systems` goes into results.json's
-    settings.runs; `pairs` are (fixed-vector, attention) systems to run the effect checks on, and
-    `ceilings` each system's training.max_words where known, `contrasts` (expected to fall, expected to
-    hold) systems for the contrast checks (both nmt/evaluation/effect.py); `groups` styles
-    the plot (nmt/evaluation/report.py), titled with the test set; `bucketing` says how the buckets were
-    sized from the data (`nmt score --buckets auto`; results.json's settings.buckets_sized); `leaders` adds
-    who is better per bucket, for two or more systems (nmt/evaluation/leaders.py). The files of `out` that
-    an earlier report there wrote and this one does not (results.json's settings.files) are removed
-    (`_remove_stale`) where they are as that report wrote them (settings.text_sha256), never one of `inputs`,
-    the files the report was made from.
+    settings.runs; `comparisons` says which systems the effect checks compare (nmt/evaluation/effect.py)
+    and how the plot groups them (nmt/evaluation/report.py; titled with the test set); `bucketing` says how
+    the buckets were sized from the data (`nmt score --buckets auto`; results.json's settings.buckets_sized);
+    `leaders` adds who is better per bucket, for two or more systems (nmt/evaluation/leaders.py). The files
+    of `out` that an earlier report there wrote and this one does not (results.json's settings.files) are
+    removed (`_remove_stale`) where they are as that report wrote them (settings.text_sha256), never one of
+    `inputs`, the files the report was made from.
     """
     warn_if_tokenized(hypotheses, settings.tokenize)  # once per command, however many resamples are scored
     sources = test_set.sources if test_set.sources is not None else test_set.references
     evaluation = score_systems(hypotheses, sources, test_set.references, settings)
     effect: dict[tuple[str, str], list[Check]] = {}
+    comparisons = comparisons or Comparisons()
+    pairs, contrasts, ceilings = comparisons.pairs, comparisons.contrasts, comparisons.ceilings
     if pairs or contrasts:  # the paper's checks for each (fixed-vector, attention) pair, and the contrasts
         long = long_sentence_bleu(hypotheses, sources, test_set.references, settings)
-        effect = paper_checks(evaluation, long, pairs, ceilings or {})
-        effect |= contrast_checks(evaluation, long, contrasts, ceilings or {})
+        effect = paper_checks(evaluation, long, pairs, ceilings)
+        effect |= contrast_checks(evaluation, long, contrasts, ceilings)
     examples = format_examples(evaluation, hypotheses, test_set.sources, test_set.references)
     files = report_files(hypotheses, sources=test_set.sources is not None)
     texts = _report_texts(test_set, hypotheses)
@@ -306,10 +308,10 @@ def score_and_report(
     for name, text in texts.items():
         atomic_write_text(out / name, text)
     results = write_report(
-        evaluation, out, extra, effect, scored, examples, groups, test_set.describe(), bucketing, ranked
+        evaluation, out, extra, effect, scored, examples, comparisons.groups, test_set.describe(), bucketing, ranked
     )
     _remove_stale(out, earlier, files, inputs)
-    _print_summary(evaluation, settings, bucketing, ranked, effect, note)
+    _print_summary(evaluation, settings, bucketing, ranked, effect, comparisons.note)
     print(f"\nreport written to {out}/")
     return results
 

@@ -11,7 +11,6 @@ import pytest
 
 from nmt.compare.evaluate import effect_pairs
 from nmt.compare.experiment import Timings, run_experiment
-from nmt.compare.runs import RunInfo
 from nmt.config import Config, load_config
 from nmt.data.sources import absolute
 from nmt.errors import NMTError
@@ -122,8 +121,7 @@ def test_other_experiment_configs_load_name_their_runs_and_train_a_step(name: st
         assert short.model == full.model and short.training.max_words == full.training.max_words
         assert (short.training.max_steps, short.data.source) == (2, "files")
     # the runs without attention are checked against those with it, pairwise in config order
-    infos = [RunInfo(run, tmp_path / run, config.for_run(run), tmp_path / run / "best.pt") for run in config.runs]
-    pairs, unpaired = effect_pairs(infos)
+    pairs, unpaired = effect_pairs({run: config.for_run(run) for run in config.runs})
     if name == "attention-scaling":
         assert (pairs, unpaired) == ([], list(expected))
     else:
