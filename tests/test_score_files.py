@@ -1,5 +1,6 @@
 """nmt/evaluation/score_files.py (`nmt score`): any system's translation files scored by length through evaluate's
-scoring path (the scoring library itself: tests/test_scoring.py)."""
+scoring path, and the report folder that path writes (nmt/evaluation/report_folder.py: its files, what an earlier
+report left); the scoring library itself: tests/test_scoring.py."""
 
 from __future__ import annotations
 

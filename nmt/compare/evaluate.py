@@ -1,5 +1,5 @@
 """`nmt evaluate`: translate a test set with each run (through its cache) and score them together on the
-path `nmt score` uses (nmt/evaluation/score_files.py)."""
+path `nmt score` takes too (nmt/evaluation/report_folder.py)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from nmt.config_sections import ModelConfig
 from nmt.data.sources import prepared_dir
 from nmt.errors import NMTError
 from nmt.evaluation.effect import Comparisons
-from nmt.evaluation.score_files import report_files, score_and_report
+from nmt.evaluation.report_folder import report_files, score_and_report
 from nmt.evaluation.testset import TestSet, file_test_set, shown_path
 from nmt.fileio import same_file
 from nmt.models.interface import model_kind
