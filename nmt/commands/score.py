@@ -19,7 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--names",
         type=arguments.names,
         help="system names, comma-separated, one per HYP (default: what differs between the file names, e.g. "
-        "OnlineB for generaltest2022.de-en.hyp.OnlineB.en beside other systems' files of that pattern)",
+        "OnlineB for generaltest2022.de-en.hyp.OnlineB.en beside other systems' files of that pattern; NAME for "
+        "a report's NAME.hyp.txt)",
     )
     compared = parser.add_mutually_exclusive_group()
     compared.add_argument(
