@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,27 @@ def cpu_model(info: dict[str, str]) -> str | None:
     return f"family {info['cpu family']} model {info['model']}"
 
 
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def source_commit(folder: Path = PACKAGE_DIR) -> str | None:
+    """The git commit of the nmt source in `folder` (this package's), "COMMIT with uncommitted changes" where
+    its files differ from it; None where the package is no tracked folder of a git checkout (an installed
+    copy) or git cannot be run."""
+    def git(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True, timeout=30)
+
+    try:
+        tracked = git("ls-files", "--error-unmatch", "__init__.py")  # else a .venv inside some checkout
+        head = git("rev-parse", "HEAD")
+        changes = git("status", "--porcelain", "--", ".")  # the package's own files, new ones included
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if tracked.returncode != 0 or head.returncode != 0:
+        return None
+    return head.stdout.strip() + (" with uncommitted changes" if changes.stdout.strip() else "")
+
+
 def available_cores() -> int:
     """CPU cores this process may run on (its affinity mask where the platform has one)."""
     if hasattr(os, "sched_getaffinity"):
@@ -53,6 +75,7 @@ def describe_environment(device: torch.device | None = None) -> dict[str, Any]:
         "sentencepiece": sentencepiece.__version__,
         "sacrebleu": sacrebleu.__version__,
         "nmt": nmt.__version__,
+        "nmt_commit": source_commit(),
         "platform": platform.platform(),
         "cpu": info.get("model name") or platform.processor() or platform.machine(),
         "cpu_model": cpu_model(info),

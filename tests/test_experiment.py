@@ -152,6 +152,39 @@ def test_the_machine_is_named_down_to_its_cpu_model_and_torch_s_kernels(
     assert environment.describe_environment()["cpu_model"] is None
 
 
+def test_the_environment_names_the_commit_of_the_source_that_ran(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """environment.json and the report name the git commit of the nmt package's folder, and say where its
+    files differ from it; an installed copy (no checkout, or an untracked folder inside one) names none."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                              check=True, capture_output=True, text=True).stdout.strip()
+
+    package = tmp_path / "nmt"
+    package.mkdir()
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    assert environment.source_commit(package) is None  # no checkout
+    git("init", "-q")
+    (tmp_path / "untracked").mkdir()
+    (tmp_path / "untracked" / "__init__.py").write_text("", encoding="utf-8")
+    git("add", "nmt")
+    git("commit", "-q", "-m", "one")
+    commit = git("rev-parse", "HEAD")
+    assert environment.source_commit(package) == commit
+    assert environment.source_commit(tmp_path / "untracked") is None  # a copy inside some checkout
+    (tmp_path / "notes.txt").write_text("outside the package", encoding="utf-8")
+    assert environment.source_commit(package) == commit
+    (package / "new_module.py").write_text("", encoding="utf-8")
+    assert environment.source_commit(package) == f"{commit} with uncommitted changes"
+    monkeypatch.setattr(environment, "source_commit", lambda: f"{commit} with uncommitted changes")
+    config = config_from_dict({"runs": {"a": {}}})
+    (tmp_path / "runs" / "a").mkdir(parents=True)
+    (tmp_path / "runs" / "a" / "environment.json").write_text('{"torch_threads": 1}', encoding="utf-8")
+    assert _setup_lines(config, tmp_path)[0].endswith(
+        f"; nmt at {commit[:9]} with uncommitted changes (each run's environment.json: the commit it trained at).")
+
+
 def test_the_parameter_table_names_each_run_s_attention() -> None:
     config = load_config(CONFIGS / "transformer.yaml")
     counts = dict.fromkeys(config.runs, 1000)

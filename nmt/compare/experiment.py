@@ -82,6 +82,11 @@ ATTENTION_CAVEAT = (
 RERUN = " (re-run, training skipped)"
 
 
+def _commit_words(commit: str | None) -> str:
+    """"at COMMIT" (its first 9 digits), or that the source is no git checkout."""
+    return f"at {commit[:9]}{commit[40:]}" if commit else "from no git checkout"
+
+
 def _setup_lines(config: Config, out_dir: Path) -> list[str]:
     """The report's machine and data paragraphs (the torch threads each run trained with: its environment.json)."""
     machine = describe_environment(torch.device("cuda") if torch.cuda.is_available() else None)
@@ -94,7 +99,8 @@ def _setup_lines(config: Config, out_dir: Path) -> list[str]:
         f"{machine['cpu_count']} cores, torch threads {', '.join(map(str, sorted(threads)))} "
         f"per training run and {machine['torch_threads']} in evaluation"
         + (f", GPU {machine['gpu']}" if machine["gpu"] else ", no GPU")
-        + f"; Python {machine['python']}, torch {machine['torch']}.",
+        + f"; Python {machine['python']}, torch {machine['torch']}; nmt {_commit_words(machine['nmt_commit'])} "
+        "(each run's environment.json: the commit it trained at).",
         "",
         f"Data: `{data.source}` ({corpus_source(data).languages()}), prepared in `{prepared_dir(data)}`; "
         f"scored on the `{config.evaluation.split}` split, buckets by {config.evaluation.by} length in words.",
