@@ -83,8 +83,12 @@ RERUN = " (re-run, training skipped)"
 
 
 def _commit_words(commit: str | None) -> str:
-    """"at COMMIT" (its first 9 digits), or that the source is no git checkout."""
-    return f"at {commit[:9]}{commit[40:]}" if commit else "from no git checkout"
+    """"at COMMIT" (its first 9 digits, and what `source_commit` says after them), or that the source is no
+    git checkout."""
+    if commit is None:
+        return "from no git checkout"
+    sha, _, said = commit.partition(" ")
+    return f"at {sha[:9]}" + (f" {said}" if said else "")
 
 
 def _setup_lines(config: Config, out_dir: Path) -> list[str]:
