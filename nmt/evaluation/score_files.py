@@ -51,9 +51,9 @@ def score_files(
     Systems are named by `names` or by what differs between their files' names (`default_names`);
     `baseline` names the fixed-vector system (by its name, its file's name or stem), whose effect checks
     are run against every other system; or `comparisons`, given the systems' names, says what to compare
-    (`nmt score --config`: as the runs of a config, nmt/compare/evaluate.py). `overrides` are `--set evaluation.*` keys (buckets, by, ...);
-    without `src_path` sentences are bucketed by reference length, whatever evaluation.by says unless an
-    override asks for source. Blank reference lines, and a file given twice or two files of the same
+    (`nmt score --config`: as the runs of a config, nmt/compare/evaluate.py). `overrides` are `--set
+    evaluation.*` keys (buckets, by, ...); without `src_path` sentences are bucketed by reference length,
+    whatever evaluation.by says unless an override asks for source. Blank reference lines, and a file given twice or two files of the same
     lines, are warned about on stderr. Returns the content of results.json.
     """
     if not hyp_paths:
@@ -70,22 +70,10 @@ def score_files(
     if sized:
         settings, bucketing = _sized_from_data(settings, test_set)
     paths = dict(zip(_system_names(hyp_paths, names), hyp_paths, strict=True))
-    compared = comparisons(list(paths)) if comparisons is not None else Comparisons()
     if baseline is not None:
-        named = [baseline] if baseline in paths else [
-            name for name, path in paths.items() if baseline in (Path(path).name, Path(path).stem, _stem(Path(path).name))
-        ]
-        if len(named) != 1:  # a file's name or stem names its system too: copy for copy.fr
-            files = " and ".join(Path(paths[name]).name for name in named)
-            found = f"it is the stem of {files}" if named else "no such system"
-            raise NMTError(f"--baseline {baseline}: {found}.", f"The systems are: {', '.join(paths)}.")
-        baseline = named[0]
-        if len(paths) < 2:
-            raise NMTError(
-                f"--baseline {baseline}: there is no other system to check it against.",
-                "Give the attention system's translations too, or leave --baseline out.",
-            )
-        compared = Comparisons(pairs=[(baseline, name) for name in paths if name != baseline])
+        compared = _against_baseline(baseline, paths)
+    else:
+        compared = comparisons(list(paths)) if comparisons is not None else Comparisons()
     out = Path(out_dir or "evaluation")
     refuse_unwritable(out, f"--out {out}")
     _refuse_writing_over_inputs(out, ref_path, src_path, paths)
@@ -98,6 +86,24 @@ def score_files(
     inputs = [ref_path, *([src_path] if src_path is not None else []), *paths.values()]
     return score_and_report(hypotheses, test_set, settings, out, scored, systems, compared, bucketing=bucketing,
                             leaders=True, inputs=inputs)
+
+
+def _against_baseline(baseline: str, paths: Mapping[str, Path]) -> Comparisons:
+    """--baseline: the effect checks of the system `baseline` names (its name, its file's name or stem) against
+    every other of `paths` (name -> file); NMTError if it names none, two, or the only system."""
+    named = [baseline] if baseline in paths else [
+        name for name, path in paths.items() if baseline in (Path(path).name, Path(path).stem, _stem(Path(path).name))
+    ]
+    if len(named) != 1:  # a file's name or stem names its system too: copy for copy.fr
+        files = " and ".join(Path(paths[name]).name for name in named)
+        found = f"it is the stem of {files}" if named else "no such system"
+        raise NMTError(f"--baseline {baseline}: {found}.", f"The systems are: {', '.join(paths)}.")
+    if len(paths) < 2:
+        raise NMTError(
+            f"--baseline {named[0]}: there is no other system to check it against.",
+            "Give the attention system's translations too, or leave --baseline out.",
+        )
+    return Comparisons(pairs=[(named[0], name) for name in paths if name != named[0]])
 
 
 def _refuse_writing_over_inputs(out: Path, ref_path: Path, src_path: Path | None, paths: Mapping[str, Path]) -> None:
