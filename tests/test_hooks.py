@@ -21,8 +21,9 @@ from nmt.config_sections import ModelConfig
 from nmt.data.batching import make_batch
 from nmt.models import build_model
 from nmt.models.interface import MAIN_VIEW
+from nmt.models.multihead import MultiHeadAttention
 from nmt.models.seq2seq import Seq2Seq
-from nmt.models.transformer import MultiHeadAttention, Transformer
+from nmt.models.transformer import Transformer
 
 TINY = {"embedding_size": 16, "hidden_size": 16, "maxout_size": 8, "attention_size": 8}
 

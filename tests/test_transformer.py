@@ -14,7 +14,8 @@ from nmt.data.batching import make_source_batch
 from nmt.decoding.search import beam_search, greedy_search, max_output_lengths
 from nmt.errors import NMTError
 from nmt.models import build_model
-from nmt.models.transformer import MultiHeadAttention, Transformer, sinusoids
+from nmt.models.multihead import MultiHeadAttention
+from nmt.models.transformer import Transformer, sinusoids
 from nmt.special import BOS_ID, EOS_ID, PAD_ID
 
 POSITIONS = ["sinusoidal", "learned", "relative"]
