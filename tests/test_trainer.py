@@ -21,6 +21,7 @@ import torch
 from nmt.cli import main
 from nmt.config import Config, config_from_dict, load_config, save_config
 from nmt.data.subwords import Tokenizer
+from nmt.environment import source_commit
 from nmt.errors import NMTError
 from nmt.models import build_model, count_parameters
 from nmt.rundir.checkpoints import load_checkpoint, save_checkpoint
@@ -242,6 +243,22 @@ def test_resume_refuses_a_changed_config_but_accepts_the_allowed_keys(data_root:
         train(with_changes(longer, training={"max_steps": 3}), run, resume=True)
     assert "another --run-dir" in shorter.value.hint
     assert snapshot(run) == before
+
+
+def test_a_resumed_run_keeps_each_sessions_environment(data_root: Path, tmp_path: Path) -> None:
+    config = tiny(data_root, max_steps=2)
+    run = tmp_path / "run"
+    train(config, run)
+    first = json.loads((run / "environment.json").read_text())
+    assert first["from_step"] == 0 and "earlier_sessions" not in first
+    first["nmt_commit"] = "0123abc"  # as if the first session trained at another commit
+    (run / "environment.json").write_text(json.dumps(first))
+    for steps in (4, 6):
+        train(with_changes(config, training={"max_steps": steps}), run, resume=True)
+    env = json.loads((run / "environment.json").read_text())
+    assert env["from_step"] == 4 and env["nmt_commit"] == source_commit()
+    assert [session["from_step"] for session in env["earlier_sessions"]] == [0, 2]
+    assert env["earlier_sessions"][0] == first
 
 
 def test_resume_refuses_to_stretch_a_finished_cosine_schedule_and_changes_nothing(

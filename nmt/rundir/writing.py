@@ -263,19 +263,36 @@ def claim(run_dir: Path, config: Config, tokenizer: Any, resume: bool, lock: Run
     return check_run_dir(run_dir, config, resume)
 
 
-def set_up(run_dir: Path, config: Config, tokenizer: Any, device: torch.device, world_size: int) -> None:
-    """Write config.yaml, environment.json (library versions, hardware) and tokenizer/ (a copy of the
-    tokenizer's files: models + tokenizer.json with their sha256) into a run directory `claim` has checked
-    and locked."""
+def set_up(
+    run_dir: Path, config: Config, tokenizer: Any, device: torch.device, world_size: int, step: int = 0
+) -> None:
+    """Write config.yaml, environment.json and tokenizer/ (a copy of the tokenizer's files: models +
+    tokenizer.json with their sha256) into a run directory `claim` has checked and locked, for a session that
+    trains from `step` (0: a new run). environment.json describes this session (library versions, commit,
+    hardware, from_step); a resumed run's earlier sessions stay in it, oldest first, under earlier_sessions."""
     # a resumed run is unfinished again until it ends (a new one has no summary: claim refused it)
     (run_dir / SUMMARY).unlink(missing_ok=True)
     write_config(config, run_dir)
-    environment = {**describe_environment(device), "device": str(device), "world_size": world_size}
-    atomic_write_json(run_dir / "environment.json", environment)
+    environment = {**describe_environment(device), "device": str(device), "world_size": world_size, "from_step": step}
+    earlier = _earlier_sessions(run_dir / "environment.json") if step > 0 else []
+    atomic_write_json(run_dir / "environment.json", environment | ({"earlier_sessions": earlier} if earlier else {}))
     (run_dir / "tokenizer").mkdir(exist_ok=True)  # claim made run_dir
     for path in tokenizer.files():
         with open(path, "rb") as source, atomic_open(run_dir / "tokenizer" / path.name, "wb") as dest:
             shutil.copyfileobj(source, dest)
+
+
+def _earlier_sessions(path: Path) -> list[dict[str, Any]]:
+    """The sessions environment.json at `path` describes, oldest first: its earlier_sessions, then its own
+    (none where there is no such file or it is not one of nmt's)."""
+    try:
+        environment = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    if not isinstance(environment, dict):
+        return []
+    earlier = environment.pop("earlier_sessions", [])
+    return [*(earlier if isinstance(earlier, list) else []), environment]
 
 
 def summary_writer_class() -> Any:

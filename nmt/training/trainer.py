@@ -135,7 +135,7 @@ class Trainer:
         run_dir, config, ctx = self.run_dir, self.config, self.ctx
         resume_from = ctx.agreed(lambda: rundir.claim(run_dir, config, self.tokenizer, resume, self.lock))
         rng = ctx.agreed(lambda: self._restore(resume_from), on_all_ranks=True) if resume_from else None
-        ctx.agreed(lambda: rundir.set_up(run_dir, config, self.tokenizer, self.device, ctx.world_size))
+        ctx.agreed(lambda: rundir.set_up(run_dir, config, self.tokenizer, self.device, ctx.world_size, self.step))
         if ctx.is_main and resume:
             self.log.truncate_after(self.step)  # the steps after the checkpoint are redone
         if rng is not None:
