@@ -182,7 +182,8 @@ def test_the_environment_names_the_commit_of_the_source_that_ran(tmp_path: Path,
     (tmp_path / "runs" / "a").mkdir(parents=True)
     (tmp_path / "runs" / "a" / "environment.json").write_text('{"torch_threads": 1}', encoding="utf-8")
     assert _setup_lines(config, tmp_path)[0].endswith(
-        f"; nmt at {commit[:9]} with uncommitted changes (each run's environment.json: the commit it trained at).")
+        f"; nmt at {commit[:9]} with uncommitted changes (each run's environment.json: the commit it trained at, "
+        "each session's where it was resumed).")
 
 
 def test_the_parameter_table_names_each_run_s_attention() -> None:

@@ -104,7 +104,7 @@ def _setup_lines(config: Config, out_dir: Path) -> list[str]:
         f"per training run and {machine['torch_threads']} in evaluation"
         + (f", GPU {machine['gpu']}" if machine["gpu"] else ", no GPU")
         + f"; Python {machine['python']}, torch {machine['torch']}; nmt {_commit_words(machine['nmt_commit'])} "
-        "(each run's environment.json: the commit it trained at).",
+        "(each run's environment.json: the commit it trained at, each session's where it was resumed).",
         "",
         f"Data: `{data.source}` ({corpus_source(data).languages()}), prepared in `{prepared_dir(data)}`; "
         f"scored on the `{config.evaluation.split}` split, buckets by {config.evaluation.by} length in words.",
