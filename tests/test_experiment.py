@@ -182,8 +182,10 @@ def test_the_environment_names_the_commit_of_the_source_that_ran(tmp_path: Path,
     (tmp_path / "runs" / "a").mkdir(parents=True)
     (tmp_path / "runs" / "a" / "environment.json").write_text('{"torch_threads": 1}', encoding="utf-8")
     assert _setup_lines(config, tmp_path)[0].endswith(
-        f"; nmt at {commit[:9]} with uncommitted changes (each run's environment.json: the commit it trained at, "
-        "each session's where it was resumed).")
+        f"; nmt at {commit[:9]} with uncommitted changes (the report's; each run's in the training table).")
+    monkeypatch.setattr(environment, "source_commit", lambda: None)  # an installed copy
+    assert _setup_lines(config, tmp_path)[0].endswith("; nmt from no git checkout (the report's; each run's in "
+                                                      "the training table).")
 
 
 def test_the_parameter_table_names_each_run_s_attention() -> None:
@@ -206,11 +208,16 @@ def test_the_training_table_says_how_each_run_stopped_where_and_in_which_precisi
     write_summary(run_dirs["a"], {"stopped_by": "early_stopping", "final_step": 6500, "best_step": 4000,
                                   "best_score": 27.123, "early_stopping_metric": "bleu", "device": "cuda",
                                   "precision": "bf16", "wall_time_s": 150.0})
-    (run_dirs["a"] / "environment.json").write_text('{"gpu": "NVIDIA H200", "cpu": "Intel Xeon"}', encoding="utf-8")
+    # trained at 0c024142a, resumed there once, then at d2e30a95e with a change of its own
+    sessions = [{"nmt_commit": f"{'0c024142a' * 4}0c02"}, {"nmt_commit": f"{'0c024142a' * 4}0c02"}]
+    (run_dirs["a"] / "environment.json").write_text(json.dumps(
+        {"gpu": "NVIDIA H200", "cpu": "Intel Xeon", "nmt_commit": f"{'d2e30a95e' * 4}d2e3 with uncommitted changes",
+         "earlier_sessions": sessions}), encoding="utf-8")
     write_summary(run_dirs["b"], {"stopped_by": "max_steps", "final_step": 20000, "best_step": 20000,
                                   "best_score": 20.0, "early_stopping_metric": "bleu", "device": "cpu",
                                   "precision": "fp32", "wall_time_s": 60.0})
-    (run_dirs["b"] / "environment.json").write_text('{"gpu": null, "cpu": "AMD EPYC 7B13"}', encoding="utf-8")
+    (run_dirs["b"] / "environment.json").write_text('{"gpu": null, "cpu": "AMD EPYC 7B13", "nmt_commit": null}',
+                                                    encoding="utf-8")
     write_summary(run_dirs["old"], {"stopped_by": "max_steps", "final_step": 900, "device": "cpu"})  # no precision
     write_summary(run_dirs["timed"], {"stopped_by": "max_minutes", "final_step": 2345, "best_step": 2300,
                                       "best_score": 25.0, "early_stopping_metric": "bleu", "device": "cpu",
@@ -220,16 +227,17 @@ def test_the_training_table_says_how_each_run_stopped_where_and_in_which_precisi
         "stopped_by": "early_stopping", "final_step": 6500, "max_steps": 20000, "max_minutes": 0.0, "patience": 5,
         "validate_every": 300,
         "best_step": 4000, "best_score": 27.123, "early_stopping_metric": "bleu", "device": "GPU NVIDIA H200",
-        "precision": "bf16", "wall_time_s": 0}
+        "precision": "bf16", "wall_time_s": 0, "commits": ["0c024142a", "d2e30a95e with uncommitted changes"]}
     rows = _tables(config, Timings(tmp_path / "timings.json"), {}, {}, outcomes)
-    table = rows[rows.index("| run | training stopped by | device | precision | last step | best step | "
+    table = rows[rows.index("| run | training stopped by | device | precision | nmt commit | last step | best step | "
                             "best validation | training minutes |"):]
     assert table[2:6] == [
-        "| a | early stopping (5 validations without improvement) | GPU NVIDIA H200 | bf16 | 6,500 | 4,000 | "
-        "bleu 27.12 | 2.5 |",
-        "| b | its cap (max_steps 20,000) | CPU AMD EPYC 7B13 | fp32 | 20,000 | 20,000 | bleu 20.00 | 1.0 |",
-        "| old | its cap (max_steps 20,000) | cpu | ? | 900 | ? | ? ? | ? |",
-        "| timed | its time limit (max_minutes 6.5) | cpu | fp32 | 2,345 | 2,300 | bleu 25.00 | 6.5 |",
+        "| a | early stopping (5 validations without improvement) | GPU NVIDIA H200 | bf16 | 0c024142a, then "
+        "d2e30a95e with uncommitted changes | 6,500 | 4,000 | bleu 27.12 | 2.5 |",
+        "| b | its cap (max_steps 20,000) | CPU AMD EPYC 7B13 | fp32 | no git checkout | 20,000 | 20,000 | "
+        "bleu 20.00 | 1.0 |",
+        "| old | its cap (max_steps 20,000) | cpu | ? | ? | 900 | ? | ? ? | ? |",
+        "| timed | its time limit (max_minutes 6.5) | cpu | fp32 | ? | 2,345 | 2,300 | bleu 25.00 | 6.5 |",
     ]
 
 
@@ -275,7 +283,9 @@ def test_a_tiny_experiment_reports_devices_precision_phases_early_stopping_and_a
     assert set(checks["runs"]) == {"search", "stuck"} and "alignment_skipped" not in checks
     report = (out / "report.md").read_text()
     assert "| stuck | early stopping (1 validation without improvement) | CPU " in report
-    assert "| fp32 | 4 | 2 | bleu " in report
+    commit = environment.source_commit()  # the commit each run trained at, as the table names it
+    made = "no git checkout" if commit is None else commit[:9] + commit[40:]
+    assert f"| fp32 | {made} | 4 | 2 | bleu " in report
     assert "| fixed | its cap (max_steps 4) | CPU " in report
     assert "](attention_checks.md)" in report and "![attention checks](attention_checks.png)" in report
     for phase in phases:

@@ -83,12 +83,12 @@ RERUN = " (re-run, training skipped)"
 
 
 def _commit_words(commit: str | None) -> str:
-    """"at COMMIT" (its first 9 digits, and what `source_commit` says after them), or that the source is no
-    git checkout."""
+    """A commit as environment.json's nmt_commit names it, in words: its first 9 digits and what
+    `source_commit` says after them ("with uncommitted changes"), or "no git checkout"."""
     if commit is None:
-        return "from no git checkout"
+        return "no git checkout"
     sha, _, said = commit.partition(" ")
-    return f"at {sha[:9]}" + (f" {said}" if said else "")
+    return sha[:9] + (f" {said}" if said else "")
 
 
 def _setup_lines(config: Config, out_dir: Path) -> list[str]:
@@ -98,45 +98,59 @@ def _setup_lines(config: Config, out_dir: Path) -> list[str]:
     threads = {json.loads((out_dir / "runs" / name / "environment.json").read_text())["torch_threads"]
                for name in config.runs}
     model = f" ({machine['cpu_model']})" if machine["cpu_model"] else ""
+    made = "from no git checkout" if machine["nmt_commit"] is None else f"at {_commit_words(machine['nmt_commit'])}"
     return [
         f"Machine: {machine['cpu']}{model}, torch's {machine['cpu_capability']} kernels, "
         f"{machine['cpu_count']} cores, torch threads {', '.join(map(str, sorted(threads)))} "
         f"per training run and {machine['torch_threads']} in evaluation"
         + (f", GPU {machine['gpu']}" if machine["gpu"] else ", no GPU")
-        + f"; Python {machine['python']}, torch {machine['torch']}; nmt {_commit_words(machine['nmt_commit'])} "
-        "(each run's environment.json: the commit it trained at, each session's where it was resumed).",
+        + f"; Python {machine['python']}, torch {machine['torch']}; nmt {made} "
+        "(the report's; each run's in the training table).",
         "",
         f"Data: `{data.source}` ({corpus_source(data).languages()}), prepared in `{prepared_dir(data)}`; "
         f"scored on the `{config.evaluation.split}` split, buckets by {config.evaluation.by} length in words.",
     ]
 
 
-def _device_name(run_dir: Path, summary: dict[str, Any]) -> str:
-    """The device a run trained on, by name: its GPU's (environment.json), or the CPU's model."""
+def _environment(run_dir: Path) -> dict[str, Any]:
+    """A run's environment.json (nothing where it cannot be read)."""
     try:
         environment = json.loads((run_dir / "environment.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        environment = {}
+        return {}
+    return environment if isinstance(environment, dict) else {}
+
+
+def _device_name(environment: dict[str, Any], summary: dict[str, Any]) -> str:
+    """The device a run trained on, by name: its GPU's (environment.json), or the CPU's model."""
     device = str(summary.get("device", "?"))
     if device.startswith("cuda"):
         return f"GPU {environment.get('gpu') or device}"
     return f"CPU {environment['cpu']}" if environment.get("cpu") else device
 
 
+def _commits(environment: dict[str, Any]) -> list[str]:
+    """The commits a run trained at (environment.json), in words, one per session where it changed, oldest first."""
+    sessions = [*environment.get("earlier_sessions", []), environment] if environment else []
+    words = [_commit_words(session["nmt_commit"]) if "nmt_commit" in session else "?" for session in sessions]
+    return [word for i, word in enumerate(words) if i == 0 or word != words[i - 1]]
+
+
 def training_outcomes(config: Config, run_dirs: dict[str, Path]) -> dict[str, dict[str, Any]]:
     """results.json's "training": per run, how its training ended (summary.json): stopped by early stopping
     or by a cap (training.max_steps or training.max_minutes), at which step, its best validation and where, on which device and
-    in which precision, after how long."""
+    in which precision, after how long, at which commit(s) of nmt."""
     outcomes = {}
     for name, run_dir in run_dirs.items():
         summary, training = read_summary(run_dir) or {}, config.for_run(name).training
+        environment = _environment(run_dir)
         outcomes[name] = {
             "stopped_by": summary.get("stopped_by"), "final_step": summary.get("final_step"),
             "max_steps": training.max_steps, "max_minutes": training.max_minutes, "patience": training.patience,
             "validate_every": training.validate_every, "best_step": summary.get("best_step"),
             "best_score": summary.get("best_score"), "early_stopping_metric": summary.get("early_stopping_metric"),
-            "device": _device_name(run_dir, summary), "precision": summary.get("precision", "?"),
-            "wall_time_s": summary.get("wall_time_s"),
+            "device": _device_name(environment, summary), "precision": summary.get("precision", "?"),
+            "wall_time_s": summary.get("wall_time_s"), "commits": _commits(environment),
         }
     return outcomes
 
@@ -158,13 +172,14 @@ def _training_table(outcomes: dict[str, dict[str, Any]]) -> list[str]:
     def number(value: Any, spec: str) -> str:
         return "?" if value is None else format(value, spec)
 
-    rows = [[name, _stopped(o), o["device"], o["precision"], number(o["final_step"], ","), number(o["best_step"], ","),
+    rows = [[name, _stopped(o), o["device"], o["precision"], ", then ".join(o["commits"]) or "?",
+             number(o["final_step"], ","), number(o["best_step"], ","),
              f"{o['early_stopping_metric'] or '?'} {number(o['best_score'], '.2f')}",
              number(None if o["wall_time_s"] is None else o["wall_time_s"] / 60, ".1f")]
             for name, o in outcomes.items()]
-    header = ["run", "training stopped by", "device", "precision", "last step", "best step", "best validation",
-              "training minutes"]
-    return markdown_table(header, rows, left=4)
+    header = ["run", "training stopped by", "device", "precision", "nmt commit", "last step", "best step",
+              "best validation", "training minutes"]
+    return markdown_table(header, rows, left=5)
 
 
 def _attention_kind(model: ModelConfig) -> str:
