@@ -1,4 +1,4 @@
-"""nmt/compare/experiment.py: the step timings it keeps, what --force may delete, the report's tables; and
+"""nmt/compare/experiment.py and experiment_report.py: the step timings, what --force may delete, the report's tables; and
 one tiny experiment end to end with early stopping and the attention checks (whole shipped experiments:
 tests/system/test_experiment.py)."""
 
@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from nmt import environment
-from nmt.compare.experiment import Timings, _setup_lines, _tables, run_experiment, training_outcomes
+from nmt.compare.experiment import Timings, run_experiment
+from nmt.compare.experiment_report import _setup_lines, _tables, training_outcomes
 from nmt.config import config_from_dict, load_config, save_config
 from nmt.errors import NMTError
 from nmt.rundir.writing import write_config, write_summary
@@ -125,7 +126,7 @@ def test_the_report_gives_the_torch_threads_the_runs_trained_with(tmp_path: Path
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        assert ", torch threads 1 per training run and 2 in evaluation" in _setup_lines(config, tmp_path)[0]
+        assert ", torch threads 1 per training run and 2 in evaluation" in _setup_lines(config, tmp_path, environment.describe_environment())[0]
     finally:
         torch.set_num_threads(threads)
 
@@ -146,7 +147,7 @@ def test_the_machine_is_named_down_to_its_cpu_model_and_torch_s_kernels(
     config = config_from_dict({"runs": {"a": {}}})
     (tmp_path / "runs" / "a").mkdir(parents=True)
     (tmp_path / "runs" / "a" / "environment.json").write_text('{"torch_threads": 1}', encoding="utf-8")
-    assert _setup_lines(config, tmp_path)[0].startswith(
+    assert _setup_lines(config, tmp_path, environment.describe_environment())[0].startswith(
         f"Machine: AMD EPYC (family 25 model 17), torch's {described['cpu_capability']} kernels, ")
     monkeypatch.setattr(environment, "_cpuinfo", lambda: {})  # no /proc/cpuinfo (macOS, Windows)
     assert environment.describe_environment()["cpu_model"] is None
@@ -181,17 +182,17 @@ def test_the_environment_names_the_commit_of_the_source_that_ran(tmp_path: Path,
     config = config_from_dict({"runs": {"a": {}}})
     (tmp_path / "runs" / "a").mkdir(parents=True)
     (tmp_path / "runs" / "a" / "environment.json").write_text('{"torch_threads": 1}', encoding="utf-8")
-    assert _setup_lines(config, tmp_path)[0].endswith(
+    assert _setup_lines(config, tmp_path, environment.describe_environment())[0].endswith(
         f"; nmt at {commit[:9]} with uncommitted changes (the report's; each run's in the training table).")
     monkeypatch.setattr(environment, "source_commit", lambda: None)  # an installed copy
-    assert _setup_lines(config, tmp_path)[0].endswith("; nmt from no git checkout (the report's; each run's in "
+    assert _setup_lines(config, tmp_path, environment.describe_environment())[0].endswith("; nmt from no git checkout (the report's; each run's in "
                                                       "the training table).")
 
 
 def test_the_parameter_table_names_each_run_s_attention() -> None:
     config = load_config(CONFIGS / "transformer.yaml")
     counts = dict.fromkeys(config.runs, 1000)
-    rows = _tables(config, Timings(Path("/nonexistent/timings.json")), counts, {}, {})[2:7]
+    rows = _tables(config, {}, counts, {}, {})[2:7]
     assert rows == [
         "| rnnsearch-30 | additive | 1,000 |",
         "| rnnsearch-50 | additive | 1,000 |",
@@ -228,7 +229,7 @@ def test_the_training_table_says_how_each_run_stopped_where_and_in_which_precisi
         "validate_every": 300,
         "best_step": 4000, "best_score": 27.123, "early_stopping_metric": "bleu", "device": "GPU NVIDIA H200",
         "precision": "bf16", "wall_time_s": 0, "commits": ["0c024142a", "d2e30a95e with uncommitted changes"]}
-    rows = _tables(config, Timings(tmp_path / "timings.json"), {}, {}, outcomes)
+    rows = _tables(config, {}, {}, {}, outcomes)
     table = rows[rows.index("| run | training stopped by | device | precision | nmt commit | last step | best step | "
                             "best validation | training minutes |"):]
     assert table[2:6] == [

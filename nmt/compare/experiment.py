@@ -23,14 +23,12 @@ from nmt.analysis.attention_stats import attention_diagnostics
 from nmt.compare.attention_checks import CHECKS, attention_checks
 from nmt.compare.curve import learning_curves
 from nmt.compare.evaluate import evaluate_runs
+from nmt.compare.experiment_report import experiment_report, training_outcomes
 from nmt.config import Config, save_config
-from nmt.config_sections import ModelConfig
 from nmt.data.prepare import format_stats, is_prepared, prepare
-from nmt.data.sources import content_settings, corpus_source, load_checked_config, prepared_dir
+from nmt.data.sources import content_settings, load_checked_config, prepared_dir
 from nmt.environment import describe_environment
-from nmt.errors import NMTError, counted
-from nmt.evaluation.curves import CURVE
-from nmt.evaluation.tables import markdown_table
+from nmt.errors import NMTError
 from nmt.fileio import atomic_write_json, atomic_write_text, same_file
 from nmt.models.interface import model_kind
 from nmt.rundir.writing import read_summary, run_files
@@ -70,170 +68,9 @@ class Timings:
             atomic_write_json(self.path, self.seconds)
 
 
-# Beside every heatmap: what the weights are, and the command that measures what they do not tell.
-ATTENTION_CAVEAT = (
-    "An attention map is one mixing step, not the model's reasoning. `nmt attention-checks RUN_DIR ...` "
-    "measures whether the output depends on where it looks (weights made uniform, permuted or one-hot) and "
-    "how often its argmax agrees with a word aligner (docs/results.md)."
-)
-
 # A re-run whose training was all skipped mostly reads cached translations: its evaluation and
 # learning-curve times are recorded under these names, beside the first run's, not over them.
 RERUN = " (re-run, training skipped)"
-
-
-def _commit_words(commit: str | None) -> str:
-    """A commit as environment.json's nmt_commit names it, in words: its first 9 digits and what
-    `source_commit` says after them ("with uncommitted changes"), or "no git checkout"."""
-    if commit is None:
-        return "no git checkout"
-    sha, _, said = commit.partition(" ")
-    return sha[:9] + (f" {said}" if said else "")
-
-
-def _setup_lines(config: Config, out_dir: Path) -> list[str]:
-    """The report's machine and data paragraphs (the torch threads each run trained with: its environment.json)."""
-    machine = describe_environment(torch.device("cuda") if torch.cuda.is_available() else None)
-    data = config.data
-    threads = {json.loads((out_dir / "runs" / name / "environment.json").read_text())["torch_threads"]
-               for name in config.runs}
-    model = f" ({machine['cpu_model']})" if machine["cpu_model"] else ""
-    made = "from no git checkout" if machine["nmt_commit"] is None else f"at {_commit_words(machine['nmt_commit'])}"
-    return [
-        f"Machine: {machine['cpu']}{model}, torch's {machine['cpu_capability']} kernels, "
-        f"{machine['cpu_count']} cores, torch threads {', '.join(map(str, sorted(threads)))} "
-        f"per training run and {machine['torch_threads']} in evaluation"
-        + (f", GPU {machine['gpu']}" if machine["gpu"] else ", no GPU")
-        + f"; Python {machine['python']}, torch {machine['torch']}; nmt {made} "
-        "(the report's; each run's in the training table).",
-        "",
-        f"Data: `{data.source}` ({corpus_source(data).languages()}), prepared in `{prepared_dir(data)}`; "
-        f"scored on the `{config.evaluation.split}` split, buckets by {config.evaluation.by} length in words.",
-    ]
-
-
-def _environment(run_dir: Path) -> dict[str, Any]:
-    """A run's environment.json (nothing where it cannot be read)."""
-    try:
-        environment = json.loads((run_dir / "environment.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return environment if isinstance(environment, dict) else {}
-
-
-def _device_name(environment: dict[str, Any], summary: dict[str, Any]) -> str:
-    """The device a run trained on, by name: its GPU's (environment.json), or the CPU's model."""
-    device = str(summary.get("device", "?"))
-    if device.startswith("cuda"):
-        return f"GPU {environment.get('gpu') or device}"
-    return f"CPU {environment['cpu']}" if environment.get("cpu") else device
-
-
-def _commits(environment: dict[str, Any]) -> list[str]:
-    """The commits a run trained at (environment.json), in words, one per session where it changed, oldest first."""
-    sessions = [*environment.get("earlier_sessions", []), environment] if environment else []
-    words = [_commit_words(session["nmt_commit"]) if "nmt_commit" in session else "?" for session in sessions]
-    return [word for i, word in enumerate(words) if i == 0 or word != words[i - 1]]
-
-
-def training_outcomes(config: Config, run_dirs: dict[str, Path]) -> dict[str, dict[str, Any]]:
-    """results.json's "training": per run, how its training ended (summary.json): stopped by early stopping
-    or by a cap (training.max_steps or training.max_minutes), at which step, its best validation and where, on which device and
-    in which precision, after how long, at which commit(s) of nmt."""
-    outcomes = {}
-    for name, run_dir in run_dirs.items():
-        summary, training = read_summary(run_dir) or {}, config.for_run(name).training
-        environment = _environment(run_dir)
-        outcomes[name] = {
-            "stopped_by": summary.get("stopped_by"), "final_step": summary.get("final_step"),
-            "max_steps": training.max_steps, "max_minutes": training.max_minutes, "patience": training.patience,
-            "validate_every": training.validate_every, "best_step": summary.get("best_step"),
-            "best_score": summary.get("best_score"), "early_stopping_metric": summary.get("early_stopping_metric"),
-            "device": _device_name(environment, summary), "precision": summary.get("precision", "?"),
-            "wall_time_s": summary.get("wall_time_s"), "commits": _commits(environment),
-        }
-    return outcomes
-
-
-def _stopped(outcome: dict[str, Any]) -> str:
-    """How a run's training ended, in words: early stopping (with its patience) or a cap."""
-    if outcome["stopped_by"] == "early_stopping":
-        count = outcome["patience"]
-        return f"early stopping ({count} validation{'' if count == 1 else 's'} without improvement)"
-    if outcome["stopped_by"] == "max_steps":
-        return f"its cap (max_steps {outcome['max_steps']:,})"
-    if outcome["stopped_by"] == "max_minutes":
-        return f"its time limit (max_minutes {outcome['max_minutes']:g})"
-    return "?"
-
-
-def _training_table(outcomes: dict[str, dict[str, Any]]) -> list[str]:
-    """The report's table of how each run's training ended, where and in which precision."""
-    def number(value: Any, spec: str) -> str:
-        return "?" if value is None else format(value, spec)
-
-    rows = [[name, _stopped(o), o["device"], o["precision"], ", then ".join(o["commits"]) or "?",
-             number(o["final_step"], ","), number(o["best_step"], ","),
-             f"{o['early_stopping_metric'] or '?'} {number(o['best_score'], '.2f')}",
-             number(None if o["wall_time_s"] is None else o["wall_time_s"] / 60, ".1f")]
-            for name, o in outcomes.items()]
-    header = ["run", "training stopped by", "device", "precision", "nmt commit", "last step", "best step",
-              "best validation", "training minutes"]
-    return markdown_table(header, rows, left=5)
-
-
-def _attention_kind(model: ModelConfig) -> str:
-    """The parameter table's name for a run's attention: model.attention, or a Transformer's heads."""
-    return model_kind(model).attention
-
-
-def _tables(
-    config: Config, timings: Timings, counts: dict[str, int | None], attention: dict[str, dict[str, float]],
-    outcomes: dict[str, dict[str, Any]],
-) -> list[str]:
-    """The report's tables of parameters, how each training ended, step times and attention entropy."""
-    rows = [[name, _attention_kind(config.for_run(name).model), f"{counts[name]:,}"] if counts.get(name) else [name, "?", "?"]
-            for name in config.runs]
-    lines = markdown_table(["run", "attention", "parameters"], rows, left=3)
-    lines += ["", *_training_table(outcomes)]
-    rows = [[step, f"{seconds:.0f}"] for step, seconds in timings.seconds.items()]
-    lines += ["", *markdown_table(["step", "seconds"], rows, left=2)]
-    if attention:
-        header = ["run", "mean attention entropy (nats)", "relative to uniform weights"]
-        rows = [[name, f"{a['mean_entropy_nats']:.3f}", f"{a['mean_entropy_vs_uniform']:.3f}"]
-                for name, a in attention.items()]
-        lines += ["", *markdown_table(header, rows, left=3)]
-    return lines
-
-
-def _report(
-    command: str,
-    config: Config,
-    timings: Timings,
-    counts: dict[str, int | None],
-    attention: dict[str, dict[str, float]],
-    attention_plot: str | None,
-    out_dir: Path,
-    outcomes: dict[str, dict[str, Any]],
-    checks: dict[str, Any] | None = None,
-) -> str:
-    """report.md of the experiment: setup and tables, then the evaluation's report, the attention checks
-    (when run) and the learning curve."""
-    lines = ["# Experiment report", "", f"Command: `{command}`", "", *_setup_lines(config, out_dir), ""]
-    lines += _tables(config, timings, counts, attention, outcomes)
-    lines += ["", (out_dir / "report.md").read_text(encoding="utf-8").strip(), ""]
-    if attention_plot:
-        lines += ["", f"![attention of one long test sentence]({attention_plot})", "", ATTENTION_CAVEAT, ""]
-    if checks is not None:
-        ran = " and ".join(checks["checks"])
-        lines += ["", f"Attention checks ({ran}, on {counted(checks['sentences'], 'test sentence')}): "
-                  f"[{CHECKS}.md]({CHECKS}.md), [{CHECKS}.json]({CHECKS}.json).", ""]
-        if checks.get("alignment_skipped"):
-            lines += [f"Note: {checks['alignment_skipped']}.", ""]
-        lines += [f"![attention checks]({CHECKS}.png)", ""]
-    curve = (out_dir / f"{CURVE}.md").read_text(encoding="utf-8").strip()
-    lines += ["", curve, "", f"![learning curve by sentence length]({CURVE}.png)", ""]
-    return "\n".join(lines)
 
 
 def _check_is_experiment_folder(out_dir: Path) -> None:
@@ -354,8 +191,8 @@ def run_experiment(
     sets = [part for override in overrides for part in ("--set", override)]
     chosen = ["--runs", *config.runs] if runs else []
     command = shlex.join(["nmt", "experiment", str(config_path), *sets, *chosen, "--out", str(out_dir)])
-    report = _report(command, config, timings, counts, results["attention"], attention_plot, out_dir, outcomes,
-                     checks)
+    report = experiment_report(command, config, machine, timings.seconds, counts, results["attention"], attention_plot,
+                               out_dir, outcomes, checks)
     atomic_write_text(out_dir / "report.md", report)
     print(f"\nReport: {out_dir / 'report.md'}")
     return results
