@@ -27,7 +27,6 @@ ATTENTION_CAVEAT = (
 )
 
 
-
 def _commit_words(commit: str | None) -> str:
     """A commit as environment.json's nmt_commit names it, in words: its first 9 digits and what
     `source_commit` says after them ("with uncommitted changes"), or "no git checkout"."""
