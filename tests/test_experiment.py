@@ -220,6 +220,7 @@ def test_the_training_table_says_how_each_run_stopped_where_and_in_which_precisi
     (run_dirs["b"] / "environment.json").write_text('{"gpu": null, "cpu": "AMD EPYC 7B13", "nmt_commit": null}',
                                                     encoding="utf-8")
     write_summary(run_dirs["old"], {"stopped_by": "max_steps", "final_step": 900, "device": "cpu"})  # no precision
+    (run_dirs["old"] / "environment.json").write_text('{"earlier_sessions": 3}', encoding="utf-8")  # edited by hand
     write_summary(run_dirs["timed"], {"stopped_by": "max_minutes", "final_step": 2345, "best_step": 2300,
                                       "best_score": 25.0, "early_stopping_metric": "bleu", "device": "cpu",
                                       "precision": "fp32", "wall_time_s": 390.0})

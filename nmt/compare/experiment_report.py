@@ -76,8 +76,10 @@ def _device_name(environment: dict[str, Any], summary: dict[str, Any]) -> str:
 
 def _commits(environment: dict[str, Any]) -> list[str]:
     """The commits a run trained at (environment.json), in words, one per session where it changed, oldest first."""
-    sessions = [*environment.get("earlier_sessions", []), environment] if environment else []
-    words = [_commit_words(session["nmt_commit"]) if "nmt_commit" in session else "?" for session in sessions]
+    earlier = environment.get("earlier_sessions")
+    sessions = [*(earlier if isinstance(earlier, list) else []), environment] if environment else []
+    words = [_commit_words(session["nmt_commit"]) if isinstance(session, dict) and "nmt_commit" in session else "?"
+             for session in sessions]
     return [word for i, word in enumerate(words) if i == 0 or word != words[i - 1]]
 
 
