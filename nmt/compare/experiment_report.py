@@ -40,13 +40,12 @@ def _setup_lines(config: Config, out_dir: Path, machine: dict[str, Any]) -> list
     """The report's machine (`machine`: `describe_environment`'s, where the report is written) and data
     paragraphs; the torch threads each run trained with come from its environment.json."""
     data = config.data
-    threads = {json.loads((out_dir / "runs" / name / "environment.json").read_text())["torch_threads"]
-               for name in config.runs}
+    threads = {_environment(out_dir / "runs" / name).get("torch_threads", "?") for name in config.runs}
     model = f" ({machine['cpu_model']})" if machine["cpu_model"] else ""
     made = "from no git checkout" if machine["nmt_commit"] is None else f"at {_commit_words(machine['nmt_commit'])}"
     return [
         f"Machine: {machine['cpu']}{model}, torch's {machine['cpu_capability']} kernels, "
-        f"{machine['cpu_count']} cores, torch threads {', '.join(map(str, sorted(threads)))} "
+        f"{machine['cpu_count']} cores, torch threads {', '.join(sorted(map(str, threads)))} "
         f"per training run and {machine['torch_threads']} in evaluation"
         + (f", GPU {machine['gpu']}" if machine["gpu"] else ", no GPU")
         + f"; Python {machine['python']}, torch {machine['torch']}; nmt {made} "
@@ -115,7 +114,7 @@ def _stopped(outcome: dict[str, Any]) -> str:
 
 
 def _training_table(outcomes: dict[str, dict[str, Any]]) -> list[str]:
-    """The report's table of how each run's training ended, where and in which precision."""
+    """The report's table of how each run's training ended, where, in which precision and at which commit."""
     def number(value: Any, spec: str) -> str:
         return "?" if value is None else format(value, spec)
 
