@@ -11,7 +11,6 @@ from typing import Any
 
 from nmt.compare.attention_checks import CHECKS
 from nmt.config import Config
-from nmt.config_sections import ModelConfig
 from nmt.data.sources import corpus_source, prepared_dir
 from nmt.errors import counted
 from nmt.evaluation.curves import CURVE
@@ -128,17 +127,12 @@ def _training_table(outcomes: dict[str, dict[str, Any]]) -> list[str]:
     return markdown_table(header, rows, left=5)
 
 
-def _attention_kind(model: ModelConfig) -> str:
-    """The parameter table's name for a run's attention: model.attention, or a Transformer's heads."""
-    return model_kind(model).attention
-
-
 def _tables(
     config: Config, seconds: dict[str, float], counts: dict[str, int | None], attention: dict[str, dict[str, float]],
     outcomes: dict[str, dict[str, Any]],
 ) -> list[str]:
     """The report's tables of parameters, how each training ended, step times and attention entropy."""
-    rows = [[name, _attention_kind(config.for_run(name).model), f"{counts[name]:,}"] if counts.get(name) else [name, "?", "?"]
+    rows = [[name, model_kind(config.for_run(name).model).attention, f"{counts[name]:,}"] if counts.get(name) else [name, "?", "?"]
             for name in config.runs]
     lines = markdown_table(["run", "attention", "parameters"], rows, left=3)
     lines += ["", *_training_table(outcomes)]
