@@ -12,7 +12,7 @@ import torch
 
 from nmt import environment
 from nmt.compare.experiment import Timings, run_experiment
-from nmt.compare.experiment_report import _setup_lines, _tables, training_outcomes
+from nmt.compare.experiment_report import _setup_lines, _tables, _time_lines, training_outcomes
 from nmt.config import config_from_dict, load_config, save_config
 from nmt.errors import NMTError
 from nmt.rundir.writing import write_config, write_summary
@@ -28,7 +28,9 @@ def test_force_only_deletes_experiment_folders(tmp_path: Path) -> None:
     assert (precious / "thesis.tex").read_text(encoding="utf-8") == "keep me"
 
 
-@pytest.mark.parametrize("text", ['{"prepare": 1', '[1, 2]', '{"prepare": null}', '{"prepare": "soon"}'])
+@pytest.mark.parametrize("text", ['{"prepare": 1', '[1, 2]', '{"prepare": null}', '{"prepare": "soon"}',
+                                  '{"sessions": 3}', '{"sessions": [{"command": "nmt experiment"}]}',
+                                  '{"sessions": [{"seconds": {"prepare": "soon"}}]}'])
 def test_unreadable_timings_is_a_user_error(tmp_path: Path, text: str) -> None:
     (tmp_path / "timings.json").write_text(text, encoding="utf-8")
     with pytest.raises(NMTError, match=r"timings.json is not the step timings") as error:
@@ -36,13 +38,45 @@ def test_unreadable_timings_is_a_user_error(tmp_path: Path, text: str) -> None:
     assert "Delete it" in error.value.hint
 
 
-def test_timings_read_back_what_they_recorded(tmp_path: Path) -> None:
-    Timings(tmp_path / "timings.json").record("prepare", 12.345)
-    assert Timings(tmp_path / "timings.json").seconds == {"prepare": 12.3}
-    timings = Timings(tmp_path / "timings.json")
-    timings.record("evaluate", 2.0)
-    timings.forget("prepare")
-    assert Timings(tmp_path / "timings.json").seconds == {"evaluate": 2.0}
+def test_timings_keep_each_session_beside_the_earlier_ones(tmp_path: Path) -> None:
+    machine = environment.describe_environment()
+    Timings(tmp_path / "timings.json", "nmt experiment a.yaml", machine).record("prepare", 12.345)
+    timings = Timings(tmp_path / "timings.json", "nmt experiment a.yaml --set training.max_steps=9", machine)
+    assert timings.seconds == {}  # a new session
+    timings.record("train a", 2.0)
+    timings.record("prepare", 0.04)
+    sessions = json.loads((tmp_path / "timings.json").read_text(encoding="utf-8"))["sessions"]
+    assert [(s["command"], s["seconds"]) for s in sessions] == [
+        ("nmt experiment a.yaml", {"prepare": 12.3}),
+        ("nmt experiment a.yaml --set training.max_steps=9", {"train a": 2.0, "prepare": 0.0})]
+    assert sessions[1]["machine"] == machine and sessions[1]["started"].endswith(" UTC")
+    assert Timings(tmp_path / "timings.json").sessions[:2] == sessions
+
+
+def test_timings_of_an_earlier_nmt_are_one_session_of_unknown_command(tmp_path: Path) -> None:
+    (tmp_path / "timings.json").write_text('{"prepare": 1.5, "evaluate": 8}', encoding="utf-8")
+    timings = Timings(tmp_path / "timings.json", "nmt experiment a.yaml", None)
+    timings.record("evaluate", 3.0)
+    assert [s["seconds"] for s in timings.sessions] == [{"prepare": 1.5, "evaluate": 8.0}, {"evaluate": 3.0}]
+    lines = _time_lines(timings.sessions)
+    assert lines[0] == "Session 1, recorded by an nmt that kept no command or machine beside its times:"
+    assert "| evaluate | 8 |" in lines and "| evaluate | 3 |" in lines
+
+
+def test_the_report_times_each_session_under_its_command_and_machine() -> None:
+    machine = {"cpu": "AMD EPYC", "cpu_model": "family 25 model 1", "gpu": None, "nmt_commit": "ac158fc" * 5 + "ac15"}
+    first = {"command": "nmt experiment c.yaml", "started": "2026-12-06 07:50:00 UTC", "machine": machine,
+             "seconds": {"prepare": 9.4, "train a": 7520.2}}
+    assert _time_lines([first]) == ["| step | seconds |", "|---|---|", "| prepare | 9 |", "| train a | 7520 |"]
+    gpu = machine | {"gpu": "NVIDIA H200", "nmt_commit": None}
+    second = first | {"command": "nmt experiment c.yaml --set training.max_minutes=0", "machine": gpu,
+                      "seconds": {"train a": 349.6, "evaluate": 8.8}}
+    lines = _time_lines([first, second])
+    assert lines[0] == ("Session 1, started 2026-12-06 07:50:00 UTC on AMD EPYC (family 25 model 1), nmt at "
+                        "ac158fcac: `nmt experiment c.yaml`")
+    assert lines[7] == ("Session 2, started 2026-12-06 07:50:00 UTC on AMD EPYC (family 25 model 1), GPU NVIDIA "
+                        "H200, nmt at no git checkout: `nmt experiment c.yaml --set training.max_minutes=0`")
+    assert lines[10:] == ["|---|---|", "| train a | 350 |", "| evaluate | 9 |"]
 
 
 def test_a_refused_experiment_writes_nothing(tmp_path: Path) -> None:
@@ -51,7 +85,7 @@ def test_a_refused_experiment_writes_nothing(tmp_path: Path) -> None:
     overrides = shortened(tmp_path / "data")
     config = load_config(config_path, overrides)
     save_config(config, out / "config.yaml")
-    Timings(out / "timings.json").record("prepare", 5.0)
+    Timings(out / "timings.json", "nmt experiment a.yaml", None).record("prepare", 5.0)
     write_config(config.for_run("a"), out / "runs" / "a")
     write_summary(out / "runs" / "a", {"stopped_by": "max_steps", "wall_time_s": 60.0})
     before = {path: path.read_bytes() for path in out.rglob("*") if path.is_file()}
@@ -192,7 +226,7 @@ def test_the_environment_names_the_commit_of_the_source_that_ran(tmp_path: Path,
 def test_the_parameter_table_names_each_run_s_attention() -> None:
     config = load_config(CONFIGS / "transformer.yaml")
     counts = dict.fromkeys(config.runs, 1000)
-    rows = _tables(config, {}, counts, {}, {})[2:7]
+    rows = _tables(config, [], counts, {}, {})[2:7]
     assert rows == [
         "| rnnsearch-30 | additive | 1,000 |",
         "| rnnsearch-50 | additive | 1,000 |",
@@ -230,7 +264,7 @@ def test_the_training_table_says_how_each_run_stopped_where_and_in_which_precisi
         "validate_every": 300,
         "best_step": 4000, "best_score": 27.123, "early_stopping_metric": "bleu", "device": "GPU NVIDIA H200",
         "precision": "bf16", "wall_time_s": 0, "commits": ["0c024142a", "d2e30a95e with uncommitted changes"]}
-    rows = _tables(config, {}, {}, {}, outcomes)
+    rows = _tables(config, [], {}, {}, outcomes)
     table = rows[rows.index("| run | training stopped by | device | precision | nmt commit | last step | best step | "
                             "best validation | training minutes |"):]
     assert table[2:6] == [
@@ -277,7 +311,8 @@ def test_a_tiny_experiment_reports_devices_precision_phases_early_stopping_and_a
     assert results["machine"]["cpu"] and results["machine"]["gpu"] is None
     phases = {"prepare", "train fixed", "train search", "train stuck", "evaluate", "attention entropy and heatmap",
               "attention checks", "learning curve", "end to end"}
-    assert phases <= set(results["timings"]) == set(json.loads((out / "timings.json").read_text()))
+    assert [session["seconds"].keys() >= phases for session in results["timings"]] == [True]
+    assert json.loads((out / "timings.json").read_text())["sessions"] == results["timings"]
     saved = json.loads((out / "results.json").read_text())
     assert saved["training"] == training and saved["attention_checks"]["checks"] == ["perturbation", "alignment"]
     assert saved["attention_checks"]["runs"] == ["search", "stuck"]

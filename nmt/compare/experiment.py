@@ -8,6 +8,7 @@ part-way is resumed, so re-running after an interruption finishes the job; `forc
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import os
 import shlex
@@ -37,23 +38,29 @@ from nmt.typed_yaml import config_diff
 
 
 class Timings:
-    """Wall time of each step, kept in a JSON file so skipped steps still report their first run's time."""
+    """Wall time of each step, kept in timings.json per session (one `nmt experiment` command on the folder):
+    a re-run or a resumed experiment adds its session beside the earlier ones, each with its command, start,
+    machine and commit, so that no time is read as another command's or machine's."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, command: str = "", machine: dict[str, Any] | None = None) -> None:
         self.path = path
-        self.seconds: dict[str, float] = {}
-        if path.exists():
-            try:
-                self.seconds = {str(k): float(v) for k, v in json.loads(path.read_text()).items()}
-            except (ValueError, TypeError, AttributeError) as exc:  # not JSON, not an object, not numbers
-                raise NMTError(
-                    f"{path} is not the step timings `nmt experiment` writes ({type(exc).__name__}: {exc}).",
-                    "Delete it (the next run records the times again), or re-run with --force.",
-                ) from None
+        self.earlier = _read_sessions(path) if path.exists() else []
+        started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+        self.session: dict[str, Any] = {"command": command, "started": started, "machine": machine, "seconds": {}}
+
+    @property
+    def seconds(self) -> dict[str, float]:
+        """This session's steps and their seconds."""
+        return self.session["seconds"]
+
+    @property
+    def sessions(self) -> list[dict[str, Any]]:
+        """Every session, oldest first, this one last."""
+        return [*self.earlier, self.session]
 
     def record(self, step: str, seconds: float) -> None:
         self.seconds[step] = round(seconds, 1)
-        atomic_write_json(self.path, self.seconds)
+        atomic_write_json(self.path, {"sessions": self.sessions})
 
     @contextlib.contextmanager
     def phase(self, step: str) -> Iterator[None]:
@@ -62,15 +69,21 @@ class Timings:
         yield
         self.record(step, time.perf_counter() - start)
 
-    def forget(self, step: str) -> None:
-        """Drop a step's time (one that no longer describes this folder)."""
-        if self.seconds.pop(step, None) is not None:
-            atomic_write_json(self.path, self.seconds)
 
-
-# A re-run whose training was all skipped mostly reads cached translations: its evaluation and
-# learning-curve times are recorded under these names, beside the first run's, not over them.
-RERUN = " (re-run, training skipped)"
+def _read_sessions(path: Path) -> list[dict[str, Any]]:
+    """The sessions timings.json at `path` holds; one written before sessions were kept (a flat object of
+    step: seconds) is one session whose command, start and machine are unknown."""
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        sessions = saved["sessions"] if isinstance(saved, dict) and "sessions" in saved else [{"seconds": saved}]
+        for session in sessions:
+            session["seconds"] = {str(k): float(v) for k, v in session["seconds"].items()}
+        return sessions
+    except (ValueError, TypeError, AttributeError, KeyError) as exc:  # not JSON, not objects, not numbers
+        raise NMTError(
+            f"{path} is not the step timings `nmt experiment` writes ({type(exc).__name__}: {exc}).",
+            "Delete it (the next run records the times again), or re-run with --force.",
+        ) from None
 
 
 def _check_is_experiment_folder(out_dir: Path) -> None:
@@ -159,39 +172,34 @@ def run_experiment(
         _delete_for_force(out_dir, config.runs if runs else None)
     run_dirs = {name: out_dir / "runs" / name for name in config.runs}
     check_runs(config, run_dirs)  # a refused experiment leaves the folder as it was
-    timings = Timings(out_dir / "timings.json")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    save_config(config, out_dir / "config.yaml")
-    _prepare_data(config, timings)
-
-    skipped = train_runs(config, run_dirs, jobs, timings.record)
-    rerun = RERUN if skipped == len(run_dirs) and "evaluate" in timings.seconds else ""
-    if not rerun:
-        for step in ("evaluate", "attention entropy and heatmap", "attention checks", "learning curve", "end to end"):
-            timings.forget(step + RERUN)
-
-    with timings.phase("evaluate" + rerun):
-        results = evaluate_runs(list(run_dirs.values()), out_dir=out_dir)  # each run's own decoding section
-    with timings.phase("attention entropy and heatmap" + rerun):
-        attention_plot = _attention(config, run_dirs, results, out_dir)
-    checks = _attention_checks(config, run_dirs, out_dir, timings, "attention checks" + rerun)
-    if checks is not None:
-        results["attention_checks"] = checks
-    with timings.phase("learning curve" + rerun):
-        learning_curves(list(run_dirs.values()), out_dir=out_dir)  # every checkpoint the runs kept
-    timings.record("end to end" + rerun, time.perf_counter() - began)
-
-    counts = {name: (read_summary(run_dir) or {}).get("parameters") for name, run_dir in run_dirs.items()}
-    outcomes = training_outcomes(config, run_dirs)
-    machine = describe_environment(torch.device("cuda") if torch.cuda.is_available() else None)
-    results |= {"machine": machine, "training": outcomes, "timings": timings.seconds}
-    # written once, complete; until here results.json and report.md are the evaluation's (evaluate_runs)
-    atomic_write_json(out_dir / "results.json", results)
     # the command that reproduces the report
     sets = [part for override in overrides for part in ("--set", override)]
     chosen = ["--runs", *config.runs] if runs else []
     command = shlex.join(["nmt", "experiment", str(config_path), *sets, *chosen, "--out", str(out_dir)])
-    report = experiment_report(command, config, machine, timings.seconds, counts, results["attention"], attention_plot,
+    machine = describe_environment(torch.device("cuda") if torch.cuda.is_available() else None)
+    timings = Timings(out_dir / "timings.json", command, machine)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    save_config(config, out_dir / "config.yaml")
+    _prepare_data(config, timings)
+
+    train_runs(config, run_dirs, jobs, timings.record)
+    with timings.phase("evaluate"):
+        results = evaluate_runs(list(run_dirs.values()), out_dir=out_dir)  # each run's own decoding section
+    with timings.phase("attention entropy and heatmap"):
+        attention_plot = _attention(config, run_dirs, results, out_dir)
+    checks = _attention_checks(config, run_dirs, out_dir, timings, "attention checks")
+    if checks is not None:
+        results["attention_checks"] = checks
+    with timings.phase("learning curve"):
+        learning_curves(list(run_dirs.values()), out_dir=out_dir)  # every checkpoint the runs kept
+    timings.record("end to end", time.perf_counter() - began)
+
+    counts = {name: (read_summary(run_dir) or {}).get("parameters") for name, run_dir in run_dirs.items()}
+    outcomes = training_outcomes(config, run_dirs)
+    results |= {"machine": machine, "training": outcomes, "timings": timings.sessions}
+    # written once, complete; until here results.json and report.md are the evaluation's (evaluate_runs)
+    atomic_write_json(out_dir / "results.json", results)
+    report = experiment_report(command, config, machine, timings.sessions, counts, results["attention"], attention_plot,
                                out_dir, outcomes, checks)
     atomic_write_text(out_dir / "report.md", report)
     print(f"\nReport: {out_dir / 'report.md'}")

@@ -127,17 +127,39 @@ def _training_table(outcomes: dict[str, dict[str, Any]]) -> list[str]:
     return markdown_table(header, rows, left=5)
 
 
+def _session_words(session: dict[str, Any], number: int) -> str:
+    """One session of timings.json (`Timings`) in words: when, on what and with which command it ran."""
+    machine = session.get("machine")
+    if not machine:
+        return f"Session {number}, recorded by an nmt that kept no command or machine beside its times:"
+    model = f" ({machine['cpu_model']})" if machine["cpu_model"] else ""
+    gpu = f", GPU {machine['gpu']}" if machine["gpu"] else ""
+    return (f"Session {number}, started {session['started']} on {machine['cpu']}{model}{gpu}, nmt at "
+            f"{_commit_words(machine['nmt_commit'])}: `{session['command']}`")
+
+
+def _time_lines(sessions: list[dict[str, Any]]) -> list[str]:
+    """Each session's step times (one table; one per session where the folder saw several commands)."""
+    lines: list[str] = []
+    for number, session in enumerate(sessions, 1):
+        if len(sessions) > 1:
+            lines += [_session_words(session, number), ""]
+        rows = [[step, f"{seconds:.0f}"] for step, seconds in session["seconds"].items()]
+        lines += [*markdown_table(["step", "seconds"], rows, left=2), ""]
+    return lines[:-1]
+
+
 def _tables(
-    config: Config, seconds: dict[str, float], counts: dict[str, int | None], attention: dict[str, dict[str, float]],
-    outcomes: dict[str, dict[str, Any]],
+    config: Config, sessions: list[dict[str, Any]], counts: dict[str, int | None],
+    attention: dict[str, dict[str, float]], outcomes: dict[str, dict[str, Any]],
 ) -> list[str]:
-    """The report's tables of parameters, how each training ended, step times and attention entropy."""
+    """The report's tables of parameters, how each training ended, each session's step times (`sessions`:
+    timings.json's) and attention entropy."""
     rows = [[name, model_kind(config.for_run(name).model).attention, f"{counts[name]:,}"] if counts.get(name) else [name, "?", "?"]
             for name in config.runs]
     lines = markdown_table(["run", "attention", "parameters"], rows, left=3)
     lines += ["", *_training_table(outcomes)]
-    rows = [[step, f"{seconds:.0f}"] for step, seconds in seconds.items()]
-    lines += ["", *markdown_table(["step", "seconds"], rows, left=2)]
+    lines += ["", *_time_lines(sessions)]
     if attention:
         header = ["run", "mean attention entropy (nats)", "relative to uniform weights"]
         rows = [[name, f"{a['mean_entropy_nats']:.3f}", f"{a['mean_entropy_vs_uniform']:.3f}"]
@@ -150,7 +172,7 @@ def experiment_report(
     command: str,
     config: Config,
     machine: dict[str, Any],
-    seconds: dict[str, float],
+    sessions: list[dict[str, Any]],
     counts: dict[str, int | None],
     attention: dict[str, dict[str, float]],
     attention_plot: str | None,
@@ -159,9 +181,10 @@ def experiment_report(
     checks: dict[str, Any] | None = None,
 ) -> str:
     """report.md of the experiment: setup and tables, then the evaluation's report (the out_dir's report.md
-    until now), the attention checks (when run) and the learning curve. `seconds`: each step's wall time."""
+    until now), the attention checks (when run) and the learning curve. `sessions`: timings.json's, each
+    command's step times."""
     lines = ["# Experiment report", "", f"Command: `{command}`", "", *_setup_lines(config, out_dir, machine), ""]
-    lines += _tables(config, seconds, counts, attention, outcomes)
+    lines += _tables(config, sessions, counts, attention, outcomes)
     lines += ["", (out_dir / "report.md").read_text(encoding="utf-8").strip(), ""]
     if attention_plot:
         lines += ["", f"![attention of one long test sentence]({attention_plot})", "", ATTENTION_CAVEAT, ""]

@@ -155,11 +155,11 @@ def test_rerun_skips_finished_runs_and_refuses_changed_config(
     run_experiment(config_path, overrides, out, jobs=1)
     assert "run rnnsearch-50 already finished: skipped" in capsys.readouterr().out
     assert summary.stat().st_mtime_ns == first
-    # the re-run's (cached) evaluation time sits beside the first run's, never over it
-    timings = json.loads((out / "timings.json").read_text())
-    assert timings["evaluate"] == first_timings["evaluate"]
-    assert timings["learning curve"] == first_timings["learning curve"]
-    assert "evaluate (re-run, training skipped)" in timings and "learning curve (re-run, training skipped)" in timings
+    # the re-run's (cached) evaluation time is a session of its own beside the first run's, never over it
+    earlier, rerun = json.loads((out / "timings.json").read_text())["sessions"]
+    assert earlier == first_timings["sessions"][0]
+    assert "evaluate" in rerun["seconds"] and "learning curve" in rerun["seconds"]
+    assert not any(step.startswith("train") for step in rerun["seconds"])  # nothing trained again
     # a decoding change needs no training, but evaluation must use it: each run's own beam, from its config
     results = run_experiment(config_path, [*overrides, "runs.rnnsearch-50.decoding.beam_size=1"], out, jobs=1)
     assert summary.stat().st_mtime_ns == first
@@ -194,9 +194,9 @@ def test_runs_trained_in_parallel_learn_what_they_learn_one_after_the_other(tmp_
     config = load_config(config_path, overrides + ["training.threads=1"])
     prepare(config.data)
     for jobs in (1, 2):
-        timings = Timings(tmp_path / f"jobs{jobs}" / "timings.json")
+        timings = Timings(tmp_path / f"jobs{jobs}" / "timings.json", "nmt experiment two.yaml", None)
         run_dirs = {run: tmp_path / f"jobs{jobs}" / "runs" / run for run in config.runs}
-        assert train_runs(config, run_dirs, jobs, timings.record) == 0
+        train_runs(config, run_dirs, jobs, timings.record)
         assert set(timings.seconds) == {"train fixed", "train search", f"train (all runs, {jobs} at once)"}
     for run in ("fixed", "search"):
         losses = [
@@ -211,7 +211,7 @@ def test_runs_trained_in_parallel_learn_what_they_learn_one_after_the_other(tmp_
     bad = load_config(config_path, overrides + ["runs.search.training.max_words=1"])
     run_dirs = {run: tmp_path / "bad" / "runs" / run for run in bad.runs}
     with pytest.raises(NMTError, match=r"run search: .*no pairs of at most 1 word ") as error:
-        train_runs(bad, run_dirs, 2, Timings(tmp_path / "bad" / "timings.json").record)
+        train_runs(bad, run_dirs, 2, Timings(tmp_path / "bad" / "timings.json", "nmt experiment two.yaml", None).record)
     assert "runs/search.log" in error.value.hint
 
 
