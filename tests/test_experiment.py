@@ -79,6 +79,22 @@ def test_the_report_times_each_session_under_its_command_and_machine() -> None:
     assert lines[10:] == ["|---|---|", "| train a | 350 |", "| evaluate | 9 |"]
 
 
+def test_an_interrupted_experiment_s_session_says_where_it_ended(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from nmt.compare import experiment
+
+    def interrupted(*args: object) -> None:
+        raise KeyboardInterrupt  # Ctrl-C or SIGTERM while the runs train
+
+    monkeypatch.setattr(experiment, "train_runs", interrupted)
+    config_path, out = tmp_path / "a.yaml", tmp_path / "out"
+    config_path.write_text("model: {hidden_size: 16}\nruns: {a: {}}\n", encoding="utf-8")
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(config_path, shortened(tmp_path / "data"), out)
+    (session,) = json.loads((out / "timings.json").read_text(encoding="utf-8"))["sessions"]
+    assert list(session["seconds"]) == ["prepare", "interrupted, after"]
+    assert session["seconds"]["interrupted, after"] >= session["seconds"]["prepare"]
+
+
 def test_a_refused_experiment_writes_nothing(tmp_path: Path) -> None:
     config_path, out = tmp_path / "a.yaml", tmp_path / "out"
     config_path.write_text("model: {hidden_size: 16}\nruns: {a: {}}\n", encoding="utf-8")

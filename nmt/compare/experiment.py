@@ -69,6 +69,16 @@ class Timings:
         yield
         self.record(step, time.perf_counter() - start)
 
+    @contextlib.contextmanager
+    def noting_interruption(self, began: float) -> Iterator[None]:
+        """Where the `with` block is interrupted (Ctrl-C, SIGTERM), record that, with the seconds since `began`:
+        the session then says it ended there, not only which steps it finished."""
+        try:
+            yield
+        except KeyboardInterrupt:
+            self.record("interrupted, after", time.perf_counter() - began)
+            raise
+
 
 def _read_sessions(path: Path) -> list[dict[str, Any]]:
     """The sessions timings.json at `path` holds; one written before sessions were kept (a flat object of
@@ -180,18 +190,18 @@ def run_experiment(
     timings = Timings(out_dir / "timings.json", command, machine)
     out_dir.mkdir(parents=True, exist_ok=True)
     save_config(config, out_dir / "config.yaml")
-    _prepare_data(config, timings)
-
-    train_runs(config, run_dirs, jobs, timings.record)
-    with timings.phase("evaluate"):
-        results = evaluate_runs(list(run_dirs.values()), out_dir=out_dir)  # each run's own decoding section
-    with timings.phase("attention entropy and heatmap"):
-        attention_plot = _attention(config, run_dirs, results, out_dir)
-    checks = _attention_checks(config, run_dirs, out_dir, timings, "attention checks")
-    if checks is not None:
-        results["attention_checks"] = checks
-    with timings.phase("learning curve"):
-        learning_curves(list(run_dirs.values()), out_dir=out_dir)  # every checkpoint the runs kept
+    with timings.noting_interruption(began):
+        _prepare_data(config, timings)
+        train_runs(config, run_dirs, jobs, timings.record)
+        with timings.phase("evaluate"):
+            results = evaluate_runs(list(run_dirs.values()), out_dir=out_dir)  # each run's own decoding section
+        with timings.phase("attention entropy and heatmap"):
+            attention_plot = _attention(config, run_dirs, results, out_dir)
+        checks = _attention_checks(config, run_dirs, out_dir, timings, "attention checks")
+        if checks is not None:
+            results["attention_checks"] = checks
+        with timings.phase("learning curve"):
+            learning_curves(list(run_dirs.values()), out_dir=out_dir)  # every checkpoint the runs kept
     timings.record("end to end", time.perf_counter() - began)
 
     counts = {name: (read_summary(run_dir) or {}).get("parameters") for name, run_dir in run_dirs.items()}
