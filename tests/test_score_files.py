@@ -10,6 +10,7 @@ import json
 import logging
 import random
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -694,6 +695,29 @@ def test_a_report_file_edited_since_is_kept_when_a_new_report_drops_it(
     # the new report does not list it, so a third report leaves it alone and says nothing of it
     assert main(["score", str(files["poor"]), "--names", "worst", *argv]) == 0
     assert "encdec" not in capsys.readouterr().err and (out / "encdec.hyp.txt").read_text(encoding="utf-8") == edited
+
+
+def test_a_ctrl_c_while_the_report_is_written_leaves_the_new_report_whole(
+    files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ctrl-C after the text files are written but before results.json lists them waits for the list and for the
+    # removal of the earlier report's files: no file is left that no report names
+    from nmt.evaluation import report_folder
+
+    out = tmp_path / "out"
+    argv = ["--ref", str(files["ref"]), "--out", str(out), "--set", "evaluation.bootstrap_samples=20"]
+    assert main(["score", str(files["poor"]), "--names", "encdec", *argv]) == 0
+    write_report = report_folder.write_report
+
+    def interrupted(*args: object, **kwargs: object) -> dict:
+        signal.raise_signal(signal.SIGINT)
+        return write_report(*args, **kwargs)
+
+    monkeypatch.setattr(report_folder, "write_report", interrupted)
+    assert main(["score", str(files["good"]), "--names", "search", *argv]) == 130
+    listed = json.loads((out / "results.json").read_text(encoding="utf-8"))["settings"]["files"]
+    assert sorted(p.name for p in out.iterdir()) == sorted(listed)
+    assert "search.hyp.txt" in listed and not (out / "encdec.hyp.txt").exists()
 
 
 def test_an_out_folder_that_cannot_be_written_is_refused_before_any_work(

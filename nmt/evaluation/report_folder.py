@@ -30,7 +30,7 @@ from nmt.evaluation.report import (
 )
 from nmt.evaluation.scoring import Evaluation, score_systems, warn_if_tokenized
 from nmt.evaluation.testset import TestSet
-from nmt.fileio import atomic_write_text, same_file, sha256_file
+from nmt.fileio import atomic_open, interrupts_deferred, same_file, sha256_file
 
 
 def score_and_report(
@@ -71,18 +71,20 @@ def score_and_report(
     texts = _report_texts(test_set, hypotheses)
     extra = {
         "test_set": test_set.describe(), "runs": systems, **({"buckets_sized": bucketing} if bucketing else {}),
-        "files": files, "text_sha256": {name: _sha256(text) for name, text in texts.items()},
+        "files": files, "text_sha256": {name: hashlib.sha256(data).hexdigest() for name, data in texts.items()},
     }
     ranked = bucket_leaders(evaluation) if leaders else []
     earlier = _earlier_report_files(out)  # before results.json is replaced
-    # the lines before results.json: interrupted in between, the folder's results.json still lists the
-    # earlier report's files, so the next report into it removes those it does not write
-    for name, text in texts.items():
-        atomic_write_text(out / name, text)
-    results = write_report(
-        evaluation, out, extra, effect, scored, examples, comparisons.groups, test_set.describe(), bucketing, ranked
-    )
-    _remove_stale(out, earlier, files, inputs)
+    # the files, the results.json that lists them and the removal of the earlier report's, together: Ctrl-C
+    # in between would leave files that no report's list names, which no later report would remove
+    with interrupts_deferred():
+        for name, data in texts.items():
+            with atomic_open(out / name, "wb") as handle:
+                handle.write(data)
+        results = write_report(
+            evaluation, out, extra, effect, scored, examples, comparisons.groups, test_set.describe(), bucketing, ranked
+        )
+        _remove_stale(out, earlier, files, inputs)
     _print_summary(evaluation, settings, bucketing, ranked, effect, comparisons.note)
     print(f"\nreport written to {out}/")
     return results
@@ -105,17 +107,14 @@ def _print_summary(
         print("\n" + note)
 
 
-def _report_texts(test_set: TestSet, hypotheses: dict[str, list[str]]) -> dict[str, str]:
-    """The report's text files by name: src.txt (where the test set has sources), ref.txt and each NAME.hyp.txt."""
+def _report_texts(test_set: TestSet, hypotheses: dict[str, list[str]]) -> dict[str, bytes]:
+    """The report's text files by name, as UTF-8 bytes: src.txt (where the test set has sources), ref.txt and
+    each NAME.hyp.txt."""
     texts = {"src.txt": test_set.sources} if test_set.sources is not None else {}
     texts |= {"ref.txt": test_set.references} | {f"{name}.hyp.txt": hyps for name, hyps in hypotheses.items()}
     # a hypothesis never holds a newline, but one stray one would shift every later line
-    return {name: "".join(line.replace("\n", " ") + "\n" for line in lines) for name, lines in texts.items()}
-
-
-def _sha256(text: str) -> str:
-    """Hex sha256 of `text` as a report file holds it (UTF-8)."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return {name: "".join(line.replace("\n", " ") + "\n" for line in lines).encode("utf-8")
+            for name, lines in texts.items()}
 
 
 def report_files(systems: Iterable[str], sources: bool) -> list[str]:
