@@ -34,7 +34,7 @@ def test_force_only_deletes_experiment_folders(tmp_path: Path) -> None:
 def test_unreadable_timings_is_a_user_error(tmp_path: Path, text: str) -> None:
     (tmp_path / "timings.json").write_text(text, encoding="utf-8")
     with pytest.raises(NMTError, match=r"timings.json is not the step timings") as error:
-        Timings(tmp_path / "timings.json")
+        Timings(tmp_path / "timings.json", "nmt experiment a.yaml", None)
     assert "Delete it" in error.value.hint
 
 
@@ -50,7 +50,7 @@ def test_timings_keep_each_session_beside_the_earlier_ones(tmp_path: Path) -> No
         ("nmt experiment a.yaml", {"prepare": 12.3}),
         ("nmt experiment a.yaml --set training.max_steps=9", {"train a": 2.0, "prepare": 0.0})]
     assert sessions[1]["machine"] == machine and sessions[1]["started"].endswith(" UTC")
-    assert Timings(tmp_path / "timings.json").sessions[:2] == sessions
+    assert Timings(tmp_path / "timings.json", "nmt experiment a.yaml", None).sessions[:2] == sessions
 
 
 def test_timings_of_an_earlier_nmt_are_one_session_of_unknown_command(tmp_path: Path) -> None:

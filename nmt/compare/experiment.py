@@ -40,9 +40,10 @@ from nmt.typed_yaml import config_diff
 class Timings:
     """Wall time of each step, kept in timings.json per session (one `nmt experiment` command on the folder):
     a re-run or a resumed experiment adds its session beside the earlier ones, each with its command, start,
-    machine and commit, so that no time is read as another command's or machine's."""
+    machine and commit, so that no time is read as another command's or machine's. `machine`:
+    describe_environment's (None in tests that need no machine)."""
 
-    def __init__(self, path: Path, command: str = "", machine: dict[str, Any] | None = None) -> None:
+    def __init__(self, path: Path, command: str, machine: dict[str, Any] | None) -> None:
         self.path = path
         self.earlier = _read_sessions(path) if path.exists() else []
         started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
