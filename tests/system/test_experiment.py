@@ -52,7 +52,8 @@ def test_quick_config_runs_the_whole_pipeline_shortened(tmp_path: Path) -> None:
     }
     assert "# Learning curve by sentence length" in report and "](learning_curve.png)" in report
     assert (out / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "learning curve" in json.loads((out / "timings.json").read_text())
+    (session,) = json.loads((out / "timings.json").read_text())["sessions"]
+    assert "learning curve" in session["seconds"] and session["command"].startswith("nmt experiment ")
     # the fixed-vector runs are checked against the attention runs, pairwise in config order
     # (and, across training ceilings, each lower ceiling's attention run against the higher fixed-vector runs)
     baselines = [run for run in config.runs if run not in attentive]
