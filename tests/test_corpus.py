@@ -521,6 +521,27 @@ def test_split_files_with_a_field_the_first_file_lacks_are_named(tmp_path: Path,
     assert corpus.splits["train"] == [("a", "b")] * 4
 
 
+def test_a_csv_column_of_numbers_that_turns_to_text_past_datasets_first_chunk_is_named(
+    tmp_path: Path, offline: None
+) -> None:
+    """datasets types each CSV column by its first chunk of 10,000 rows and fails on a later one typed otherwise,
+    naming neither file nor line: the first row with text in a column of numbers is named. Text within the first
+    chunk makes the column text, which datasets reads."""
+    path = tmp_path / "train.csv"
+    rows = [f"{i},a {i},b {i}" for i in range(10_000)]
+    read = functools.partial(corpus_source(data_config(source="huggingface", name="csv", train=str(path),
+                                                       valid_split="", test_split="", src_field="en",
+                                                       tgt_field="fr")).read)
+    path.write_text("id,en,fr\n" + "\n".join(rows + ["12", "a12,c,d"]) + "\n", encoding="utf-8")
+    with pytest.raises(NMTError) as error:
+        read()
+    assert error.value.message == (f"{path}, line 10003: column 'id' holds text ('a12') where the first 10,000 rows "
+                                   f"of {path} hold only numbers or blanks.")
+    assert "remove the column" in error.value.hint and "data.source: files" in error.value.hint
+    path.write_text("id,en,fr\n" + "\n".join(["x,a,b", *rows, "a12,c,d"]) + "\n", encoding="utf-8")
+    assert sum(map(len, read().splits.values())) == 10_002  # valid and test carved from train
+
+
 def test_a_record_without_a_value_for_the_field_says_so_not_that_it_is_nonetype(
     tmp_path: Path, offline: None
 ) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import codecs
 import csv
 import json
+import re
 from collections.abc import Iterator
 
 
@@ -32,6 +33,7 @@ def data_file_fault(files: list[str]) -> tuple[str, str] | None:
     try:
         _check_json_lines([path for path in files if _is_json_lines(path)])
         _check_csv_headers([path for path in files if path.lower().endswith(".csv")])
+        _check_csv_types([path for path in files if path.lower().endswith(".csv")])
     except _Fault as fault:
         message, hint = fault.args
         return message, hint
@@ -164,6 +166,41 @@ def _check_csv_headers(files: list[str]) -> None:
                 f"them from {path}.",
             )
         first = first or (path, header)
+
+
+# datasets' csv builder reads a split with pandas in chunks of this many rows, each column typed by the values of
+# its chunk; the first chunk's types are the split's, and a later chunk typed otherwise cannot be written
+CSV_CHUNK_ROWS = 10_000
+# what pandas reads as a number, or as a missing value (which leaves a column of numbers one of floats)
+_NUMBER = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*|\s*|NA|N/A|NaN|nan|NULL|null|None|-nan|<NA>|#N/A")
+
+
+def _check_csv_types(files: list[str]) -> None:
+    """Raise _Fault for the first CSV row of the split past its first chunk (CSV_CHUNK_ROWS rows of its first file)
+    with text in a column that holds only numbers (or blanks) in that chunk: datasets typed the column as numbers
+    there and fails on the later chunk, naming neither ("An error occurred while generating the dataset")."""
+    numeric: dict[str, bool] = {}  # the first chunk's columns: whether each holds numbers only
+    for index, path in enumerate(files):
+        try:
+            with open(path, newline="", encoding="utf-8-sig") as file:
+                reader = csv.DictReader(file)
+                for row_number, row in enumerate(reader):
+                    values = {column: value for column, value in row.items() if isinstance(column, str)}
+                    if index == 0 and row_number < CSV_CHUNK_ROWS:
+                        for column, value in values.items():
+                            numeric[column] = numeric.get(column, True) and bool(_NUMBER.fullmatch(value or ""))
+                        continue
+                    text = next((c for c, v in values.items() if numeric.get(c) and not _NUMBER.fullmatch(v or "")), None)
+                    if text is not None:
+                        raise _Fault(
+                            f"{path}, line {reader.line_num}: column '{text}' holds text ({values[text]!r}) where the "
+                            f"first {CSV_CHUNK_ROWS:,} rows of {files[0]} hold only numbers or blanks.",
+                            "datasets types a CSV column by those rows and cannot read text in it later: remove the "
+                            "column from the files if nmt does not read it (data.src_field, data.tgt_field), or give "
+                            "the pairs as a .tsv with data.source: files, whose values are always text.",
+                        )
+        except (OSError, ValueError, csv.Error):  # UnicodeDecodeError included: not this check's fault to find
+            continue
 
 
 def _json_type(value: object) -> str:
