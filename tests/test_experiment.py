@@ -59,7 +59,7 @@ def test_timings_of_an_earlier_nmt_are_one_session_of_unknown_command(tmp_path: 
     timings.record("evaluate", 3.0)
     assert [s["seconds"] for s in timings.sessions] == [{"prepare": 1.5, "evaluate": 8.0}, {"evaluate": 3.0}]
     lines = _time_lines(timings.sessions)
-    assert lines[0] == "Session 1, recorded by an nmt that kept no command or machine beside its times:"
+    assert lines[0] == "Session 1, written by an earlier nmt, which kept no command or machine with its times:"
     assert "| evaluate | 8 |" in lines and "| evaluate | 3 |" in lines
 
 

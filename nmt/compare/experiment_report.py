@@ -131,7 +131,7 @@ def _session_words(session: dict[str, Any], number: int) -> str:
     """One session of timings.json (`Timings`) in words: when, on what and with which command it ran."""
     machine = session.get("machine")
     if not machine:
-        return f"Session {number}, recorded by an nmt that kept no command or machine beside its times:"
+        return f"Session {number}, written by an earlier nmt, which kept no command or machine with its times:"
     model = f" ({machine['cpu_model']})" if machine["cpu_model"] else ""
     gpu = f", GPU {machine['gpu']}" if machine["gpu"] else ""
     return (f"Session {number}, started {session['started']} on {machine['cpu']}{model}{gpu}, nmt at "
