@@ -171,8 +171,13 @@ def _check_csv_headers(files: list[str]) -> None:
 # datasets' csv builder reads a split with pandas in chunks of this many rows, each column typed by the values of
 # its chunk; the first chunk's types are the split's, and a later chunk typed otherwise cannot be written
 CSV_CHUNK_ROWS = 10_000
-# what pandas reads as a number, or as a missing value (which leaves a column of numbers one of floats)
-_NUMBER = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*|\s*|NA|N/A|NaN|nan|NULL|null|None|-nan|<NA>|#N/A")
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+_MISSING = {"", "NA", "N/A", "n/a", "NaN", "nan", "-nan", "NULL", "null", "None", "<NA>", "#N/A"}  # pandas' own
+
+
+def _is_number(value: str) -> bool:
+    """Whether pandas reads a CSV value as a number, or as missing (which leaves a column of numbers numeric)."""
+    return value.strip() in _MISSING or bool(_NUMBER.fullmatch(value.strip()))
 
 
 def _check_csv_types(files: list[str]) -> None:
@@ -181,26 +186,30 @@ def _check_csv_types(files: list[str]) -> None:
     there and fails on the later chunk, naming neither ("An error occurred while generating the dataset")."""
     numeric: dict[str, bool] = {}  # the first chunk's columns: whether each holds numbers only
     for index, path in enumerate(files):
-        try:
-            with open(path, newline="", encoding="utf-8-sig") as file:
-                reader = csv.DictReader(file)
-                for row_number, row in enumerate(reader):
-                    values = {column: value for column, value in row.items() if isinstance(column, str)}
-                    if index == 0 and row_number < CSV_CHUNK_ROWS:
-                        for column, value in values.items():
-                            numeric[column] = numeric.get(column, True) and bool(_NUMBER.fullmatch(value or ""))
-                        continue
-                    text = next((c for c, v in values.items() if numeric.get(c) and not _NUMBER.fullmatch(v or "")), None)
-                    if text is not None:
-                        raise _Fault(
-                            f"{path}, line {reader.line_num}: column '{text}' holds text ({values[text]!r}) where the "
-                            f"first {CSV_CHUNK_ROWS:,} rows of {files[0]} hold only numbers or blanks.",
-                            "datasets types a CSV column by those rows and cannot read text in it later: remove the "
-                            "column from the files if nmt does not read it (data.src_field, data.tgt_field), or give "
-                            "the pairs as a .tsv with data.source: files, whose values are always text.",
-                        )
-        except (OSError, ValueError, csv.Error):  # UnicodeDecodeError included: not this check's fault to find
-            continue
+        for row_number, (line, values) in enumerate(_csv_rows(path)):
+            if index == 0 and row_number < CSV_CHUNK_ROWS:
+                for column, value in values.items():
+                    numeric[column] = numeric.get(column, True) and _is_number(value)
+            elif text := next((c for c, value in values.items() if numeric.get(c) and not _is_number(value)), None):
+                raise _Fault(
+                    f"{path}, line {line}: column '{text}' holds text ({values[text]!r}) where the first "
+                    f"{CSV_CHUNK_ROWS:,} rows of {files[0]} hold only numbers or blanks.",
+                    "datasets types a CSV column by those rows and cannot read text in it later: remove the column "
+                    "from the files if nmt does not read it (data.src_field, data.tgt_field), or give the pairs as "
+                    "a .tsv with data.source: files, whose values are always text.",
+                )
+
+
+def _csv_rows(path: str) -> Iterator[tuple[int, dict[str, str]]]:
+    """Each row of a CSV file, as its line number (its last line's) and its values by column, up to what cannot
+    be read (that is another check's to name)."""
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as file:
+            reader = csv.DictReader(file)
+            for row in reader:
+                yield reader.line_num, {column: value or "" for column, value in row.items() if isinstance(column, str)}
+    except (OSError, ValueError, csv.Error):  # UnicodeDecodeError included
+        return
 
 
 def _json_type(value: object) -> str:
