@@ -30,7 +30,9 @@ def test_force_only_deletes_experiment_folders(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("text", ['{"prepare": 1', '[1, 2]', '{"prepare": null}', '{"prepare": "soon"}',
                                   '{"sessions": 3}', '{"sessions": [{"command": "nmt experiment"}]}',
-                                  '{"sessions": [{"seconds": {"prepare": "soon"}}]}'])
+                                  '{"sessions": [{"seconds": {"prepare": "soon"}}]}',
+                                  '{"sessions": [{"seconds": {}, "machine": "x"}]}',
+                                  '{"sessions": [{"seconds": {}, "machine": {"cpu": "x"}, "command": "c", "started": "s"}]}'])
 def test_unreadable_timings_is_a_user_error(tmp_path: Path, text: str) -> None:
     (tmp_path / "timings.json").write_text(text, encoding="utf-8")
     with pytest.raises(NMTError, match=r"timings.json is not the step timings") as error:

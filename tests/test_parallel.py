@@ -118,6 +118,22 @@ def test_a_resumed_run_records_this_session_s_training_time_and_its_summary_the_
     assert set(timings) == {"train a", "train (all runs, 1 at once)"}
 
 
+def test_an_interruption_keeps_the_times_of_the_runs_that_ended(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run a ends, Ctrl-C stops run b: a's time is recorded (a is finished, so no later session trains it and
+    records it), b's and the wall time are not."""
+    def train_run(config: Config, run_dir: Path) -> str:
+        if run_dir.name == "b":
+            raise KeyboardInterrupt
+        return "trained"
+
+    monkeypatch.setattr(parallel, "_train_run", train_run)
+    config = config_from_dict({"runs": {"a": {}, "b": {}}})
+    timings: dict[str, float] = {}
+    with pytest.raises(KeyboardInterrupt):
+        parallel.train_runs(config, {name: tmp_path / name for name in "ab"}, 1, timings.__setitem__)
+    assert list(timings) == ["train a"]
+
+
 def test_an_experiment_re_run_continues_a_run_its_time_limit_stopped_only_where_the_limit_grew(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

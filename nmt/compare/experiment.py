@@ -81,6 +81,19 @@ class Timings:
             raise
 
 
+_SESSION_MACHINE = {"cpu", "cpu_model", "gpu", "nmt_commit"}  # what the report says of a session's machine
+
+
+def _as_written(session: dict[str, Any]) -> bool:
+    """Whether a session read back holds what the report reads of it: a machine (describe_environment's) with
+    its command and start, or no machine (an earlier nmt's session)."""
+    machine = session.get("machine")
+    if machine is None:
+        return True
+    strings = all(isinstance(session.get(key), str) for key in ("command", "started"))
+    return isinstance(machine, dict) and machine.keys() >= _SESSION_MACHINE and strings
+
+
 def _read_sessions(path: Path) -> list[dict[str, Any]]:
     """The sessions timings.json at `path` holds; one written before sessions were kept (a flat object of
     step: seconds) is one session whose command, start and machine are unknown."""
@@ -89,6 +102,8 @@ def _read_sessions(path: Path) -> list[dict[str, Any]]:
         sessions = saved["sessions"] if isinstance(saved, dict) and "sessions" in saved else [{"seconds": saved}]
         for session in sessions:
             session["seconds"] = {str(k): float(v) for k, v in session["seconds"].items()}
+            if not _as_written(session):
+                raise ValueError("a session's machine, command or start is not as nmt writes them")
         return sessions
     except (ValueError, TypeError, AttributeError, KeyError) as exc:  # not JSON, not objects, not numbers
         raise NMTError(

@@ -171,8 +171,9 @@ def _check_csv_headers(files: list[str]) -> None:
 # datasets' csv builder reads a split with pandas in chunks of this many rows, each column typed by the values of
 # its chunk; the first chunk's types are the split's, and a later chunk typed otherwise cannot be written
 CSV_CHUNK_ROWS = 10_000
-_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
-_MISSING = {"", "NA", "N/A", "n/a", "NaN", "nan", "-nan", "NULL", "null", "None", "<NA>", "#N/A"}  # pandas' own
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?(inf|infinity)", re.IGNORECASE)
+_MISSING = {"", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN", "<NA>", "N/A",
+            "NA", "NULL", "NaN", "None", "n/a", "nan", "null"}  # pandas' missing values (STR_NA_VALUES)
 
 
 def _is_number(value: str) -> bool:

@@ -159,8 +159,9 @@ def _train_in_child(config: Config, run_dir: Path, log_path: Path) -> tuple[str,
 
 def train_runs(config: Config, run_dirs: dict[str, Path], jobs: int, record: Callable[[str, float], None]) -> None:
     """Train every run that is not finished, `jobs` at once (see training_jobs). `record(step, seconds)`
-    receives the time each run trained in this call (its earlier sessions are in its summary.json) and, when
-    any trained, the wall time of them all; a finished run is skipped and recorded nowhere."""
+    receives the time each run trained in this call as soon as it ends (its earlier sessions are in its
+    summary.json; an interruption keeps those already recorded) and, when all have, the wall time of them
+    all; a finished run is skipped and recorded nowhere."""
     configs = {name: config.for_run(name) for name in run_dirs}
     # finished runs are skipped here, so that no worker starts for them
     left = {name: run_dir for name, run_dir in run_dirs.items() if not _finished(configs[name], run_dir)}
@@ -170,36 +171,34 @@ def train_runs(config: Config, run_dirs: dict[str, Path], jobs: int, record: Cal
             print(f"run {name} already finished: skipped")
     jobs = min(training_jobs(config, jobs), len(run_dirs))
     start = time.perf_counter()
-    seconds: dict[str, float] = {}
     if jobs == 1:
         for name, run_dir in left.items():
             print(f"\n== run {name} ({model_kind(configs[name].model).name}) ==")
             began = time.perf_counter()
             _train_run(configs[name], run_dir)
-            seconds[name] = time.perf_counter() - began
+            record(f"train {name}", time.perf_counter() - began)
     elif left:  # in workers, as when no run was finished: the same threads each, the output in runs/NAME.log
         threads = max(1, available_cores() // jobs)
         for name in left:
             if not configs[name].training.threads:
                 configs[name] = replace(configs[name], training=replace(configs[name].training, threads=threads))
-        seconds = _train_in_parallel({name: configs[name] for name in left}, left, min(jobs, len(left)))
-    for name, spent in seconds.items():
-        record(f"train {name}", spent)
+        _train_in_parallel({name: configs[name] for name in left}, left, min(jobs, len(left)), record)
     if left:  # the runs' own times overlap when they train side by side
-        record(f"train (all runs, {jobs} at once)", time.perf_counter() - start)
+        record(f"train (all runs, {min(jobs, len(left))} at once)", time.perf_counter() - start)
 
 
-def _train_in_parallel(configs: dict[str, Config], run_dirs: dict[str, Path], jobs: int) -> dict[str, float]:
+def _train_in_parallel(
+    configs: dict[str, Config], run_dirs: dict[str, Path], jobs: int, record: Callable[[str, float], None]
+) -> None:
     """Train the runs in `jobs` worker processes, the costliest first (steps x 2 for attention runs),
-    so that the last to finish starts early; each run's output goes to runs/NAME.log. Returns each run's
-    seconds of training in its worker."""
+    so that the last to finish starts early; each run's output goes to runs/NAME.log. `record` receives
+    each run's seconds of training in its worker as soon as it ends (as `train_runs` says)."""
     order = sorted(run_dirs, key=lambda n: -configs[n].training.max_steps * (1 if model_kind(configs[n].model).without_attention else 2))
     logs = {name: run_dir.parent / f"{name}.log" for name, run_dir in run_dirs.items()}
     for log in logs.values():
         log.parent.mkdir(parents=True, exist_ok=True)
     print(f"\n== training {counted(len(order), 'run')}, {jobs} at once ({configs[order[0]].training.threads} torch threads each); "
           f"each run's output: {logs[order[0]].parent}/NAME.log ==")
-    seconds: dict[str, float] = {}
     start = time.perf_counter()
     spawn = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=jobs, mp_context=spawn, initializer=_start_worker) as pool:
@@ -210,7 +209,7 @@ def _train_in_parallel(configs: dict[str, Config], run_dirs: dict[str, Path], jo
             for future in as_completed(futures):
                 name = futures[future]
                 try:
-                    done, seconds[name] = future.result()
+                    done, seconds = future.result()
                 except NMTError as error:
                     hint = f"{error.hint} (its output: {logs[name]})".strip()
                     raise NMTError(f"run {name}: {error.message}", hint) from None
@@ -220,13 +219,13 @@ def _train_in_parallel(configs: dict[str, Config], run_dirs: dict[str, Path], jo
                         "every run's saved checkpoints are kept.",
                         f"Run the same command again to resume (the run's output: {logs[name]}).",
                     ) from None
+                record(f"train {name}", seconds)
                 print(f"run {name}: {done}, {_training_seconds(run_dirs[name]) / 60:.1f} min of training in all "
-                      f"({seconds[name] / 60:.1f} min now, done {time.perf_counter() - start:.0f} s after the trainings began)")
+                      f"({seconds / 60:.1f} min now, done {time.perf_counter() - start:.0f} s after the trainings began)")
         except BaseException:
             for future in futures:
                 future.cancel()
             _stop_workers()
             raise
-    return {name: seconds[name] for name in run_dirs}
 
 
