@@ -92,8 +92,10 @@ def test_a_run_failing_in_a_worker_reaches_the_parent_with_its_hint_and_log(tmp_
     run_dir = tmp_path / "runs" / "a"
     run_dir.mkdir(parents=True)
     (run_dir / "config.yaml").write_text("model: {hiden_size: 8}", encoding="utf-8")  # refused, nothing trained
+    timings: dict[str, float] = {}
     with pytest.raises(NMTError) as caught:
-        parallel._train_in_parallel({"a": config.for_run("a")}, {"a": run_dir}, jobs=1)
+        parallel._train_in_parallel({"a": config.for_run("a")}, {"a": run_dir}, 1, timings.__setitem__)
+    assert timings == {}  # it trained nothing
     assert caught.value.message.startswith(f"run a: {run_dir / 'config.yaml'}: unknown key 'model.hiden_size'")
     assert caught.value.hint.startswith("Valid keys of model: ") and caught.value.hint.endswith(f"(its output: {run_dir}.log)")
 
