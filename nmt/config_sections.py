@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -271,6 +272,15 @@ class DecodingConfig:
         require(self.alpha >= 0, "decoding.alpha", "must be >= 0")
 
 
+def fewest_resamples(significance: float) -> int:
+    """The fewest paired-bootstrap resamples n whose smallest p, 2/(n+1) (nmt/evaluation/scoring.py's
+    paired_p_value), is below `significance`."""
+    n = max(1, math.floor(2 / significance) - 1)
+    while 2 / (n + 1) >= significance:
+        n += 1
+    return n
+
+
 @dataclass
 class EvaluationConfig:
     """Length buckets, significance testing and the split `nmt evaluate` scores."""
@@ -321,3 +331,7 @@ class EvaluationConfig:
         for key in ("fixed_vector_max_ratio", "attention_min_ratio"):
             require(0.0 < getattr(self, key) <= 1.0, f"evaluation.{key}", "must be in (0, 1]")
         require(0.0 < self.significance < 1.0, "evaluation.significance", "must be in (0, 1)")
+        fewest = fewest_resamples(self.significance)
+        require(self.bootstrap_samples >= fewest, "evaluation.bootstrap_samples",
+                f"must be at least {fewest} with evaluation.significance {self.significance:g}: the smallest p of "
+                "the paired bootstrap over n resamples is 2/(n+1), and a smaller n could never show a difference")

@@ -6,6 +6,7 @@ import dataclasses
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -16,6 +17,7 @@ from nmt.config import SECTIONS, Config, config_from_dict, load_config, load_sav
 from nmt.config_sections import OTHER_TOOLKIT_KEYS
 from nmt.data.sources import SOURCES, check_data, load_checked_config
 from nmt.errors import NMTError
+from nmt.evaluation.scoring import paired_p_value
 from nmt.typed_yaml import apply_overrides, config_diff, read_yaml
 from tests.helpers import CONFIGS
 
@@ -204,6 +206,18 @@ def test_ratios_and_significance_are_checked_against_the_interval_their_message_
         config_from_dict({"evaluation": {key: value}})
     for fine in (0.5, 1.0) if key != "significance" else (0.05, 0.5):
         assert getattr(config_from_dict({"evaluation": {key: fine}}).evaluation, key) == fine
+
+
+@pytest.mark.parametrize(("significance", "fewest"), [(0.05, 40), (0.01, 200), (0.1, 20)])
+def test_too_few_resamples_for_the_significance_are_refused(significance: float, fewest: int) -> None:
+    # the paired bootstrap's smallest p is 2/(n+1): with fewer resamples no difference could ever count
+    with pytest.raises(NMTError, match=rf"evaluation.bootstrap_samples.*must be at least {fewest} with "
+                                       rf"evaluation.significance {significance:g}"):
+        config_from_dict({"evaluation": {"significance": significance, "bootstrap_samples": fewest - 1}})
+    evaluation = config_from_dict({"evaluation": {"significance": significance, "bootstrap_samples": fewest}}).evaluation
+    assert evaluation.bootstrap_samples == fewest
+    assert paired_p_value(np.zeros(fewest), np.ones(fewest)) < significance  # one resample fewer: not below it
+    assert paired_p_value(np.zeros(fewest - 1), np.ones(fewest - 1)) >= significance
 
 
 def test_overrides_are_typed_like_yaml() -> None:

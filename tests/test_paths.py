@@ -31,7 +31,7 @@ def relative_config(root: Path) -> Path:
         "training": {"max_steps": 2, "validate_every": 2, "checkpoint_every": 2, "valid_max_sentences": 4,
                      "batch_tokens": 200, "threads": 1, "device": "cpu"},
         "decoding": {"beam_size": 1},
-        "evaluation": {"bootstrap_samples": 10},
+        "evaluation": {"bootstrap_samples": 40},
     }
     path = root / "exp.yaml"
     path.write_text(yaml.safe_dump(raw), encoding="utf-8")

@@ -278,7 +278,7 @@ def test_a_baseline_is_named_by_its_file_s_stem_too(
     files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     copy, search = files["poor"].rename(tmp_path / "copy.fr"), files["good"].rename(tmp_path / "search.fr")
-    options = ["--ref", str(files["ref"]), "--out", str(tmp_path / "out"), "--set", "evaluation.bootstrap_samples=20"]
+    options = ["--ref", str(files["ref"]), "--out", str(tmp_path / "out"), "--set", "evaluation.bootstrap_samples=40"]
     for baseline in ("copy", "copy.fr"):  # its name (what differs from search.fr), its file's stem or name
         assert main(["score", str(copy), str(search), *options, "--baseline", baseline]) == 0
         results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
@@ -301,7 +301,7 @@ def test_systems_are_named_by_what_differs_between_their_files(
     wmt.mkdir()
     hyps = [files["good"].rename(wmt / "generaltest2022.de-en.hyp.JDExploreAcademy.en"),
             files["poor"].rename(wmt / "generaltest2022.de-en.hyp.Online-B.en")]
-    options = ["--ref", str(files["ref"]), "--set", "evaluation.bootstrap_samples=20"]
+    options = ["--ref", str(files["ref"]), "--set", "evaluation.bootstrap_samples=40"]
     assert main(["score", *map(str, hyps), *options, "--out", str(tmp_path / "a")]) == 0
     table = capsys.readouterr().out.split("\n\n")[0]
     assert table.splitlines()[0].split() == [
@@ -422,7 +422,7 @@ def test_tokenize_and_lowercase_change_scores_and_signature(tmp_path: Path) -> N
     references = ["The cat sat, on the mat.", "A Dog ran home!"] * 5
     hyps = ["the cat sat , on the mat .", "a dog ran home !"] * 5
     ref, hyp = _write(tmp_path / "r", references), _write(tmp_path / "h", hyps)
-    argv = ["score", "--ref", str(ref), str(hyp), "--names", "sys", "--set", "evaluation.bootstrap_samples=20"]
+    argv = ["score", "--ref", str(ref), str(hyp), "--names", "sys", "--set", "evaluation.bootstrap_samples=40"]
     assert main([*argv, "--out", str(tmp_path / "a")]) == 0
     assert main([*argv, "--out", str(tmp_path / "b"), "--set", "evaluation.lowercase=true",
                  "--set", "evaluation.tokenize=intl"]) == 0
@@ -509,7 +509,7 @@ def _score_process(argv: list[str]) -> tuple[int, str, list[str]]:
 
 def test_score_loads_no_torch_and_matplotlib_only_for_its_plot(files: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "out"
-    options = ["--ref", str(files["ref"]), "--out", str(out), "--set", "evaluation.bootstrap_samples=20"]
+    options = ["--ref", str(files["ref"]), "--out", str(out), "--set", "evaluation.bootstrap_samples=40"]
     status, err, loaded = _score_process([str(files["poor"]), str(files["good"]), *options])
     assert status == 0, err
     assert loaded == ["matplotlib"] and (out / "bleu_by_length.png").stat().st_size > 1000  # the plot is drawn
@@ -539,7 +539,7 @@ def test_a_utf8_byte_order_mark_is_not_part_of_the_first_sentence(files: dict[st
     ref = tmp_path / "ref.txt"
     ref.write_bytes(b"\xef\xbb\xbf" + files["ref"].read_bytes())
     argv = ["score", str(files["good"]), str(marked), "--ref", str(ref), "--out", str(tmp_path / "o"),
-            "--set", "evaluation.bootstrap_samples=20"]
+            "--set", "evaluation.bootstrap_samples=40"]
     assert main(argv) == 0
     runs = json.loads((tmp_path / "o" / "results.json").read_text(encoding="utf-8"))["runs"]
     assert [run["bleu"] for run in runs.values()] == [runs["search"]["bleu"]] * 2
@@ -554,7 +554,7 @@ def test_blank_reference_lines_are_warned_about(
         references[number - 1] = " " if number == 7 else ""
     ref = _write(tmp_path / "holes.ref", references)
     result = subprocess.run([sys.executable, "-m", "nmt", "score", str(files["good"]), "--ref", str(ref),
-                             "--out", str(tmp_path / "o"), "--set", "evaluation.bootstrap_samples=20"],
+                             "--out", str(tmp_path / "o"), "--set", "evaluation.bootstrap_samples=40"],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert (f"warning: --ref {ref} has 22 blank lines (lines 2, 7, 20, 21, 22, 23, 24, 25, 26, 27, ...): BLEU "
@@ -578,7 +578,7 @@ def test_a_file_given_twice_or_a_copy_is_warned_about(
     copy = tmp_path / "copy.txt"
     copy.write_bytes(files["good"].read_bytes())
     good, poor = str(files["good"]), str(files["poor"])
-    argv = ["--ref", str(files["ref"]), "--out", str(tmp_path / "o"), "--set", "evaluation.bootstrap_samples=20"]
+    argv = ["--ref", str(files["ref"]), "--out", str(tmp_path / "o"), "--set", "evaluation.bootstrap_samples=40"]
     assert main(["score", poor, good, good, str(copy), *argv]) == 0
     warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
     assert warnings == [
@@ -622,7 +622,7 @@ def test_an_out_folder_reused_holds_only_the_new_reports_systems(
     # the files an earlier report recorded (results.json's settings.files) and the new one does not write are
     # removed, with a note; the user's files beside them, a link and a file that is an input stay
     out = tmp_path / "out"
-    argv = ["--ref", str(files["ref"]), "--out", str(out), "--set", "evaluation.bootstrap_samples=20"]
+    argv = ["--ref", str(files["ref"]), "--out", str(out), "--set", "evaluation.bootstrap_samples=40"]
     assert main(["score", str(files["poor"]), str(files["good"]), "--names", "encdec,search", *argv,
                  "--src", str(files["src"])]) == 0
     assert json.loads((out / "results.json").read_text(encoding="utf-8"))["settings"]["files"] == [
@@ -677,7 +677,7 @@ def test_a_report_file_edited_since_is_kept_when_a_new_report_drops_it(
     # the earlier report's NAME.hyp.txt that the user has edited since (post-processed, say) is their work now:
     # kept, with a note; the one left as it was is removed as before
     out = tmp_path / "out"
-    argv = ["--ref", str(files["ref"]), "--out", str(out), "--set", "evaluation.bootstrap_samples=20"]
+    argv = ["--ref", str(files["ref"]), "--out", str(out), "--set", "evaluation.bootstrap_samples=40"]
     assert main(["score", str(files["poor"]), str(files["good"]), "--names", "encdec,search", *argv]) == 0
     recorded = json.loads((out / "results.json").read_text(encoding="utf-8"))["settings"]["text_sha256"]
     assert sorted(recorded) == ["encdec.hyp.txt", "ref.txt", "search.hyp.txt"]
@@ -705,7 +705,7 @@ def test_a_ctrl_c_while_the_report_is_written_leaves_the_new_report_whole(
     from nmt.evaluation import report_folder
 
     out = tmp_path / "out"
-    argv = ["--ref", str(files["ref"]), "--out", str(out), "--set", "evaluation.bootstrap_samples=20"]
+    argv = ["--ref", str(files["ref"]), "--out", str(out), "--set", "evaluation.bootstrap_samples=40"]
     assert main(["score", str(files["poor"]), "--names", "encdec", *argv]) == 0
     write_report = report_folder.write_report
 

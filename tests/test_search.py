@@ -59,6 +59,9 @@ def _assert_same(batched: list[Hypothesis], alone: list[Hypothesis]) -> None:
 def test_max_output_lengths() -> None:
     assert max_output_lengths(torch.tensor([1, 10, 7]), 1.5, 2).tolist() == [3, 17, 12]
     assert max_output_lengths(torch.tensor([1, 3]), 0.1, 0).tolist() == [1, 1]
+    # ratios whose product is whole but lands a hair under it in float32 (2.1) or float64 (0.29)
+    assert max_output_lengths(torch.tensor([30, 50, 60]), 2.1, 0).tolist() == [63, 105, 126]
+    assert max_output_lengths(torch.tensor([100, 90]), 0.29, 1).tolist() == [30, 27]
 
 
 def test_finite_is_isfinite_on_what_scores_can_be() -> None:

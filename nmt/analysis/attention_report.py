@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from nmt.errors import counted
 from nmt.evaluation.buckets import non_empty
 from nmt.evaluation.low_bleu import CHOOSES_BY_NOISE, too_weak
-from nmt.evaluation.tables import markdown_table
+from nmt.evaluation.tables import markdown_table, p_number
 
 PERTURBATION_NOTES = (
     "- **uniform** spreads each step's weight evenly over the real source positions: the context no longer "
@@ -115,7 +115,7 @@ def format_ablation(scores: dict[str, Any], labels: list[str], head: list[str], 
              "`none`; long: the sentences of evaluation.long_words words or more):", ""]
     lines += markdown_table(["cross-attention", *head, "long", "p (all)", "p (long)"], [
         [kind, *(_num(score["bleu"][label]) for label in labels), _num(score["all"]), _num(score["long"]),
-         *(f"{score[key]:.3f}" if key in score else "-" for key in ("p_all", "p_long"))]
+         *(p_number(score[key]) if key in score else "-" for key in ("p_all", "p_long"))]
         for kind, score in scores.items()
     ])
     silenced = [kind for kind in scores if kind.endswith("silenced")]

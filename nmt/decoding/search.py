@@ -50,7 +50,8 @@ def max_output_lengths(src_lengths: Tensor, ratio: float, offset: int) -> Tensor
 
     src_lengths: batch -> batch (long)
     """
-    return ((src_lengths.float() * ratio).floor().long() + offset).clamp(min=1)
+    # float64 and a hair over: in float32 30 x 2.1 is 62.99999, and in float64 100 x 0.29 is 28.999999999999996
+    return ((src_lengths.double() * ratio + 1e-9).floor().long() + offset).clamp(min=1)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -35,6 +35,7 @@ from nmt.evaluation.buckets import sentence_lengths
 from nmt.evaluation.low_bleu import too_weak
 from nmt.evaluation.metrics import Bleu, bleu_from_stats
 from nmt.evaluation.scoring import BucketScore, Evaluation, SystemScore, bootstrap_bleu, paired_p_value
+from nmt.evaluation.tables import p_text
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,7 @@ def _ahead_check(evaluation: Evaluation, baseline: str, att: SystemScore) -> Che
     return Check(
         claim,
         all(diff > 0 and p < limits.significance for _, diff, p in tested),
-        ", ".join(f"{label}: {diff:+.2f} (p={p:.3f})" for label, diff, p in tested) + left_out,
+        ", ".join(f"{label}: {diff:+.2f} ({p_text(p)})" for label, diff, p in tested) + left_out,
     )
 
 
@@ -218,7 +219,7 @@ def check_level(evaluation: Evaluation, long: LongSentences, baseline: str, atte
         p = paired_p_value(long.samples[baseline], long.samples[attention])
         evidence = (
             f"{long.bleu[attention]:.2f} vs {long.bleu[baseline]:.2f} on {long.words}+ ({long.n}): "
-            f"{diff:+.2f} (p={p:.3f})"
+            f"{diff:+.2f} ({p_text(p)})"
         )
         check = Check(claim, diff >= 0, evidence)
     return _unless_weak([check], systems[baseline], systems[attention])

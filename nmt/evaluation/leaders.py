@@ -11,7 +11,7 @@ from nmt.config_sections import EvaluationConfig
 from nmt.errors import counted
 from nmt.evaluation.low_bleu import CHOOSES_BY_NOISE, too_weak
 from nmt.evaluation.scoring import Evaluation
-from nmt.evaluation.tables import diff_cell, markdown_table
+from nmt.evaluation.tables import diff_cell, markdown_table, p_text
 
 
 @dataclass(frozen=True)
@@ -94,6 +94,6 @@ def _answer(leader: Leader, which: str) -> str:
     where = f"On {which} ({leader.bucket}, {counted(leader.n, 'sentence')})"
     if leader.ahead:
         return (f"{where}, {leader.best} is better: {leader.bleu_diff:+.2f} BLEU over {leader.runner_up} "
-                f"(p={leader.p:.3f}).")
+                f"({p_text(leader.p)}).")
     return (f"{where}, {leader.best} and {leader.runner_up} cannot be told apart: {leader.bleu_diff:+.2f} BLEU "
-            f"(p={leader.p:.3f}).")
+            f"({p_text(leader.p)}).")
