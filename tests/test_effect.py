@@ -115,6 +115,16 @@ def test_ahead_needs_significance_not_a_bare_difference() -> None:
     assert check_effect(evaluation, long, "a", "b")[0].passed is False
 
 
+def test_a_bucket_across_the_ahead_length_is_named_as_left_out() -> None:
+    # cutoffs of one's own (or nmt score's --buckets auto): [10,30) holds verses of 10-19 words, not the claim's
+    merged = check_effect(*scored(*systems(), buckets=[10, 30, 40]), baseline="encdec", attention="search")[0]
+    assert merged.passed is True, merged
+    assert merged.evidence.startswith("[30,40): ") and "[10,30):" not in merged.evidence
+    assert merged.evidence.endswith("; left out, holding sentences under 20 words too: [10,30)")
+    (whole,) = [c for c in check_effect(*scored(*systems(), buckets=[10]), "encdec", "search") if "ahead" in c.claim]
+    assert whole.passed is None and "left out, holding sentences under 20 words too: >=10" in whole.evidence
+
+
 def test_buckets_with_too_few_sentences_do_not_speak() -> None:
     hypotheses, sources, references = systems()
     # Three short sentences the baseline translates perfectly: a bucket of 3 must not be its "best".

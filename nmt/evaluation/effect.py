@@ -103,17 +103,23 @@ def _ahead_check(evaluation: Evaluation, baseline: str, att: SystemScore) -> Che
     (comparison,) = [c for c in evaluation.comparisons if {c.a, c.b} == {baseline, attention}]
     sign = 1.0 if comparison.b == attention else -1.0
     claim = f"{attention} ahead with p < {limits.significance:g} in every bucket from {counted(from_words, 'word')}"
-    tested, skipped = [], []
+    tested, skipped, straddling = [], [], []
     for b, score in zip(comparison.buckets, att.buckets, strict=True):
-        if b.bucket.low < from_words or b.bleu_diff is None:  # None: an empty bucket
+        if b.bleu_diff is None:  # an empty bucket
             continue
-        if score.n < min_sentences or b.p is None:
+        if b.bucket.low < from_words:
+            # a bucket of custom or data-sized cutoffs, [10,30), holds shorter sentences too: not the claim's
+            if b.bucket.high is None or b.bucket.high > from_words:
+                straddling.append(b.bucket.label)
+        elif score.n < min_sentences or b.p is None:
             skipped.append(f"{b.bucket.label} ({score.n})")
         else:
             tested.append((b.bucket.label, sign * b.bleu_diff, b.p))
     left_out = f"; too few sentences to count: {', '.join(skipped)}" if skipped else ""
+    if straddling:
+        left_out += f"; left out, holding sentences under {from_words} words too: {', '.join(straddling)}"
     if not tested:
-        if not skipped:
+        if not skipped and not straddling:
             none = f"no sentence of {from_words}+ words"
             return Check(claim, None, none, none)
         return Check(claim, None, f"no bucket from {counted(from_words, 'word')} with {min_sentences}+ sentences{left_out}")
