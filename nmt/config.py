@@ -27,7 +27,7 @@ from nmt.config_sections import (
     TrainingConfig,
     migrate_data_keys,
 )
-from nmt.errors import FIX_IN_CONFIG, NMTError
+from nmt.errors import FIX_IN_CONFIG, NMTError, require
 from nmt.fileio import atomic_write_text
 from nmt.typed_yaml import (
     apply_overrides,
@@ -161,6 +161,8 @@ def config_from_dict(raw: Any, source: str = "config") -> Config:
         **{name: _build_section(name, raw.get(name)) for name in SECTIONS},
         runs=copy.deepcopy(runs),
     )
+    require(config.data.joint_vocab or not config.model.share_embeddings, "model.share_embeddings",
+            "needs data.joint_vocab: true (one sentencepiece vocabulary, so that an id is one piece on both sides)")
     for run_name in runs:  # each run must itself be a valid configuration
         config.for_run(run_name)
     return config

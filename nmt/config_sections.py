@@ -157,6 +157,9 @@ class ModelConfig:
     relative_clip: int = 16
     norm: Literal["post", "pre"] = "post"  # post: LN(x + sublayer(x)), the paper's; pre: x + sublayer(LN(x))
     scaled_attention: bool = True  # divide the scores by sqrt(d_k), the paper's; false: the explainer's ablation
+    # one embedding matrix for source and target (with tie_target_embeddings, the output layer's too: the paper's
+    # three-way sharing); needs data.joint_vocab, where an id is one piece on both sides
+    share_embeddings: bool = False
 
     def validate(self) -> None:
         """Raise NMTError naming the first key of this section whose value is out of range, or that the

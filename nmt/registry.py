@@ -47,7 +47,8 @@ ARCHITECTURES: dict[str, Architecture] = {
     "rnn": Architecture("nmt.models.seq2seq:Seq2Seq", keys=(
         "attention", "fixed_context", "cell", "attention_size", "maxout_size", "encoder_layers", "init")),
     "transformer": Architecture("nmt.models.transformer:Transformer", keys=(
-        "layers", "heads", "feedforward_size", "relative_clip", "positions", "norm", "scaled_attention")),
+        "layers", "heads", "feedforward_size", "relative_clip", "positions", "norm", "scaled_attention",
+        "share_embeddings")),
 }
 
 # model.attention's values (architecture rnn): each name's builder in nmt/models/attention.py

@@ -220,6 +220,17 @@ def test_too_few_resamples_for_the_significance_are_refused(significance: float,
     assert paired_p_value(np.zeros(fewest - 1), np.ones(fewest - 1)) >= significance
 
 
+def test_shared_embeddings_need_one_vocabulary_and_a_transformer() -> None:
+    transformer = {"architecture": "transformer", "share_embeddings": True}
+    assert config_from_dict({"model": transformer}).model.share_embeddings
+    with pytest.raises(NMTError, match=r"'model.share_embeddings': needs data.joint_vocab: true"):
+        config_from_dict({"data": {"joint_vocab": False}, "model": transformer})
+    with pytest.raises(NMTError, match=r"'runs.t.model.share_embeddings': needs data.joint_vocab: true"):
+        config_from_dict({"data": {"joint_vocab": False}, "runs": {"t": {"model": transformer}}})
+    with pytest.raises(NMTError, match=r"'model.share_embeddings': is a setting of model.architecture transformer"):
+        config_from_dict({"model": {"share_embeddings": True}})
+
+
 def test_overrides_are_typed_like_yaml() -> None:
     raw = apply_overrides(
         {"model": {"hidden_size": 512}},

@@ -3,6 +3,7 @@ positions, the key/value cache, batch-invariant beam search, its config rules, a
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 
@@ -194,6 +195,30 @@ def test_tied_embeddings_share_one_tensor_and_the_loss_is_the_cross_entropy() ->
         model(src, lengths, tgt, target_mask=mask), targets, label_smoothing=0.1, reduction="sum"
     )
     torch.testing.assert_close(loss, expected)
+
+
+def test_shared_embeddings_are_one_matrix_that_both_sides_train_and_a_checkpoint_keeps() -> None:
+    torch.manual_seed(0)
+    config = ModelConfig(architecture="transformer", embedding_size=16, hidden_size=16, heads=4, feedforward_size=32,
+                         layers=2, share_embeddings=True, tie_target_embeddings=True)
+    model = build_model(config, 30, 30)
+    assert model.src_embedding.weight is model.tgt_embedding.weight is model.output.weight
+    separate = build_model(dataclasses.replace(config, share_embeddings=False, tie_target_embeddings=False), 30, 30)
+    assert sum(p.numel() for p in separate.parameters()) - sum(p.numel() for p in model.parameters()) == 2 * 30 * 16
+    assert "vocab 30/30, source = target = output embeddings)" in model.describe()
+    # ids 10-11 occur in the source only, 20-21 in the target only: the one matrix learns from both sides
+    src, lengths = padded([[10, 11]])
+    tgt, targets = torch.tensor([[BOS_ID, 20, 21]]), torch.tensor([20, 21, EOS_ID])
+    model.train()(src, lengths, tgt, target_mask=tgt != PAD_ID, targets=targets).backward()
+    grad = model.src_embedding.weight.grad
+    assert all(grad[i].abs().sum() > 0 for i in (10, 11, 20, 21))
+    rebuilt = build_model(config, 30, 30)
+    rebuilt.load_state_dict(model.state_dict())
+    assert rebuilt.src_embedding.weight is rebuilt.tgt_embedding.weight
+    torch.testing.assert_close(rebuilt.tgt_embedding.weight, model.src_embedding.weight)
+    with pytest.raises(NMTError, match=r"model.share_embeddings needs one vocabulary for both sides, but the source "
+                                       r"has 30 entries and the target 40"):
+        build_model(config, 30, 40)
 
 
 @pytest.mark.parametrize(

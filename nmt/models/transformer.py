@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from nmt.config_sections import ModelConfig
+from nmt.errors import NMTError
 from nmt.models.interface import AttentionPoint, ModelKind, TranslationModel, count_parameters
 from nmt.models.multihead import MultiHeadAttention
 from nmt.models.output_loss import linear_cross_entropy
@@ -159,7 +160,15 @@ class Transformer(TranslationModel):
         self.config, self.src_vocab_size, self.tgt_vocab_size = config, src_vocab_size, tgt_vocab_size
         size = config.hidden_size
         self.src_embedding = nn.Embedding(src_vocab_size, size, padding_idx=PAD_ID)
-        self.tgt_embedding = nn.Embedding(tgt_vocab_size, size, padding_idx=PAD_ID)
+        if config.share_embeddings and src_vocab_size != tgt_vocab_size:
+            raise NMTError(
+                f"model.share_embeddings needs one vocabulary for both sides, but the source has {src_vocab_size} "
+                f"entries and the target {tgt_vocab_size}.",
+                "Prepare the data with data.joint_vocab: true, or leave model.share_embeddings out.",
+            )
+        self.tgt_embedding = (
+            self.src_embedding if config.share_embeddings else nn.Embedding(tgt_vocab_size, size, padding_idx=PAD_ID)
+        )
         learned = config.positions == "learned"
         self.learned_positions = nn.Embedding(MAX_LEARNED_POSITIONS, size) if learned else None
         self.encoder_layers = nn.ModuleList(Layer(config, cross=False) for _ in range(config.layers))
@@ -174,7 +183,7 @@ class Transformer(TranslationModel):
             if isinstance(module, nn.Linear):
                 nn.init.xavier_uniform_(module.weight)
                 nn.init.zeros_(module.bias)
-        for embedding in (self.src_embedding, self.tgt_embedding):
+        for embedding in dict.fromkeys((self.src_embedding, self.tgt_embedding)):  # once, where shared
             nn.init.normal_(embedding.weight, std=size**-0.5)  # x √d_model in `_embed`: unit variance
             embedding.weight.data[PAD_ID].zero_()
         if config.tie_target_embeddings:
@@ -314,6 +323,13 @@ class Transformer(TranslationModel):
         return (
             f"Transformer ({c.norm}-norm, {c.positions} positions, {c.layers}+{c.layers} layers, d_model "
             f"{c.hidden_size}, {c.heads} head{'s' if c.heads > 1 else ''} of {c.hidden_size // c.heads}, feed-forward "
-            f"{c.feedforward_size}, "
-            f"vocab {self.src_vocab_size}/{self.tgt_vocab_size}): {count_parameters(self):,} parameters"
+            f"{c.feedforward_size}, vocab {self.src_vocab_size}/{self.tgt_vocab_size}{self._sharing()}): "
+            f"{count_parameters(self):,} parameters"
         )
+
+    def _sharing(self) -> str:
+        """What describe() says of the embeddings shared (model.share_embeddings, tie_target_embeddings)."""
+        shared = ["source", "target"] if self.config.share_embeddings else ["target"]
+        if self.config.tie_target_embeddings:
+            shared.append("output")
+        return f", {' = '.join(shared)} embeddings" if len(shared) > 1 else ""
