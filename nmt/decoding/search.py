@@ -298,7 +298,9 @@ def beam_search(
     - no alive beam can beat its nbest-th finished score: log-probabilities only fall, so an alive
       beam can at best reach its log-probability over the largest divisor its length limit allows
       (stopping at k finished hypotheses instead loses to greedy when k short ones end first); or
-    - the step's best candidate ends in EOS (the beam's best is finished; with k = 1 this is greedy);
+    - the step's best candidate by log-probability ends in EOS (with k = 1 this is greedy). Under a length
+      penalty (gnmt, average) a beam still alive might yet end with a better penalised score: the rule is
+      OpenNMT-py's and JoeyNMT's (stop when the top beam is finished), chosen for their speed over exactness;
     and in any case at its length limit, where only EOS is allowed.
     """
     if not 1 <= nbest <= beam_size:
