@@ -298,7 +298,7 @@ def test_the_training_table_says_how_each_run_stopped_where_and_in_which_precisi
 TINY_EXPERIMENT = """\
 model: {embedding_size: 16, hidden_size: 16, attention_size: 16, maxout_size: 8}
 training: {lr_schedule: inverse_sqrt, warmup_steps: 2}
-evaluation: {attention_checks: true, curve_sentences_per_bucket: 5, bootstrap_samples: 10}
+evaluation: {attention_checks: true, curve_sentences_per_bucket: 5, bootstrap_samples: 40}
 runs:
   fixed: {model: {attention: none}}
   search: {training: {max_words: 10}}

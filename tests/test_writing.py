@@ -86,7 +86,7 @@ def test_resume_accepts_the_resumable_keys_only_and_never_goes_back(tmp_path: Pa
         "data": {"dir": str(tmp_path / "prepared")},
         "training": {"max_steps": 900, "lr_schedule": "constant", "threads": 1, "validate_every": 50},
         "decoding": {"beam_size": 2},
-        "evaluation": {"bootstrap_samples": 20},
+        "evaluation": {"bootstrap_samples": 40},
     })
     assert check_run_dir(run_dir, longer, resume=True) == run_dir / CHECKPOINT_DIR / "step_00000600.pt"
     with pytest.raises(NMTError, match=r"differs from the one .* in: model.hidden_size, training.learning_rate\. ") as error:
