@@ -4,6 +4,8 @@ On a 2-core CPU two 1-thread trainings do 1.5x the steps per second of one 2-thr
 recurrences' small matrix products keep two threads of one process waiting on each other
 (docs/usage.md). Each run's output then goes to OUT/runs/NAME.log. An interrupted experiment (Ctrl-C,
 SIGTERM) asks each worker once to stop, which it does as `nmt train` does on Ctrl-C (nmt/interrupts.py).
+A SIGTERM that reaches a training worker itself (`timeout` and Slurm signal the whole process group) asks the
+same, once: the run saves at the end of its step; an idle worker ends at once, as the pool expects.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import contextlib
 import multiprocessing
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -19,6 +22,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
 from pathlib import Path
 from types import FrameType
+from typing import NoReturn
 
 import torch
 
@@ -119,20 +123,34 @@ def training_jobs(config: Config, jobs: int) -> int:
 
 def _start_worker() -> None:
     """A worker's signals (it starts with them blocked, nmt/interrupts.py): Ctrl-C stays blocked, for the
-    parent passes it on once, as SIGUSR1 (_stop); SIGTERM ends the worker at once, as the pool expects."""
+    parent passes it on once, as SIGUSR1 (_stop); SIGTERM ends an idle worker at once, as the pool expects,
+    and stops a run in training as SIGUSR1 does (_train_in_child)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # until a run starts (_train_in_child)
     signal.signal(signal.SIGUSR1, _stop)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGUSR1})
 
 
 def _stop(signum: int, frame: FrameType | None) -> None:
-    """SIGUSR1 in a worker: a run in training stops as on Ctrl-C (the trainer saves a checkpoint at the end
-    of its step), a run still setting up stops at once or, should that KeyboardInterrupt be lost, before its
-    first step (with a checkpoint), and no later run starts."""
+    """SIGUSR1 (or, in a run, SIGTERM) in a worker: a run in training stops as on Ctrl-C (the trainer saves a
+    checkpoint at the end of its step), a run still setting up stops at once or, should that KeyboardInterrupt
+    be lost, before its first step (with a checkpoint), and no later run starts. Only the first stop counts:
+    a group's SIGTERM and the parent's SIGUSR1 both come, and a second request would stop without a checkpoint."""
+    if StopRequest.pending:
+        return
     StopRequest.pending = True
     handler = signal.getsignal(signal.SIGINT)
-    if callable(handler):
-        handler(signal.SIGINT, frame)
+    if callable(handler):  # announced as the user's Ctrl-C, or as the SIGTERM it is
+        handler(signal.SIGTERM if signum == signal.SIGTERM else signal.SIGINT, frame)
+
+
+def _end_stopped_worker() -> NoReturn:
+    """End a worker whose run stopped on request, instead of returning to the pool's queue: a sibling that
+    SIGTERM or the out-of-memory killer ended while it waited on that queue may hold its lock for ever. The
+    pool then counts the worker as broken: a parent that is stopping too no longer reads it; one that is not
+    (SIGTERM to this worker alone) stops the experiment, the checkpoints kept."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(130)
 
 
 def _stop_workers() -> None:
@@ -147,12 +165,16 @@ def _train_in_child(config: Config, run_dir: Path, log_path: Path) -> tuple[str,
     An NMTError reaches the parent whole, hint included (exceptions cross pickled)."""
     start = time.perf_counter()
     signal.signal(signal.SIGINT, signal.default_int_handler)  # set before `pending` is read: no stop is lost
+    signal.signal(signal.SIGTERM, _stop)
     try:
         if StopRequest.pending:
             raise KeyboardInterrupt
         with open(log_path, "a", encoding="utf-8") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
             done = _train_run(config, run_dir)
+    except KeyboardInterrupt:  # a stop (_stop): the run has saved
+        _end_stopped_worker()
     finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     return done, time.perf_counter() - start
 
@@ -213,9 +235,10 @@ def _train_in_parallel(
                 except NMTError as error:
                     hint = f"{error.hint} (its output: {logs[name]})".strip()
                     raise NMTError(f"run {name}: {error.message}", hint) from None
-                except BrokenProcessPool:  # a worker was killed: the out-of-memory killer, a signal to it alone
+                except BrokenProcessPool:  # a worker was killed (the out-of-memory killer) or stopped alone
                     raise NMTError(
-                        f"run {name}: a training worker ended without finishing (killed, or out of memory); "
+                        f"run {name}: a training worker ended without finishing (stopped or killed by a signal, or "
+                        "out of memory); "
                         "every run's saved checkpoints are kept.",
                         f"Run the same command again to resume (the run's output: {logs[name]}).",
                     ) from None

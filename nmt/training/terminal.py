@@ -101,8 +101,8 @@ class Terminal:
 
 class StopRequest:
     """While active, the first SIGINT only sets `requested` (and is announced); a second one interrupts at
-    once. SIGTERM comes here through `nmt`'s own handler (nmt/interrupts.py); elsewhere, as in an
-    experiment's training worker, it ends the process, as multiprocessing's pool expects of it."""
+    once. SIGTERM comes here through `nmt`'s own handler (nmt/interrupts.py), in an experiment's training
+    worker through the worker's (nmt/training/parallel.py)."""
 
     # A stop asked for while none was active (an experiment's worker still setting its run up,
     # nmt/training/parallel.py): the next one starts requested, so the stop holds even if the KeyboardInterrupt

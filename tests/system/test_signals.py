@@ -168,6 +168,19 @@ def test_ctrl_c_saves_the_training_run_and_the_same_experiment_command_resumes_i
 
 
 @pytest.mark.slow
+def test_sigterm_to_the_whole_group_saves_the_run_in_training(tmp_path: Path) -> None:
+    """`timeout` and Slurm send SIGTERM to every process of the group, the training workers included: a run
+    in training saves a checkpoint for --resume at the end of its step, as on Ctrl-C."""
+    out = tmp_path / "out"
+    process = start("experiment", str(experiment_config(tmp_path)), "--out", str(out), "--jobs", "2")
+    wait_until((out / "runs/long/log.jsonl").exists, process)  # written in the training loop
+    stopped(process, signal.SIGTERM, "experiment")
+    assert "saving a checkpoint, then stopping" in (out / "runs/long.log").read_text()
+    assert list((out / "runs/long/checkpoints").glob("interrupted_*.pt")), list((out / "runs/long/checkpoints").iterdir())
+    checkpoints_load(out)
+
+
+@pytest.mark.slow
 def test_sigterm_stops_nmt_train_as_ctrl_c_does_as_it_starts_and_in_training(tmp_path: Path) -> None:
     config = reverse_task_config(tmp_path / "data", training={"max_steps": 100_000, "checkpoint_every": 1000})
     save_config(config, tmp_path / "config.yaml")
