@@ -216,8 +216,8 @@ def test_too_few_resamples_for_the_significance_are_refused(significance: float,
         config_from_dict({"evaluation": {"significance": significance, "bootstrap_samples": fewest - 1}})
     evaluation = config_from_dict({"evaluation": {"significance": significance, "bootstrap_samples": fewest}}).evaluation
     assert evaluation.bootstrap_samples == fewest
-    assert paired_p_value(np.zeros(fewest), np.ones(fewest)) < significance  # one resample fewer: not below it
-    assert paired_p_value(np.zeros(fewest - 1), np.ones(fewest - 1)) >= significance
+    assert paired_p_value(np.zeros(fewest), np.ones(fewest)) < significance
+    assert paired_p_value(np.zeros(fewest - 1), np.ones(fewest - 1)) >= significance  # one resample fewer: not below it
 
 
 def test_shared_embeddings_need_one_vocabulary_and_a_transformer() -> None:
