@@ -338,6 +338,10 @@ def test_bad_inputs_raise_errors_naming_file_and_line(tmp_path: Path) -> None:
     with pytest.raises(NMTError, match=r"g\.jsonl, line 2: field 'en' is int, expected a string\. Set data.src_field"):
         corpus_source(data_config(source="files", train=str(tmp_path / "g.jsonl"), src_field="en",
                                   tgt_field="fr")).read()
+    (tmp_path / "s.jsonl").write_text('{"translation": {"en": "a", "fr": "b"}}\n{"translation": {"en": "a\\ud83d", "fr": "b"}}\n')
+    with pytest.raises(NMTError, match=r"s\.jsonl, line 2: field 'translation\.en' holds a lone surrogate '\\ud83d' \(at "
+                                       r"character 2\), half of a character that UTF-8 cannot write\. Write the whole"):
+        corpus_source(data_config(source="files", train=str(tmp_path / "s.jsonl"))).read()
     (tmp_path / "f.jsonl").write_text('{"translation": {"en": "a", "fr": "b"}}\n{"translation": {"en" "c"}}\n')
     with pytest.raises(NMTError, match=r"f\.jsonl, line 2: invalid JSON \(Expecting ':' delimiter, character 23 of"):
         corpus_source(data_config(source="files", train=str(tmp_path / "f.jsonl"))).read()

@@ -16,9 +16,12 @@ from typing import Any
 
 import pytest
 
+import nmt.data.prepare as prepare_module
 from nmt.cli import main
 from nmt.config import DataConfig, config_from_dict, save_config
-from nmt.data.prepare import FORMAT_VERSION, format_stats, load_prepared, prepare
+from nmt.data.pairs import Corpus
+from nmt.data.prepare import FORMAT_VERSION, format_stats, is_prepared, load_corpus, load_prepared, prepare
+from nmt.data.sources import corpus_source
 from nmt.errors import NMTError
 from nmt.typed_yaml import section_dict
 from tests.helpers import unwritable
@@ -198,6 +201,9 @@ DAMAGES: dict[str, tuple[Callable[[Path], object], str]] = {
                           f"lacks files that nmt prepare wrote there (tokenizer.json): {AGAIN}"),
     "files deleted": (lambda folder: [(folder / name).unlink() for name in ("valid.tgt", "stats.json", "spm.model")],
                       f"lacks files that nmt prepare wrote there (valid.tgt, stats.json, spm.model): {AGAIN}"),
+    # Tokenizer.load refuses it and tells the user to re-run prepare, which must then rebuild it
+    "model damaged": (lambda folder: (folder / "spm.model").write_bytes((folder / "spm.model").read_bytes()[:-1] + b"?"),
+                      f"has a sentencepiece model whose sha256 differs from tokenizer.json's (spm.model): {AGAIN}"),
 }
 
 
@@ -437,3 +443,23 @@ def test_prepare_says_where_it_wrote_and_which_splits_were_carved_from_train_or_
         "valid carved from train, test carved from train (current: nothing was rebuilt)"
     )
     assert {p.name: p.stat().st_mtime_ns for p in (tmp_path / "prepared").iterdir()} == before
+
+
+def test_an_input_file_edited_while_prepare_reads_it_is_read_again_next_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """prepared.json records the inputs as they were before the build read them: a file edited during the
+    build (sentencepiece trains for half a minute on a large corpus) differs from its record, so the next
+    prepare builds from the edited text rather than calling the folder current."""
+    config, _ = setup(tmp_path)
+    edited = next(path for path in corpus_source(config).inputs() if path.is_file())
+
+    def read_then_edited(config: DataConfig) -> Corpus:
+        corpus = load_corpus(config)
+        edited.write_text(edited.read_text(encoding="utf-8") + "one more line\n", encoding="utf-8")
+        return corpus
+
+    monkeypatch.setattr(prepare_module, "load_corpus", read_then_edited)
+    prepare(config)
+    monkeypatch.undo()
+    assert not is_prepared(config)

@@ -159,6 +159,14 @@ def record_pair(record: Any, config: DataConfig, where: str | Callable[[], str])
                 f"{_place(where)}: field '{dotted}' is {type(value).__name__}, expected a string.",
                 "Set data.src_field / data.tgt_field to the dotted path of a field holding the text itself.",
             )
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as error:  # JSON's "\ud83d" escape of half a character: no text can hold it
+            raise NMTError(
+                f"{_place(where)}: field '{dotted}' holds a lone surrogate {value[error.start]!r} (at character "
+                f"{error.start + 1}), half of a character that UTF-8 cannot write.",
+                "Write the whole character (both halves of its \\uXXXX pair, or the character itself), or remove it.",
+            ) from None
         pair.append(value)
     return pair[0], pair[1]
 

@@ -31,7 +31,7 @@ from nmt.data.pairs import MAX_LINE_CHARS, SPLITS, Corpus, Pair
 from nmt.data.sources import content_settings, corpus_source, prepared_dir
 from nmt.data.subwords import MANIFEST, SUBWORD_KEYS, Tokenizer, read_manifest
 from nmt.errors import NMTError, counted
-from nmt.fileio import atomic_write_json, atomic_write_text, errors_naming, interrupts_deferred
+from nmt.fileio import atomic_write_json, atomic_write_text, errors_naming, interrupts_deferred, sha256_file
 from nmt.interrupts import starting_children
 from nmt.lengths import assign_buckets, make_buckets, word_count
 from nmt.typed_yaml import ABSENT, config_changes
@@ -128,6 +128,8 @@ def _why_stale(directory: Path, config: DataConfig) -> str | None:
     needed = [*splits, "stats.json", MANIFEST, *manifest.get("sha256", [])]
     if missing := [name for name in needed if not (directory / name).is_file()]:
         return f"lacks files that nmt prepare wrote there ({', '.join(missing)}): {again}"
+    if damaged := [name for name, digest in manifest.get("sha256", {}).items() if sha256_file(directory / name) != digest]:
+        return f"has a sentencepiece model whose sha256 differs from {MANIFEST}'s ({', '.join(damaged)}): {again}"
     return None
 
 
@@ -149,6 +151,8 @@ def _stats(corpus: Corpus, tokenizer: Tokenizer, config: DataConfig) -> dict[str
 
 
 def _build(directory: Path, config: DataConfig) -> None:
+    # the inputs as they were when read: one edited during the build then differs from its record
+    before = _fingerprint(config)
     corpus = load_corpus(config)
     for split in SPLITS:
         pairs = corpus.splits[split]
@@ -157,8 +161,10 @@ def _build(directory: Path, config: DataConfig) -> None:
     train = corpus.splits["train"]
     tokenizer = _in_child_process(Tokenizer.train, [s for s, _ in train], [t for _, t in train], directory, config)
     atomic_write_json(directory / "stats.json", _stats(corpus, tokenizer, config))
+    fingerprint = _fingerprint(config)  # with the inputs the build fetched (the Bible's download) ...
+    fingerprint["inputs"] |= before["inputs"]  # ... and the others' state before they were read
     # Written last: its presence says the folder is complete.
-    atomic_write_json(directory / "prepared.json", _fingerprint(config))
+    atomic_write_json(directory / "prepared.json", fingerprint)
 
 
 def _in_child_process(function: Callable[..., Tokenizer], *args: Any) -> Tokenizer:
