@@ -180,9 +180,11 @@ def test_early_stopping_counts_only_the_periodic_validations_that_do_not_improve
     assert stopping.observe(3.0, 10) and (stopping.best_score, stopping.best_step) == (3.0, 10)
     assert not stopping.observe(3.5, 20) and stopping.bad_validations == 1 and not stopping.exhausted
     assert stopping.observe(2.0, 25, counts=False)  # a closing validation can win best.pt ...
-    assert stopping.bad_validations == 1 and stopping.best_step == 25  # ... but leaves the patience alone
-    assert not stopping.observe(2.5, 30) and stopping.exhausted
-    assert stopping.observe(1.0, 40) and stopping.bad_validations == 0 and not stopping.exhausted
+    assert stopping.bad_validations == 1 and stopping.best_step == 25  # ... but leaves the patience alone,
+    # measured against the periodic 3.0, as in a run trained straight through, which never validated at 25
+    assert not stopping.observe(2.5, 30) and stopping.bad_validations == 0 and stopping.best_step == 25
+    assert not stopping.observe(2.6, 40) and not stopping.observe(2.7, 50) and stopping.exhausted
+    assert stopping.observe(1.0, 60) and stopping.bad_validations == 0 and not stopping.exhausted
     never = Patience("bleu", patience=0)
     for step in range(5):
         never.observe(0.0, step)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 from pathlib import Path
@@ -14,6 +15,7 @@ from nmt.config import config_from_dict
 from nmt.rundir.checkpoints import load_checkpoint
 from nmt.training import trainer
 from nmt.training.trainer import train
+from nmt.training.validation import ValidationResult
 from tests.helpers import (
     TINY_TRANSFORMER,
     assert_same_weights,
@@ -109,6 +111,30 @@ def test_a_run_ended_off_the_validation_grid_resumes_to_the_straight_runs_weight
     assert a["schedule"] == b["schedule"]
     valid = [e["step"] for e in log_without_timing(tmp_path / "split") if e["event"] == "valid"]
     assert valid == [10, 15, 20, 24]
+
+
+@pytest.mark.slow
+def test_a_closing_validation_leaves_early_stopping_where_the_straight_run_has_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run ended off the validation grid (max_steps 15) validates there and may keep that step as best.pt,
+    but the run continued to a higher cap stops early at the straight run's step, with its weights: patience
+    counts against the best of the periodic validations. Validation BLEU scripted, in call order."""
+    config = resume_config(tmp_path / "data", max_steps=100, patience=2)
+    scripted = [10.0, 12.0, 13.0, 12.5, 13.5, 13.0, 13.0]  # every 10 steps: best at 50, stopped at 70
+    scores = iter(scripted + [10.0, 14.0] + scripted[1:])  # the straight run; the split run's 10, 15 | 20, 30, ...
+
+    def validate(*args: Any, **kwargs: Any) -> ValidationResult:
+        return ValidationResult(loss=1.0, ppl=math.e, bleu=next(scores), signature="scripted", sentences=10)
+
+    monkeypatch.setattr(trainer, "validate", validate)
+    straight = train(config, tmp_path / "straight")
+    first = train(with_max_steps(config, 15), tmp_path / "split")
+    assert (first["best_step"], first["best_score"]) == (15, 14.0)
+    resumed = train(config, tmp_path / "split", resume=True)
+    assert (straight["stopped_by"], straight["final_step"], straight["best_step"]) == ("early_stopping", 70, 50)
+    assert (resumed["stopped_by"], resumed["final_step"], resumed["best_step"]) == ("early_stopping", 70, 15)
+    assert_same_weights(final_state(tmp_path / "straight", 70)["model"], final_state(tmp_path / "split", 70)["model"])
 
 
 @pytest.mark.slow

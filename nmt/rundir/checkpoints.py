@@ -117,6 +117,9 @@ class TrainingState:
     rng: list[dict[str, Any]]  # every rank's RNG states, in rank order
     last_validation: dict[str, Any] | None
     world_size: int
+    # the best score of the periodic validations, against which patience counts (NaN: none yet); absent
+    # (None) from checkpoints written before it was kept, where best_score served
+    periodic_best: float | None = None
 
 
 @dataclass
@@ -139,8 +142,10 @@ class Checkpoint:
         """The file's content: one flat dict (fields left None are left out), as torch.save writes it."""
         flat = {key: value for key, value in vars(self).items() if key != "training" and value is not None}
         if self.training is not None:
-            # by reference: asdict would deep-copy the optimiser's tensors at every checkpoint
-            flat.update(vars(self.training))
+            # by reference: asdict would deep-copy the optimiser's tensors at every checkpoint; a field added
+            # later is left out where it is None, so that an older checkpoint rewritten keeps its keys
+            flat.update({key: value for key, value in vars(self.training).items()
+                         if value is not None or key not in _ADDED_TRAINING_FIELDS})
         return flat
 
     @classmethod
@@ -160,6 +165,7 @@ class Checkpoint:
 # The file's keys are these fields' names.
 _WEIGHT_FIELDS = [field for field in dataclasses.fields(Checkpoint) if field.name != "training"]
 _TRAINING_FIELDS = list(dataclasses.fields(TrainingState))
+_ADDED_TRAINING_FIELDS = {f.name for f in _TRAINING_FIELDS if f.default is not dataclasses.MISSING}
 
 
 def _checked(state: dict[str, Any], fields: list[dataclasses.Field], path: Path) -> dict[str, Any]:

@@ -64,23 +64,30 @@ def is_better(score: float, best: float | None, metric: str) -> bool:
 
 @dataclass
 class Patience:
-    """The best validation score so far (by `metric`), its step, and the validations since it improved;
-    `patience` such validations in a row exhaust it (0: never): early stopping ends the run then."""
+    """The best validation score so far (by `metric`), its step, and the periodic validations since the best
+    of them improved; `patience` such validations in a row exhaust it (0: never): early stopping ends the
+    run then."""
 
     metric: str
     patience: int
     best_score: float | None = None
     best_step: int = 0
     bad_validations: int = 0
+    periodic_best: float | None = None  # the best of the validations that count
 
     def observe(self, score: float, step: int, counts: bool = True) -> bool:
         """Record the validation of `step`; True if its score is the best so far. Only validations that
-        `count` (the periodic ones) move the patience counter."""
+        `count` (the periodic ones) move the patience counter, measured against the best of them: a closing
+        validation (a last step off the grid) may win best.pt, but a run continued past it stops where one
+        trained straight through does."""
         improved = is_better(score, self.best_score, self.metric)
         if improved:
             self.best_score, self.best_step = score, step
         if counts:
-            self.bad_validations = 0 if improved else self.bad_validations + 1
+            periodic_improved = is_better(score, self.periodic_best, self.metric)
+            if periodic_improved:
+                self.periodic_best = score
+            self.bad_validations = 0 if periodic_improved else self.bad_validations + 1
         return improved
 
     @property
@@ -153,3 +160,4 @@ class LRSchedule:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.scale = state["scale"]  # as state_dict wrote them (a float, and an int)
         self.plateau.best_score, self.plateau.bad_validations = state["best"], state["bad_validations"]
+        self.plateau.periodic_best = self.plateau.best_score  # every validation the plateau sees counts

@@ -150,6 +150,8 @@ class Trainer:
         self.epoch, self.position = state.epoch, state.position
         self.stopping.best_score, self.stopping.best_step = state.best_score, state.best_step
         self.stopping.bad_validations = state.bad_validations
+        periodic = state.best_score if state.periodic_best is None else state.periodic_best
+        self.stopping.periodic_best = None if periodic is None or math.isnan(periodic) else periodic
         self.acc = dict(state.log_acc)
         self.elapsed_before = state.elapsed_s
         # an interruption's checkpoint is for --resume only: its step still gets a periodic one at the end
@@ -371,6 +373,7 @@ class Trainer:
             best_step=self.stopping.best_step, bad_validations=self.stopping.bad_validations,
             log_acc={**self.acc, "seconds": seconds}, elapsed_s=self._elapsed(), rng=rngs,
             last_validation=self.last_validation, world_size=self.ctx.world_size,
+            periodic_best=math.nan if self.stopping.periodic_best is None else self.stopping.periodic_best,
         )
         checkpoint = weights_checkpoint(self.model, self.step, best if best is not None else math.nan, self.config, self.tokenizer)
         write_step(self.run_dir, dataclasses.replace(checkpoint, training=state), self.tc.keep_last, interrupted)
