@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import errno
 import math
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -23,6 +24,7 @@ from nmt.rundir.checkpoints import (
     step_checkpoint_name,
     step_checkpoints,
 )
+from nmt.rundir.writing import RESUMABLE_KEYS
 from nmt.training.checkpointing import (
     disk_error,
     diverged_error,
@@ -112,6 +114,9 @@ def test_errors_name_the_last_intact_checkpoint(tmp_path: Path) -> None:
     diverged = diverged_error(tmp_path, 6, 2, "the training loss is nan")
     assert diverged.message.startswith("training diverged at step 6 (epoch 2): the training loss is nan;")
     assert f"Last good checkpoint: {last}." in diverged.message
+    # every setting the hint names is one --resume refuses to change, so the hint is a new run
+    named = set(re.findall(r"training\.\w+", diverged.hint))
+    assert named and not named & RESUMABLE_KEYS and "Train a new run" in diverged.hint
 
 
 def test_an_interruption_checkpoint_is_for_resuming_only(tmp_path: Path) -> None:

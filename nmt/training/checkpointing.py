@@ -111,12 +111,13 @@ def disk_error(run_dir: Path, step: int, error: OSError | DiskFullError) -> NMTE
 
 
 def diverged_error(run_dir: Path, step: int, epoch: int, what: str) -> NMTError:
-    """A non-finite loss or gradient at update `step`: nothing of that state is saved; resume from the
-    last good checkpoint with a gentler setting."""
+    """A non-finite loss or gradient at update `step`: nothing of that state is saved. The settings that
+    tame it change what is learned, which --resume refuses (and the same settings take the same path), so
+    the hint is a new run."""
     last = latest_step_checkpoint(run_dir)
     return NMTError(
         f"training diverged at step {step} (epoch {epoch}): {what}; nothing was saved "
         f"from this state. Last good checkpoint: {last or 'none'}.",
-        "Lower training.learning_rate, keep training.clip_grad_norm > 0 or use training.precision: fp32, "
-        "then --resume (or start again).",
+        "Train a new run (another --run-dir) with a lower training.learning_rate, training.clip_grad_norm > 0 or "
+        "training.precision: fp32; --resume would take the same path again, and refuses those changes.",
     )
