@@ -5,6 +5,7 @@ tests/system/test_experiment.py)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -15,8 +16,9 @@ from nmt.compare.experiment import Timings, run_experiment
 from nmt.compare.experiment_report import _setup_lines, _tables, _time_lines, training_outcomes
 from nmt.config import config_from_dict, load_config, save_config
 from nmt.errors import NMTError
+from nmt.rundir.lock import RunLock
 from nmt.rundir.writing import write_config, write_summary
-from tests.helpers import CONFIGS, shortened
+from tests.helpers import CONFIGS, reverse_task_config, shortened
 
 
 def test_force_only_deletes_experiment_folders(tmp_path: Path) -> None:
@@ -26,6 +28,41 @@ def test_force_only_deletes_experiment_folders(tmp_path: Path) -> None:
     with pytest.raises(NMTError, match=r"--force would delete .*notes, which is not an experiment folder"):
         run_experiment(CONFIGS / "quick.yaml", [], precious, force=True)
     assert (precious / "thesis.tex").read_text(encoding="utf-8") == "keep me"
+
+
+def _an_experiment_folder(out: Path) -> Path:
+    """An experiment folder as --force finds it: its timings.json and a trained run's folder."""
+    (out / "runs" / "x").mkdir(parents=True)
+    (out / "timings.json").write_text('{"sessions": []}', encoding="utf-8")
+    (out / "runs" / "x" / "log.jsonl").write_text("{}\n", encoding="utf-8")
+    return out / "runs" / "x" / "log.jsonl"
+
+
+@pytest.mark.parametrize("only_that_run", [False, True])
+def test_force_deletes_no_run_that_another_process_trains(tmp_path: Path, only_that_run: bool) -> None:
+    work = _an_experiment_folder(tmp_path / "out")
+    raw = reverse_task_config(tmp_path / "data").to_dict()
+    raw["runs"] = {"x": {}, "y": {}}
+    save_config(config_from_dict(raw), tmp_path / "config.yaml")
+    lock = RunLock(tmp_path / "out" / "runs" / "x")
+    lock.acquire()  # as `nmt train` does: the holder() probe opens the file anew, so this process counts as another
+    try:
+        with pytest.raises(NMTError, match=rf"--force would delete \S+/runs/x, which process {os.getpid()} is training now"):
+            run_experiment(tmp_path / "config.yaml", [], tmp_path / "out", force=True, runs=["x"] if only_that_run else ())
+    finally:
+        lock.release()
+    assert work.read_text(encoding="utf-8") == "{}\n"
+
+
+def test_force_deletes_nothing_when_the_corpus_cannot_be_read(tmp_path: Path) -> None:
+    work = _an_experiment_folder(tmp_path / "out")
+    raw = reverse_task_config(tmp_path / "data").to_dict()
+    raw["data"]["files"]["train"] = str(tmp_path / "missing")
+    raw["runs"] = {"x": {}}
+    save_config(config_from_dict(raw), tmp_path / "config.yaml")
+    with pytest.raises(NMTError, match="missing"):
+        run_experiment(tmp_path / "config.yaml", [], tmp_path / "out", force=True)
+    assert work.read_text(encoding="utf-8") == "{}\n" and (tmp_path / "out" / "timings.json").is_file()
 
 
 @pytest.mark.parametrize("text", ['{"prepare": 1', '[1, 2]', '{"prepare": null}', '{"prepare": "soon"}',

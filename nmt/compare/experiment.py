@@ -32,6 +32,7 @@ from nmt.environment import describe_environment
 from nmt.errors import NMTError
 from nmt.fileio import atomic_write_json, atomic_write_text, same_file
 from nmt.models.interface import model_kind
+from nmt.rundir.lock import RunLock
 from nmt.rundir.writing import read_summary, run_files
 from nmt.training.parallel import check_runs, train_runs
 from nmt.typed_yaml import config_diff
@@ -122,6 +123,21 @@ def _check_is_experiment_folder(out_dir: Path) -> None:
         )
 
 
+def _check_none_training(out_dir: Path, runs: Iterable[str] | None) -> None:
+    """--force: refuse, deleting nothing, while a process trains one of the run folders it would delete
+    (all of OUT/runs, or with --runs only `runs`): it holds the run's train.lock (nmt/rundir/lock.py)."""
+    folders = [out_dir / "runs" / name for name in runs] if runs is not None else (
+        sorted(path for path in (out_dir / "runs").iterdir() if path.is_dir()) if (out_dir / "runs").is_dir() else [])
+    for folder in folders:
+        lock = RunLock(folder)
+        if (holder := lock.holder()) is not None:
+            raise NMTError(
+                f"--force would delete {folder}, which process {holder} is training now (it holds {lock.path}); "
+                "nothing was deleted.",
+                f"Wait for that training to end, or stop it (kill {holder}) first.",
+            )
+
+
 def _delete_for_force(out_dir: Path, runs: Iterable[str] | None) -> None:
     """--force: delete the experiment folder, or with --runs (`runs`) only those runs' folders and logs, so that
     they train afresh and the runs it leaves out stay trained (the report is written anew in any case)."""
@@ -193,9 +209,14 @@ def run_experiment(
     _check_data_dirs(config)
     _check_not_a_run(out_dir)
     _check_config_kept(config_path, out_dir, force)
+    deleted = config.runs if runs else None
     if force and out_dir.exists():
         _check_is_experiment_folder(out_dir)
-        _delete_for_force(out_dir, config.runs if runs else None)
+        _check_none_training(out_dir, deleted)
+    # with --force, before anything is deleted: a corpus or data setting at fault then leaves the folder whole
+    prepare_seconds = _prepare_data(config) if force else None
+    if force and out_dir.exists():
+        _delete_for_force(out_dir, deleted)
     run_dirs = {name: out_dir / "runs" / name for name in config.runs}
     check_runs(config, run_dirs)  # a refused experiment leaves the folder as it was
     # the command that reproduces the report
@@ -207,7 +228,7 @@ def run_experiment(
     out_dir.mkdir(parents=True, exist_ok=True)
     save_config(config, out_dir / "config.yaml")
     with timings.noting_interruption(began):
-        _prepare_data(config, timings)
+        timings.record("prepare", _prepare_data(config) if prepare_seconds is None else prepare_seconds)
         train_runs(config, run_dirs, jobs, timings.record)
         with timings.phase("evaluate"):
             results = evaluate_runs(list(run_dirs.values()), out_dir=out_dir)  # each run's own decoding section
@@ -232,14 +253,14 @@ def run_experiment(
     return results
 
 
-def _prepare_data(config: Config, timings: Timings) -> None:
-    """Prepare each data folder the runs use, once."""
+def _prepare_data(config: Config) -> float:
+    """Prepare each data folder the runs use, once; returns the seconds it took."""
     start = time.perf_counter()
     data_sections = {prepared_dir(run.data): run.data for run in (config.for_run(name) for name in config.runs)}
     for data in data_sections.values():
         current = is_prepared(data)
         print(format_stats(prepare(data), data, built=not current))
-    timings.record("prepare", time.perf_counter() - start)
+    return time.perf_counter() - start
 
 
 def _attention(config: Config, run_dirs: dict[str, Path], results: dict[str, Any], out_dir: Path) -> str | None:
