@@ -6,10 +6,12 @@ import errno
 from pathlib import Path
 
 import pytest
+import torch
 
 import nmt.commands.prepare
 import nmt.commands.score
 import nmt.commands.train
+import nmt.commands.translate
 from nmt.cli import main
 
 DISK_HINT = "Check that the path exists, is writable and that the disk has space.\n"
@@ -38,6 +40,34 @@ def test_an_os_error_is_one_line_naming_its_file_if_it_has_one_and_what_to_do(
     monkeypatch.setattr(nmt.commands.prepare, "run", fail)
     assert main(["prepare", "any.yaml"]) == 2
     assert capsys.readouterr().err == printed
+
+
+@pytest.mark.parametrize(("error", "command", "hint"), [
+    (torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB\nmore"), "train", "Lower training.batch_tokens"),
+    (RuntimeError("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory: you tried "
+                  "to allocate 8589934592 bytes."), "translate", "Decode fewer sentences at once"),
+    (MemoryError(), "translate", "Decode fewer sentences at once"),
+])
+def test_running_out_of_memory_is_one_message_with_what_to_lower(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], error: BaseException, command: str, hint: str
+) -> None:
+    def fail(args: object) -> None:
+        raise error
+
+    monkeypatch.setattr(getattr(nmt.commands, command), "run", fail)
+    assert main([command, "any.yaml" if command == "train" else "run"]) == 2
+    err = capsys.readouterr().err
+    first = str(error).splitlines()[0] if str(error) else "MemoryError"
+    assert err.startswith(f"nmt {command}: error: out of memory ({first}).\n{hint}") and "Traceback" not in err
+
+
+def test_another_runtime_error_is_not_called_out_of_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    def fail(args: object) -> None:
+        raise RuntimeError("shapes do not match")
+
+    monkeypatch.setattr(nmt.commands.translate, "run", fail)
+    with pytest.raises(RuntimeError, match="shapes do not match"):
+        main(["translate", "run"])
 
 
 @pytest.mark.parametrize("command", [["score", "--ref", "ref.txt", "ref.txt"], ["evaluate", "run"], ["curve", "run"],
