@@ -5,6 +5,7 @@ validation pass and its subset: test_validation.py.)"""
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import math
 import os
@@ -27,6 +28,7 @@ from nmt.models import build_model, count_parameters
 from nmt.rundir.checkpoints import load_checkpoint, save_checkpoint
 from nmt.rundir.writing import with_absolute_paths
 from nmt.training.distributed import DistContext
+from nmt.training.terminal import Terminal
 from nmt.training.trainer import Trainer, initial_model, train
 from tests.helpers import FillingDisk, reverse_task_config
 
@@ -498,3 +500,19 @@ def test_a_full_disk_names_the_file_and_the_intact_checkpoint_to_resume_from(
     monkeypatch.setattr(torch, "save", real_save)
     assert main(["train", str(config_path), "--run-dir", str(run), "--resume"]) == 0
     assert json.loads((run / "summary.json").read_text())["final_step"] == 6
+
+
+def test_a_reader_leaving_stdout_is_no_disk_error(data_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`nmt train ... | head`: the broken pipe reaches nmt's quiet exit (status 141) as it is, not as a full disk."""
+    config = tiny(data_root, max_steps=6, checkpoint_every=2, validate_every=3)
+
+    say = Terminal.say
+
+    def reader_gone_by_the_validation(self: Terminal, text: str) -> None:
+        if text.startswith("validation at step"):
+            raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+        say(self, text)
+
+    monkeypatch.setattr(Terminal, "say", reader_gone_by_the_validation)
+    with pytest.raises(BrokenPipeError):
+        train(config, tmp_path / "run")

@@ -239,6 +239,8 @@ class Trainer:
         """Turn an OSError writing the run (a full disk) into an NMTError naming the file and how to continue."""
         try:
             yield
+        except BrokenPipeError:  # stdout's reader left (`nmt train ... | head`): nmt's own quiet exit, no disk's fault
+            raise
         except (OSError, DiskFullError) as error:
             raise disk_error(self.run_dir, self.step, error) from None
 
