@@ -77,6 +77,19 @@ def test_stdin_to_stdout_through_python_m_nmt(trained_reverse_run: Path) -> None
     assert out[:3] == Translator.from_run(trained_reverse_run, beam_size=1).translate(lines)
 
 
+@pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
+def test_translations_reach_stdout_in_utf8_whatever_the_locale(encoding: str) -> None:
+    """-o's file and the input are UTF-8; so is stdout, where the locale's encoding would fail on (ascii) or
+    change (latin-1) a translation's characters. What was printed before comes first."""
+    text = "la lumière, l’Éternel\n"
+    code = ("import sys; from nmt.decoding.translate import _utf8_stdout; print('before')\n"
+            f"with _utf8_stdout() as sink: sink.write({text!r}); sink.flush()\nprint('after')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, check=False,
+                          env={**os.environ, "PYTHONIOENCODING": encoding, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == b"before\n" + text.encode("utf-8") + b"after\n"
+
+
 @pytest.mark.slow
 def test_a_terminal_gets_each_translation_before_the_input_ends(trained_reverse_run: Path) -> None:
     controller, terminal = pty.openpty()

@@ -112,7 +112,7 @@ def translate_file(
     name = str(input_path) if input_path is not None else "<stdin>"
     with (
         open(input_path, "rb") if input_path is not None else nullcontext(sys.stdin.buffer) as source,
-        _open_output(Path(output_path)) if output_path is not None else nullcontext(sys.stdout) as sink,
+        _open_output(Path(output_path)) if output_path is not None else _utf8_stdout() as sink,
     ):
         source_lines, first, nbest = _read_lines(source, name, MAX_LINE_BYTES), 1, translator.decoding.nbest
         chunk = 1 if source.isatty() else max(CHUNK_LINES, translator.decoding.batch_size)
@@ -123,6 +123,17 @@ def translate_file(
                 _plot_chunk(results, lines, first, plots_dir, translator.model.attention_shown)
             sink.flush()
             first += len(lines)
+
+
+def _utf8_stdout() -> AbstractContextManager[IO[str]]:
+    """stdout as UTF-8 whatever the locale (as -o's file and the input are): a C or latin-1 locale would
+    fail on, or change, the characters of a translation. Left as it is where it has no byte stream under it
+    (a test's capture)."""
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:
+        return nullcontext(sys.stdout)
+    sys.stdout.flush()  # what was printed before comes first
+    return nullcontext(codecs.getwriter("utf-8")(buffer))  # a writer that owns nothing: sys.stdout stays open
 
 
 def _open_output(path: Path) -> AbstractContextManager[IO[str]]:
