@@ -191,6 +191,24 @@ def test_score_two_files_with_source(files: dict[str, Path], tmp_path: Path) -> 
     assert (out / "bleu_by_length.png").is_file() and (out / "src.txt").is_file()
 
 
+@pytest.mark.parametrize("command", ["score", "evaluate"])
+def test_no_report_is_written_into_an_experiment_s_folder(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """An experiment's report.md and results.json hold its training, timings and checks: `nmt score` and
+    `nmt evaluate` refuse its folder as --out before any work, rather than replace them."""
+    out = tmp_path / "experiment"
+    out.mkdir()
+    kept = {"timings.json": '{"sessions": []}', "report.md": "# the experiment", "results.json": "{}"}
+    for name, text in kept.items():
+        (out / name).write_text(text, encoding="utf-8")
+    argv = (["score", "--ref", str(files["ref"]), str(files["good"])] if command == "score"
+            else ["evaluate", str(tmp_path / "run")])
+    assert main([*argv, "--out", str(out)]) == 2
+    assert f"error: --out {out} is an experiment's folder (timings.json)" in capsys.readouterr().err
+    assert {path.name: path.read_text(encoding="utf-8") for path in out.iterdir()} == kept
+
+
 @pytest.mark.slow
 def test_score_reports_chrf_by_bucket_with_intervals(files: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "out"

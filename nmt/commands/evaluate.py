@@ -36,9 +36,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     from nmt.compare.evaluate import evaluate_runs  # the library: only now
+    from nmt.evaluation.report_folder import refuse_experiment_folder
 
     if args.src is not None and sets_key(args.overrides, "evaluation.split"):
         raise NMTError("give either --split (evaluation.split) or --src/--ref, not both.")
+    if args.out is not None:
+        refuse_experiment_folder(args.out, "nmt evaluate")
     arguments.use_threads(args.threads, args.run_dirs[0])
     evaluate_runs(args.run_dirs, src_path=args.src, ref_path=args.ref, out_dir=args.out, device=args.device,
                   overrides=args.overrides, checkpoint=args.checkpoint, option="--checkpoint ", names=args.names)

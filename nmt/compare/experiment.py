@@ -30,6 +30,7 @@ from nmt.data.prepare import format_stats, is_prepared, prepare
 from nmt.data.sources import content_settings, load_checked_config, prepared_dir
 from nmt.environment import describe_environment
 from nmt.errors import NMTError
+from nmt.evaluation.report_folder import EXPERIMENT_TIMINGS
 from nmt.fileio import atomic_write_json, atomic_write_text, same_file
 from nmt.models.interface import model_kind
 from nmt.rundir.lock import RunLock
@@ -115,7 +116,7 @@ def _read_sessions(path: Path) -> list[dict[str, Any]]:
 
 def _check_is_experiment_folder(out_dir: Path) -> None:
     """--force deletes the folder: only ever one that `nmt experiment` wrote (it starts with timings.json)."""
-    if not out_dir.is_dir() or (any(out_dir.iterdir()) and not (out_dir / "timings.json").is_file()):
+    if not out_dir.is_dir() or (any(out_dir.iterdir()) and not (out_dir / EXPERIMENT_TIMINGS).is_file()):
         raise NMTError(
             f"--force would delete {out_dir}, which is not an experiment folder (no timings.json); "
             "nothing was deleted.",
@@ -224,7 +225,7 @@ def run_experiment(
     chosen = ["--runs", *config.runs] if runs else []
     command = shlex.join(["nmt", "experiment", str(config_path), *sets, *chosen, "--out", str(out_dir)])
     machine = describe_environment(torch.device("cuda") if torch.cuda.is_available() else None)
-    timings = Timings(out_dir / "timings.json", command, machine)
+    timings = Timings(out_dir / EXPERIMENT_TIMINGS, command, machine)
     out_dir.mkdir(parents=True, exist_ok=True)
     save_config(config, out_dir / "config.yaml")
     with timings.noting_interruption(began):

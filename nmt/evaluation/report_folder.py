@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from nmt.config import EvaluationConfig
+from nmt.errors import NMTError
 from nmt.evaluation.effect import Check, Comparisons, contrast_checks, long_sentence_bleu, paper_checks
 from nmt.evaluation.leaders import Leader, bucket_leaders, format_leaders
 from nmt.evaluation.report import (
@@ -31,6 +32,21 @@ from nmt.evaluation.report import (
 from nmt.evaluation.scoring import Evaluation, score_systems, warn_if_tokenized
 from nmt.evaluation.testset import TestSet
 from nmt.fileio import atomic_open, interrupts_deferred, same_file, sha256_file
+
+# The file `nmt experiment` writes first in its folder (nmt/compare/experiment.py), beside its report
+EXPERIMENT_TIMINGS = "timings.json"
+
+
+def refuse_experiment_folder(out: Path, command: str) -> None:
+    """`nmt score` and `nmt evaluate` write their report into --out: never into an experiment's folder, whose
+    report.md and results.json (its training, timings and checks) and the runs' translations theirs would
+    replace."""
+    if (out / EXPERIMENT_TIMINGS).is_file():
+        raise NMTError(
+            f"--out {out} is an experiment's folder ({EXPERIMENT_TIMINGS}): {command}'s report would replace the "
+            "experiment's report.md and results.json. Nothing was written.",
+            f"Give --out a folder of its own (e.g. {out / 'evaluation'}); `nmt experiment` writes its own report anew.",
+        )
 
 
 def score_and_report(

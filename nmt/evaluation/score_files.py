@@ -22,7 +22,7 @@ from nmt.evaluation.buckets import (
     sentence_lengths,
 )
 from nmt.evaluation.effect import Comparisons
-from nmt.evaluation.report_folder import report_files, score_and_report
+from nmt.evaluation.report_folder import refuse_experiment_folder, report_files, score_and_report
 from nmt.evaluation.testset import (
     TestSet,
     file_test_set,
@@ -75,6 +75,7 @@ def score_files(
     else:
         compared = comparisons(list(paths)) if comparisons is not None else Comparisons()
     out = Path(out_dir or "evaluation")
+    refuse_experiment_folder(out, "nmt score")
     refuse_unwritable(out, f"--out {out}")
     _refuse_writing_over_inputs(out, ref_path, src_path, paths)
     hypotheses = {name: _read_hypotheses(path, ref_path, len(test_set.references)) for name, path in paths.items()}
