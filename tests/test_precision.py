@@ -26,11 +26,14 @@ def test_only_an_explicit_half_precision_off_cuda_is_warned_about() -> None:
 
 def test_cuda_precisions(monkeypatch: pytest.MonkeyPatch) -> None:
     cuda = torch.device("cuda", 0)
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)
     assert [resolve_precision(n, cuda) for n in ("auto", "fp32", "fp16", "bf16")] == [
         torch.bfloat16, None, torch.float16, torch.bfloat16
     ]
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: False)
+    # a GPU before Ampere: torch emulates bf16 there; auto takes fp16, an explicit bf16 gets what it asks for
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: including_emulation)
+    assert [resolve_precision(n, cuda) for n in ("auto", "bf16")] == [torch.float16, torch.bfloat16]
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: False)
     assert resolve_precision("auto", cuda) == torch.float16
     with pytest.raises(NMTError, match="does not support bfloat16"):
         resolve_precision("bf16", cuda)

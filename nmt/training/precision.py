@@ -12,11 +12,12 @@ from nmt.errors import NMTError
 
 
 def resolve_precision(name: str, device: torch.device) -> torch.dtype | None:
-    """Autocast dtype: None (fp32) on CPU or with fp32; auto -> bf16 where supported, else fp16."""
+    """Autocast dtype: None (fp32) on CPU or with fp32; auto -> bf16 where the GPU computes in it (Ampere
+    on), else fp16: torch emulates bf16 on older GPUs (a V100, a T4), slowly, which only an explicit bf16 asks for."""
     if device.type != "cuda" or name == "fp32":
         return None
     if name == "auto":
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.bfloat16 if torch.cuda.is_bf16_supported(including_emulation=False) else torch.float16
     if name == "bf16" and not torch.cuda.is_bf16_supported():
         raise NMTError("training.precision is bf16 but this GPU does not support bfloat16.", "Use fp16 or auto.")
     return torch.bfloat16 if name == "bf16" else torch.float16
