@@ -138,12 +138,13 @@ def test_a_closing_validation_leaves_early_stopping_where_the_straight_run_has_i
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("schedule", ["constant", "inverse_sqrt"])  # the validation done again logs its step's lr
 def test_a_stop_during_a_validation_records_none_of_it_and_the_run_resumes_to_the_straight_runs_weights(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, schedule: str
 ) -> None:
     # validations at steps 10 and 20, the last; a real SIGINT comes as the 1st validation of the first session
     # and the 2nd of the second (the step-10 one done again, then step 20's) starts
-    config = resume_config(tmp_path / "data", max_steps=20)
+    config = resume_config(tmp_path / "data", max_steps=20, lr_schedule=schedule)
     straight = train(config, tmp_path / "straight")
     signalled = iter([True, False, True, False])
     real_validate = trainer.validate

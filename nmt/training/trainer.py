@@ -110,7 +110,7 @@ class Trainer:
         self.terminal.say(self.model.describe())
         self.lock = lock or RunLock(run_dir)
         self._claim(resume)
-        self.lr = self.schedule.lr(self.step + 1)
+        self.lr = self.schedule.lr(max(self.step, 1))  # the last update's rate, which a validation done again logs
         self.writer = None
         if tc.tensorboard and ctx.is_main:
             self.writer = rundir.summary_writer_class()(log_dir=str(run_dir / "tensorboard"), purge_step=self.step + 1)
