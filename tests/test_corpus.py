@@ -350,9 +350,9 @@ def test_bad_inputs_raise_errors_naming_file_and_line(tmp_path: Path) -> None:
         corpus_source(data_config(source="files", train=str(tmp_path / "empty.tsv"))).read()
     (tmp_path / "e.en").write_text("\n \n", encoding="utf-8")
     (tmp_path / "e.fr").write_bytes(b"")
+    (tmp_path / "ok.jsonl").write_text('{"translation": {"en": "a", "fr": "b"}}\n', encoding="utf-8")
     with pytest.raises(NMTError, match=r"^corpus file \S+e\.fr is empty\."):
-        corpus_source(data_config(source="files", train=str(tmp_path / "d.jsonl"), valid=str(tmp_path / "e"),
-                                  tgt_field="translation.en")).read()
+        corpus_source(data_config(source="files", train=str(tmp_path / "ok.jsonl"), valid=str(tmp_path / "e"))).read()
     (tmp_path / "e.en").write_text("\n \n", encoding="utf-8")
     (tmp_path / "e.fr").write_text("x\ny\n", encoding="utf-8")
     with pytest.raises(NMTError, match="the train split is empty.*2 empty pairs dropped"):
@@ -730,3 +730,20 @@ def test_a_new_source_is_one_class_and_one_registry_line(tmp_path: Path, monkeyp
         check_data(config_from_dict({"data": {**raw, "counting": {"words": "x"}}}).data)
     with pytest.raises(NMTError, match=r"invalid value for 'data.counting.pairs': must be >= 30"):
         check_data(config_from_dict({"data": {**raw, "counting": {"pairs": 3}}}).data)
+
+
+def test_a_source_read_as_its_own_target_is_refused(tmp_path: Path) -> None:
+    """One language code for both sides (a slip: src_lang: en, tgt_lang: en), or one file or field given for
+    both, would make a corpus of sentences paired with themselves: a model that learns to copy."""
+    (tmp_path / "c.en").write_text("a b\nc d\n", encoding="utf-8")
+    with pytest.raises(NMTError, match=r"c\.en would be read as both the source and the target") as error:
+        corpus_source(data_config(source="files", src_lang="en", tgt_lang="en", train=str(tmp_path / "c"))).read()
+    assert "data.tgt_lang names a prefix's target suffix" in error.value.hint
+    with pytest.raises(NMTError, match=r"c\.en would be read as both"):
+        corpus_source(data_config(source="files", train_src=str(tmp_path / "c.en"), train_tgt=str(tmp_path / "c.en"))).read()
+    (tmp_path / "r.jsonl").write_text('{"translation": {"en": "a", "fr": "b"}}\n', encoding="utf-8")
+    with pytest.raises(NMTError, match=r"r\.jsonl, line 1: the source and the target would both be the record's field "
+                                       r"'translation\.en'"):
+        corpus_source(data_config(source="files", src_lang="en", tgt_lang="en", train=str(tmp_path / "r.jsonl"))).read()
+    with pytest.raises(NMTError, match=r"both be the record's field 'translation\.fr'"):
+        corpus_source(data_config(source="files", src_field="translation.fr", train=str(tmp_path / "r.jsonl"))).read()

@@ -135,9 +135,16 @@ def _fields_held(value: Any, at: str) -> str:
 def record_pair(record: Any, config: DataConfig, where: str | Callable[[], str]) -> Pair:
     """The texts at the dotted paths data.src_field / data.tgt_field of a record (default translation.LANG);
     an NMTError names the record by `where` (a callable: asked only then, when finding the place costs)."""
+    fields = [field or f"translation.{lang}" for field, lang in ((config.src_field, config.src_lang),
+                                                                 (config.tgt_field, config.tgt_lang))]
+    if fields[0] == fields[1]:
+        raise NMTError(
+            f"{_place(where)}: the source and the target would both be the record's field '{fields[0]}': every pair "
+            "would be a sentence and itself.",
+            "Name the target's field: data.tgt_lang (translation.<tgt_lang>) or data.tgt_field.",
+        )
     pair = []
-    for field, lang in ((config.src_field, config.src_lang), (config.tgt_field, config.tgt_lang)):
-        dotted = field or f"translation.{lang}"
+    for dotted in fields:
         parts, value = dotted.split("."), record
         for depth, part in enumerate(parts):
             if not isinstance(value, dict) or part not in value:

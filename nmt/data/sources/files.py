@@ -12,6 +12,7 @@ from nmt.config_sections import DataConfig
 from nmt.data.corpus import Source, SourceSettings, assemble, read_lines, record_pair
 from nmt.data.pairs import SPLITS, Corpus, Pair
 from nmt.errors import NMTError, counted, require
+from nmt.fileio import same_file
 
 SPLIT_HINT = "Check data.files.train / valid / test."
 
@@ -142,6 +143,13 @@ def read_aligned(
     src_path: Path, tgt_path: Path, bom_files: list[str], hint: str = "Check data.files.*_src / data.files.*_tgt."
 ) -> list[Pair]:
     """Pairs from a source file and its line-aligned target file (byte-order marks noted in `bom_files`)."""
+    if same_file(src_path, tgt_path):  # data.src_lang == data.tgt_lang, or one file given twice
+        raise NMTError(
+            f"{src_path} would be read as both the source and the target: every pair would be a sentence and "
+            "itself.",
+            "Give the target side its own file: data.tgt_lang names a prefix's target suffix (PREFIX.<tgt_lang>), "
+            "data.files.*_tgt a file of any name.",
+        )
     src = _lines(src_path, hint, bom_files)
     tgt = _lines(tgt_path, hint, bom_files)
     if len(src) != len(tgt):
