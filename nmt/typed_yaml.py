@@ -49,10 +49,19 @@ def check_type(value: Any, tp: Any, key: str) -> Any:
         what = "invalid value" if origin is Literal else "wrong type"
         raise NMTError(
             f"{what} for '{key}': expected {type_name(tp)}, got {value!r} ({type(value).__name__}).",
-            (origin is list and _as_list_hint(value, tp, key)) or FIX_IN_CONFIG,
+            (origin is list and _as_list_hint(value, tp, key)) or _as_text_hint(value, tp, key) or FIX_IN_CONFIG,
             key.split("[")[0],  # an item of a list: the list's key
         )
     return value
+
+
+def _as_text_hint(value: Any, tp: Any, key: str) -> str:
+    """For a number where text is expected (a Bible translation's code 4, a language code), the hint that
+    quotes it: YAML reads 4 as a number and "4" as text; else ""."""
+    if tp is not str or not isinstance(value, int | float) or isinstance(value, bool):
+        return ""
+    return (f'YAML reads {value!r} as a number: quoted, it is text: {key.rsplit(".", 1)[-1]}: "{value}" in the config, '
+            f"--set '{key}=\"{value}\"' on the command line.")
 
 
 def _as_list_hint(value: Any, tp: Any, key: str) -> str:
@@ -149,7 +158,10 @@ def build_section(
             values[subsections][str(key)] = copy.deepcopy(value or {})
             continue
         if key not in hints:
-            raise unknown_key(str(key), valid, f"{name}.", other_names)
+            error = unknown_key(str(key), valid, f"{name}.", other_names)
+            if subsections:  # a sub-section written as one value (data.files: PATH) is read as an unknown key
+                error.hint += f" A sub-section of {name} holds keys: {key}: {{KEY: VALUE}}, not {value!r}."
+            raise error
         values[key] = check_type(value, hints[key], f"{name}.{key}")
     section = cls(**values)
     if validate:

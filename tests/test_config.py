@@ -435,6 +435,15 @@ def test_a_source_sub_section_refuses_an_unknown_key_naming_it_with_the_closest_
         check_data(config_from_dict({"data": {"bibel": {"src": "k"}}}).data)
     with pytest.raises(NMTError, match=r"wrong type for 'data.bible.extra_translations'"):
         check_data(config_from_dict({"data": {"bible": {"extra_translations": "yes"}}}).data)
+    # a sub-section written as one value; a code YAML reads as a number (the Bible's 4, 3 and 5)
+    with pytest.raises(NMTError, match=r"unknown key 'data.files'") as error:
+        config_from_dict({"data": {"source": "files", "files": "corpus/train"}})
+    assert error.value.hint.endswith("A sub-section of data holds keys: files: {KEY: VALUE}, not 'corpus/train'.")
+    with pytest.raises(NMTError, match=r"wrong type for 'data.bible.src': expected str, got 4 \(int\)") as error:
+        check_data(config_from_dict({"data": {"bible": {"src": 4}}}).data)
+    assert error.value.hint == """YAML reads 4 as a number: quoted, it is text: src: "4" in the config, --set 'data.bible.src="4"' on the command line."""
+    quoted = load_checked_config(CONFIGS / "quick.yaml", ['data.bible.src="4"'])  # as the hint writes it
+    assert quoted.data.sources["bible"]["src"] == "4"
     with pytest.raises(NMTError, match=r"'data.source': 'file' is not a corpus source \(did you mean 'files'"):
         check_data(config_from_dict({"data": {"source": "file"}}).data)
 
