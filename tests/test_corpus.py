@@ -81,6 +81,16 @@ def test_clean_verse_removes_markup_of_each_translation() -> None:
         assert clean_verse(placeholder) == ""
 
 
+def test_a_users_sentence_gets_the_verses_typography_and_a_cleaned_one_stays_as_it_is() -> None:
+    """nmt translate's input: the Bible's training text has no ’, ` or … and no space before ; : ! ?, so a
+    model would read them as unknown pieces; other sources leave a sentence as it is."""
+    bible = corpus_source(data_config(source="bible"))
+    assert bible.clean_input("the LORD’s `house’ ; is it … here ?") == "the LORD's 'house'; is it ... here?"
+    verse = clean_verse("Et #Dieu dit : «Que l’eau soit» [Ésaïe 7:14] ! Amen…")
+    assert bible.clean_input(verse) == verse
+    assert corpus_source(data_config(source="files", train="t")).clean_input("l’eau ;") == "l’eau ;"
+
+
 def test_split_of_is_stable_and_proportional() -> None:
     keys = [f"{b}.{c}.{v}" for b in range(1, 30) for c in range(1, 20) for v in range(1, 20)]
     splits = [split_of(k, 0.02, 0.1) for k in keys]

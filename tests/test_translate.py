@@ -77,6 +77,15 @@ def test_stdin_to_stdout_through_python_m_nmt(trained_reverse_run: Path) -> None
     assert out[:3] == Translator.from_run(trained_reverse_run, beam_size=1).translate(lines)
 
 
+def test_each_sentence_is_cleaned_as_the_training_corpus_was(trained_reverse_run: Path) -> None:
+    """The run's source cleans a user's sentence before it is encoded (Source.clean_input: the Bible's
+    typography); a run of the files source reads it as it is."""
+    plain = Translator.from_run(trained_reverse_run, beam_size=1)
+    assert plain.clean_input("1 2’3") == "1 2’3"
+    cleaned = Translator(plain.model, plain.tokenizer, plain.decoding, 1, clean_input=lambda text: text.replace("x", "7"))
+    assert cleaned.translate(["1 x 3 x 5"]) == plain.translate(["1 7 3 7 5"]) != plain.translate(["1 x 3 x 5"])
+
+
 @pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
 def test_translations_reach_stdout_in_utf8_whatever_the_locale(encoding: str) -> None:
     """-o's file and the input are UTF-8; so is stdout, where the locale's encoding would fail on (ascii) or

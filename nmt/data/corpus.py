@@ -61,6 +61,12 @@ class Source:
         """The cleaned pairs of each split, before the training filters."""
         raise NotImplementedError
 
+    def clean_input(self, text: str) -> str:
+        """A user's sentence (nmt translate, evaluate --src) cleaned as this source cleans its sentences where
+        that changes characters the model would not know otherwise; a cleaned sentence stays as it is. The
+        text as it is by default."""
+        return text
+
     def name(self) -> str:
         """The corpus in prepared_dir's folder name (bible-k-l, files-<train file>, hf-<dataset>)."""
         raise NotImplementedError

@@ -11,6 +11,7 @@ does not depend on the batch size or on which other lines share the input.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from torch import Tensor
 
 from nmt.config import DecodingConfig
 from nmt.data.batching import make_source_batch
+from nmt.data.sources import corpus_source
 from nmt.decoding import search
 from nmt.decoding.search import Hypothesis
 from nmt.errors import NMTError
@@ -64,10 +66,12 @@ class Translator:
 
     def __init__(
         self, model: Any, tokenizer: Any, decoding: DecodingConfig, beam_size: int | None = None,
-        batch_size: int | None = None,
+        batch_size: int | None = None, clean_input: Callable[[str], str] | None = None,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
+        # each sentence cleaned as the training corpus was (Source.clean_input); as it is without one
+        self.clean_input = clean_input or (lambda text: text)
         self.decoding = decoding
         self.beam_size = decoding.beam_size if beam_size is None else beam_size
         self.batch_size = decoding.batch_size if batch_size is None else batch_size
@@ -88,7 +92,8 @@ class Translator:
         if batch_size is not None and not _positive_int(batch_size):
             raise NMTError(f"batch_size={batch_size!r}: it must be an int >= 1.", "Pass e.g. batch_size=64.")
         run = load_run(Path(run_dir), checkpoint, device)  # as given: Path() would make ./NAME.pt a bare name
-        return cls(run.model, run.tokenizer, decoding or run.config.decoding, beam_size, batch_size)
+        return cls(run.model, run.tokenizer, decoding or run.config.decoding, beam_size, batch_size,
+                   corpus_source(run.config.data).clean_input)
 
     @property
     def has_attention(self) -> bool:
@@ -147,7 +152,7 @@ class Translator:
             if len(sentence) > MAX_LINE_BYTES:  # a huge line is cut before encoding: its pieces would be cut
                 warn(f"line {first_line + i}: {len(sentence):,} characters, cut to the first {MAX_LINE_BYTES:,}.")
                 sentence = sentences[i] = sentence[:MAX_LINE_BYTES]
-            ids = tokenizer.encode_src(sentence)
+            ids = tokenizer.encode_src(self.clean_input(sentence))
             if len(ids) > limit:
                 warn(f"line {first_line + i}: {len(ids)} source pieces, cut to the first {limit} (decoding.max_input_tokens).")
                 ids = ids[:limit]

@@ -32,6 +32,7 @@ _VERSE_MARK = re.compile(r"\(\d+:\d+\)")  # Hebrew verse numbering kept inline b
 _CROSS_REF = re.compile(r"\[[^\[\]]*\d+:\d+[^\[\]]*\]")  # `5` cites e.g. [Ésaïe 7:14]
 _SECTION_DASH = re.compile(r"(?:(?<=\s)|^)-(?=\s*(?:[A-ZÀ-ÖØ-Þ]|$))")  # `l` marks paragraphs with " -X"
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+([,;:!?])(?=\s|$)")  # French typography in `5`, and removed cross-refs
+_TYPOGRAPHY = str.maketrans({"`": "'", "’": "'", "…": "..."})  # one apostrophe, three dots: as `k` and `l` write them
 
 
 def clean_verse(text: str) -> str:
@@ -42,7 +43,7 @@ def clean_verse(text: str) -> str:
     text = _CROSS_REF.sub(" ", text)
     text = re.sub(r"\s-\[", "-[", text)  # `4`: "first -[fruits]"
     text = text.replace("[", "").replace("]", "")  # words added by the translators: keep the words
-    text = text.replace("`", "'").replace("’", "'").replace("#", "").replace("…", "...")
+    text = text.translate(_TYPOGRAPHY).replace("#", "")
     text = _SECTION_DASH.sub(" ", text)
     text = normalise_space(_SPACE_BEFORE_PUNCT.sub(r"\1", text))
     return text if any(ch.isalpha() for ch in text) else ""
@@ -141,6 +142,11 @@ class Bible(Source):
                     corpus.splits["train"].append((src, tgt))
                     corpus.extra_train_pairs += 1
         return corpus
+
+    def clean_input(self, text: str) -> str:
+        """The verses' typography (clean_verse) on a user's sentence: the training text has no ’, ` or …
+        and no space before , ; : ! ?, so a model would read ’ as an unknown piece."""
+        return _SPACE_BEFORE_PUNCT.sub(r"\1", text.translate(_TYPOGRAPHY))
 
     def name(self) -> str:
         return f"bible-{self.settings.src}-{self.settings.tgt}"
