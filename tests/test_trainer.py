@@ -13,6 +13,7 @@ import pty
 import re
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from nmt.errors import NMTError
 from nmt.models import build_model, count_parameters
 from nmt.rundir.checkpoints import load_checkpoint, save_checkpoint
 from nmt.rundir.writing import with_absolute_paths
+from nmt.training import trainer as trainer_module
 from nmt.training.distributed import DistContext
 from nmt.training.terminal import Terminal
 from nmt.training.trainer import Trainer, initial_model, train
@@ -413,6 +415,23 @@ def test_a_time_limit_ends_the_run_as_its_cap_does_and_a_larger_one_continues_it
     assert train(tiny(data_root, max_steps=4, validate_every=2), tmp_path / "no-limit")["stopped_by"] == "max_steps"
     with pytest.raises(NMTError, match="training.max_minutes"):
         tiny(data_root, max_minutes=-1.0)
+
+
+def test_the_time_limit_counts_training_not_the_data_loading_before_it(
+    data_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loading the data (preparing it, the first time: a download and sentencepiece) is no training time:
+    a limit shorter than it still trains."""
+    load = trainer_module.load_training_data
+
+    def slow_to_load(*args: Any) -> Any:
+        data = load(*args)
+        time.sleep(1.0)
+        return data
+
+    monkeypatch.setattr(trainer_module, "load_training_data", slow_to_load)
+    summary = train(tiny(data_root, max_steps=50, max_minutes=0.9 / 60, validate_every=50), tmp_path / "run")
+    assert summary["stopped_by"] == "max_minutes" and summary["final_step"] >= 1
 
 
 def read_final_step(run_dir: Path) -> int:

@@ -80,7 +80,6 @@ class Trainer:
         self.config, self.run_dir, self.ctx = config, run_dir, ctx
         self.tc = tc = config.training
         self.device = ctx.device
-        self.started = time.monotonic()
         self.terminal = Terminal(ctx.is_main)
         if tc.threads > 0:
             torch.set_num_threads(tc.threads)
@@ -90,6 +89,7 @@ class Trainer:
         # the RNGs are seeded by initial_model, just before the build: loading the data draws from none of
         # them (the sampler has its own seeded Random; sentencepiece trains in a child process)
         self.data = load_training_data(config, ctx)
+        self.started = time.monotonic()  # training time (max_minutes, elapsed_s) counts from here: not `prepare`'s
         self.tokenizer = self.data.tokenizer
         # Everything is built, and a resumed checkpoint loaded, before the run dir is written (only its lock is
         # taken): a config the model refuses or an unusable checkpoint must leave the previous run (and its
