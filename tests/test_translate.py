@@ -100,24 +100,30 @@ def test_translations_reach_stdout_in_utf8_whatever_the_locale(encoding: str) ->
 
 
 @pytest.mark.slow
-def test_a_terminal_gets_each_translation_before_the_input_ends(trained_reverse_run: Path) -> None:
-    controller, terminal = pty.openpty()
-    expected = Translator.from_run(trained_reverse_run, beam_size=1).translate(["1 2 3 4 5"])[0]
+@pytest.mark.parametrize("stdin", ["terminal", "pipe"])
+def test_a_line_is_answered_before_the_input_ends(trained_reverse_run: Path, stdin: str) -> None:
+    """A line typed, or written into a pipe by a program that waits for its answer (a coprocess), is
+    translated at once, not when a chunk of lines or the end of the input has come."""
+    reader, writer = pty.openpty()[::-1] if stdin == "terminal" else os.pipe()
+    expected = Translator.from_run(trained_reverse_run, beam_size=1).translate(["1 2 3 4 5", "5 4 3"])
     with subprocess.Popen(
         [sys.executable, "-m", "nmt", "translate", str(trained_reverse_run), "--beam", "1"],
-        stdin=terminal, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        stdin=reader, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
     ) as child:
-        os.close(terminal)
+        os.close(reader)
         assert child.stdout is not None
         try:
-            os.write(controller, b"1 2 3 4 5\n")  # stdin stays open: no EOF yet
+            os.write(writer, b"1 2 3 4 5\n")  # stdin stays open: no EOF yet
             # a deadline only so that a regression fails instead of hanging; it is not a speed check
             ready, _, _ = select.select([child.stdout], [], [], 120)
             assert ready, "no translation before the end of the input"
-            assert child.stdout.readline().decode("utf-8") == expected + "\n"
+            assert child.stdout.readline().decode("utf-8") == expected[0] + "\n"
+            os.write(writer, b"5 4 3\n")  # and the next one, as a coprocess writes after each answer
+            assert select.select([child.stdout], [], [], 120)[0], "no translation of the second line"
+            assert child.stdout.readline().decode("utf-8") == expected[1] + "\n"
         finally:
             child.kill()
-    os.close(controller)
+    os.close(writer)
 
 
 def test_nbest_writes_k_lines_per_input_line_best_first(trained_reverse_run: Path, tmp_path: Path) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import codecs
 import dataclasses
 import itertools
+import os
+import select
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -24,12 +26,58 @@ from nmt.typed_yaml import sets_key
 
 # The name of stdin as -i, and of stdout as -o (fairseq-interactive's --input -, sacrebleu's).
 STDIO = "-"
-# Lines read, translated and written at a time (at least one batch, decoding.batch_size): bounds memory
-# whatever the input size.
+# Lines read, translated and written at a time at most (at least one batch, decoding.batch_size): bounds
+# memory whatever the input size.
 CHUNK_LINES = 1000
 
 
-def _read_lines(handle: IO[bytes], name: str, limit: int) -> Iterator[str]:
+class _ArrivingLines:
+    """A byte stream read a line at a time (`readline`, as a file's) that can tell whether its next line has
+    arrived (`arrived`): what has, up to a chunk, is translated together, and a line that comes alone (typed,
+    or written by a program waiting for its answer) is answered before the next one, as fairseq-interactive
+    answers with its default --buffer-size 1. A file, or a pipe that a fast writer keeps full, fills whole
+    chunks. Reads the stream's file descriptor itself, so that nothing waits unseen in a buffer."""
+
+    def __init__(self, handle: IO[bytes]) -> None:
+        self.handle = handle
+        self.pending = bytearray()  # read, not yet returned
+        self.ended = False
+        try:
+            self.fd: int | None = handle.fileno()
+        except (AttributeError, OSError, ValueError):  # an in-memory stream: all of it has arrived
+            self.fd = None
+
+    def readline(self, size: int) -> bytes:
+        """The next line with its line end, or its first `size` bytes; b"" at the end."""
+        while self.pending.find(b"\n", 0, size) < 0 and len(self.pending) < size and not self.ended:
+            data = os.read(self.fd, 1 << 16) if self.fd is not None else self.handle.read(1 << 16)
+            self.ended = not data
+            self.pending += data
+        end = self.pending.find(b"\n", 0, size) + 1 or min(size, len(self.pending))
+        line = bytes(self.pending[:end])
+        del self.pending[:end]
+        return line
+
+    def arrived(self) -> bool:
+        """Whether the next line, or the end, can be read without waiting for the writer (a partial line
+        whose stream has more to read counts: its rest is on its way)."""
+        if self.fd is None or self.ended or b"\n" in self.pending:
+            return True
+        return bool(select.select([self.fd], [], [], 0)[0])
+
+
+def _next_chunk(lines: Iterator[str], stream: _ArrivingLines, most: int) -> list[str]:
+    """The next line (waiting for it) and up to `most` - 1 of those after it that have arrived; [] at the end."""
+    chunk: list[str] = []
+    while len(chunk) < most and (not chunk or stream.arrived()):
+        line = next(lines, None)
+        if line is None:
+            break
+        chunk.append(line)
+    return chunk
+
+
+def _read_lines(handle: IO[bytes] | _ArrivingLines, name: str, limit: int) -> Iterator[str]:
     """The lines of a binary stream, decoded, without their line ends, each cut to `limit` bytes.
 
     Decoding line by line lets a UTF-8 error name its line. A byte-order mark that opens the stream
@@ -56,7 +104,7 @@ def _read_lines(handle: IO[bytes], name: str, limit: int) -> Iterator[str]:
         yield text.rstrip("\r\n")
 
 
-def _read_line(handle: IO[bytes], limit: int) -> tuple[bytes, int]:
+def _read_line(handle: IO[bytes] | _ArrivingLines, limit: int) -> tuple[bytes, int]:
     """(the next line of `handle`, b"" at the end; its length in bytes if it was cut, else 0).
 
     At most `limit` bytes of a line are kept, cut back to a character boundary; the rest of a longer
@@ -86,9 +134,9 @@ def translate_file(
 ) -> None:
     """`nmt translate`: translate a file (default stdin) line by line into a file (default stdout).
 
-    Streams CHUNK_LINES lines at a time, or one batch where decoding.batch_size is larger (one line at a
-    time from a terminal, so that each typed line is answered at once), and keeps line order and count: an
-    empty input line gives an empty output line.
+    Streams the lines that have arrived, CHUNK_LINES at most, or one batch where decoding.batch_size is
+    larger (so that a line typed, or written by a program waiting for its answer, is answered at once:
+    _ArrivingLines), and keeps line order and count: an empty input line gives an empty output line.
     `overrides` are `--set decoding.KEY=VALUE` settings (beam_size, batch_size, nbest, ...); the run's
     other settings are fixed. With decoding.nbest K, each input line gives its K best translations, best
     first: on K lines (`nbest_layout` "lines", OpenNMT-py's layout: output line (i - 1) * K + j is the
@@ -114,9 +162,9 @@ def translate_file(
         open(input_path, "rb") if input_path is not None else nullcontext(sys.stdin.buffer) as source,
         _open_output(Path(output_path)) if output_path is not None else _utf8_stdout() as sink,
     ):
-        source_lines, first, nbest = _read_lines(source, name, MAX_LINE_BYTES), 1, translator.decoding.nbest
-        chunk = 1 if source.isatty() else max(CHUNK_LINES, translator.decoding.batch_size)
-        while lines := list(itertools.islice(source_lines, chunk)):
+        stream, first, nbest = _ArrivingLines(source), 1, translator.decoding.nbest
+        source_lines, most = _read_lines(stream, name, MAX_LINE_BYTES), max(CHUNK_LINES, translator.decoding.batch_size)
+        while lines := _next_chunk(source_lines, stream, most):
             results = translator.translate_nbest(lines, nbest, plots_dir is not None, first_line=first)
             _write_chunk(sink, lines, results, scores, nbest_layout)
             if plots_dir is not None:
