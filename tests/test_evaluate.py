@@ -45,6 +45,16 @@ def test_effect_pairs_follow_the_given_order_and_name_the_unpaired(tmp_path: Pat
     assert effect_pairs({"search-30": runs["search-30"]}) == ([], ["search-30"])
 
 
+def test_effect_pairs_are_trained_on_the_same_lengths_whatever_their_order(tmp_path: Path) -> None:
+    kinds = {"encdec-50": ("none", 50), "encdec-30": ("none", 30), "search-30": ("additive", 30),
+             "search-50": ("additive", 50), "encdec-10": ("none", 10)}
+    runs = {run.name: run.config for run in describe_runs([
+        fake_run(tmp_path / name, attention=a, max_words=w) for name, (a, w) in kinds.items()])}
+    assert effect_pairs(runs) == ([("encdec-50", "search-50"), ("encdec-30", "search-30")], ["encdec-10"])
+    assert effect_pairs({name: runs[name] for name in ("encdec-30", "encdec-50", "search-50")}) == (
+        [("encdec-50", "search-50")], ["encdec-30"])
+
+
 def test_transformers_are_contrasted_with_runs_trained_on_the_same_lengths(tmp_path: Path) -> None:
     kinds = {  # name: (attention, positions, max_words)
         "search-30": ("additive", "", 30), "search-50": ("additive", "", 50), "encdec-30": ("none", "", 30),

@@ -36,12 +36,20 @@ def _kind(config: Config) -> str:
 
 def effect_pairs(runs: Mapping[str, Config]) -> tuple[list[tuple[str, str]], list[str]]:
     """(fixed-vector run, attention run) names to check for the long-sentence effect, of `runs` (name ->
-    config): the runs without attention and those with it, paired in the order given (rnnencdec-30 with
-    rnnsearch-30, ...); and the names of the runs left without a partner."""
+    config): each run without attention paired with the first one with attention, in the order given, that
+    was trained on the same lengths (training.max_words: rnnencdec-30 with rnnsearch-30, -50 with -50), as
+    the checks compare the two; and the names of the runs left without a partner."""
     baselines = [name for name, config in runs.items() if _kind(config) == "fixed vector"]
     attentive = [name for name, config in runs.items() if _kind(config) == "rnn attention"]
-    paired = min(len(baselines), len(attentive))
-    return list(zip(baselines, attentive, strict=False)), baselines[paired:] + attentive[paired:]  # zip stops at `paired`
+    pairs = []
+    for baseline in baselines:
+        ceiling = runs[baseline].training.max_words
+        partner = next((name for name in attentive if runs[name].training.max_words == ceiling), None)
+        if partner is not None:
+            pairs.append((baseline, partner))
+            attentive.remove(partner)
+    paired = {name for pair in pairs for name in pair}
+    return pairs, [name for name in runs if _kind(runs[name]) in ("fixed vector", "rnn attention") and name not in paired]
 
 
 def length_contrasts(runs: Mapping[str, Config]) -> list[tuple[str, str]]:
@@ -61,8 +69,8 @@ def run_comparisons(runs: Mapping[str, Config]) -> Comparisons:
     contrasts, training ceilings and plot groups, and a note naming the runs left unpaired."""
     pairs, unpaired = effect_pairs(runs)
     note = (
-        f"not checked for the effect: {', '.join(unpaired)} (runs without attention pair with runs "
-        "with attention in the order given; give as many of each to check them all)"
+        f"not checked for the effect: {', '.join(unpaired)} (a run without attention pairs with a run with "
+        "attention trained on the same lengths, in the order given; give one of each per training.max_words)"
     ) if pairs and unpaired else None
     return Comparisons(
         pairs, length_contrasts(runs), {name: config.training.max_words for name, config in runs.items()},
