@@ -165,3 +165,14 @@ def test_the_config_layer_checks_the_names_without_importing_a_model() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(("attention", "width"), [("additive", 24), ("dot", 24), ("scaled_dot", 24), ("general", 16)])
+def test_the_scaling_width_is_that_of_the_vectors_the_score_compares(attention: str, width: int) -> None:
+    """attention-scaling plots each run against d: attention_size where the score reads it, the decoder's
+    hidden size for Luong's general score s^T W h, which has no attention_size."""
+    config = config_from_dict({"model": {"attention": attention, "hidden_size": 16, "attention_size": 24}}).model
+    assert model_kind(config).scaling_size == width
+    if attention == "general":  # the model built: its bilinear map W is hidden x annotation (2 x hidden)
+        weights = [p.shape for n, p in build_model(config, 30, 30).named_parameters() if "provider" in n]
+        assert weights and all(width in shape and 24 not in shape for shape in weights)

@@ -3,6 +3,7 @@ their results (the commands, with runs: tests/test_attention_checks.py, tests/te
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from nmt.analysis.attention_report import (
@@ -55,7 +56,8 @@ def test_the_figure_has_a_row_per_run_and_the_chance_line() -> None:
     left, right = figure.axes
     assert [line.get_label() for line in left.get_lines()] == ["none", "uniform"]
     assert [line.get_label() for line in right.get_lines()] == ["best (step 600)", "diagonal", "chance"]
-    assert list(right.get_lines()[0].get_ydata()) == [75.0, 0.0]  # agreement in %, None drawn as 0
+    agreement = list(right.get_lines()[0].get_ydata())  # in %; a bucket without a linked word is no point, not 0%
+    assert agreement[0] == 75.0 and math.isnan(agreement[1])
 
 
 def _scaling_results() -> dict[str, Any]:
@@ -96,7 +98,17 @@ def test_the_scaling_figure_plots_each_statistic_against_d_per_kind() -> None:
     assert [axes.get_yscale() for axes in panels] == ["log", "linear", "linear", "log"]
     dot_trained = panels[0].get_lines()[0]
     assert dot_trained.get_label() == "dot, trained" and list(dot_trained.get_xdata()) == [128, 1024]
-    assert panels[0].get_xlabel() == "d (attention_size; a Transformer's d_k per head)"
+    assert panels[0].get_xlabel() == "d (attention_size; general: hidden_size; a Transformer's d_k per head)"
+
+
+def test_the_scaling_figure_draws_every_attention_kind_in_a_colour_of_its_own() -> None:
+    results = _scaling_results()
+    kinds = ("additive", "dot", "general", "scaled_dot", "dot (Transformer)", "scaled_dot (Transformer)")
+    template = results["runs"]["dot-128"]
+    results["runs"] = {kind: {**template, "attention": kind} for kind in kinds}
+    lines = scaling_figure(results).axes[0].get_lines()
+    assert sorted({line.get_label().removesuffix(", trained") for line in lines[::2]}) == sorted(kinds)
+    assert len({line.get_color() for line in lines}) == len(kinds)
 
 
 def _head(agreement: float | None) -> dict[str, Any]:
@@ -135,6 +147,10 @@ def test_a_transformer_s_ablations_name_the_heads_that_cost_nothing_significant(
     assert "| layer 1 uniform | 3.00 | 3.00 | 3.00 | 2.00 | 0.002 | - |" in markdown
     assert "on all sentences by no more than chance (p >= 0.05): layer 1 head 1 of 2." in markdown
     assert "on the long sentences by no more than chance (p >= 0.05): none of 2." in markdown
+    # no long sentence in the sample: nothing was tested there, which is no "none of 2"
+    without_long = {kind: {key: value for key, value in entry.items() if key != "p_long"} for kind, entry in ablations.items()}
+    markdown = format_checks_markdown({**_results({"perturbation": without_long}), "significance": 0.05})
+    assert "Heads whose silencing changes BLEU on the long sentences: not tested (none in the sample)." in markdown
     # the notes on an RNN's uniform / permute / argmax are not a Transformer's ablation's
     assert all(note in markdown for note in (*ABLATION_NOTES, *CAVEAT_NOTES))
     assert not any(note in markdown for note in PERTURBATION_NOTES)

@@ -4,6 +4,7 @@ them with the runs; this renders them, with no model."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -120,9 +121,13 @@ def format_ablation(scores: dict[str, Any], labels: list[str], head: list[str], 
     ])
     silenced = [kind for kind in scores if kind.endswith("silenced")]
     for part, what in (("p_all", "all sentences"), ("p_long", "the long sentences")):
-        free = [kind.removesuffix(" silenced") for kind in silenced if scores[kind].get(part, 0.0) >= significance]
+        tested = [kind for kind in silenced if part in scores[kind]]
+        if not tested:  # no long sentence in the sample: nothing was tested there
+            lines += ["", f"Heads whose silencing changes BLEU on {what}: not tested (none in the sample)."]
+            continue
+        free = [kind.removesuffix(" silenced") for kind in tested if scores[kind][part] >= significance]
         lines += ["", f"Heads whose silencing changes BLEU on {what} by no more than chance (p >= {significance:g}): "
-                  f"{', '.join(free) or 'none'} of {len(silenced)}."]
+                  f"{', '.join(free) or 'none'} of {len(tested)}."]
     return lines
 
 
@@ -176,11 +181,11 @@ def checks_figure(results: dict[str, Any]) -> Figure:
             left.set(ylabel="BLEU", xlabel=f"{results['by']} length (words)")
             left.grid(alpha=0.3)
         for point in entry.get("alignment", []):
-            right.plot(labels, [100 * (point["buckets"][label]["agreement"] or 0) for label in labels],
+            right.plot(labels, [_percent(point["buckets"][label]["agreement"]) for label in labels],
                        marker="o", label=f"{point['checkpoint'].removesuffix('.pt')} (step {point['step']})")
         if final:
             for key, style in (("diagonal", "k:"), ("chance", "k--")):
-                right.plot(labels, [100 * (final["buckets"][label][key] or 0) for label in labels], style, label=key)
+                right.plot(labels, [_percent(final["buckets"][label][key]) for label in labels], style, label=key)
         right.set_title(f"{name}: argmax agrees with eflomal (%)")
         right.set(ylim=(0, 100), xlabel=f"{results['by']} length (words)")
         right.grid(alpha=0.3)
@@ -189,6 +194,11 @@ def checks_figure(results: dict[str, Any]) -> Figure:
                 axes.legend(fontsize=8)
     figure.tight_layout()
     return figure
+
+
+def _percent(share: float | None) -> float:
+    """A share in percent for a plot; none measured (no linked word in the bucket) is no point, not 0%."""
+    return math.nan if share is None else 100 * share
 
 
 def _heads_heatmap(axes: Any, point: dict[str, Any], name: str) -> None:
@@ -245,6 +255,9 @@ def format_scaling_markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+SCALING_COLOURS = ("tab:red", "tab:blue", "tab:green", "tab:orange", "tab:purple", "tab:brown", "tab:pink", "tab:gray")
+
+
 def scaling_figure(results: dict[str, Any]) -> Figure:
     """One panel per statistic against d (log scale): a line per attention type, hollow markers at
     initialisation, filled once trained."""
@@ -254,7 +267,8 @@ def scaling_figure(results: dict[str, Any]) -> Figure:
     kinds = sorted({run["attention"] for run in results["runs"].values()})
     for axes, key in zip(panels, keys, strict=True):
         title = next(title for k, title, _ in SCALING_COLUMNS if k == key)
-        for colour, kind in zip(("tab:red", "tab:blue", "tab:green", "tab:orange"), kinds, strict=False):
+        for index, kind in enumerate(kinds):  # six kinds at most: additive, dot, general, scaled_dot, two Transformers
+            colour = SCALING_COLOURS[index % len(SCALING_COLOURS)]
             runs = sorted((r for r in results["runs"].values() if r["attention"] == kind), key=lambda r: r["attention_size"])
             sizes = [r["attention_size"] for r in runs]
             axes.plot(sizes, [r["trained"][key] for r in runs], "o-", color=colour, label=f"{kind}, trained")
@@ -264,7 +278,7 @@ def scaling_figure(results: dict[str, Any]) -> Figure:
         if key in ("score_variance", "score_grad_norm"):
             axes.set_yscale("log")
         axes.set_title(title)
-        axes.set_xlabel("d (attention_size; a Transformer's d_k per head)")
+        axes.set_xlabel("d (attention_size; general: hidden_size; a Transformer's d_k per head)")
         axes.grid(alpha=0.3)
     # below the panels, not inside one: inside, it covered points of the gradient panel
     figure.legend(*panels[0].get_legend_handles_labels(), loc="lower center", ncol=4, fontsize=8)

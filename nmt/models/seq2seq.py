@@ -79,7 +79,9 @@ class Seq2Seq(TranslationModel):
         return ModelKind(
             name={"none": "RNNencdec", "additive": "RNNsearch"}.get(attention, f"{attention} attention"),
             attention=attention, curve_attention=attention, scaling_attention=attention,
-            scaling_size=config.attention_size,
+            # the scored vectors' width: Luong's general score s^T W h is over the decoder state, and reads
+            # no attention_size
+            scaling_size=config.hidden_size if attention == "general" else config.attention_size,
             length_kind="fixed vector" if attention == "none" else "rnn attention",
             without_attention="attention: none, RNNencdec" if attention == "none" else "",
         )
