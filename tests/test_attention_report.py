@@ -147,6 +147,8 @@ def test_a_transformer_s_ablations_name_the_heads_that_cost_nothing_significant(
     assert "| layer 1 uniform | 3.00 | 3.00 | 3.00 | 2.00 | 0.002 | - |" in markdown
     assert "on all sentences by no more than chance (p >= 0.05): layer 1 head 1 of 2." in markdown
     assert "on the long sentences by no more than chance (p >= 0.05): none of 2." in markdown
+    # without eflomal's links, the figure plots the ablations, titled as what they are
+    assert checks_figure(results).axes[0].get_title() == "search: greedy BLEU, cross-attention ablated"
     # no long sentence in the sample: nothing was tested there, which is no "none of 2"
     without_long = {kind: {key: value for key, value in entry.items() if key != "p_long"} for kind, entry in ablations.items()}
     markdown = format_checks_markdown({**_results({"perturbation": without_long}), "significance": 0.05})

@@ -172,12 +172,13 @@ def checks_figure(results: dict[str, Any]) -> Figure:
     panels = figure.subplots(len(runs), 2, squeeze=False)
     for (left, right), (name, entry) in zip(panels, runs.items(), strict=True):
         final = (entry.get("alignment") or [{}])[-1]
-        if "heads" in final:  # a Transformer: no perturbation; its heatmap of layers x heads instead
+        if "heads" in final:  # a Transformer aligned with eflomal: its heatmap of layers x heads
             _heads_heatmap(left, final, name)
         else:
             for kind, score in entry.get("perturbation", {}).items():
                 left.plot(labels, [score["bleu"][label] for label in labels], marker="o", label=kind)
-            left.set_title(f"{name}: greedy BLEU, attention weights replaced")
+            # a Transformer whose heads were not aligned (no eflomal) shows its ablations here
+            left.set_title(f"{name}: greedy BLEU, {'cross-attention ablated' if _ablated(entry) else 'attention weights replaced'}")
             left.set(ylabel="BLEU", xlabel=f"{results['by']} length (words)")
             left.grid(alpha=0.3)
         for point in entry.get("alignment", []):

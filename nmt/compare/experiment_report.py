@@ -21,7 +21,8 @@ from nmt.rundir.writing import read_summary
 # Beside every heatmap: what the weights are, and the command that measures what they do not tell.
 ATTENTION_CAVEAT = (
     "An attention map is one mixing step, not the model's reasoning. `nmt attention-checks RUN_DIR ...` "
-    "measures whether the output depends on where it looks (weights made uniform, permuted or one-hot) and "
+    "measures whether the output depends on where it looks (an RNN's weights made uniform, permuted or one-hot; "
+    "a Transformer's cross-attention heads silenced or made uniform) and "
     "how often its argmax agrees with a word aligner (docs/results.md)."
 )
 
