@@ -148,6 +148,11 @@ def test_plot_lines_are_figure_2s_colour_per_model_and_style_per_ceiling_or_a_co
     same = {"dot-128": ("dot attention", "all lengths"), "dot-1024": ("dot attention", "all lengths")}
     assert line_styles(list(same), same) == {"dot-128": ("C0", "-"), "dot-1024": ("C1", "-")}
     assert line_styles(["a", "b"], None) == {"a": ("C0", "-"), "b": ("C1", "-")}
+    # five ceilings of one model: the fifth style would be the first's again, so a colour per run
+    ceilings = {f"s{w}": ("RNNsearch", f"-{w}") for w in (10, 20, 30, 40, 50)}
+    assert len(set(line_styles(list(ceilings), ceilings).values())) == 5
+    many = [f"run{i}" for i in range(12)]
+    assert len(set(line_styles(many, None).values())) == 12 and line_styles(many, None)["run10"] == ("C0", "--")
 
 
 def test_single_system_has_no_comparisons(evaluation: Evaluation, tmp_path: Path) -> None:

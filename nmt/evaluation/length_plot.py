@@ -23,13 +23,16 @@ LINE_STYLES = ("-", "--", "-.", ":")
 
 def line_styles(names: Sequence[str], groups: Mapping[str, tuple[str, str]] | None) -> dict[str, tuple[str, str]]:
     """(colour, line style) of each run: a colour per model and a style per variant of `groups` (see
-    plot_bleu_by_length), or a colour per run where the groups do not tell every run apart."""
-    if not groups or len({groups[name] for name in names}) < len(names):
-        groups = {name: (name, "") for name in names}
-    models = list(dict.fromkeys(groups[name][0] for name in names))
-    variants = list(dict.fromkeys(groups[name][1] for name in names))
-    return {name: (f"C{models.index(groups[name][0]) % 10}", LINE_STYLES[variants.index(groups[name][1]) % len(LINE_STYLES)])
-            for name in names}
+    plot_bleu_by_length), or, where that does not tell every run apart (no groups, more than 10 models or 4
+    variants), one of 10 colours per run, its style changing every 10 runs."""
+    if groups and len({groups[name] for name in names}) == len(names):
+        models = list(dict.fromkeys(groups[name][0] for name in names))
+        variants = list(dict.fromkeys(groups[name][1] for name in names))
+        styles = {name: (f"C{models.index(groups[name][0]) % 10}",
+                         LINE_STYLES[variants.index(groups[name][1]) % len(LINE_STYLES)]) for name in names}
+        if len(set(styles.values())) == len(names):
+            return styles
+    return {name: (f"C{index % 10}", LINE_STYLES[index // 10 % len(LINE_STYLES)]) for index, name in enumerate(names)}
 
 
 def plot_bleu_by_length(
