@@ -239,7 +239,7 @@ def names_a_file(checkpoint: str | Path) -> bool:
 
 def resolve_checkpoint(run_dir: Path, checkpoint: str | Path | None, option: str = "checkpoint=") -> Path:
     """The checkpoint file a command uses, by one rule for every --checkpoint: none given is the run's
-    best.pt, else its latest periodic checkpoint; a bare file name (best.pt, averaged.pt, step_00000300.pt)
+    best.pt, else its newest weights (the periodic or interruption checkpoint of the highest step); a bare file name (best.pt, averaged.pt, step_00000300.pt)
     is looked up in RUN_DIR/checkpoints/; a path with a folder part (./averaged.pt too) is used as it is.
     `option` is how the caller's user gave `checkpoint`, written before it in errors: "--checkpoint " on the
     command line, the argument "checkpoint=" (the default) in Python."""
