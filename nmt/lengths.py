@@ -6,6 +6,7 @@ evaluation (nmt/evaluation/buckets.py: bucketed scores) use, so that data/ never
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -32,9 +33,17 @@ def make_buckets(cutoffs: Sequence[int]) -> list[Bucket]:
     return buckets
 
 
+# Chinese and Japanese are written without spaces between words: each of their characters (CJK ideographs,
+# kana) counts as a word, as sacrebleu's zh and ja tokenizers split them, so that a length says something there
+_UNSPACED = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_WORD = re.compile(f"[{_UNSPACED}]|[^\\s{_UNSPACED}]+")
+
+
 def word_count(text: str) -> int:
-    """Number of whitespace-separated words in `text`."""
-    return len(text.split())
+    """Number of words in `text`: whitespace-separated (as str.split), each Chinese or Japanese character one."""
+    if not text or max(text) < "\u3040":  # none of those characters: str.split's count, sooner than the regex's
+        return len(text.split())
+    return len(_WORD.findall(text))
 
 
 def assign_buckets(lengths: Sequence[int], buckets: Sequence[Bucket]) -> list[int]:

@@ -37,6 +37,15 @@ def test_word_count_splits_on_any_whitespace() -> None:
     assert word_count("") == 0
 
 
+def test_chinese_and_japanese_count_a_word_per_character() -> None:
+    """Written without spaces, a Chinese sentence would be one word, and every one of them in the first
+    bucket: each ideograph or kana counts as one, as sacrebleu's zh and ja tokenizers split them."""
+    assert word_count("我爱你") == 3 and word_count("カタカナです") == 6
+    assert word_count("我 love 你们") == 4 and word_count("l’eau, déjà\u00a0là") == 3
+    references = ["我" * n for n in (5, 15, 45)]
+    assert sentence_lengths(references, references, "reference") == [5, 15, 45]
+
+
 def test_source_versus_reference_length() -> None:
     buckets = make_buckets(DEFAULT)
     sources, references = [_words(9), _words(25)], [_words(12), _words(61)]
