@@ -463,3 +463,29 @@ def test_an_input_file_edited_while_prepare_reads_it_is_read_again_next_time(
     prepare(config)
     monkeypatch.undo()
     assert not is_prepared(config)
+
+
+def test_two_prepares_of_one_folder_at_once_build_it_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two trainings started together on data not yet prepared: the second waits for the first's build and
+    finds the folder prepared, instead of building it again under the first (whose swap could then fail)."""
+    config, _ = setup(tmp_path)
+    build, builds = prepare_module._build, []
+
+    def slow_build(directory: Path, config: DataConfig) -> None:
+        builds.append(directory)
+        time.sleep(1.0)  # long enough for the other to arrive while this one builds
+        build(directory, config)
+
+    monkeypatch.setattr(prepare_module, "_build", slow_build)
+    results: list[dict[str, Any]] = []
+    threads = [threading.Thread(target=lambda: results.append(prepare(config))) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+        time.sleep(0.2)
+    for thread in threads:
+        thread.join(timeout=120)
+    assert len(results) == 2 and results[0] == results[1] and len(builds) == 1
+    assert "waiting for another nmt prepare in" in capsys.readouterr().err
+    assert sorted(p.name for p in (tmp_path / "prepared").parent.iterdir() if p.name.startswith(".")) == []

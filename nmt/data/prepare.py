@@ -13,13 +13,14 @@ one with files missing or damaged, is rebuilt with a warning saying which.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import multiprocessing
 import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -270,42 +271,69 @@ def prepare(config: DataConfig) -> dict[str, Any]:
     Sentencepiece trains in a process started by multiprocessing's spawn, so a script calling this
     needs the usual `if __name__ == "__main__":` guard."""
     directory = Path(prepared_dir(config))
-    reason = _why_stale(directory, config)
-    if reason is not None:
-        _check_replaceable(directory, config)
-        if reason:
-            # a legitimate rebuild, but it deletes data other runs may have trained on; printed as
-            # nmt/decoding/translator.py's warn prints (that module needs torch, which preparing does not)
-            print(f"warning: data.dir {directory} {reason}", file=sys.stderr)
-        made = [folder for folder in directory.parents if not folder.exists()]  # innermost first
-        directory.parent.mkdir(parents=True, exist_ok=True)
-        with errors_naming(directory):  # a folder that cannot be written: data.dir, not the temporary one
-            tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.build-"))
-        old = None
-        try:
-            _build(tmp, config)
-            # mkdtemp/mkstemp make everything private; the prepared data is shared by every run.
-            tmp.chmod(0o755)
-            for path in tmp.iterdir():
-                path.chmod(0o644)
-            # Ctrl-C between the two renames would leave no data.dir at all: it waits until both are done.
-            with interrupts_deferred():
-                if directory.exists():
-                    old = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.old-"))
-                    os.replace(directory, old / "prev")
-                os.replace(tmp, directory)
-        except BaseException:  # a failed prepare leaves no empty folders (data/prepared/) behind
-            shutil.rmtree(tmp, ignore_errors=True)
-            for folder in made:
-                with contextlib.suppress(OSError):  # not empty: another prepare writes there
-                    folder.rmdir()
-            raise
-        finally:
-            with interrupts_deferred():  # a Ctrl-C here would leave half a folder behind
-                shutil.rmtree(tmp, ignore_errors=True)
-                if old is not None:
-                    shutil.rmtree(old, ignore_errors=True)
+    made = [folder for folder in directory.parents if not folder.exists()]  # innermost first
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with _one_prepare_at_a_time(directory.parent):
+            reason = _why_stale(directory, config)
+            if reason is not None:
+                _check_replaceable(directory, config)
+                if reason:
+                    # a legitimate rebuild, but it deletes data other runs may have trained on; printed as
+                    # nmt/decoding/translator.py's warn prints (that module needs torch, which preparing does not)
+                    print(f"warning: data.dir {directory} {reason}", file=sys.stderr)
+                _build_in_place(directory, config)
+    except BaseException:  # a failed prepare leaves no empty folders (data/prepared/) behind
+        for folder in made:
+            with contextlib.suppress(OSError):  # not empty: another prepare writes there
+                folder.rmdir()
+        raise
     return json.loads((directory / "stats.json").read_text(encoding="utf-8"))
+
+
+@contextlib.contextmanager
+def _one_prepare_at_a_time(folder: Path) -> Iterator[None]:
+    """An exclusive lock on `folder` (data.dir's parent, locked through its own descriptor: no file is left)
+    while a prepare decides and builds: a second `nmt prepare` or training of the same data (two started
+    together) waits for the first, then finds the folder prepared, rather than build it again under it. A
+    filesystem without locks (some network ones) prepares unlocked, as before."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"waiting for another nmt prepare in {folder} to finish ...", file=sys.stderr, flush=True)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:  # no locks here
+            pass
+        yield
+    finally:
+        os.close(fd)  # and with it the lock
+
+
+def _build_in_place(directory: Path, config: DataConfig) -> None:
+    """Build the prepared data beside `directory` and swap it in: the previous folder or the new one is
+    there whatever happens, never half of one."""
+    with errors_naming(directory):  # a folder that cannot be written: data.dir, not the temporary one
+        tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.build-"))
+    old = None
+    try:
+        _build(tmp, config)
+        # mkdtemp/mkstemp make everything private; the prepared data is shared by every run.
+        tmp.chmod(0o755)
+        for path in tmp.iterdir():
+            path.chmod(0o644)
+        # Ctrl-C between the two renames would leave no data.dir at all: it waits until both are done.
+        with interrupts_deferred():
+            if directory.exists():
+                old = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.old-"))
+                os.replace(directory, old / "prev")
+            os.replace(tmp, directory)
+    finally:
+        with interrupts_deferred():  # a Ctrl-C here would leave half a folder behind
+            shutil.rmtree(tmp, ignore_errors=True)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
 
 
 def is_prepared(config: DataConfig) -> bool:
