@@ -87,8 +87,9 @@ def _single(model: TranslationModel) -> list[AttentionPoint]:
 @contextlib.contextmanager
 def perturbed(model: TranslationModel, kind: Perturbation, seed: int = 0) -> Iterator[None]:
     """Within the block, the weights of every call of the model's single attentions replaced by
-    `perturb_weights` (`permute` draws from a generator seeded with `seed` on entry, on the CPU);
-    "none" registers nothing."""
+    `perturb_weights` (`permute` draws from a generator seeded with `seed` on entry, on the CPU, one key
+    per row and position of each call: a sentence's permutations depend on the batches it is decoded in, so
+    the same seed repeats a result at the same batch size, not at another); "none" registers nothing."""
     if kind not in PERTURBATIONS:  # refused here, before any step, rather than in the first call
         raise _unknown_perturbation(kind)
     points = _single(model)
