@@ -222,6 +222,9 @@ class TrainingConfig:
     lr_schedule: Literal["constant", "cosine", "inverse_sqrt"] = "cosine"
     lr_decay_factor: float = 0.5
     lr_patience: int = 0
+    # the validation score whose plateaus decay the rate: "" = early_stopping_metric's; loss, as fairseq's
+    # reduce_lr_on_plateau reads it
+    lr_decay_metric: Literal["", "bleu", "loss"] = ""
     validate_every: int = 300
     valid_max_sentences: int = 200
     checkpoint_every: int = 300

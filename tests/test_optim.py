@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ import torch
 
 from nmt.config import TrainingConfig
 from nmt.errors import NMTError
+from nmt.training import trainer
 from nmt.training.optim import (
     DEFAULT_LEARNING_RATES,
     LRSchedule,
@@ -22,7 +24,9 @@ from nmt.training.optim import (
     build_optimizer,
     is_better,
 )
-from tests.helpers import assert_same_weights, needs_cuda
+from nmt.training.trainer import train
+from nmt.training.validation import ValidationResult
+from tests.helpers import assert_same_weights, log_without_timing, needs_cuda, resume_config
 
 
 def test_cosine_with_warm_up_at_its_landmarks() -> None:
@@ -295,3 +299,22 @@ def test_a_cpu_checkpoint_resumes_fused_on_cuda_and_continues_as_on_the_cpu() ->
     train_steps(gpu, gpu_optimizer, 3, seed=2)
     for a, b in zip(gpu.parameters(), cpu.parameters(), strict=True):
         torch.testing.assert_close(a.cpu(), b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(("decay_metric", "decayed_at"), [("", []), ("bleu", []), ("loss", [30, 40])])
+def test_the_rate_decays_on_the_plateaus_of_the_score_asked_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, decay_metric: str, decayed_at: list[int]
+) -> None:
+    """training.lr_decay_metric: the validation BLEU climbs while the loss turns up (scripted): a plateau of the
+    loss halves the rate where BLEU's would not; "" follows early_stopping_metric (BLEU)."""
+    losses, bleus = iter([3.0, 2.5, 2.7, 2.6]), iter([10.0, 11.0, 12.0, 13.0])
+
+    def validate(*args: Any, **kwargs: Any) -> ValidationResult:
+        loss = next(losses)
+        return ValidationResult(loss=loss, ppl=math.exp(loss), bleu=next(bleus), signature="scripted", sentences=10)
+
+    monkeypatch.setattr(trainer, "validate", validate)
+    config = resume_config(tmp_path / "data", max_steps=40, lr_decay_metric=decay_metric)
+    train(config, tmp_path / "run")
+    valid = [e for e in log_without_timing(tmp_path / "run") if e["event"] == "valid"]
+    assert [e["step"] for e in valid if e["lr_decayed"]] == decayed_at

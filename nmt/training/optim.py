@@ -121,7 +121,7 @@ class LRSchedule:
         self.config = config
         self.base = base_learning_rate(config)
         self.scale = 1.0
-        self.plateau = Patience(config.early_stopping_metric, config.lr_patience)
+        self.plateau = Patience(config.lr_decay_metric or config.early_stopping_metric, config.lr_patience)
 
     def lr(self, step: int) -> float:
         """Learning rate for update number `step` (1-based)."""
@@ -143,8 +143,13 @@ class LRSchedule:
             group["lr"] = lr
         return lr
 
+    @property
+    def metric(self) -> str:
+        """The validation score `observe` takes: training.lr_decay_metric, else early_stopping_metric."""
+        return self.plateau.metric
+
     def observe(self, score: float) -> bool:
-        """Feed a validation score; decay the lr after `lr_patience` bad ones in a row. True on a decay."""
+        """Feed a validation score (of `metric`); decay the lr after `lr_patience` bad ones in a row. True on a decay."""
         if self.plateau.patience <= 0 or math.isnan(score):
             return False
         self.plateau.observe(score, step=0)

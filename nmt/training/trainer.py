@@ -343,7 +343,7 @@ class Trainer:
         score = result.score(self.tc.early_stopping_metric)
         if self.stopping.observe(score, self.step, counts=not closing) and self.ctx.is_main:
             write_best(self.run_dir, weights_checkpoint(self.model, self.step, score, self.config, self.tokenizer))
-        decayed = False if closing else self.schedule.observe(score)
+        decayed = False if closing else self.schedule.observe(result.score(self.schedule.metric))
         scores = {"valid_loss": result.loss, "valid_ppl": result.ppl, "valid_bleu": result.bleu}
         self.last_validation = {"step": self.step, **scores}
         if self.ctx.is_main:
