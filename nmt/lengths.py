@@ -37,11 +37,12 @@ def make_buckets(cutoffs: Sequence[int]) -> list[Bucket]:
 # kana) counts as a word, as sacrebleu's zh and ja tokenizers split them, so that a length says something there
 _UNSPACED = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _WORD = re.compile(f"[{_UNSPACED}]|[^\\s{_UNSPACED}]+")
+_UNSPACED_CHARACTER = re.compile(f"[{_UNSPACED}]")
 
 
 def word_count(text: str) -> int:
     """Number of words in `text`: whitespace-separated (as str.split), each Chinese or Japanese character one."""
-    if not text or max(text) < "\u3040":  # none of those characters: str.split's count, sooner than the regex's
+    if text.isascii() or not _UNSPACED_CHARACTER.search(text):  # str.split's count, sooner than the regex's
         return len(text.split())
     return len(_WORD.findall(text))
 

@@ -159,7 +159,8 @@ def build_section(
             continue
         if key not in hints:
             error = unknown_key(str(key), valid, f"{name}.", other_names)
-            if subsections:  # a sub-section written as one value (data.files: PATH) is read as an unknown key
+            # a sub-section written as one value (data.files: PATH) is read as an unknown key; a typo is not
+            if subsections and not did_you_mean(str(key), valid, f"{name}.", other_names):
                 error.hint += f" A sub-section of {name} holds keys: {key}: {{KEY: VALUE}}, not {value!r}."
             raise error
         values[key] = check_type(value, hints[key], f"{name}.{key}")

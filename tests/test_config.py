@@ -439,6 +439,9 @@ def test_a_source_sub_section_refuses_an_unknown_key_naming_it_with_the_closest_
     with pytest.raises(NMTError, match=r"unknown key 'data.files'") as error:
         config_from_dict({"data": {"source": "files", "files": "corpus/train"}})
     assert error.value.hint.endswith("A sub-section of data holds keys: files: {KEY: VALUE}, not 'corpus/train'.")
+    with pytest.raises(NMTError, match=r"unknown key 'data.src_lnag' \(did you mean 'data.src_lang'\?\)") as error:
+        config_from_dict({"data": {"src_lnag": "en"}})  # a typo: no word of sub-sections
+    assert "sub-section" not in error.value.hint
     with pytest.raises(NMTError, match=r"wrong type for 'data.bible.src': expected str, got 4 \(int\)") as error:
         check_data(config_from_dict({"data": {"bible": {"src": 4}}}).data)
     assert error.value.hint == """YAML reads 4 as a number: quoted, it is text: src: "4" in the config, --set 'data.bible.src="4"' on the command line."""

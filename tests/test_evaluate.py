@@ -12,7 +12,7 @@ import pytest
 import sacrebleu
 
 from nmt.cli import main
-from nmt.compare.evaluate import default_out_dir, effect_pairs, length_contrasts, plot_group
+from nmt.compare.evaluate import default_out_dir, effect_pairs, length_contrasts, plot_group, run_comparisons
 from nmt.compare.runs import describe_runs, translate_cached
 from nmt.config import load_config, save_config
 from nmt.decoding.translator import Translator
@@ -53,6 +53,9 @@ def test_effect_pairs_are_trained_on_the_same_lengths_whatever_their_order(tmp_p
     assert effect_pairs(runs) == ([("encdec-50", "search-50"), ("encdec-30", "search-30")], ["encdec-10"])
     assert effect_pairs({name: runs[name] for name in ("encdec-30", "encdec-50", "search-50")}) == (
         [("encdec-50", "search-50")], ["encdec-30"])
+    # no pair at all: the report says why the check is missing
+    crossed = run_comparisons({name: runs[name] for name in ("encdec-30", "search-50")})
+    assert crossed.pairs == [] and (crossed.note or "").startswith("not checked for the effect: encdec-30, search-50")
 
 
 def test_transformers_are_contrasted_with_runs_trained_on_the_same_lengths(tmp_path: Path) -> None:

@@ -33,6 +33,11 @@ def test_cuda_precisions(monkeypatch: pytest.MonkeyPatch) -> None:
     # a GPU before Ampere: torch emulates bf16 there; auto takes fp16, an explicit bf16 gets what it asks for
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: including_emulation)
     assert [resolve_precision(n, cuda) for n in ("auto", "bf16")] == [torch.float16, torch.bfloat16]
+    # a torch before 2.4, whose is_bf16_supported takes no keyword: the compute capability decides
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+    for capability, dtype in (((7, 0), torch.float16), ((8, 0), torch.bfloat16)):
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None, c=capability: c)
+        assert resolve_precision("auto", cuda) == dtype
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: False)
     assert resolve_precision("auto", cuda) == torch.float16
     with pytest.raises(NMTError, match="does not support bfloat16"):

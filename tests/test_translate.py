@@ -84,6 +84,11 @@ def test_each_sentence_is_cleaned_as_the_training_corpus_was(trained_reverse_run
     assert plain.clean_input("1 2’3") == "1 2’3"
     cleaned = Translator(plain.model, plain.tokenizer, plain.decoding, 1, clean_input=lambda text: text.replace("x", "7"))
     assert cleaned.translate(["1 x 3 x 5"]) == plain.translate(["1 7 3 7 5"]) != plain.translate(["1 x 3 x 5"])
+    # a cleaning that drops pieces: the attention's source labels are those of the cleaned sentence too
+    shorter = Translator(plain.model, plain.tokenizer, plain.decoding, 1, clean_input=lambda text: text.replace(" x", ""))
+    (translation,) = shorter.translate(["1 x 3 x 5"], return_attention=True)
+    assert translation.src_pieces == plain.translate(["1 3 5"], return_attention=True)[0].src_pieces
+    assert translation.attention is not None and translation.attention.shape[1] == len(translation.src_pieces)
 
 
 @pytest.mark.parametrize("encoding", ["ascii", "latin-1"])

@@ -71,7 +71,7 @@ def run_comparisons(runs: Mapping[str, Config]) -> Comparisons:
     note = (
         f"not checked for the effect: {', '.join(unpaired)} (a run without attention pairs with a run with "
         "attention trained on the same lengths, in the order given; give one of each per training.max_words)"
-    ) if pairs and unpaired else None
+    ) if unpaired and {"fixed vector", "rnn attention"} <= {_kind(config) for config in runs.values()} else None
     return Comparisons(
         pairs, length_contrasts(runs), {name: config.training.max_words for name, config in runs.items()},
         {name: plot_group(config.model, config.training.max_words) for name, config in runs.items()}, note,

@@ -271,11 +271,13 @@ def prepare(config: DataConfig) -> dict[str, Any]:
     Sentencepiece trains in a process started by multiprocessing's spawn, so a script calling this
     needs the usual `if __name__ == "__main__":` guard."""
     directory = Path(prepared_dir(config))
+    if _why_stale(directory, config) is None:  # current: no lock, no wait behind another folder's build
+        return json.loads((directory / "stats.json").read_text(encoding="utf-8"))
     made = [folder for folder in directory.parents if not folder.exists()]  # innermost first
     directory.parent.mkdir(parents=True, exist_ok=True)
     try:
         with _one_prepare_at_a_time(directory.parent):
-            reason = _why_stale(directory, config)
+            reason = _why_stale(directory, config)  # again: another prepare may have built it meanwhile
             if reason is not None:
                 _check_replaceable(directory, config)
                 if reason:
@@ -294,10 +296,14 @@ def prepare(config: DataConfig) -> dict[str, Any]:
 @contextlib.contextmanager
 def _one_prepare_at_a_time(folder: Path) -> Iterator[None]:
     """An exclusive lock on `folder` (data.dir's parent, locked through its own descriptor: no file is left)
-    while a prepare decides and builds: a second `nmt prepare` or training of the same data (two started
+    while a prepare that has found its folder stale decides again and builds: a second `nmt prepare` or training of the same data (two started
     together) waits for the first, then finds the folder prepared, rather than build it again under it. A
     filesystem without locks (some network ones) prepares unlocked, as before."""
-    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # a folder that can be entered but not read: it is written unlocked, as before
+        yield
+        return
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -152,7 +152,9 @@ class Translator:
             if len(sentence) > MAX_LINE_BYTES:  # a huge line is cut before encoding: its pieces would be cut
                 warn(f"line {first_line + i}: {len(sentence):,} characters, cut to the first {MAX_LINE_BYTES:,}.")
                 sentence = sentences[i] = sentence[:MAX_LINE_BYTES]
-            ids = tokenizer.encode_src(self.clean_input(sentence))
+            # cleaned once, for the encoding and the attention's source labels (Translation.src_pieces) alike
+            sentence = sentences[i] = self.clean_input(sentence)
+            ids = tokenizer.encode_src(sentence)
             if len(ids) > limit:
                 warn(f"line {first_line + i}: {len(ids)} source pieces, cut to the first {limit} (decoding.max_input_tokens).")
                 ids = ids[:limit]

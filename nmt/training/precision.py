@@ -17,10 +17,19 @@ def resolve_precision(name: str, device: torch.device) -> torch.dtype | None:
     if device.type != "cuda" or name == "fp32":
         return None
     if name == "auto":
-        return torch.bfloat16 if torch.cuda.is_bf16_supported(including_emulation=False) else torch.float16
+        return torch.bfloat16 if _computes_in_bf16() else torch.float16
     if name == "bf16" and not torch.cuda.is_bf16_supported():
         raise NMTError("training.precision is bf16 but this GPU does not support bfloat16.", "Use fp16 or auto.")
     return torch.bfloat16 if name == "bf16" else torch.float16
+
+
+def _computes_in_bf16() -> bool:
+    """Whether the current GPU computes in bf16 rather than torch emulating it (torch before 2.4 cannot say
+    which: there, compute capability 8 and up, as torch's own test)."""
+    try:
+        return torch.cuda.is_bf16_supported(including_emulation=False)
+    except TypeError:
+        return torch.cuda.get_device_capability()[0] >= 8
 
 
 def precision_fallback(name: str, device: torch.device) -> str | None:
