@@ -402,8 +402,9 @@ def load_corpus(config: DataConfig) -> Corpus:
         if not corpus.splits[split]:
             raise NMTError(
                 f"the {split} split is empty after reading and filtering data.source '{config.source}' "
-                f"({corpus.dropped_empty[split]} empty pairs dropped, {corpus.filtered_long} too long, "
-                f"{corpus.overlap_dropped.get(split, 0)} also in training).",
+                f"({corpus.dropped_empty[split]} empty pairs dropped, "
+                + (f"{corpus.filtered_long} too long, " if split == "train" else "")  # the length filter is train's only
+                + f"{corpus.overlap_dropped.get(split, 0)} also in training).",
                 "Check the input files, data.max_train_words, data.drop_train_overlap and "
                 "data.valid_fraction / data.test_fraction.",
             )
