@@ -64,7 +64,8 @@ class PreparedData:
 
 
 def length_histogram(pairs: list[Pair]) -> dict[str, int]:
-    """Source-length histogram in words over the evaluation's buckets, every bucket present (in order)."""
+    """Source-length histogram in words over HISTOGRAM_CUTS (the default evaluation buckets, whatever a config
+    sets), every bucket present (in order)."""
     buckets = make_buckets(HISTOGRAM_CUTS)
     indices = assign_buckets([word_count(src) for src, _ in pairs], buckets)
     return {bucket.label: indices.count(i) for i, bucket in enumerate(buckets)}
