@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import nmt.data.prepare as prepare_module
+import nmt.data.replacing as replacing
 from nmt.cli import main
 from nmt.config import DataConfig, config_from_dict, save_config
 from nmt.data.pairs import Corpus
@@ -270,8 +271,6 @@ def test_ctrl_c_during_the_swap_waits_until_the_new_folder_is_in_place(
 ) -> None:
     import signal
 
-    import nmt.data.prepare as prepare_module
-
     config, _ = setup(tmp_path)
     prepare(config)
     bigger = dataclasses.replace(config, vocab_size=45)
@@ -284,7 +283,7 @@ def test_ctrl_c_during_the_swap_waits_until_the_new_folder_is_in_place(
         renames.append(Path(dst).name)
         real_replace(src, dst)
 
-    monkeypatch.setattr(prepare_module.os, "replace", interrupted_replace)
+    monkeypatch.setattr(replacing.os, "replace", interrupted_replace)
     with pytest.raises(KeyboardInterrupt):
         prepare(bigger)
     monkeypatch.undo()
@@ -404,7 +403,7 @@ def test_ctrl_c_stops_prepare_in_every_phase_leaving_the_previous_folder_or_none
     elif phase == "stats":
         monkeypatch.setattr(prepare_module, "_stats", interrupting(prepare_module._stats))
     elif phase == "cleanup":  # after the swap, as the previous folder (set aside) is deleted
-        monkeypatch.setattr(prepare_module.shutil, "rmtree", interrupting(prepare_module.shutil.rmtree))
+        monkeypatch.setattr(replacing.shutil, "rmtree", interrupting(replacing.shutil.rmtree))
     else:
         monkeypatch.setattr(prepare_module, "Tokenizer", HangingTokenizer)
         interrupt_once_started(tmp_path / "tokenizer-started")

@@ -1,6 +1,6 @@
 """`nmt prepare`: corpus -> split text files + sentencepiece models + stats, in `data.dir`.
 
-The folder is built beside its final place and swapped in at the end (Ctrl-C waits for the swap),
+The folder is built beside its final place and swapped in at the end (nmt/data/replacing.py: Ctrl-C waits for the swap),
 so an interrupted prepare leaves the previous result or the new one, never half of one. Sentencepiece
 trains in a child process: its C++ returns to Python only when done, so Ctrl-C would wait for it
 (half a minute on 200,000 pairs) where the child can be killed at once.
@@ -13,14 +13,11 @@ one with files missing or damaged, is rebuilt with a warning saying which.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import multiprocessing
 import os
-import shutil
 import sys
-import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -29,10 +26,11 @@ from typing import Any
 from nmt.config_sections import DataConfig
 from nmt.data.corpus import drop_train_overlap, filter_train, read_lines
 from nmt.data.pairs import MAX_LINE_CHARS, SPLITS, Corpus, Pair
+from nmt.data.replacing import build_and_swap_in, one_build_at_a_time
 from nmt.data.sources import content_settings, corpus_source, prepared_dir
 from nmt.data.subwords import MANIFEST, SUBWORD_KEYS, Tokenizer, read_manifest
 from nmt.errors import NMTError, counted
-from nmt.fileio import atomic_write_json, atomic_write_text, errors_naming, interrupts_deferred, sha256_file
+from nmt.fileio import atomic_write_json, atomic_write_text, sha256_file
 from nmt.interrupts import starting_children
 from nmt.lengths import assign_buckets, make_buckets, word_count
 from nmt.typed_yaml import ABSENT, config_changes
@@ -277,7 +275,7 @@ def prepare(config: DataConfig) -> dict[str, Any]:
     made = [folder for folder in directory.parents if not folder.exists()]  # innermost first
     directory.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with _one_prepare_at_a_time(directory.parent):
+        with one_build_at_a_time(directory.parent):
             reason = _why_stale(directory, config)  # again: another prepare may have built it meanwhile
             if reason is not None:
                 _check_replaceable(directory, config)
@@ -285,62 +283,13 @@ def prepare(config: DataConfig) -> dict[str, Any]:
                     # a legitimate rebuild, but it deletes data other runs may have trained on; printed as
                     # nmt/decoding/translator.py's warn prints (that module needs torch, which preparing does not)
                     print(f"warning: data.dir {directory} {reason}", file=sys.stderr)
-                _build_in_place(directory, config)
+                build_and_swap_in(directory, lambda folder: _build(folder, config))
     except BaseException:  # a failed prepare leaves no empty folders (data/prepared/) behind
         for folder in made:
             with contextlib.suppress(OSError):  # not empty: another prepare writes there
                 folder.rmdir()
         raise
     return json.loads((directory / "stats.json").read_text(encoding="utf-8"))
-
-
-@contextlib.contextmanager
-def _one_prepare_at_a_time(folder: Path) -> Iterator[None]:
-    """An exclusive lock on `folder` (data.dir's parent, locked through its own descriptor: no file is left)
-    while a prepare that has found its folder stale decides again and builds: a second `nmt prepare` or training of the same data (two started
-    together) waits for the first, then finds the folder prepared, rather than build it again under it. A
-    filesystem without locks (some network ones) prepares unlocked, as before."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:  # a folder that can be entered but not read: it is written unlocked, as before
-        yield
-        return
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print(f"waiting for another nmt prepare in {folder} to finish ...", file=sys.stderr, flush=True)
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        except OSError:  # no locks here
-            pass
-        yield
-    finally:
-        os.close(fd)  # and with it the lock
-
-
-def _build_in_place(directory: Path, config: DataConfig) -> None:
-    """Build the prepared data beside `directory` and swap it in: the previous folder or the new one is
-    there whatever happens, never half of one."""
-    with errors_naming(directory):  # a folder that cannot be written: data.dir, not the temporary one
-        tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.build-"))
-    old = None
-    try:
-        _build(tmp, config)
-        # mkdtemp/mkstemp make everything private; the prepared data is shared by every run.
-        tmp.chmod(0o755)
-        for path in tmp.iterdir():
-            path.chmod(0o644)
-        # Ctrl-C between the two renames would leave no data.dir at all: it waits until both are done.
-        with interrupts_deferred():
-            if directory.exists():
-                old = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.old-"))
-                os.replace(directory, old / "prev")
-            os.replace(tmp, directory)
-    finally:
-        with interrupts_deferred():  # a Ctrl-C here would leave half a folder behind
-            shutil.rmtree(tmp, ignore_errors=True)
-            if old is not None:
-                shutil.rmtree(old, ignore_errors=True)
 
 
 def is_prepared(config: DataConfig) -> bool:

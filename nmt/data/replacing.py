@@ -1,0 +1,67 @@
+"""A shared folder (the prepared data of `nmt prepare`) replaced whole: built beside its place and swapped in,
+so that an interrupted or failed build leaves the previous folder or the new one, never half of one; and one
+build at a time in a parent folder, so that two processes preparing the same data (two trainings started
+together) build it once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from nmt.fileio import errors_naming, interrupts_deferred
+
+
+@contextlib.contextmanager
+def one_build_at_a_time(folder: Path) -> Iterator[None]:
+    """An exclusive lock on `folder` (the built folder's parent, locked through its own descriptor: no file is
+    left) for the block: a second builder waits for the first, then finds the folder built, rather than build
+    it again under it. A folder that cannot be read, or a filesystem without locks (some network ones), is
+    built unlocked."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # a folder that can be entered but not read
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"waiting for another nmt prepare in {folder} to finish ...", file=sys.stderr, flush=True)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:  # no locks here
+            pass
+        yield
+    finally:
+        os.close(fd)  # and with it the lock
+
+
+def build_and_swap_in(directory: Path, build: Callable[[Path], None]) -> None:
+    """`build(folder)` into a new folder beside `directory`, then swapped in for it: the previous folder or
+    the new one is there whatever happens (Ctrl-C waits for the swap), and what is left of either is removed."""
+    with errors_naming(directory):  # a folder that cannot be written: `directory`, not the temporary one
+        tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.build-"))
+    old = None
+    try:
+        build(tmp)
+        # mkdtemp/mkstemp make everything private; the prepared data is shared by every run.
+        tmp.chmod(0o755)
+        for path in tmp.iterdir():
+            path.chmod(0o644)
+        # Ctrl-C between the two renames would leave no folder at all: it waits until both are done.
+        with interrupts_deferred():
+            if directory.exists():
+                old = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.old-"))
+                os.replace(directory, old / "prev")
+            os.replace(tmp, directory)
+    finally:
+        with interrupts_deferred():  # a Ctrl-C here would leave half a folder behind
+            shutil.rmtree(tmp, ignore_errors=True)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
