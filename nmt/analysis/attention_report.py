@@ -4,7 +4,6 @@ them with the runs; this renders them, with no model."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -182,11 +181,13 @@ def checks_figure(results: dict[str, Any]) -> Figure:
             left.set(ylabel="BLEU", xlabel=f"{results['by']} length (words)")
             left.grid(alpha=0.3)
         for point in entry.get("alignment", []):
-            right.plot(labels, [_percent(point["buckets"][label]["agreement"]) for label in labels],
+            # in %; a bucket without a linked word (None) is no point (NaN), not 0%
+            right.plot(labels, 100 * np.array([point["buckets"][label]["agreement"] for label in labels], dtype=float),
                        marker="o", label=f"{point['checkpoint'].removesuffix('.pt')} (step {point['step']})")
         if final:
             for key, style in (("diagonal", "k:"), ("chance", "k--")):
-                right.plot(labels, [_percent(final["buckets"][label][key]) for label in labels], style, label=key)
+                shares = np.array([final["buckets"][label][key] for label in labels], dtype=float)
+                right.plot(labels, 100 * shares, style, label=key)
         right.set_title(f"{name}: argmax agrees with eflomal (%)")
         right.set(ylim=(0, 100), xlabel=f"{results['by']} length (words)")
         right.grid(alpha=0.3)
@@ -195,11 +196,6 @@ def checks_figure(results: dict[str, Any]) -> Figure:
                 axes.legend(fontsize=8)
     figure.tight_layout()
     return figure
-
-
-def _percent(share: float | None) -> float:
-    """A share in percent for a plot; none measured (no linked word in the bucket) is no point, not 0%."""
-    return math.nan if share is None else 100 * share
 
 
 def _heads_heatmap(axes: Any, point: dict[str, Any], name: str) -> None:
