@@ -1,7 +1,7 @@
 """Configuration: YAML -> one validated dataclass per section -> the rest of the toolkit.
 
 The sections, each key's default and valid values, are in nmt/config_sections.py; reading them typed
-(unknown keys refused with the nearest one suggested, `--set` parsed as YAML) is nmt/typed_yaml.py.
+(unknown keys refused with the nearest one suggested) is nmt/typed_yaml.py, `--set` is nmt/overrides.py.
 This module assembles them into a `Config`, its runs, and its file.
 """
 
@@ -29,18 +29,14 @@ from nmt.config_sections import (
 )
 from nmt.errors import FIX_IN_CONFIG, NMTError, require
 from nmt.fileio import atomic_write_text
+from nmt.overrides import apply_overrides, as_given, blame_flag, parse_override, sets_key
 from nmt.typed_yaml import (
-    apply_overrides,
-    as_given,
-    blame_flag,
     build_section,
     did_you_mean,
     key_line,
     missing_space,
-    parse_override,
     read_yaml,
     section_dict,
-    sets_key,
     unknown_key,
 )
 

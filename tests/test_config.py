@@ -18,7 +18,8 @@ from nmt.config_sections import OTHER_TOOLKIT_KEYS
 from nmt.data.sources import SOURCES, check_data, load_checked_config
 from nmt.errors import NMTError
 from nmt.evaluation.scoring import paired_p_value
-from nmt.typed_yaml import apply_overrides, config_diff, read_yaml
+from nmt.overrides import apply_overrides
+from nmt.typed_yaml import config_diff, read_yaml
 from tests.helpers import CONFIGS
 
 

@@ -15,7 +15,7 @@ from typing import Any, get_args
 from nmt.config import load_saved_config
 from nmt.config_sections import BucketBy
 from nmt.errors import NMTError
-from nmt.typed_yaml import FlagOverride
+from nmt.overrides import FlagOverride
 
 # What `nmt translate --help` says about the checkpoint it uses by default.
 CHECKPOINT_HELP = (

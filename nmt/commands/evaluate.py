@@ -7,7 +7,7 @@ from pathlib import Path
 
 from nmt.commands import arguments
 from nmt.errors import NMTError
-from nmt.typed_yaml import sets_key
+from nmt.overrides import sets_key
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

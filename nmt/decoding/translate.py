@@ -19,10 +19,10 @@ from nmt.decoding.plots import plot_attention
 from nmt.decoding.translator import MAX_LINE_BYTES, Translation, Translator, warn
 from nmt.errors import NMTError
 from nmt.fileio import atomic_open, errors_naming, refuse_unwritable, same_file
+from nmt.overrides import sets_key
 from nmt.rundir.checkpoints import resolve_checkpoint
 from nmt.rundir.loading import check_run_dir
 from nmt.text_encoding import refuse_foreign_encoding
-from nmt.typed_yaml import sets_key
 
 # The name of stdin as -i, and of stdout as -o (fairseq-interactive's --input -, sacrebleu's).
 STDIO = "-"

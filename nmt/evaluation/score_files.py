@@ -33,7 +33,7 @@ from nmt.evaluation.testset import (
 )
 from nmt.fileio import refuse_unwritable, same_file
 from nmt.lengths import make_buckets
-from nmt.typed_yaml import parse_override, sets_key
+from nmt.overrides import parse_override, sets_key
 
 
 def score_files(
