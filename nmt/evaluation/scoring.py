@@ -95,6 +95,8 @@ class MetricScore:
     value: float | None
     ci: tuple[float, float] | None
     statistics: Mapping[str, StatisticValue] = field(default_factory=dict)
+    # the score on each bootstrap resample (n_samples), None where `ci` is: for checks of a ratio of subsets
+    samples: np.ndarray | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,10 @@ class _BleuView:
     @property
     def statistics(self) -> Mapping[str, StatisticValue]:
         return self.metrics["bleu"].statistics
+
+    @property
+    def samples(self) -> np.ndarray | None:
+        return self.metrics["bleu"].samples
 
 
 @dataclass(frozen=True)
@@ -313,7 +319,7 @@ def _score_metric(
         statistics = {st.name: _statistic(st, total[own], total[floor], drawn, own, floor)
                       for st in metric.statistics()}
         ci = None if samples is None else percentile_interval(samples[k])
-        scores.append(MetricScore(points[k], ci, statistics))
+        scores.append(MetricScore(points[k], ci, statistics, None if samples is None else samples[k]))
     diffs = [MetricDiff(points[b] - points[a], None if samples is None else paired_p_value(samples[a], samples[b]))
              for a, b in pairs]
     return scores, diffs
