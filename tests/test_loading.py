@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import shutil
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import torch
 from nmt.data.batching import make_source_batch
 from nmt.decoding.search import greedy_search
 from nmt.errors import NMTError
+from nmt.rundir.checkpoints import load_checkpoint, save_checkpoint
 from nmt.rundir.loading import load_run, resolve_device
 from tests.synthetic import reverse_pairs
 
@@ -103,3 +105,18 @@ def test_a_bare_checkpoint_name_is_looked_up_in_the_runs_checkpoints_folder(
     )
     with pytest.raises(NMTError, match=r"^checkpoint=averaged.pt: .* has no .*checkpoints/averaged.pt \(it has: best.pt, step_"):
         load_run(trained_reverse_run, checkpoint=Path("averaged.pt"), device="cpu")
+
+
+def test_a_checkpoint_with_nan_weights_is_refused_naming_them(trained_reverse_run: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "diverged"
+    shutil.copytree(trained_reverse_run, copy)
+    best = copy / "checkpoints" / "best.pt"
+    checkpoint = load_checkpoint(best)
+    name = next(iter(checkpoint.model))
+    checkpoint.model[name].view(-1)[0] = math.nan
+    save_checkpoint(best, checkpoint)
+    with pytest.raises(NMTError) as error:
+        load_run(copy, checkpoint="best.pt", device="cpu")
+    assert error.value.message == f"{best}: NaN or infinite values in 1 weight tensor of the model ({name}): it would translate nothing."
+    assert error.value.hint.startswith("The run diverged before this checkpoint was saved: use an earlier one (checkpoint=step_N.pt")
+

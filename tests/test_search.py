@@ -23,6 +23,7 @@ from nmt.decoding.search import (
     max_output_lengths,
 )
 from nmt.decoding.translator import Translation, Translator
+from nmt.errors import NMTError
 from nmt.models import build_model
 from nmt.rundir.loading import load_run
 from nmt.special import BOS_ID, EOS_ID
@@ -198,6 +199,32 @@ def test_search_needs_no_attention_and_leaves_the_training_mode(sources: list[li
     assert all(h[0].attention is None for h in first)
     again = beam_search(model, src, lengths, 2, limits, return_attention=True)  # dropout is off while searching
     assert [h[0].tokens for h in again] == [h[0].tokens for h in first]
+
+
+def test_greedy_ends_at_the_limit_on_log_probabilities_of_nan(loaded: Any, sources: list[list[int]]) -> None:
+    model, steps = loaded.model, []
+
+    def nan_step(*args: Any) -> Any:  # a model that overflowed
+        steps.append(1)
+        assert len(steps) < 100, "greedy went on past its limit"
+        log_probs, state, attn = type(model).decode_step(model, *args)
+        return torch.full_like(log_probs, math.nan), state, attn
+
+    model.decode_step = nan_step
+    try:
+        src, lengths, limits = _batch(sources[:1], 1.0, 3)
+        (found,) = greedy_hypotheses(model, src, lengths, limits)
+    finally:
+        del model.decode_step
+    assert len(found.tokens) == limits[0] and math.isnan(found.log_prob)
+    # beam search finishes no hypothesis of a finite score: the translator says so, naming the line
+    translator = Translator(model, loaded.tokenizer, loaded.config.decoding, 3, 8)
+    model.decode_step, steps[:] = nan_step, []
+    try:
+        with pytest.raises(NMTError, match="^line 2: the model's log-probabilities are not finite"):
+            translator.translate(["", "1 2 3"])
+    finally:
+        del model.decode_step
 
 
 @needs_cuda

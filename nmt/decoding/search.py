@@ -134,9 +134,9 @@ def greedy_hypotheses(
         while active.numel() > 0:
             log_probs, state, attn = model.decode_step(prev, state, enc)  # rows x vocab
             log_probs = log_probs.float()
-            if step in limits:
-                log_probs = _only_eos(log_probs, max_len <= step)
             tokens = log_probs.argmax(dim=-1)  # rows
+            if step in limits:  # a row at its limit ends: EOS, whatever its log-probabilities (NaN included)
+                tokens = torch.where(max_len <= step, EOS_ID, tokens)
             scores = scores + log_probs.gather(1, tokens.unsqueeze(1)).squeeze(1)
             seqs = torch.cat([seqs, tokens.unsqueeze(1)], dim=1)
             if return_attention and attn is not None:

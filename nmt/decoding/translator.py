@@ -168,6 +168,11 @@ class Translator:
             batch = order[start : start + self.batch_size]
             hypotheses = self._search([encoded[i] for i in batch], nbest, want_attention)
             for i, hyps in zip(batch, hypotheses, strict=True):
+                if not hyps:  # no hypothesis reached EOS with a finite score
+                    raise NMTError(
+                        f"line {first_line + i}: the model's log-probabilities are not finite (NaN): no translation.",
+                        "Its weights or its arithmetic overflowed; translate with an earlier checkpoint.",
+                    )
                 src_pieces = [*tokenizer.src_pieces(sentences[i])[:limit], EOS_PIECE]
                 # rstrip: a hypothesis cut at its length limit may end in the lone word-boundary piece "▁"
                 # (a word the limit left out), which sentencepiece decodes to a trailing space; a finished

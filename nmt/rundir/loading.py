@@ -11,7 +11,7 @@ import torch
 
 from nmt.config import Config, load_saved_config
 from nmt.data.subwords import Tokenizer
-from nmt.errors import NMTError
+from nmt.errors import NMTError, counted
 from nmt.models.interface import TranslationModel, build_model
 from nmt.rundir.checkpoints import CHECKPOINT_DIR, Checkpoint, load_checkpoint, resolve_checkpoint
 from nmt.rundir.writing import experiment_runs
@@ -107,6 +107,14 @@ def load_run(
             f"{'; '.join(mismatch(checkpoint, model.state_dict(), config, tokenizer))}.",
             "Use a checkpoint of this run, or the config it was trained with.",
         ) from None
+    not_finite = [name for name, weights in model.named_parameters() if not torch.isfinite(weights).all()]
+    if not_finite:
+        raise NMTError(
+            f"{path}: NaN or infinite values in {counted(len(not_finite), 'weight tensor')} of the model "
+            f"({_first(not_finite)}): it would translate nothing.",
+            f"The run diverged before this checkpoint was saved: use an earlier one ({option}step_N.pt, "
+            f"from `ls {path.parent}`).",
+        )
     model.to(target).eval()
     return LoadedRun(run_dir, config, model, tokenizer, path, checkpoint.step)
 
