@@ -238,11 +238,26 @@ def test_keys_of_the_other_architecture_and_bad_sizes_are_refused(keys: dict[str
         ModelConfig(**keys).validate()  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("positions", ["sinusoidal", "relative", "learned"])
+def test_decoding_after_a_cache_in_chunks_of_several_steps_is_decoding_at_once(positions: str) -> None:
+    model = tiny(positions)
+    src, lengths = padded([[5, 6, 7, 8], [9, 10]])
+    enc = model.encode(src, lengths)
+    tgt_in = torch.tensor([[1, 7, 8, 9, 10], [1, 11, 12, 13, 14]])
+    whole, _, _ = model._decode(tgt_in, enc, None, need_weights=False)
+    first, cache, _ = model._decode(tgt_in[:, :2], enc, model.init_state(enc), need_weights=False)
+    rest, _, _ = model._decode(tgt_in[:, 2:], enc, cache, need_weights=False)  # 3 steps after a cache of 2
+    torch.testing.assert_close(torch.cat([first, rest], dim=1), whole)
+
+
 def test_describe_names_the_form() -> None:
     text = tiny("relative", "pre").describe()
     assert text.startswith("Transformer (pre-norm, relative positions, 2+2 layers, d_model 16, 4 heads of 4")
     one_head = ModelConfig(architecture="transformer", embedding_size=16, hidden_size=16, heads=1, layers=1)
     assert ", 1 head of 16, feed-forward" in build_model(one_head, 10, 10).describe()
+    # the name of summary.json and of messages is the kind's, as the reports give it
+    assert tiny("relative", "pre").name == "Transformer (relative positions)"
+    assert build_model(one_head, 10, 10).name == "Transformer"
 
 
 @pytest.mark.slow

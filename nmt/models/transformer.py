@@ -153,8 +153,6 @@ class Transformer(TranslationModel):
     """The whole model, a `TranslationModel`: `forward` for teacher forcing, `encode`,
     `init_state` and `decode_step` for search."""
 
-    name = "Transformer"
-
     def __init__(self, config: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> None:
         super().__init__()
         self.config, self.src_vocab_size, self.tgt_vocab_size = config, src_vocab_size, tgt_vocab_size
@@ -266,7 +264,8 @@ class Transformer(TranslationModel):
         steps = 0 if cache is None else cache.steps
         x = self._embed(tgt_in, self.tgt_embedding, steps)
         t = tgt_in.size(1)
-        causal = None if t == 1 else torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
+        # t x (steps + t): each new step sees the cached steps and the new ones up to itself
+        causal = None if t == 1 else torch.ones(t, steps + t, dtype=torch.bool, device=x.device).tril(diagonal=steps)
         memory_mask = enc.mask[:, None, None, :]  # b x 1 x 1 x s
         last = len(self.decoder_layers) - 1
         grown = None if cache is None else cache.grown(t)
