@@ -178,6 +178,14 @@ def test_bleu_improves_upwards_loss_downwards_and_anything_beats_no_score() -> N
     assert not is_better(1.0, 1.0, "bleu") and not is_better(1.0, 1.0, "loss")
 
 
+def test_a_validation_of_nan_is_never_the_best_and_counts_against_the_patience() -> None:
+    stopping = Patience("loss", patience=2)
+    assert not stopping.observe(math.nan, 300) and stopping.best_score is None and stopping.bad_validations == 1
+    assert stopping.observe(2.0, 600) and (stopping.best_score, stopping.best_step) == (2.0, 600)
+    assert not stopping.observe(math.nan, 900) and stopping.best_score == 2.0 and stopping.bad_validations == 1
+    assert stopping.observe(1.5, 1200) and stopping.periodic_best == 1.5
+
+
 def test_early_stopping_counts_only_the_periodic_validations_that_do_not_improve() -> None:
     stopping = Patience("loss", patience=2)
     assert not stopping.exhausted

@@ -56,7 +56,10 @@ def _keep_own_fused_flag(optimizer: torch.optim.Optimizer, state: dict[str, Any]
 
 
 def is_better(score: float, best: float | None, metric: str) -> bool:
-    """BLEU improves upwards, loss downwards; anything beats no score yet."""
+    """BLEU improves upwards, loss downwards; any number beats no score yet, NaN (a validation loss that
+    overflowed) never improves: nothing would beat it after."""
+    if math.isnan(score):
+        return False
     if best is None:
         return True
     return score > best if metric == "bleu" else score < best
