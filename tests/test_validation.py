@@ -111,4 +111,8 @@ def test_the_validation_subset_is_spread_over_the_whole_split() -> None:
     assert subset.src[1] == ["src", "1 0"] and subset.tgt[1] == ["tgt", "t10"]
     assert build_valid_set(pairs, tokenizer, 30).references == [f"t{i}" for i in range(0, 90, 3)]
     assert build_valid_set(pairs[:5], tokenizer, 10).references == [f"t{i}" for i in range(5)]
+    # fewer than twice as many pairs as asked for: spread to the end too, not the first ones
+    assert build_valid_set(pairs, tokenizer, 60).references[-3:] == ["t95", "t96", "t98"]
+    assert build_valid_set(pairs, tokenizer, 50).references[:3] == ["t0", "t2", "t4"]
+    assert len(build_valid_set(pairs, tokenizer, 99).references) == 99
     assert len(build_valid_set(pairs, tokenizer, 0).references) == 100  # 0: every sentence

@@ -61,13 +61,18 @@ def safe_exp(value: float) -> float:
 
 
 def build_valid_set(pairs: list[tuple[str, str]], tokenizer: Any, max_sentences: int) -> ValidSet:
-    """Encode at most `max_sentences` validation pairs (0 = all), taken at an even stride through the split.
+    """Encode at most `max_sentences` validation pairs (0 = all), spread through the split.
 
-    A stride rather than the first N: a corpus in document order (the Bible: Genesis, Exodus, ...) would
-    otherwise be validated on one book's style and vocabulary.
+    Spread rather than the first N: a corpus in document order (the Bible: Genesis, Exodus, ...) would
+    otherwise be validated on one book's style and vocabulary. From 2N pairs on, every (len // N)th pair
+    (the selection every result so far was validated on); below 2N, where that stride would be 1 and take
+    the first N, pair i * len // N.
     """
-    if max_sentences > 0:
-        pairs = pairs[:: max(1, len(pairs) // max_sentences)][:max_sentences]
+    n = len(pairs)
+    if 0 < max_sentences < n:
+        stride = n // max_sentences
+        rows = range(0, stride * max_sentences, stride) if stride >= 2 else (i * n // max_sentences for i in range(max_sentences))
+        pairs = [pairs[row] for row in rows]
     return ValidSet([tokenizer.encode_src(s) for s, _ in pairs], [tokenizer.encode_tgt(t) for _, t in pairs],
                     [t for _, t in pairs])
 
