@@ -61,19 +61,28 @@ class DistContext:
         return tensor.tolist()
 
     def agreed(self, action: Callable[[], T], on_all_ranks: bool = False) -> T:
-        """Run `action` on rank 0 (or on every rank); an NMTError on any rank is raised on all of them,
-        so no rank waits forever in a collective. Returns rank 0's result (every rank's own, if on_all_ranks)."""
+        """Run `action` on rank 0 (or on every rank); an error on any rank is raised on all of them, so no
+        rank waits forever in a collective: an NMTError as it is, another exception as itself where it
+        happened and as an NMTError naming it elsewhere. Returns rank 0's result (every rank's own, if
+        on_all_ranks)."""
         result: Any = None
         failure: NMTError | None = None  # it crosses to the other ranks pickled, hint included
+        own: Exception | None = None
         if on_all_ranks or self.is_main:
             try:
                 result = action()
             except NMTError as error:
                 failure = error
+            except Exception as error:  # e.g. out of memory: its traceback stays on this rank
+                own = error
+                failure = NMTError(f"rank {self.rank} failed: {type(error).__name__}: {error}",
+                                   f"Rank {self.rank}'s output shows where.")
         if on_all_ranks:
             failure = next((f for f in self.gather(failure) if f is not None), None)
         else:
             result, failure = self.broadcast((result, failure))
+        if own is not None:
+            raise own
         if failure is not None:
             raise failure
         return result
