@@ -81,6 +81,19 @@ def test_resuming_a_finished_run_changes_nothing(tmp_path: Path) -> None:
     }
 
 
+def test_a_resumed_run_removes_what_a_killed_checkpoint_writer_left(tmp_path: Path) -> None:
+    config = resume_config(tmp_path / "data", max_steps=6, validate_every=3)
+    train(with_max_steps(config, 3), tmp_path / "run")
+    checkpoints = tmp_path / "run" / "checkpoints"
+    names = (".step_00000006.pt.k2j3_x.tmp", ".best.pt.abc.tmp", ".interrupted_00000004.pt.q.tmp")
+    left = [checkpoints / name for name in names]
+    averaging = checkpoints / ".averaged.pt.q.tmp"  # nmt average's, which may be writing it now
+    for path in [*left, averaging]:
+        path.write_bytes(b"half a checkpoint")
+    train(config, tmp_path / "run", resume=True)
+    assert [path.name for path in left if path.exists()] == [] and averaging.exists()
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_resume_on_cuda_fp16_from_a_run_saved_without_a_grad_scaler(tmp_path: Path) -> None:
     # On CPU fp16 falls back to fp32 and the scaler is disabled, so the checkpoint holds scaler {}.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -178,6 +179,13 @@ def test_the_log_is_cut_back_to_the_resumed_step_dropping_a_half_written_line(tm
     log.truncate_after(20)
     events = [json.loads(line) for line in log.path.read_text(encoding="utf-8").splitlines()]
     assert events == [{"step": 10, "loss": 1.0}, {"step": 20, "loss": 2.0}, {"event": "start"}]
+
+
+def test_each_log_event_is_on_disk_when_write_returns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    synced, fsync = [], os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(os.fstat(fd).st_size), fsync(fd)))
+    RunLog(tmp_path / "log.jsonl").write({"step": 1})
+    assert synced == [len('{"step": 1}\n')]  # the whole line written when synced
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full")

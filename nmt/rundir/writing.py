@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -272,6 +273,11 @@ def set_up(
     hardware, from_step); a resumed run's earlier sessions stay in it, oldest first, under earlier_sessions."""
     # a resumed run is unfinished again until it ends (a new one has no summary: claim refused it)
     (run_dir / SUMMARY).unlink(missing_ok=True)
+    # the temporary files of a checkpoint writer killed midway (atomic_open's, each up to 3x the model);
+    # only training writes these names, and it holds the run's lock (averaged.pt's are another command's)
+    for stale in (run_dir / CHECKPOINT_DIR).glob(".*.tmp"):
+        if re.fullmatch(r"\.(step_\d+|interrupted_\d+|best)\.pt\..+\.tmp", stale.name):
+            stale.unlink(missing_ok=True)
     write_config(config, run_dir)
     environment = {**describe_environment(device), "device": str(device), "world_size": world_size, "from_step": step}
     earlier = _earlier_sessions(run_dir / "environment.json") if step > 0 else []
@@ -333,9 +339,12 @@ class RunLog:
         atomic_write_text(self.path, "".join(line + "\n" for line in kept))
 
     def write(self, event: dict[str, Any]) -> None:
-        """Append one event and flush it to disk."""
+        """Append one event and flush it to disk (as the step checkpoints are: a power cut leaves no gap in
+        the log before a checkpoint that --resume would not fill)."""
         with errors_naming(self.path), open(self.path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(event) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
 
 
 def _event_step(line: str) -> int:
