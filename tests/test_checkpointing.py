@@ -51,7 +51,7 @@ def training_state(optimizer: torch.optim.Optimizer, schedule: LRSchedule, world
     return TrainingState(
         optimizer=optimizer.state_dict(), schedule=schedule.state_dict(), scaler={}, epoch=3, position=4,
         best_score=21.5, best_step=10, bad_validations=2, log_acc={"loss": 1.0, "tokens": 2.0, "seconds": 3.0},
-        elapsed_s=9.0, rng=[capture_rng()] * world_size, last_validation={"step": 10}, world_size=world_size,
+        elapsed_s=9.0, rng=[capture_rng(torch.device("cpu"))] * world_size, last_validation={"step": 10}, world_size=world_size,
     )
 
 

@@ -44,7 +44,7 @@ def step_state() -> dict[str, Any]:
         "config": {"model": {"hidden_size": 4}}, "src_vocab_size": 25, "tgt_vocab_size": 26,
         "optimizer": {"state": {}, "param_groups": []}, "schedule": {"scale": 1.0, "best": None, "bad_validations": 0},
         "scaler": {}, "epoch": 2, "position": 3, "best_score": None, "best_step": 0, "bad_validations": 1,
-        "log_acc": {"loss": 1.5, "tokens": 10.0, "seconds": 0.25}, "elapsed_s": 4.5, "rng": [capture_rng()],
+        "log_acc": {"loss": 1.5, "tokens": 10.0, "seconds": 0.25}, "elapsed_s": 4.5, "rng": [capture_rng(torch.device("cpu"))],
         "last_validation": None, "world_size": 1,
     }
 

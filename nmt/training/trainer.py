@@ -139,7 +139,9 @@ class Trainer:
         if ctx.is_main and resume:
             self.log.truncate_after(self.step)  # the steps after the checkpoint are redone
         if rng is not None:
-            restore_rng(rng)
+            note = restore_rng(rng, self.device)
+            if note:
+                self.terminal.say(note)
             self.terminal.say(f"resumed from {resume_from} at step {self.step} (epoch {self.epoch})")
 
     def _restore(self, path: Path) -> dict[str, Any]:
@@ -363,7 +365,7 @@ class Trainer:
     def _save_step_checkpoint(self, interrupted: bool = False) -> None:
         """Write this step's checkpoint (rank 0; every rank takes part in gathering the RNG states); an
         interruption's is for --resume only (write_step)."""
-        rngs = self.ctx.gather(capture_rng())
+        rngs = self.ctx.gather(capture_rng(self.device))
         self.saved_step = self.step
         if not self.ctx.is_main:
             return
