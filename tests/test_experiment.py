@@ -242,6 +242,14 @@ def test_the_machine_is_named_down_to_its_cpu_model_and_torch_s_kernels(
     assert environment.describe_environment()["cpu_model"] is None
 
 
+def test_the_report_names_the_split_and_lengths_the_evaluation_scored_by(tmp_path: Path) -> None:
+    # the evaluation reads the first run's evaluation section, which a run may set
+    config = config_from_dict({"evaluation": {"by": "source"},
+                               "runs": {"a": {"evaluation": {"by": "reference", "split": "valid"}}, "b": {}}})
+    data = _setup_lines(config, tmp_path, environment.describe_environment())[2]
+    assert data.endswith("scored on the `valid` split, buckets by reference length in words.")
+
+
 def test_the_environment_names_the_commit_of_the_source_that_ran(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """environment.json and the report name the git commit of the nmt package's folder, and say where its
     files differ from it; an installed copy (no checkout, or an untracked folder inside one) names none."""

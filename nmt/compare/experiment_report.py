@@ -40,6 +40,7 @@ def _setup_lines(config: Config, out_dir: Path, machine: dict[str, Any]) -> list
     """The report's machine (`machine`: `describe_environment`'s, where the report is written) and data
     paragraphs; the torch threads each run trained with come from its environment.json."""
     data = config.data
+    scored = config.for_run(next(iter(config.runs))).evaluation  # the first run's, as the evaluation reads it
     threads = {_environment(out_dir / "runs" / name).get("torch_threads", "?") for name in config.runs}
     model = f" ({machine['cpu_model']})" if machine["cpu_model"] else ""
     made = "from no git checkout" if machine["nmt_commit"] is None else f"at {_commit_words(machine['nmt_commit'])}"
@@ -52,7 +53,7 @@ def _setup_lines(config: Config, out_dir: Path, machine: dict[str, Any]) -> list
         "(the report's; each run's in the training table).",
         "",
         f"Data: `{data.source}` ({corpus_source(data).languages()}), prepared in `{prepared_dir(data)}`; "
-        f"scored on the `{config.evaluation.split}` split, buckets by {config.evaluation.by} length in words.",
+        f"scored on the `{scored.split}` split, buckets by {scored.by} length in words.",
     ]
 
 
