@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -44,7 +45,8 @@ def word_count(text: str) -> int:
     """Number of words in `text`: whitespace-separated (as str.split), each Chinese or Japanese character one."""
     if text.isascii() or not _UNSPACED_CHARACTER.search(text):  # str.split's count, sooner than the regex's
         return len(text.split())
-    return len(_WORD.findall(text))
+    # composed first: a decomposed kana's voicing mark (U+3099, U+309A) is part of its character, no word
+    return len(_WORD.findall(unicodedata.normalize("NFC", text)))
 
 
 def assign_buckets(lengths: Sequence[int], buckets: Sequence[Bucket]) -> list[int]:
