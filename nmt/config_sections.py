@@ -307,9 +307,9 @@ class EvaluationConfig:
     ahead_from_words: int = 20  # 1: attention ahead (p < significance) in every bucket from this length
     long_words: int = 40  # 2-5: the long sentences have this many words or more
     fixed_vector_max_ratio: float = 0.5  # 2: the fixed vector's long BLEU at most this x its best bucket
-    attention_min_ratio: float = 0.75  # 3: attention's long BLEU at least this x its best bucket ...
+    attention_min_ratio: float = 0.75  # 3: attention's long BLEU at least this x its best bucket (95% interval) ...
     flat_from_ceiling: int = 50  # ... if trained on sentences of this many words or more
-    significance: float = 0.05  # 1: paired bootstrap p below this (5, "at least level", reports its p)
+    significance: float = 0.05  # 1, 4, 5: paired bootstrap p below this for a yes or a no
     # `nmt experiment` also runs `nmt attention-checks` on its attention runs (on the learning curve's sample)
     attention_checks: bool = False
 

@@ -67,6 +67,10 @@ def test_results_json_schema(evaluation: Evaluation, tmp_path: Path) -> None:
     assert settings["buckets"] == [10, 20, 30, 40, 50, 60] and settings["by"] == "source"
     assert (settings["bootstrap_samples"], settings["bootstrap_seed"]) == (100, 12345)
     assert settings["bleu_diff"] == "b - a" and settings["beam_size"] == 5
+    # the thresholds behind the checks' and the leaders' verdicts in the same file
+    assert (settings["min_bucket_sentences"], settings["significance"], settings["long_words"]) == (1, 0.05, 40)
+    assert (settings["fixed_vector_max_ratio"], settings["attention_min_ratio"]) == (0.5, 0.75)
+    assert (settings["ahead_from_words"], settings["flat_from_ceiling"]) == (20, 50)
 
 
 def test_terminal_table(evaluation: Evaluation) -> None:

@@ -57,6 +57,14 @@ def results_dict(evaluation: Evaluation, extra_settings: dict[str, Any] | None =
         "lowercase": config.lowercase,
         "bleu_diff": "b - a",
         "p": "two-sided paired bootstrap resampling (Koehn 2004)",
+        # what the paper's checks and the leaders held the scores to
+        "min_bucket_sentences": config.min_bucket_sentences,
+        "significance": config.significance,
+        "ahead_from_words": config.ahead_from_words,
+        "long_words": config.long_words,
+        "fixed_vector_max_ratio": config.fixed_vector_max_ratio,
+        "attention_min_ratio": config.attention_min_ratio,
+        "flat_from_ceiling": config.flat_from_ceiling,
     }
     settings.update(extra_settings or {})
     return {"runs": runs, "comparisons": comparisons, "settings": settings}
