@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -47,7 +48,7 @@ def test_force_deletes_no_run_that_another_process_trains(tmp_path: Path, only_t
     lock = RunLock(tmp_path / "out" / "runs" / "x")
     lock.acquire()  # as `nmt train` does: the holder() probe opens the file anew, so this process counts as another
     try:
-        with pytest.raises(NMTError, match=rf"--force would delete \S+/runs/x, which process {os.getpid()} is training now"):
+        with pytest.raises(NMTError, match=rf"--force would delete \S+/runs/x, which a process \(PID {os.getpid()} on {socket.gethostname()}\) is training now"):
             run_experiment(tmp_path / "config.yaml", [], tmp_path / "out", force=True, runs=["x"] if only_that_run else ())
     finally:
         lock.release()

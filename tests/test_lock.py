@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 from nmt.config import Config
 from nmt.decoding.translator import Translator
 from nmt.errors import NMTError
+from nmt.rundir.lock import Holder
 from nmt.training.trainer import train
 from tests.helpers import reverse_task_config
 
@@ -69,7 +71,7 @@ def test_a_second_training_is_refused_while_one_holds_the_run(tmp_path: Path) ->
         holder.wait()
     assert holder.returncode == -signal.SIGKILL
     assert train(tiny(tmp_path / "data", 4), run, resume=True)["final_step"] == 4
-    assert (run / "train.lock").read_text() == f"{os.getpid()}\n"  # the last holder is named in it
+    assert (run / "train.lock").read_text() == f"{os.getpid()} {socket.gethostname()}\n"  # the last holder named in it
 
 
 def test_the_lock_is_released_when_training_ends_even_by_an_error(tmp_path: Path) -> None:
@@ -82,3 +84,11 @@ def test_the_lock_is_released_when_training_ends_even_by_an_error(tmp_path: Path
     holder = hold_lock(run)  # would block if the training had kept the lock
     holder.kill()
     holder.wait()
+
+
+def test_a_holder_on_another_machine_is_named_with_it() -> None:
+    # a run folder on a network filesystem, trained from another machine
+    assert str(Holder("123", "node7")) == "PID 123 on node7" and Holder("123", "node7").stop_command == "kill 123 on node7"
+    here = Holder("123", socket.gethostname())
+    assert here.stop_command == "kill 123" and str(Holder("123")) == "PID 123"  # a file of an older nmt: no host
+

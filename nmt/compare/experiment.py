@@ -133,9 +133,9 @@ def _check_none_training(out_dir: Path, runs: Iterable[str] | None) -> None:
         lock = RunLock(folder)
         if (holder := lock.holder()) is not None:
             raise NMTError(
-                f"--force would delete {folder}, which process {holder} is training now (it holds {lock.path}); "
+                f"--force would delete {folder}, which a process ({holder}) is training now (it holds {lock.path}); "
                 "nothing was deleted.",
-                f"Wait for that training to end, or stop it (kill {holder}) first.",
+                f"Wait for that training to end, or stop it ({holder.stop_command}) first.",
             )
 
 

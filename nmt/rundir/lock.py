@@ -1,9 +1,11 @@
 """RUN_DIR/train.lock: one training writes a run directory at a time.
 
-`nmt train` holds an exclusive flock on the file, with its PID in it, from the moment its checks pass
-until it ends. The OS drops the lock however the process ends (SIGKILL included), so a dead training
-never blocks the next; the file stays (removing it would let two trainings lock two different files).
-Reading a run (translate, evaluate, curve, average) takes no lock.
+`nmt train` holds an exclusive flock on the file, with its PID and host name in it, from the moment its
+checks pass until it ends. The OS drops the lock however the process ends (SIGKILL included), so a dead
+training never blocks the next; the file stays (removing it would let two trainings lock two different
+files). Reading a run (translate, evaluate, curve, average) takes no lock. On a network filesystem the lock
+holds across machines only where the mount passes flock to the server (NFSv4 does; `local_lock=flock` or
+NFSv3 without lockd do not), and a crashed machine's lock lasts until the server's lease ends.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import socket
+from dataclasses import dataclass
 from pathlib import Path
 
 from nmt.errors import NMTError
@@ -19,10 +23,28 @@ LOCK_NAME = "train.lock"
 HELD = (errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES)  # what flock's LOCK_NB says when another process holds it
 
 
-def _pid_in(fd: int) -> str:
-    """The PID the lock's holder wrote in the file, or "unknown" (it has not written it yet)."""
-    pid = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-    return pid if pid.isdigit() else "unknown"
+@dataclass(frozen=True)
+class Holder:
+    """The process that holds a run's lock, as it wrote itself in the file: its PID ("unknown" until it has
+    written it) and its machine's host name ("" in a file written without one)."""
+
+    pid: str
+    host: str = ""
+
+    def __str__(self) -> str:
+        return f"PID {self.pid}" + (f" on {self.host}" if self.host else "")
+
+    @property
+    def stop_command(self) -> str:
+        """How to stop it: `kill PID`, run on its machine where that is another."""
+        elsewhere = self.host and self.host != socket.gethostname()
+        return f"kill {self.pid}" + (f" on {self.host}" if elsewhere else "")
+
+
+def _holder_in(fd: int) -> Holder:
+    """The holder the lock's file names."""
+    pid, _, host = os.pread(fd, 300, 0).decode("utf-8", "replace").strip().partition(" ")
+    return Holder(pid, host) if pid.isdigit() else Holder("unknown")
 
 
 class RunLock:
@@ -39,7 +61,7 @@ class RunLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
-            holder = _pid_in(fd)
+            holder = _holder_in(fd)
             os.close(fd)
             if exc.errno not in HELD:
                 raise NMTError(
@@ -49,14 +71,14 @@ class RunLock:
             raise self._busy(holder) from None
         try:
             os.ftruncate(fd, 0)
-            os.write(fd, f"{os.getpid()}\n".encode("ascii"))
+            os.write(fd, f"{os.getpid()} {socket.gethostname()}\n".encode())
         except BaseException:
             os.close(fd)
             raise
         self._fd = fd
 
-    def holder(self) -> str | None:
-        """The PID of the process training the run now ("unknown" before it has written it), None if none is."""
+    def holder(self) -> Holder | None:
+        """The process training the run now, None if none is."""
         try:
             fd = os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:
@@ -64,7 +86,7 @@ class RunLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # shared: no other prober is kept out
         except OSError as exc:
-            return _pid_in(fd) if exc.errno in HELD else None  # no file locks there: acquire will say so
+            return _holder_in(fd) if exc.errno in HELD else None  # no file locks there: acquire will say so
         finally:
             os.close(fd)  # and with it the shared lock
         return None
@@ -75,10 +97,10 @@ class RunLock:
         if holder is not None:
             raise self._busy(holder)
 
-    def _busy(self, holder: str) -> NMTError:
+    def _busy(self, holder: Holder) -> NMTError:
         return NMTError(
-            f"{self.run_dir} is being trained by another process (PID {holder}): it holds {self.path}.",
-            f"Wait for that training to end, or stop it (kill {holder}) and continue the run with --resume. "
+            f"{self.run_dir} is being trained by another process ({holder}): it holds {self.path}.",
+            f"Wait for that training to end, or stop it ({holder.stop_command}) and continue the run with --resume. "
             "nmt translate and nmt evaluate can use the run meanwhile.",
         )
 
