@@ -343,8 +343,9 @@ class Trainer:
         if result is None:
             self._interrupt()
         score = result.score(self.tc.early_stopping_metric)
-        if self.stopping.observe(score, self.step, counts=not closing) and self.ctx.is_main:
-            write_best(self.run_dir, weights_checkpoint(self.model, self.step, score, self.config, self.tokenizer))
+        if self.stopping.observe(score, self.step, counts=not closing):  # the same on every rank: one result
+            self.ctx.agreed(lambda: write_best(
+                self.run_dir, weights_checkpoint(self.model, self.step, score, self.config, self.tokenizer)))
         decayed = False if closing else self.schedule.observe(result.score(self.schedule.metric))
         scores = {"valid_loss": result.loss, "valid_ppl": result.ppl, "valid_bleu": result.bleu}
         self.last_validation = {"step": self.step, **scores}
@@ -363,12 +364,13 @@ class Trainer:
         return not closing and self.stopping.exhausted
 
     def _save_step_checkpoint(self, interrupted: bool = False) -> None:
-        """Write this step's checkpoint (rank 0; every rank takes part in gathering the RNG states); an
-        interruption's is for --resume only (write_step)."""
+        """Write this step's checkpoint (rank 0, its failure told to every rank; every rank takes part in
+        gathering the RNG states); an interruption's is for --resume only (write_step)."""
         rngs = self.ctx.gather(capture_rng(self.device))
         self.saved_step = self.step
-        if not self.ctx.is_main:
-            return
+        self.ctx.agreed(lambda: self._write_step_checkpoint(rngs, interrupted))
+
+    def _write_step_checkpoint(self, rngs: list[dict[str, Any]], interrupted: bool) -> None:
         seconds = self.acc["seconds"] + time.monotonic() - self._interval_started
         best = self.stopping.best_score
         state = TrainingState(
