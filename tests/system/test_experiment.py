@@ -237,7 +237,7 @@ def test_transformer_config_runs_the_whole_pipeline_shortened(tmp_path: Path) ->
                                            "model.embedding_size=32"], out, jobs=1)
     assert set(results["runs"]) == set(as_written.runs)
     summary = json.loads((out / "runs" / "transformer-30-relative" / "summary.json").read_text())
-    assert summary["model"] == "Transformer" and summary["final_step"] == 2
+    assert summary["model"] == "Transformer (relative positions)" and summary["final_step"] == 2
     contrasts = {(e["baseline"], e["attention"]): e["checks"] for e in results["effect"]}
     assert list(contrasts) == [("transformer-30", "rnnsearch-30"), ("transformer-30", "transformer-30-relative"),
                                ("transformer-50", "rnnsearch-50")]
