@@ -15,7 +15,7 @@ from nmt.data.batching import make_source_batch
 from nmt.decoding.search import beam_search, greedy_search, max_output_lengths
 from nmt.errors import NMTError
 from nmt.models import build_model
-from nmt.models.multihead import MultiHeadAttention
+from nmt.models.multihead import HeadSoftmax, MultiHeadAttention
 from nmt.models.transformer import Transformer, sinusoids
 from nmt.special import BOS_ID, EOS_ID, PAD_ID
 
@@ -61,6 +61,14 @@ def test_attention_values_by_hand(scaled: bool, need_weights: bool) -> None:
         heads.append(alpha @ vh)
     expected = torch.cat(heads, dim=-1) @ attention.out.weight.t() + attention.out.bias
     torch.testing.assert_close(out[0], expected)
+
+
+def test_head_softmax_is_float32_at_least_and_keeps_float64() -> None:
+    scores = torch.tensor([[[[1e-9, 0.0, -1.0]]]], dtype=torch.float64)
+    weights = HeadSoftmax()(scores, None, torch.float64)
+    assert torch.equal(weights, torch.softmax(scores, dim=-1))  # not through float32, which loses the 1e-9
+    half = HeadSoftmax()(scores.to(torch.bfloat16), torch.tensor([True, True, False]), torch.bfloat16)
+    assert half.dtype == torch.bfloat16 and half[..., 2].item() == 0.0
 
 
 def test_relative_scores_depend_on_the_distance_only_and_are_clipped() -> None:

@@ -37,7 +37,7 @@ class HeadSoftmax(AttentionWeights):
     def forward(self, scores: Tensor, mask: Tensor | None, dtype: torch.dtype) -> Tensor:
         if mask is not None:  # as masked_fill(~mask, -inf), in one kernel instead of three
             scores = torch.where(mask, scores, -math.inf)
-        return torch.softmax(scores.float(), dim=-1).to(dtype)
+        return torch.softmax(scores.to(torch.promote_types(scores.dtype, torch.float32)), dim=-1).to(dtype)
 
 
 class MultiHeadAttention(nn.Module):
