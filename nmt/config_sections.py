@@ -309,7 +309,7 @@ class EvaluationConfig:
     fixed_vector_max_ratio: float = 0.5  # 2: the fixed vector's long BLEU at most this x its best bucket
     attention_min_ratio: float = 0.75  # 3: attention's long BLEU at least this x its best bucket (95% interval) ...
     flat_from_ceiling: int = 50  # ... if trained on sentences of this many words or more
-    significance: float = 0.05  # 1, 4, 5: paired bootstrap p below this for a yes or a no
+    significance: float = 0.05  # paired bootstrap p below this: 1's yes, 4's and 5's yes or no; the leaders
     # `nmt experiment` also runs `nmt attention-checks` on its attention runs (on the learning curve's sample)
     attention_checks: bool = False
 

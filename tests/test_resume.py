@@ -81,6 +81,17 @@ def test_resuming_a_finished_run_changes_nothing(tmp_path: Path) -> None:
     }
 
 
+def test_an_older_checkpoint_whose_best_validation_was_nan_lets_the_next_one_be_best(tmp_path: Path) -> None:
+    config = resume_config(tmp_path / "data", max_steps=6, validate_every=3)
+    train(with_max_steps(config, 3), tmp_path / "run")
+    path = tmp_path / "run" / "checkpoints" / "step_00000003.pt"
+    state = torch.load(path, weights_only=True)
+    state["best_score"] = math.nan  # what a NaN validation left before is_better refused one
+    torch.save(state, path)
+    summary = train(config, tmp_path / "run", resume=True)
+    assert summary["best_step"] == 6 and not math.isnan(summary["best_score"])
+
+
 def test_a_resumed_run_removes_what_a_killed_checkpoint_writer_left(tmp_path: Path) -> None:
     config = resume_config(tmp_path / "data", max_steps=6, validate_every=3)
     train(with_max_steps(config, 3), tmp_path / "run")

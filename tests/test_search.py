@@ -223,6 +223,10 @@ def test_greedy_ends_at_the_limit_on_log_probabilities_of_nan(loaded: Any, sourc
     try:
         with pytest.raises(NMTError, match="^line 2: the model's log-probabilities are not finite"):
             translator.translate(["", "1 2 3"])
+        # and greedy (beam 1), whose NaN hypotheses end at the limit: no blank line in their place
+        greedy = Translator(model, loaded.tokenizer, loaded.config.decoding, 1, 8)
+        with pytest.raises(NMTError, match="^line 1: the model's log-probabilities are not finite"):
+            greedy.translate(["1 2 3"])
     finally:
         del model.decode_step
 

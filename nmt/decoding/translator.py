@@ -10,6 +10,7 @@ does not depend on the batch size or on which other lines share the input.
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -170,7 +171,7 @@ class Translator:
             for i, hyps in zip(batch, hypotheses, strict=True):
                 if not hyps:  # no hypothesis reached EOS with a finite score
                     raise NMTError(
-                        f"line {first_line + i}: the model's log-probabilities are not finite (NaN): no translation.",
+                        f"line {first_line + i}: the model's log-probabilities are not finite: no translation.",
                         "Its weights or its arithmetic overflowed; translate with an earlier checkpoint.",
                     )
                 src_pieces = [*tokenizer.src_pieces(sentences[i])[:limit], EOS_PIECE]
@@ -195,7 +196,7 @@ class Translator:
             found = search.greedy_hypotheses(self.model, src, lengths, max_lengths, return_attention)
             for h in found:
                 h.score = h.log_prob / search.length_penalty_divisor(len(h.tokens) + 1, cfg.length_penalty, cfg.alpha)
-            return [[h] for h in found]
+            return [[h] if math.isfinite(h.log_prob) else [] for h in found]  # none: as beam search's
         return search.beam_search(
             self.model, src, lengths, self.beam_size, max_lengths,
             length_penalty=cfg.length_penalty, alpha=cfg.alpha, nbest=nbest, return_attention=return_attention,

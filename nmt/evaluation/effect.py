@@ -18,8 +18,9 @@ long sentences against one expected to hold, both trained on the same lengths: b
 the second keeps more of its best bucket on 40+ words (as 4); at or above it both are flat (as 3).
 
 "BLEU on 40+ words" is corpus BLEU over all those sentences, so that no small bucket decides a check alone.
-The verdicts are conservative, so that noise never reads as the effect: a check is "no" only where the
-bootstrap shows the contrary as clearly as "yes" would need, and "cannot tell" between. A ratio's resamples
+The verdicts are conservative, so that noise never reads as the effect: checks 1 and 2 say yes only beyond
+the bootstrap's noise (and no otherwise); checks 3-5 say no only where the bootstrap shows the contrary as
+clearly as yes would need, and "cannot tell" between. A ratio's resamples
 divide the 40+ set's by its best bucket's, each drawn on its own (a best bucket inside 40+ words, drawn twice,
 only widens the interval); the best bucket is the highest, which favours check 2 a little, check 3 not at
 all. A bucket (the best one included)

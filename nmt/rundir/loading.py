@@ -107,7 +107,7 @@ def load_run(
             f"{'; '.join(mismatch(checkpoint, model.state_dict(), config, tokenizer))}.",
             "Use a checkpoint of this run, or the config it was trained with.",
         ) from None
-    not_finite = [name for name, weights in model.named_parameters() if not torch.isfinite(weights).all()]
+    not_finite = [name for name, weights in model.state_dict().items() if not torch.isfinite(weights).all()]
     if not_finite:
         raise NMTError(
             f"{path}: NaN or infinite values in {counted(len(not_finite), 'weight tensor')} of the model "

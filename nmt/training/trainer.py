@@ -150,7 +150,9 @@ class Trainer:
         self.step, state = restore(path, self.model, self.optimizer, self.schedule, self.scaler, self.tokenizer,
                                    self.ctx.world_size)
         self.epoch, self.position = state.epoch, state.position
-        self.stopping.best_score, self.stopping.best_step = state.best_score, state.best_step
+        # NaN: an older checkpoint's validation that nothing beats (is_better never takes one now)
+        best = None if state.best_score is None or math.isnan(state.best_score) else state.best_score
+        self.stopping.best_score, self.stopping.best_step = best, state.best_step
         self.stopping.bad_validations = state.bad_validations
         periodic = state.best_score if state.periodic_best is None else state.periodic_best
         self.stopping.periodic_best = None if periodic is None or math.isnan(periodic) else periodic
