@@ -150,12 +150,12 @@ class Trainer:
         self.step, state = restore(path, self.model, self.optimizer, self.schedule, self.scaler, self.tokenizer,
                                    self.ctx.world_size)
         self.epoch, self.position = state.epoch, state.position
-        # NaN: an older checkpoint's validation that nothing beats (is_better never takes one now)
+        # NaN: "none" in periodic_best, and an older checkpoint's best validation that nothing beats
         best = None if state.best_score is None or math.isnan(state.best_score) else state.best_score
         self.stopping.best_score, self.stopping.best_step = best, state.best_step
         self.stopping.bad_validations = state.bad_validations
-        periodic = state.best_score if state.periodic_best is None else state.periodic_best
-        self.stopping.periodic_best = None if periodic is None or math.isnan(periodic) else periodic
+        periodic = state.periodic_best  # absent (None) in an older checkpoint: its best served
+        self.stopping.periodic_best = best if periodic is None else None if math.isnan(periodic) else periodic
         self.acc = dict(state.log_acc)
         self.elapsed_before = state.elapsed_s
         # an interruption's checkpoint is for --resume only: its step still gets a periodic one at the end
