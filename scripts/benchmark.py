@@ -218,8 +218,8 @@ def train_phase(
         time.perf_counter() - start < plan["min_seconds"] and len(timed) < len(batches) - warmup
     ):
         timed.append(nth(warmup + len(timed)))
-        step(timed[-1])
-        _sync(device)
+        step(timed[-1])  # queued, as the trainer's steps are (it reads each step's loss one step later)
+    _sync(device)
     seconds = time.perf_counter() - start
     graphs_while_timed = traced_graphs() - graphs_before_timing
     peaks.append(measure_peak_gflops(device, plan["peak_seconds"], plan["peak_scale"]))

@@ -11,7 +11,7 @@
 #   tests   the tests that skip without CUDA (cuDNN's RNNs against the CPU's step loops in float64, bf16 / fp16
 #           autocast against fp32, search on the GPU against the CPU, resume onto a GPU in fp16, fused Adam against
 #           unfused Adam and resumed from a CPU run's state, the Transformer and RNNsearch trained through
-#           torch.compile against eager) (420 s);
+#           torch.compile against eager, a training step that never waits for the device) (420 s);
 #   rest    the rest of those test files, whose trainings and decodings then run on the GPU (device auto) (90 s).
 #   decode  not in the default: beam-5 and greedy decoding of the whole test split with converged weights, runs
 #           trained earlier on this machine by scripts/gpu_converged.sh (TRAINED, default its WORK's
@@ -32,7 +32,7 @@ nvidia-smi -L
 "$python" -c "import sys, torch; print(sys.version.split()[0], torch.__version__, torch.cuda.get_device_name())"
 tests=(tests/test_encoder.py tests/test_decoder.py tests/test_seq2seq.py tests/test_transformer.py
     tests/test_precision.py tests/test_loading.py tests/test_search.py tests/test_resume.py tests/test_optim.py
-    tests/test_compiling.py)
+    tests/test_compiling.py tests/test_host_waits.py)
 converged=(--device cuda --config configs/converged.yaml)
 for part in ${PARTS:-bench compile tests rest}; do
     case $part in

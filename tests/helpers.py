@@ -184,3 +184,9 @@ def assert_same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) 
     assert a.keys() == b.keys()
     for name in a:
         assert torch.equal(a[name], b[name]), name
+
+
+def positions_of(mask: torch.Tensor) -> torch.Tensor:
+    """The flat positions b * tgt_len + t of a batch x tgt_len mask's true entries, row-major: a model's
+    target_positions, as make_batch builds them."""
+    return mask.flatten().nonzero().squeeze(1)

@@ -18,7 +18,7 @@ from nmt.config import config_from_dict
 from nmt.config_sections import ModelConfig
 from nmt.decoding.translator import Translator
 from nmt.errors import NMTError
-from nmt.models.interface import TranslationModel, build_model, model_kind
+from nmt.models.interface import TranslationModel, build_model, model_kind, pick_positions
 from nmt.registry import ARCHITECTURES, ATTENTIONS, Architecture, architecture, resolve
 from nmt.rundir.loading import load_run
 from nmt.special import PAD_ID
@@ -76,7 +76,7 @@ class ToyModel(TranslationModel):
 
     def forward(
         self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, return_attention: bool = False,
-        target_mask: Tensor | None = None, targets: Tensor | None = None, label_smoothing: float = 0.0,
+        target_positions: Tensor | None = None, targets: Tensor | None = None, label_smoothing: float = 0.0,
     ) -> Tensor:
         if return_attention:
             raise ValueError("the toy model has no attention")
@@ -85,8 +85,8 @@ class ToyModel(TranslationModel):
             state = ToyState(self.cell(self.tgt_embedding(tgt_in[:, t]), state.hidden))
             logits.append(self.output(state.hidden))
         out = torch.stack(logits, dim=1)
-        if target_mask is not None:
-            out = out[target_mask]
+        if target_positions is not None:
+            out = pick_positions(out, target_positions)
         if targets is not None:
             return F.cross_entropy(out.float(), targets, reduction="sum", label_smoothing=label_smoothing)
         return out

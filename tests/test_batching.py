@@ -23,9 +23,13 @@ def test_make_batch_pads_and_shifts_targets() -> None:
     assert batch.tgt_in.tolist() == [[BOS_ID, 9, 10, PAD_ID], [BOS_ID, 11, 12, 13]]
     assert batch.tgt_out.tolist() == [[9, 10, EOS_ID, PAD_ID], [11, 12, 13, EOS_ID]]
     assert batch.indices.tolist() == [4, 2] and batch.n_tgt_tokens == 7
+    # the real target positions (b * tgt_len + t) and their tokens, counted on the host
+    assert batch.target_positions.tolist() == [0, 1, 2, 4, 5, 6, 7]
+    assert batch.targets.tolist() == [9, 10, EOS_ID, 11, 12, 13, EOS_ID]
     assert batch.src.dtype == batch.tgt_in.dtype == batch.src_lengths.dtype == torch.long
     moved = batch.to("cpu")
     assert torch.equal(moved.tgt_out, batch.tgt_out) and moved.src_lengths.device.type == "cpu"
+    assert torch.equal(moved.target_positions, batch.target_positions) and torch.equal(moved.targets, batch.targets)
     src, src_lengths = make_source_batch([[7], [1, 2, 3]])
     assert src.tolist() == [[7, EOS_ID, PAD_ID, PAD_ID], [1, 2, 3, EOS_ID]] and src_lengths.tolist() == [2, 4]
     empty = make_batch([[], [3]], [[], []], [0, 1])  # a line with no pieces is EOS alone

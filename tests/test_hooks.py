@@ -24,6 +24,7 @@ from nmt.models.interface import MAIN_VIEW
 from nmt.models.multihead import MultiHeadAttention
 from nmt.models.seq2seq import Seq2Seq
 from nmt.models.transformer import Transformer
+from tests.helpers import positions_of
 
 TINY = {"embedding_size": 16, "hidden_size": 16, "maxout_size": 8, "attention_size": 8}
 
@@ -78,7 +79,7 @@ def _loss_and_grads(model: torch.nn.Module) -> list[torch.Tensor]:
     src, lengths, tgt_in, tgt_out = _batch()
     model.zero_grad(set_to_none=True)
     real = tgt_out != 0
-    loss = model(src, lengths, tgt_in, target_mask=real, targets=tgt_out[real])
+    loss = model(src, lengths, tgt_in, target_positions=positions_of(real), targets=tgt_out[real])
     loss.backward()
     return [loss.detach(), *(p.grad.clone() for p in model.parameters() if p.grad is not None)]
 

@@ -14,7 +14,7 @@ from nmt.models import Seq2Seq, build_model, count_parameters
 from nmt.models.attention import ATTENTIONS
 from nmt.special import BOS_ID, EOS_ID, PAD_ID
 from nmt.training.precision import autocast, resolve_precision
-from tests.helpers import TINY_TRANSFORMER, needs_cuda
+from tests.helpers import TINY_TRANSFORMER, needs_cuda, positions_of
 
 ALL_ATTENTION = list(ATTENTIONS)
 
@@ -87,14 +87,18 @@ def test_beam_style_expansion_reuses_the_encoder_output() -> None:
 
 
 @pytest.mark.parametrize("attention", ALL_ATTENTION)
-def test_target_mask_gives_the_logits_of_real_positions_only(attention: str) -> None:
+def test_target_positions_give_the_logits_of_those_positions_only(attention: str) -> None:
     model = _tiny(attention)
     src, lengths, tgt = _batch()
     real = tgt != PAD_ID
     full = model(src, lengths, tgt)
-    picked = model(src, lengths, tgt, target_mask=real)
+    picked = model(src, lengths, tgt, target_positions=positions_of(real))
     assert picked.shape == (int(real.sum()), 17)
     torch.testing.assert_close(picked, full[real], atol=1e-6, rtol=0)
+    # any positions, in any order: the last target step of the second sentence, then the first of the first
+    width = tgt.size(1)
+    some = model(src, lengths, tgt, target_positions=torch.tensor([2 * width - 1, 0]))
+    torch.testing.assert_close(some, full[[1, 0], [width - 1, 0]], atol=1e-6, rtol=0)
 
 
 @pytest.mark.parametrize("attention", ["none", "additive"])
@@ -111,9 +115,9 @@ def test_training_loss_equals_cross_entropy_of_the_logits(attention: str, tied: 
     for chunked in (False, True):
         model.zero_grad()
         if chunked:
-            loss = model(src, lengths, tgt, target_mask=real, targets=targets, label_smoothing=0.1)
+            loss = model(src, lengths, tgt, target_positions=positions_of(real), targets=targets, label_smoothing=0.1)
         else:
-            logits = model(src, lengths, tgt, target_mask=real)
+            logits = model(src, lengths, tgt, target_positions=positions_of(real))
             loss = F.cross_entropy(logits, targets, label_smoothing=0.1, reduction="sum")
         loss.backward()
         results.append((loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}))
@@ -327,7 +331,7 @@ def test_on_cuda_mixed_precision_keeps_the_loss_and_the_gradients_direction(arch
     for device, dtype in (("cpu", None), ("cuda", resolve_precision(precision, torch.device("cuda")))):
         model.to(device).zero_grad()
         with autocast(dtype):
-            loss = model(src.to(device), lengths.to(device), tgt.to(device), target_mask=real.to(device),
+            loss = model(src.to(device), lengths.to(device), tgt.to(device), target_positions=positions_of(real).to(device),
                          targets=targets.to(device))
         loss.backward()
         grads = torch.cat([p.grad.float().flatten().cpu() for p in model.parameters() if p.grad is not None])

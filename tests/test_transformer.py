@@ -18,6 +18,7 @@ from nmt.models import build_model
 from nmt.models.multihead import HeadSoftmax, MultiHeadAttention
 from nmt.models.transformer import Transformer, sinusoids
 from nmt.special import BOS_ID, EOS_ID, PAD_ID
+from tests.helpers import positions_of
 
 POSITIONS = ["sinusoidal", "learned", "relative"]
 
@@ -198,9 +199,9 @@ def test_tied_embeddings_share_one_tensor_and_the_loss_is_the_cross_entropy() ->
     src, lengths = padded([[5, 6], [7]])
     tgt = torch.tensor([[BOS_ID, 3, 4], [BOS_ID, 5, PAD_ID]])
     mask, targets = tgt != PAD_ID, torch.tensor([3, 4, EOS_ID, 5, EOS_ID])
-    loss = model(src, lengths, tgt, target_mask=mask, targets=targets, label_smoothing=0.1)
+    loss = model(src, lengths, tgt, target_positions=positions_of(mask), targets=targets, label_smoothing=0.1)
     expected = torch.nn.functional.cross_entropy(
-        model(src, lengths, tgt, target_mask=mask), targets, label_smoothing=0.1, reduction="sum"
+        model(src, lengths, tgt, target_positions=positions_of(mask)), targets, label_smoothing=0.1, reduction="sum"
     )
     torch.testing.assert_close(loss, expected)
 
@@ -217,7 +218,7 @@ def test_shared_embeddings_are_one_matrix_that_both_sides_train_and_a_checkpoint
     # ids 10-11 occur in the source only, 20-21 in the target only: the one matrix learns from both sides
     src, lengths = padded([[10, 11]])
     tgt, targets = torch.tensor([[BOS_ID, 20, 21]]), torch.tensor([20, 21, EOS_ID])
-    model.train()(src, lengths, tgt, target_mask=tgt != PAD_ID, targets=targets).backward()
+    model.train()(src, lengths, tgt, target_positions=positions_of(tgt != PAD_ID), targets=targets).backward()
     grad = model.src_embedding.weight.grad
     assert all(grad[i].abs().sum() > 0 for i in (10, 11, 20, 21))
     rebuilt = build_model(config, 30, 30)

@@ -121,7 +121,8 @@ def _backpropagated(model: TranslationModel, batch: Any, real: Tensor) -> tuple[
     steps: (the groups they count in, (scores, their gradients, source mask, alive rows)), each rows x
     src_len (alive: rows, the steps whose target is real; `attention_score_steps`, nmt/analysis/hooks.py)."""
     def backward() -> float:
-        loss = model(batch.src, batch.src_lengths, batch.tgt_in, target_mask=real, targets=batch.tgt_out[real])
+        loss = model(batch.src, batch.src_lengths, batch.tgt_in, target_positions=batch.target_positions,
+                     targets=batch.targets)
         loss.backward()
         model.zero_grad(set_to_none=True)
         return float(loss.detach())

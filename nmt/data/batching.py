@@ -29,6 +29,8 @@ class Batch:
     tgt_out: Tensor  # batch x tgt_len: ids + EOS, padded
     indices: Tensor  # batch: index of each pair in the dataset
     n_tgt_tokens: int  # real target tokens incl. EOS
+    target_positions: Tensor  # n_tgt_tokens: b * tgt_len + t of each real tgt_out position, row-major
+    targets: Tensor  # n_tgt_tokens: the tokens of tgt_out there, in the same order
 
     def to(self, device: torch.device | str) -> Batch:
         """The batch with its tensors on `device`; src_lengths stay on the CPU, where the encoder checks
@@ -38,6 +40,8 @@ class Batch:
             src=self.src.to(device, non_blocking=True),
             tgt_in=self.tgt_in.to(device, non_blocking=True),
             tgt_out=self.tgt_out.to(device, non_blocking=True),
+            target_positions=self.target_positions.to(device, non_blocking=True),
+            targets=self.targets.to(device, non_blocking=True),
         )
 
 
@@ -65,13 +69,19 @@ def make_source_batch(src_seqs: list[list[int]]) -> tuple[Tensor, Tensor]:
 def make_batch(src_seqs: list[list[int]], tgt_seqs: list[list[int]], indices: list[int]) -> Batch:
     """Pad a list of (source ids, target ids) pairs into a Batch (teacher forcing: tgt_in / tgt_out)."""
     src, src_lengths = make_source_batch(src_seqs)
+    tgt_out = _pad(tgt_seqs, eos=True)
+    # picked on the host: picked on a GPU (tgt_out[tgt_out != PAD_ID]), the host would wait for the device
+    # to count them, every step
+    positions = (tgt_out.view(-1) != PAD_ID).nonzero().squeeze(1)  # n_tgt_tokens
     return Batch(
         src=src,
         src_lengths=src_lengths,
         tgt_in=_pad(tgt_seqs, bos=True),
-        tgt_out=_pad(tgt_seqs, eos=True),
+        tgt_out=tgt_out,
         indices=torch.tensor(indices, dtype=torch.long),
         n_tgt_tokens=sum(len(t) + 1 for t in tgt_seqs),
+        target_positions=positions,
+        targets=tgt_out.view(-1)[positions],
     )
 
 

@@ -27,7 +27,7 @@ from torch import Tensor, nn
 
 from nmt.models.attention import ContextProvider
 from nmt.models.encoder import EncoderOutput, gated_update
-from nmt.models.interface import StepCompiler
+from nmt.models.interface import StepCompiler, pick_positions
 from nmt.models.output_loss import linear_cross_entropy
 from nmt.special import PAD_ID
 
@@ -139,37 +139,37 @@ class Decoder(nn.Module):
         return weight[:, : self.embedding_size], weight[:, self.embedding_size :], self.rnn.bias_ih_l0
 
     def forward(
-        self, tgt_in: Tensor, enc: EncoderOutput, return_attention: bool = False, target_mask: Tensor | None = None,
+        self, tgt_in: Tensor, enc: EncoderOutput, return_attention: bool = False, target_positions: Tensor | None = None,
         targets: Tensor | None = None, label_smoothing: float = 0.0,
     ) -> tuple[Tensor, Tensor | None]:
         """Teacher forcing. tgt_in: batch x tgt_len -> logits batch x tgt_len x vocab, and the
         attention weights batch x tgt_len x src_len when asked.
 
-        With `target_mask` (batch x tgt_len, bool) the logits are n_true x vocab, for the masked
-        positions only in row-major order: training skips the output layer on padding. With `targets`
-        too (n_true, the reference tokens there) the result is instead their summed cross-entropy
-        (fp32), computed without holding every position's logits (`linear_cross_entropy`).
+        With `target_positions` (n, long: b * tgt_len + t, `pick_positions`) the logits are n x vocab, for
+        those positions only: training skips the output layer on padding. With `targets` too (n, the
+        reference tokens there) the result is instead their summed cross-entropy (fp32), computed without
+        holding every position's logits (`linear_cross_entropy`).
         """
         if return_attention and not self.provider.has_attention:
             raise ValueError("return_attention: the fixed-context model (attention: none) has no attention")
-        if targets is not None and target_mask is None:
-            raise ValueError("targets need the target_mask that picks their positions")
+        if targets is not None and target_positions is None:
+            raise ValueError("targets need the target_positions they stand at")
         embedded = self.dropout(self.embedding(tgt_in))  # batch x tgt_len x m
         state = self.init_state(enc)
         weights: Tensor | None = None
         if self.provider.has_attention:
             states, contexts, weights = self._attention_states(embedded, enc, state, return_attention)
-            if target_mask is not None:
-                contexts = contexts[target_mask]
+            if target_positions is not None:
+                contexts = pick_positions(contexts, target_positions)
             readout = self.readout_context(contexts)  # (batch x tgt_len | n_true) x readout
         else:
             assert enc.context_readout is not None, "call precompute(enc) first (Seq2Seq.encode does)"
             states = self._fixed_states(embedded, enc, state, self.fixed_steps_fused(embedded.device))
             readout = enc.context_readout.unsqueeze(1)  # batch x 1 x readout, the same C_o c at every step
-            if target_mask is not None:
-                readout = readout.expand(-1, tgt_in.size(1), -1)[target_mask]
-        if target_mask is not None:
-            states, embedded = states[target_mask], embedded[target_mask]
+            if target_positions is not None:  # each position's sentence's C_o c: n x readout
+                readout = readout.squeeze(1).index_select(0, target_positions.div(tgt_in.size(1), rounding_mode="floor"))
+        if target_positions is not None:
+            states, embedded = pick_positions(states, target_positions), pick_positions(embedded, target_positions)
         hidden = self._deep_output(states, embedded, readout)
         if targets is not None:
             loss = linear_cross_entropy(hidden, self.output.weight, self.output.bias, targets, label_smoothing)

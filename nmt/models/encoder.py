@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields, replace
 import torch
 import torch.nn.functional as F
 from torch import _VF, Tensor, nn
-from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
+from torch.nn.utils.rnn import PackedSequence, invert_permutation, pack_padded_sequence, pad_packed_sequence
 
 from nmt.special import PAD_ID
 
@@ -139,8 +139,14 @@ class RecurrentLayer(nn.Module):
         """
         batch, steps, _ = inputs.shape
         exact = torch.promote_types(inputs.dtype, torch.float32)
+        # longest first, sorted where the lengths are: pack_padded_sequence's own sort copies its order to the
+        # device with a wait for it
+        sorted_lengths, order = lengths_cpu.sort(descending=True)
+        sorted_indices = order.to(inputs.device, non_blocking=True)
         with torch.autocast(inputs.device.type, enabled=False):
-            packed = pack_padded_sequence(inputs.to(exact), lengths_cpu, batch_first=True, enforce_sorted=False)
+            packed = pack_padded_sequence(inputs.to(exact).index_select(0, sorted_indices), sorted_lengths,
+                                          batch_first=True)
+            packed = PackedSequence(packed.data, packed.batch_sizes, sorted_indices, invert_permutation(sorted_indices))
             weights = [
                 w.to(exact)
                 for d in range(self.directions)
@@ -190,7 +196,7 @@ class Encoder(nn.Module):
         lengths_cpu = src_lengths.detach().to("cpu", torch.long)
         if int(lengths_cpu.min()) < 1 or int(lengths_cpu.max()) > src_len:
             raise ValueError(f"src_lengths must lie in [1, {src_len}], got {lengths_cpu.tolist()}")
-        lengths = src_lengths.to(src.device, torch.long)
+        lengths = src_lengths.to(src.device, torch.long, non_blocking=True)  # from the host: no wait
         mask = torch.arange(src_len, device=src.device).unsqueeze(0) < lengths.unsqueeze(1)
         hidden = self.dropout(self.embedding(src))  # batch x src_len x emb
         fused = src.is_cuda if self.fused is None else self.fused

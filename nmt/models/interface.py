@@ -112,12 +112,12 @@ class TranslationModel(nn.Module):
 
     def forward(
         self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, return_attention: bool = False,
-        target_mask: Tensor | None = None, targets: Tensor | None = None, label_smoothing: float = 0.0,
+        target_positions: Tensor | None = None, targets: Tensor | None = None, label_smoothing: float = 0.0,
     ) -> Tensor | tuple[Tensor, Tensor]:
         """Teacher forcing. tgt_in: batch x tgt_len (BOS + ids, padded) -> logits batch x tgt_len x tgt_vocab,
-        plus the attention batch x tgt_len x src_len when asked. With `target_mask` (batch x tgt_len, bool):
-        logits n_true x tgt_vocab of the masked positions; with `targets` (n_true) too: their summed
-        cross-entropy with `label_smoothing` instead (training's loss)."""
+        plus the attention batch x tgt_len x src_len when asked. With `target_positions` (n, long, as
+        `pick_positions` takes them): logits n x tgt_vocab of those positions; with `targets` (n) too: their
+        summed cross-entropy with `label_smoothing` instead (training's loss)."""
         raise NotImplementedError
 
     @classmethod
@@ -174,6 +174,14 @@ class TranslationModel(nn.Module):
         return {}
 
 
+
+
+def pick_positions(x: Tensor, positions: Tensor) -> Tensor:
+    """The rows of x at flat positions b * tgt_len + t: x batch x tgt_len x ..., positions n (long) -> n x ...
+
+    Positions, not a mask: the rows a mask picks are counted from its values, which on a GPU makes the host
+    wait for the device; training's positions are counted on the host (Batch.target_positions)."""
+    return x.flatten(0, 1).index_select(0, positions)  # (batch * tgt_len) x ... -> n x ...
 
 
 def count_parameters(model: nn.Module) -> int:

@@ -109,15 +109,15 @@ class Seq2Seq(TranslationModel):
 
     def forward(
         self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, return_attention: bool = False,
-        target_mask: Tensor | None = None, targets: Tensor | None = None, label_smoothing: float = 0.0,
+        target_positions: Tensor | None = None, targets: Tensor | None = None, label_smoothing: float = 0.0,
     ) -> Tensor | tuple[Tensor, Tensor]:
         """Teacher forcing. tgt_in: batch x tgt_len (BOS + ids, padded) -> logits batch x tgt_len x
         tgt_vocab, plus attention batch x tgt_len x src_len when asked (ValueError for attention none).
-        With `target_mask` (batch x tgt_len, bool): logits n_true x tgt_vocab of the masked positions;
-        with `targets` (n_true) too: their summed cross-entropy instead (training's loss, in `forward`
-        so that a DistributedDataParallel wrapper sees it)."""
+        With `target_positions` (n, long: b * tgt_len + t): logits n x tgt_vocab of those positions; with
+        `targets` (n) too: their summed cross-entropy instead (training's loss, in `forward` so that a
+        DistributedDataParallel wrapper sees it)."""
         out, attention = self.decoder(
-            tgt_in, self.encode(src, src_lengths), return_attention, target_mask, targets, label_smoothing
+            tgt_in, self.encode(src, src_lengths), return_attention, target_positions, targets, label_smoothing
         )
         if return_attention:
             assert attention is not None

@@ -24,7 +24,7 @@ from torch import Tensor, nn
 
 from nmt.config_sections import ModelConfig
 from nmt.errors import NMTError
-from nmt.models.interface import AttentionPoint, ModelKind, TranslationModel, count_parameters
+from nmt.models.interface import AttentionPoint, ModelKind, TranslationModel, count_parameters, pick_positions
 from nmt.models.multihead import MultiHeadAttention
 from nmt.models.output_loss import linear_cross_entropy
 from nmt.special import PAD_ID
@@ -241,7 +241,7 @@ class Transformer(TranslationModel):
             host = src_lengths.detach().cpu()
             if int(host.min()) < 1 or int(host.max()) > src.size(1):
                 raise ValueError(f"src_lengths must lie in [1, {src.size(1)}], got {host.tolist()}")
-        lengths = src_lengths.to(src.device, torch.long)
+        lengths = src_lengths.to(src.device, torch.long, non_blocking=True)  # from the host: no wait
         mask = torch.arange(src.size(1), device=src.device).unsqueeze(0) < lengths.unsqueeze(1)  # b x s
         x = self._embed(src, self.src_embedding, 0)
         for layer in self.encoder_layers:
@@ -286,32 +286,32 @@ class Transformer(TranslationModel):
 
     def forward(
         self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, return_attention: bool = False,
-        target_mask: Tensor | None = None, targets: Tensor | None = None, label_smoothing: float = 0.0,
+        target_positions: Tensor | None = None, targets: Tensor | None = None, label_smoothing: float = 0.0,
     ) -> Tensor | tuple[Tensor, Tensor]:
-        """Teacher forcing, as `Seq2Seq.forward`: logits batch x tgt_len x tgt_vocab (n_true x tgt_vocab with
-        `target_mask`, the summed cross-entropy with `targets` too), plus the last layer's cross-attention
+        """Teacher forcing, as `Seq2Seq.forward`: logits batch x tgt_len x tgt_vocab (n x tgt_vocab with
+        `target_positions`, the summed cross-entropy with `targets` too), plus the last layer's cross-attention
         averaged over heads, batch x tgt_len x src_len, when asked."""
-        if targets is not None and target_mask is None:
-            raise ValueError("targets need the target_mask that picks their positions")
+        if targets is not None and target_positions is None:
+            raise ValueError("targets need the target_positions they stand at")
         states, _, weights = self._decode(tgt_in, self.encode(src, src_lengths), None, return_attention)
         # kept out of a compiled forward (training.compile), see `_output`; disabled only there, since
         # torch.compiler.disable loads torch's compiler (1-2 s here) into every process that imports this module
         output = torch.compiler.disable(self._output) if torch.compiler.is_compiling() else self._output
-        out = output(states, target_mask, targets, label_smoothing)
+        out = output(states, target_positions, targets, label_smoothing)
         if return_attention:
             assert weights is not None
             return out, weights
         return out
 
     def _output(
-        self, states: Tensor, target_mask: Tensor | None, targets: Tensor | None, label_smoothing: float
+        self, states: Tensor, target_positions: Tensor | None, targets: Tensor | None, label_smoothing: float
     ) -> Tensor:
-        """`forward`'s logits, or its loss, at the positions `target_mask` picks. Kept out of a compiled forward
-        (training.compile): how many positions the mask picks is known only from its values, and
-        linear_cross_entropy's chunk loop follows that count, so a graph through them would be traced again for
-        nearly every batch; run eagerly, they are a few large products per 1,024 positions."""
-        if target_mask is not None:
-            states = states[target_mask]
+        """`forward`'s logits, or its loss, at `target_positions`. Kept out of a compiled forward
+        (training.compile): linear_cross_entropy's chunk loop follows how many positions there are, so a graph
+        through it would be traced again for nearly every batch; run eagerly, it is a few large products per
+        1,024 positions."""
+        if target_positions is not None:
+            states = pick_positions(states, target_positions)
         if targets is not None:
             return linear_cross_entropy(states, self.output.weight, self.output.bias, targets, label_smoothing)
         return self.output(states)

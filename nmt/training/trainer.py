@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 import torch
 
 from nmt.config import Config
-from nmt.data.batching import make_batch
+from nmt.data.batching import Batch, make_batch
 from nmt.errors import counted
 from nmt.fileio import DiskFullError
 from nmt.models.interface import TranslationModel, build_model, count_parameters
@@ -27,7 +27,6 @@ from nmt.rundir.checkpoints import TrainingState, interrupted_checkpoint_name
 from nmt.rundir.lock import RunLock
 from nmt.training.checkpointing import (
     disk_error,
-    diverged_error,
     restore,
     weights_checkpoint,
     write_best,
@@ -38,6 +37,7 @@ from nmt.training.data import load_training_data
 from nmt.training.distributed import DistContext, setup_distributed
 from nmt.training.optim import LRSchedule, Patience, build_optimizer
 from nmt.training.precision import autocast, precision_fallback, precision_name, resolve_precision
+from nmt.training.queued_steps import QueuedSteps
 from nmt.training.rng import capture_rng, restore_rng, seed_everything
 from nmt.training.terminal import StopRequest, Terminal, format_duration, format_score
 from nmt.training.validation import ValidationResult, batch_loss_sum, safe_exp, validate
@@ -99,6 +99,7 @@ class Trainer:
         self.schedule = LRSchedule(tc)
         self.amp_dtype = resolve_precision(tc.precision, self.device)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp_dtype == torch.float16)
+        self.queued = QueuedSteps(ctx, run_dir, finite_norm=not self.scaler.is_enabled())
         self.step = self.position = self.saved_step = 0
         self.epoch = 1
         self.stopping = Patience(tc.early_stopping_metric, tc.patience)
@@ -208,6 +209,7 @@ class Trainer:
             self._train_step(self._next_batch())
             self.step += 1
             self.terminal.advance()
+            self._read_steps(keep=1)  # the step before: its values are ready, or nearly, and this one is queued
             if self.step % self.tc.log_every == 0:
                 self._log_training()
             stopped_by = self._end_step(stop_request)
@@ -218,6 +220,7 @@ class Trainer:
             self._validate(stop_request, closing=True)
         if closing or self.saved_step != self.step:
             self._save_step_checkpoint()
+        self._read_steps()
         return stopped_by
 
     def _end_step(self, stop_request: StopRequest) -> str:
@@ -248,8 +251,8 @@ class Trainer:
         except (OSError, DiskFullError) as error:
             raise disk_error(self.run_dir, self.step, error) from None
 
-    def _next_batch(self) -> list[int]:
-        """The next batch's pair indices; past an epoch's end, the next epoch's list from its start."""
+    def _next_batch(self) -> Batch:
+        """The next batch, on the device; past an epoch's end, the next epoch's first."""
         if self.batches is None:
             self.batches = self.data.epoch_batches(self.epoch, self.ctx)
         while self.position >= len(self.batches):
@@ -257,36 +260,38 @@ class Trainer:
             self.batches = self.data.epoch_batches(self.epoch, self.ctx)
         indices = self.batches[self.position]
         self.position += 1
-        return indices
-
-    def _train_step(self, indices: list[int]) -> None:
-        """One update on the batch of `indices`; a non-finite loss (or gradient, unscaled) stops the run."""
         src, tgt = self.data.src, self.data.tgt
-        batch = make_batch([src[i] for i in indices], [tgt[i] for i in indices], indices).to(self.device)
+        return make_batch([src[i] for i in indices], [tgt[i] for i in indices], indices).to(self.device)
+
+    def _train_step(self, batch: Batch) -> None:
+        """One update on `batch`, queued: nothing here waits for the device (under DDP, but for the token
+        count). Its loss and gradient norm are read later (`_read_steps`)."""
         self.lr = self.schedule.apply(self.optimizer, self.step + 1)
         self.optimizer.zero_grad(set_to_none=True)
         self.wrapped.train()
         with autocast(self.amp_dtype):
             loss_sum = batch_loss_sum(self.wrapped, batch, self.tc.label_smoothing)
-        total_loss, total_tokens = self.ctx.sum([float(loss_sum.detach()), float(batch.n_tgt_tokens)])
-        if not math.isfinite(total_loss):
-            raise diverged_error(self.run_dir, self.step + 1, self.epoch, f"the training loss is {total_loss}")
+        (total_tokens,) = self.ctx.sum([float(batch.n_tgt_tokens)])
         # DDP averages gradients over ranks: scale so the result is the mean over all ranks' tokens.
         loss = loss_sum * (self.ctx.world_size / total_tokens)
         self.scaler.scale(loss).backward()
         self.scaler.unscale_(self.optimizer)
         clip = self.tc.clip_grad_norm if self.tc.clip_grad_norm > 0 else math.inf
-        norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip))
-        if not math.isfinite(norm) and not self.scaler.is_enabled():
-            raise diverged_error(self.run_dir, self.step + 1, self.epoch, f"the gradient norm is {norm}")
-        self.scaler.step(self.optimizer)
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
+        self.scaler.step(self.optimizer)  # fp16's loss scaler skips a step whose gradient is not finite
         self.scaler.update()
-        self.acc["loss"] += total_loss
+        self.queued.append(self.step + 1, self.epoch, loss_sum, norm)
         self.acc["tokens"] += total_tokens
+
+    def _read_steps(self, keep: int = 0) -> None:
+        """Read the queued steps but the newest `keep` (nmt/training/queued_steps.py) into the log's sums."""
+        for loss in self.queued.read(keep):
+            self.acc["loss"] += loss
 
     # ---- logging, validation, checkpoints ------------------------------------------------------
     def _log_training(self) -> None:
         """Log the interval since the last log line (rank 0 writes it), and start the next interval."""
+        self._read_steps()
         seconds = self.acc["seconds"] + (time.monotonic() - self._interval_started)
         loss = self.acc["loss"] / max(self.acc["tokens"], 1.0)
         event = {
@@ -332,6 +337,7 @@ class Trainer:
         that a run continued with --resume takes the learning-rate path of one trained straight through.
         A stop asked for meanwhile ends it at its next batch, records none of it and stops the run
         (`_interrupt`); --resume validates the step again."""
+        self._read_steps()
         began = time.monotonic()
         sentences = len(self.data.valid.references)
 
@@ -368,6 +374,7 @@ class Trainer:
     def _save_step_checkpoint(self, interrupted: bool = False) -> None:
         """Write this step's checkpoint (rank 0, its failure told to every rank; every rank takes part in
         gathering the RNG states); an interruption's is for --resume only (write_step)."""
+        self._read_steps()
         rngs = self.ctx.gather(capture_rng(self.device))
         self.saved_step = self.step
         self.ctx.agreed(lambda: self._write_step_checkpoint(rngs, interrupted))

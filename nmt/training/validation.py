@@ -13,7 +13,6 @@ import torch
 from nmt.config import Config
 from nmt.data.batching import Batch, TokenBatchSampler, make_batch
 from nmt.decoding.search import greedy_search, max_output_lengths
-from nmt.special import PAD_ID
 from nmt.training.precision import autocast
 
 
@@ -47,9 +46,8 @@ def batch_loss_sum(model: Any, batch: Batch, label_smoothing: float = 0.0) -> to
     The deep output, vocabulary projection and softmax run on those positions only (padding is
     never projected onto the vocabulary), a chunk of positions at a time (`linear_cross_entropy`).
     """
-    real = batch.tgt_out != PAD_ID  # batch x tgt_len
-    return model(batch.src, batch.src_lengths, batch.tgt_in, target_mask=real, targets=batch.tgt_out[real],
-                 label_smoothing=label_smoothing)
+    return model(batch.src, batch.src_lengths, batch.tgt_in, target_positions=batch.target_positions,
+                 targets=batch.targets, label_smoothing=label_smoothing)
 
 
 def safe_exp(value: float) -> float:

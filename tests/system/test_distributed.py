@@ -135,7 +135,8 @@ def test_one_ddp_step_equals_one_step_on_both_ranks_batches(tmp_path: Path, mode
     halves = [shard(data.sampler.epoch(1), rank, 2)[0] for rank in range(2)]
     tokens = [make_batch([data.src[i] for i in h], [data.tgt[i] for i in h], h).n_tgt_tokens for h in halves]
     assert tokens[0] != tokens[1]  # unequal shares: a plain mean of per-rank means would be wrong
-    single._train_step(halves[0] + halves[1])
+    both = halves[0] + halves[1]
+    single._train_step(make_batch([data.src[i] for i in both], [data.tgt[i] for i in both], both))
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
