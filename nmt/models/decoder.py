@@ -166,8 +166,10 @@ class Decoder(nn.Module):
             assert enc.context_readout is not None, "call precompute(enc) first (Seq2Seq.encode does)"
             states = self._fixed_states(embedded, enc, state, self.fixed_steps_fused(embedded.device))
             readout = enc.context_readout.unsqueeze(1)  # batch x 1 x readout, the same C_o c at every step
-            if target_positions is not None:  # each position's sentence's C_o c: n x readout
-                readout = readout.squeeze(1).index_select(0, target_positions.div(tgt_in.size(1), rounding_mode="floor"))
+            if target_positions is not None:
+                # expanded, not indexed by sentence: the gradient then sums over the steps as a reduction does,
+                # the sum every result so far was trained with (index_add_'s one position at a time rounds otherwise)
+                readout = pick_positions(readout.expand(-1, tgt_in.size(1), -1), target_positions)
         if target_positions is not None:
             states, embedded = pick_positions(states, target_positions), pick_positions(embedded, target_positions)
         hidden = self._deep_output(states, embedded, readout)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields, replace
 import torch
 import torch.nn.functional as F
 from torch import _VF, Tensor, nn
-from torch.nn.utils.rnn import PackedSequence, invert_permutation, pack_padded_sequence, pad_packed_sequence
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from nmt.special import PAD_ID
 
@@ -139,14 +139,14 @@ class RecurrentLayer(nn.Module):
         """
         batch, steps, _ = inputs.shape
         exact = torch.promote_types(inputs.dtype, torch.float32)
-        # longest first, sorted where the lengths are: pack_padded_sequence's own sort copies its order to the
-        # device with a wait for it
+        # longest first, in an order sorted and inverted on the host, where the lengths are: torch's own packing
+        # and unpacking copy their orders between host and device, each copy a wait for the device
         sorted_lengths, order = lengths_cpu.sort(descending=True)
         sorted_indices = order.to(inputs.device, non_blocking=True)
+        unsorted_indices = order.argsort().to(inputs.device, non_blocking=True)
         with torch.autocast(inputs.device.type, enabled=False):
             packed = pack_padded_sequence(inputs.to(exact).index_select(0, sorted_indices), sorted_lengths,
                                           batch_first=True)
-            packed = PackedSequence(packed.data, packed.batch_sizes, sorted_indices, invert_permutation(sorted_indices))
             weights = [
                 w.to(exact)
                 for d in range(self.directions)
@@ -158,10 +158,10 @@ class RecurrentLayer(nn.Module):
             rnn, hx = (_VF.lstm, (h0, torch.zeros_like(h0))) if self.is_lstm else (_VF.gru, h0)
             bidirectional = self.directions == 2
             result = rnn(packed.data, packed.batch_sizes, hx, weights, True, 1, 0.0, self.training, bidirectional)
-        output = PackedSequence(result[0], packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices)
-        annotations, _ = pad_packed_sequence(output, batch_first=True, total_length=steps)
+        padded, _ = pad_packed_sequence(PackedSequence(result[0], packed.batch_sizes), batch_first=True, total_length=steps)
+        annotations = padded.index_select(0, unsorted_indices)  # batch x steps x directions * n, the batch's order
         # directions x batch x n, back in the batch's order: fwd after the last real token, bwd after the first
-        last = result[1].index_select(1, packed.unsorted_indices)
+        last = result[1].index_select(1, unsorted_indices)
         return annotations, last[0], last[1] if bidirectional else None
 
 
