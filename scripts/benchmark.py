@@ -174,8 +174,10 @@ def train_phase(
     from nmt.models import build_model
     from nmt.rundir.loading import resolve_device
     from nmt.training.compiling import compiles, training_module
+    from nmt.training.distributed import DistContext
     from nmt.training.optim import build_optimizer
     from nmt.training.precision import autocast, resolve_precision
+    from nmt.training.queued_steps import QueuedSteps
     from nmt.training.validation import batch_loss_sum
 
     _setup_child(threads, config.training.seed)
@@ -189,6 +191,9 @@ def train_phase(
     optimizer = build_optimizer(model.parameters(), config.training)
     amp = resolve_precision(config.training.precision, device)
     clip = config.training.clip_grad_norm if config.training.clip_grad_norm > 0 else float("inf")
+    # each step's loss and gradient norm read a step later, as the trainer reads them (a diverged step is named)
+    queued = QueuedSteps(DistContext(0, 1, device), Path(weights_path).parent, finite_norm=amp != torch.float16)
+    steps = [0]
 
     def step(indices: list[int]) -> None:
         batch = make_batch([src[i] for i in indices], [tgt[i] for i in indices], indices).to(device)
@@ -196,8 +201,11 @@ def train_phase(
         with autocast(amp):  # the training loop's context: CUDA autocast to amp, none for fp32
             loss = batch_loss_sum(forward, batch, config.training.label_smoothing) / batch.n_tgt_tokens
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         optimizer.step()
+        steps[0] += 1
+        queued.append(steps[0], 1, loss, norm)
+        queued.read(keep=1)
 
     def nth(k: int) -> list[int]:
         # a small training split has fewer batches than the plan's steps: go round the epoch again
@@ -218,7 +226,7 @@ def train_phase(
         time.perf_counter() - start < plan["min_seconds"] and len(timed) < len(batches) - warmup
     ):
         timed.append(nth(warmup + len(timed)))
-        step(timed[-1])  # queued, as the trainer's steps are (it reads each step's loss one step later)
+        step(timed[-1])
     _sync(device)
     seconds = time.perf_counter() - start
     graphs_while_timed = traced_graphs() - graphs_before_timing

@@ -94,7 +94,7 @@ def test_the_recorder_sees_the_reads_a_step_would_wait_for() -> None:
 
 
 @pytest.mark.parametrize("what", ["loss", "gradient"])
-def test_a_non_finite_step_is_named_a_step_late_and_nothing_of_it_is_saved(
+def test_a_non_finite_step_stops_the_run_before_its_checkpoint(
     data_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, what: str
 ) -> None:
     """Step 5's loss (or its gradient alone) is made NaN: the run stops naming step 5, with the checkpoints
@@ -119,6 +119,26 @@ def test_a_non_finite_step_is_named_a_step_late_and_nothing_of_it_is_saved(
     assert saved[-1] == "step_00000004.pt"
     steps = [line["step"] for line in map(json.loads, (run / "log.jsonl").read_text().splitlines())]
     assert max(steps) == 4
+
+
+def test_a_non_finite_step_is_named_once_the_next_step_is_queued(
+    data_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no checkpoint, log line or validation due, step 5's NaN loss is read after step 6 is trained (the
+    step trained on its state is thrown away with it): the run stops there naming step 5, having saved nothing."""
+    batch_loss_sum, calls = trainer_module.batch_loss_sum, [0]
+
+    def nan_at_step_5(model: Any, batch: Any, label_smoothing: float = 0.0) -> torch.Tensor:
+        calls[0] += 1
+        loss = batch_loss_sum(model, batch, label_smoothing)
+        return loss * torch.nan if calls[0] == 5 else loss
+
+    monkeypatch.setattr(trainer_module, "batch_loss_sum", nan_at_step_5)
+    run = tmp_path / "run"
+    with pytest.raises(NMTError, match="training diverged at step 5 .*the training loss is nan"):
+        train(tiny(data_root, "rnnsearch", checkpoint_every=100, log_every=100, validate_every=100), run)
+    assert calls[0] == 6
+    assert not list((run / "checkpoints").glob("*.pt"))
 
 
 class _NanGradient(torch.autograd.Function):

@@ -68,8 +68,9 @@ def training_module(model: TranslationModel, enabled: bool, ddp: bool = False) -
         else:
             model.compile_steps(compile_step)
     if ddp:
-        device = next(model.parameters()).device
-        module = DistributedDataParallel(module, device_ids=[device.index] if device.type == "cuda" else None)
+        # no device_ids: the batch is on the device already, and with them DDP would move the source lengths the
+        # batch keeps on the host (Batch.to) to the device too, where the models read them back with a wait
+        module = DistributedDataParallel(module)
     return module
 
 

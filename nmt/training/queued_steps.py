@@ -5,9 +5,10 @@ that computes them, the loss (for the log and the divergence check) and the grad
 make the host wait twice a step, and the device would idle while the host builds the next batch and queues
 its kernels: on a GPU, where these models' steps are bound by kernel launches, the launch time would add to
 the arithmetic instead of overlapping it. The trainer reads a step's values once the next step's work is
-queued, and every step's before anything reads the model or the log's sums (a log line, a validation, a
-checkpoint), so a step that went non-finite is still named, and nothing of its state is saved: the one step
-trained after it is thrown away with it. On a CPU the values are ready when read.
+queued, from a copy into host memory queued right after the step (so the read waits for that step only, and
+the device goes on with the next), and every step's before anything reads the model or the log's sums (a log
+line, a validation, a checkpoint), so a step that went non-finite is still named, and nothing of its state is
+saved: the one step trained after it is thrown away with it. On a CPU the values are ready when read.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from nmt.training.distributed import DistContext
 class _Step:
     step: int  # the update's number, as the log counts them
     epoch: int
-    loss_sum: Tensor  # scalar, detached: this rank's summed loss
-    grad_norm: Tensor  # scalar: the gradient's norm before clipping
+    values: Tensor  # 2 (float64): this rank's summed loss and the gradient's norm before clipping, on the host
+    copied: torch.cuda.Event | None  # on CUDA: recorded once `values` has arrived
 
 
 @dataclass
@@ -42,17 +43,25 @@ class QueuedSteps:
     _steps: list[_Step] = field(default_factory=list)
 
     def append(self, step: int, epoch: int, loss_sum: Tensor, grad_norm: Tensor) -> None:
-        self._steps.append(_Step(step, epoch, loss_sum.detach(), grad_norm))
+        """Queue the step's values; on CUDA also their copy into host memory, after the step's own work, so
+        that reading them later waits for this step alone, not for the steps queued after it."""
+        values = torch.stack([loss_sum.detach().double(), grad_norm.detach().double()])  # 2
+        copied = None
+        if values.is_cuda:
+            host = torch.empty(2, dtype=torch.float64, pin_memory=True)  # pinned: a copy that does not wait
+            values, copied = host.copy_(values, non_blocking=True), torch.cuda.Event()
+            copied.record()
+        self._steps.append(_Step(step, epoch, values, copied))
 
     def read(self, keep: int = 0) -> list[float]:
-        """Read every queued step but the newest `keep`, in one copy to the host -> their losses summed over
-        ranks, in step order. An NMTError (diverged_error) names the first whose loss, or gradient norm, is
-        not finite."""
+        """Read every queued step but the newest `keep` -> their losses summed over ranks, in step order. An
+        NMTError (diverged_error) names the first whose loss, or gradient norm, is not finite."""
         ready, self._steps = self._steps[: len(self._steps) - keep], self._steps[len(self._steps) - keep :]
         if not ready:
             return []
-        # steps x 2: (loss, norm) each, float64 as Python reads them
-        values = torch.stack([torch.stack([s.loss_sum.double(), s.grad_norm.double()]) for s in ready]).tolist()
+        if ready[-1].copied is not None:  # events complete in order: the last one's covers them all
+            ready[-1].copied.synchronize()
+        values = [s.values.tolist() for s in ready]  # each (loss, norm)
         losses = self.ctx.sum([loss for loss, _ in values])
         for s, loss, (_, norm) in zip(ready, losses, values, strict=True):
             if not math.isfinite(loss):
