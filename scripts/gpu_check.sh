@@ -32,7 +32,7 @@ nvidia-smi -L
 "$python" -c "import sys, torch; print(sys.version.split()[0], torch.__version__, torch.cuda.get_device_name())"
 tests=(tests/test_encoder.py tests/test_decoder.py tests/test_seq2seq.py tests/test_transformer.py
     tests/test_precision.py tests/test_loading.py tests/test_search.py tests/test_resume.py tests/test_optim.py
-    tests/test_compiling.py tests/test_host_waits.py)
+    tests/test_compiling.py tests/test_host_waits.py tests/test_transfer.py)
 converged=(--device cuda --config configs/converged.yaml)
 for part in ${PARTS:-bench compile tests rest}; do
     case $part in

@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "nmt"
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("config", ("nmt", "nmt.errors", "nmt.fileio", "nmt.interrupts", "nmt.special", "nmt.lengths", "nmt.registry",
                 "nmt.text_encoding", "nmt.typed_yaml", "nmt.overrides", "nmt.config_sections", "nmt.config", "nmt.environment",
-                "nmt.torchrun")),
+                "nmt.torchrun", "nmt.transfer")),
     ("data", ("nmt.data",)),
     ("models", ("nmt.models",)),
     ("evaluation", ("nmt.evaluation",)),

@@ -15,6 +15,7 @@ import torch
 from torch import Tensor
 
 from nmt.special import BOS_ID, EOS_ID, PAD_ID
+from nmt.transfer import to_device
 
 POOL_BATCHES = 100  # a pool holds about this many batches: large enough to sort well, small enough to mix
 
@@ -33,15 +34,16 @@ class Batch:
     targets: Tensor  # n_tgt_tokens: the tokens of tgt_out there, in the same order
 
     def to(self, device: torch.device | str) -> Batch:
-        """The batch with its tensors on `device`; src_lengths stay on the CPU, where the encoder checks
-        them without a device sync before it copies them over to build its padding mask."""
+        """The batch with its tensors on `device`, copied without waiting for it (`to_device`); src_lengths
+        stay on the host, where the models check them without a wait before they copy them over."""
+        device = torch.device(device)
         return dataclasses.replace(
             self,
-            src=self.src.to(device, non_blocking=True),
-            tgt_in=self.tgt_in.to(device, non_blocking=True),
-            tgt_out=self.tgt_out.to(device, non_blocking=True),
-            target_positions=self.target_positions.to(device, non_blocking=True),
-            targets=self.targets.to(device, non_blocking=True),
+            src=to_device(self.src, device),
+            tgt_in=to_device(self.tgt_in, device),
+            tgt_out=to_device(self.tgt_out, device),
+            target_positions=to_device(self.target_positions, device),
+            targets=to_device(self.targets, device),
         )
 
 

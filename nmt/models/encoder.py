@@ -18,6 +18,7 @@ from torch import _VF, Tensor, nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from nmt.special import PAD_ID
+from nmt.transfer import to_device
 
 
 @dataclass
@@ -142,8 +143,7 @@ class RecurrentLayer(nn.Module):
         # longest first, in an order sorted and inverted on the host, where the lengths are: torch's own packing
         # and unpacking copy their orders between host and device, each copy a wait for the device
         sorted_lengths, order = lengths_cpu.sort(descending=True)
-        sorted_indices = order.to(inputs.device, non_blocking=True)
-        unsorted_indices = order.argsort().to(inputs.device, non_blocking=True)
+        sorted_indices, unsorted_indices = to_device(order, inputs.device), to_device(order.argsort(), inputs.device)
         with torch.autocast(inputs.device.type, enabled=False):
             packed = pack_padded_sequence(inputs.to(exact).index_select(0, sorted_indices), sorted_lengths,
                                           batch_first=True)
@@ -196,7 +196,7 @@ class Encoder(nn.Module):
         lengths_cpu = src_lengths.detach().to("cpu", torch.long)
         if int(lengths_cpu.min()) < 1 or int(lengths_cpu.max()) > src_len:
             raise ValueError(f"src_lengths must lie in [1, {src_len}], got {lengths_cpu.tolist()}")
-        lengths = src_lengths.to(src.device, torch.long, non_blocking=True)  # from the host: no wait
+        lengths = to_device(src_lengths.long(), src.device)
         mask = torch.arange(src_len, device=src.device).unsqueeze(0) < lengths.unsqueeze(1)
         hidden = self.dropout(self.embedding(src))  # batch x src_len x emb
         fused = src.is_cuda if self.fused is None else self.fused

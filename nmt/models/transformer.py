@@ -28,6 +28,7 @@ from nmt.models.interface import AttentionPoint, ModelKind, TranslationModel, co
 from nmt.models.multihead import MultiHeadAttention
 from nmt.models.output_loss import linear_cross_entropy
 from nmt.special import PAD_ID
+from nmt.transfer import to_device
 
 MAX_LEARNED_POSITIONS = 1024  # learned positions: the table's size; later positions share its last row
 
@@ -241,7 +242,7 @@ class Transformer(TranslationModel):
             host = src_lengths.detach().cpu()
             if int(host.min()) < 1 or int(host.max()) > src.size(1):
                 raise ValueError(f"src_lengths must lie in [1, {src.size(1)}], got {host.tolist()}")
-        lengths = src_lengths.to(src.device, torch.long, non_blocking=True)  # from the host: no wait
+        lengths = to_device(src_lengths.long(), src.device)
         mask = torch.arange(src.size(1), device=src.device).unsqueeze(0) < lengths.unsqueeze(1)  # b x s
         x = self._embed(src, self.src_embedding, 0)
         for layer in self.encoder_layers:
