@@ -35,10 +35,12 @@ class Batch:
 
     def to(self, device: torch.device | str) -> Batch:
         """The batch with its tensors on `device`, copied without waiting for it (`to_device`); src_lengths
-        stay on the host, where the models check them without a wait before they copy them over."""
+        stay on the host, where the models check them without a wait before they copy them over (pinned for a
+        GPU, so that those copies, compiled ones included, do not wait either)."""
         device = torch.device(device)
         return dataclasses.replace(
             self,
+            src_lengths=self.src_lengths.pin_memory() if device.type == "cuda" else self.src_lengths,
             src=to_device(self.src, device),
             tgt_in=to_device(self.tgt_in, device),
             tgt_out=to_device(self.tgt_out, device),

@@ -49,8 +49,9 @@ class QueuedSteps:
         copied = None
         if values.is_cuda:
             host = torch.empty(2, dtype=torch.float64, pin_memory=True)  # pinned: a copy that does not wait
+            device = values.device
             values, copied = host.copy_(values, non_blocking=True), torch.cuda.Event()
-            copied.record()
+            copied.record(torch.cuda.current_stream(device))  # the stream copy_ queued on, that of the values' GPU
         self._steps.append(_Step(step, epoch, values, copied))
 
     def read(self, keep: int = 0) -> list[float]:
