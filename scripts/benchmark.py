@@ -150,7 +150,7 @@ def training_batches(config: Config) -> tuple[Any, list[list[int]], list[list[in
 
     alone = DistContext(0, 1, torch.device("cpu"))  # the batches do not depend on the device
     data = load_training_data(config, alone)
-    return data.tokenizer, data.src, data.tgt, data.epoch_batches(1, alone)
+    return data.tokenizer, data.src, data.tgt, [batch.indices for batch in data.epoch_batches(1, alone)]
 
 
 def largest_first(batches: list[list[int]], src: list[list[int]], tgt: list[list[int]]) -> list[list[int]]:
@@ -229,6 +229,7 @@ def train_phase(
         step(timed[-1])
     _sync(device)
     seconds = time.perf_counter() - start
+    queued.drain()  # the last timed step's values too, after the clock: a step that diverged is named
     graphs_while_timed = traced_graphs() - graphs_before_timing
     peaks.append(measure_peak_gflops(device, plan["peak_seconds"], plan["peak_scale"]))
     if profile:

@@ -75,12 +75,12 @@ def test_a_training_step_reads_nothing_from_the_device(data_root: Path, tmp_path
     trainer = trainer_of(tiny(data_root, architecture), tmp_path / "run")
     # torch's CPU Adam reads its step count as a number (on CUDA it is fused: nothing read); SGD reads none
     trainer.optimizer = torch.optim.SGD(trainer.model.parameters(), lr=0.01)
-    batch = trainer._next_batch()
+    batch, step_tokens = trainer._next_batch()
     with HostReads() as recorded:
-        trainer._train_step(batch)
+        trainer._train_step(batch, step_tokens)
     assert recorded.reads == []
     # the step's loss is read afterwards: the batch's summed loss, as the model computed it
-    (loss,) = trainer.queued.read()
+    (loss,) = trainer.queued.drain()
     assert loss > 0 and torch.isfinite(torch.tensor(loss))
 
 
@@ -160,13 +160,13 @@ def test_a_training_step_on_cuda_never_waits_for_the_device(
     data_root: Path, tmp_path: Path, architecture: str, precision: str
 ) -> None:
     trainer = trainer_of(tiny(data_root, architecture, device="cuda", precision=precision), tmp_path / "run", "cuda")
-    trainer._train_step(trainer._next_batch())  # the first step allocates Adam's state
-    batch = trainer._next_batch()
+    trainer._train_step(*trainer._next_batch())  # the first step allocates Adam's state
+    batch, step_tokens = trainer._next_batch()
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:
-        trainer._train_step(batch)
+        trainer._train_step(batch, step_tokens)
     finally:
         torch.cuda.set_sync_debug_mode("default")
-    losses = trainer.queued.read()
+    losses = trainer.queued.drain()
     assert len(losses) == 2 and all(torch.isfinite(torch.tensor(losses)))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,6 +71,11 @@ def make_source_batch(src_seqs: list[list[int]]) -> tuple[Tensor, Tensor]:
     return _pad(src_seqs, eos=True), torch.tensor([len(s) + 1 for s in src_seqs], dtype=torch.long)
 
 
+def target_tokens(tgt_seqs: Iterable[list[int]]) -> int:
+    """The real target tokens of a batch of these targets: each one's ids and its EOS."""
+    return sum(len(t) + 1 for t in tgt_seqs)
+
+
 def make_batch(src_seqs: list[list[int]], tgt_seqs: list[list[int]], indices: list[int]) -> Batch:
     """Pad a list of (source ids, target ids) pairs into a Batch (teacher forcing: tgt_in / tgt_out)."""
     src, src_lengths = make_source_batch(src_seqs)
@@ -83,7 +89,7 @@ def make_batch(src_seqs: list[list[int]], tgt_seqs: list[list[int]], indices: li
         tgt_in=_pad(tgt_seqs, bos=True),
         tgt_out=tgt_out,
         indices=torch.tensor(indices, dtype=torch.long),
-        n_tgt_tokens=sum(len(t) + 1 for t in tgt_seqs),
+        n_tgt_tokens=target_tokens(tgt_seqs),
         target_positions=positions,
         targets=tgt_out.view(-1)[positions],
     )

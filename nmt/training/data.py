@@ -1,12 +1,16 @@
 """The data a run trains on: the encoded training pairs, their token-budget batches (a pure function of
-(seed, epoch), each process taking its own shard of every epoch's list), and the validation set."""
+(seed, epoch), each process taking its own shard of every epoch's list), and the validation set.
+
+Because every process can compute the whole epoch's list, each also knows how many target tokens a step
+trains on over all processes (the loss's denominator) without asking the others."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from nmt.config import Config
-from nmt.data.batching import TokenBatchSampler, shard
+from nmt.data.batching import TokenBatchSampler, shard, target_tokens
 from nmt.data.pairs import within_words
 from nmt.data.prepare import load_prepared, prepare
 from nmt.data.sources import prepared_dir
@@ -14,6 +18,13 @@ from nmt.data.subwords import Tokenizer
 from nmt.errors import NMTError, counted
 from nmt.training.distributed import DistContext
 from nmt.training.validation import ValidSet, build_valid_set
+
+
+class StepBatch(NamedTuple):
+    """This process's part of a training step."""
+
+    indices: list[int]  # the training pairs of its batch
+    step_tokens: int  # the real target tokens (EOS included) of the step's batches on all processes
 
 
 @dataclass
@@ -27,15 +38,18 @@ class TrainingData:
     sampler: TokenBatchSampler
     valid: ValidSet
 
-    def epoch_batches(self, epoch: int, ctx: DistContext) -> list[list[int]]:
-        """This process's batches of `epoch` (pair indices), in training order."""
-        batches = shard(self.sampler.epoch(epoch), ctx.rank, ctx.world_size)  # a single process: all of them
+    def epoch_batches(self, epoch: int, ctx: DistContext) -> list[StepBatch]:
+        """This process's batches of `epoch`, in training order."""
+        everyone = self.sampler.epoch(epoch)
+        shards = [shard(everyone, rank, ctx.world_size) for rank in range(ctx.world_size)]  # one: all of them
+        batches = shards[ctx.rank]
         if not batches:
             raise NMTError(
                 f"an epoch has no batches for {ctx.world_size} process(es) ({len(self.src)} training pairs).",
                 "Use more training data, a smaller training.batch_tokens, or fewer processes.",
             )
-        return batches
+        step_tokens = [sum(target_tokens(self.tgt[i] for i in batch) for batch in step) for step in zip(*shards, strict=True)]
+        return [StepBatch(batch, tokens) for batch, tokens in zip(batches, step_tokens, strict=True)]
 
 
 def load_training_data(config: Config, ctx: DistContext) -> TrainingData:

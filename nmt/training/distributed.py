@@ -2,6 +2,10 @@
 
 Without torchrun (WORLD_SIZE unset or 1) every collective is a no-op on a single process, so the
 loop has one code path.
+
+The values the processes agree on (a stop request, the losses for the log, a validation's result) live on
+the host. They go through a gloo group of their own: through NCCL, the GPUs' backend, each would be copied
+to the GPU and its result read back, which waits for everything the GPU has queued (the step in flight).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ class DistContext:
     rank: int
     world_size: int
     device: torch.device  # on CUDA, the GPU of the process's LOCAL_RANK
+    host_group: Any = None  # the gloo group of every rank, for the values on the host (None: one process)
 
     @property
     def enabled(self) -> bool:
@@ -41,7 +46,7 @@ class DistContext:
         if not self.enabled:
             return obj
         holder = [obj]
-        dist.broadcast_object_list(holder, src=0)
+        dist.broadcast_object_list(holder, src=0, group=self.host_group)
         return holder[0]
 
     def gather(self, obj: Any) -> list[Any]:
@@ -49,15 +54,15 @@ class DistContext:
         if not self.enabled:
             return [obj]
         out: list[Any] = [None] * self.world_size
-        dist.all_gather_object(out, obj)
+        dist.all_gather_object(out, obj, group=self.host_group)
         return out
 
     def sum(self, values: list[float]) -> list[float]:
         """Element-wise sum of `values` over ranks (float64, so token counts stay exact)."""
         if not self.enabled:
             return values
-        tensor = torch.tensor(values, dtype=torch.float64, device=self.device)
-        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+        tensor = torch.tensor(values, dtype=torch.float64)
+        dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=self.host_group)
         return tensor.tolist()
 
     def agreed(self, action: Callable[[], T], on_all_ranks: bool = False) -> T:
@@ -90,7 +95,7 @@ class DistContext:
     def barrier(self) -> None:
         """Wait until every rank gets here (no-op in a single process)."""
         if self.enabled:
-            dist.barrier()
+            dist.barrier(group=self.host_group)
 
     def close(self) -> None:
         """Leave the process group (if this process joined one)."""
@@ -114,4 +119,4 @@ def setup_distributed(device_name: str) -> DistContext:
         device = torch.device("cuda", place.local_rank)
     if not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-    return DistContext(place.rank, place.world_size, device)
+    return DistContext(place.rank, place.world_size, device, dist.new_group(backend="gloo"))

@@ -8,7 +8,12 @@ the arithmetic instead of overlapping it. The trainer reads a step's values once
 queued, from a copy into host memory queued right after the step (so the read waits for that step only, and
 the device goes on with the next), and every step's before anything reads the model or the log's sums (a log
 line, a validation, a checkpoint), so a step that went non-finite is still named, and nothing of its state is
-saved: the one step trained after it is thrown away with it. On a CPU the values are ready when read.
+saved: the steps trained after it are thrown away with it. On a CPU the values are ready when read.
+
+Under DDP a decision to stop must be the same on every process, or the others would wait for it forever.
+The gradient norm is (it is computed from the averaged gradient), so it is checked as each step is read; the
+losses are each process's own, so they are summed over the processes and checked together, in one collective,
+only when the log's sums are needed (`drain`), not every step.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ class QueuedSteps:
     run_dir: Path
     finite_norm: bool
     _steps: list[_Step] = field(default_factory=list)
+    _read: list[tuple[_Step, float]] = field(default_factory=list)  # read, with this process's loss, not drained
 
     def append(self, step: int, epoch: int, loss_sum: Tensor, grad_norm: Tensor) -> None:
         """Queue the step's values; on CUDA also their copy into host memory, after the step's own work, so
@@ -54,19 +60,32 @@ class QueuedSteps:
             copied.record(torch.cuda.current_stream(device))  # the stream copy_ queued on, that of the values' GPU
         self._steps.append(_Step(step, epoch, values, copied))
 
-    def read(self, keep: int = 0) -> list[float]:
-        """Read every queued step but the newest `keep` -> their losses summed over ranks, in step order. An
-        NMTError (diverged_error) names the first whose loss, or gradient norm, is not finite."""
+    def read(self, keep: int = 0) -> None:
+        """Read every queued step but the newest `keep`. An NMTError (diverged_error) names the first whose
+        gradient norm is not finite, or, in a single process, whose loss is not (under DDP: at `drain`)."""
         ready, self._steps = self._steps[: len(self._steps) - keep], self._steps[len(self._steps) - keep :]
         if not ready:
-            return []
+            return
         if ready[-1].copied is not None:  # events complete in order: the last one's covers them all
             ready[-1].copied.synchronize()
-        values = [s.values.tolist() for s in ready]  # each (loss, norm)
-        losses = self.ctx.sum([loss for loss, _ in values])
-        for s, loss, (_, norm) in zip(ready, losses, values, strict=True):
-            if not math.isfinite(loss):
-                raise diverged_error(self.run_dir, s.step, s.epoch, f"the training loss is {loss}")
+        for s in ready:
+            loss, norm = s.values.tolist()
+            if not self.ctx.enabled:
+                self._check_loss(s, loss)
             if not math.isfinite(norm) and self.finite_norm:
                 raise diverged_error(self.run_dir, s.step, s.epoch, f"the gradient norm is {norm}")
+            self._read.append((s, loss))
+
+    def drain(self) -> list[float]:
+        """Read every queued step -> the losses of the steps read since the last drain, each summed over the
+        processes, in step order; a non-finite one stops the run as in `read`."""
+        self.read()
+        read, self._read = self._read, []
+        losses = self.ctx.sum([loss for _, loss in read])
+        for (s, _), loss in zip(read, losses, strict=True):
+            self._check_loss(s, loss)
         return losses
+
+    def _check_loss(self, step: _Step, loss: float) -> None:
+        if not math.isfinite(loss):
+            raise diverged_error(self.run_dir, step.step, step.epoch, f"the training loss is {loss}")

@@ -206,10 +206,10 @@ class Trainer:
             if out_of_time > 0:
                 stopped_by = "max_minutes"
                 break
-            self._train_step(self._next_batch())
+            self._train_step(*self._next_batch())
             self.step += 1
             self.terminal.advance()
-            self._read_steps(keep=1)  # the step before: its values are ready, or nearly, and this one is queued
+            self.queued.read(keep=1)  # the step before: its values are ready, or nearly, and this one is queued
             if self.step % self.tc.log_every == 0:
                 self._log_training()
             stopped_by = self._end_step(stop_request)
@@ -251,29 +251,30 @@ class Trainer:
         except (OSError, DiskFullError) as error:
             raise disk_error(self.run_dir, self.step, error) from None
 
-    def _next_batch(self) -> Batch:
-        """The next batch, on the device; past an epoch's end, the next epoch's first."""
+    def _next_batch(self) -> tuple[Batch, int]:
+        """The next batch, on the device, and its step's target tokens on all processes; past an epoch's end,
+        the next epoch's first."""
         if self.batches is None:
             self.batches = self.data.epoch_batches(self.epoch, self.ctx)
         while self.position >= len(self.batches):
             self.epoch, self.position = self.epoch + 1, 0
             self.batches = self.data.epoch_batches(self.epoch, self.ctx)
-        indices = self.batches[self.position]
+        indices, step_tokens = self.batches[self.position]
         self.position += 1
         src, tgt = self.data.src, self.data.tgt
-        return make_batch([src[i] for i in indices], [tgt[i] for i in indices], indices).to(self.device)
+        return make_batch([src[i] for i in indices], [tgt[i] for i in indices], indices).to(self.device), step_tokens
 
-    def _train_step(self, batch: Batch) -> None:
-        """One update on `batch`, queued: nothing here waits for the device (under DDP, but for the token
-        count). Its loss and gradient norm are read later (`_read_steps`)."""
+    def _train_step(self, batch: Batch, step_tokens: int) -> None:
+        """One update on `batch`, queued: nothing here waits for the device, nor for the other processes.
+        `step_tokens`: the real target tokens of the step on all processes (`StepBatch`). Its loss and
+        gradient norm are read later (`_read_steps`)."""
         self.lr = self.schedule.apply(self.optimizer, self.step + 1)
         self.optimizer.zero_grad(set_to_none=True)
         self.wrapped.train()
         with autocast(self.amp_dtype):
             loss_sum = batch_loss_sum(self.wrapped, batch, self.tc.label_smoothing)
-        (total_tokens,) = self.ctx.sum([float(batch.n_tgt_tokens)])
         # DDP averages gradients over ranks: scale so the result is the mean over all ranks' tokens.
-        loss = loss_sum * (self.ctx.world_size / total_tokens)
+        loss = loss_sum * (self.ctx.world_size / float(step_tokens))
         self.scaler.scale(loss).backward()
         self.scaler.unscale_(self.optimizer)
         clip = self.tc.clip_grad_norm if self.tc.clip_grad_norm > 0 else math.inf
@@ -281,11 +282,11 @@ class Trainer:
         self.scaler.step(self.optimizer)  # fp16's loss scaler skips a step whose gradient is not finite
         self.scaler.update()
         self.queued.append(self.step + 1, self.epoch, loss_sum, norm)
-        self.acc["tokens"] += total_tokens
+        self.acc["tokens"] += float(step_tokens)
 
-    def _read_steps(self, keep: int = 0) -> None:
-        """Read the queued steps but the newest `keep` (nmt/training/queued_steps.py) into the log's sums."""
-        for loss in self.queued.read(keep):
+    def _read_steps(self) -> None:
+        """Read every queued step (nmt/training/queued_steps.py), their losses into the log's sums."""
+        for loss in self.queued.drain():
             self.acc["loss"] += loss
 
     # ---- logging, validation, checkpoints ------------------------------------------------------

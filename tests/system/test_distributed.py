@@ -14,10 +14,13 @@ from typing import Any
 
 import pytest
 import torch
+import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from nmt.config import Config, save_config
 from nmt.data.batching import make_batch, shard
+from nmt.errors import NMTError
+from nmt.training import trainer as trainer_module
 from nmt.training.distributed import DistContext, setup_distributed
 from nmt.training.trainer import Trainer
 from tests.helpers import TINY_TRANSFORMER, reverse_task_config
@@ -111,7 +114,7 @@ def _one_ddp_step(rank: int, config: Config, tmp_path: Path, port: int) -> None:
     ctx = setup_distributed("cpu")
     try:
         trainer = Trainer(config, tmp_path / "ddp", False, ctx)
-        trainer._train_step(trainer._next_batch())
+        trainer._train_step(*trainer._next_batch())
         if ctx.is_main:
             torch.save({name: (p.detach(), p.grad) for name, p in trainer.model.named_parameters()},
                        tmp_path / "ddp_step.pt")
@@ -136,7 +139,7 @@ def test_one_ddp_step_equals_one_step_on_both_ranks_batches(tmp_path: Path, mode
     tokens = [make_batch([data.src[i] for i in h], [data.tgt[i] for i in h], h).n_tgt_tokens for h in halves]
     assert tokens[0] != tokens[1]  # unequal shares: a plain mean of per-rank means would be wrong
     both = halves[0] + halves[1]
-    single._train_step(make_batch([data.src[i] for i in both], [data.tgt[i] for i in both], both))
+    single._train_step(make_batch([data.src[i] for i in both], [data.tgt[i] for i in both], both), sum(tokens))
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -149,3 +152,85 @@ def test_one_ddp_step_equals_one_step_on_both_ranks_batches(tmp_path: Path, mode
         torch.testing.assert_close(grad, p.grad, rtol=1e-5, atol=1e-6, msg=lambda m, n=name: f"{n} grad: {m}")
         # Adam's first step is lr * g / (|g| + eps): rounding in a gradient near 0 moves a weight by ~1e-6.
         torch.testing.assert_close(weights, p.detach(), rtol=1e-5, atol=1e-5, msg=lambda m, n=name: f"{n}: {m}")
+
+
+class _NanValue(torch.autograd.Function):
+    """NaN in value, zero in gradient: the loss it is added to is NaN on this rank alone, the averaged gradient
+    (and so every rank's gradient norm) stays finite."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return torch.full_like(x, torch.nan)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return torch.zeros_like(grad)
+
+
+def _ddp_steps(rank: int, config: Config, tmp_path: Path, port: int, nan_on_rank_1_at: int) -> None:
+    """Worker of a 2-process gloo job: 4 steps as the loop trains them, the collectives our code asks for
+    counted, then the log's read of their losses; writes what it saw to rank_R.json."""
+    os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
+                       "LOCAL_RANK": str(rank), "WORLD_SIZE": "2"})
+    ctx = setup_distributed("cpu")
+    seen: dict[str, Any] = {}
+    try:
+        trainer = Trainer(config, tmp_path / "ddp", False, ctx)
+        batch_loss_sum, calls = trainer_module.batch_loss_sum, []
+
+        def nan_on_rank_1(model: Any, batch: Any, label_smoothing: float = 0.0) -> torch.Tensor:
+            loss = batch_loss_sum(model, batch, label_smoothing)
+            return loss + _NanValue.apply(loss) if rank == 1 and trainer.step + 1 == nan_on_rank_1_at else loss
+
+        trainer_module.batch_loss_sum = nan_on_rank_1  # this process's own module: the parent's is untouched
+        all_reduce = dist.all_reduce
+
+        def counted(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            calls.append(tensor.device.type == "cpu" and kwargs.get("group") is ctx.host_group)
+            return all_reduce(tensor, *args, **kwargs)
+
+        dist.all_reduce = counted  # DDP's own gradient averaging goes through its C++ reducer, not this
+        for _ in range(4):
+            trainer._train_step(*trainer._next_batch())
+            trainer.step += 1
+            trainer.queued.read(keep=1)
+        trainer.queued.read()
+        seen["collectives_in_steps"] = len(calls)
+        seen["own_losses"] = [loss for _, loss in trainer.queued._read]
+        try:
+            seen["drained"] = trainer.queued.drain()
+        except NMTError as error:
+            seen["error"] = error.message
+        seen["drain_collectives"] = calls
+        ctx.barrier()
+    finally:
+        (tmp_path / f"rank_{rank}.json").write_text(json.dumps(seen))
+        ctx.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("nan_at", [0, 3], ids=["finite", "nan-loss-on-one-rank"])
+def test_ddp_steps_wait_for_no_other_process_and_agree_on_a_divergence(tmp_path: Path, nan_at: int) -> None:
+    """Under DDP a step asks the other processes nothing (its token count is known from the epoch's list, its
+    loss is summed only for the log): the losses cross in one host-side collective when read, and a loss
+    that is NaN on one rank alone stops both ranks, naming the same step."""
+    config = reverse_task_config(
+        tmp_path / "data", n_train=200, min_len=4, max_len=8, model=RNN,
+        training={"max_steps": 10, "batch_tokens": 300, "learning_rate": 0.01, "threads": 1},
+    )
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    mp.spawn(_ddp_steps, args=(config, tmp_path, port, nan_at), nprocs=2, join=True)
+    ranks = [json.loads((tmp_path / f"rank_{rank}.json").read_text()) for rank in range(2)]
+    for seen in ranks:
+        assert seen["collectives_in_steps"] == 0
+        assert seen["drain_collectives"] == [True]  # one, on the host, through the gloo group
+        assert len(seen["own_losses"]) == 4
+    if nan_at:
+        assert ranks[0]["error"] == ranks[1]["error"]
+        assert "training diverged at step 3 " in ranks[0]["error"] and "the training loss is nan" in ranks[0]["error"]
+        return
+    own = [r["own_losses"] for r in ranks]
+    assert own[0] != own[1]  # each rank's own batches
+    assert ranks[0]["drained"] == ranks[1]["drained"] == [a + b for a, b in zip(*own, strict=True)]
