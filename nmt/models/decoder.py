@@ -161,7 +161,7 @@ class Decoder(nn.Module):
             states, contexts, weights = self._attention_states(embedded, enc, state, return_attention)
             if target_positions is not None:
                 contexts = pick_positions(contexts, target_positions)
-            readout = self.readout_context(contexts)  # (batch x tgt_len | n_true) x readout
+            readout = self.readout_context(contexts)  # batch x tgt_len x readout, or n x readout (picked)
         else:
             assert enc.context_readout is not None, "call precompute(enc) first (Seq2Seq.encode does)"
             states = self._fixed_states(embedded, enc, state, self.fixed_steps_fused(embedded.device))
