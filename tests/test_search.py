@@ -26,7 +26,7 @@ from nmt.decoding.translator import Translation, Translator
 from nmt.errors import NMTError
 from nmt.models import build_model
 from nmt.rundir.loading import load_run
-from nmt.special import BOS_ID, EOS_ID
+from nmt.special import BOS_ID, EOS_ID, PAD_ID
 from tests.helpers import needs_cuda
 from tests.synthetic import reverse_pairs
 
@@ -199,6 +199,26 @@ def test_search_needs_no_attention_and_leaves_the_training_mode(sources: list[li
     assert all(h[0].attention is None for h in first)
     again = beam_search(model, src, lengths, 2, limits, return_attention=True)  # dropout is off while searching
     assert [h[0].tokens for h in again] == [h[0].tokens for h in first]
+
+
+def test_search_never_chooses_pad_or_bos(loaded: Any, sources: list[list[int]]) -> None:
+    model = loaded.model
+    src, lengths, limits = _batch(sources[:6])
+    greedy, beam = greedy_hypotheses(model, src, lengths, limits), beam_search(model, src, lengths, 3, limits)
+
+    def preferring_pad_and_bos(*args: Any) -> Any:  # a model that would rather say nothing
+        log_probs, state, attn = type(model).decode_step(model, *args)
+        log_probs[:, PAD_ID], log_probs[:, BOS_ID] = 0.0, -0.01
+        return log_probs, state, attn
+
+    model.decode_step = preferring_pad_and_bos
+    try:
+        assert [h.tokens for h in greedy_hypotheses(model, src, lengths, limits)] == [h.tokens for h in greedy]
+        assert [[h.tokens for h in hs] for hs in beam_search(model, src, lengths, 3, limits)] == [
+            [h.tokens for h in hs] for hs in beam]
+    finally:
+        del model.decode_step
+    assert all(h.tokens for h in greedy)  # translations to compare, not empty ones
 
 
 def test_greedy_ends_at_the_limit_on_log_probabilities_of_nan(loaded: Any, sources: list[list[int]]) -> None:

@@ -7,6 +7,8 @@ batch it is decoded in (up to float noise in near-ties).
 
 Hypotheses always end with EOS: at a sentence's length limit only EOS may be chosen. `tokens` holds
 neither BOS nor EOS; the score counts EOS's log-probability, and a hypothesis' length is len(tokens) + 1.
+PAD and BOS are never chosen (as in fairseq): no target has them, so a trained model gives them next to no
+probability, but one stopped early might, and either would decode to nothing.
 
 On a GPU the host waits for the device twice a step: for which hypotheses ended (then one copy of their
 tokens and one of their scores) and for which sentences are done. Everything else it decides from what it
@@ -27,7 +29,7 @@ import torch
 from torch import Tensor, nn
 
 from nmt.config_sections import LengthPenalty
-from nmt.special import BOS_ID, EOS_ID
+from nmt.special import BOS_ID, EOS_ID, PAD_ID
 
 
 @dataclass
@@ -98,6 +100,13 @@ def _searching(
         torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = tf32
 
 
+def _never_pad_or_bos(log_probs: Tensor) -> Tensor:
+    """log_probs with PAD's and BOS's at -inf (in place). log_probs: ... x vocab -> log_probs"""
+    log_probs[..., PAD_ID] = -math.inf
+    log_probs[..., BOS_ID] = -math.inf
+    return log_probs
+
+
 def _only_eos(log_probs: Tensor, at_limit: Tensor) -> Tensor:
     """Rows at their length limit keep only EOS's log-probability (in place); the others are unchanged.
     A pass over every row, not an index of those at the limit: finding them would make the host wait for
@@ -133,7 +142,7 @@ def greedy_hypotheses(
         step = 0
         while active.numel() > 0:
             log_probs, state, attn = model.decode_step(prev, state, enc)  # rows x vocab
-            log_probs = log_probs.float()
+            log_probs = _never_pad_or_bos(log_probs.float())
             tokens = log_probs.argmax(dim=-1)  # rows
             if step in limits:  # a row at its limit ends: EOS, whatever its log-probabilities (NaN included)
                 tokens = torch.where(max_len <= step, EOS_ID, tokens)
@@ -219,7 +228,7 @@ def _candidates(
     limit), attn: n*k x src_len or None."""
     n, k = beams.scores.shape
     vocab = log_probs.size(-1)
-    log_probs = log_probs.float().view(n, k, vocab)
+    log_probs = _never_pad_or_bos(log_probs.float()).view(n, k, vocab)
     if at_limit is not None:
         log_probs = _only_eos(log_probs, at_limit)
     flat = (beams.scores.unsqueeze(2) + log_probs).view(n, k * vocab)
