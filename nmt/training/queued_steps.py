@@ -38,6 +38,13 @@ class _Step:
 
 
 @dataclass
+class _Loss:
+    step: int
+    epoch: int
+    loss: float  # this process's summed loss of the step
+
+
+@dataclass
 class QueuedSteps:
     """The steps trained and not yet read. `finite_norm`: a non-finite gradient norm stops the run (not under
     fp16's loss scaler, which skips such a step and lowers its scale)."""
@@ -46,7 +53,7 @@ class QueuedSteps:
     run_dir: Path
     finite_norm: bool
     _steps: list[_Step] = field(default_factory=list)
-    _read: list[tuple[_Step, float]] = field(default_factory=list)  # read, with this process's loss, not drained
+    _read: list[_Loss] = field(default_factory=list)  # read, not yet summed over the processes
 
     def append(self, step: int, epoch: int, loss_sum: Tensor, grad_norm: Tensor) -> None:
         """Queue the step's values; on CUDA also their copy into host memory, after the step's own work, so
@@ -61,8 +68,9 @@ class QueuedSteps:
         self._steps.append(_Step(step, epoch, values, copied))
 
     def read(self, keep: int = 0) -> None:
-        """Read every queued step but the newest `keep`. An NMTError (diverged_error) names the first whose
-        gradient norm is not finite, or, in a single process, whose loss is not (under DDP: at `drain`)."""
+        """Read every queued step but the newest `keep`. An NMTError (diverged_error) names the first step whose
+        gradient norm is not finite, or, in a single process, whose loss is not (under DDP: at `drain`, or
+        here once a norm is not finite: each step's loss is checked before its norm)."""
         ready, self._steps = self._steps[: len(self._steps) - keep], self._steps[len(self._steps) - keep :]
         if not ready:
             return
@@ -70,22 +78,29 @@ class QueuedSteps:
             ready[-1].copied.synchronize()
         for s in ready:
             loss, norm = s.values.tolist()
+            self._read.append(_Loss(s.step, s.epoch, loss))
             if not self.ctx.enabled:
-                self._check_loss(s, loss)
+                self._check(s.step, s.epoch, loss)
             if not math.isfinite(norm) and self.finite_norm:
+                self._sum_read()  # every rank is here (the norm is the same on all): a loss before names its step
                 raise diverged_error(self.run_dir, s.step, s.epoch, f"the gradient norm is {norm}")
-            self._read.append((s, loss))
 
     def drain(self) -> list[float]:
         """Read every queued step -> the losses of the steps read since the last drain, each summed over the
         processes, in step order; a non-finite one stops the run as in `read`."""
         self.read()
+        return self._sum_read()
+
+    def _sum_read(self) -> list[float]:
+        """The losses read and not yet summed, summed over the processes (one collective) and checked."""
         read, self._read = self._read, []
-        losses = self.ctx.sum([loss for _, loss in read])
-        for (s, _), loss in zip(read, losses, strict=True):
-            self._check_loss(s, loss)
+        if not read:
+            return []
+        losses = self.ctx.sum([r.loss for r in read])
+        for r, loss in zip(read, losses, strict=True):
+            self._check(r.step, r.epoch, loss)
         return losses
 
-    def _check_loss(self, step: _Step, loss: float) -> None:
+    def _check(self, step: int, epoch: int, loss: float) -> None:
         if not math.isfinite(loss):
-            raise diverged_error(self.run_dir, step.step, step.epoch, f"the training loss is {loss}")
+            raise diverged_error(self.run_dir, step, epoch, f"the training loss is {loss}")

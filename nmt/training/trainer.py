@@ -33,7 +33,7 @@ from nmt.training.checkpointing import (
     write_step,
 )
 from nmt.training.compiling import compile_fallback, compiles, training_module
-from nmt.training.data import load_training_data
+from nmt.training.data import StepBatch, load_training_data
 from nmt.training.distributed import DistContext, setup_distributed
 from nmt.training.optim import LRSchedule, Patience, build_optimizer
 from nmt.training.precision import autocast, precision_fallback, precision_name, resolve_precision
@@ -106,7 +106,7 @@ class Trainer:
         self.acc = fresh_accumulators()
         self.elapsed_before = 0.0
         self.last_validation: dict[str, Any] | None = None
-        self.batches: list[list[int]] | None = None
+        self.batches: list[StepBatch] | None = None
         self.log = rundir.RunLog(run_dir / "log.jsonl")
         self.terminal.say(self.model.describe())
         self.lock = lock or RunLock(run_dir)

@@ -167,70 +167,117 @@ class _NanValue(torch.autograd.Function):
         return torch.zeros_like(grad)
 
 
-def _ddp_steps(rank: int, config: Config, tmp_path: Path, port: int, nan_on_rank_1_at: int) -> None:
-    """Worker of a 2-process gloo job: 4 steps as the loop trains them, the collectives our code asks for
-    counted, then the log's read of their losses; writes what it saw to rank_R.json."""
+class _NanGradient(torch.autograd.Function):
+    """Zero in value, NaN in gradient: the loss stays finite, every rank's averaged gradient becomes NaN."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return torch.zeros_like(x)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return grad * torch.nan
+
+
+COLLECTIVES = ("all_reduce", "broadcast_object_list", "all_gather_object", "barrier")
+
+
+def _ddp_worker(rank: int, config: Config, tmp_path: Path, port: int, faults: dict[str, int], whole_run: bool) -> None:
+    """Worker of a 2-process gloo job, with our code's collectives recorded as (trainer.step, name, through the
+    host's group). `faults`: nan_loss_on_rank_1 (its loss NaN at that step, on rank 1 alone) and nan_gradient
+    (every rank's gradient NaN at that step). Either trains 4 steps as the loop does, then reads their losses
+    as a log line does, or runs the whole loop (`whole_run`); writes what it saw to rank_R.json."""
     os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
                        "LOCAL_RANK": str(rank), "WORLD_SIZE": "2"})
     ctx = setup_distributed("cpu")
-    seen: dict[str, Any] = {}
+    seen: dict[str, Any] = {"calls": []}
     try:
         trainer = Trainer(config, tmp_path / "ddp", False, ctx)
-        batch_loss_sum, calls = trainer_module.batch_loss_sum, []
+        batch_loss_sum = trainer_module.batch_loss_sum
 
-        def nan_on_rank_1(model: Any, batch: Any, label_smoothing: float = 0.0) -> torch.Tensor:
-            loss = batch_loss_sum(model, batch, label_smoothing)
-            return loss + _NanValue.apply(loss) if rank == 1 and trainer.step + 1 == nan_on_rank_1_at else loss
+        def faulty(model: Any, batch: Any, label_smoothing: float = 0.0) -> torch.Tensor:
+            loss, step = batch_loss_sum(model, batch, label_smoothing), trainer.step + 1
+            if rank == 1 and step == faults.get("nan_loss_on_rank_1"):
+                loss = loss + _NanValue.apply(loss)
+            return loss + _NanGradient.apply(loss) if step == faults.get("nan_gradient") else loss
 
-        trainer_module.batch_loss_sum = nan_on_rank_1  # this process's own module: the parent's is untouched
-        all_reduce = dist.all_reduce
+        trainer_module.batch_loss_sum = faulty  # this process's own module: the parent's is untouched
 
-        def counted(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-            calls.append(tensor.device.type == "cpu" and kwargs.get("group") is ctx.host_group)
-            return all_reduce(tensor, *args, **kwargs)
+        def recording(name: str) -> Any:
+            real = getattr(dist, name)
 
-        dist.all_reduce = counted  # DDP's own gradient averaging goes through its C++ reducer, not this
-        for _ in range(4):
-            trainer._train_step(*trainer._next_batch())
-            trainer.step += 1
-            trainer.queued.read(keep=1)
-        trainer.queued.read()
-        seen["collectives_in_steps"] = len(calls)
-        seen["own_losses"] = [loss for _, loss in trainer.queued._read]
+            def recorded(*args: Any, **kwargs: Any) -> Any:
+                seen["calls"].append((trainer.step, name, kwargs.get("group") is ctx.host_group))
+                return real(*args, **kwargs)
+
+            return recorded
+
+        for name in COLLECTIVES:  # DDP's own gradient averaging goes through its C++ reducer, not these
+            setattr(dist, name, recording(name))
         try:
-            seen["drained"] = trainer.queued.drain()
+            if whole_run:
+                trainer.run()
+            else:
+                for _ in range(4):
+                    trainer._train_step(*trainer._next_batch())
+                    trainer.step += 1
+                    trainer.queued.read(keep=1)
+                trainer.queued.read()
+                seen["own_losses"] = [r.loss for r in trainer.queued._read]
+                seen["drained"] = trainer.queued.drain()
         except NMTError as error:
             seen["error"] = error.message
-        seen["drain_collectives"] = calls
         ctx.barrier()
     finally:
         (tmp_path / f"rank_{rank}.json").write_text(json.dumps(seen))
         ctx.close()
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("nan_at", [0, 3], ids=["finite", "nan-loss-on-one-rank"])
-def test_ddp_steps_wait_for_no_other_process_and_agree_on_a_divergence(tmp_path: Path, nan_at: int) -> None:
-    """Under DDP a step asks the other processes nothing (its token count is known from the epoch's list, its
-    loss is summed only for the log): the losses cross in one host-side collective when read, and a loss
-    that is NaN on one rank alone stops both ranks, naming the same step."""
+def _ddp_job(tmp_path: Path, faults: dict[str, int], whole_run: bool = False, **training: Any) -> list[dict[str, Any]]:
     config = reverse_task_config(
         tmp_path / "data", n_train=200, min_len=4, max_len=8, model=RNN,
-        training={"max_steps": 10, "batch_tokens": 300, "learning_rate": 0.01, "threads": 1},
+        training={"max_steps": 10, "batch_tokens": 300, "learning_rate": 0.01, "threads": 1, **training},
     )
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    mp.spawn(_ddp_steps, args=(config, tmp_path, port, nan_at), nprocs=2, join=True)
-    ranks = [json.loads((tmp_path / f"rank_{rank}.json").read_text()) for rank in range(2)]
+    mp.spawn(_ddp_worker, args=(config, tmp_path, port, faults, whole_run), nprocs=2, join=True)
+    return [json.loads((tmp_path / f"rank_{rank}.json").read_text()) for rank in range(2)]
+
+
+@pytest.mark.slow
+def test_ddp_steps_ask_the_other_processes_nothing_but_whether_to_stop(tmp_path: Path) -> None:
+    """The whole loop: before each step one host-side collective (a stop request on any rank stops all);
+    the token count comes from the epoch's list, the losses are summed only for the log line."""
+    ranks = _ddp_job(tmp_path, {}, whole_run=True, max_steps=6, log_every=6, validate_every=100, checkpoint_every=100)
     for seen in ranks:
-        assert seen["collectives_in_steps"] == 0
-        assert seen["drain_collectives"] == [True]  # one, on the host, through the gloo group
-        assert len(seen["own_losses"]) == 4
-    if nan_at:
+        assert "error" not in seen
+        in_steps = [tuple(call) for call in seen["calls"] if call[0] < 6]
+        assert in_steps == [(step, "all_reduce", True) for step in range(6)]
+        assert all(through_host for _, _, through_host in seen["calls"])  # after the steps too (log, validation)
+    events = [json.loads(line) for line in (tmp_path / "ddp" / "log.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in events if e["event"] == "train"] == [6]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("faults", [{}, {"nan_loss_on_rank_1": 3}, {"nan_loss_on_rank_1": 2, "nan_gradient": 3}],
+                         ids=["finite", "nan-loss-on-one-rank", "nan-loss-then-nan-gradient"])
+def test_ddp_losses_are_summed_when_read_and_a_divergence_stops_every_rank_at_its_step(
+    tmp_path: Path, faults: dict[str, int]
+) -> None:
+    """4 steps trained as the loop trains them ask no collective of our code; reading their losses (as a log
+    line does) sums them over the ranks in one. A loss NaN on one rank alone stops both ranks naming its step,
+    also where a later step's gradient is NaN on all (its norm is checked a step late, the loss at the read)."""
+    ranks = _ddp_job(tmp_path, faults)
+    for seen in ranks:
+        # one at the read, then the worker's own barrier; both on the host
+        assert seen["calls"] == [[4, "all_reduce", True], [4, "barrier", True]]
+    if faults:
         assert ranks[0]["error"] == ranks[1]["error"]
-        assert "training diverged at step 3 " in ranks[0]["error"] and "the training loss is nan" in ranks[0]["error"]
+        assert "training diverged at step 2 " in ranks[0]["error"] if "nan_gradient" in faults else (
+            "training diverged at step 3 " in ranks[0]["error"])
+        assert "the training loss is nan" in ranks[0]["error"]
         return
     own = [r["own_losses"] for r in ranks]
-    assert own[0] != own[1]  # each rank's own batches
+    assert len(own[0]) == 4 and own[0] != own[1]  # each rank's own batches
     assert ranks[0]["drained"] == ranks[1]["drained"] == [a + b for a, b in zip(*own, strict=True)]
