@@ -180,102 +180,123 @@ class _NanGradient(torch.autograd.Function):
 
 
 COLLECTIVES = ("all_reduce", "broadcast_object_list", "all_gather_object", "barrier")
+# what each scenario of the one job below does: the whole loop, or 4 steps with these faults then a read
+SCENARIOS: dict[str, dict[str, int]] = {
+    "whole-run": {}, "finite": {}, "nan-loss-on-one-rank": {"nan_loss_on_rank_1": 3},
+    "nan-loss-then-nan-gradient": {"nan_loss_on_rank_1": 2, "nan_gradient": 3},
+}
 
 
-def _ddp_worker(rank: int, config: Config, tmp_path: Path, port: int, faults: dict[str, int], whole_run: bool) -> None:
-    """Worker of a 2-process gloo job, with our code's collectives recorded as (trainer.step, name, through the
-    host's group). `faults`: nan_loss_on_rank_1 (its loss NaN at that step, on rank 1 alone) and nan_gradient
-    (every rank's gradient NaN at that step). Either trains 4 steps as the loop does, then reads their losses
-    as a log line does, or runs the whole loop (`whole_run`); writes what it saw to rank_R.json."""
+def _ddp_scenario(rank: int, ctx: DistContext, config: Config, run_dir: Path, name: str) -> dict[str, Any]:
+    """One scenario on this rank, our code's collectives recorded as (trainer.step, name, through the host's
+    group). Faults: nan_loss_on_rank_1 (its loss NaN at that step, on rank 1 alone), nan_gradient (every rank's
+    gradient NaN at that step). "whole-run" runs the loop; the others train 4 steps as the loop does, then read
+    their losses as a log line does."""
+    faults, seen = SCENARIOS[name], {"calls": []}
+    trainer = Trainer(config, run_dir, False, ctx)
+
+    def faulty(model: Any, batch: Any, label_smoothing: float = 0.0) -> torch.Tensor:
+        loss, step = batch_loss_sum(model, batch, label_smoothing), trainer.step + 1
+        if rank == 1 and step == faults.get("nan_loss_on_rank_1"):
+            loss = loss + _NanValue.apply(loss)
+        return loss + _NanGradient.apply(loss) if step == faults.get("nan_gradient") else loss
+
+    def recording(collective: str) -> Any:
+        real = getattr(dist, collective)
+
+        def recorded(*args: Any, **kwargs: Any) -> Any:
+            seen["calls"].append((trainer.step, collective, kwargs.get("group") is ctx.host_group))
+            return real(*args, **kwargs)
+
+        return recorded
+
+    batch_loss_sum, originals = trainer_module.batch_loss_sum, {c: getattr(dist, c) for c in COLLECTIVES}
+    trainer_module.batch_loss_sum = faulty  # this process's own module: the parent's is untouched
+    for collective in COLLECTIVES:  # DDP's own gradient averaging goes through its C++ reducer, not these
+        setattr(dist, collective, recording(collective))
+    try:
+        if name == "whole-run":
+            trainer.run()
+        else:
+            for _ in range(4):
+                trainer._train_step(*trainer._next_batch())
+                trainer.step += 1
+                trainer.queued.read(keep=1)
+            trainer.queued.read()
+            seen["own_losses"] = [r.loss for r in trainer.queued._read]
+            seen["drained"] = trainer.queued.drain()
+    except NMTError as error:
+        seen["error"] = error.message
+    finally:
+        trainer_module.batch_loss_sum = batch_loss_sum
+        for collective, real in originals.items():
+            setattr(dist, collective, real)
+        trainer.lock.release()
+    return seen
+
+
+def _ddp_worker(rank: int, configs: dict[str, Config], tmp_path: Path, port: int) -> None:
+    """Worker of a 2-process gloo job: every scenario in turn; writes what it saw to rank_R.json."""
     os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
                        "LOCAL_RANK": str(rank), "WORLD_SIZE": "2"})
     ctx = setup_distributed("cpu")
-    seen: dict[str, Any] = {"calls": []}
+    seen = {}
     try:
-        trainer = Trainer(config, tmp_path / "ddp", False, ctx)
-        batch_loss_sum = trainer_module.batch_loss_sum
-
-        def faulty(model: Any, batch: Any, label_smoothing: float = 0.0) -> torch.Tensor:
-            loss, step = batch_loss_sum(model, batch, label_smoothing), trainer.step + 1
-            if rank == 1 and step == faults.get("nan_loss_on_rank_1"):
-                loss = loss + _NanValue.apply(loss)
-            return loss + _NanGradient.apply(loss) if step == faults.get("nan_gradient") else loss
-
-        trainer_module.batch_loss_sum = faulty  # this process's own module: the parent's is untouched
-
-        def recording(name: str) -> Any:
-            real = getattr(dist, name)
-
-            def recorded(*args: Any, **kwargs: Any) -> Any:
-                seen["calls"].append((trainer.step, name, kwargs.get("group") is ctx.host_group))
-                return real(*args, **kwargs)
-
-            return recorded
-
-        for name in COLLECTIVES:  # DDP's own gradient averaging goes through its C++ reducer, not these
-            setattr(dist, name, recording(name))
-        try:
-            if whole_run:
-                trainer.run()
-            else:
-                for _ in range(4):
-                    trainer._train_step(*trainer._next_batch())
-                    trainer.step += 1
-                    trainer.queued.read(keep=1)
-                trainer.queued.read()
-                seen["own_losses"] = [r.loss for r in trainer.queued._read]
-                seen["drained"] = trainer.queued.drain()
-        except NMTError as error:
-            seen["error"] = error.message
+        for name, config in configs.items():
+            seen[name] = _ddp_scenario(rank, ctx, config, tmp_path / name, name)
         ctx.barrier()
     finally:
         (tmp_path / f"rank_{rank}.json").write_text(json.dumps(seen))
         ctx.close()
 
 
-def _ddp_job(tmp_path: Path, faults: dict[str, int], whole_run: bool = False, **training: Any) -> list[dict[str, Any]]:
-    config = reverse_task_config(
-        tmp_path / "data", n_train=200, min_len=4, max_len=8, model=RNN,
-        training={"max_steps": 10, "batch_tokens": 300, "learning_rate": 0.01, "threads": 1, **training},
-    )
+@pytest.fixture(scope="module")
+def ddp_job(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, Any]]]:
+    """Every scenario in one 2-process job (one start-up of two processes, not one per scenario)."""
+    tmp_path = tmp_path_factory.mktemp("ddp_job")
+    training = {"max_steps": 10, "batch_tokens": 300, "learning_rate": 0.01, "threads": 1}
+    whole = {"max_steps": 6, "log_every": 6, "validate_every": 100, "checkpoint_every": 100}
+    configs = {
+        name: reverse_task_config(tmp_path / "data", n_train=200, min_len=4, max_len=8, model=RNN,
+                                  training={**training, **(whole if name == "whole-run" else {})})
+        for name in SCENARIOS
+    }
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    mp.spawn(_ddp_worker, args=(config, tmp_path, port, faults, whole_run), nprocs=2, join=True)
-    return [json.loads((tmp_path / f"rank_{rank}.json").read_text()) for rank in range(2)]
+    mp.spawn(_ddp_worker, args=(configs, tmp_path, port), nprocs=2, join=True)
+    return tmp_path, [json.loads((tmp_path / f"rank_{rank}.json").read_text()) for rank in range(2)]
 
 
 @pytest.mark.slow
-def test_ddp_steps_ask_the_other_processes_nothing_but_whether_to_stop(tmp_path: Path) -> None:
+def test_ddp_steps_ask_the_other_processes_nothing_but_whether_to_stop(ddp_job: tuple[Path, Any]) -> None:
     """The whole loop: before each step one host-side collective (a stop request on any rank stops all);
     the token count comes from the epoch's list, the losses are summed only for the log line."""
-    ranks = _ddp_job(tmp_path, {}, whole_run=True, max_steps=6, log_every=6, validate_every=100, checkpoint_every=100)
-    for seen in ranks:
+    tmp_path, ranks = ddp_job
+    for seen in (r["whole-run"] for r in ranks):
         assert "error" not in seen
         in_steps = [tuple(call) for call in seen["calls"] if call[0] < 6]
         assert in_steps == [(step, "all_reduce", True) for step in range(6)]
         assert all(through_host for _, _, through_host in seen["calls"])  # after the steps too (log, validation)
-    events = [json.loads(line) for line in (tmp_path / "ddp" / "log.jsonl").read_text().splitlines()]
+    events = [json.loads(line) for line in (tmp_path / "whole-run" / "log.jsonl").read_text().splitlines()]
     assert [e["step"] for e in events if e["event"] == "train"] == [6]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("faults", [{}, {"nan_loss_on_rank_1": 3}, {"nan_loss_on_rank_1": 2, "nan_gradient": 3}],
-                         ids=["finite", "nan-loss-on-one-rank", "nan-loss-then-nan-gradient"])
+@pytest.mark.parametrize("scenario", ["finite", "nan-loss-on-one-rank", "nan-loss-then-nan-gradient"])
 def test_ddp_losses_are_summed_when_read_and_a_divergence_stops_every_rank_at_its_step(
-    tmp_path: Path, faults: dict[str, int]
+    ddp_job: tuple[Path, Any], scenario: str
 ) -> None:
     """4 steps trained as the loop trains them ask no collective of our code; reading their losses (as a log
     line does) sums them over the ranks in one. A loss NaN on one rank alone stops both ranks naming its step,
     also where a later step's gradient is NaN on all (its norm is checked a step late, the loss at the read)."""
-    ranks = _ddp_job(tmp_path, faults)
+    ranks = [r[scenario] for r in ddp_job[1]]
     for seen in ranks:
-        # one at the read, then the worker's own barrier; both on the host
-        assert seen["calls"] == [[4, "all_reduce", True], [4, "barrier", True]]
-    if faults:
+        assert seen["calls"] == [[4, "all_reduce", True]]  # one, at the read, on the host
+    if scenario != "finite":
         assert ranks[0]["error"] == ranks[1]["error"]
-        assert "training diverged at step 2 " in ranks[0]["error"] if "nan_gradient" in faults else (
-            "training diverged at step 3 " in ranks[0]["error"])
+        step = 2 if scenario == "nan-loss-then-nan-gradient" else 3
+        assert f"training diverged at step {step} " in ranks[0]["error"]
         assert "the training loss is nan" in ranks[0]["error"]
         return
     own = [r["own_losses"] for r in ranks]
