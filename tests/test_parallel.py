@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import multiprocessing
+import os
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,6 +43,38 @@ def test_training_jobs_default_to_one_per_core_on_cpu_and_up_to_four_on_cuda(mon
         assert parallel.training_jobs(two, 0) == 2
     monkeypatch.setattr(parallel.torch.cuda, "is_available", lambda: False)
     assert parallel.training_jobs(config_from_dict({"training": {"device": "auto"}, "runs": seven}), 0) == 2
+
+
+def test_on_several_gpus_four_runs_train_on_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    seven = config_from_dict({"training": {"device": "auto"}, "runs": {name: {} for name in "abcdefg"}})
+    monkeypatch.setattr(parallel.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(parallel.torch.cuda, "device_count", lambda: 2)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert parallel.training_jobs(seven, 0) == 7 and parallel.worker_gpus(seven) == ["0", "1"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3, 5,6")  # torch counts the ones that exist
+    assert parallel.visible_gpus() == ["3", "5"]
+    on_cpu = config_from_dict({"training": {"device": "cpu"}, "runs": {"a": {}, "b": {}}})
+    assert parallel.worker_gpus(on_cpu) == []
+    monkeypatch.setattr(parallel.torch.cuda, "device_count", lambda: 1)
+    assert parallel.training_jobs(seven, 0) == 4 and parallel.worker_gpus(seven) == []  # one GPU: nothing to spread
+
+
+def _start_and_report(started: Any, gpus: list[str], seen: Any) -> None:
+    parallel._start_worker(started, gpus)
+    seen.put(os.environ["CUDA_VISIBLE_DEVICES"])
+
+
+def test_each_training_worker_sees_its_own_gpu_in_turn() -> None:
+    """Four workers started with the pool's initializer, as train_runs gives it two GPUs to spread over
+    (forked here, for speed: the pool spawns them)."""
+    fork = multiprocessing.get_context("fork")
+    started, seen = fork.Value("i", 0), fork.Queue()
+    workers = [fork.Process(target=_start_and_report, args=(started, ["3", "5"], seen)) for _ in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=30)
+    assert sorted(seen.get(timeout=5) for _ in workers) == ["3", "3", "5", "5"] and started.value == 4
 
 
 def test_the_experiment_help_states_the_default_jobs_on_cuda() -> None:
@@ -94,7 +129,7 @@ def test_a_run_failing_in_a_worker_reaches_the_parent_with_its_hint_and_log(tmp_
     (run_dir / "config.yaml").write_text("model: {hiden_size: 8}", encoding="utf-8")  # refused, nothing trained
     timings: dict[str, float] = {}
     with pytest.raises(NMTError) as caught:
-        parallel._train_in_parallel({"a": config.for_run("a")}, {"a": run_dir}, 1, timings.__setitem__)
+        parallel._train_in_parallel({"a": config.for_run("a")}, {"a": run_dir}, 1, timings.__setitem__, [])
     assert timings == {}  # it trained nothing
     assert caught.value.message.startswith(f"run a: {run_dir / 'config.yaml'}: unknown key 'model.hiden_size'")
     assert caught.value.hint.startswith("Valid keys of model: ") and caught.value.hint.endswith(f"(its output: {run_dir}.log)")

@@ -22,7 +22,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
 from pathlib import Path
 from types import FrameType
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import torch
 
@@ -110,21 +110,45 @@ def _training_seconds(run_dir: Path) -> float:
 GPU_JOBS = 4
 
 
+def _uses_cuda(config: Config) -> bool:
+    devices = {config.for_run(name).training.device for name in config.runs}
+    return "cuda" in devices or ("auto" in devices and torch.cuda.is_available())
+
+
 def training_jobs(config: Config, jobs: int) -> int:
     """How many runs train at once: `jobs`, or if 0, one per core on a CPU (each run then gets
-    cores / jobs torch threads; see this module's docstring for why) and min(runs, GPU_JOBS) on CUDA,
-    every one of them on the one GPU (device cuda: the current device)."""
+    cores / jobs torch threads; see this module's docstring for why) and min(runs, GPU_JOBS per GPU) on CUDA
+    (`worker_gpus`)."""
     if jobs:
         return jobs
-    devices = {config.for_run(name).training.device for name in config.runs}
-    uses_cuda = "cuda" in devices or ("auto" in devices and torch.cuda.is_available())
-    return min(len(config.runs), GPU_JOBS if uses_cuda else available_cores())
+    per_device = GPU_JOBS * max(1, len(visible_gpus())) if _uses_cuda(config) else available_cores()
+    return min(len(config.runs), per_device)
 
 
-def _start_worker() -> None:
-    """A worker's signals (it starts with them blocked, nmt/interrupts.py): Ctrl-C stays blocked, for the
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES names them (its entries where it is set)."""
+    count = torch.cuda.device_count()
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return [d.strip() for d in visible.split(",")][:count] if visible else [str(i) for i in range(count)]
+
+
+def worker_gpus(config: Config) -> list[str]:
+    """The GPUs the training workers are spread over, one each in turn (the k-th worker on GPU k mod n, all its
+    runs there), where the runs use CUDA and more than one GPU is visible; [] otherwise: every worker on the
+    current GPU."""
+    gpus = visible_gpus() if _uses_cuda(config) else []
+    return gpus if len(gpus) > 1 else []
+
+
+def _start_worker(started: Any, gpus: list[str]) -> None:
+    """A worker's GPU (the next of `gpus` in turn, counted by the shared `started`; none to choose if empty),
+    and its signals (it starts with them blocked, nmt/interrupts.py): Ctrl-C stays blocked, for the
     parent passes it on once, as SIGUSR1 (_stop); SIGTERM ends an idle worker at once, as the pool expects,
     and stops a run in training as SIGUSR1 does (_train_in_child)."""
+    if gpus:
+        with started.get_lock():
+            index, started.value = started.value, started.value + 1
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpus[index % len(gpus)]  # before CUDA starts here: its cuda:0
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # until a run starts (_train_in_child)
     signal.signal(signal.SIGUSR1, _stop)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGUSR1})
@@ -204,17 +228,20 @@ def train_runs(config: Config, run_dirs: dict[str, Path], jobs: int, record: Cal
         for name in left:
             if not configs[name].training.threads:
                 configs[name] = replace(configs[name], training=replace(configs[name].training, threads=threads))
-        _train_in_parallel({name: configs[name] for name in left}, left, min(jobs, len(left)), record)
+        _train_in_parallel({name: configs[name] for name in left}, left, min(jobs, len(left)), record,
+                           worker_gpus(config))
     if left:  # the runs' own times overlap when they train side by side
         record(f"train (all runs, {min(jobs, len(left))} at once)", time.perf_counter() - start)
 
 
 def _train_in_parallel(
-    configs: dict[str, Config], run_dirs: dict[str, Path], jobs: int, record: Callable[[str, float], None]
+    configs: dict[str, Config], run_dirs: dict[str, Path], jobs: int, record: Callable[[str, float], None],
+    gpus: list[str],
 ) -> None:
     """Train the runs in `jobs` worker processes, the costliest first (steps x 2 for attention runs),
     so that the last to finish starts early; each run's output goes to runs/NAME.log. `record` receives
-    each run's seconds of training in its worker as soon as it ends (as `train_runs` says)."""
+    each run's seconds of training in its worker as soon as it ends (as `train_runs` says). `gpus`: as
+    `worker_gpus` chose them."""
     order = sorted(run_dirs, key=lambda n: -configs[n].training.max_steps * (1 if model_kind(configs[n].model).without_attention else 2))
     logs = {name: run_dir.parent / f"{name}.log" for name, run_dir in run_dirs.items()}
     for log in logs.values():
@@ -223,7 +250,11 @@ def _train_in_parallel(
           f"each run's output: {logs[order[0]].parent}/NAME.log ==")
     start = time.perf_counter()
     spawn = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=spawn, initializer=_start_worker) as pool:
+    if gpus:
+        print(f"   spread over GPUs {', '.join(gpus)} (CUDA_VISIBLE_DEVICES), {jobs} workers in turn")
+    started = spawn.Value("i", 0)
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=spawn, initializer=_start_worker,
+                             initargs=(started, gpus)) as pool:
         futures = {}
         try:
             with starting_children():  # submit starts the workers
