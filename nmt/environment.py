@@ -86,4 +86,6 @@ def describe_environment(device: torch.device | None = None) -> dict[str, Any]:
         "torch_threads": torch.get_num_threads(),
         "cuda": torch.version.cuda,
         "gpu": torch.cuda.get_device_name(device) if on_gpu else None,
+        # which GPUs the process saw (nmt experiment gives each training worker one, on a machine of several)
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES") if on_gpu else None,
     }

@@ -34,6 +34,7 @@ def test_training_jobs_default_to_one_per_core_on_cpu_and_up_to_four_on_cuda(mon
     assert parallel.training_jobs(config_from_dict({"training": {"device": "cpu"}, "runs": seven}), 0) == 7
     # on CUDA: min(runs, GPU_JOBS), whatever the cores; --jobs wins
     monkeypatch.setattr(parallel, "available_cores", lambda: 2)
+    monkeypatch.setattr(parallel.torch.cuda, "device_count", lambda: 1)
     assert parallel.GPU_JOBS == 4
     for device, available in (("cuda", False), ("auto", True)):
         monkeypatch.setattr(parallel.torch.cuda, "is_available", lambda available=available: available)
@@ -49,8 +50,13 @@ def test_on_several_gpus_four_runs_train_on_each(monkeypatch: pytest.MonkeyPatch
     seven = config_from_dict({"training": {"device": "auto"}, "runs": {name: {} for name in "abcdefg"}})
     monkeypatch.setattr(parallel.torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(parallel.torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(parallel, "available_cores", lambda: 16)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert parallel.training_jobs(seven, 0) == 7 and parallel.worker_gpus(seven) == ["0", "1"]
+    monkeypatch.setattr(parallel, "available_cores", lambda: 6)
+    assert parallel.training_jobs(seven, 0) == 6  # a worker queues its kernels from one core
+    monkeypatch.setattr(parallel, "available_cores", lambda: 2)
+    assert parallel.training_jobs(seven, 0) == 4  # but four, as on one GPU
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3, 5,6")  # torch counts the ones that exist
     assert parallel.visible_gpus() == ["3", "5"]
     on_cpu = config_from_dict({"training": {"device": "cpu"}, "runs": {"a": {}, "b": {}}})

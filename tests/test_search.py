@@ -206,18 +206,20 @@ def test_search_never_chooses_pad_or_bos(loaded: Any, sources: list[list[int]]) 
     src, lengths, limits = _batch(sources[:6])
     greedy, beam = greedy_hypotheses(model, src, lengths, limits), beam_search(model, src, lengths, 3, limits)
 
-    def preferring_pad_and_bos(*args: Any) -> Any:  # a model that would rather say nothing
-        log_probs, state, attn = type(model).decode_step(model, *args)
-        log_probs[:, PAD_ID], log_probs[:, BOS_ID] = 0.0, -0.01
-        return log_probs, state, attn
+    for preferred in (PAD_ID, BOS_ID):
 
-    model.decode_step = preferring_pad_and_bos
-    try:
-        assert [h.tokens for h in greedy_hypotheses(model, src, lengths, limits)] == [h.tokens for h in greedy]
-        assert [[h.tokens for h in hs] for hs in beam_search(model, src, lengths, 3, limits)] == [
-            [h.tokens for h in hs] for hs in beam]
-    finally:
-        del model.decode_step
+        def preferring(*args: Any, token: int = preferred) -> Any:  # a model that would rather say nothing
+            log_probs, state, attn = type(model).decode_step(model, *args)
+            log_probs[:, token] = 0.0  # probability 1
+            return log_probs, state, attn
+
+        model.decode_step = preferring
+        try:
+            assert [h.tokens for h in greedy_hypotheses(model, src, lengths, limits)] == [h.tokens for h in greedy]
+            assert [[h.tokens for h in hs] for hs in beam_search(model, src, lengths, 3, limits)] == [
+                [h.tokens for h in hs] for hs in beam]
+        finally:
+            del model.decode_step
     assert all(h.tokens for h in greedy)  # translations to compare, not empty ones
 
 

@@ -100,11 +100,15 @@ def _searching(
         torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = tf32
 
 
-def _never_pad_or_bos(log_probs: Tensor) -> Tensor:
-    """log_probs with PAD's and BOS's at -inf (in place). log_probs: ... x vocab -> log_probs"""
-    log_probs[..., PAD_ID] = -math.inf
-    log_probs[..., BOS_ID] = -math.inf
-    return log_probs
+def _never_chosen(device: torch.device) -> Tensor:
+    """The ids search never chooses (`_block`), on `device`: 2 (long)."""
+    return torch.tensor([PAD_ID, BOS_ID], device=device)
+
+
+def _block(log_probs: Tensor, never: Tensor) -> Tensor:
+    """log_probs with those of the ids `never` (`_never_chosen`) at -inf, in place, in one kernel.
+    log_probs: ... x vocab -> log_probs"""
+    return log_probs.index_fill_(-1, never, -math.inf)
 
 
 def _only_eos(log_probs: Tensor, at_limit: Tensor) -> Tensor:
@@ -136,13 +140,14 @@ def greedy_hypotheses(
         state = model.init_state(enc)
         active = torch.arange(n, device=device)  # input position of each row
         prev = torch.full((n,), BOS_ID, dtype=torch.long, device=device)
+        never = _never_chosen(device)
         scores = torch.zeros(n, device=device)
         seqs = torch.empty(n, 0, dtype=torch.long, device=device)  # rows x t
         attn_hist: Tensor | None = None  # rows x t x src_len
         step = 0
         while active.numel() > 0:
             log_probs, state, attn = model.decode_step(prev, state, enc)  # rows x vocab
-            log_probs = _never_pad_or_bos(log_probs.float())
+            log_probs = _block(log_probs.float(), never)
             tokens = log_probs.argmax(dim=-1)  # rows
             if step in limits:  # a row at its limit ends: EOS, whatever its log-probabilities (NaN included)
                 tokens = torch.where(max_len <= step, EOS_ID, tokens)
@@ -222,13 +227,13 @@ def _finite(scores: Tensor) -> Tensor:
 
 
 def _candidates(
-    beams: _Beams, log_probs: Tensor, at_limit: Tensor | None, attn: Tensor | None
+    beams: _Beams, log_probs: Tensor, at_limit: Tensor | None, attn: Tensor | None, never: Tensor
 ) -> _Candidates:
     """The step's best continuations. log_probs: n*k x vocab, at_limit: n (None: no sentence is at its
-    limit), attn: n*k x src_len or None."""
+    limit), attn: n*k x src_len or None, never: the ids never chosen (`_never_chosen`)."""
     n, k = beams.scores.shape
     vocab = log_probs.size(-1)
-    log_probs = _never_pad_or_bos(log_probs.float()).view(n, k, vocab)
+    log_probs = _block(log_probs.float(), never).view(n, k, vocab)
     if at_limit is not None:
         log_probs = _only_eos(log_probs, at_limit)
     flat = (beams.scores.unsqueeze(2) + log_probs).view(n, k * vocab)
@@ -323,13 +328,14 @@ def beam_search(
         state = model.init_state(enc)
         beams = _Beams.start(max_len, k, nbest, _divisors(max_len.float() + 1.0, length_penalty, alpha))
         prev = torch.full((batch * k,), BOS_ID, dtype=torch.long, device=device)
+        never = _never_chosen(device)
         step = 0
         while beams.active.numel() > 0:
             log_probs, state, attn = model.decode_step(prev, state, enc)  # n*k x vocab
             # n; None at the steps no sentence's limit falls on (a sentence ends at its limit, so none is past it)
             at_limit = beams.max_len <= step if step in limits else None
             step_attn = attn if return_attention else None
-            cand = _candidates(beams, log_probs, at_limit, step_attn)
+            cand = _candidates(beams, log_probs, at_limit, step_attn, never)
             ended = _finish(beams, cand, step + 1, (length_penalty, alpha), lengths, finished)  # ending now
             alive_tok, reorder = _advance(beams, cand)
             step += 1

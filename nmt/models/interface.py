@@ -107,7 +107,8 @@ class TranslationModel(nn.Module):
 
     def decode_step(self, prev_tokens: Tensor, state: Any, enc: Any) -> tuple[Tensor, Any, Tensor | None]:
         """prev_tokens: batch (long) -> log-probs batch x tgt_vocab (float32 at least), the next state, and
-        the attention weights batch x src_len (None for a model without attention)."""
+        the attention weights batch x src_len (None for a model without attention). The log-probs are a tensor
+        of their own: search overwrites some of them in place (PAD's, BOS's, all but EOS's at a length limit)."""
         raise NotImplementedError
 
     def forward(

@@ -117,12 +117,14 @@ def _uses_cuda(config: Config) -> bool:
 
 def training_jobs(config: Config, jobs: int) -> int:
     """How many runs train at once: `jobs`, or if 0, one per core on a CPU (each run then gets
-    cores / jobs torch threads; see this module's docstring for why) and min(runs, GPU_JOBS per GPU) on CUDA
-    (`worker_gpus`)."""
+    cores / jobs torch threads; see this module's docstring for why) and on CUDA GPU_JOBS per GPU
+    (`worker_gpus`), on several GPUs at most one per core; never more than the runs."""
     if jobs:
         return jobs
-    per_device = GPU_JOBS * max(1, len(visible_gpus())) if _uses_cuda(config) else available_cores()
-    return min(len(config.runs), per_device)
+    if not _uses_cuda(config):
+        return min(len(config.runs), available_cores())
+    # each worker queues its kernels from one core: beyond the cores, workers would wait for one
+    return min(len(config.runs), GPU_JOBS * max(1, len(visible_gpus())), max(GPU_JOBS, available_cores()))
 
 
 def visible_gpus() -> list[str]:
