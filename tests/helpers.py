@@ -190,3 +190,15 @@ def positions_of(mask: torch.Tensor) -> torch.Tensor:
     """The flat positions b * tgt_len + t of a batch x tgt_len mask's true entries, row-major: a model's
     target_positions, as make_batch builds them."""
     return mask.flatten().nonzero().squeeze(1)
+
+
+class NanGradient(torch.autograd.Function):
+    """Zero in value, NaN in gradient: a loss it is added to stays finite, and every gradient becomes NaN."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return torch.zeros_like(x)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return grad * torch.nan

@@ -20,7 +20,7 @@ from nmt.errors import NMTError
 from nmt.training import trainer as trainer_module
 from nmt.training.distributed import DistContext
 from nmt.training.trainer import Trainer, train
-from tests.helpers import TINY_TRANSFORMER, needs_cuda, reverse_task_config
+from tests.helpers import TINY_TRANSFORMER, NanGradient, needs_cuda, reverse_task_config
 
 MODELS = {
     "rnnsearch": {"embedding_size": 16, "hidden_size": 32, "attention_size": 32, "maxout_size": 16},
@@ -108,7 +108,7 @@ def test_a_non_finite_step_stops_the_run_before_its_checkpoint(
             return loss
         if what == "loss":
             return loss * torch.nan
-        return loss + _NanGradient.apply(loss)
+        return loss + NanGradient.apply(loss)
 
     monkeypatch.setattr(trainer_module, "batch_loss_sum", nan_at_step_5)
     run = tmp_path / "run"
@@ -139,18 +139,6 @@ def test_a_non_finite_step_is_named_once_the_next_step_is_queued(
         train(tiny(data_root, "rnnsearch", checkpoint_every=100, log_every=100, validate_every=100), run)
     assert calls[0] == 6
     assert not list((run / "checkpoints").glob("*.pt"))
-
-
-class _NanGradient(torch.autograd.Function):
-    """Zero in value, NaN in gradient: a loss it is added to stays finite, and every gradient becomes NaN."""
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        return torch.zeros_like(x)
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        return grad * torch.nan
 
 
 @needs_cuda

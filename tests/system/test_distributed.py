@@ -23,7 +23,7 @@ from nmt.errors import NMTError
 from nmt.training import trainer as trainer_module
 from nmt.training.distributed import DistContext, setup_distributed
 from nmt.training.trainer import Trainer
-from tests.helpers import TINY_TRANSFORMER, reverse_task_config
+from tests.helpers import TINY_TRANSFORMER, NanGradient, reverse_task_config
 
 REPO = Path(__file__).resolve().parents[2]
 RNN = {"embedding_size": 16, "hidden_size": 32, "attention_size": 32, "maxout_size": 16}
@@ -167,18 +167,6 @@ class _NanValue(torch.autograd.Function):
         return torch.zeros_like(grad)
 
 
-class _NanGradient(torch.autograd.Function):
-    """Zero in value, NaN in gradient: the loss stays finite, every rank's averaged gradient becomes NaN."""
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        return torch.zeros_like(x)
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        return grad * torch.nan
-
-
 COLLECTIVES = ("all_reduce", "broadcast_object_list", "all_gather_object", "barrier")
 # what each scenario of the one job below does: the whole loop, or 4 steps with these faults then a read
 SCENARIOS: dict[str, dict[str, int]] = {
@@ -199,7 +187,7 @@ def _ddp_scenario(rank: int, ctx: DistContext, config: Config, run_dir: Path, na
         loss, step = batch_loss_sum(model, batch, label_smoothing), trainer.step + 1
         if rank == 1 and step == faults.get("nan_loss_on_rank_1"):
             loss = loss + _NanValue.apply(loss)
-        return loss + _NanGradient.apply(loss) if step == faults.get("nan_gradient") else loss
+        return loss + NanGradient.apply(loss) if step == faults.get("nan_gradient") else loss
 
     def recording(collective: str) -> Any:
         real = getattr(dist, collective)
