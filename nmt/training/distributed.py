@@ -58,7 +58,7 @@ class DistContext:
         return out
 
     def sum(self, values: list[float]) -> list[float]:
-        """Element-wise sum of `values` over ranks (float64, so token counts stay exact)."""
+        """Element-wise sum of `values` over ranks (float64: the losses, the stop requests), on the host."""
         if not self.enabled:
             return values
         tensor = torch.tensor(values, dtype=torch.float64)
