@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from nmt.config import config_from_dict
-from nmt.rundir.checkpoints import load_checkpoint
+from nmt.rundir.checkpoints import Checkpoint, checkpoint_step, latest_step_checkpoint, load_checkpoint
 from nmt.training import trainer
 from nmt.training.trainer import train
 from nmt.training.validation import ValidationResult
@@ -196,3 +196,45 @@ def test_a_stop_during_a_validation_records_none_of_it_and_the_run_resumes_to_th
     assert log_without_timing(run) == log_without_timing(tmp_path / "straight")
     for key in ("final_step", "best_step", "best_score", "stopped_by", "last_validation"):
         assert straight[key] == resumed[key], key
+
+
+class Killed(BaseException):
+    """The process killed (not an exception the trainer may catch)."""
+
+
+@pytest.mark.slow
+def test_best_pt_follows_a_checkpoint_that_records_it_so_a_kill_never_leaves_it_ahead_of_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Validations every 10 steps, checkpoints every 20: the best validations off that grid (10, 30) are
+    checkpointed for --resume before best.pt is written. Killed while writing best.pt of step 30, the run
+    resumes at step 30 and writes it then; its replay validates otherwise (as a GPU's may) and never beats
+    step 30, so best.pt stays the weights of the summary's best step. Validation BLEU scripted, in call order."""
+    config = resume_config(tmp_path / "data", max_steps=40, checkpoint_every=20)
+    scores = iter([10.0, 9.0, 15.0, 10.5])  # steps 10, 20, 30 | 40 after the kill
+    monkeypatch.setattr(trainer, "validate", lambda *args, **kwargs: ValidationResult(
+        loss=1.0, ppl=math.e, bleu=next(scores), signature="scripted", sentences=10))
+    run = tmp_path / "run"
+    real_write_best = trainer.write_best
+    written: list[int] = []
+    killed_at: dict[str, torch.Tensor] = {}  # best.pt's weights when the kill came
+
+    def write_best(run_dir: Path, checkpoint: Checkpoint) -> None:
+        latest = latest_step_checkpoint(run_dir)
+        state = load_checkpoint(latest).training
+        assert state is not None and (checkpoint_step(latest), state.best_step) == (checkpoint.step,) * 2
+        written.append(checkpoint.step)
+        if checkpoint.step == 30 and written.count(30) == 1:
+            killed_at.update({name: tensor.clone() for name, tensor in checkpoint.model.items()})
+            raise Killed
+        real_write_best(run_dir, checkpoint)
+
+    monkeypatch.setattr(trainer, "write_best", write_best)
+    with pytest.raises(Killed):
+        train(config, run)
+    assert written == [10, 30] and load_checkpoint(run / "checkpoints/best.pt").step == 10
+    resumed = train(config, run, resume=True)
+    assert written == [10, 30, 30]  # on resume, before any step
+    best = load_checkpoint(run / "checkpoints/best.pt")
+    assert (resumed["best_step"], resumed["best_score"]) == (best.step, best.score) == (30, 15.0)
+    assert_same_weights(best.model, killed_at)

@@ -514,9 +514,11 @@ def test_a_full_disk_names_the_file_and_the_intact_checkpoint_to_resume_from(
     assert "::" not in err and "Traceback" not in err
     assert f"nmt train: error: could not write {run}/checkpoints/step_00000004.pt at step 4 " \
            "(no space left on device: it needs more than the " in err
-    assert f"{run}/checkpoints/step_00000002.pt (step 2) is intact" in err
-    assert "--resume: it continues from step 2" in err
-    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["best.pt", "step_00000002.pt"]  # no half file
+    # step 3's validation, the best, was checkpointed (for --resume only) before best.pt
+    assert f"{run}/checkpoints/interrupted_00000003.pt (step 3) is intact" in err
+    assert "--resume: it continues from step 3" in err
+    names = ["best.pt", "interrupted_00000003.pt", "step_00000002.pt"]
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == names  # no half file
     monkeypatch.setattr(torch, "save", real_save)
     assert main(["train", str(config_path), "--run-dir", str(run), "--resume"]) == 0
     assert json.loads((run / "summary.json").read_text())["final_step"] == 6

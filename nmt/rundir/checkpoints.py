@@ -19,7 +19,8 @@ from nmt.fileio import atomic_open
 CHECKPOINT_DIR = "checkpoints"
 BEST_NAME = "best.pt"
 _STEP_RE = re.compile(r"^step_(\d{8})\.pt$")
-# A Ctrl-C's checkpoint: for --resume only, so no periodic checkpoint's reader (average, curve, keep_last) sees it.
+# A Ctrl-C's checkpoint, or one of a best validation off the periodic grid (written before best.pt): for --resume
+# only, so no periodic checkpoint's reader (average, curve, keep_last) sees it.
 _RESUMABLE_RE = re.compile(r"^(?:step|interrupted)_(\d{8})\.pt$")
 _INTERRUPTED_RE = re.compile(r"^interrupted_(\d{8})\.pt$")
 
@@ -30,7 +31,8 @@ def step_checkpoint_name(step: int) -> str:
 
 
 def interrupted_checkpoint_name(step: int) -> str:
-    """File name of the checkpoint an interruption (Ctrl-C) saved after `step` updates."""
+    """File name of a checkpoint for --resume only after `step` updates: an interruption's (Ctrl-C), or a best
+    validation's off the periodic grid."""
     return f"interrupted_{step:08d}.pt"
 
 

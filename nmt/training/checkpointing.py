@@ -41,6 +41,12 @@ def write_best(run_dir: Path, checkpoint: Checkpoint) -> None:
     save_checkpoint(run_dir / CHECKPOINT_DIR / BEST_NAME, checkpoint)
 
 
+def best_checkpoint_step(run_dir: Path) -> int | None:
+    """The step of RUN_DIR/checkpoints/best.pt's weights; None where there is none."""
+    path = run_dir / CHECKPOINT_DIR / BEST_NAME
+    return load_checkpoint(path, mmap=True).step if path.is_file() else None
+
+
 def write_step(run_dir: Path, checkpoint: Checkpoint, keep_last: int, interrupted: bool = False) -> None:
     """RUN_DIR/checkpoints/step_*.pt of the checkpoint's step, then only the newest `keep_last` are kept; an
     interruption's is interrupted_*.pt, for --resume only (it evicts none). Either replaces an older interruption's.

@@ -26,6 +26,7 @@ from nmt.rundir import writing as rundir
 from nmt.rundir.checkpoints import TrainingState, interrupted_checkpoint_name
 from nmt.rundir.lock import RunLock
 from nmt.training.checkpointing import (
+    best_checkpoint_step,
     disk_error,
     restore,
     weights_checkpoint,
@@ -106,6 +107,7 @@ class Trainer:
         self.acc = fresh_accumulators()
         self.elapsed_before = 0.0
         self.last_validation: dict[str, Any] | None = None
+        self.best_unsaved = False  # this step's validation is the best: best.pt follows its checkpoint
         self.batches: list[StepBatch] | None = None
         self.log = rundir.RunLog(run_dir / "log.jsonl")
         self.terminal.say(self.model.describe())
@@ -137,6 +139,8 @@ class Trainer:
         resume_from = ctx.agreed(lambda: rundir.claim(run_dir, config, self.tokenizer, resume, self.lock))
         rng = ctx.agreed(lambda: self._restore(resume_from), on_all_ranks=True) if resume_from else None
         ctx.agreed(lambda: rundir.set_up(run_dir, config, self.tokenizer, self.device, ctx.world_size, self.step))
+        if resume_from and self.stopping.best_score is not None and self.stopping.best_step == self.step:
+            ctx.agreed(self._complete_best)
         if ctx.is_main and resume:
             self.log.truncate_after(self.step)  # the steps after the checkpoint are redone
         if rng is not None:
@@ -163,6 +167,12 @@ class Trainer:
         self.saved_step = -1 if path.name == interrupted_checkpoint_name(self.step) else self.step
         self.last_validation = state.last_validation
         return state.rng[self.ctx.rank]
+
+    def _complete_best(self) -> None:
+        """Write best.pt from the weights resumed, where their step's validation is the run's best and the
+        run stopped between that step's checkpoint and best.pt (`_save_step_checkpoint` writes them in turn)."""
+        if best_checkpoint_step(self.run_dir) != self.step:
+            self._write_best()
 
     # ---- the loop ---------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -224,21 +234,24 @@ class Trainer:
         return stopped_by
 
     def _end_step(self, stop_request: StopRequest) -> str:
-        """A step's validation and checkpoint, each on its grid; returns 'early_stopping' or 'max_steps'."""
+        """A step's validation and checkpoint, each on its grid, and a checkpoint for --resume only where the
+        validation is the best off the checkpoints' grid; returns 'early_stopping' or 'max_steps'."""
         stopped_by = "max_steps"
         if self.step % self.tc.validate_every == 0 and self._validate(stop_request):
             stopped_by = "early_stopping"
-        on_grid = self.step % self.tc.checkpoint_every == 0 and self.step < self.tc.max_steps
-        # the last step's checkpoint is written after the loop, once its validation is in it
-        if stopped_by != "max_steps" or on_grid:
+        if stopped_by == "max_steps" and self.step >= self.tc.max_steps:
+            return stopped_by  # the last step's checkpoint is written after the loop, once its validation is in it
+        if stopped_by != "max_steps" or self.step % self.tc.checkpoint_every == 0:
             self._save_step_checkpoint()
+        elif self.best_unsaved:
+            self._save_step_checkpoint(resume_only=True)
         return stopped_by
 
     def _interrupt(self) -> NoReturn:
         """Stop as asked (Ctrl-C, SIGTERM): a checkpoint for --resume (none where this step's is written
         already), then KeyboardInterrupt."""
         if self.saved_step != self.step:
-            self._save_step_checkpoint(interrupted=True)
+            self._save_step_checkpoint(resume_only=True)
         raise KeyboardInterrupt
 
     @contextlib.contextmanager
@@ -352,9 +365,8 @@ class Trainer:
         if result is None:
             self._interrupt()
         score = result.score(self.tc.early_stopping_metric)
-        if self.stopping.observe(score, self.step, counts=not closing):  # the same on every rank: one result
-            self.ctx.agreed(lambda: write_best(
-                self.run_dir, weights_checkpoint(self.model, self.step, score, self.config, self.tokenizer)))
+        # the same on every rank (one result); best.pt is written after the checkpoint that records it
+        self.best_unsaved = self.stopping.observe(score, self.step, counts=not closing)
         decayed = False if closing else self.schedule.observe(result.score(self.schedule.metric))
         scores = {"valid_loss": result.loss, "valid_ppl": result.ppl, "valid_bleu": result.bleu}
         self.last_validation = {"step": self.step, **scores}
@@ -372,13 +384,24 @@ class Trainer:
                               f"at step {best_step})")
         return not closing and self.stopping.exhausted
 
-    def _save_step_checkpoint(self, interrupted: bool = False) -> None:
+    def _save_step_checkpoint(self, resume_only: bool = False) -> None:
         """Write this step's checkpoint (rank 0, its failure told to every rank; every rank takes part in
-        gathering the RNG states); an interruption's is for --resume only (write_step)."""
+        gathering the RNG states), periodic or for --resume only (write_step's interruption checkpoint), then
+        best.pt where this step's validation is the best: a run stopped at any moment resumes from a
+        checkpoint at or past best.pt's step, so that best.pt never holds weights of steps that --resume
+        trains again (where it lacks them, `_complete_best` writes them)."""
         self._read_steps()
         rngs = self.ctx.gather(capture_rng(self.device))
-        self.saved_step = self.step
-        self.ctx.agreed(lambda: self._write_step_checkpoint(rngs, interrupted))
+        self.saved_step = -1 if resume_only else self.step
+        self.ctx.agreed(lambda: self._write_step_checkpoint(rngs, resume_only))
+        if self.best_unsaved:
+            self.ctx.agreed(self._write_best)
+            self.best_unsaved = False
+
+    def _write_best(self) -> None:
+        """best.pt: the weights of this step, whose validation is the best."""
+        score = self.stopping.best_score
+        write_best(self.run_dir, weights_checkpoint(self.model, self.step, score, self.config, self.tokenizer))
 
     def _write_step_checkpoint(self, rngs: list[dict[str, Any]], interrupted: bool) -> None:
         seconds = self.acc["seconds"] + time.monotonic() - self._interval_started
