@@ -194,6 +194,11 @@ class ModelConfig:
         )
 
 
+# numpy's legacy seeding (np.random.seed, which training seeds) takes no other
+SEED_LIMIT = 2**32
+SEED_RANGE = f"must be an integer from 0 to {SEED_LIMIT - 1:,}"
+
+
 @dataclass
 class TrainingConfig:
     """The optimisation loop, validation, checkpoints and hardware. The defaults are the recipe of
@@ -246,6 +251,7 @@ class TrainingConfig:
         for key in ("max_words", "threads", "warmup_steps", "lr_patience", "patience", "keep_last"):
             require(getattr(self, key) >= 0, f"training.{key}", "must be >= 0")
         require(self.max_minutes >= 0, "training.max_minutes", "must be >= 0 (0 = no time limit)")
+        require(0 <= self.seed < SEED_LIMIT, "training.seed", SEED_RANGE)
         require(self.learning_rate >= 0, "training.learning_rate", "must be >= 0 (0 = the optimiser's default)")
         require(0.0 <= self.label_smoothing < 1.0, "training.label_smoothing", "must be in [0, 1)")
         require(0.0 < self.lr_decay_factor <= 1.0, "training.lr_decay_factor", "must be in (0, 1]")
@@ -328,6 +334,7 @@ class EvaluationConfig:
         what = "must be a non-empty list of increasing positive integers, e.g. [10, 20, 30]"
         require(increasing and self.buckets[0] > 0, "evaluation.buckets", what)
         require(self.bootstrap_samples >= 10, "evaluation.bootstrap_samples", "must be >= 10")
+        require(0 <= self.bootstrap_seed < SEED_LIMIT, "evaluation.bootstrap_seed", SEED_RANGE)
         require(
             self.curve_sentences_per_bucket >= 0, "evaluation.curve_sentences_per_bucket", "must be >= 0 (0 = all)"
         )

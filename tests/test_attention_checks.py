@@ -375,10 +375,20 @@ def test_some_transformer_head_finds_the_reversal(trained_transformer_run: Path)
     assert agreement["attention"] == agreement["layer 2 mean"]  # the model's own weights: the last layer's mean
 
 
+def _with_evaluation(run: Path, copy: Path, **evaluation: int) -> Path:
+    """A copy of `run` whose config sets these evaluation keys."""
+    shutil.copytree(run, copy)
+    config = yaml.safe_load((copy / "config.yaml").read_text())
+    config["evaluation"].update(evaluation)
+    (copy / "config.yaml").write_text(yaml.safe_dump(config))
+    return copy
+
+
 @pytest.mark.slow
 def test_the_command_reports_a_transformer_per_layer_and_head(trained_transformer_run: Path, tmp_path: Path) -> None:
     pytest.importorskip("eflomal", reason="pip install eflomal (the align extra) to run the aligner")
-    results = attention_checks([trained_transformer_run], out_dir=tmp_path, device="cpu", batch_size=16)
+    run = _with_evaluation(trained_transformer_run, tmp_path / "run", min_bucket_sentences=20)  # of its 40 tests
+    results = attention_checks([run], out_dir=tmp_path, device="cpu", batch_size=16)
     entry = results["runs"]["run"]
     points = entry["alignment"]
     assert [p["checkpoint"] for p in points] == ["step_00000150.pt", "step_00000300.pt", "best.pt"]
@@ -392,6 +402,24 @@ def test_the_command_reports_a_transformer_per_layer_and_head(trained_transforme
     assert "p_all" not in ablations["none"] and all(0 < s["p_all"] <= 1 for k, s in ablations.items() if k != "none")
     assert ablations["layer 2 uniform"]["all"] < ablations["none"]["all"] - 5  # the decoder reads where it looks
     assert "Heads whose silencing changes BLEU on all sentences by no more than chance" in report
+
+
+@pytest.mark.slow
+def test_an_ablation_is_tested_only_on_as_many_sentences_as_a_bucket_needs(
+    trained_transformer_run: Path, tmp_path: Path
+) -> None:
+    """p against the unablated model, on all sentences and on the long ones, only where there are
+    evaluation.min_bucket_sentences of them: a p of a handful of sentences would count as a finding."""
+    test = load_run(trained_transformer_run, device="cpu").config.data
+    sources = [src for src, _ in load_prepared(test).pairs("test")]
+    long = sum(len(src.split()) >= 8 for src in sources)
+    assert 0 < long < len(sources)
+    for needed, tested in ((long, {"p_all", "p_long"}), (long + 1, {"p_all"}), (len(sources) + 1, set())):
+        run = _with_evaluation(trained_transformer_run, tmp_path / str(needed) / "run", long_words=8,
+                               min_bucket_sentences=needed)
+        entry = attention_checks([run], checks=["perturbation"], device="cpu", per_bucket=0)["runs"]["run"]
+        for kind, score in entry["perturbation"].items():
+            assert {key for key in score if key.startswith("p_")} == (set() if kind == "none" else tested), kind
 
 
 @pytest.mark.slow

@@ -209,6 +209,16 @@ def test_ratios_and_significance_are_checked_against_the_interval_their_message_
         assert getattr(config_from_dict({"evaluation": {key: fine}}).evaluation, key) == fine
 
 
+@pytest.mark.parametrize("key", ["training.seed", "evaluation.bootstrap_seed"])
+def test_a_seed_numpy_cannot_take_is_refused_with_its_key(key: str) -> None:
+    section, name = key.split(".")
+    for wrong in (-1, 2**32):
+        with pytest.raises(NMTError, match=rf"'{key}'.*must be an integer from 0 to 4,294,967,295"):
+            config_from_dict({section: {name: wrong}})
+    for fine in (0, 2**32 - 1):
+        assert getattr(getattr(config_from_dict({section: {name: fine}}), section), name) == fine
+
+
 @pytest.mark.parametrize(("significance", "fewest"), [(0.05, 40), (0.01, 200), (0.1, 20)])
 def test_too_few_resamples_for_the_significance_are_refused(significance: float, fewest: int) -> None:
     # the paired bootstrap's smallest p is 2/(n+1): with fewer resamples no difference could ever count

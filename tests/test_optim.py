@@ -108,8 +108,10 @@ def test_a_plateau_decay_scales_the_cosine_schedule_from_then_on() -> None:
     before = [schedule.lr(step) for step in (100, 500)]
     assert [schedule.observe(loss) for loss in (3.0, 2.5, 2.6)] == [False, False, True]  # loss: lower is better
     assert [schedule.lr(step) for step in (100, 500)] == pytest.approx([lr / 2 for lr in before])
-    assert not schedule.observe(float("nan"))  # a NaN validation neither improves nor counts
     assert schedule.state_dict() == {"scale": 0.5, "best": 2.5, "bad_validations": 0}
+    # a NaN validation (a loss that overflowed) is a bad one, as early stopping counts it: the rate halves again
+    assert schedule.observe(float("nan"))
+    assert schedule.state_dict() == {"scale": 0.25, "best": 2.5, "bad_validations": 0}
 
 
 def test_a_plateau_counts_from_the_last_improvement_and_lr_patience_0_never_decays() -> None:

@@ -125,7 +125,8 @@ def head_ablation_bleu(
     """Greedy BLEU per bucket of run `name`'s loaded checkpoint with each of its model's attention switches
     (a Transformer's: its cross-attention ablated in one decoder layer at a time, the module docstring),
     each with its paired-bootstrap p against the unchanged model ("none") on all sentences and on the long
-    ones (evaluation.long_words and more)."""
+    ones (evaluation.long_words and more), where they are evaluation.min_bucket_sentences or more (as a
+    bucket's p: fewer say too little to test)."""
     test_set, settings = context.test_set, context.settings
     assert test_set.sources is not None
     lengths = np.asarray(sentence_lengths(test_set.sources, test_set.references, settings.by))
@@ -135,8 +136,8 @@ def head_ablation_bleu(
     for kind, score, hyps in _greedy_bleu(name, switched.what, loaded, context, switched.switches):
         stats[kind] = context.scorer.sentence_stats(hyps)
         score["long"] = float(bleu_from_stats(stats[kind][long].sum(axis=0))) if long.size else None
-        for part, rows in (("all", slice(None)), ("long", long)):
-            if kind != "none" and (part == "all" or long.size):
+        for part, rows in (("all", np.arange(lengths.size)), ("long", long)):
+            if kind != "none" and rows.size >= settings.min_bucket_sentences:
                 samples = bootstrap_bleu([stats["none"][rows], stats[kind][rows]], settings.bootstrap_samples,
                                          settings.bootstrap_seed)
                 score[f"p_{part}"] = paired_p_value(*samples)

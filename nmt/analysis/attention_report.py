@@ -121,8 +121,9 @@ def format_ablation(scores: dict[str, Any], labels: list[str], head: list[str], 
     silenced = [kind for kind in scores if kind.endswith("silenced")]
     for part, what in (("p_all", "all sentences"), ("p_long", "the long sentences")):
         tested = [kind for kind in silenced if part in scores[kind]]
-        if not tested:  # no long sentence in the sample: nothing was tested there
-            lines += ["", f"Heads whose silencing changes BLEU on {what}: not tested (none in the sample)."]
+        if not tested:  # too few such sentences in the sample: nothing was tested there
+            lines += ["", f"Heads whose silencing changes BLEU on {what}: not tested (fewer than "
+                      "evaluation.min_bucket_sentences in the sample)."]
             continue
         free = [kind.removesuffix(" silenced") for kind in tested if scores[kind][part] >= significance]
         lines += ["", f"Heads whose silencing changes BLEU on {what} by no more than chance (p >= {significance:g}): "

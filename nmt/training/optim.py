@@ -152,8 +152,9 @@ class LRSchedule:
         return self.plateau.metric
 
     def observe(self, score: float) -> bool:
-        """Feed a validation score (of `metric`); decay the lr after `lr_patience` bad ones in a row. True on a decay."""
-        if self.plateau.patience <= 0 or math.isnan(score):
+        """Feed a validation score (of `metric`); decay the lr after `lr_patience` bad ones in a row (a NaN is
+        a bad one, as for early stopping and torch's ReduceLROnPlateau). True on a decay."""
+        if self.plateau.patience <= 0:
             return False
         self.plateau.observe(score, step=0)
         if not self.plateau.exhausted:
