@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from nmt.models.encoder import Encoder, EncoderOutput
+from nmt.models.encoder import Encoder, EncoderOutput, gated_update
 from nmt.special import PAD_ID
 from tests.helpers import needs_cuda
 
@@ -179,3 +179,19 @@ def test_on_cuda_the_default_cudnn_rnn_equals_the_cpu_step_loop(cell: str, bidir
     encoder.fused = None
     on_gpu = _outputs_and_grads(encoder.cuda(), src.cuda(), lengths.cuda(), weights.cuda())
     _assert_same_outputs_and_grads(stepped, on_gpu)
+
+
+def test_a_gru_update_gate_near_1_under_bf16_products_still_moves_an_fp32_state() -> None:
+    """The gates are computed in the state's precision: with bf16 pre-activations (autocast's products)
+    and an fp32 state, an update gate of sigmoid(7) = 0.99909 lets the state leak towards its candidate -1,
+    as in fp32 throughout; in bf16 the gate rounds to 1 and the unit would never move."""
+    gi = torch.tensor([[0.0, 7.0, -20.0]], dtype=torch.bfloat16)  # reset, update, candidate pre-activations
+    gh = torch.zeros(1, 3, dtype=torch.bfloat16)
+    h = torch.ones(1, 1)
+    for _ in range(50):
+        h, _ = gated_update(gi, gh, h, None)
+    exact = torch.ones(1, 1, dtype=torch.float64)
+    for _ in range(50):
+        exact, _ = gated_update(gi.double(), gh.double(), exact, None)
+    assert h.dtype == torch.float32
+    assert h.item() == pytest.approx(exact.item(), abs=1e-3) and h.item() < 0.95

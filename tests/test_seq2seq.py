@@ -340,3 +340,23 @@ def test_on_cuda_mixed_precision_keeps_the_loss_and_the_gradients_direction(arch
     assert loss_mixed == pytest.approx(loss_fp32, rel=0.02)
     assert torch.isfinite(grads_mixed).all()
     assert F.cosine_similarity(grads_mixed, grads_fp32, dim=0) > 0.99
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+@pytest.mark.parametrize("attention", ["additive", "none"])
+def test_under_bf16_autocast_the_rnn_decoder_carries_its_state_in_fp32(cell: str, attention: str) -> None:
+    """Autocast runs the decoder's products in bf16 (CPU autocast stands in for a GPU's here); its state, from
+    s_0 on, and the LSTM memory stay fp32, as the fused RNN paths keep theirs, in training and in search."""
+    config = ModelConfig(embedding_size=8, hidden_size=10, attention_size=9, maxout_size=6, cell=cell, attention=attention)
+    model = build_model(config, 20, 17).eval()
+    src, lengths, tgt = _batch()
+    with torch.autocast("cpu", dtype=torch.bfloat16), torch.no_grad():
+        enc = model.encode(src, lengths)
+        state = model.init_state(enc)
+        states = [state]
+        for prev in tgt.unbind(1)[:3]:
+            log_probs, state, _ = model.decode_step(prev, state, enc)
+            states.append(state)
+    assert log_probs.dtype == torch.float32
+    assert {s.hidden.dtype for s in states} == {torch.float32}
+    assert {s.cell.dtype for s in states if s.cell is not None} == ({torch.float32} if cell == "lstm" else set())

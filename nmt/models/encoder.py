@@ -57,7 +57,11 @@ def gated_update(gi: Tensor, gh: Tensor, h: Tensor, c: Tensor | None) -> tuple[T
     """One GRU (c is None) or LSTM step in PyTorch's gate order, on the last dim.
 
     gi, gh: ... x 3n (GRU) or ... x 4n (LSTM), the input and recurrent pre-activations with their biases.
+    The gates are computed in the state's precision: under bf16 autocast the products come in bf16, but the
+    state (fp32 from s_0 on) stays fp32, as in the fused RNN paths; in bf16 an update gate above 1 - 2^-9
+    would round to 1 and freeze its unit, and the state's small steps would round away.
     """
+    gi, gh = gi.to(h.dtype), gh.to(h.dtype)  # no copy where they are of its dtype already (fp32 training)
     n = h.size(-1)
     if c is None:
         # split, not slicing: the backward of a split is one concatenation, not a zero-filled copy per slice
