@@ -207,7 +207,7 @@ def test_a_run_interrupted_before_its_first_periodic_checkpoint_is_said_to_need_
         assert main(["average", str(copy), *argv]) == 2
         assert capsys.readouterr().err == (
             f"nmt average: error: {copy} has no periodic checkpoint (checkpoints/step_*.pt) to average: its training "
-            "was interrupted at step 1, before its first one, and left checkpoints/interrupted_00000001.pt, "
+            "stopped (or validated best) at step 1, before its first one, and left checkpoints/interrupted_00000001.pt, "
             f"which is for --resume only.\nContinue the run with `nmt train CONFIG --run-dir {copy} --resume` (CONFIG: "
             "the one it was trained with; for a run of `nmt experiment`, run the same experiment again): it saves a "
             "step_*.pt every training.checkpoint_every steps.\n"
@@ -225,8 +225,9 @@ def test_a_last_above_the_checkpoints_of_an_interrupted_run_says_it_can_be_resum
     shutil.copy(run / "checkpoints" / "step_00000006.pt", copy / "checkpoints" / "interrupted_00000007.pt")
     assert main(["average", str(copy), "--last", "4"]) == 2
     assert capsys.readouterr().err == (
-        f"nmt average: error: --last 4: {copy} has 3 periodic checkpoint(s) (steps: 2, 4, 6), and its training was "
-        "interrupted at step 7 (checkpoints/interrupted_00000007.pt, for --resume only).\nContinue the run with "
+        f"nmt average: error: --last 4: {copy} has 3 periodic checkpoint(s) (steps: 2, 4, 6), and its training "
+        "stopped (or validated best) at step 7 (checkpoints/interrupted_00000007.pt, for --resume only).\nContinue "
+        "the run with "
         f"`nmt train CONFIG --run-dir {copy} --resume` (CONFIG: the one it was trained with; for a run of `nmt "
         "experiment`, run the same experiment again): it saves a step_*.pt every training.checkpoint_every steps, "
         "and keeps the newest training.keep_last of them (0 keeps all; a --resume may raise it with --set "

@@ -157,7 +157,7 @@ def test_cli_curve_and_its_errors(
     assert main(["curve", str(bare), "--out", str(tmp_path / "none"), "--device", "cpu"]) == 2
     assert capsys.readouterr().err == (
         f"nmt curve: error: {bare} has no periodic checkpoint (checkpoints/step_*.pt) to draw a curve from: its "
-        "training was interrupted at step 10, before its first one, and left "
+        "training stopped (or validated best) at step 10, before its first one, and left "
         "checkpoints/interrupted_00000010.pt, which is for --resume only.\nContinue the run with `nmt train CONFIG "
         f"--run-dir {bare} --resume` (CONFIG: the one it was trained with; for a run of `nmt experiment`, run the "
         "same experiment again): it saves a step_*.pt every training.checkpoint_every steps.\n"

@@ -221,6 +221,7 @@ def test_best_pt_follows_a_checkpoint_that_records_it_so_a_kill_never_leaves_it_
 
     def write_best(run_dir: Path, checkpoint: Checkpoint) -> None:
         latest = latest_step_checkpoint(run_dir)
+        assert latest is not None, f"best.pt of step {checkpoint.step} before any checkpoint"
         state = load_checkpoint(latest).training
         assert state is not None and (checkpoint_step(latest), state.best_step) == (checkpoint.step,) * 2
         written.append(checkpoint.step)

@@ -67,8 +67,8 @@ def _fewer_than_last(run_dir: Path, last: int, count: int, have: str) -> NMTErro
         return NMTError(f"{message}.", "A run writes one every training.checkpoint_every steps and keeps the newest "
                         f"training.keep_last of them (0 keeps all): train one that keeps more to average more{smaller}.")
     return NMTError(
-        f"{message}, and its training was interrupted at step {checkpoint_step(interrupted)} ({CHECKPOINT_DIR}/"
-        f"{interrupted.name}, for --resume only).",
+        f"{message}, and its training stopped (or validated best) at step {checkpoint_step(interrupted)} "
+        f"({CHECKPOINT_DIR}/{interrupted.name}, for --resume only).",
         f"{resume_hint(run_dir)}, and keeps the newest training.keep_last of them (0 keeps all; a --resume may raise "
         f"it with --set training.keep_last=N){smaller}.",
     )

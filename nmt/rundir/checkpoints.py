@@ -56,14 +56,15 @@ def step_checkpoints(run_dir: Path) -> list[Path]:
 
 
 def interrupted_checkpoint(run_dir: Path) -> Path | None:
-    """The interruption's checkpoint (interrupted_*.pt) where it is the newest checkpoint of the run, the one
-    --resume continues from; None where the run has none (a periodic checkpoint replaces it)."""
+    """The checkpoint for --resume only (interrupted_*.pt: an interruption's, or a best validation's off the
+    periodic grid) where it is the newest checkpoint of the run, the one --resume continues from; None where the
+    run has none (a periodic checkpoint replaces it)."""
     latest = latest_step_checkpoint(run_dir)
     return latest if latest is not None and _INTERRUPTED_RE.match(latest.name) else None
 
 
 def resume_hint(run_dir: Path) -> str:
-    """How to continue the interrupted run in `run_dir`, which makes more periodic checkpoints (no full stop)."""
+    """How to continue the unfinished run in `run_dir`, which makes more periodic checkpoints (no full stop)."""
     return (
         f"Continue the run with `nmt train CONFIG --run-dir {run_dir} --resume` (CONFIG: the one it was trained "
         "with; for a run of `nmt experiment`, run the same experiment again): it saves a step_*.pt every "
@@ -79,8 +80,8 @@ def refuse_interrupted_only(run_dir: Path, wanted: str) -> None:
     if interrupted is None or step_checkpoints(run_dir):
         return
     raise NMTError(
-        f"{run_dir} has no periodic checkpoint ({CHECKPOINT_DIR}/step_*.pt) {wanted}: its training was interrupted "
-        f"at step {checkpoint_step(interrupted)}, before its first one, and left {CHECKPOINT_DIR}/"
+        f"{run_dir} has no periodic checkpoint ({CHECKPOINT_DIR}/step_*.pt) {wanted}: its training stopped (or "
+        f"validated best) at step {checkpoint_step(interrupted)}, before its first one, and left {CHECKPOINT_DIR}/"
         f"{interrupted.name}, which is for --resume only.",
         f"{resume_hint(run_dir)}.",
     )

@@ -101,7 +101,7 @@ class Trainer:
         self.amp_dtype = resolve_precision(tc.precision, self.device)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp_dtype == torch.float16)
         self.queued = QueuedSteps(ctx, run_dir, finite_norm=not self.scaler.is_enabled())
-        self.step = self.position = self.saved_step = 0
+        self.step = self.position = self.saved_step = self.resumable_step = 0  # a periodic / any checkpoint's step
         self.epoch = 1
         self.stopping = Patience(tc.early_stopping_metric, tc.patience)
         self.acc = fresh_accumulators()
@@ -140,7 +140,8 @@ class Trainer:
         rng = ctx.agreed(lambda: self._restore(resume_from), on_all_ranks=True) if resume_from else None
         ctx.agreed(lambda: rundir.set_up(run_dir, config, self.tokenizer, self.device, ctx.world_size, self.step))
         if resume_from and self.stopping.best_score is not None and self.stopping.best_step == self.step:
-            ctx.agreed(self._complete_best)
+            with self._writing():
+                ctx.agreed(self._complete_best)
         if ctx.is_main and resume:
             self.log.truncate_after(self.step)  # the steps after the checkpoint are redone
         if rng is not None:
@@ -163,8 +164,9 @@ class Trainer:
         self.stopping.periodic_best = best if periodic is None else None if math.isnan(periodic) else periodic
         self.acc = dict(state.log_acc)
         self.elapsed_before = state.elapsed_s
-        # an interruption's checkpoint is for --resume only: its step still gets a periodic one at the end
+        # a checkpoint for --resume only (interrupted_*.pt): its step still gets a periodic one at the end
         self.saved_step = -1 if path.name == interrupted_checkpoint_name(self.step) else self.step
+        self.resumable_step = self.step
         self.last_validation = state.last_validation
         return state.rng[self.ctx.rank]
 
@@ -250,7 +252,7 @@ class Trainer:
     def _interrupt(self) -> NoReturn:
         """Stop as asked (Ctrl-C, SIGTERM): a checkpoint for --resume (none where this step's is written
         already), then KeyboardInterrupt."""
-        if self.saved_step != self.step:
+        if self.resumable_step != self.step:
             self._save_step_checkpoint(resume_only=True)
         raise KeyboardInterrupt
 
@@ -392,7 +394,7 @@ class Trainer:
         trains again (where it lacks them, `_complete_best` writes them)."""
         self._read_steps()
         rngs = self.ctx.gather(capture_rng(self.device))
-        self.saved_step = -1 if resume_only else self.step
+        self.saved_step, self.resumable_step = -1 if resume_only else self.step, self.step
         self.ctx.agreed(lambda: self._write_step_checkpoint(rngs, resume_only))
         if self.best_unsaved:
             self.ctx.agreed(self._write_best)
