@@ -17,6 +17,7 @@ import os
 import select
 import signal
 import sys
+from collections.abc import Sequence
 
 from nmt import __version__
 from nmt.errors import NMTError
@@ -49,18 +50,32 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
 }
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+class CommandLine(argparse.ArgumentParser):
+    """`nmt`'s parser. An argument the command does not take is refused with that command's usage and name
+    (`nmt translate: error: unrecognized arguments: in.txt`), where argparse would show nmt's own usage."""
+
+    commands: dict[str, argparse.ArgumentParser]
+
+    def parse_args(self, args: Sequence[str] | None = None, namespace: None = None) -> argparse.Namespace:  # type: ignore[override]
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:
+            self.commands[parsed.command].error(f"unrecognized arguments: {' '.join(extra)}")
+        return parsed
+
+
+def build_parser(command: str | None = None) -> CommandLine:
     """The parser of every command (by default), or one in which only `command` has its arguments (none
     for "": enough for `nmt --help` and to refuse an unknown command)."""
-    parser = argparse.ArgumentParser(
+    parser = CommandLine(
         prog="nmt",
         description="Neural machine translation: RNNencdec (one fixed vector), RNNsearch (additive attention) and "
         "the Transformer, trained on a public parallel corpus and compared by sentence length.",
     )
     parser.add_argument("--version", action="version", version=f"nmt {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.commands = {}
     for name, (module, help) in COMMANDS.items():
-        subparser = sub.add_parser(name, help=help)
+        subparser = parser.commands[name] = sub.add_parser(name, help=help)
         if command is None or name == command:
             importlib.import_module(module).add_arguments(subparser)
     return parser

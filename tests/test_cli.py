@@ -65,6 +65,18 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out.strip() == f"nmt {__version__}"
 
 
+@pytest.mark.parametrize("argv", [["translate", "runs/a", "in.txt"], ["train", "c.yaml", "--device", "cpu"]])
+def test_an_argument_the_command_does_not_take_is_refused_with_the_command_s_usage(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"usage: nmt {argv[0]} [-h]")
+    assert err.endswith(f"nmt {argv[0]}: error: unrecognized arguments: {' '.join(argv[2:])}\n")
+
+
 def test_the_help_describes_the_three_models_of_the_toolkit(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["--help"])

@@ -12,6 +12,7 @@ import pytest
 import sacrebleu
 
 from nmt.cli import main
+from nmt.compare import evaluate
 from nmt.compare.evaluate import default_out_dir, effect_pairs, length_contrasts, plot_group, run_comparisons
 from nmt.compare.runs import describe_runs, translate_cached
 from nmt.config import load_config, save_config
@@ -134,6 +135,27 @@ def test_a_report_folder_that_cannot_be_written_is_refused_before_translating(
         f"nmt evaluate: error: the report's folder {run / 'evaluation'} (without --out): {run}, where it would be "
         "made, cannot be written (no permission to write there, or a read-only disk).\nGive --out a folder you can "
         "write; nothing was done.\n")
+
+
+def test_a_folder_of_the_user_s_own_files_is_refused_before_translating(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # --out a folder where no nmt report wrote its ref.txt and report.md: they are the user's, never replaced
+    run = fake_run(tmp_path / "run")
+    (tmp_path / "s").write_text("a\n", encoding="utf-8")
+    out = tmp_path / "mine"
+    out.mkdir()
+    for name in ("ref.txt", "report.md", "notes.txt"):
+        (out / name).write_text(f"my {name}\n", encoding="utf-8")
+    monkeypatch.setattr(evaluate, "translate_cached", lambda *args: pytest.fail("translated"))
+    argv = ["evaluate", str(run), "--src", str(tmp_path / "s"), "--ref", str(tmp_path / "s"), "--out", str(out)]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == (
+        f"nmt evaluate: error: --out {out} holds report.md, ref.txt, which no nmt report wrote there: nmt evaluate's "
+        f"report would replace them. Nothing was written.\nGive --out a folder of its own (a new or an empty one), "
+        f"or move them out of {out}.\n")
+    assert {path.name: path.read_text(encoding="utf-8") for path in out.iterdir()} == {
+        name: f"my {name}\n" for name in ("ref.txt", "report.md", "notes.txt")}
 
 
 def _copy_run(trained: Path, dest: Path, beam_size: int) -> Path:

@@ -21,8 +21,10 @@ def test_resolve_device() -> None:
     assert resolve_device("cpu") == torch.device("cpu")
     assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
     if not torch.cuda.is_available():
-        with pytest.raises(NMTError, match="no CUDA"):
+        with pytest.raises(NMTError, match="no CUDA") as error:
             resolve_device("cuda")
+        # the way back to the CPU for commands with --device and for train / experiment, which have --set only
+        assert "--device cpu" in error.value.hint and "--set training.device=cpu" in error.value.hint
     with pytest.raises(NMTError) as error:
         resolve_device("gpu")
     assert error.value.message == "device 'gpu' is not a device torch knows."

@@ -676,7 +676,8 @@ def test_an_out_folder_reused_holds_only_the_new_reports_systems(
     assert main(["score", str(files["src"]), "--names", "src", "--src", str(files["src"]), *argv]) == 0
     assert main(["score", str(files["good"]), "--names", "again", *argv[2:], "--ref", str(out / "src.txt")]) == 0
     assert "removed src.hyp.txt from" in capsys.readouterr().err and (out / "src.txt").is_file()
-    # a results.json that is not a report's, or names no plain file, removes nothing
+    # a results.json that is not a report's, or names no plain file: no nmt report wrote the folder's files,
+    # which are refused (the user's own), and nothing is written or removed
     outside = tmp_path / "evil.hyp.txt"
     outside.write_text("x\n", encoding="utf-8")
     for content in ('{"settings": {"runs": {"../evil": {}, ".hidden": {}}}}', "[1, 2]", "not json",
@@ -684,8 +685,10 @@ def test_an_out_folder_reused_holds_only_the_new_reports_systems(
                     '{"settings": {"files": "best.hyp.txt"}}', '{"settings": []}'):
         (out / "results.json").write_text(content, encoding="utf-8")
         (out / ".hidden.hyp.txt").write_text("x\n", encoding="utf-8")
-        assert main(["score", str(files["good"]), "--names", "again", *argv]) == 0
-        assert "removed" not in capsys.readouterr().err
+        before = {path.name: path.read_bytes() for path in out.iterdir()}
+        assert main(["score", str(files["good"]), "--names", "again", *argv]) == 2
+        assert "which no nmt report wrote there" in capsys.readouterr().err
+        assert {path.name: path.read_bytes() for path in out.iterdir()} == before
         assert outside.is_file() and (out / ".hidden.hyp.txt").is_file() and (out / "best.hyp.txt").is_file()
 
 
@@ -750,3 +753,17 @@ def test_an_out_folder_that_cannot_be_written_is_refused_before_any_work(
                                        "write there, or a read-only disk).\nGive --out a folder you can write; nothing "
                                        "was done.\n")
     assert list((tmp_path / "ro").iterdir()) == []
+
+
+def test_a_folder_of_the_user_s_own_files_is_refused(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # no nmt report wrote this folder's results.json and search.hyp.txt: nmt score replaces neither
+    out = tmp_path / "mine"
+    out.mkdir()
+    for name in ("results.json", "search.hyp.txt"):
+        (out / name).write_text("mine\n", encoding="utf-8")
+    assert main(["score", str(files["good"]), "--ref", str(files["ref"]), "--out", str(out)]) == 2
+    assert f"--out {out} holds results.json, search.hyp.txt, which no nmt report wrote there" in capsys.readouterr().err
+    assert {path.name: path.read_text(encoding="utf-8") for path in out.iterdir()} == {
+        "results.json": "mine\n", "search.hyp.txt": "mine\n"}

@@ -108,12 +108,13 @@ def test_translations_reach_stdout_in_utf8_whatever_the_locale(encoding: str) ->
 @pytest.mark.parametrize("stdin", ["terminal", "pipe"])
 def test_a_line_is_answered_before_the_input_ends(trained_reverse_run: Path, stdin: str) -> None:
     """A line typed, or written into a pipe by a program that waits for its answer (a coprocess), is
-    translated at once, not when a chunk of lines or the end of the input has come."""
+    translated at once, not when a chunk of lines or the end of the input has come. A terminal is told where
+    the input comes from (else a forgotten -i would look like a hang); a pipe is not."""
     reader, writer = pty.openpty()[::-1] if stdin == "terminal" else os.pipe()
     expected = Translator.from_run(trained_reverse_run, beam_size=1).translate(["1 2 3 4 5", "5 4 3"])
     with subprocess.Popen(
         [sys.executable, "-m", "nmt", "translate", str(trained_reverse_run), "--beam", "1"],
-        stdin=reader, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        stdin=reader, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     ) as child:
         os.close(reader)
         assert child.stdout is not None
@@ -128,6 +129,9 @@ def test_a_line_is_answered_before_the_input_ends(trained_reverse_run: Path, std
             assert child.stdout.readline().decode("utf-8") == expected[1] + "\n"
         finally:
             child.kill()
+        assert child.stderr is not None
+        told = "reading sentences from the terminal, one a line; Ctrl-D ends" in child.stderr.read().decode("utf-8")
+        assert told == (stdin == "terminal")
     os.close(writer)
 
 

@@ -158,6 +158,9 @@ def translate_file(
     if plots_dir is not None:
         plots_dir.mkdir(parents=True, exist_ok=True)
     name = str(input_path) if input_path is not None else "<stdin>"
+    if input_path is None and sys.stdin.isatty():  # else a terminal would seem to hang on a forgotten -i
+        print("nmt translate: reading sentences from the terminal, one a line; Ctrl-D ends (-i FILE reads a file).",
+              file=sys.stderr)
     with (
         open(input_path, "rb") if input_path is not None else nullcontext(sys.stdin.buffer) as source,
         _open_output(Path(output_path)) if output_path is not None else _utf8_stdout() as sink,

@@ -49,6 +49,23 @@ def refuse_experiment_folder(out: Path, command: str) -> None:
         )
 
 
+def refuse_foreign_files(out: Path, names: Iterable[str], command: str) -> None:
+    """NMTError before any work where `out` holds a file of one of `names` (what the report writes there) that
+    no nmt report wrote: a folder of the user's own, whose ref.txt or report.md the report would replace.
+    The files of the report there before (results.json's settings.files) are the report's to replace."""
+    earlier = _earlier_report_files(out)
+    # an nmt report from before settings.files was kept lists its translations only
+    owned = set(earlier) | (set(report_files([], sources=True)) if earlier else set())
+    foreign = [name for name in names if name not in owned and (out / name).exists()]
+    if foreign:
+        them = "it" if len(foreign) == 1 else "them"
+        raise NMTError(
+            f"--out {out} holds {', '.join(foreign)}, which no nmt report wrote there: {command}'s report would "
+            f"replace {them}. Nothing was written.",
+            f"Give --out a folder of its own (a new or an empty one), or move {them} out of {out}.",
+        )
+
+
 def score_and_report(
     hypotheses: dict[str, list[str]],
     test_set: TestSet,

@@ -22,7 +22,12 @@ from nmt.evaluation.buckets import (
     sentence_lengths,
 )
 from nmt.evaluation.effect import Comparisons
-from nmt.evaluation.report_folder import refuse_experiment_folder, report_files, score_and_report
+from nmt.evaluation.report_folder import (
+    refuse_experiment_folder,
+    refuse_foreign_files,
+    report_files,
+    score_and_report,
+)
 from nmt.evaluation.testset import (
     TestSet,
     file_test_set,
@@ -78,6 +83,7 @@ def score_files(
     refuse_experiment_folder(out, "nmt score")
     refuse_unwritable(out, f"--out {out}")
     _refuse_writing_over_inputs(out, ref_path, src_path, paths)
+    refuse_foreign_files(out, report_files(paths, sources=src_path is not None), "nmt score")
     hypotheses = {name: _read_hypotheses(path, ref_path, len(test_set.references)) for name, path in paths.items()}
     warn_blank_references(test_set.references, ref_path)  # once every input is known to be usable
     warn_duplicates(paths, hypotheses)

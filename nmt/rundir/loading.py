@@ -28,7 +28,8 @@ def resolve_device(name: str) -> torch.device:
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise NMTError(
             f"device '{name}' was asked for but torch sees no CUDA GPU (torch {torch.__version__}).",
-            "Use --device cpu / training.device: cpu, or install a CUDA build of torch.",
+            "Run on the CPU (--device cpu where the command has it; nmt train and nmt experiment: --set "
+            "training.device=cpu), or install a CUDA build of torch.",
         )
     try:
         return torch.device(name)  # the config and the CLI accept auto, cpu and cuda only; Python callers any string
