@@ -181,6 +181,20 @@ def test_an_output_that_is_a_file_of_the_run_is_refused_and_left_as_it_was(
     assert {path: path.read_bytes() for path in copy.rglob("*") if path.is_file()} == before
 
 
+def test_an_output_that_is_another_run_s_own_file_is_refused(
+    run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = tmp_path / "other"
+    shutil.copytree(run, other)
+    before = {path: path.read_bytes() for path in other.rglob("*") if path.is_file()}
+    for name in ("config.yaml", "summary.json", "tokenizer/tokenizer.json"):
+        assert main(["average", str(run), "--last", "2", "-o", str(other / name)]) == 2
+        assert capsys.readouterr().err == (
+            f"nmt average: error: -o {other / name} is {name} of the run {other}, which nmt wrote and reads: it would "
+            "be replaced.\nWrite it outside the run's own files (beside the run folder, say); nothing was written.\n")
+    assert {path: path.read_bytes() for path in other.rglob("*") if path.is_file()} == before
+
+
 def test_an_output_folder_that_cannot_be_written_is_refused_before_any_checkpoint_is_read(
     run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -348,6 +348,14 @@ def test_the_output_may_not_be_the_input_file(
         kept = (run / name).read_bytes()
         assert main(["translate", str(run), "-i", "in.txt", "-o", str(run / name)]) == 2
         assert (run / name).read_bytes() == kept
+    # nor a file of another run's own (its checkpoints folder holds the user's files too)
+    other = tmp_path / "other"
+    shutil.copytree(trained_reverse_run, other)
+    for name in ("summary.json", "config.yaml", "log.jsonl", "checkpoints/best.pt", "checkpoints/step_00000150.pt"):
+        kept = (other / name).read_bytes()
+        assert main(["translate", str(run), "-i", "in.txt", "-o", str(other / name)]) == 2
+        assert (other / name).read_bytes() == kept
+    assert main(["translate", str(run), "-i", "in.txt", "-o", str(other / "checkpoints" / "mine.txt")]) == 0
 
 
 def test_dash_is_stdin_and_stdout_and_no_file_named_dash_is_written(

@@ -22,6 +22,7 @@ from nmt.fileio import atomic_open, errors_naming, refuse_unwritable, same_file
 from nmt.overrides import sets_key
 from nmt.rundir.checkpoints import resolve_checkpoint
 from nmt.rundir.loading import check_run_dir
+from nmt.rundir.writing import refuse_run_file
 from nmt.text_encoding import refuse_foreign_encoding
 
 # The name of stdin as -i, and of stdout as -o (fairseq-interactive's --input -, sacrebleu's).
@@ -246,6 +247,7 @@ def _check_paths(
             f"-o {output_path} is {clash}, which nmt translate reads: the translation would replace it.",
             "Write the translation to another file; nothing was written.",
         )
+    refuse_run_file(Path(output_path), f"-o {output_path}")
 
 
 def _write_chunk(

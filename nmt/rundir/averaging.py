@@ -16,7 +16,6 @@ import torch
 from nmt.errors import NMTError
 from nmt.fileio import refuse_unwritable, same_file
 from nmt.rundir.checkpoints import (
-    BEST_NAME,
     CHECKPOINT_DIR,
     Checkpoint,
     checkpoint_step,
@@ -26,8 +25,10 @@ from nmt.rundir.checkpoints import (
     resume_hint,
     save_checkpoint,
     step_checkpoints,
+    training_checkpoint_name,
 )
 from nmt.rundir.loading import check_run_dir
+from nmt.rundir.writing import refuse_run_file
 
 AVERAGED_NAME = "averaged.pt"
 
@@ -82,8 +83,7 @@ def _check_output(run_dir: Path, output: Path, named: str) -> None:
     written."""
     real = Path(os.path.realpath(output))
     run = real.parent.parent
-    if (real.name == BEST_NAME or real.name.startswith(("step_", "interrupted_"))) and \
-            real.parent.name == CHECKPOINT_DIR and (run / "config.yaml").is_file():
+    if training_checkpoint_name(real.name) and real.parent.name == CHECKPOINT_DIR and (run / "config.yaml").is_file():
         if real.name != output.name:
             that, instead = f"the file it links to, {real},", "Give -o a file that is no link to one of them"
         else:
@@ -100,6 +100,7 @@ def _check_output(run_dir: Path, output: Path, named: str) -> None:
             f"{named} is the run's {clash}, which every command that reads the run needs: it would be replaced.",
             f"Give another file, e.g. {run_dir / CHECKPOINT_DIR / AVERAGED_NAME}; nothing was written.",
         )
+    refuse_run_file(output, named)
     if output.is_dir():
         raise NMTError(f"{named} is a folder.", f"Give a file's path, e.g. {output / AVERAGED_NAME}.")
     refuse_unwritable(output.parent, f"the folder of {named}", "Give -o a file in a folder you can write")

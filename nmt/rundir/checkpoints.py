@@ -36,6 +36,11 @@ def interrupted_checkpoint_name(step: int) -> str:
     return f"interrupted_{step:08d}.pt"
 
 
+def training_checkpoint_name(name: str) -> bool:
+    """Whether `name` is one training writes and --resume reads (best.pt, step_*.pt, interrupted_*.pt)."""
+    return name == BEST_NAME or _RESUMABLE_RE.match(name) is not None
+
+
 def checkpoint_step(path: Path) -> int:
     """The step in a periodic or interruption checkpoint's file name (step_00000300.pt -> 300)."""
     match = _RESUMABLE_RE.match(path.name)

@@ -21,8 +21,13 @@ from nmt.data.sources import absolute, prepared_dir
 from nmt.environment import describe_environment
 from nmt.errors import NMTError, counted
 from nmt.fileio import atomic_open, atomic_write_json, atomic_write_text, errors_naming, sha256_file
-from nmt.rundir.checkpoints import CHECKPOINT_DIR, checkpoint_step, latest_step_checkpoint
-from nmt.rundir.lock import RunLock
+from nmt.rundir.checkpoints import (
+    CHECKPOINT_DIR,
+    checkpoint_step,
+    latest_step_checkpoint,
+    training_checkpoint_name,
+)
+from nmt.rundir.lock import LOCK_NAME, RunLock
 from nmt.rundir.translations import HYPS_DIR
 from nmt.typed_yaml import config_diff
 
@@ -91,6 +96,27 @@ def check_run_dir(run_dir: Path, config: Config, resume: bool) -> Path | None:
 def run_files(run_dir: Path) -> list[str]:
     """What of a run (RUN_MARKERS) `run_dir` holds."""
     return [name for name in RUN_MARKERS if (run_dir / name).exists()]
+
+
+def refuse_run_file(output: Path, named: str) -> None:
+    """Refuse an output (`named`: how the message names it) that is, through its links, a file of a run's
+    own: its config.yaml, summary.json, log, environment, lock, tokenizer, translation cache, TensorBoard
+    log, or a checkpoint training and --resume read (best.pt, step_*.pt, interrupted_*.pt); any run's, so
+    that a command writing where it is told never replaces a run's work (a run's checkpoints/ holds the
+    user's files too: averaged.pt)."""
+    real = Path(os.path.realpath(output))
+    run = next((folder for folder in real.parents if (folder / "config.yaml").is_file() and
+                ((folder / CHECKPOINT_DIR).is_dir() or (folder / "tokenizer").is_dir())), None)
+    if run is None:
+        return
+    top, *below = real.relative_to(run).parts
+    if top == CHECKPOINT_DIR and not (len(below) == 1 and training_checkpoint_name(below[0])):
+        return
+    if top in (*RUN_MARKERS, LOCK_NAME):
+        raise NMTError(
+            f"{named} is {real.relative_to(run)} of the run {run}, which nmt wrote and reads: it would be replaced.",
+            "Write it outside the run's own files (beside the run folder, say); nothing was written.",
+        )
 
 
 def experiment_runs(folder: Path) -> list[str] | None:
