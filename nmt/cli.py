@@ -70,12 +70,13 @@ def build_parser(command: str | None = None) -> CommandLine:
         prog="nmt",
         description="Neural machine translation: RNNencdec (one fixed vector), RNNsearch (additive attention) and "
         "the Transformer, trained on a public parallel corpus and compared by sentence length.",
+        epilog="`nmt COMMAND --help` lists a command's options; docs/usage.md is the guide.",
     )
     parser.add_argument("--version", action="version", version=f"nmt {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     parser.commands = {}
     for name, (module, help) in COMMANDS.items():
-        subparser = parser.commands[name] = sub.add_parser(name, help=help)
+        subparser = parser.commands[name] = sub.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".")
         if command is None or name == command:
             importlib.import_module(module).add_arguments(subparser)
     return parser

@@ -265,6 +265,8 @@ def read_yaml(path: str | Path) -> Any:
             lines = text.splitlines()[first : mark.line + 1]
             hint = next((f"{said[:-1]} (line {first + i + 1})." for i, row in enumerate(lines)
                          if (said := missing_space(row))), "")
+        hint = hint or ("Correct it there: YAML is `key: value`, a section's keys indented under it with spaces "
+                        "(configs/quick.yaml comments every key).")
         raise NMTError(f"{path}:{where} is not valid YAML: {problem}{started}.", hint) from None
 
 

@@ -367,7 +367,11 @@ def test_distinct_parts(texts: list[str], parts: list[str]) -> None:
         ("names", r"--names gives 1 name for 2 translation files"),
         ("baseline", r"--baseline nobody: no such system"),
         ("learning", r"--set model.hidden_size=8: nmt score takes only evaluation.\* keys"),
-        ("src", r"--src .*test.src has 150 lines but --ref .*test.ref has 149"),
+        ("src", r"--src .*test.src has 150 lines but --ref .*test.ref has 149\.\n"),
+        ("blank", r"encdec.txt has 152 lines but --ref .*test.ref has 150 \(the longer ends in 2 blank lines: "
+                  r"remove them\)\.\n"),
+        ("blank-src", r"--src .*test.src has 151 lines but --ref .*test.ref has 150 \(the longer ends in 1 blank "
+                      r"line: remove it\)\.\n"),
     ],
 )
 def test_user_errors(files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
@@ -386,6 +390,11 @@ def test_user_errors(files: dict[str, Path], tmp_path: Path, capsys: pytest.Capt
         argv += ["--set", "model.hidden_size=8"]
     elif change == "src":
         _write(files["ref"], files["ref"].read_text(encoding="utf-8").splitlines()[:-1])
+        argv += ["--src", str(files["src"])]
+    elif change == "blank":  # an editor's empty lines at the end: said to be the difference
+        _write(files["poor"], [*lines, "", " "])
+    elif change == "blank-src":
+        _write(files["src"], [*files["src"].read_text(encoding="utf-8").splitlines(), ""])
         argv += ["--src", str(files["src"])]
     assert main(argv) == 2
     err = capsys.readouterr().err

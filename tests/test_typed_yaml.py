@@ -179,8 +179,9 @@ def test_read_yaml_says_where_the_file_is_wrong(tmp_path: Path) -> None:
         read_yaml(tmp_path / "missing.yaml")
     bad = tmp_path / "bad.yaml"
     bad.write_text("a:\n  b: 1\n c: 2\n", encoding="utf-8")
-    with pytest.raises(NMTError, match=r"bad\.yaml: line 3, column 2 is not valid YAML"):
+    with pytest.raises(NMTError, match=r"bad\.yaml: line 3, column 2 is not valid YAML") as error:
         read_yaml(bad)
+    assert error.value.hint.startswith("Correct it there: YAML is `key: value`")  # what to do, as every error says
     bad.write_bytes(b"a: 1\nb: \xff\n")
     with pytest.raises(NMTError, match=r"not valid UTF-8 \(line 2, byte 4 of the line\)"):
         read_yaml(bad)

@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     arguments.add_beam(parser)
     parser.add_argument("--out", type=arguments.folder,
                         help="output folder (default: RUN_DIR/evaluation for one run, the runs' common parent/evaluation for several)")
-    parser.add_argument("--checkpoint", metavar="NAME",
+    parser.add_argument("--checkpoint", metavar="CHECKPOINT",
                         help="checkpoint file name in each RUN_DIR/checkpoints/ (e.g. averaged.pt), or a path for one run "
                         "(default: each run's best.pt, else its latest step_*.pt)")
     arguments.add_threads(parser, " Here the run is the first RUN_DIR.")

@@ -9,7 +9,7 @@ import codecs
 import dataclasses
 import hashlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Self
@@ -24,7 +24,7 @@ from nmt.data.pairs import (
     split_of,
     within_words,
 )
-from nmt.errors import NMTError
+from nmt.errors import NMTError, counted
 from nmt.text_encoding import refuse_foreign_encoding
 
 
@@ -90,6 +90,16 @@ class Source:
     def kept_apart(self) -> list[Path]:
         """What data.dir may neither be nor hold, since preparing replaces data.dir whole."""
         return self.inputs()
+
+
+def blank_surplus(a: Sequence[str], b: Sequence[str]) -> str:
+    """Where two files' lines differ in number only by blank lines at the end of the longer (an editor's extra
+    empty line: the usual cause), " (the longer ends in N blank lines)"; else ""."""
+    longer, shorter = (a, b) if len(a) > len(b) else (b, a)
+    surplus = longer[len(shorter) :]
+    if surplus and not any(line.strip() for line in surplus):
+        return f" (the longer ends in {counted(len(surplus), 'blank line')}: remove {'it' if len(surplus) == 1 else 'them'})"
+    return ""
 
 
 def read_lines(

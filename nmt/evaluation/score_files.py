@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from nmt.config import EvaluationConfig, override_section
-from nmt.data.corpus import read_lines
+from nmt.data.corpus import blank_surplus, read_lines
 from nmt.errors import NMTError, counted
 from nmt.evaluation.buckets import (
     DATA_BUCKET_STEP,
@@ -84,7 +84,7 @@ def score_files(
     refuse_unwritable(out, f"--out {out}")
     _refuse_writing_over_inputs(out, ref_path, src_path, paths)
     refuse_foreign_files(out, report_files(paths, sources=src_path is not None), "nmt score")
-    hypotheses = {name: _read_hypotheses(path, ref_path, len(test_set.references)) for name, path in paths.items()}
+    hypotheses = {name: _read_hypotheses(path, ref_path, test_set.references) for name, path in paths.items()}
     warn_blank_references(test_set.references, ref_path)  # once every input is known to be usable
     warn_duplicates(paths, hypotheses)
     scored = [f"test set: {test_set.describe()}"]
@@ -161,13 +161,14 @@ def _sized_from_data(settings: EvaluationConfig, test_set: TestSet) -> tuple[Eva
     return dataclasses.replace(settings, buckets=cutoffs), f"{how}: cutoffs {','.join(map(str, cutoffs))}"
 
 
-def _read_hypotheses(path: Path, ref_path: Path, count: int) -> list[str]:
+def _read_hypotheses(path: Path, ref_path: Path, references: Sequence[str]) -> list[str]:
     lines = read_lines(path, "HYP", "Give an existing text file, one translation per line.")
     if not lines:
         raise NMTError(f"HYP {path} is empty.", f"Give one translation per line of --ref {ref_path}.")
-    if len(lines) != count:
+    if len(lines) != len(references):
         raise NMTError(
-            f"{path} has {counted(len(lines), 'line')} but --ref {ref_path} has {count}.",
+            f"{path} has {counted(len(lines), 'line')} but --ref {ref_path} has {len(references)}"
+            f"{blank_surplus(lines, references)}.",
             "Give one translation per reference line, in the same order.",
         )
     return lines

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from nmt.data.corpus import read_lines
+from nmt.data.corpus import blank_surplus, read_lines
 from nmt.errors import NMTError, counted
 
 
@@ -45,7 +45,8 @@ def file_test_set(src_path: Path, ref_path: Path, verb: str = "evaluate") -> Tes
             raise NMTError(f"{flag} {path} is empty: nothing to {verb}.", "Give a file with one sentence a line.")
     if len(sources) != len(references):
         raise NMTError(
-            f"--src {src_path} has {counted(len(sources), 'line')} but --ref {ref_path} has {len(references)}.",
+            f"--src {src_path} has {counted(len(sources), 'line')} but --ref {ref_path} has {len(references)}"
+            f"{blank_surplus(sources, references)}.",
             "Give one reference line per source line.",
         )
     return TestSet(sources, references, f"--src {shown_path(src_path)}")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nmt.config_sections import DataConfig
-from nmt.data.corpus import Source, SourceSettings, assemble, read_lines, record_pair
+from nmt.data.corpus import Source, SourceSettings, assemble, blank_surplus, read_lines, record_pair
 from nmt.data.pairs import SPLITS, Corpus, Pair
 from nmt.errors import NMTError, counted, require
 from nmt.fileio import same_file
@@ -154,7 +154,7 @@ def read_aligned(
     tgt = _lines(tgt_path, hint, bom_files)
     if len(src) != len(tgt):
         raise NMTError(
-            f"{src_path} has {counted(len(src), 'line')} but {tgt_path} has {len(tgt)}.",
+            f"{src_path} has {counted(len(src), 'line')} but {tgt_path} has {len(tgt)}{blank_surplus(src, tgt)}.",
             "The two sides must be line-aligned: one sentence and its translation on the same line number.",
         )
     return list(zip(src, tgt, strict=True))
