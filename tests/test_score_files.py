@@ -24,7 +24,7 @@ from nmt.evaluation.buckets import sentence_lengths
 from nmt.evaluation.leaders import Leader, format_leaders
 from nmt.evaluation.length_plot import plotted_buckets
 from nmt.evaluation.report import format_examples, pick_examples
-from nmt.evaluation.score_files import distinct_parts
+from nmt.evaluation.score_files import default_names, distinct_parts
 from nmt.evaluation.scoring import score_systems
 from tests.helpers import scoring_settings, unwritable
 
@@ -357,6 +357,15 @@ def test_systems_are_named_by_what_differs_between_their_files(
 )
 def test_distinct_parts(texts: list[str], parts: list[str]) -> None:
     assert distinct_parts(texts) == parts
+
+
+def test_a_default_name_holds_no_character_a_shell_would_need_quoted(tmp_path: Path) -> None:
+    # NAME.hyp.txt is written into --out: a process substitution's pipe (pipe:[N]) or a file name with spaces
+    # gives a name of letters, digits, '.', '-' and '_'
+    pipe = tmp_path / "pipe:[4242]"
+    pipe.write_text("x\n", encoding="utf-8")
+    assert default_names([pipe]) == ["pipe-4242"]
+    assert default_names([tmp_path / "my system (v2).txt", tmp_path / "système.v3.txt"]) == ["my-system-v2", "système.v3"]
 
 
 @pytest.mark.parametrize(

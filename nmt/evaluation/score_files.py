@@ -226,9 +226,10 @@ def default_names(hyp_paths: Sequence[str | Path]) -> list[str]:
     if len(set(stems)) < len(set(resolved)):
         stems = [_stem(path.as_posix()) for path in resolved]
     taken: set[str] = set()
-    # a name is also a file name, NAME.hyp.txt: no folders in it, and no hidden file
+    # a name is also a file name, NAME.hyp.txt: no folders in it, no hidden file, and none of the characters a
+    # shell would need quoted (a process substitution's file, <(...), is a pipe named pipe:[N]: pipe-N)
     parts = stems if reports else distinct_parts(stems)
-    return [unique_name(part.replace("/", "-").lstrip(".") or "system", taken) for part in parts]
+    return [unique_name(re.sub(r"[^\w.-]+", "-", part).strip("-").lstrip(".") or "system", taken) for part in parts]
 
 
 def _stem(name: str) -> str:
