@@ -24,7 +24,9 @@ clearly as yes would need, and "cannot tell" between. A ratio's resamples
 divide the 40+ set's by its best bucket's, each drawn on its own (a best bucket inside 40+ words, drawn twice,
 only widens the interval); the best bucket is the highest, which favours check 2 a little, check 3 not at
 all. A bucket (the best one included)
-and the 40+ set speak only with `evaluation.min_bucket_sentences` sentences or more, else "cannot tell";
+and the 40+ set speak only with `evaluation.min_bucket_sentences` sentences or more, else "cannot tell"
+(check 1 leaves such a bucket out of its verdict and names it, so that the 20 verses of 60+ words, say, do not
+silence the buckets that can speak);
 so does every check of a system under 1 BLEU overall; what the test set cannot have (no sentence of 40+
 words) is said once, under the table.
 """
