@@ -17,7 +17,7 @@ from nmt.compare.experiment import Timings, run_experiment
 from nmt.compare.experiment_report import _setup_lines, _tables, _time_lines, training_outcomes
 from nmt.config import config_from_dict, load_config, save_config
 from nmt.errors import NMTError
-from nmt.rundir.lock import RunLock
+from nmt.rundir.lock import ExperimentLock, RunLock
 from nmt.rundir.writing import write_config, write_summary
 from tests.helpers import CONFIGS, reverse_task_config, shortened
 
@@ -158,6 +158,23 @@ def test_a_refused_experiment_writes_nothing(tmp_path: Path) -> None:
         run_experiment(config_path, [*overrides, "training.max_steps=1"], out)
     assert "--force" in shorter.value.hint and "--resume" not in str(shorter.value)
     assert {path: path.read_bytes() for path in out.rglob("*") if path.is_file()} == before
+
+
+def test_an_experiment_folder_that_another_experiment_writes_is_refused_first(tmp_path: Path) -> None:
+    # a second `nmt experiment` on one --out is told so at once, with or without --force, and changes nothing
+    config_path, out = tmp_path / "a.yaml", tmp_path / "out"
+    config_path.write_text("runs: {a: {}}\n", encoding="utf-8")
+    overrides = shortened(tmp_path / "data")
+    Timings(out / "timings.json", "nmt experiment a.yaml", None).record("prepare", 5.0)
+    with ExperimentLock(out):
+        before = {path: path.read_bytes() for path in out.rglob("*") if path.is_file()}
+        for force in (False, True):
+            with pytest.raises(NMTError, match=rf"{out} is being written by another nmt experiment "
+                                               rf"\(PID {os.getpid()} on {socket.gethostname()}\)") as refused:
+                run_experiment(config_path, overrides, out, force=force)
+            assert "run the same command again" in refused.value.hint
+            assert {path: path.read_bytes() for path in out.rglob("*") if path.is_file()} == before
+    assert ExperimentLock(out).holder() is None  # released where it was taken
 
 
 def test_an_out_folder_holding_a_run_is_refused_and_the_run_kept(tmp_path: Path) -> None:

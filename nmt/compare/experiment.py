@@ -33,7 +33,7 @@ from nmt.errors import NMTError
 from nmt.evaluation.report_folder import EXPERIMENT_TIMINGS
 from nmt.fileio import atomic_write_json, atomic_write_text, same_file
 from nmt.models.interface import model_kind
-from nmt.rundir.lock import RunLock
+from nmt.rundir.lock import ExperimentLock, RunLock
 from nmt.rundir.writing import read_summary, run_files
 from nmt.training.parallel import check_runs, train_runs
 from nmt.typed_yaml import config_diff
@@ -208,6 +208,7 @@ def run_experiment(
             "Add a 'runs:' section, e.g. runs: {rnnencdec: {model: {attention: none}}, rnnsearch: {}}.",
         )
     _check_data_dirs(config)
+    ExperimentLock(out_dir).refuse_if_held()  # before any other check: theirs would meet the other's runs
     _check_not_a_run(out_dir)
     _check_config_kept(config_path, out_dir, force)
     deleted = config.runs if runs else None
@@ -227,31 +228,32 @@ def run_experiment(
     machine = describe_environment(torch.device("cuda") if torch.cuda.is_available() else None)
     timings = Timings(out_dir / EXPERIMENT_TIMINGS, command, machine)
     out_dir.mkdir(parents=True, exist_ok=True)
-    save_config(config, out_dir / "config.yaml")
-    with timings.noting_interruption(began):
-        timings.record("prepare", _prepare_data(config) if prepare_seconds is None else prepare_seconds)
-        train_runs(config, run_dirs, jobs, timings.record)
-        with timings.phase("evaluate"):
-            results = evaluate_runs(list(run_dirs.values()), out_dir=out_dir)  # each run's own decoding section
-        with timings.phase("attention entropy and heatmap"):
-            attention_plot = _attention(config, run_dirs, results, out_dir)
-        checks = _attention_checks(config, run_dirs, out_dir, timings, "attention checks")
-        if checks is not None:
-            results["attention_checks"] = checks
-        with timings.phase("learning curve"):
-            learning_curves(list(run_dirs.values()), out_dir=out_dir)  # every checkpoint the runs kept
-    timings.record("end to end", time.perf_counter() - began)
+    with ExperimentLock(out_dir):  # taken once the folder exists; the runs hold their own
+        save_config(config, out_dir / "config.yaml")
+        with timings.noting_interruption(began):
+            timings.record("prepare", _prepare_data(config) if prepare_seconds is None else prepare_seconds)
+            train_runs(config, run_dirs, jobs, timings.record)
+            with timings.phase("evaluate"):
+                results = evaluate_runs(list(run_dirs.values()), out_dir=out_dir)  # each run's own decoding section
+            with timings.phase("attention entropy and heatmap"):
+                attention_plot = _attention(config, run_dirs, results, out_dir)
+            checks = _attention_checks(config, run_dirs, out_dir, timings, "attention checks")
+            if checks is not None:
+                results["attention_checks"] = checks
+            with timings.phase("learning curve"):
+                learning_curves(list(run_dirs.values()), out_dir=out_dir)  # every checkpoint the runs kept
+        timings.record("end to end", time.perf_counter() - began)
 
-    counts = {name: (read_summary(run_dir) or {}).get("parameters") for name, run_dir in run_dirs.items()}
-    outcomes = training_outcomes(config, run_dirs)
-    results |= {"machine": machine, "training": outcomes, "timings": timings.sessions}
-    # written once, complete; until here results.json and report.md are the evaluation's (evaluate_runs)
-    atomic_write_json(out_dir / "results.json", results)
-    report = experiment_report(command, config, machine, timings.sessions, counts, results["attention"], attention_plot,
-                               out_dir, outcomes, checks)
-    atomic_write_text(out_dir / "report.md", report)
-    print(f"\nReport: {out_dir / 'report.md'}")
-    return results
+        counts = {name: (read_summary(run_dir) or {}).get("parameters") for name, run_dir in run_dirs.items()}
+        outcomes = training_outcomes(config, run_dirs)
+        results |= {"machine": machine, "training": outcomes, "timings": timings.sessions}
+        # written once, complete; until here results.json and report.md are the evaluation's (evaluate_runs)
+        atomic_write_json(out_dir / "results.json", results)
+        report = experiment_report(command, config, machine, timings.sessions, counts, results["attention"], attention_plot,
+                                   out_dir, outcomes, checks)
+        atomic_write_text(out_dir / "report.md", report)
+        print(f"\nReport: {out_dir / 'report.md'}")
+        return results
 
 
 def _prepare_data(config: Config) -> float:

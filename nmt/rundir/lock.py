@@ -1,4 +1,5 @@
-"""RUN_DIR/train.lock: one training writes a run directory at a time.
+"""RUN_DIR/train.lock: one training writes a run directory at a time (and OUT/experiment.lock: one
+`nmt experiment` writes an experiment's folder at a time, `ExperimentLock`).
 
 `nmt train` holds an exclusive flock on the file, with its PID and host name in it, from the moment its
 checks pass until it ends. The OS drops the lock however the process ends (SIGKILL included), so a dead
@@ -50,9 +51,12 @@ def _holder_in(fd: int) -> Holder:
 class RunLock:
     """The lock of one run directory: `acquire` takes it (or refuses), `release` or the process's end drops it."""
 
+    name = LOCK_NAME
+    keeps_out = "two trainings from writing one run"
+
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
-        self.path = self.run_dir / LOCK_NAME
+        self.path = self.run_dir / self.name
         self._fd: int | None = None
 
     def acquire(self) -> None:
@@ -65,8 +69,8 @@ class RunLock:
             os.close(fd)
             if exc.errno not in HELD:
                 raise NMTError(
-                    f"cannot lock {self.path} ({exc.strerror}), which keeps two trainings from writing one run.",
-                    "Put the run directory on a filesystem with file locks (a local disk).",
+                    f"cannot lock {self.path} ({exc.strerror}), which keeps {self.keeps_out}.",
+                    f"Put {self.run_dir} on a filesystem with file locks (a local disk).",
                 ) from None
             raise self._busy(holder) from None
         try:
@@ -104,8 +108,29 @@ class RunLock:
             "nmt translate and nmt evaluate can use the run meanwhile.",
         )
 
+    def __enter__(self) -> RunLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
+
     def release(self) -> None:
         """Drop the lock if this object holds it (closing the file does)."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+class ExperimentLock(RunLock):
+    """OUT/experiment.lock, held by `nmt experiment` while it writes OUT (its runs hold their own train.lock)."""
+
+    name = "experiment.lock"
+    keeps_out = "two experiments from writing one folder"
+
+    def _busy(self, holder: Holder) -> NMTError:
+        return NMTError(
+            f"{self.run_dir} is being written by another nmt experiment ({holder}): it holds {self.path}.",
+            f"Wait for it to end, or stop it ({holder.stop_command}) and run the same command again: finished runs "
+            "are kept, an interrupted one resumes. nmt translate and nmt evaluate can use its finished runs meanwhile.",
+        )
