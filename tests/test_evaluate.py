@@ -83,6 +83,18 @@ def test_evaluate_takes_src_and_ref_together(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
+def test_evaluate_refuses_an_nbest_which_would_change_the_best_it_scores(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a beam search that must end with 2 translations can end on another best than with 1: refused, not ignored
+    run = fake_run(tmp_path / "a")
+    assert main(["evaluate", str(run), "--set", "decoding.nbest=2", "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == (
+        "nmt evaluate: error: nmt evaluate scores each run's best translation: decoding.nbest does not apply to it.\n"
+        "Leave --set decoding.nbest out; nmt translate --nbest K writes the K best of each line.\n")
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_split_that_cannot_be_prepared_again_points_to_src_and_ref(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

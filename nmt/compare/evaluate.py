@@ -25,6 +25,7 @@ from nmt.evaluation.report_folder import refuse_foreign_files, report_files, sco
 from nmt.evaluation.testset import TestSet, file_test_set, shown_path
 from nmt.fileio import same_file
 from nmt.models.interface import model_kind
+from nmt.overrides import sets_key
 from nmt.rundir.checkpoints import describe_checkpoint
 
 
@@ -125,6 +126,10 @@ def evaluate_runs(
     written for the earlier `split` argument fails instead of shifting. Returns results.json's content.
     """
     check_src_and_ref(src_path, ref_path)  # before the runs are read: the flags' mistake comes first
+    if sets_key(overrides, "decoding.nbest"):  # a beam that must end with n translations may end on another best
+        raise NMTError("nmt evaluate scores each run's best translation: decoding.nbest does not apply to it.",
+                       "Leave --set decoding.nbest out; nmt translate --nbest K writes the K best of each line.",
+                       "decoding.nbest")
     # the 1-best is scored: a run's decoding.nbest does not apply, nor bound --beam from below
     runs = describe_runs(run_dirs, ["decoding.nbest=1", *overrides], checkpoint, option, names)
     out = default_out_dir(run_dirs, out_dir)
