@@ -191,7 +191,7 @@ def test_an_output_that_is_another_run_s_own_file_is_refused(
         assert main(["average", str(run), "--last", "2", "-o", str(other / name)]) == 2
         assert capsys.readouterr().err == (
             f"nmt average: error: -o {other / name} is {name} of the run {other}, which nmt wrote and reads: it would "
-            "be replaced.\nWrite it outside the run's own files (beside the run folder, say); nothing was written.\n")
+            "be replaced.\nWrite it outside the run's own files (beside its folder, say); nothing was written.\n")
     assert {path: path.read_bytes() for path in other.rglob("*") if path.is_file()} == before
 
 

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from nmt import environment
+from nmt.compare import experiment
 from nmt.compare.experiment import Timings, run_experiment
 from nmt.compare.experiment_report import _setup_lines, _tables, _time_lines, training_outcomes
 from nmt.config import config_from_dict, load_config, save_config
@@ -175,6 +176,41 @@ def test_an_experiment_folder_that_another_experiment_writes_is_refused_first(tm
             assert "run the same command again" in refused.value.hint
             assert {path: path.read_bytes() for path in out.rglob("*") if path.is_file()} == before
     assert ExperimentLock(out).holder() is None  # released where it was taken
+
+
+def test_force_holds_the_experiment_lock_through_its_preparing_and_its_deletion(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a second experiment started while --force prepares the data is refused; the deletion keeps the lock's file
+    # (a new file would be a lock that nobody holds), and the folder's other files go
+    config_path, out = tmp_path / "a.yaml", tmp_path / "out"
+    config_path.write_text("runs: {a: {}}\n", encoding="utf-8")
+    overrides = shortened(tmp_path / "data")
+    Timings(out / "timings.json", "nmt experiment a.yaml", None).record("prepare", 5.0)
+    (out / "report.md").write_text("an earlier report\n", encoding="utf-8")
+    lock_file = out / ExperimentLock.name
+
+    def preparing(config: object) -> float:
+        with pytest.raises(NMTError, match="is being written by another nmt experiment"):
+            run_experiment(config_path, overrides, out)
+        return 0.0
+
+    class Stop(Exception):
+        pass
+
+    def after_deletion(*args: object) -> None:
+        assert sorted(path.name for path in out.iterdir()) == [ExperimentLock.name]
+        assert lock_file.stat().st_ino == inode and ExperimentLock(out).holder() is not None
+        raise Stop
+
+    monkeypatch.setattr(experiment, "_prepare_data", preparing)
+    monkeypatch.setattr(experiment, "check_runs", after_deletion)
+    with ExperimentLock(out):  # an earlier experiment's lock file, free now
+        pass
+    inode = lock_file.stat().st_ino
+    with pytest.raises(Stop):
+        run_experiment(config_path, overrides, out, force=True)
+    assert ExperimentLock(out).holder() is None
 
 
 def test_an_out_folder_holding_a_run_is_refused_and_the_run_kept(tmp_path: Path) -> None:

@@ -15,11 +15,13 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sacrebleu
 
 from nmt.cli import main
+from nmt.evaluation import report_folder
 from nmt.evaluation.buckets import sentence_lengths
 from nmt.evaluation.leaders import Leader, format_leaders
 from nmt.evaluation.length_plot import plotted_buckets
@@ -739,10 +741,8 @@ def test_a_report_file_edited_since_is_kept_when_a_new_report_drops_it(
 def test_a_ctrl_c_while_the_report_is_written_leaves_the_new_report_whole(
     files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Ctrl-C after the text files are written but before results.json lists them waits for the list and for the
-    # removal of the earlier report's files: no file is left that no report names
-    from nmt.evaluation import report_folder
-
+    # Ctrl-C as results.json is written (first, listing the files) waits for the files and for the removal of
+    # the earlier report's: no file is left that no report names, and none named is missing
     out = tmp_path / "out"
     argv = ["--ref", str(files["ref"]), "--out", str(out), "--set", "evaluation.bootstrap_samples=40"]
     assert main(["score", str(files["poor"]), "--names", "encdec", *argv]) == 0
@@ -785,3 +785,26 @@ def test_a_folder_of_the_user_s_own_files_is_refused(
     assert f"--out {out} holds results.json, search.hyp.txt, which no nmt report wrote there" in capsys.readouterr().err
     assert {path.name: path.read_text(encoding="utf-8") for path in out.iterdir()} == {
         "results.json": "mine\n", "search.hyp.txt": "mine\n"}
+
+
+def test_a_report_cut_short_by_a_full_disk_is_no_foreign_folder_to_the_next(
+    files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # results.json, which lists the report's files, is written before them: a disk that fills up at ref.txt
+    # leaves a folder that the same command, run again, takes as its own report's
+    out = tmp_path / "out"
+    argv = ["score", str(files["good"]), "--ref", str(files["ref"]), "--out", str(out),
+            "--set", "evaluation.bootstrap_samples=40"]
+    real_open = report_folder.atomic_open
+
+    def filling(path: Path, mode: str = "w") -> Any:
+        if Path(path).name == "ref.txt":
+            raise OSError(28, "No space left on device", str(path))
+        return real_open(path, mode)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(report_folder, "atomic_open", filling)
+        assert main(argv) == 2
+    assert "No space left on device" in capsys.readouterr().err and (out / "results.json").is_file()
+    assert main(argv) == 0
+    assert (out / "ref.txt").read_bytes() == files["ref"].read_bytes()

@@ -360,3 +360,15 @@ def test_under_bf16_autocast_the_rnn_decoder_carries_its_state_in_fp32(cell: str
     assert log_probs.dtype == torch.float32
     assert {s.hidden.dtype for s in states} == {torch.float32}
     assert {s.cell.dtype for s in states if s.cell is not None} == ({torch.float32} if cell == "lstm" else set())
+
+
+def test_a_model_cast_to_bf16_without_autocast_decodes_in_bf16() -> None:
+    """The state is carried in the weights' precision: fp32 under autocast (above), bf16 in a model cast to it."""
+    config = ModelConfig(embedding_size=8, hidden_size=10, attention_size=9, maxout_size=6)
+    model = build_model(config, 20, 17).eval().to(torch.bfloat16)
+    src, lengths, tgt = _batch()
+    with torch.no_grad():
+        enc = model.encode(src, lengths)
+        state = model.init_state(enc)
+        log_probs, state, _ = model.decode_step(tgt[:, 0], state, enc)
+    assert state.hidden.dtype == torch.bfloat16 and torch.isfinite(log_probs).all()

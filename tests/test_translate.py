@@ -356,6 +356,16 @@ def test_the_output_may_not_be_the_input_file(
         assert main(["translate", str(run), "-i", "in.txt", "-o", str(other / name)]) == 2
         assert (other / name).read_bytes() == kept
     assert main(["translate", str(run), "-i", "in.txt", "-o", str(other / "checkpoints" / "mine.txt")]) == 0
+    # nor an experiment's own files (its config, timings, lock, its runs' logs); its other files are the user's
+    experiment = tmp_path / "experiment"
+    (experiment / "runs").mkdir(parents=True)
+    names = ("config.yaml", "timings.json", "runs/a.log")
+    for name in names:
+        (experiment / name).write_text("kept\n", encoding="utf-8")
+    for name in names:
+        assert main(["translate", str(run), "-i", "in.txt", "-o", str(experiment / name)]) == 2
+        assert (experiment / name).read_text(encoding="utf-8") == "kept\n"
+    assert main(["translate", str(run), "-i", "in.txt", "-o", str(experiment / "notes.txt")]) == 0
 
 
 def test_dash_is_stdin_and_stdout_and_no_file_named_dash_is_written(

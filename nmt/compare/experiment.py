@@ -142,8 +142,14 @@ def _check_none_training(out_dir: Path, runs: Iterable[str] | None) -> None:
 def _delete_for_force(out_dir: Path, runs: Iterable[str] | None) -> None:
     """--force: delete the experiment folder, or with --runs (`runs`) only those runs' folders and logs, so that
     they train afresh and the runs it leaves out stay trained (the report is written anew in any case)."""
-    if runs is None:
-        shutil.rmtree(out_dir)
+    if runs is None:  # all but the lock this experiment holds (a new file would be a new lock: nobody's held)
+        for path in out_dir.iterdir():
+            if path.name == ExperimentLock.name:
+                continue
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
         return
     for name in runs:
         shutil.rmtree(out_dir / "runs" / name, ignore_errors=True)
@@ -208,27 +214,32 @@ def run_experiment(
             "Add a 'runs:' section, e.g. runs: {rnnencdec: {model: {attention: none}}, rnnsearch: {}}.",
         )
     _check_data_dirs(config)
-    ExperimentLock(out_dir).refuse_if_held()  # before any other check: theirs would meet the other's runs
+    lock = ExperimentLock(out_dir)
+    lock.refuse_if_held()  # before any other check: theirs would meet the other's runs
     _check_not_a_run(out_dir)
     _check_config_kept(config_path, out_dir, force)
     deleted = config.runs if runs else None
-    if force and out_dir.exists():
-        _check_is_experiment_folder(out_dir)
-        _check_none_training(out_dir, deleted)
-    # with --force, before anything is deleted: a corpus or data setting at fault then leaves the folder whole
-    prepare_seconds = _prepare_data(config) if force else None
-    if force and out_dir.exists():
-        _delete_for_force(out_dir, deleted)
-    run_dirs = {name: out_dir / "runs" / name for name in config.runs}
-    check_runs(config, run_dirs)  # a refused experiment leaves the folder as it was
-    # the command that reproduces the report
-    sets = [part for override in overrides for part in ("--set", override)]
-    chosen = ["--runs", *config.runs] if runs else []
-    command = shlex.join(["nmt", "experiment", str(config_path), *sets, *chosen, "--out", str(out_dir)])
-    machine = describe_environment(torch.device("cuda") if torch.cuda.is_available() else None)
-    timings = Timings(out_dir / EXPERIMENT_TIMINGS, command, machine)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with ExperimentLock(out_dir):  # taken once the folder exists; the runs hold their own
+    with contextlib.ExitStack() as stack:
+        if force and out_dir.exists():
+            _check_is_experiment_folder(out_dir)
+            _check_none_training(out_dir, deleted)
+            # held through the preparing and the deletion (which keeps its file): no second experiment starts meanwhile
+            stack.enter_context(lock)
+        # with --force, before anything is deleted: a corpus or data setting at fault then leaves the folder whole
+        prepare_seconds = _prepare_data(config) if force else None
+        if force and out_dir.exists():
+            _delete_for_force(out_dir, deleted)
+        run_dirs = {name: out_dir / "runs" / name for name in config.runs}
+        check_runs(config, run_dirs)  # a refused experiment leaves the folder as it was
+        # the command that reproduces the report
+        sets = [part for override in overrides for part in ("--set", override)]
+        chosen = ["--runs", *config.runs] if runs else []
+        command = shlex.join(["nmt", "experiment", str(config_path), *sets, *chosen, "--out", str(out_dir)])
+        machine = describe_environment(torch.device("cuda") if torch.cuda.is_available() else None)
+        timings = Timings(out_dir / EXPERIMENT_TIMINGS, command, machine)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        if not lock.held:  # taken once the folder exists; the runs hold their own
+            stack.enter_context(lock)
         save_config(config, out_dir / "config.yaml")
         with timings.noting_interruption(began):
             timings.record("prepare", _prepare_data(config) if prepare_seconds is None else prepare_seconds)

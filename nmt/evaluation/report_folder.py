@@ -108,15 +108,16 @@ def score_and_report(
     }
     ranked = bucket_leaders(evaluation) if leaders else []
     earlier = _earlier_report_files(out)  # before results.json is replaced
-    # the files, the results.json that lists them and the removal of the earlier report's, together: Ctrl-C
-    # in between would leave files that no report's list names, which no later report would remove
+    # the results.json that lists the files first, then the files and the removal of the earlier report's, all
+    # together: Ctrl-C in between would leave files that no report's list names, which no later report would
+    # remove; a crash (a full disk) leaves at worst a list naming files not written, which the next report writes
     with interrupts_deferred():
-        for name, data in texts.items():
-            with atomic_open(out / name, "wb") as handle:
-                handle.write(data)
         results = write_report(
             evaluation, out, extra, effect, scored, examples, comparisons.groups, test_set.describe(), bucketing, ranked
         )
+        for name, data in texts.items():
+            with atomic_open(out / name, "wb") as handle:
+                handle.write(data)
         _remove_stale(out, earlier, files, inputs)
     _print_summary(evaluation, settings, bucketing, ranked, effect, comparisons.note)
     print(f"\nreport written to {out}/")

@@ -107,10 +107,11 @@ class Decoder(nn.Module):
         return self.training and torch.is_grad_enabled()
 
     def init_state(self, enc: EncoderOutput) -> DecoderState:
-        """s_0 = tanh(W_s x), x = bwd_1 (attention) or c (fixed vector); LSTM memory starts at zero. fp32 at
-        least under autocast too: the state is carried in it (`gated_update`)."""
+        """s_0 = tanh(W_s x), x = bwd_1 (attention) or c (fixed vector); LSTM memory starts at zero. In the
+        weights' precision under autocast too (fp32 while the products run in bf16): the state is carried in it
+        (`gated_update`)."""
         projected = self.init_proj(enc.init_input)  # batch x n
-        hidden = torch.tanh(projected.to(torch.promote_types(projected.dtype, torch.float32)))
+        hidden = torch.tanh(projected.to(self.init_proj.weight.dtype))
         return DecoderState(hidden, torch.zeros_like(hidden) if self.is_lstm else None)
 
     def precompute(self, enc: EncoderOutput) -> EncoderOutput:

@@ -108,6 +108,11 @@ class RunLock:
             "nmt translate and nmt evaluate can use the run meanwhile.",
         )
 
+    @property
+    def held(self) -> bool:
+        """Whether this object holds the lock."""
+        return self._fd is not None
+
     def __enter__(self) -> RunLock:
         self.acquire()
         return self

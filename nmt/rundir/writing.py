@@ -27,7 +27,7 @@ from nmt.rundir.checkpoints import (
     latest_step_checkpoint,
     training_checkpoint_name,
 )
-from nmt.rundir.lock import LOCK_NAME, RunLock
+from nmt.rundir.lock import LOCK_NAME, ExperimentLock, RunLock
 from nmt.rundir.translations import HYPS_DIR
 from nmt.typed_yaml import config_diff
 
@@ -101,22 +101,30 @@ def run_files(run_dir: Path) -> list[str]:
 def refuse_run_file(output: Path, named: str) -> None:
     """Refuse an output (`named`: how the message names it) that is, through its links, a file of a run's
     own: its config.yaml, summary.json, log, environment, lock, tokenizer, translation cache, TensorBoard
-    log, or a checkpoint training and --resume read (best.pt, step_*.pt, interrupted_*.pt); any run's, so
-    that a command writing where it is told never replaces a run's work (a run's checkpoints/ holds the
-    user's files too: averaged.pt)."""
+    log, or a checkpoint training and --resume read (best.pt, step_*.pt, interrupted_*.pt); or of an
+    experiment's own (its config.yaml, timings.json, lock, and its runs' logs); any run's or experiment's, so
+    that a command writing where it is told never replaces their work (a run's checkpoints/ holds the user's
+    files too: averaged.pt; an experiment's report files are reports, written anew)."""
     real = Path(os.path.realpath(output))
-    run = next((folder for folder in real.parents if (folder / "config.yaml").is_file() and
-                ((folder / CHECKPOINT_DIR).is_dir() or (folder / "tokenizer").is_dir())), None)
-    if run is None:
+    for folder in real.parents:
+        top, *below = real.relative_to(folder).parts
+        if (folder / "config.yaml").is_file() and (folder / "tokenizer").is_dir():  # a run
+            kept = top in (*RUN_MARKERS, LOCK_NAME) and (
+                top != CHECKPOINT_DIR or (len(below) == 1 and training_checkpoint_name(below[0])))
+            what = "the run"
+        elif experiment_runs(folder) is not None:
+            kept = top in ("config.yaml", "timings.json", ExperimentLock.name) or (
+                top == "runs" and len(below) == 1 and below[0].endswith(".log"))
+            what = "the experiment"
+        else:
+            continue
+        if kept:
+            raise NMTError(
+                f"{named} is {real.relative_to(folder)} of {what} {folder}, which nmt wrote and reads: it would be "
+                "replaced.",
+                f"Write it outside {what}'s own files (beside its folder, say); nothing was written.",
+            )
         return
-    top, *below = real.relative_to(run).parts
-    if top == CHECKPOINT_DIR and not (len(below) == 1 and training_checkpoint_name(below[0])):
-        return
-    if top in (*RUN_MARKERS, LOCK_NAME):
-        raise NMTError(
-            f"{named} is {real.relative_to(run)} of the run {run}, which nmt wrote and reads: it would be replaced.",
-            "Write it outside the run's own files (beside the run folder, say); nothing was written.",
-        )
 
 
 def experiment_runs(folder: Path) -> list[str] | None:
