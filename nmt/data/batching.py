@@ -100,7 +100,8 @@ class TokenBatchSampler:
 
     `src_lengths` / `tgt_lengths` are token counts without EOS/BOS; a batch's padded size is
     len(batch) * max(max src len + 1, max tgt len + 1) <= batch_tokens, except that a single
-    pair longer than the budget forms a batch on its own.
+    pair longer than the budget forms a batch on its own. Under DDP, `shard` drops an epoch's last
+    len(batches) % world_size batches (each epoch others, in its own order), so that every rank takes as many.
     """
 
     def __init__(
