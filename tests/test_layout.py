@@ -146,7 +146,7 @@ def test_evaluation_never_imports_a_model() -> None:
 
 
 def test_the_translation_cache_is_part_of_the_run_directory() -> None:
+    from nmt.rundir.folders import RUN_MARKERS
     from nmt.rundir.translations import HYPS_DIR
-    from nmt.rundir.writing import RUN_MARKERS
 
     assert HYPS_DIR in RUN_MARKERS  # a new training refuses a folder holding another run's translations

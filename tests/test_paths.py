@@ -146,7 +146,8 @@ def test_evaluate_never_writes_over_its_src_or_ref(trained_reverse_run: Path, tm
 
 
 def test_a_new_run_refuses_a_folder_holding_any_file_a_run_writes(tmp_path: Path) -> None:
-    from nmt.rundir.writing import RUN_MARKERS, check_run_dir
+    from nmt.rundir.folders import RUN_MARKERS
+    from nmt.rundir.writing import check_run_dir
 
     config = config_from_dict({})
     for name in RUN_MARKERS:

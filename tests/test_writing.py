@@ -13,9 +13,9 @@ import pytest
 from nmt.config import Config, config_from_dict, load_config
 from nmt.errors import NMTError
 from nmt.rundir.checkpoints import CHECKPOINT_DIR, interrupted_checkpoint_name, step_checkpoint_name
+from nmt.rundir.folders import RUN_MARKERS
 from nmt.rundir.writing import (
     RESUMABLE_KEYS,
-    RUN_MARKERS,
     RunLog,
     check_run_dir,
     check_schedule_kept,

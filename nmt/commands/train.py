@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> None:
             f"nmt train {args.config} --run-name {next(iter(config.runs))}",
             file=sys.stderr,
         )
-    from nmt.rundir.writing import run_files
+    from nmt.rundir.folders import run_files
     from nmt.training.trainer import train  # torch: only once there is something to train
 
     # a folder whose config.yaml is the user's (no run beside it): the run writes its resolved settings there

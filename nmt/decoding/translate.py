@@ -21,8 +21,8 @@ from nmt.errors import NMTError
 from nmt.fileio import atomic_open, errors_naming, refuse_unwritable, same_file
 from nmt.overrides import sets_key
 from nmt.rundir.checkpoints import resolve_checkpoint
+from nmt.rundir.folders import refuse_run_file
 from nmt.rundir.loading import check_run_dir
-from nmt.rundir.writing import refuse_run_file
 from nmt.text_encoding import refuse_foreign_encoding
 
 # The name of stdin as -i, and of stdout as -o (fairseq-interactive's --input -, sacrebleu's).

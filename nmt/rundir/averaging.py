@@ -27,8 +27,8 @@ from nmt.rundir.checkpoints import (
     step_checkpoints,
     training_checkpoint_name,
 )
+from nmt.rundir.folders import refuse_run_file
 from nmt.rundir.loading import check_run_dir
-from nmt.rundir.writing import refuse_run_file
 
 AVERAGED_NAME = "averaged.pt"
 

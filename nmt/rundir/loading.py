@@ -14,7 +14,7 @@ from nmt.data.subwords import Tokenizer
 from nmt.errors import NMTError, counted
 from nmt.models.interface import TranslationModel, build_model
 from nmt.rundir.checkpoints import CHECKPOINT_DIR, Checkpoint, load_checkpoint, resolve_checkpoint
-from nmt.rundir.writing import experiment_runs
+from nmt.rundir.folders import experiment_runs
 from nmt.typed_yaml import config_diff
 
 RUN_DIR_HINT = ("Give as RUN_DIR a folder that `nmt train` wrote (runs/NAME by default) or one of the runs of "

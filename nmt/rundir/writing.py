@@ -25,10 +25,9 @@ from nmt.rundir.checkpoints import (
     CHECKPOINT_DIR,
     checkpoint_step,
     latest_step_checkpoint,
-    training_checkpoint_name,
 )
-from nmt.rundir.lock import LOCK_NAME, ExperimentLock, RunLock
-from nmt.rundir.translations import HYPS_DIR
+from nmt.rundir.folders import SUMMARY, experiment_runs, run_files
+from nmt.rundir.lock import RunLock
 from nmt.typed_yaml import config_diff
 
 # Keys that may change between a run and its --resume: they do not change what is learned.
@@ -43,13 +42,6 @@ RESUMABLE_KEYS = frozenset([
     *(f"evaluation.{f.name}" for f in dataclasses.fields(EvaluationConfig)),  # scoring only
     "data.dir", "data.cache_dir",
 ])
-SUMMARY = "summary.json"  # written last, by write_summary: its presence says the run finished
-# What a run writes at its top level: a new run refuses a folder holding any of them (nothing is overwritten).
-RUN_MARKERS = (
-    "config.yaml", SUMMARY, "log.jsonl", CHECKPOINT_DIR, "environment.json", "tokenizer", "tensorboard", HYPS_DIR
-)
-
-
 def config_differences(old: Config, new: Config) -> list[str]:
     """Dotted keys whose values differ between two configs (`runs` names experiment runs, not this one);
     data paths are compared as absolute paths, as write_config records them."""
@@ -91,50 +83,6 @@ def check_run_dir(run_dir: Path, config: Config, resume: bool) -> Path | None:
         return _resumable(run_dir, config)
     _refuse_run_there(run_dir, config)
     return None
-
-
-def run_files(run_dir: Path) -> list[str]:
-    """What of a run (RUN_MARKERS) `run_dir` holds."""
-    return [name for name in RUN_MARKERS if (run_dir / name).exists()]
-
-
-def refuse_run_file(output: Path, named: str) -> None:
-    """Refuse an output (`named`: how the message names it) that is, through its links, a file of a run's
-    own: its config.yaml, summary.json, log, environment, lock, tokenizer, translation cache, TensorBoard
-    log, or a checkpoint training and --resume read (best.pt, step_*.pt, interrupted_*.pt); or of an
-    experiment's own (its config.yaml, timings.json, lock, and its runs' logs); any run's or experiment's, so
-    that a command writing where it is told never replaces their work (a run's checkpoints/ holds the user's
-    files too: averaged.pt; an experiment's report files are reports, written anew)."""
-    real = Path(os.path.realpath(output))
-    for folder in real.parents:
-        top, *below = real.relative_to(folder).parts
-        if (folder / "config.yaml").is_file() and (folder / "tokenizer").is_dir():  # a run
-            kept = top in (*RUN_MARKERS, LOCK_NAME) and (
-                top != CHECKPOINT_DIR or (len(below) == 1 and training_checkpoint_name(below[0])))
-            what = "the run"
-        elif experiment_runs(folder) is not None:
-            kept = top in ("config.yaml", "timings.json", ExperimentLock.name) or (
-                top == "runs" and len(below) == 1 and below[0].endswith(".log"))
-            what = "the experiment"
-        else:
-            continue
-        if kept:
-            raise NMTError(
-                f"{named} is {real.relative_to(folder)} of {what} {folder}, which nmt wrote and reads: it would be "
-                "replaced.",
-                f"Write it outside {what}'s own files (beside its folder, say); nothing was written.",
-            )
-        return
-
-
-def experiment_runs(folder: Path) -> list[str] | None:
-    """The names of the runs in `folder` (OUT/runs/NAME) where it is an `nmt experiment` --out, else None. Such a
-    folder holds a config.yaml too, the experiment's, but no checkpoints/ of its own; it is told by its runs or
-    by the timings.json that an experiment writes first (nmt/compare/experiment.py)."""
-    if (folder / CHECKPOINT_DIR).is_dir():
-        return None
-    runs = sorted(path.name for path in (folder / "runs").glob("*") if (path / "config.yaml").is_file())
-    return runs if runs or (folder / "timings.json").is_file() else None
 
 
 def _refuse_run_there(run_dir: Path, config: Config) -> None:

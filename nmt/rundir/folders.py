@@ -1,0 +1,63 @@
+"""What a run folder and an experiment folder hold, telling them apart, and refusing to write over their own
+files: a run's (what training writes at its top level, RUN_MARKERS) and an experiment's (its config, timings and
+lock, its runs' logs)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from nmt.errors import NMTError
+from nmt.rundir.checkpoints import CHECKPOINT_DIR, training_checkpoint_name
+from nmt.rundir.lock import LOCK_NAME, ExperimentLock
+from nmt.rundir.translations import HYPS_DIR
+
+SUMMARY = "summary.json"  # written last, by write_summary: its presence says the run finished
+# What a run writes at its top level: a new run refuses a folder holding any of them (nothing is overwritten).
+RUN_MARKERS = (
+    "config.yaml", SUMMARY, "log.jsonl", CHECKPOINT_DIR, "environment.json", "tokenizer", "tensorboard", HYPS_DIR
+)
+
+
+def run_files(run_dir: Path) -> list[str]:
+    """What of a run (RUN_MARKERS) `run_dir` holds."""
+    return [name for name in RUN_MARKERS if (run_dir / name).exists()]
+
+
+def refuse_run_file(output: Path, named: str) -> None:
+    """Refuse an output (`named`: how the message names it) that is, through its links, a file of a run's
+    own: its config.yaml, summary.json, log, environment, lock, tokenizer, translation cache, TensorBoard
+    log, or a checkpoint training and --resume read (best.pt, step_*.pt, interrupted_*.pt); or of an
+    experiment's own (its config.yaml, timings.json, lock, and its runs' logs); any run's or experiment's, so
+    that a command writing where it is told never replaces their work (a run's checkpoints/ holds the user's
+    files too: averaged.pt; an experiment's report files are reports, written anew)."""
+    real = Path(os.path.realpath(output))
+    for folder in real.parents:
+        top, *below = real.relative_to(folder).parts
+        if (folder / "config.yaml").is_file() and (folder / "tokenizer").is_dir():  # a run
+            kept = top in (*RUN_MARKERS, LOCK_NAME) and (
+                top != CHECKPOINT_DIR or (len(below) == 1 and training_checkpoint_name(below[0])))
+            what = "the run"
+        elif experiment_runs(folder) is not None:
+            kept = top in ("config.yaml", "timings.json", ExperimentLock.name) or (
+                top == "runs" and len(below) == 1 and below[0].endswith(".log"))
+            what = "the experiment"
+        else:
+            continue
+        if kept:
+            raise NMTError(
+                f"{named} is {real.relative_to(folder)} of {what} {folder}, which nmt wrote and reads: it would be "
+                "replaced.",
+                f"Write it outside {what}'s own files (beside its folder, say); nothing was written.",
+            )
+        return
+
+
+def experiment_runs(folder: Path) -> list[str] | None:
+    """The names of the runs in `folder` (OUT/runs/NAME) where it is an `nmt experiment` --out, else None. Such a
+    folder holds a config.yaml too, the experiment's, but no checkpoints/ of its own; it is told by its runs or
+    by the timings.json that an experiment writes first (nmt/compare/experiment.py)."""
+    if (folder / CHECKPOINT_DIR).is_dir():
+        return None
+    runs = sorted(path.name for path in (folder / "runs").glob("*") if (path / "config.yaml").is_file())
+    return runs if runs or (folder / "timings.json").is_file() else None
