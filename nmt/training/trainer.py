@@ -230,7 +230,7 @@ class Trainer:
         closing = stopped_by != "early_stopping" and (self.last_validation or {}).get("step") != self.step
         if closing:
             self._validate(stop_request, closing=True)
-        if closing or self.saved_step != self.step:
+        if closing or self.saved_step != self.step or self.best_unsaved:
             self._save_step_checkpoint()
         self._read_steps()
         return stopped_by
