@@ -199,13 +199,9 @@ def _check_data_dirs(config: Config) -> None:
             )
 
 
-def run_experiment(
-    config_path: Path, overrides: list[str], out_dir: Path, force: bool = False, jobs: int = 0,
-    runs: Sequence[str] = (),
-) -> dict[str, Any]:
-    """Run the whole comparison described by `config_path` (only its `runs` where given); returns the
-    evaluation results (results.json). `jobs` runs train at once (0: see `nmt.training.parallel.training_jobs`)."""
-    began = time.perf_counter()
+def _runs_to_compare(config_path: Path, overrides: list[str], runs: Sequence[str]) -> Config:
+    """The config's runs to train (only `runs` where given), refused where there are none or where they would
+    prepare their data differently into one folder."""
     config = load_checked_config(config_path, overrides)
     if runs:
         config = config.only_runs(runs, str(config_path))
@@ -215,6 +211,17 @@ def run_experiment(
             "Add a 'runs:' section, e.g. runs: {rnnencdec: {model: {attention: none}}, rnnsearch: {}}.",
         )
     _check_data_dirs(config)
+    return config
+
+
+def run_experiment(
+    config_path: Path, overrides: list[str], out_dir: Path, force: bool = False, jobs: int = 0,
+    runs: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Run the whole comparison described by `config_path` (only its `runs` where given); returns the
+    evaluation results (results.json). `jobs` runs train at once (0: see `nmt.training.parallel.training_jobs`)."""
+    began = time.perf_counter()
+    config = _runs_to_compare(config_path, overrides, runs)
     lock = ExperimentLock(out_dir)
     lock.refuse_if_held()  # before any other check: theirs would meet the other's runs
     _check_not_a_run(out_dir)
