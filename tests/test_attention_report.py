@@ -94,7 +94,7 @@ def test_a_transformer_s_scaling_gets_a_row_per_layer_head_and_moment() -> None:
 def test_the_scaling_figure_plots_each_statistic_against_d_per_kind() -> None:
     panels = scaling_figure(_scaling_results()).axes
     assert [axes.get_title() for axes in panels] == [
-        "score variance", "mean largest weight", "entropy / uniform", "gradient norm at the scores"]
+        "score variance", "mean largest weight", "entropy / uniform", "gradient norm at the softmax's input"]
     assert [axes.get_yscale() for axes in panels] == ["log", "linear", "linear", "log"]
     dot_trained = panels[0].get_lines()[0]
     assert dot_trained.get_label() == "dot, trained" and list(dot_trained.get_xdata()) == [128, 1024]

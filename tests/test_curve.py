@@ -83,6 +83,9 @@ def test_curve_scores_every_kept_checkpoint_and_caches(
 
     saved = json.loads((tmp_path / "out" / "learning_curve.json").read_text(encoding="utf-8"))
     assert saved == results
+    # how BLEU was scored, as beside every score: sacrebleu's signature, in the JSON and the Markdown
+    assert results["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:")
+    assert f"BLEU: sacrebleu `{results['bleu_signature']}`." in (tmp_path / "out" / "learning_curve.md").read_text()
     # no folder of the machine: the sample by what it is, files by name (outside here and --out)
     assert re.fullmatch(r"sample of the test split of prepared \(files, src -> tgt\), 24 sentences, sha256 \w{12}",
                         curve["sentences"])

@@ -217,7 +217,7 @@ SCALING_COLUMNS = (  # results key, title ({saturated_above}: the threshold the 
     ("max_weight", "mean largest weight", "{:.3f}"),
     ("saturated_share", "steps with largest weight > {saturated_above}", "{:.1%}"),
     ("entropy_ratio", "entropy / uniform", "{:.3f}"),
-    ("score_grad_norm", "gradient norm at the scores", "{:.3g}"),
+    ("score_grad_norm", "gradient norm at the softmax's input", "{:.3g}"),
     ("loss_per_token", "cross-entropy (nats/token)", "{:.3f}"),
 )
 

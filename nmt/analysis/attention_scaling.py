@@ -40,7 +40,7 @@ class ScoreStats:
     max_weight: float = 0.0  # largest attention weight
     saturated_share: float = 0.0  # share of steps whose largest weight exceeds SATURATED
     entropy_ratio: float = 0.0  # entropy / log(source length): 0 one-hot, 1 uniform
-    score_grad_norm: float = 0.0  # || d(summed cross-entropy) / d(scores of the step) ||_2
+    score_grad_norm: float = 0.0  # || d(summed cross-entropy) / d(the softmax's input: q.k / sqrt(d) when scaled) ||_2
     loss_per_token: float = 0.0  # teacher-forced cross-entropy, nats per target token
 
 

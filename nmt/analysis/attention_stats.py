@@ -1,5 +1,6 @@
 """What a trained run's attention weights look like over a test split: their entropy, and one heatmap.
-`row_entropy` and `uniform_entropy` are the one entropy rule, which `nmt attention-scaling` uses too."""
+`row_entropy` and `uniform_entropy` are the one entropy rule of a decoder step, which `nmt attention-scaling` uses
+too; the means differ: here per sentence of greedy output, there per decoder step of teacher forcing."""
 
 from __future__ import annotations
 

@@ -79,6 +79,8 @@ def learning_curves(
         "sentences_per_bucket": per_bucket,
         "selection": curves.SELECTION,
         "beam_size": 1,
+        # one scorer's settings for every run (the first run's evaluation.tokenize and lowercase)
+        "bleu_signature": next(iter(samples.values()))[1].signature,
         "runs": measured,
     }
     write_outputs(out, curves.CURVE, results, curves.format_curve_markdown(results), curves.learning_curve_figure(results), 120)

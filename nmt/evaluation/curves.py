@@ -93,6 +93,7 @@ def format_curve_markdown(results: dict[str, Any]) -> str:
         f"Greedy BLEU of each kept checkpoint on a fixed sample of the {results['split']} split, bucketed by "
         f"{results['by']} length in words: {each} per bucket ({results['selection']}). "
         "'sample' is BLEU over the whole sample, which over-weights the rarer lengths.",
+        *(["", f"BLEU: sacrebleu `{results['bleu_signature']}`."] if "bleu_signature" in results else []),
     ]
     for name, curve in results["runs"].items():
         labels = non_empty(curve["n"])
