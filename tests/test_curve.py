@@ -203,3 +203,38 @@ def test_panels_share_the_step_axis_from_zero() -> None:
     assert list(short.lines[0].get_xdata()) == [300, 600, 900] and list(long.lines[1].get_ydata()) == [
         15, 30, 45, 60, 75, 90
     ]
+
+
+def test_a_bucket_has_one_colour_in_every_panel() -> None:
+    """A run whose sample has no sentence in the longest bucket (other data): its middle bucket is drawn in
+    the middle bucket's colour, as in the panel that has all three, not in the longest's."""
+
+    def curve(n: dict[str, int]) -> dict:
+        points = [{"step": 100, "bleu": {label: (5.0 if count else None) for label, count in n.items()}}]
+        return {"attention": "additive", "n": n, "n_sample": sum(n.values()), "checkpoints": points}
+
+    results = {"by": "source", "runs": {"all": curve({"<7": 8, "[7,10)": 8, ">=10": 8}),
+                                        "short": curve({"<7": 8, "[7,10)": 8, ">=10": 0})}}
+    full, short = learning_curve_figure(results).axes
+    assert [line.get_label() for line in short.lines] == ["<7 (n=8)", "[7,10) (n=8)"]
+    assert short.lines[0].get_color() == full.lines[0].get_color()
+    assert short.lines[1].get_color() == full.lines[1].get_color() != full.lines[2].get_color()
+
+
+def test_runs_on_different_data_name_their_samples() -> None:
+    """Runs on different data are scored on different samples: each table names its own; on one sample,
+    no table repeats it."""
+    from nmt.evaluation.curves import format_curve_markdown
+
+    def curve(sentences: str) -> dict:
+        points = [{"step": 100, "bleu": {"<7": 5.0}, "sample_bleu": 5.0}]
+        return {"attention": "additive", "sentences": sentences, "n": {"<7": 8}, "n_sample": 8, "checkpoints": points}
+
+    results = {"split": "test", "by": "source", "sentences_per_bucket": 8, "selection": "smallest sha256",
+               "runs": {"a": curve("sample of split test, 8 sentences, sha256 aaa"),
+                        "b": curve("sample of split test, 8 sentences, sha256 bbb")}}
+    text = format_curve_markdown(results)
+    assert text.index("## a") < text.index("Sample: sample of split test, 8 sentences, sha256 aaa.") < text.index("## b")
+    assert text.index("## b") < text.index("Sample: sample of split test, 8 sentences, sha256 bbb.")
+    results["runs"]["b"] = curve("sample of split test, 8 sentences, sha256 aaa")
+    assert "Sample:" not in format_curve_markdown(results)

@@ -44,7 +44,8 @@ def learning_curves(
     fixed sample, and write learning_curve.json, .md and .png (one panel per run) into `out_dir`.
 
     Split, buckets, bucketing and sample size default to the first run's `evaluation` section
-    (`curve_sentences_per_bucket`), whose tokenize and lowercase score every run, as in `nmt evaluate`.
+    (`curve_sentences_per_bucket`), whose tokenize and lowercase score every run, as in `nmt evaluate`;
+    runs prepared on different data each translate their own data's sample.
     Returns the content of learning_curve.json.
     """
     check_sentences_per_bucket(per_bucket)

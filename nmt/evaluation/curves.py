@@ -95,6 +95,8 @@ def format_curve_markdown(results: dict[str, Any]) -> str:
         "'sample' is BLEU over the whole sample, which over-weights the rarer lengths.",
         *(["", f"BLEU: sacrebleu `{results['bleu_signature']}`."] if "bleu_signature" in results else []),
     ]
+    # runs on different data translate different samples: each table then names its own
+    samples_differ = len({curve["sentences"] for curve in results["runs"].values()}) > 1
     for name, curve in results["runs"].items():
         labels = non_empty(curve["n"])
         header = ["step", *(f"{label} (n={curve['n'][label]})" for label in labels), f"sample (n={curve['n_sample']})"]
@@ -102,7 +104,9 @@ def format_curve_markdown(results: dict[str, Any]) -> str:
             [str(point["step"]), *(f"{point['bleu'][label]:.2f}" for label in labels), f"{point['sample_bleu']:.2f}"]
             for point in curve["checkpoints"]
         ]
-        lines += ["", f"## {name} (attention: {curve['attention']})", "", *markdown_table(header, rows, left=0)]
+        lines += ["", f"## {name} (attention: {curve['attention']})", ""]
+        lines += [f"Sample: {curve['sentences']}.", ""] if samples_differ else []
+        lines += markdown_table(header, rows, left=0)
     return "\n".join(lines) + "\n"
 
 
@@ -115,11 +119,11 @@ def learning_curve_figure(results: dict[str, Any]) -> Figure:
     panels = figure.subplots(1, len(curves), sharex=True, sharey=True, squeeze=False)[0]
     for axes, (name, curve) in zip(panels, curves.items(), strict=True):
         steps = [point["step"] for point in curve["checkpoints"]]
-        labels = non_empty(curve["n"])
-        for index, label in enumerate(labels):
+        buckets = list(curve["n"])  # every bucket, so that a bucket has one colour in every panel
+        for label in non_empty(curve["n"]):
             bleu = [point["bleu"][label] for point in curve["checkpoints"]]
             # viridis from yellow (shortest) to dark blue (longest), skipping its palest end
-            colour = colormaps["viridis_r"](0.1 + 0.9 * index / max(len(labels) - 1, 1))
+            colour = colormaps["viridis_r"](0.1 + 0.9 * buckets.index(label) / max(len(buckets) - 1, 1))
             axes.plot(steps, bleu, marker="o", color=colour, label=f"{label} (n={curve['n'][label]})")
         axes.set_title(f"{name} (attention: {curve['attention']})")
         axes.set_xlabel("training step")
