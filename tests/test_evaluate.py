@@ -116,6 +116,30 @@ def test_not_a_run_is_a_user_error(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "is not a training run (no config.yaml)" in capsys.readouterr().err
 
 
+def test_translations_are_cached_per_device_type(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--device auto on a machine without a GPU re-uses the CPU's translations; another device type (whose
+    floats differ in the last digits) would not find them."""
+    import torch
+
+    (run,) = describe_runs([fake_run(tmp_path / "run")])
+    calls = []
+
+    class Upper:
+        def translate(self, sources: list[str]) -> list[str]:
+            calls.append(sources)
+            return [source.upper() for source in sources]
+
+    monkeypatch.setattr(Translator, "from_run", lambda *args, **kwargs: Upper())
+    test_set = testset.TestSet(["a b", "c"], ["x y", "z"], "--src s")
+    hyps, path, cached = translate_cached(run, test_set, "cpu")
+    assert (hyps, cached, json.loads(path.read_text(encoding="utf-8"))["key"]["device"]) == (["A B", "C"], False, "cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert translate_cached(run, test_set, "auto") == (["A B", "C"], path, True)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # auto is now a GPU: translated anew
+    again, cuda_path, cached = translate_cached(run, test_set, "auto")
+    assert (again, cached, len(calls)) == (["A B", "C"], False, 2) and cuda_path != path
+
+
 def test_a_run_that_cannot_be_written_is_scored_without_caching(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -61,8 +61,8 @@ def test_decode_time_overrides_change_the_cache_key_and_refuse_learning_keys(tmp
     (run,) = describe_runs([run_dir], ["decoding.beam_size=2", "decoding.alpha=1.0", "evaluation.by=reference"])
     assert (run.config.decoding.beam_size, run.config.decoding.alpha, run.config.evaluation.by) == (2, 1.0, "reference")
     plain = describe_runs([run_dir])[0]
-    assert cache_key(run.checkpoint, ["a"], decoding_settings(run.config)) != cache_key(
-        plain.checkpoint, ["a"], decoding_settings(plain.config)
+    assert cache_key(run.checkpoint, ["a"], decoding_settings(run.config), "cpu") != cache_key(
+        plain.checkpoint, ["a"], decoding_settings(plain.config), "cpu"
     )
     with pytest.raises(NMTError, match=r"nmt evaluate takes only decoding.\* or evaluation.\* keys") as error:
         describe_runs([run_dir], ["training.max_steps=5"])
@@ -98,13 +98,14 @@ def test_cache_key_follows_checkpoint_source_and_decoding(tmp_path: Path) -> Non
     run = describe_runs([fake_run(tmp_path / "run")])[0]
     decoding = decoding_settings(run.config)
     assert decoding["beam_size"] == 5 and "batch_size" not in decoding
-    key = cache_key(run.checkpoint, ["a b"], decoding)
-    assert cache_key(run.checkpoint, ["a b"], decoding) == key
-    assert cache_key(run.checkpoint, ["a c"], decoding) != key
+    key = cache_key(run.checkpoint, ["a b"], decoding, "cpu")
+    assert cache_key(run.checkpoint, ["a b"], decoding, "cpu") == key
+    assert cache_key(run.checkpoint, ["a c"], decoding, "cpu") != key
     (beam_2,) = describe_runs([run.run_dir], ["decoding.beam_size=2"])
-    assert cache_key(run.checkpoint, ["a b"], decoding_settings(beam_2.config)) != key
+    assert cache_key(run.checkpoint, ["a b"], decoding_settings(beam_2.config), "cpu") != key
+    assert cache_key(run.checkpoint, ["a b"], decoding, "cuda") != key  # a GPU's floats: other translations
     run.checkpoint.write_bytes(b"retrained weights")
-    assert cache_key(run.checkpoint, ["a b"], decoding) != key
+    assert cache_key(run.checkpoint, ["a b"], decoding, "cpu") != key
 
 
 def test_a_test_set_is_described_by_what_it_is_not_by_the_machine_s_folders(
@@ -175,7 +176,7 @@ def test_a_runs_checkpoints_folder_given_as_a_run_names_the_run(tmp_path: Path) 
 
 def test_a_cached_translation_file_edited_since_is_not_used(tmp_path: Path) -> None:
     run = describe_runs([fake_run(tmp_path / "run")])[0]
-    key = cache_key(run.checkpoint, ["a", "b"], decoding_settings(run.config))
+    key = cache_key(run.checkpoint, ["a", "b"], decoding_settings(run.config), "cpu")
     path = cache_path(run.run_dir, key)
     write_cached(path, key, "test split", ["x y", "z"])
     assert read_cached(path, key) == ["x y", "z"]

@@ -23,7 +23,7 @@ from nmt.fileio import atomic_open, atomic_write_json, atomic_write_text, refuse
 from nmt.models.interface import model_kind
 from nmt.rundir import translations
 from nmt.rundir.checkpoints import CHECKPOINT_DIR, names_a_file, resolve_checkpoint
-from nmt.rundir.loading import check_run_dir
+from nmt.rundir.loading import check_run_dir, resolve_device
 
 # Decoding keys that cannot change a 1-best translation: left out of the cache key.
 _KEY_EXEMPT = ("batch_size", "nbest")
@@ -107,7 +107,7 @@ def translate_cached(run: RunInfo, test_set: TestSet, device: str) -> tuple[list
     on the test set, decoded with the run's decoding section (`--set` overrides included: `describe_runs`)."""
     assert test_set.sources is not None, "a run translates sources"
     decoding = decoding_settings(run.config)
-    key = translations.cache_key(run.checkpoint, test_set.sources, decoding)
+    key = translations.cache_key(run.checkpoint, test_set.sources, decoding, resolve_device(device).type)
     path = translations.cache_path(run.run_dir, key)
     hyps = translations.read_cached(path, key)
     if hyps is not None:

@@ -1,6 +1,7 @@
 """RUN_DIR/hyps/: the cache of a run's translations of a test set.
 
-A cache file is keyed by the checkpoint file (name, size, mtime), the exact source text and every
+A cache file is keyed by the checkpoint file (name, size, mtime), the exact source text, the kind of
+device (a GPU's floats differ from a CPU's in the last digits, enough to change a search's choice) and every
 decoding setting that changes the output, so re-running an evaluation (another bucketing, another run
 added) re-uses the translations instead of translating again. The file records the sha256 of its
 translations beside the key: one edited since (a line blanked) is translated again.
@@ -20,8 +21,9 @@ HYPS_DIR = "hyps"
 CACHE_VERSION = 1
 
 
-def cache_key(checkpoint: Path, sources: Sequence[str], decoding: dict[str, Any]) -> dict[str, Any]:
-    """What a cached translation depends on; its sha256 names the cache file."""
+def cache_key(checkpoint: Path, sources: Sequence[str], decoding: dict[str, Any], device: str) -> dict[str, Any]:
+    """What a cached translation depends on (`device`: the device type translating, cpu or cuda); its sha256
+    names the cache file."""
     stat = checkpoint.stat()
     return {
         "version": CACHE_VERSION,
@@ -31,6 +33,7 @@ def cache_key(checkpoint: Path, sources: Sequence[str], decoding: dict[str, Any]
         "source_sha256": hashlib.sha256("\n".join(sources).encode("utf-8")).hexdigest(),
         "n_sentences": len(sources),
         "decoding": decoding,
+        "device": device,
     }
 
 
