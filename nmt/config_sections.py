@@ -219,7 +219,7 @@ class TrainingConfig:
     optimizer: Literal["adam", "adadelta"] = "adam"
     # the recipe's Adam rate; 0 = the optimiser's default (Adam 0.001, Adadelta 1.0): give 0 or 1.0 with adadelta
     learning_rate: float = 0.002
-    clip_grad_norm: float = 1.0
+    clip_grad_norm: float = 1.0  # 0 = no clipping
     label_smoothing: float = 0.0
     warmup_steps: int = 100  # linear warm-up from 0 to the learning rate
     # constant; cosine: from the base lr after the warm-up down to 0 at max_steps; inverse_sqrt: the base lr
@@ -252,7 +252,8 @@ class TrainingConfig:
             require(getattr(self, key) >= 0, f"training.{key}", "must be >= 0")
         require(self.max_minutes >= 0, "training.max_minutes", "must be >= 0 (0 = no time limit)")
         require(0 <= self.seed < SEED_LIMIT, "training.seed", SEED_RANGE)
-        require(self.learning_rate >= 0, "training.learning_rate", "must be >= 0 (0 = the optimiser's default)")
+        require(0 <= self.learning_rate < math.inf, "training.learning_rate", "must be >= 0 and finite (0 = the optimiser's default)")
+        require(self.clip_grad_norm >= 0, "training.clip_grad_norm", "must be >= 0 (0 = no clipping)")
         require(0.0 <= self.label_smoothing < 1.0, "training.label_smoothing", "must be in [0, 1)")
         require(0.0 < self.lr_decay_factor <= 1.0, "training.lr_decay_factor", "must be in (0, 1]")
         require(self.lr_schedule != "inverse_sqrt" or self.warmup_steps >= 1, "training.warmup_steps",
@@ -279,7 +280,7 @@ class DecodingConfig:
             require(getattr(self, key) >= 1, f"decoding.{key}", "must be >= 1")
         require(self.nbest <= self.beam_size, "decoding.nbest", f"{self.nbest} is above decoding.beam_size "
                 f"{self.beam_size}, and a beam keeps that many translations: raise the beam (--beam) or lower nbest")
-        require(self.max_length_ratio > 0, "decoding.max_length_ratio", "must be > 0")
+        require(0 < self.max_length_ratio < math.inf, "decoding.max_length_ratio", "must be > 0 and finite")
         require(self.max_length_offset >= 0, "decoding.max_length_offset", "must be >= 0")
         require(self.alpha >= 0, "decoding.alpha", "must be >= 0")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from pathlib import Path
 
@@ -207,6 +208,18 @@ def test_ratios_and_significance_are_checked_against_the_interval_their_message_
         config_from_dict({"evaluation": {key: value}})
     for fine in (0.5, 1.0) if key != "significance" else (0.05, 0.5):
         assert getattr(config_from_dict({"evaluation": {key: fine}}).evaluation, key) == fine
+
+
+@pytest.mark.parametrize(("section", "key", "value", "message"), [
+    ("training", "learning_rate", math.inf, "must be >= 0 and finite"),
+    ("training", "clip_grad_norm", -1.0, r"must be >= 0 \(0 = no clipping\)"),
+    ("decoding", "max_length_ratio", math.inf, "must be > 0 and finite"),
+])
+def test_values_that_would_be_taken_for_another_are_refused(section: str, key: str, value: float, message: str) -> None:
+    """An infinite rate, a negative clipping norm (read as none) and an infinite length ratio (which wrapped
+    round to one token) are refused with their key."""
+    with pytest.raises(NMTError, match=rf"'{section}.{key}'.*{message}"):
+        config_from_dict({section: {key: value}})
 
 
 def test_a_seed_numpy_cannot_take_is_refused_with_its_key() -> None:

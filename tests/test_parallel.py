@@ -207,6 +207,29 @@ def test_an_experiment_re_run_continues_a_run_its_time_limit_stopped_only_where_
     assert read_summary(run_dir)["final_step"] == 4 and "train a" in timings
 
 
+def test_an_experiment_re_run_continues_an_early_stopped_run_only_where_its_patience_grew(tmp_path: Path) -> None:
+    """As `nmt train --resume` does: a larger patience (or 0, none) lets an early-stopped run go on; a re-run
+    that changes only keys of its record (keep_last) skips it, and its config.yaml keeps what it trained with."""
+    tiny = {"embedding_size": 8, "hidden_size": 8, "attention_size": 8, "maxout_size": 8}
+    config = reverse_task_config(tmp_path / "data", n_train=100, model=tiny,  # its BLEU cannot move: it plateaus
+                                 training={"max_steps": 50, "validate_every": 2, "checkpoint_every": 50, "patience": 1,
+                                           "learning_rate": 1e-12, "lr_schedule": "constant"})
+    config = dataclasses.replace(config, runs={"a": {}})
+    run_dir = tmp_path / "runs" / "a"
+    timings: dict[str, float] = {}
+    parallel.train_runs(config, {"a": run_dir}, 1, timings.__setitem__)
+    assert (read_summary(run_dir)["stopped_by"], read_summary(run_dir)["final_step"]) == ("early_stopping", 4)
+    kept = dataclasses.replace(config, training=dataclasses.replace(config.training, keep_last=3))
+    timings.clear()
+    parallel.train_runs(kept, {"a": run_dir}, 1, timings.__setitem__)
+    assert timings == {} and load_saved_config(run_dir / "config.yaml").training.keep_last == 0
+    patient = dataclasses.replace(config, training=dataclasses.replace(config.training, patience=3))
+    parallel.train_runs(patient, {"a": run_dir}, 1, timings.__setitem__)
+    assert "train a" in timings
+    assert (read_summary(run_dir)["stopped_by"], read_summary(run_dir)["final_step"]) == ("early_stopping", 8)
+    assert load_saved_config(run_dir / "config.yaml").training.patience == 3
+
+
 def _side_by_side(tmp_path: Path, device: str) -> tuple[Config, dict[str, dict]]:
     """Three tiny runs trained by train_runs' default jobs (0) on `device`: their config, and their summaries
     and the moments each started (environment.json written) and finished (summary.json written)."""

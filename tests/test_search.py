@@ -63,6 +63,9 @@ def test_max_output_lengths() -> None:
     # ratios whose product is whole but lands a hair under it in float32 (2.1) or float64 (0.29)
     assert max_output_lengths(torch.tensor([30, 50, 60]), 2.1, 0).tolist() == [63, 105, 126]
     assert max_output_lengths(torch.tensor([100, 90]), 0.29, 1).tolist() == [30, 27]
+    # a huge limit stays a huge limit: it does not wrap round to a negative integer clamped to 1 token
+    assert max_output_lengths(torch.tensor([3]), 1e30, 0).tolist() == [2**31 - 1]
+    assert max_output_lengths(torch.tensor([3]), 1.0, 10**20).tolist() == [2**31 - 1]
 
 
 def test_finite_is_isfinite_on_what_scores_can_be() -> None:

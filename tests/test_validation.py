@@ -13,6 +13,7 @@ import pytest
 import sacrebleu
 import torch
 
+from nmt.config_sections import EvaluationConfig
 from nmt.data.batching import make_batch, make_source_batch
 from nmt.decoding.search import greedy_search, max_output_lengths
 from nmt.rundir.loading import LoadedRun, load_run
@@ -49,7 +50,7 @@ def test_validation_is_the_loss_and_sacrebleu_of_the_greedy_translations_whateve
 ) -> None:
     run = load_run(trained_reverse_run, device="cpu")
     pairs = reverse_pairs(12, 5, 10, seed=5)  # held out: the run trained on seed 0
-    valid = build_valid_set(pairs, run.tokenizer, 0)
+    valid = build_valid_set(pairs, run.tokenizer, 0, EvaluationConfig())
     run.model.eval()
     hypotheses, loss = _one_at_a_time(run, valid)
     run.model.train()
@@ -66,6 +67,18 @@ def test_validation_is_the_loss_and_sacrebleu_of_the_greedy_translations_whateve
     # the 2-core AMD EPYC)
     assert sum(h == t for h, (_, t) in zip(hypotheses, pairs, strict=True)) >= 9
     assert result.bleu > 80 and result.loss < 0.5
+    # scored as nmt evaluate scores, with evaluation.tokenize and evaluation.lowercase: best.pt chooses by it
+    references = [t.replace(" ", "", 1) for _, t in pairs]  # the first two digits one word: char tokens see no change
+    shortened = [(source, reference) for (source, _), reference in zip(pairs, references, strict=True)]
+    scores = []
+    for evaluation in (EvaluationConfig(), EvaluationConfig(tokenize="char", lowercase=True)):
+        scored = validate(run.model, build_valid_set(shortened, run.tokenizer, 0, evaluation), run.tokenizer, run.config, CPU, None)
+        expected = sacrebleu.BLEU(tokenize=evaluation.tokenize, lowercase=evaluation.lowercase)
+        assert scored.bleu == pytest.approx(expected.corpus_score(hypotheses, [references]).score)
+        assert f"tok:{evaluation.tokenize}" in scored.signature
+        assert ("case:lc" in scored.signature) == evaluation.lowercase
+        scores.append(scored.bleu)
+    assert scores[0] != pytest.approx(scores[1])
 
 
 def test_the_early_stopping_metric_and_an_overflowing_perplexity() -> None:
@@ -87,7 +100,7 @@ def test_every_forward_pass_runs_under_the_training_precision(
 
     monkeypatch.setattr(validation, "autocast", recording_autocast)
     run = load_run(trained_reverse_run, device="cpu")
-    valid = build_valid_set(reverse_pairs(4, 5, 10, seed=5), run.tokenizer, 0)
+    valid = build_valid_set(reverse_pairs(4, 5, 10, seed=5), run.tokenizer, 0, EvaluationConfig())
     config = dataclasses.replace(run.config, training=dataclasses.replace(run.config.training, batch_tokens=30))
     validate(run.model, valid, run.tokenizer, config, CPU, torch.bfloat16)
     assert len(asked) >= 4 and set(asked) == {torch.bfloat16}  # a loss and a search per batch of 1-2 sentences
@@ -106,13 +119,13 @@ class TaggingTokenizer:
 def test_the_validation_subset_is_spread_over_the_whole_split() -> None:
     pairs = [(" ".join(str(i)), f"t{i}") for i in range(100)]
     tokenizer = TaggingTokenizer()
-    subset = build_valid_set(pairs, tokenizer, 10)
+    subset = build_valid_set(pairs, tokenizer, 10, EvaluationConfig())
     assert subset.references == [f"t{i}" for i in range(0, 100, 10)]
     assert subset.src[1] == ["src", "1 0"] and subset.tgt[1] == ["tgt", "t10"]
-    assert build_valid_set(pairs, tokenizer, 30).references == [f"t{i}" for i in range(0, 90, 3)]
-    assert build_valid_set(pairs[:5], tokenizer, 10).references == [f"t{i}" for i in range(5)]
+    assert build_valid_set(pairs, tokenizer, 30, EvaluationConfig()).references == [f"t{i}" for i in range(0, 90, 3)]
+    assert build_valid_set(pairs[:5], tokenizer, 10, EvaluationConfig()).references == [f"t{i}" for i in range(5)]
     # fewer than twice as many pairs as asked for: spread to the end too, not the first ones
-    assert build_valid_set(pairs, tokenizer, 60).references[-3:] == ["t95", "t96", "t98"]
-    assert build_valid_set(pairs, tokenizer, 50).references[:3] == ["t0", "t2", "t4"]
-    assert len(build_valid_set(pairs, tokenizer, 99).references) == 99
-    assert len(build_valid_set(pairs, tokenizer, 0).references) == 100  # 0: every sentence
+    assert build_valid_set(pairs, tokenizer, 60, EvaluationConfig()).references[-3:] == ["t95", "t96", "t98"]
+    assert build_valid_set(pairs, tokenizer, 50, EvaluationConfig()).references[:3] == ["t0", "t2", "t4"]
+    assert len(build_valid_set(pairs, tokenizer, 99, EvaluationConfig()).references) == 99
+    assert len(build_valid_set(pairs, tokenizer, 0, EvaluationConfig()).references) == 100  # 0: every sentence

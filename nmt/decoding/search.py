@@ -47,13 +47,17 @@ class Hypothesis:
     log_prob: float
 
 
+_LONGEST_OUTPUT = 2**31 - 1  # tokens: more than any search runs, few enough for an int64 and a float64
+
+
 def max_output_lengths(src_lengths: Tensor, ratio: float, offset: int) -> Tensor:
     """Per-sentence output limit (tokens before EOS): floor(ratio * src_length) + offset, at least 1.
 
     src_lengths: batch -> batch (long)
     """
-    # float64 and a hair over: in float32 30 x 2.1 is 62.99999, and in float64 100 x 0.29 is 28.999999999999996
-    return ((src_lengths.double() * ratio + 1e-9).floor().long() + offset).clamp(min=1)
+    # float64 and a hair over: in float32 30 x 2.1 is 62.99999, and in float64 100 x 0.29 is 28.999999999999996;
+    # bounded in float64, where a huge ratio or offset cannot wrap round to a negative integer
+    return ((src_lengths.double() * ratio + 1e-9).floor() + float(offset)).clamp(1, _LONGEST_OUTPUT).long()
 
 
 @functools.lru_cache(maxsize=4096)

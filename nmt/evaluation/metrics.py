@@ -160,17 +160,23 @@ class Bleu(_FromSacrebleu):
 
     def __init__(self, references: Sequence[str], tokenize: Tokenize, lowercase: bool) -> None:
         super().__init__(references, tokenize, lowercase)
-        try:
-            self._sacrebleu = BLEU(references=[list(references)], tokenize=tokenize, lowercase=lowercase, force=True)
-        except (ImportError, RuntimeError) as exc:  # ja-mecab without its packages
-            raise NMTError(
-                f"evaluation.tokenize {tokenize} cannot be used here: {' '.join(str(exc).split())}",
-                "Install its extra (pip install 'sacrebleu[ja]' for ja-mecab), or choose another tokenizer.",
-            ) from None
+        self._sacrebleu = sacrebleu_bleu(tokenize, lowercase, references=[list(references)], force=True)
 
     @classmethod
     def score(cls, stats: np.ndarray) -> np.ndarray:
         return bleu_from_stats(stats)
+
+
+def sacrebleu_bleu(tokenize: Tokenize, lowercase: bool, **options: object) -> BLEU:
+    """sacrebleu's BLEU with evaluation.tokenize and evaluation.lowercase (and sacrebleu's own `options`);
+    an NMTError where the tokenizer cannot run here (ja-mecab without its packages)."""
+    try:
+        return BLEU(tokenize=tokenize, lowercase=lowercase, **options)  # type: ignore[arg-type]
+    except (ImportError, RuntimeError) as exc:
+        raise NMTError(
+            f"evaluation.tokenize {tokenize} cannot be used here: {' '.join(str(exc).split())}",
+            "Install its extra (pip install 'sacrebleu[ja]' for ja-mecab), or choose another tokenizer.",
+        ) from None
 
 
 class Chrf(_FromSacrebleu):

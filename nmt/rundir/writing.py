@@ -38,10 +38,15 @@ _RESUMABLE_TRAINING = (
 )
 RESUMABLE_KEYS = frozenset([
     *(f"training.{key}" for key in _RESUMABLE_TRAINING),
-    *(f"decoding.{key}" for key in ("beam_size", "length_penalty", "alpha", "batch_size", "nbest")),
-    *(f"evaluation.{f.name}" for f in dataclasses.fields(EvaluationConfig)),  # scoring only
+    *(f"decoding.{key}" for key in ("beam_size", "length_penalty", "alpha", "batch_size", "nbest", "max_input_tokens")),
+    "training.lr_decay_factor", "training.lr_decay_metric",
+    *(f"evaluation.{f.name}" for f in dataclasses.fields(EvaluationConfig)),  # scoring (and validation's BLEU)
     "data.dir", "data.cache_dir",
 ])
+# Resumable keys that change the learning-rate halvings where validations halve it (training.lr_patience): by
+# how much and on which score, when validations come, and the BLEU they compare (its tokenizer and case).
+_HALVING_KEYS = ("training.lr_decay_factor", "training.lr_decay_metric", "training.validate_every",
+                 "evaluation.tokenize", "evaluation.lowercase")
 def config_differences(old: Config, new: Config) -> list[str]:
     """Dotted keys whose values differ between two configs (`runs` names experiment runs, not this one);
     data paths are compared as absolute paths, as write_config records them."""
@@ -50,12 +55,12 @@ def config_differences(old: Config, new: Config) -> list[str]:
 
 
 def learning_differences(old: Config, new: Config) -> list[str]:
-    """The differing keys that change what a run learns: all but RESUMABLE_KEYS, and training.validate_every
-    too where validations halve the learning rate (training.lr_patience): there it moves the halvings."""
+    """The differing keys that change what a run learns: all but RESUMABLE_KEYS, and _HALVING_KEYS too where
+    validations halve the learning rate (training.lr_patience): there they move the halvings."""
     differing = config_differences(old, new)
     halving_at_validations = bool(new.training.lr_patience)
     return [key for key in differing
-            if key not in RESUMABLE_KEYS or (key == "training.validate_every" and halving_at_validations)]
+            if key not in RESUMABLE_KEYS or (key in _HALVING_KEYS and halving_at_validations)]
 
 
 def check_run_dir(run_dir: Path, config: Config, resume: bool) -> Path | None:
@@ -128,7 +133,7 @@ def _resumable(run_dir: Path, config: Config) -> Path | None:
     if differing:
         raise NMTError(
             f"--resume: the config differs from the one {run_dir} was trained with in: {', '.join(differing)}.",
-            f"Only {', '.join(sorted(RESUMABLE_KEYS))} may change on resume (training.validate_every only "
+            f"Only {', '.join(sorted(RESUMABLE_KEYS))} may change on resume ({', '.join(_HALVING_KEYS)} only "
             "without training.lr_patience, whose halvings come at validations); restore the other keys or start "
             "a new run in another --run-dir.",
         )

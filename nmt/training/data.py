@@ -68,5 +68,5 @@ def load_training_data(config: Config, ctx: DistContext) -> TrainingData:
     src = [tokenizer.encode_src(s) for s, _ in pairs]
     tgt = [tokenizer.encode_tgt(t) for _, t in pairs]
     sampler = TokenBatchSampler([len(s) for s in src], [len(t) for t in tgt], tc.batch_tokens, seed=tc.seed)
-    valid = build_valid_set(data.pairs("valid"), tokenizer, tc.valid_max_sentences)
+    valid = build_valid_set(data.pairs("valid"), tokenizer, tc.valid_max_sentences, config.evaluation)
     return TrainingData(tokenizer, src, tgt, sampler, valid)

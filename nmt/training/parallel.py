@@ -80,21 +80,28 @@ def _train_run(config: Config, run_dir: Path) -> str:
 
 def _skip_finished(config: Config, run_dir: Path) -> None:
     """A finished run is not trained again, but evaluation reads decoding and evaluation settings from its
-    config.yaml: that is kept current."""
-    if config_differences(load_saved_config(run_dir / "config.yaml"), config):
-        write_config(config, run_dir)
+    config.yaml: those are kept current; the rest stays the record of what it trained with."""
+    trained = load_saved_config(run_dir / "config.yaml")
+    current = replace(trained, decoding=config.decoding, evaluation=config.evaluation)
+    if config_differences(trained, current):
+        write_config(current, run_dir)
 
 
 def _finished(config: Config, run_dir: Path) -> bool:
     """Whether the run in `run_dir` has trained to its end under `config` (check_runs has accepted its folder):
-    it has a summary.json, and neither its max_steps changed nor, where its time limit stopped it, that limit."""
+    it has a summary.json, and `nmt train --resume` would not train it further: its max_steps did not change,
+    nor, where its time limit stopped it, that limit, nor, where early stopping did, a patience that grew (or
+    went to 0, none)."""
     summary = read_summary(run_dir)
     if not (run_dir / "config.yaml").exists() or summary is None:
         return False
-    previous = load_saved_config(run_dir / "config.yaml")
-    # a run stopped by its time limit goes on where that limit grew; any other finished run where max_steps did
-    extended = previous.training.max_steps != config.training.max_steps or (
-        summary.get("stopped_by") == "max_minutes" and config.training.max_minutes != previous.training.max_minutes)
+    previous, ours = load_saved_config(run_dir / "config.yaml").training, config.training
+    stopped_by = summary.get("stopped_by")
+    extended = (
+        previous.max_steps != ours.max_steps
+        or (stopped_by == "max_minutes" and ours.max_minutes != previous.max_minutes)
+        or (stopped_by == "early_stopping" and (ours.patience == 0 or ours.patience > previous.patience))
+    )
     return not extended
 
 

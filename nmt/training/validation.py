@@ -1,4 +1,5 @@
-"""Validation: loss and perplexity by teacher forcing, and greedy-decoded sacrebleu BLEU."""
+"""Validation: loss and perplexity by teacher forcing, and greedy-decoded sacrebleu BLEU (evaluation.tokenize
+and evaluation.lowercase, as `nmt evaluate` scores: best.pt and early stopping choose by the reported metric)."""
 
 from __future__ import annotations
 
@@ -7,22 +8,26 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import sacrebleu
 import torch
+from sacrebleu.metrics import BLEU
 
 from nmt.config import Config
+from nmt.config_sections import EvaluationConfig
 from nmt.data.batching import Batch, TokenBatchSampler, make_batch
 from nmt.decoding.search import greedy_search, max_output_lengths
+from nmt.evaluation.metrics import sacrebleu_bleu
 from nmt.training.precision import autocast
 
 
 @dataclass
 class ValidSet:
-    """The encoded validation sentences and their raw references (up to valid_max_sentences, spread over the split)."""
+    """The encoded validation sentences and their raw references (up to valid_max_sentences, spread over the
+    split), and the BLEU that scores them."""
 
     src: list[list[int]]
     tgt: list[list[int]]
     references: list[str]
+    bleu: BLEU
 
 
 @dataclass
@@ -58,8 +63,11 @@ def safe_exp(value: float) -> float:
         return math.inf
 
 
-def build_valid_set(pairs: list[tuple[str, str]], tokenizer: Any, max_sentences: int) -> ValidSet:
-    """Encode at most `max_sentences` validation pairs (0 = all), spread through the split.
+def build_valid_set(
+    pairs: list[tuple[str, str]], tokenizer: Any, max_sentences: int, evaluation: EvaluationConfig
+) -> ValidSet:
+    """Encode at most `max_sentences` validation pairs (0 = all), spread through the split; BLEU with
+    `evaluation`'s tokenize and lowercase (built now: a tokenizer that cannot run here is refused before training).
 
     Spread rather than the first N: a corpus in document order (the Bible: Genesis, Exodus, ...) would
     otherwise be validated on one book's style and vocabulary. From 2N pairs on, every (len // N)th pair
@@ -72,7 +80,7 @@ def build_valid_set(pairs: list[tuple[str, str]], tokenizer: Any, max_sentences:
         rows = range(0, stride * max_sentences, stride) if stride >= 2 else (i * n // max_sentences for i in range(max_sentences))
         pairs = [pairs[row] for row in rows]
     return ValidSet([tokenizer.encode_src(s) for s, _ in pairs], [tokenizer.encode_tgt(t) for _, t in pairs],
-                    [t for _, t in pairs])
+                    [t for _, t in pairs], sacrebleu_bleu(evaluation.tokenize, evaluation.lowercase))
 
 
 def validate(
@@ -108,8 +116,7 @@ def validate(
     finally:
         model.train(was_training)
     ordered = [hypotheses[i] for i in range(len(valid.references))]
-    metric = sacrebleu.BLEU()
-    bleu = metric.corpus_score(ordered, [valid.references])
+    bleu = valid.bleu.corpus_score(ordered, [valid.references])
     loss = loss_sum / max(tokens, 1)
-    return ValidationResult(loss, safe_exp(loss), float(bleu.score), str(metric.get_signature()), len(ordered))
+    return ValidationResult(loss, safe_exp(loss), float(bleu.score), str(valid.bleu.get_signature()), len(ordered))
 
