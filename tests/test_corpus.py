@@ -394,6 +394,22 @@ def test_huggingface_json_builder_on_local_files(tmp_path: Path, offline: None) 
     assert corpus.splits["valid"] == splits["validation"] and corpus.splits["test"] == splits["test"]
 
 
+def test_a_split_in_two_roles_or_a_file_without_its_split_is_refused() -> None:
+    """The same split name for two roles would give the same sentences twice (test = valid, or test = train; a
+    builder's files keyed by that name kept only the later role's), and a file whose split name is "" would be
+    left unread while the split is carved from train: both refused with the key, before anything is read."""
+    with pytest.raises(NMTError, match=r"'data.huggingface.test_split': 'heldout' is data.huggingface.valid_split too"):
+        data_config(source="huggingface", name="json", train="tr.jsonl", valid="dev.jsonl", test="te.jsonl",
+                    valid_split="heldout", test_split="heldout")
+    with pytest.raises(NMTError, match=r"'data.huggingface.test_split': 'train' is data.huggingface.train_split too"):
+        data_config(source="huggingface", name="some/dataset", test_split="train")
+    with pytest.raises(NMTError, match=r"'data.huggingface.valid_split': is \"\" \(carved from train\), but "
+                                       r"data.huggingface.valid gives the file dev.jsonl: name the split \(e.g. validation\)"):
+        data_config(source="huggingface", name="json", train="tr.jsonl", valid="dev.jsonl", valid_split="", test_split="")
+    carved = data_config(source="huggingface", name="json", train="tr.jsonl", valid_split="", test_split="")
+    assert corpus_source(carved).describe().endswith("valid carved from train, test carved from train")
+
+
 def test_json_builder_record_errors_name_the_file_and_line(tmp_path: Path, offline: None) -> None:
     good = json.dumps({"translation": {"en": "a", "fr": "b"}}) + "\n"
     bad = json.dumps({"translation": {"en": "c"}}) + "\n"  # the builder gives it translation.fr None

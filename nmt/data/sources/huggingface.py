@@ -26,6 +26,9 @@ from nmt.errors import NMTError, require
 HUB_PROBE_SECONDS = 3.0
 
 
+_SPLIT_EXAMPLES = {"train": "train", "valid": "validation", "test": "test"}
+
+
 @dataclass
 class HuggingFaceSettings(SourceSettings):
     """data.huggingface: the dataset, its configuration, the name of each split ("" = carved from train)
@@ -45,6 +48,20 @@ class HuggingFaceSettings(SourceSettings):
     def validate(self) -> None:
         require(bool(self.name), "data.huggingface.name", "is required when data.source is 'huggingface'")
         require(bool(self.train_split), "data.huggingface.train_split", "must name the training split, e.g. train")
+        named: dict[str, str] = {}  # split name -> the first role given it
+        for role in self.PATHS:
+            name, files = getattr(self, f"{role}_split"), getattr(self, role)
+            # one split in two roles is the same sentences twice (test = valid, or test = train), and a
+            # builder's files are keyed by split name: the later role's files would replace the earlier's
+            require(name not in named, f"data.huggingface.{role}_split",
+                    f"'{name}' is data.huggingface.{named.get(name)}_split too: one split cannot serve as both "
+                    f"(give each its own name, or \"\" to carve {role} from train)")
+            # a file with no split name to load it as would be left unread, the split carved from train instead
+            require(bool(name) or not files, f"data.huggingface.{role}_split",
+                    f'is "" (carved from train), but data.huggingface.{role} gives the file {files}: name the split '
+                    f"(e.g. {_SPLIT_EXAMPLES[role]}) to read it, or leave data.huggingface.{role} empty")
+            if name:
+                named[name] = role
 
     def absolute(self) -> HuggingFaceSettings:
         """Its data files, and its name if it is a local path, absolute."""
