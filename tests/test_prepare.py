@@ -21,7 +21,15 @@ import nmt.data.replacing as replacing
 from nmt.cli import main
 from nmt.config import DataConfig, config_from_dict, save_config
 from nmt.data.pairs import Corpus
-from nmt.data.prepare import FORMAT_VERSION, format_stats, is_prepared, load_corpus, load_prepared, prepare
+from nmt.data.prepare import (
+    FORMAT_VERSION,
+    STATS_KEYS,
+    format_stats,
+    is_prepared,
+    load_corpus,
+    load_prepared,
+    prepare,
+)
 from nmt.data.sources import corpus_source
 from nmt.errors import NMTError
 from nmt.typed_yaml import section_dict
@@ -62,6 +70,7 @@ def test_prepare_writes_splits_tokenizer_and_correct_stats(tmp_path: Path) -> No
         assert histogram["[20,30)"] == sum(1 for s, _ in pairs_ if 20 <= len(s.split()) < 30)
         assert histogram[">=60"] == sum(1 for s, _ in pairs_ if len(s.split()) >= 60)
     assert json.loads((tmp_path / "prepared/stats.json").read_text()) == stats
+    assert stats.keys() >= STATS_KEYS  # what a prepared folder's stats.json is checked for
     assert data.tokenizer.decode_tgt(data.tokenizer.encode_tgt(splits["test"][0][1])) == splits["test"][0][1]
     table = format_stats(stats)
     assert f"all{'':11}" in table and str(stats["pairs"]["train"]) in table and "[50,60)" in table
@@ -205,6 +214,12 @@ DAMAGES: dict[str, tuple[Callable[[Path], object], str]] = {
     # Tokenizer.load refuses it and tells the user to re-run prepare, which must then rebuild it
     "model damaged": (lambda folder: (folder / "spm.model").write_bytes((folder / "spm.model").read_bytes()[:-1] + b"?"),
                       f"has a sentencepiece model whose sha256 differs from tokenizer.json's (spm.model): {AGAIN}"),
+    # `nmt prepare` prints the counts of stats.json: a cut one, or one without them, would be a traceback
+    "stats cut": (lambda folder: (folder / "stats.json").write_text('{"trunc', encoding="utf-8"),
+                  "has a stats.json that cannot be read (Unterminated string starting at: line 1 column 2 (char 1)): "
+                  + AGAIN),
+    "stats emptied": (lambda folder: (folder / "stats.json").write_text("{}", encoding="utf-8"),
+                      f"has a stats.json without the counts nmt prepare writes there: {AGAIN}"),
 }
 
 

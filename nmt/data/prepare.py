@@ -130,7 +130,20 @@ def _why_stale(directory: Path, config: DataConfig) -> str | None:
         return f"lacks files that nmt prepare wrote there ({', '.join(missing)}): {again}"
     if damaged := [name for name, digest in manifest.get("sha256", {}).items() if sha256_file(directory / name) != digest]:
         return f"has a sentencepiece model whose sha256 differs from {MANIFEST}'s ({', '.join(damaged)}): {again}"
+    try:
+        stats = json.loads((directory / "stats.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        return f"has a stats.json that cannot be read ({error}): {again}"
+    if not isinstance(stats, dict) or not stats.keys() >= STATS_KEYS:
+        return f"has a stats.json without the counts nmt prepare writes there: {again}"
     return None
+
+
+# What stats.json holds from every version of this format (format_stats reads them; later counts are optional)
+STATS_KEYS = frozenset({
+    "source", "pairs", "dropped_empty", "filtered_long_train", "capped_train", "overlap_dropped", "extra_train_pairs",
+    "src_vocab_size", "tgt_vocab_size", "source_words_histogram",
+})
 
 
 def _stats(corpus: Corpus, tokenizer: Tokenizer, config: DataConfig) -> dict[str, Any]:
