@@ -94,8 +94,9 @@ class Config:
         for section, values in overrides.items():
             if section not in SECTIONS or not isinstance(values, dict):
                 raise NMTError(
-                    f"runs.{name}.{section}: expected one of the sections "
-                    f"{', '.join(SECTIONS)} holding a mapping of keys."
+                    f"runs.{name}.{section}: expected one of the sections {', '.join(SECTIONS)} holding a mapping "
+                    f"of keys{did_you_mean(str(section), list(SECTIONS)) if section not in SECTIONS else ''}.",
+                    key=f"runs.{name}.{section}",
                 )
             for key, value in values.items():  # a source's sub-section (data.files: {...}) is merged key by key
                 both = isinstance(value, dict) and isinstance(raw[section].get(key), dict)

@@ -56,11 +56,16 @@ def check_type(value: Any, tp: Any, key: str) -> Any:
 
 
 def _as_text_hint(value: Any, tp: Any, key: str) -> str:
-    """For a number where text is expected (a Bible translation's code 4, a language code), the hint that
-    quotes it: YAML reads 4 as a number and "4" as text; else ""."""
-    if tp is not str or not isinstance(value, int | float) or isinstance(value, bool):
+    """For a number or a boolean where text is expected (a Bible translation's code 4, the language code no), the
+    hint that quotes it: YAML reads 4 as a number and "4" as text, no as false and "no" as text; else ""."""
+    if tp is not str or not isinstance(value, int | float):
         return ""
-    return (f'YAML reads {value!r} as a number: quoted, it is text: {key.rsplit(".", 1)[-1]}: "{value}" in the config, '
+    leaf = key.rsplit(".", 1)[-1]
+    if isinstance(value, bool):  # Norwegian's code, no, among them
+        word = "yes" if value else "no"
+        return (f"YAML reads an unquoted yes, no, on, off, true or false as a boolean ({value}): quoted, it is text: "
+                f"{leaf}: \"{word}\" in the config, --set '{key}=\"{word}\"' on the command line.")
+    return (f'YAML reads {value!r} as a number: quoted, it is text: {leaf}: "{value}" in the config, '
             f"--set '{key}=\"{value}\"' on the command line.")
 
 

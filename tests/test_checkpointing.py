@@ -36,7 +36,7 @@ from nmt.training.checkpointing import (
 from nmt.training.optim import LRSchedule, build_optimizer
 from nmt.training.rng import capture_rng
 
-TOKENIZER = SimpleNamespace(src_vocab_size=25, tgt_vocab_size=26)
+TOKENIZER = SimpleNamespace(src_vocab_size=25, tgt_vocab_size=26, model_sha256={"spm.model": "0" * 64})
 
 
 def parts(seed: int) -> tuple[torch.nn.Module, torch.optim.Optimizer, LRSchedule, torch.amp.GradScaler]:

@@ -3,6 +3,8 @@ step checkpoints."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 import shutil
 from pathlib import Path
@@ -113,6 +115,15 @@ def test_a_file_that_is_no_checkpoint_is_not_to_be_deleted_and_a_folder_is_named
     (tmp_path / "empty.pt").write_bytes(b"")
     with pytest.raises(NMTError, match=r"empty.pt is unreadable or corrupt \(EOFError\)\. If"):
         load_checkpoint(tmp_path / "empty.pt")
+    # found, then pruned by its run's training (keep_last) before it was read: not called damaged
+    def pruned_meanwhile(path: Path, **options: Any) -> Any:
+        path.unlink()
+        return path.read_bytes()  # FileNotFoundError, as torch.load's own open
+
+    monkeypatch.setattr(torch, "load", pruned_meanwhile)
+    with pytest.raises(NMTError, match=r"empty.pt was removed while it was read \(a run in training deletes") as error:
+        load_checkpoint(tmp_path / "empty.pt")
+    assert error.value.hint == "Run the command again: it takes the checkpoints there are now."
     # a folder given as --checkpoint (often the run itself) is named as one, with the file meant as example
     with pytest.raises(NMTError) as error:
         describe_runs([run], checkpoint=str(tmp_path / "run"))
@@ -265,3 +276,20 @@ def test_another_runs_checkpoint_with_other_sentencepiece_models_is_refused(
     assert "differ from those of" in capsys.readouterr().err and not out.exists()
     with pytest.raises(NMTError, match="differ from those of"):
         describe_runs([trained_reverse_run], checkpoint=str(other / "checkpoints" / "best.pt"))
+
+
+def test_a_checkpoint_trained_with_other_sentencepiece_models_is_refused_wherever_it_lies(
+    trained_reverse_run: Path, tmp_path: Path
+) -> None:
+    """A checkpoint records the sha256 of the models it was trained with: one outside any run (nmt average -o
+    FILE of another run) is refused by the run whose models differ; one recording none (older) is taken."""
+    best = load_checkpoint(trained_reverse_run / "checkpoints" / "best.pt")
+    assert best.tokenizer_sha256 == json.loads((trained_reverse_run / "tokenizer" / "tokenizer.json").read_text())["sha256"]
+    elsewhere = tmp_path / "elsewhere.pt"
+    save_checkpoint(elsewhere, dataclasses.replace(best, tokenizer_sha256={"spm.model": "0" * 64}))
+    with pytest.raises(NMTError) as error:
+        load_run(trained_reverse_run, elsewhere, device="cpu")
+    assert error.value.message.startswith(f"{elsewhere} was trained with other sentencepiece models than those of "
+                                          f"{trained_reverse_run}")
+    save_checkpoint(elsewhere, dataclasses.replace(best, tokenizer_sha256=None))
+    assert load_run(trained_reverse_run, elsewhere, device="cpu").step == best.step

@@ -302,6 +302,17 @@ def test_for_run_applies_run_overrides() -> None:
     assert steps == {"rnnencdec-30": 1400, "rnnsearch-30": 900, "rnnencdec-50": 1800, "rnnsearch-50": 900}
 
 
+def test_a_misspelt_section_of_a_run_is_named_by_its_line_with_the_nearest_section(tmp_path: Path) -> None:
+    path = tmp_path / "exp.yaml"
+    path.write_text("runs:\n  x:\n    trainng: {max_steps: 1}\n", encoding="utf-8")
+    with pytest.raises(NMTError) as error:
+        load_config(path)
+    assert error.value.message == (f"{path}, line 3: runs.x.trainng: expected one of the sections data, model, training, "
+                                   "decoding, evaluation holding a mapping of keys (did you mean 'training'?).")
+    with pytest.raises(NMTError, match=r"runs.x.True: expected one of the sections"):  # `on:`, read as a boolean
+        config_from_dict({"runs": {"x": {True: {"max_steps": 1}}}})
+
+
 def test_bad_run_override_is_refused_naming_where_the_key_sits(tmp_path: Path) -> None:
     with pytest.raises(NMTError, match=r"unknown key 'runs\.x\.model\.atention' \(did you mean 'runs\.x\.model\.attention'"):
         config_from_dict({"runs": {"x": {"model": {"atention": "none"}}}})
@@ -472,6 +483,11 @@ def test_a_source_sub_section_refuses_an_unknown_key_naming_it_with_the_closest_
     assert error.value.hint == """YAML reads 4 as a number: quoted, it is text: src: "4" in the config, --set 'data.bible.src="4"' on the command line."""
     quoted = load_checked_config(CONFIGS / "quick.yaml", ['data.bible.src="4"'])  # as the hint writes it
     assert quoted.data.sources["bible"]["src"] == "4"
+    with pytest.raises(NMTError, match=r"wrong type for 'data.tgt_lang': expected str, got False \(bool\)") as error:
+        config_from_dict(yaml.safe_load("data: {tgt_lang: no}"))  # Norwegian, read as a boolean
+    assert error.value.hint == ("YAML reads an unquoted yes, no, on, off, true or false as a boolean (False): quoted, "
+                                """it is text: tgt_lang: "no" in the config, --set 'data.tgt_lang="no"' on the command line.""")
+    assert load_config(CONFIGS / "quick.yaml", ['data.tgt_lang="no"']).data.tgt_lang == "no"
     with pytest.raises(NMTError, match=r"'data.source': 'file' is not a corpus source \(did you mean 'files'"):
         check_data(config_from_dict({"data": {"source": "file"}}).data)
 

@@ -219,6 +219,10 @@ def test_a_bucket_has_one_colour_in_every_panel() -> None:
     assert [line.get_label() for line in short.lines] == ["<7 (n=8)", "[7,10) (n=8)"]
     assert short.lines[0].get_color() == full.lines[0].get_color()
     assert short.lines[1].get_color() == full.lines[1].get_color() != full.lines[2].get_color()
+    # the legend, beside the last panel, names the bucket only the first panel draws
+    results["runs"] = dict(reversed(results["runs"].items()))
+    legend = learning_curve_figure(results).axes[-1].get_legend()
+    assert [text.get_text() for text in legend.get_texts()] == ["<7 (n=8)", "[7,10) (n=8)", ">=10 (n=8)"]
 
 
 def test_runs_on_different_data_name_their_samples() -> None:

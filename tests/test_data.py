@@ -10,6 +10,7 @@ import torch
 from nmt.data.batching import TokenBatchSampler, make_batch
 from nmt.data.prepare import prepare
 from nmt.errors import NMTError
+from nmt.evaluation.metrics import sacrebleu_bleu
 from nmt.training.data import TrainingData, load_training_data
 from nmt.training.distributed import DistContext
 from nmt.training.validation import ValidSet
@@ -37,7 +38,7 @@ def test_the_training_split_is_encoded_within_max_words(tmp_path: Path) -> None:
 def test_each_process_takes_its_own_shard_of_an_epoch() -> None:
     lengths = [5] * 40
     data = TrainingData(None, [[1] * 5] * 40, [[1] * 5] * 40, TokenBatchSampler(lengths, lengths, 20, seed=3),  # type: ignore[arg-type]
-                        ValidSet([], [], []))
+                        ValidSet([], [], [], sacrebleu_bleu("13a", False)))
     whole = data.epoch_batches(1, SINGLE)
     assert sorted(i for batch in whole for i in batch.indices) == list(range(40))
     assert whole == data.epoch_batches(1, SINGLE) != data.epoch_batches(2, SINGLE)  # a function of (seed, epoch)
@@ -52,7 +53,7 @@ def test_every_process_knows_the_target_tokens_of_a_step_on_all_of_them() -> Non
     """The loss's denominator, computed by each process from the epoch's list: no collective per step."""
     src, tgt = [[5] * 4 for _ in range(60)], [[7] * (1 + i % 12) for i in range(60)]  # targets of 1-12 pieces
     data = TrainingData(None, src, tgt, TokenBatchSampler([4] * 60, [len(t) for t in tgt], 40, seed=2),  # type: ignore[arg-type]
-                        ValidSet([], [], []))
+                        ValidSet([], [], [], sacrebleu_bleu("13a", False)))
 
     def tokens(indices: list[int]) -> int:  # what the process's own batch counts
         return make_batch([src[i] for i in indices], [tgt[i] for i in indices], indices).n_tgt_tokens

@@ -503,3 +503,31 @@ def test_two_prepares_of_one_folder_at_once_build_it_once(
     assert len(results) == 2 and results[0] == results[1] and len(builds) == 1
     assert "waiting for another nmt prepare in" in capsys.readouterr().err
     assert sorted(p.name for p in (tmp_path / "prepared").parent.iterdir() if p.name.startswith(".")) == []
+
+
+def test_data_read_while_another_process_prepares_the_folder_again_is_refused(tmp_path: Path) -> None:
+    """Another config on the same data.dir prepares it again after this process loaded its tokenizer: a split
+    read then would be the other preparation's, encoded with this one's tokenizer; refused, naming the folder. A
+    folder swapped between `prepare` and the load (the other's build, consistent in itself) is refused too."""
+    import nmt.data.prepare as preparing
+
+    config, _ = setup(tmp_path)
+    other = dataclasses.replace(config, valid_fraction=config.valid_fraction * 2)
+    data = load_prepared(config)
+    assert data.pairs("valid")  # one preparation: read as often as asked
+    prepare(other)
+    with pytest.raises(NMTError, match=r"prepared again by another process") as error:
+        data.pairs("train")
+    assert str(tmp_path / "prepared") in error.value.message
+    real_prepare = preparing.prepare
+
+    def then_the_other(data_config: DataConfig) -> dict:
+        stats = real_prepare(data_config)
+        real_prepare(other)  # swapped in just after this process found its own current
+        return stats
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(preparing, "prepare", then_the_other)
+        with pytest.raises(NMTError, match=r"prepared again by another process"):
+            load_prepared(config)
+    assert load_prepared(config).pairs("test")  # once left alone, this config's own again

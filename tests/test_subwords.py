@@ -7,10 +7,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 
-from nmt.config import config_from_dict
+from nmt.config import Config, config_from_dict
 from nmt.data.subwords import Tokenizer
 from nmt.errors import NMTError
+from nmt.rundir.writing import set_up
 from nmt.special import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 SRC = [f"the cat number {i} sat on the mat near house {i * 7 % 13}" for i in range(300)]
@@ -45,18 +47,19 @@ def test_training_is_deterministic_and_load_matches(tmp_path: Path) -> None:
     assert manifest["config"] == {"subword_type": "unigram", "vocab_size": 120, "character_coverage": 1.0,
                                   "joint_vocab": True}
     assert manifest["src_vocab_size"] == first.src_vocab_size
-    assert sorted(p.name for p in first.files()) == ["spm.model", "tokenizer.json"]
+    assert sorted(first.contents()) == ["spm.model", "tokenizer.json"]
+    assert first.contents() == {name: (tmp_path / "a" / name).read_bytes() for name in ("spm.model", "tokenizer.json")}
 
 
 def test_separate_bpe_models_and_copied_files_load(tmp_path: Path) -> None:
     tokenizer = train(tmp_path / "t", joint_vocab=False, subword_type="bpe", vocab_size=80)
-    assert sorted(p.name for p in tokenizer.files()) == ["spm.src.model", "spm.tgt.model", "tokenizer.json"]
+    assert sorted(tokenizer.contents()) == ["spm.src.model", "spm.tgt.model", "tokenizer.json"]
     assert "é" in "".join(tokenizer.tgt_id_to_piece(list(range(tokenizer.tgt_vocab_size))))
     assert "é" not in "".join(tokenizer.src_pieces(SRC[0]))
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    for path in tokenizer.files():
-        shutil.copy(path, run_dir)
+    for name, content in tokenizer.contents().items():
+        (run_dir / name).write_bytes(content)
     copy = Tokenizer.load(run_dir)
     assert copy.encode_tgt(TGT[3]) == tokenizer.encode_tgt(TGT[3])
     assert copy.decode_tgt(copy.encode_tgt(TGT[3])) == TGT[3]
@@ -70,6 +73,20 @@ def test_load_refuses_missing_or_replaced_models(tmp_path: Path) -> None:
     shutil.copy(tmp_path / "b/spm.model", tmp_path / "a/spm.model")
     with pytest.raises(NMTError, match="sha256 differs"):
         Tokenizer.load(tmp_path / "a")
+
+
+def test_a_tokenizer_keeps_the_files_it_loaded_whatever_replaces_them(tmp_path: Path) -> None:
+    """Its folder prepared again after the load (another config on the same data.dir): the tokenizer still
+    encodes, and gives as its files, what it loaded; a run's copy of it is the model the run encodes with."""
+    tokenizer = train(tmp_path / "a", vocab_size=100)
+    loaded = tokenizer.contents()
+    train(tmp_path / "a", vocab_size=60)  # written in place over the first
+    assert (tmp_path / "a/spm.model").read_bytes() != loaded["spm.model"]
+    assert tokenizer.contents() == loaded and tokenizer.src_vocab_size > 60
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    set_up(run_dir, Config(), tokenizer, torch.device("cpu"), world_size=1)
+    assert {path.name: path.read_bytes() for path in (run_dir / "tokenizer").iterdir()} == loaded
 
 
 @pytest.mark.parametrize(("key", "value", "should"), [
@@ -89,3 +106,13 @@ def test_load_refuses_a_manifest_key_of_the_wrong_type_naming_it(
     with pytest.raises(NMTError) as error:
         Tokenizer.load(tmp_path)
     assert error.value.message == f"{path}: {key} must be {should}, not {json.dumps(value)}."
+
+
+def test_load_refuses_a_manifest_whose_model_has_no_sha256(tmp_path: Path) -> None:
+    """Every model a tokenizer.json names is checked by its sha256: one named without any is refused."""
+    train(tmp_path)
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "sha256": {}}))
+    with pytest.raises(NMTError) as error:
+        Tokenizer.load(tmp_path)
+    assert error.value.message == f"{path}: sha256 has no entry for spm.model."

@@ -6,6 +6,7 @@ model other than the one it was trained with.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import re
@@ -67,16 +68,19 @@ def _train_model(lines: Iterable[str], path: Path, config: DataConfig) -> None:
 
 
 class Tokenizer:
-    """Source and target sentencepiece models (one shared model when the vocabulary is joint)."""
+    """Source and target sentencepiece models (one shared model when the vocabulary is joint), built from the
+    bytes of tokenizer.json and the model files as `load` read them once: `contents` gives those bytes back, so a
+    run's copy (RUN_DIR/tokenizer/) is the model it encodes with, even where its folder is prepared again meanwhile."""
 
-    def __init__(self, directory: Path, src_file: str, tgt_file: str) -> None:
+    def __init__(self, directory: Path, contents: dict[str, bytes]) -> None:
         self.directory = directory
-        self._model_files = sorted({src_file, tgt_file})
-        self._src = spm.SentencePieceProcessor(model_file=str(self.directory / src_file))
-        self._tgt = (
-            self._src if tgt_file == src_file
-            else spm.SentencePieceProcessor(model_file=str(self.directory / tgt_file))
-        )
+        self._contents = contents
+        manifest = parse_manifest(directory / MANIFEST, contents[MANIFEST])
+        self.model_sha256: dict[str, str] = manifest["sha256"]  # model file name -> its sha256
+        self.subword_settings: dict[str, Any] = manifest.get("config", {})  # the data.* keys it was trained with
+        src_file, tgt_file = manifest["src_model"], manifest["tgt_model"]
+        self._src = spm.SentencePieceProcessor(model_proto=contents[src_file])
+        self._tgt = self._src if tgt_file == src_file else spm.SentencePieceProcessor(model_proto=contents[tgt_file])
         self.src_vocab_size: int = self._src.get_piece_size()
         self.tgt_vocab_size: int = self._tgt.get_piece_size()
 
@@ -90,37 +94,41 @@ class Tokenizer:
             _train_model(src_lines, out_dir / "spm.src.model", config)
             _train_model(tgt_lines, out_dir / "spm.tgt.model", config)
             src_file, tgt_file = "spm.src.model", "spm.tgt.model"
-        tokenizer = cls(out_dir, src_file, tgt_file)
+        sizes = {name: spm.SentencePieceProcessor(model_file=str(out_dir / name)).get_piece_size()
+                 for name in (src_file, tgt_file)}
         manifest = {
             "src_model": src_file,
             "tgt_model": tgt_file,
-            "sha256": {name: sha256_file(out_dir / name) for name in tokenizer._model_files},
-            "src_vocab_size": tokenizer.src_vocab_size,
-            "tgt_vocab_size": tokenizer.tgt_vocab_size,
+            "sha256": {name: sha256_file(out_dir / name) for name in sorted({src_file, tgt_file})},
+            "src_vocab_size": sizes[src_file],
+            "tgt_vocab_size": sizes[tgt_file],
             "special_ids": {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID},
             "config": {key: getattr(config, key) for key in SUBWORD_KEYS},
         }
         atomic_write_json(out_dir / MANIFEST, manifest)
-        return tokenizer
+        return cls.load(out_dir)
 
     @classmethod
     def load(cls, directory: Path) -> Tokenizer:
         """Load the models named by `directory/tokenizer.json`, checking their sha256."""
-        manifest = read_manifest(directory)
-        for name, digest in manifest["sha256"].items():
+        manifest_bytes = _read_manifest_bytes(directory)
+        contents = {MANIFEST: manifest_bytes}
+        for name, digest in parse_manifest(directory / MANIFEST, manifest_bytes)["sha256"].items():
             path = directory / name
-            if not path.exists():
-                raise NMTError(f"{path}: sentencepiece model missing.", f"Re-run `nmt prepare` or copy it beside {MANIFEST}.")
-            if sha256_file(path) != digest:
+            try:
+                contents[name] = path.read_bytes()
+            except FileNotFoundError:
+                raise NMTError(f"{path}: sentencepiece model missing.", f"Re-run `nmt prepare` or copy it beside {MANIFEST}.") from None
+            if hashlib.sha256(contents[name]).hexdigest() != digest:
                 raise NMTError(
                     f"{path}: sha256 differs from the one recorded in {directory / MANIFEST}.",
                     "The model was replaced after training: re-run `nmt prepare` (and retrain).",
                 )
-        return cls(directory, manifest["src_model"], manifest["tgt_model"])
+        return cls(directory, contents)
 
-    def files(self) -> list[Path]:
-        """Every file `load` needs: the manifest and the model file(s)."""
-        return [self.directory / MANIFEST, *(self.directory / name for name in self._model_files)]
+    def contents(self) -> dict[str, bytes]:
+        """Every file `load` needs, by name (the manifest and the model files), as it was read."""
+        return dict(self._contents)
 
     def encode_src(self, text: str) -> list[int]:
         """Source piece ids, without BOS/EOS."""
@@ -146,11 +154,23 @@ class Tokenizer:
 def read_manifest(directory: Path) -> dict[str, Any]:
     """The parsed tokenizer.json of `directory`; NMTError if missing, unreadable, or a key it needs is missing or
     of another type."""
+    return parse_manifest(directory / MANIFEST, _read_manifest_bytes(directory))
+
+
+def _read_manifest_bytes(directory: Path) -> bytes:
     path = directory / MANIFEST
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
+        return path.read_bytes()
     except FileNotFoundError:
         raise NMTError(f"{path} not found: no tokenizer in {directory}.", "Run `nmt prepare CONFIG` first.") from None
+
+
+def parse_manifest(path: Path, content: bytes) -> dict[str, Any]:
+    """tokenizer.json's `content` (read from `path`, which errors name), parsed and checked as `read_manifest` says."""
+    try:
+        manifest = json.loads(content.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise NMTError(f"{path}: not UTF-8 text ({exc.reason}).", "Re-run `nmt prepare`.") from None
     except json.JSONDecodeError as exc:
         raise NMTError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno}).", "Re-run `nmt prepare`.") from None
     if not isinstance(manifest, dict) or not {"src_model", "tgt_model", "sha256"} <= manifest.keys():
@@ -165,4 +185,6 @@ def read_manifest(directory: Path) -> dict[str, Any]:
     ):
         if not fits:
             raise NMTError(f"{path}: {key} must be {should}, not {json.dumps(manifest[key])}.", "Re-run `nmt prepare`.")
+    if unlisted := sorted({manifest["src_model"], manifest["tgt_model"]} - digests.keys()):
+        raise NMTError(f"{path}: sha256 has no entry for {', '.join(unlisted)}.", "Re-run `nmt prepare`.")
     return manifest

@@ -131,6 +131,11 @@ def learning_curve_figure(results: dict[str, Any]) -> Figure:
     panels[0].set_ylabel(f"greedy BLEU, by {results['by']} length")
     panels[0].set_ylim(bottom=0)
     panels[0].set_xlim(left=0)
-    panels[-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, title="bucket (words)")
+    # one legend for all panels: every bucket drawn in any of them, short to long (a run without one has no line)
+    buckets = list(next(iter(curves.values()))["n"])
+    lines = {line.get_label(): line for axes in reversed(panels) for line in axes.get_lines()}
+    shown = sorted(lines, key=lambda label: buckets.index(label.split(" (n=")[0]))
+    panels[-1].legend([lines[label] for label in shown], shown, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                      fontsize=8, title="bucket (words)")
     figure.tight_layout()
     return figure

@@ -135,6 +135,7 @@ def average_checkpoints(
     averaged = Checkpoint(
         model, newest.step, config=newest.config, src_vocab_size=newest.src_vocab_size,
         tgt_vocab_size=newest.tgt_vocab_size, averaged_steps=[checkpoint_step(p) for p in chosen],
+        tokenizer_sha256=newest.tokenizer_sha256,
     )
     save_checkpoint(output, averaged)
     return output

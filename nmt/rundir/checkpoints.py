@@ -144,6 +144,8 @@ class Checkpoint:
     score: float | None = None  # best.pt: its validation score; a step checkpoint: the best so far (NaN: none)
     metric: str | None = None  # the score's metric (training.early_stopping_metric)
     averaged_steps: list[int] | None = None  # averaged.pt: the steps whose weights it averages
+    # the sha256 of the sentencepiece model files the weights were trained with (tokenizer.json's), by file name
+    tokenizer_sha256: dict[str, str] | None = None
     training: TrainingState | None = None  # a run's newest step checkpoint only (--resume reads no other)
 
     def to_dict(self) -> dict[str, Any]:
@@ -200,6 +202,12 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu", mmap: 
         raise NMTError(f"checkpoint not found: {path}", "Check the path, or list the run's checkpoints/ folder.")
     try:
         state = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
+    except FileNotFoundError:  # not damaged: deleted since it was found
+        raise NMTError(
+            f"checkpoint {path} was removed while it was read (a run in training deletes its older step_*.pt as "
+            "training.keep_last says).",
+            "Run the command again: it takes the checkpoints there are now.",
+        ) from None
     except Exception as exc:  # torch raises many types for a damaged zip/pickle
         # torch's first sentence says what failed; the rest is advice for torch.load's callers (weights_only=False)
         reason = str(exc).split(". ")[0][:200]

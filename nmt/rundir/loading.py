@@ -99,6 +99,12 @@ def load_run(
     path = resolve_checkpoint(run_dir, checkpoint, option)
     target = resolve_device(device)
     checkpoint = load_checkpoint(path, map_location=target)
+    if checkpoint.tokenizer_sha256 is not None and checkpoint.tokenizer_sha256 != tokenizer.model_sha256:
+        raise NMTError(  # with the same vocabulary sizes its weights would load, and translate silently wrong
+            f"{path} was trained with other sentencepiece models than those of {run_dir} ({tokenizer_dir}): its "
+            "weights would read every piece as another.",
+            f"Use it with the run it was trained in, or give a checkpoint of {run_dir}.",
+        )
     model = build_model(config.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
     try:
         model.load_state_dict(checkpoint.model)

@@ -5,10 +5,10 @@ written, so a mistake never overwrites a previous run."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import re
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -30,6 +30,9 @@ from nmt.rundir.folders import SUMMARY, experiment_runs, run_files
 from nmt.rundir.lock import RunLock
 from nmt.typed_yaml import config_diff
 
+# The settings of validation's BLEU (its tokenizer and case, as `nmt evaluate` scores): best.pt, early stopping
+# and the halvings compare its scores, so a run keeps them while it trains; a finished run may be scored anew.
+VALIDATION_BLEU_KEYS = ("evaluation.tokenize", "evaluation.lowercase")
 # Keys that may change between a run and its --resume: they do not change what is learned.
 # (Validation decodes greedily within the length limits, so the other decoding keys do not matter.)
 _RESUMABLE_TRAINING = (
@@ -40,13 +43,15 @@ RESUMABLE_KEYS = frozenset([
     *(f"training.{key}" for key in _RESUMABLE_TRAINING),
     *(f"decoding.{key}" for key in ("beam_size", "length_penalty", "alpha", "batch_size", "nbest", "max_input_tokens")),
     "training.lr_decay_factor", "training.lr_decay_metric",
-    *(f"evaluation.{f.name}" for f in dataclasses.fields(EvaluationConfig)),  # scoring (and validation's BLEU)
+    *(key for key in (f"evaluation.{f.name}" for f in dataclasses.fields(EvaluationConfig))
+      if key not in VALIDATION_BLEU_KEYS),  # scoring only
     "data.dir", "data.cache_dir",
 ])
 # Resumable keys that change the learning-rate halvings where validations halve it (training.lr_patience): by
-# how much and on which score, when validations come, and the BLEU they compare (its tokenizer and case).
-_HALVING_KEYS = ("training.lr_decay_factor", "training.lr_decay_metric", "training.validate_every",
-                 "evaluation.tokenize", "evaluation.lowercase")
+# how much and on which score, and when validations come.
+_HALVING_KEYS = ("training.lr_decay_factor", "training.lr_decay_metric", "training.validate_every")
+
+
 def config_differences(old: Config, new: Config) -> list[str]:
     """Dotted keys whose values differ between two configs (`runs` names experiment runs, not this one);
     data paths are compared as absolute paths, as write_config records them."""
@@ -135,7 +140,9 @@ def _resumable(run_dir: Path, config: Config) -> Path | None:
             f"--resume: the config differs from the one {run_dir} was trained with in: {', '.join(differing)}.",
             f"Only {', '.join(sorted(RESUMABLE_KEYS))} may change on resume ({', '.join(_HALVING_KEYS)} only "
             "without training.lr_patience, whose halvings come at validations); restore the other keys or start "
-            "a new run in another --run-dir.",
+            "a new run in another --run-dir."
+            + (" To score the run with another BLEU, give it to nmt evaluate: --set evaluation.KEY=VALUE."
+               if set(differing) & set(VALIDATION_BLEU_KEYS) else ""),
         )
     check_schedule_kept(run_dir, previous.training, config.training, str(run_dir),
                         f"Resume it with training.max_steps {previous.training.max_steps}, or train a new run for "
@@ -194,7 +201,7 @@ def check_tokenizer(tokenizer: Any, run_dir: Path) -> None:
     if not copy.is_dir():
         return
     saved = {p.name: sha256_file(p) for p in copy.iterdir() if p.is_file()}
-    now = {p.name: sha256_file(p) for p in tokenizer.files()}
+    now = {name: hashlib.sha256(content).hexdigest() for name, content in tokenizer.contents().items()}
     changed = sorted({name for name, _ in saved.items() ^ now.items()})  # differing, added or missing
     if changed:
         raise NMTError(
@@ -206,10 +213,10 @@ def check_tokenizer(tokenizer: Any, run_dir: Path) -> None:
 
 def check_subword_settings(tokenizer: Any, config: Config) -> None:
     """The prepared tokenizer must have been trained with this config's data.* subword settings."""
-    from nmt.data.subwords import MANIFEST, SUBWORD_KEYS, read_manifest
+    from nmt.data.subwords import MANIFEST, SUBWORD_KEYS
 
     manifest_path = tokenizer.directory / MANIFEST
-    recorded = read_manifest(tokenizer.directory).get("config", {})
+    recorded = tokenizer.subword_settings
     differing = [
         f"data.{key} (tokenizer {recorded[key]!r}, config {getattr(config.data, key)!r})"
         for key in SUBWORD_KEYS
@@ -270,9 +277,9 @@ def set_up(
     earlier = _earlier_sessions(run_dir / "environment.json") if step > 0 else []
     atomic_write_json(run_dir / "environment.json", environment | ({"earlier_sessions": earlier} if earlier else {}))
     (run_dir / "tokenizer").mkdir(exist_ok=True)  # claim made run_dir
-    for path in tokenizer.files():
-        with open(path, "rb") as source, atomic_open(run_dir / "tokenizer" / path.name, "wb") as dest:
-            shutil.copyfileobj(source, dest)
+    for name, content in tokenizer.contents().items():  # the files as loaded: the model this run encodes with
+        with atomic_open(run_dir / "tokenizer" / name, "wb") as dest:
+            dest.write(content)
 
 
 def _earlier_sessions(path: Path) -> list[dict[str, Any]]:

@@ -33,6 +33,7 @@ def weights_checkpoint(model: torch.nn.Module, step: int, score: float, config: 
     return Checkpoint(
         model.state_dict(), step, config=config.to_dict(), src_vocab_size=tokenizer.src_vocab_size,
         tgt_vocab_size=tokenizer.tgt_vocab_size, score=score, metric=config.training.early_stopping_metric,
+        tokenizer_sha256=tokenizer.model_sha256,
     )
 
 

@@ -32,6 +32,7 @@ from nmt.errors import NMTError, counted
 from nmt.interrupts import starting_children
 from nmt.models.interface import model_kind
 from nmt.rundir.writing import (
+    VALIDATION_BLEU_KEYS,
     check_not_past,
     check_schedule_kept,
     config_differences,
@@ -55,6 +56,8 @@ def check_runs(config: Config, run_dirs: dict[str, Path]) -> None:
             continue
         previous = load_saved_config(saved)
         differing = learning_differences(previous, ours)
+        if differing and _finished(ours, run_dir):  # trained: only scored anew, with validation's BLEU or another
+            differing = [key for key in differing if key not in VALIDATION_BLEU_KEYS]
         if differing:
             raise NMTError(
                 f"run '{name}' in {run_dir} was trained with a different config ({', '.join(differing)}); "
@@ -79,10 +82,11 @@ def _train_run(config: Config, run_dir: Path) -> str:
 
 
 def _skip_finished(config: Config, run_dir: Path) -> None:
-    """A finished run is not trained again, but evaluation reads decoding and evaluation settings from its
-    config.yaml: those are kept current; the rest stays the record of what it trained with."""
+    """A finished run is not trained again, but evaluation reads the decoding and evaluation settings and the
+    data's folders from its config.yaml: those are kept current; the rest stays the record of what it trained with."""
     trained = load_saved_config(run_dir / "config.yaml")
-    current = replace(trained, decoding=config.decoding, evaluation=config.evaluation)
+    data = replace(trained.data, dir=config.data.dir, cache_dir=config.data.cache_dir)  # where its data is now
+    current = replace(trained, data=data, decoding=config.decoding, evaluation=config.evaluation)
     if config_differences(trained, current):
         write_config(current, run_dir)
 
