@@ -276,7 +276,7 @@ def decoding_sample(config: Config, tok: Tokenizer, sentences: int) -> tuple[lis
     """The test sources the decoding phase translates (scripts/peer_translate.py too): `sentences` of them
     spread over the split's order, sorted by their length in pieces as `nmt translate` batches them; and
     their references' length in target pieces, EOS included."""
-    from nmt.data.prepare import load_prepared
+    from nmt.data.prepared import load_prepared
 
     pairs = load_prepared(config.data).pairs("test")
     chosen = pairs[:: max(1, len(pairs) // sentences)][:sentences]
@@ -297,7 +297,7 @@ def decode_phase(
 ) -> dict[str, Any]:
     """Child process: greedy and beam search over test sentences; sentences/s, tokens/s, FLOPs, peak RSS."""
     from nmt.data.batching import make_source_batch
-    from nmt.data.prepare import load_prepared
+    from nmt.data.prepared import load_prepared
     from nmt.decoding.search import beam_search, greedy_search, max_output_lengths
     from nmt.models import build_model
     from nmt.rundir.loading import load_run, resolve_device

@@ -28,7 +28,7 @@ from pathlib import Path
 from benchmark import decoding_sample  # scripts/benchmark.py, beside this script
 
 from nmt.config import load_config
-from nmt.data.prepare import load_prepared
+from nmt.data.prepared import load_prepared
 
 
 def main(argv: list[str] | None = None) -> int:

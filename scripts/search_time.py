@@ -19,7 +19,7 @@ import torch
 
 from nmt.config import Config, load_config
 from nmt.data.batching import make_source_batch
-from nmt.data.prepare import load_prepared
+from nmt.data.prepared import load_prepared
 from nmt.decoding.search import beam_search, greedy_search
 from nmt.models import build_model
 

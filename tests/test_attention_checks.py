@@ -21,7 +21,7 @@ from nmt.cli import main
 from nmt.compare import attention_checks as checks_module
 from nmt.compare.attention_checks import attention_checks
 from nmt.data.batching import make_batch, make_source_batch
-from nmt.data.prepare import load_prepared
+from nmt.data.prepared import load_prepared
 from nmt.data.sources import prepared_dir
 from nmt.decoding.search import greedy_hypotheses
 from nmt.decoding.translator import Translator

@@ -17,7 +17,8 @@ import pytest
 from nmt.config import DataConfig, config_from_dict
 from nmt.data.corpus import Source, SourceSettings, assemble, read_lines
 from nmt.data.pairs import MAX_LINE_CHARS, TRAIN_WORDS_CEILING, Corpus, split_of
-from nmt.data.prepare import load_corpus, load_prepared, prepare
+from nmt.data.prepare import load_corpus, prepare
+from nmt.data.prepared import load_prepared
 from nmt.data.sources import SOURCES, check_data, corpus_source, prepared_dir
 from nmt.data.sources import bible as bible_module
 from nmt.data.sources.bible import DB_SHA256, clean_verse, fetch_bible_db, read_translations

@@ -27,9 +27,9 @@ from nmt.data.prepare import (
     format_stats,
     is_prepared,
     load_corpus,
-    load_prepared,
     prepare,
 )
+from nmt.data.prepared import load_prepared
 from nmt.data.sources import corpus_source
 from nmt.errors import NMTError
 from nmt.typed_yaml import section_dict
@@ -509,7 +509,7 @@ def test_data_read_while_another_process_prepares_the_folder_again_is_refused(tm
     """Another config on the same data.dir prepares it again after this process loaded its tokenizer: a split
     read then would be the other preparation's, encoded with this one's tokenizer; refused, naming the folder. A
     folder swapped between `prepare` and the load (the other's build, consistent in itself) is refused too."""
-    import nmt.data.prepare as preparing
+    import nmt.data.prepared as preparing
 
     config, _ = setup(tmp_path)
     other = dataclasses.replace(config, valid_fraction=config.valid_fraction * 2)

@@ -35,7 +35,7 @@ from nmt.analysis.hooks import AttentionSwitches, attention_switches, attention_
 from nmt.config_sections import DataConfig, EvaluationConfig
 from nmt.data.batching import make_batch
 from nmt.data.pairs import Pair
-from nmt.data.prepare import load_prepared
+from nmt.data.prepared import load_prepared
 from nmt.data.sources import prepared_dir
 from nmt.decoding.plots import EOS_LABEL, word_attention
 from nmt.decoding.translator import Translator

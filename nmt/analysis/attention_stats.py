@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from nmt.config import Config
-from nmt.data.prepare import load_prepared
+from nmt.data.prepared import load_prepared
 from nmt.decoding.plots import plot_attention
 from nmt.decoding.translator import Translator
 

@@ -14,7 +14,7 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from nmt.config import Config, load_saved_config, override_sections
-from nmt.data.prepare import load_prepared
+from nmt.data.prepared import load_prepared
 from nmt.data.sources import corpus_source, prepared_dir
 from nmt.decoding.translator import Translator
 from nmt.errors import NMTError, counted

@@ -18,18 +18,17 @@ import multiprocessing
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 from nmt.config_sections import DataConfig
-from nmt.data.corpus import drop_train_overlap, filter_train, read_lines
+from nmt.data.corpus import drop_train_overlap, filter_train
 from nmt.data.pairs import MAX_LINE_CHARS, SPLITS, Corpus, Pair
 from nmt.data.replacing import build_and_swap_in, one_build_at_a_time
 from nmt.data.sources import content_settings, corpus_source, prepared_dir
 from nmt.data.subwords import MANIFEST, SUBWORD_KEYS, Tokenizer, read_manifest
-from nmt.errors import NMTError, counted
+from nmt.errors import NMTError
 from nmt.fileio import atomic_write_json, atomic_write_text, sha256_file
 from nmt.interrupts import starting_children
 from nmt.lengths import assign_buckets, make_buckets, word_count
@@ -41,58 +40,6 @@ HISTOGRAM_CUTS = (10, 20, 30, 40, 50, 60)
 _POLL_SECONDS = 0.2
 # How many changed input files the warning of a rebuild names (a corpus folder may hold thousands).
 _SHOWN_INPUTS = 5
-
-@dataclass
-class PreparedData:
-    """A prepared data folder: its split text files and its tokenizer, all of one build (`build`, its
-    prepared.json's `build_stamp` when the tokenizer was loaded)."""
-
-    directory: Path
-    tokenizer: Tokenizer
-    build: tuple[int, ...] | None
-
-    def pairs(self, split: str) -> list[Pair]:
-        """Raw (source, target) text pairs of 'train', 'valid' or 'test', of the tokenizer's build."""
-        try:
-            src = read_lines(self.directory / f"{split}.src")
-            tgt = read_lines(self.directory / f"{split}.tgt")
-        finally:  # a file gone in the swap fails as this too
-            check_same_build(self.directory, self.build)
-        if len(src) != len(tgt):
-            raise NMTError(
-                f"{self.directory}/{split}.src has {counted(len(src), 'line')} but {split}.tgt has {len(tgt)}.",
-                "The prepared folder was edited by hand: delete it and re-run `nmt prepare`.",
-            )
-        return list(zip(src, tgt, strict=True))
-
-
-def check_same_build(directory: Path, build: tuple[int, ...] | None) -> None:
-    """Refuse files read after another process prepared `directory` again (for other settings on the same
-    data.dir) than the `build` (`build_stamp`) first read: a split of one preparation encoded with another's
-    tokenizer would be trained on silently."""
-    if build_stamp(directory) != build:
-        raise _prepared_again(directory)
-
-
-def _prepared_again(directory: Path) -> NMTError:
-    return NMTError(
-        f"{directory} changed while this process read it (prepared again by another process, for other data "
-        "settings on the same data.dir, or its input files edited): what it read would not be one preparation "
-        "of this config.",
-        "Run the command again; to keep both preparations, give each setting its own data.dir, or leave "
-        "data.dir out (each setting then gets its own folder under data/prepared/).",
-    )
-
-
-def build_stamp(directory: Path) -> tuple[int, ...] | None:
-    """What tells one preparation of `directory` from the next: its prepared.json's inode, size and mtime
-    (each build writes its own, and swaps the whole folder in); None where there is none."""
-    try:
-        stat = (directory / "prepared.json").stat()
-    except FileNotFoundError:
-        return None
-    return stat.st_ino, stat.st_size, stat.st_mtime_ns
-
 
 def length_histogram(pairs: list[Pair]) -> dict[str, int]:
     """Source-length histogram in words over HISTOGRAM_CUTS (the default evaluation buckets, whatever a config
@@ -341,22 +288,6 @@ def prepare(config: DataConfig) -> dict[str, Any]:
 def is_prepared(config: DataConfig) -> bool:
     """Whether `data.dir` holds the prepared data of `config`, current: `prepare` would rebuild nothing."""
     return _why_stale(Path(prepared_dir(config)), config) is None
-
-
-def load_prepared(config: DataConfig) -> PreparedData:
-    """The prepared data of `config`, preparing it first if needed; an NMTError where the folder changes while
-    it is read (`check_same_build`)."""
-    prepare(config)
-    directory = Path(prepared_dir(config))
-    build = build_stamp(directory)
-    try:
-        tokenizer = Tokenizer.load(directory)
-        current = _why_stale(directory, config) is None  # still this config's: none swapped in since `prepare`
-    finally:  # the tokenizer is of the build stamped (a model gone or replaced in the swap fails as this too)
-        check_same_build(directory, build)
-    if not current:
-        raise _prepared_again(directory)
-    return PreparedData(directory, tokenizer, build)
 
 
 def _by_split(counts: dict[str, int]) -> str:

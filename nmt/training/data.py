@@ -12,7 +12,8 @@ from typing import NamedTuple
 from nmt.config import Config
 from nmt.data.batching import TokenBatchSampler, shard, target_tokens
 from nmt.data.pairs import within_words
-from nmt.data.prepare import load_prepared, prepare
+from nmt.data.prepare import prepare
+from nmt.data.prepared import load_prepared
 from nmt.data.sources import prepared_dir
 from nmt.data.subwords import Tokenizer
 from nmt.errors import NMTError, counted

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from nmt.config import load_config
-from nmt.data.prepare import load_prepared
+from nmt.data.prepared import load_prepared
 from tests.helpers import CONFIGS, TINY_TRANSFORMER, reverse_task_config, shortened
 
 ROOT = CONFIGS.parent
