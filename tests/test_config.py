@@ -43,16 +43,22 @@ def test_unknown_section_suggests_nearest() -> None:
         config_from_dict({"trainig": {}})
 
 
+def refusal_of(path: Path, text: str) -> NMTError:
+    """The error that loading a config file `path` holding `text` raises."""
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(NMTError) as error:
+        load_config(path)
+    return error.value
+
+
 def test_a_sections_key_at_the_top_level_names_its_section_and_line(tmp_path: Path) -> None:
     """`training:` then `max_steps: 5` unindented is a top-level key: refused naming the section it belongs in,
     telling to indent it there, at the line of the file that gives it."""
     path = tmp_path / "c.yaml"
-    path.write_text("training:\nmax_steps: 5\n", encoding="utf-8")
-    with pytest.raises(NMTError) as error:
-        load_config(path)
-    assert error.value.message == (f"{path}, line 2: unknown key 'max_steps': a key of the training section, not a "
-                                   "section (did you mean 'training.max_steps'?).")
-    assert error.value.hint == "Indent it under training: with spaces, as the section's other keys."
+    error = refusal_of(path, "training:\nmax_steps: 5\n")
+    assert error.message == (f"{path}, line 2: unknown key 'max_steps': a key of the training section, not a "
+                             "section (did you mean 'training.max_steps'?).")
+    assert error.hint == "Indent it under training: with spaces, as the section's other keys."
 
 
 def test_a_key_under_another_section_names_the_section_it_belongs_in(tmp_path: Path) -> None:
@@ -304,11 +310,9 @@ def test_for_run_applies_run_overrides() -> None:
 
 def test_a_misspelt_section_of_a_run_is_named_by_its_line_with_the_nearest_section(tmp_path: Path) -> None:
     path = tmp_path / "exp.yaml"
-    path.write_text("runs:\n  x:\n    trainng: {max_steps: 1}\n", encoding="utf-8")
-    with pytest.raises(NMTError) as error:
-        load_config(path)
-    assert error.value.message == (f"{path}, line 3: runs.x.trainng: expected one of the sections data, model, training, "
-                                   "decoding, evaluation holding a mapping of keys (did you mean 'training'?).")
+    assert refusal_of(path, "runs:\n  x:\n    trainng: {max_steps: 1}\n").message == (
+        f"{path}, line 3: runs.x.trainng: expected one of the sections data, model, training, decoding, evaluation "
+        "holding a mapping of keys (did you mean 'training'?).")
     with pytest.raises(NMTError, match=r"runs.x.True: expected one of the sections"):  # `on:`, read as a boolean
         config_from_dict({"runs": {"x": {True: {"max_steps": 1}}}})
 
