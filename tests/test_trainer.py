@@ -147,6 +147,18 @@ def test_an_explicit_half_precision_on_the_cpu_says_it_trains_in_fp32_and_record
     assert "warning:" not in capsys.readouterr().out and summary["precision"] == "fp32"
 
 
+def test_recomputed_attention_asked_of_a_model_without_additive_attention_says_it_has_no_effect(
+    data_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fixed = with_changes(tiny(data_root, max_steps=2, validate_every=5, recompute_attention=True), model={"attention": "none"})
+    train(fixed, tmp_path / "fixed")
+    assert [line for line in capsys.readouterr().out.splitlines() if line.startswith("warning:")] == [
+        "warning: training.recompute_attention applies to additive attention (RNNsearch's); RNNencdec has none, so "
+        "the setting has no effect."]
+    train(tiny(data_root, max_steps=2, validate_every=5, recompute_attention=True), tmp_path / "additive")
+    assert "warning:" not in capsys.readouterr().out
+
+
 def test_in_a_terminal_of_unset_size_the_bar_shows_below_the_step_lines_and_is_closed_once(
     data_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -142,8 +142,10 @@ class TranslationModel(nn.Module):
         """What the attention weights are, for plot titles."""
         return f"{self.name}'s attention"
 
-    def recompute_attention(self, enabled: bool) -> None:
-        """training.recompute_attention: trade time for memory in training where the model can."""
+    def recompute_attention(self, enabled: bool) -> bool:
+        """training.recompute_attention: trade time for memory in training where the model can; returns whether
+        it can (False: the setting has no effect on this model)."""
+        return False
 
     @property
     def compilable(self) -> bool:

@@ -44,10 +44,12 @@ class Seq2Seq(TranslationModel):
         if config.init == "bahdanau":
             init_bahdanau(self)
 
-    def recompute_attention(self, enabled: bool) -> None:
+    def recompute_attention(self, enabled: bool) -> bool:
         """Trade time for memory in training: see AdditiveAttention (other scores keep nothing large)."""
-        if isinstance(self.decoder.provider, AdditiveAttention):
-            self.decoder.provider.recompute = enabled
+        if not isinstance(self.decoder.provider, AdditiveAttention):
+            return False
+        self.decoder.provider.recompute = enabled
+        return True
 
     @property
     def steps_compilable(self) -> bool:

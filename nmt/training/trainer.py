@@ -124,7 +124,7 @@ class Trainer:
         """The model on this process's device, and its dropout seed; `wrapped`, what the training step calls:
         the model, or the model through torch.compile (training.compile), in DDP under torchrun."""
         self.model = initial_model(self.config, self.tokenizer.src_vocab_size, self.tokenizer.tgt_vocab_size)
-        self.model.recompute_attention(self.tc.recompute_attention)
+        self.recomputes = self.model.recompute_attention(self.tc.recompute_attention)
         self.model.to(self.device)
         self.parameters = count_parameters(self.model)
         if self.ctx.rank > 0:
@@ -184,7 +184,11 @@ class Trainer:
                           f"{len(self.data.valid.references):,} validation sentences, "
                           f"device {self.device}, {self.ctx.world_size} process(es)")
         # an explicit setting that cannot apply says so; summary.json records what ran
-        for fallback in (precision_fallback(self.tc.precision, self.device), compile_fallback(self.tc.compile, self.model)):
+        unused_recompute = None if self.recomputes or not self.tc.recompute_attention else (
+            f"warning: training.recompute_attention applies to additive attention (RNNsearch's); {self.model.name} has "
+            "none, so the setting has no effect.")
+        for fallback in (precision_fallback(self.tc.precision, self.device), compile_fallback(self.tc.compile, self.model),
+                         unused_recompute):
             if fallback is not None:
                 self.terminal.say(fallback)
         if self.ctx.enabled:
