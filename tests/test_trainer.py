@@ -249,6 +249,11 @@ def test_resume_refuses_a_changed_config_but_accepts_the_allowed_keys(data_root:
     changed = with_changes(config, training={"learning_rate": 0.5}, data={"vocab_size": 30})
     with pytest.raises(NMTError, match=r"data\.vocab_size, training\.learning_rate"):
         train(changed, run, resume=True)
+    # validation's BLEU as the log records it (its best score is on that scale), whatever config.yaml says
+    lowercased = with_changes(config, training={"max_steps": 4}, evaluation={"lowercase": True})
+    with pytest.raises(NMTError, match=r"--resume: \S+: the run was validated with BLEU nrefs:1\|case:mixed") as error:
+        train(lowercased, run, resume=True)
+    assert error.value.hint.startswith("Continue it with evaluation.tokenize 13a and evaluation.lowercase false;")
     longer = with_changes(config, training={"max_steps": 4, "log_every": 1, "validate_every": 4, "patience": 3})
     summary = train(longer, run, resume=True)
     assert summary["final_step"] == 4

@@ -4,6 +4,7 @@ written, so a mistake never overwrites a previous run."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -30,9 +31,6 @@ from nmt.rundir.folders import SUMMARY, experiment_runs, run_files
 from nmt.rundir.lock import RunLock
 from nmt.typed_yaml import config_diff
 
-# The settings of validation's BLEU (its tokenizer and case, as `nmt evaluate` scores): best.pt, early stopping
-# and the halvings compare its scores, so a run keeps them while it trains; a finished run may be scored anew.
-VALIDATION_BLEU_KEYS = ("evaluation.tokenize", "evaluation.lowercase")
 # Keys that may change between a run and its --resume: they do not change what is learned.
 # (Validation decodes greedily within the length limits, so the other decoding keys do not matter.)
 _RESUMABLE_TRAINING = (
@@ -43,8 +41,8 @@ RESUMABLE_KEYS = frozenset([
     *(f"training.{key}" for key in _RESUMABLE_TRAINING),
     *(f"decoding.{key}" for key in ("beam_size", "length_penalty", "alpha", "batch_size", "nbest", "max_input_tokens")),
     "training.lr_decay_factor", "training.lr_decay_metric",
-    *(key for key in (f"evaluation.{f.name}" for f in dataclasses.fields(EvaluationConfig))
-      if key not in VALIDATION_BLEU_KEYS),  # scoring only
+    # scoring; validation's BLEU (evaluation.tokenize, lowercase) is kept as its log records it: check_validation_bleu_kept
+    *(f"evaluation.{f.name}" for f in dataclasses.fields(EvaluationConfig)),
     "data.dir", "data.cache_dir",
 ])
 # Resumable keys that change the learning-rate halvings where validations halve it (training.lr_patience): by
@@ -140,15 +138,41 @@ def _resumable(run_dir: Path, config: Config) -> Path | None:
             f"--resume: the config differs from the one {run_dir} was trained with in: {', '.join(differing)}.",
             f"Only {', '.join(sorted(RESUMABLE_KEYS))} may change on resume ({', '.join(_HALVING_KEYS)} only "
             "without training.lr_patience, whose halvings come at validations); restore the other keys or start "
-            "a new run in another --run-dir."
-            + (" To score the run with another BLEU, give it to nmt evaluate: --set evaluation.KEY=VALUE."
-               if set(differing) & set(VALIDATION_BLEU_KEYS) else ""),
+            "a new run in another --run-dir.",
         )
+    check_validation_bleu_kept(run_dir, config, f"--resume: {run_dir}")
     check_schedule_kept(run_dir, previous.training, config.training, str(run_dir),
                         f"Resume it with training.max_steps {previous.training.max_steps}, or train a new run for "
                         f"{counted(config.training.max_steps, 'step')} in another --run-dir.")
     return check_not_past(run_dir, config.training.max_steps, f"--resume: {run_dir}",
                           "Give training.max_steps at least that step, or train a new run in another --run-dir.")
+
+
+def check_validation_bleu_kept(run_dir: Path, config: Config, run: str) -> None:
+    """Refuse to continue the run in `run_dir` with another validation BLEU than its log's last validation used
+    (`config`'s evaluation.tokenize and lowercase, as `nmt evaluate` scores): best.pt and early stopping would
+    compare its best score with scores of another scale. The log is the record: config.yaml takes the evaluation
+    settings a finished run is scored anew with (nmt experiment). `run` names the run in the message."""
+    signature = None
+    if (run_dir / "log.jsonl").is_file():
+        for line in (run_dir / "log.jsonl").read_text(encoding="utf-8").splitlines():
+            with contextlib.suppress(ValueError):
+                event = json.loads(line)
+                if isinstance(event, dict) and event.get("event") == "valid" and event.get("bleu_signature"):
+                    signature = str(event["bleu_signature"])
+    if signature is None:
+        return
+    used = dict(part.split(":", 1) for part in signature.split("|") if ":" in part)
+    evaluation = config.evaluation
+    now = {"tok": evaluation.tokenize, "case": "lc" if evaluation.lowercase else "mixed"}
+    if now.keys() <= used.keys() and {key: used[key] for key in now} != now:  # a signature that names them
+        raise NMTError(
+            f"{run}: the run was validated with BLEU {signature}, and evaluation.tokenize {evaluation.tokenize} / "
+            f"evaluation.lowercase {str(evaluation.lowercase).lower()} would score its next validations otherwise: "
+            "its best score would be compared with scores of another scale.",
+            f"Continue it with evaluation.tokenize {used.get('tok')} and evaluation.lowercase "
+            f"{str(used.get('case') == 'lc').lower()}; nmt evaluate --set evaluation.KEY=VALUE scores it otherwise.",
+        )
 
 
 def check_not_past(run_dir: Path, max_steps: int, run: str, hint: str) -> Path | None:

@@ -32,9 +32,9 @@ from nmt.errors import NMTError, counted
 from nmt.interrupts import starting_children
 from nmt.models.interface import model_kind
 from nmt.rundir.writing import (
-    VALIDATION_BLEU_KEYS,
     check_not_past,
     check_schedule_kept,
+    check_validation_bleu_kept,
     config_differences,
     learning_differences,
     read_summary,
@@ -56,8 +56,6 @@ def check_runs(config: Config, run_dirs: dict[str, Path]) -> None:
             continue
         previous = load_saved_config(saved)
         differing = learning_differences(previous, ours)
-        if differing and _finished(ours, run_dir):  # trained: only scored anew, with validation's BLEU or another
-            differing = [key for key in differing if key not in VALIDATION_BLEU_KEYS]
         if differing:
             raise NMTError(
                 f"run '{name}' in {run_dir} was trained with a different config ({', '.join(differing)}); "
@@ -65,6 +63,8 @@ def check_runs(config: Config, run_dirs: dict[str, Path]) -> None:
                 "Re-run with --force to redo it, or choose another --out folder.",
             )
         steps = ours.training.max_steps
+        if not _finished(ours, run_dir):  # to train on: with the validation BLEU its log used
+            check_validation_bleu_kept(run_dir, ours, f"run '{name}' in {run_dir}")
         check_schedule_kept(run_dir, previous.training, ours.training, f"run '{name}' in {run_dir}",
                             f"Re-run with --force to train every run afresh for {counted(steps, 'step')}, or choose another "
                             "--out folder.")
