@@ -185,7 +185,7 @@ def train_phase(
     tok, src, tgt, batches = training_batches(config)
     batches = largest_first(batches, src, tgt)  # the peak RSS is the epoch's, on every machine
     model = build_model(config.model, tok.src_vocab_size, tok.tgt_vocab_size).to(device).train()
-    model.recompute_attention(config.training.recompute_attention)
+    recomputes = model.recompute_attention(config.training.recompute_attention)
     forward = training_module(model, config.training.compile)  # the model, or compiled as the trainer does
     compiled = compiles(config.training.compile, model)
     optimizer = build_optimizer(model.parameters(), config.training)
@@ -260,6 +260,7 @@ def train_phase(
         "optimizer": config.training.optimizer,
         "optimizer_fused": bool(optimizer.defaults.get("fused")),  # Adadelta has no fused kernel (no key)
         "compile": compiled,  # what ran: RNNencdec asked to compile on CUDA trains eagerly (nmt/training/compiling.py)
+        "recompute_attention": recomputes and config.training.recompute_attention,  # what ran: additive attention only
         "warmup_steps": warmup,
         "graphs_traced_while_timed": graphs_while_timed,
         "peak_rss_mb": _peak_rss_mb(),

@@ -153,8 +153,8 @@ def test_recomputed_attention_asked_of_a_model_without_additive_attention_says_i
     fixed = with_changes(tiny(data_root, max_steps=2, validate_every=5, recompute_attention=True), model={"attention": "none"})
     train(fixed, tmp_path / "fixed")
     assert [line for line in capsys.readouterr().out.splitlines() if line.startswith("warning:")] == [
-        "warning: training.recompute_attention applies to additive attention (RNNsearch's); RNNencdec has none, so "
-        "the setting has no effect."]
+        "warning: training.recompute_attention applies to additive attention (RNNsearch's); RNNencdec has no additive "
+        "attention, so the setting has no effect."]
     train(tiny(data_root, max_steps=2, validate_every=5, recompute_attention=True), tmp_path / "additive")
     assert "warning:" not in capsys.readouterr().out
 

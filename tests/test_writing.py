@@ -19,6 +19,7 @@ from nmt.rundir.writing import (
     RunLog,
     check_run_dir,
     check_schedule_kept,
+    check_validation_bleu_kept,
     config_differences,
     learning_differences,
     read_summary,
@@ -268,3 +269,20 @@ def test_an_experiments_folder_is_refused_as_a_run_dir_with_or_without_resume(tm
     with pytest.raises(NMTError, match=r"runs are in .*/runs/NAME \(rnnsearch\), and running"):
         check_run_dir(out, config, resume=True)
     assert [entry for entry in _listing(out) if not entry[0].startswith("runs")] == before
+
+
+def test_validation_bleu_is_kept_as_the_log_records_it_tokenizers_with_versions_included(tmp_path: Path) -> None:
+    """sacrebleu names ja-mecab with its dictionary's version: evaluation.tokenize ja-mecab continues such a run,
+    and another tokenizer is refused naming the one to give; a log without a signature, or an older one, passes."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    signature = "nrefs:1|case:mixed|eff:no|tok:ja-mecab-0.996-IPA|smooth:exp|version:2.6.0"
+    (run_dir / "log.jsonl").write_text(
+        json.dumps({"event": "valid", "step": 3, "bleu_signature": signature}) + "\nnot json\n", encoding="utf-8")
+    mecab = config_from_dict({"evaluation": {"tokenize": "ja-mecab"}})
+    check_validation_bleu_kept(run_dir, mecab, "run")
+    with pytest.raises(NMTError, match=r"^run: the run was validated with BLEU nrefs:1\|case:mixed") as error:
+        check_validation_bleu_kept(run_dir, Config(), "run")
+    assert error.value.hint.startswith("Continue it with evaluation.tokenize ja-mecab and evaluation.lowercase false;")
+    (run_dir / "log.jsonl").write_text(json.dumps({"event": "valid", "bleu_signature": "BLEU+case.mixed+tok.13a"}) + "\n")
+    check_validation_bleu_kept(run_dir, mecab, "run")  # sacrebleu 1.x's form: nothing to compare

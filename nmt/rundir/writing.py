@@ -13,11 +13,12 @@ import re
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import torch
 
 from nmt.config import Config, EvaluationConfig, TrainingConfig, load_saved_config, save_config
+from nmt.config_sections import Tokenize
 from nmt.data.sources import absolute, prepared_dir
 from nmt.environment import describe_environment
 from nmt.errors import NMTError, counted
@@ -137,8 +138,9 @@ def _resumable(run_dir: Path, config: Config) -> Path | None:
         raise NMTError(
             f"--resume: the config differs from the one {run_dir} was trained with in: {', '.join(differing)}.",
             f"Only {', '.join(sorted(RESUMABLE_KEYS))} may change on resume ({', '.join(_HALVING_KEYS)} only "
-            "without training.lr_patience, whose halvings come at validations); restore the other keys or start "
-            "a new run in another --run-dir.",
+            "without training.lr_patience, whose halvings come at validations; evaluation.tokenize and lowercase "
+            "only to what the run's log says its validations used); restore the other keys or start a new run in "
+            "another --run-dir.",
         )
     check_validation_bleu_kept(run_dir, config, f"--resume: {run_dir}")
     check_schedule_kept(run_dir, previous.training, config.training, str(run_dir),
@@ -163,15 +165,19 @@ def check_validation_bleu_kept(run_dir: Path, config: Config, run: str) -> None:
     if signature is None:
         return
     used = dict(part.split(":", 1) for part in signature.split("|") if ":" in part)
+    if not {"tok", "case"} <= used.keys():  # not a signature that names them (an older sacrebleu's)
+        return
+    # sacrebleu names ja-mecab with its dictionary's version (tok:ja-mecab-0.996-IPA)
+    logged = next((name for name in get_args(Tokenize) if used["tok"] == name or used["tok"].startswith(f"{name}-")),
+                  used["tok"])
     evaluation = config.evaluation
-    now = {"tok": evaluation.tokenize, "case": "lc" if evaluation.lowercase else "mixed"}
-    if now.keys() <= used.keys() and {key: used[key] for key in now} != now:  # a signature that names them
+    if (logged, used["case"] == "lc") != (evaluation.tokenize, evaluation.lowercase):
         raise NMTError(
             f"{run}: the run was validated with BLEU {signature}, and evaluation.tokenize {evaluation.tokenize} / "
             f"evaluation.lowercase {str(evaluation.lowercase).lower()} would score its next validations otherwise: "
             "its best score would be compared with scores of another scale.",
-            f"Continue it with evaluation.tokenize {used.get('tok')} and evaluation.lowercase "
-            f"{str(used.get('case') == 'lc').lower()}; nmt evaluate --set evaluation.KEY=VALUE scores it otherwise.",
+            f"Continue it with evaluation.tokenize {logged} and evaluation.lowercase "
+            f"{str(used['case'] == 'lc').lower()}; nmt evaluate --set evaluation.KEY=VALUE scores it otherwise.",
         )
 
 

@@ -48,8 +48,8 @@ def check_runs(config: Config, run_dirs: dict[str, Path]) -> None:
     """Refuse, before anything is written, a run folder trained with another config, or a run that has trained
     and whose training.max_steps changed under the cosine schedule (check_schedule_kept, the rule of `nmt train
     --resume`; the constant and inverse_sqrt schedules read no max_steps, so such a run continues as if trained
-    straight through),
-    or a run already past training.max_steps (check_not_past, as `nmt train --resume` refuses it)."""
+    straight through), a run already past training.max_steps (check_not_past, as `nmt train --resume` refuses it),
+    or an unfinished run whose validation BLEU settings differ from its log's (check_validation_bleu_kept)."""
     for name, run_dir in run_dirs.items():
         saved, ours = run_dir / "config.yaml", config.for_run(name)
         if not saved.exists():

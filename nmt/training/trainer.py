@@ -183,10 +183,10 @@ class Trainer:
         self.terminal.say(f"{len(self.data.src):,} training pairs{ceiling}, "
                           f"{len(self.data.valid.references):,} validation sentences, "
                           f"device {self.device}, {self.ctx.world_size} process(es)")
-        # an explicit setting that cannot apply says so; summary.json records what ran
+        # an explicit setting that cannot apply says so (summary.json records the precision and compile that ran)
         unused_recompute = None if self.recomputes or not self.tc.recompute_attention else (
             f"warning: training.recompute_attention applies to additive attention (RNNsearch's); {self.model.name} has "
-            "none, so the setting has no effect.")
+            "no additive attention, so the setting has no effect.")
         for fallback in (precision_fallback(self.tc.precision, self.device), compile_fallback(self.tc.compile, self.model),
                          unused_recompute):
             if fallback is not None:
