@@ -28,6 +28,7 @@ from nmt.data.prepare import (
     is_prepared,
     load_corpus,
     prepare,
+    prepare_summary,
 )
 from nmt.data.prepared import load_prepared
 from nmt.data.sources import corpus_source
@@ -335,6 +336,31 @@ def test_a_failed_prepare_leaves_no_folder_it_made(tmp_path: Path) -> None:
         prepare(with_files(nested, train=str(tmp_path / "missing")))
     assert [p.name for p in (tmp_path / "data" / "prepared").iterdir()] == ["mine"]
 
+
+def test_a_rebuild_that_fails_says_the_folder_was_left_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The warning before a rebuild says the folder will be replaced; when the build then fails, the previous
+    folder is kept, and a line after the warning says so."""
+    config, _ = setup(tmp_path)
+    prepare(config)
+    before = {p.name: p.read_bytes() for p in (tmp_path / "prepared").iterdir()}
+    capsys.readouterr()
+    _edit_json(tmp_path / "prepared" / "prepared.json", format_version=FORMAT_VERSION - 1)
+    before["prepared.json"] = (tmp_path / "prepared" / "prepared.json").read_bytes()
+
+    def failing(directory: Path, config: DataConfig) -> None:
+        raise NMTError("the corpus cannot be read.")
+
+    monkeypatch.setattr(prepare_module, "_build", failing)
+    with pytest.raises(NMTError, match="the corpus cannot be read"):
+        prepare(config)
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"warning: data.dir {tmp_path / 'prepared'} was prepared by another version")
+    assert err[1:] == [f"data.dir {tmp_path / 'prepared'} was left as it was: the new build did not finish."]
+    assert {p.name: p.read_bytes() for p in (tmp_path / "prepared").iterdir()} == before
+
+
 def test_a_data_dir_in_a_folder_that_cannot_be_written_is_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -493,14 +519,18 @@ def test_two_prepares_of_one_folder_at_once_build_it_once(
         build(directory, config)
 
     monkeypatch.setattr(prepare_module, "_build", slow_build)
-    results: list[dict[str, Any]] = []
-    threads = [threading.Thread(target=lambda: results.append(prepare(config))) for _ in range(2)]
+    summaries: list[str] = []
+    threads = [threading.Thread(target=lambda: summaries.append(prepare_summary(config))) for _ in range(2)]
     for thread in threads:
         thread.start()
         time.sleep(0.2)
     for thread in threads:
         thread.join(timeout=120)
-    assert len(results) == 2 and results[0] == results[1] and len(builds) == 1
+    assert len(summaries) == 2 and len(builds) == 1
+    # the one that waited says it found the folder prepared, not that it prepared it
+    firsts = sorted(summary.split(" from ")[0] for summary in summaries)
+    assert firsts == sorted([f"prepared {tmp_path / 'prepared'}", f"{tmp_path / 'prepared'} is already prepared"])
+    assert summaries[0].split("\n")[1:] == summaries[1].split("\n")[1:]  # the same stats
     assert "waiting for another nmt prepare in" in capsys.readouterr().err
     assert sorted(p.name for p in (tmp_path / "prepared").parent.iterdir() if p.name.startswith(".")) == []
 

@@ -14,9 +14,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from nmt.data.prepare import format_stats, is_prepared, prepare  # the library: only now
+    from nmt.data.prepare import prepare_summary  # the library: only now
     from nmt.data.sources import load_checked_config
 
     config = load_checked_config(args.config, args.overrides)
-    current = is_prepared(config.data)
-    print(format_stats(prepare(config.data), config.data, built=not current))
+    print(prepare_summary(config.data))

@@ -26,7 +26,7 @@ from nmt.compare.curve import learning_curves
 from nmt.compare.evaluate import evaluate_runs
 from nmt.compare.experiment_report import experiment_report, training_outcomes
 from nmt.config import Config, save_config
-from nmt.data.prepare import format_stats, is_prepared, prepare
+from nmt.data.prepare import prepare_summary
 from nmt.data.sources import content_settings, load_checked_config, prepared_dir
 from nmt.environment import describe_environment
 from nmt.errors import NMTError
@@ -280,8 +280,7 @@ def _prepare_data(config: Config) -> float:
     start = time.perf_counter()
     data_sections = {prepared_dir(run.data): run.data for run in (config.for_run(name) for name in config.runs)}
     for data in data_sections.values():
-        current = is_prepared(data)
-        print(format_stats(prepare(data), data, built=not current))
+        print(prepare_summary(data))
     return time.perf_counter() - start
 
 

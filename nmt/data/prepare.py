@@ -262,11 +262,24 @@ def prepare(config: DataConfig) -> dict[str, Any]:
 
     Sentencepiece trains in a process started by multiprocessing's spawn, so a script calling this
     needs the usual `if __name__ == "__main__":` guard."""
+    return _prepare(config)[0]
+
+
+def prepare_summary(config: DataConfig) -> str:
+    """`prepare`, then what `nmt prepare` prints: `format_stats` of the folder, saying whether this process built it
+    or found it prepared (by an earlier run, or by another process it waited for)."""
+    stats, built = _prepare(config)
+    return format_stats(stats, config, built=built)
+
+
+def _prepare(config: DataConfig) -> tuple[dict[str, Any], bool]:
+    """-> (`prepare`'s stats, whether this call built the folder)."""
     directory = Path(prepared_dir(config))
     if _why_stale(directory, config) is None:  # current: no lock, no wait behind another folder's build
-        return json.loads((directory / "stats.json").read_text(encoding="utf-8"))
+        return _read_stats(directory), False
     made = [folder for folder in directory.parents if not folder.exists()]  # innermost first
     directory.parent.mkdir(parents=True, exist_ok=True)
+    reason = None
     try:
         with one_build_at_a_time(directory.parent):
             reason = _why_stale(directory, config)  # again: another prepare may have built it meanwhile
@@ -278,10 +291,16 @@ def prepare(config: DataConfig) -> dict[str, Any]:
                     print(f"warning: data.dir {directory} {reason}", file=sys.stderr)
                 build_and_swap_in(directory, lambda folder: _build(folder, config))
     except BaseException:  # a failed prepare leaves no empty folders (data/prepared/) behind
+        if reason:  # the warning above said the folder would be replaced: it was not
+            print(f"data.dir {directory} was left as it was: the new build did not finish.", file=sys.stderr)
         for folder in made:
             with contextlib.suppress(OSError):  # not empty: another prepare writes there
                 folder.rmdir()
         raise
+    return _read_stats(directory), reason is not None
+
+
+def _read_stats(directory: Path) -> dict[str, Any]:
     return json.loads((directory / "stats.json").read_text(encoding="utf-8"))
 
 
