@@ -146,6 +146,12 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         handle.write(text)
 
 
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write `data` to `path` atomically."""
+    with atomic_open(path, "wb") as handle:
+        handle.write(data)
+
+
 def atomic_write_json(path: str | Path, value: Any) -> None:
     """Write `value` to `path` atomically as indented JSON, non-ASCII text as itself, ending in a newline."""
     atomic_write_text(path, json.dumps(value, indent=2, ensure_ascii=False) + "\n")

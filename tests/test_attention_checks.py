@@ -92,8 +92,14 @@ def test_command_writes_its_three_files(trained_reverse_run: Path, tmp_path: Pat
     assert [point["checkpoint"] for point in run["alignment"]] == ["step_00000060.pt", "best.pt"]
     final = run["alignment"][-1]["all"]
     assert final["agreement"] > 0.8 and final["agreement"] > 3 * final["chance"]  # eflomal's links: the reversal
-    assert json.loads((tmp_path / "attention_checks.json").read_text())["sentences"] == 40
-    assert "| uniform |" in (tmp_path / "attention_checks.md").read_text()
+    saved = json.loads((tmp_path / "attention_checks.json").read_text())
+    assert saved["sentences"] == 40
+    # the scores' settings: sacrebleu's signature (the run's evaluation.tokenize), the bootstrap behind each p
+    assert saved["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:")
+    assert (saved["bootstrap_samples"], saved["bootstrap_seed"]) == (1000, 12345)
+    markdown = (tmp_path / "attention_checks.md").read_text()
+    assert "| uniform |" in markdown
+    assert f"BLEU: sacrebleu `{saved['bleu_signature']}`; p: paired bootstrap, 1000 resamples, seed 12345." in markdown
 
 
 def test_the_report_explains_only_the_checks_it_ran(trained_reverse_run: Path, tmp_path: Path) -> None:

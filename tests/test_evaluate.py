@@ -215,9 +215,9 @@ def test_two_runs_end_to_end_with_cache(
     import nmt.evaluation.report
 
     titles = []
-    draw = nmt.evaluation.report.plot_bleu_by_length
-    monkeypatch.setattr(nmt.evaluation.report, "plot_bleu_by_length",
-                        lambda *args: (titles.append(args[3]), draw(*args)))
+    draw = nmt.evaluation.report.bleu_by_length_figure
+    monkeypatch.setattr(nmt.evaluation.report, "bleu_by_length_figure",
+                        lambda *args: (titles.append(args[2]), draw(*args))[1])
     assert main(argv) == 0
     out = tmp_path.resolve() / "runs" / "evaluation"
     results = json.loads((out / "results.json").read_text(encoding="utf-8"))

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 
 import matplotlib.image
 import pytest
 
-from nmt.evaluation.length_plot import line_styles
+from nmt.evaluation.length_plot import bleu_by_length_figure, line_styles
 from nmt.evaluation.report import format_markdown, format_table, results_dict, write_report
 from nmt.evaluation.scoring import Evaluation, score_systems
 from tests.helpers import scoring_settings
@@ -140,6 +141,27 @@ def test_plot_is_a_valid_png(evaluation: Evaluation, tmp_path: Path) -> None:
     image = matplotlib.image.imread(png)
     assert image.shape[0] > 200 and image.shape[1] > 400
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bleu_by_length.png", "report.md", "results.json"]
+
+
+def test_system_names_are_drawn_and_tabled_as_written(tmp_path: Path) -> None:
+    """Names a user may give (--names, run folders): '$' pairs were read as mathematics ('$^$' failed to draw after
+    results.json and report.md were written), a leading '_' left the system out of the legend, and a '|' split
+    its table cells."""
+    systems, sources, references = evaluation_inputs()
+    names = {"rnnsearch": "a$^$b", "rnnencdec": "_base|line"}
+    named = score_systems({names[n]: hyps for n, hyps in systems.items()}, sources, references,
+                          scoring_settings(bootstrap_samples=100))
+    figure = bleu_by_length_figure(named, title="costs $5 or $6")
+    legend = [text.get_text() for text in figure.axes[0].get_legend().get_texts()]
+    assert [label.split(" (all: ")[0] for label in legend] == ["a$^$b", "_base|line", "source-blind floor (wrong source)"]
+    write_report(named, tmp_path, title="costs $5 or $6")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bleu_by_length.png", "report.md", "results.json"]
+    markdown = (tmp_path / "report.md").read_text(encoding="utf-8")
+    tables = [block.splitlines() for block in re.split(r"\n(?!\|)[^\n]*\n?", markdown) if block.startswith("|")]
+    cells = "\n".join(row for table in tables for row in table)
+    assert "_base\\|line" in cells and "_base|line" not in cells.replace("\\|", "")
+    for table in tables:  # every row has its header's cells
+        assert {len(re.split(r"(?<!\\)\|", row)) for row in table} == {len(re.split(r"(?<!\\)\|", table[0]))}
 
 
 def test_plot_lines_are_figure_2s_colour_per_model_and_style_per_ceiling_or_a_colour_per_run() -> None:

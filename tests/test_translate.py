@@ -218,12 +218,13 @@ def test_nbest_0_is_refused_as_an_invalid_decoding_nbest_without_a_beam_hint(
 def test_the_apis_nbest_checks_name_its_arguments_not_the_cli_flags(trained_reverse_run: Path) -> None:
     # the CLI's --nbest is decoding.nbest, refused with the config: only Python callers see these
     translator = Translator.from_run(trained_reverse_run, beam_size=2)
-    for nbest, wanted in ((0, "nbest=0: "), (3, "nbest=3 needs 1 <= nbest <= the beam size (2)")):
-        with pytest.raises(NMTError) as caught:
-            translator.translate(["1 2 3"], nbest=nbest)
-        assert caught.value.message.startswith(wanted)
-        assert "--" not in caught.value.message + caught.value.hint
-    assert "beam_size=3" in caught.value.hint
+    for method in (translator.translate, translator.translate_nbest):  # each: with beam 1, nbest 3 gave 1 or 3
+        for nbest, wanted in ((0, "nbest=0: "), (3, "nbest=3 needs 1 <= nbest <= the beam size (2)")):
+            with pytest.raises(NMTError) as caught:
+                method(["1 2 3", ""], nbest=nbest)
+            assert caught.value.message.startswith(wanted)
+            assert "--" not in caught.value.message + caught.value.hint
+        assert "beam_size=3" in caught.value.hint
     for arguments, wanted in (({"beam_size": 0}, "beam_size=0: "), ({"batch_size": 0}, "batch_size=0: ")):
         with pytest.raises(NMTError) as caught:
             Translator.from_run(trained_reverse_run, **arguments)

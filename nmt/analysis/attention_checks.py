@@ -90,6 +90,9 @@ def setting(context: CheckContext, per_bucket: int, symmetrisation: Symmetrisati
         "seed": context.seed,
         "symmetrisation": symmetrisation,
         "significance": settings.significance,  # a Transformer's ablations: what p counts as chance
+        "bootstrap_samples": settings.bootstrap_samples,
+        "bootstrap_seed": settings.bootstrap_seed,
+        "bleu_signature": context.scorer.signature,
         "runs": {},
     }
 

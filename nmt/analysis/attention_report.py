@@ -13,6 +13,7 @@ from nmt.errors import counted
 from nmt.evaluation.buckets import non_empty
 from nmt.evaluation.low_bleu import CHOOSES_BY_NOISE, too_weak
 from nmt.evaluation.tables import markdown_table, p_number
+from nmt.figures import text_as_written
 
 PERTURBATION_NOTES = (
     "- **uniform** spreads each step's weight evenly over the real source positions: the context no longer "
@@ -61,6 +62,9 @@ def format_checks_markdown(results: dict[str, Any]) -> str:
         f"Test set: {results['test_set']}; {counted(results['sentences'], 'sentence')} ({results['selection']}), "
         f"bucketed by {results['by']} length in words. Decoding: {results['decoding']}. Permutation seed "
         f"{results['seed']}; links symmetrised by {results['symmetrisation']}.",
+        # absent from the results of earlier versions
+        *([f"BLEU: sacrebleu `{results['bleu_signature']}`; p: paired bootstrap, {results['bootstrap_samples']} "
+           f"resamples, seed {results['bootstrap_seed']}."] if "bleu_signature" in results else []),
     ]
     for name, entry in results["runs"].items():
         lines += ["", f"## {name} (`{entry['run_dir']}`, {entry['checkpoint']})"]
@@ -162,6 +166,7 @@ def percent(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
 
+@text_as_written()
 def checks_figure(results: dict[str, Any]) -> Figure:
     """One row per run: BLEU by bucket for each perturbation (left; for a Transformer, the evaluated
     checkpoint's agreement per layer and head), agreement by bucket per checkpoint with the chance level
@@ -256,6 +261,7 @@ def format_scaling_markdown(results: dict[str, Any]) -> str:
 SCALING_COLOURS = ("tab:red", "tab:blue", "tab:green", "tab:orange", "tab:purple", "tab:brown", "tab:pink", "tab:gray")
 
 
+@text_as_written()
 def scaling_figure(results: dict[str, Any]) -> Figure:
     """One panel per statistic against d (log scale): a line per attention type, hollow markers at
     initialisation, filled once trained."""

@@ -19,7 +19,8 @@ from nmt.data.sources import corpus_source, prepared_dir
 from nmt.decoding.translator import Translator
 from nmt.errors import NMTError, counted
 from nmt.evaluation.testset import TestSet, given_names, shown_path, unique_name
-from nmt.fileio import atomic_open, atomic_write_json, atomic_write_text, refuse_unwritable
+from nmt.figures import png_bytes
+from nmt.fileio import atomic_write_bytes, atomic_write_json, atomic_write_text, refuse_unwritable
 from nmt.models.interface import model_kind
 from nmt.rundir import translations
 from nmt.rundir.checkpoints import CHECKPOINT_DIR, names_a_file, resolve_checkpoint
@@ -155,9 +156,9 @@ def write_outputs(
 ) -> None:
     """STEM.json (`results`), STEM.md and STEM.png in `out` for curve and the attention commands; the
     Markdown on stdout."""
+    png = png_bytes(figure, dpi)  # before any file: a figure that fails to render leaves none half written
     atomic_write_json(out / f"{stem}.json", results)
     atomic_write_text(out / f"{stem}.md", markdown)
-    with atomic_open(out / f"{stem}.png", "wb") as handle:
-        figure.savefig(handle, format="png", dpi=dpi)
+    atomic_write_bytes(out / f"{stem}.png", png)
     print(markdown)
     print(f"{stem.replace('_', ' ')} written to {out}/")

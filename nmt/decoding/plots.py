@@ -19,6 +19,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from torch import Tensor
 
+from nmt.figures import text_as_written
 from nmt.fileio import atomic_open
 
 # Inches per source/target piece (a 9 pt label is about 0.13 inch high), the bounds that keep a
@@ -36,6 +37,7 @@ WORD_START = "\u2581"
 EOS_LABEL = "</s>"
 
 
+@text_as_written()
 def attention_figure(
     attention: Tensor, src_pieces: list[str], tgt_pieces: list[str], title: str | None = None
 ) -> Figure:

@@ -111,6 +111,16 @@ class Translator:
         sentence (an empty sentence gets `nbest` empty ones). A plain string is refused (TypeError):
         iterating it would translate each of its characters.
         """
+        results = self.translate_nbest(sentences, nbest=nbest, return_attention=return_attention)
+        if nbest > 1:
+            return results
+        return [r[0] for r in results] if return_attention else [r[0].text for r in results]
+
+    def translate_nbest(
+        self, sentences: list[str], nbest: int = 1, return_attention: bool = False, first_line: int = 1
+    ) -> list[list[Translation]]:
+        """Up to `nbest` Translations per sentence, best first. Warnings name sentence i as line
+        `first_line + i`: a sentence longer than `decoding.max_input_tokens` pieces is cut to that."""
         if not _positive_int(nbest):
             raise NMTError(
                 f"nbest={nbest!r}: the number of translations per sentence must be at least 1.",
@@ -122,16 +132,6 @@ class Translator:
                 f"Make the Translator with beam_size={nbest} or more (Translator.from_run(..., "
                 f"beam_size={nbest})), or pass a smaller nbest.",
             )
-        results = self.translate_nbest(sentences, nbest=nbest, return_attention=return_attention)
-        if nbest > 1:
-            return results
-        return [r[0] for r in results] if return_attention else [r[0].text for r in results]
-
-    def translate_nbest(
-        self, sentences: list[str], nbest: int = 1, return_attention: bool = False, first_line: int = 1
-    ) -> list[list[Translation]]:
-        """Up to `nbest` Translations per sentence, best first. Warnings name sentence i as line
-        `first_line + i`: a sentence longer than `decoding.max_input_tokens` pieces is cut to that."""
         if isinstance(sentences, str):
             raise TypeError(
                 "Translator.translate takes a list of sentences, not a str: "

@@ -22,6 +22,7 @@ from nmt.evaluation.buckets import bucket_members, non_empty, sentence_lengths
 from nmt.evaluation.metrics import Bleu, bleu_from_stats
 from nmt.evaluation.tables import markdown_table
 from nmt.evaluation.testset import TestSet
+from nmt.figures import text_as_written
 from nmt.lengths import make_buckets
 
 CURVE = "learning_curve"  # the stem of the .json, .md and .png written
@@ -110,6 +111,7 @@ def format_curve_markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+@text_as_written()
 def learning_curve_figure(results: dict[str, Any]) -> Figure:
     """One panel per run, sharing both axes (steps from 0 to the longest run's last checkpoint, BLEU from
     0), so that runs of different lengths compare at the same step: BLEU against step, one line per

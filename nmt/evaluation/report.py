@@ -17,7 +17,7 @@ from nmt.errors import counted
 from nmt.evaluation.buckets import bucket_members, sentence_lengths
 from nmt.evaluation.effect import Check
 from nmt.evaluation.leaders import Leader, format_leaders
-from nmt.evaluation.length_plot import plot_bleu_by_length
+from nmt.evaluation.length_plot import bleu_by_length_figure
 from nmt.evaluation.metrics import METRICS, BucketStatistic
 from nmt.evaluation.scoring import (
     CONFIDENCE,
@@ -29,7 +29,8 @@ from nmt.evaluation.scoring import (
     SystemScore,
 )
 from nmt.evaluation.tables import diff_cell, markdown_table
-from nmt.fileio import atomic_write_json, atomic_write_text
+from nmt.figures import png_bytes
+from nmt.fileio import atomic_write_bytes, atomic_write_json, atomic_write_text
 from nmt.lengths import make_buckets
 
 RESULTS_JSON = "results.json"
@@ -350,7 +351,7 @@ def write_report(
 
     `effect` maps (fixed-vector run, attention run) to the checks of nmt/evaluation/effect.py; `scored`
     says what each system is (one line each), `examples` is a `format_examples` section and `groups`
-    styles the plot's lines (plot_bleu_by_length) under `title` (the test set, in a line); `bucketing`
+    styles the plot's lines (bleu_by_length_figure) under `title` (the test set, in a line); `bucketing`
     says how the buckets were chosen where they are not evaluation.buckets as given; `leaders`
     (leaders.py's `bucket_leaders`) adds who is better per bucket (report.md's section, results.json's
     "leaders").
@@ -368,7 +369,8 @@ def write_report(
         markdown += "".join("\n" + format_checks(checks, *pair) for pair, checks in effect.items())
     if examples:
         markdown += "\n" + examples
+    png = png_bytes(bleu_by_length_figure(evaluation, groups, title), dpi=120)  # before any file: none half written
     atomic_write_json(out_dir / RESULTS_JSON, results)
     atomic_write_text(out_dir / REPORT_MD, markdown)
-    plot_bleu_by_length(evaluation, out_dir / PLOT_PNG, groups, title)
+    atomic_write_bytes(out_dir / PLOT_PNG, png)
     return results

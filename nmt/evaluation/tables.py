@@ -6,9 +6,14 @@ from collections.abc import Iterable, Sequence
 
 
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]], left: int = 1) -> list[str]:
-    """The lines of a Markdown table whose first `left` columns are aligned left, the others right."""
+    """The lines of a Markdown table whose first `left` columns are aligned left, the others right; a '|' in a cell
+    (a system's name) is escaped, so that it does not split the cell."""
     align = ["---"] * left + ["---:"] * (len(header) - left)
-    return ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|", *("| " + " | ".join(r) + " |" for r in rows)]
+    return [_row(header), "|" + "|".join(align) + "|", *map(_row, rows)]
+
+
+def _row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
 
 
 def p_number(p: float) -> str:

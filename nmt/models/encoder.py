@@ -37,7 +37,7 @@ class EncoderOutput:
     context_readout: Tensor | None = None  # batch x readout
 
     def index_select(self, index: Tensor) -> EncoderOutput:
-        """Rows `index` of every tensor (beam search: expand to batch*beam, reorder by back-pointers)."""
+        """Rows `index` of every tensor (search: each sentence copied to its beams, finished sentences dropped)."""
         tensors = {f.name: getattr(self, f.name) for f in fields(self)}
         return replace(self, **{name: t.index_select(0, index) for name, t in tensors.items() if t is not None})
 

@@ -89,7 +89,9 @@ def validate(
     advance: Callable[[int], None] = lambda sentences: None,
 ) -> ValidationResult | None:
     """Teacher-forced loss/perplexity and greedy BLEU of `model` (the bare model, not a DDP wrapper),
-    its forward passes under the training's autocast to `amp_dtype` (None: fp32; see precision.py).
+    its forward passes under the training's autocast to `amp_dtype` (None: fp32; see precision.py). The batches are
+    fixed, so the score is reproducible; under bf16 a Transformer's greedy output of a sentence may differ from
+    `nmt translate`'s (fp32, any batch) where bf16's rounding flips a near tie.
     `stop` is asked before each batch: True ends the pass, which returns None (a part of the set is no
     score). `advance(n)` is told of each batch's n sentences once they are done (a progress bar)."""
     batches = TokenBatchSampler([len(s) for s in valid.src], [len(t) for t in valid.tgt], config.training.batch_tokens,
