@@ -194,6 +194,26 @@ def test_a_folder_of_the_user_s_own_files_is_refused_before_translating(
         name: f"my {name}\n" for name in ("ref.txt", "report.md", "notes.txt")}
 
 
+def test_a_tokenizer_that_cannot_run_here_is_refused_before_translating(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # ja-mecab without sacrebleu's [ja] extra: refused before the minutes of translating, not after them
+    try:
+        sacrebleu.BLEU(tokenize="ja-mecab")
+        pytest.skip("sacrebleu's ja extra is installed here: ja-mecab runs")
+    except RuntimeError:
+        pass
+    run = fake_run(tmp_path / "run")
+    (tmp_path / "s").write_text("a\n", encoding="utf-8")
+    monkeypatch.setattr(evaluate, "translate_cached", lambda *args: pytest.fail("translated"))
+    argv = ["evaluate", str(run), "--src", str(tmp_path / "s"), "--ref", str(tmp_path / "s"), "--out",
+            str(tmp_path / "out"), "--set", "evaluation.tokenize=ja-mecab"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "ja-mecab" in err and "pip install 'sacrebleu[ja]'" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
 def _copy_run(trained: Path, dest: Path, beam_size: int) -> Path:
     shutil.copytree(trained, dest)
     config = load_config(dest / "config.yaml")

@@ -21,6 +21,7 @@ from nmt.config_sections import ModelConfig
 from nmt.data.sources import prepared_dir
 from nmt.errors import NMTError
 from nmt.evaluation.effect import Comparisons
+from nmt.evaluation.metrics import sacrebleu_bleu
 from nmt.evaluation.report_folder import refuse_foreign_files, report_files, score_and_report
 from nmt.evaluation.testset import TestSet, file_test_set, shown_path
 from nmt.fileio import same_file
@@ -136,6 +137,7 @@ def evaluate_runs(
     _refuse_overwriting_inputs(out, runs, src_path, ref_path)
     refuse_foreign_files(out, report_files((run.name for run in runs), sources=True), "nmt evaluate")
     settings = runs[0].config.evaluation
+    sacrebleu_bleu(settings.tokenize, settings.lowercase)  # a tokenizer that cannot run here: refused before translating
     test_set = common_test_set(runs, settings.split, src_path, ref_path)
     hypotheses, systems, scored = _translate_runs(runs, test_set, device, out)
     comparisons = run_comparisons({run.name: run.config for run in runs})
