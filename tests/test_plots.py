@@ -88,3 +88,13 @@ def test_a_runaway_translation_is_capped_in_size_and_labels_every_kth_word_witho
     assert words // 3 < len(labels) < words and all(label.get_fontsize() >= 9 for label in labels)
     assert _overlaps([label.get_window_extent(figure.canvas.get_renderer()) for label in labels]) == 0
     assert len(heatmap.get_xticklabels()) == sum(p.startswith("▁") for p in src) + 1  # the source fits: every word
+
+
+def test_words_and_title_are_drawn_as_written(tmp_path: Path) -> None:
+    """A verse with two '$' signs was read as mathematics ('$^$' failed to draw, '$5 or $' came out in italics)."""
+    src, tgt = ["▁costs", "▁$^$", "▁or", "▁$6"], ["▁coûte", "▁$5", "▁ou", "▁$6"]
+    plot_attention(torch.full((5, 5), 0.2), src, tgt, tmp_path / "a.png", title="costs $^$ or $6")
+    assert (tmp_path / "a.png").read_bytes()[:8] == PNG_MAGIC
+    figure = attention_figure(torch.full((5, 5), 0.2), src, tgt, title="costs $5 or $6")
+    heatmap = figure.axes[0]
+    assert not any(text._parse_math for text in [*heatmap.get_xticklabels(), heatmap.title, heatmap._left_title])

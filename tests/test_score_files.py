@@ -193,21 +193,26 @@ def test_score_two_files_with_source(files: dict[str, Path], tmp_path: Path) -> 
     assert (out / "bleu_by_length.png").is_file() and (out / "src.txt").is_file()
 
 
-@pytest.mark.parametrize("command", ["score", "evaluate"])
+@pytest.mark.parametrize("command", ["score", "evaluate", "curve", "attention-checks"])
 def test_no_report_is_written_into_an_experiment_s_folder(
     files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
 ) -> None:
-    """An experiment's report.md and results.json hold its training, timings and checks: `nmt score` and
-    `nmt evaluate` refuse its folder as --out before any work, rather than replace them."""
+    """An experiment's report.md and results.json hold its training, timings and checks, and its report shows its
+    learning curve and attention checks of all its runs: `nmt score`, `nmt evaluate`, `nmt curve` and `nmt
+    attention-checks` refuse its folder as --out before any work, rather than replace them."""
     out = tmp_path / "experiment"
     out.mkdir()
-    kept = {"timings.json": '{"sessions": []}', "report.md": "# the experiment", "results.json": "{}"}
+    kept = {"timings.json": '{"sessions": []}', "report.md": "# the experiment", "results.json": "{}",
+            "learning_curve.json": "{}", "attention_checks.json": "{}"}
     for name, text in kept.items():
         (out / name).write_text(text, encoding="utf-8")
     argv = (["score", "--ref", str(files["ref"]), str(files["good"])] if command == "score"
-            else ["evaluate", str(tmp_path / "run")])
+            else [command, str(tmp_path / "run")])
     assert main([*argv, "--out", str(out)]) == 2
-    assert f"error: --out {out} is an experiment's folder (timings.json)" in capsys.readouterr().err
+    replaced = {"curve": "learning_curve.json, .md and .png",
+                "attention-checks": "attention_checks.json, .md and .png"}.get(command, "report.md and results.json")
+    assert (f"error: --out {out} is an experiment's folder (timings.json): nmt {command}'s report would replace the "
+            f"experiment's {replaced}. Nothing was written.") in capsys.readouterr().err
     assert {path.name: path.read_text(encoding="utf-8") for path in out.iterdir()} == kept
 
 

@@ -38,6 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     """`nmt attention-checks` from parsed arguments."""
     from nmt.compare.attention_checks import attention_checks  # the library: only now
+    from nmt.evaluation.report_folder import refuse_experiment_folder
 
     # each check's own flags, refused with --only the other: left without a word, they would do nothing
     own = {"perturbation": {"--seed": args.seed},
@@ -47,6 +48,8 @@ def run(args: argparse.Namespace) -> None:
         if args.only not in (None, check) and given:
             raise NMTError(f"{given[0]} is a setting of the {check} check, which --only {args.only} leaves out.",
                            f"Drop {given[0]}, or --only.")
+    if args.out is not None:
+        refuse_experiment_folder(args.out, "nmt attention-checks", "attention_checks.json, .md and .png")
     chosen = {"seed": args.seed, "symmetrisation": args.symmetrise}  # None: not given, the library's default
     arguments.use_threads(args.threads, args.run_dirs[0])
     attention_checks(

@@ -23,6 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     from nmt.compare.curve import learning_curves  # the library: only now
+    from nmt.evaluation.report_folder import refuse_experiment_folder
 
+    if args.out is not None:
+        refuse_experiment_folder(args.out, "nmt curve", "learning_curve.json, .md and .png")
     arguments.use_threads(args.threads, args.run_dirs[0])
     learning_curves(args.run_dirs, args.out, args.split, args.sentences_per_bucket, args.device)

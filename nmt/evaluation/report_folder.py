@@ -37,14 +37,14 @@ from nmt.fileio import atomic_open, interrupts_deferred, same_file, sha256_file
 EXPERIMENT_TIMINGS = "timings.json"
 
 
-def refuse_experiment_folder(out: Path, command: str) -> None:
-    """`nmt score` and `nmt evaluate` write their report into --out: never into an experiment's folder, whose
-    report.md and results.json (its training, timings and checks) and the runs' translations theirs would
-    replace."""
+def refuse_experiment_folder(out: Path, command: str, replaced: str = "report.md and results.json") -> None:
+    """The report commands write into --out: never into an experiment's folder, whose files of the same names
+    (`replaced`: its report.md and results.json, with its training, timings and checks; its learning curve; its
+    attention checks) the experiment wrote from all of its runs, and its report shows."""
     if (out / EXPERIMENT_TIMINGS).is_file():
         raise NMTError(
             f"--out {out} is an experiment's folder ({EXPERIMENT_TIMINGS}): {command}'s report would replace the "
-            "experiment's report.md and results.json. Nothing was written.",
+            f"experiment's {replaced}. Nothing was written.",
             f"Give --out a folder of its own (e.g. {out / 'evaluation'}); `nmt experiment` writes its own report anew.",
         )
 
