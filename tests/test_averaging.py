@@ -195,6 +195,44 @@ def test_an_output_that_is_another_run_s_own_file_is_refused(
     assert {path: path.read_bytes() for path in other.rglob("*") if path.is_file()} == before
 
 
+def test_an_output_that_is_a_file_but_no_checkpoint_is_refused(
+    run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # -o in.en for -i in.en (a translate habit): the user's text was replaced by a zip archive
+    text = tmp_path / "in.en"
+    text.write_text("a sentence\n", encoding="utf-8")
+    assert main(["average", str(run), "--last", "2", "-o", str(text)]) == 2
+    assert capsys.readouterr().err.startswith(
+        f"nmt average: error: -o {text} is a file that is no checkpoint: it would be replaced.\n")
+    assert text.read_text(encoding="utf-8") == "a sentence\n"
+    # an earlier average is a checkpoint: replaced, as averaging again does
+    output = tmp_path / "avg.pt"
+    assert main(["average", str(run), "--last", "2", "-o", str(output)]) == 0
+    first = output.read_bytes()
+    assert main(["average", str(run), "--last", "3", "-o", str(output)]) == 0
+    assert output.read_bytes() != first
+
+
+def test_an_output_in_a_prepared_data_folder_is_refused(
+    run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the splits, models and cached alignments that runs read: a file written there was a split lost (nmt evaluate
+    # then found test.src of 2 lines beside test.tgt's 3,011), or a file the next rebuild deletes
+    prepared = tmp_path / "prepared"
+    (prepared / "alignments").mkdir(parents=True)
+    for name in ("prepared.json", "test.src", "alignments/links.json"):
+        (prepared / name).write_text(f"{name}\n", encoding="utf-8")
+    for name in ("test.src", "alignments/links.json", "new.pt"):
+        assert main(["average", str(run), "--last", "2", "-o", str(prepared / name)]) == 2
+        assert capsys.readouterr().err == (
+            f"nmt average: error: -o {prepared / name} is in the prepared data folder {prepared}: its splits and "
+            "models are what runs read, and `nmt prepare` replaces the folder whole when it prepares it again.\n"
+            "Write it outside that folder (beside it, say); nothing was written.\n")
+    assert sorted(str(p.relative_to(prepared)) for p in prepared.rglob("*")) == [
+        "alignments", "alignments/links.json", "prepared.json", "test.src"]
+    assert (prepared / "test.src").read_text(encoding="utf-8") == "test.src\n"
+
+
 def test_an_output_folder_that_cannot_be_written_is_refused_before_any_checkpoint_is_read(
     run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

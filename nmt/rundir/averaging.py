@@ -8,6 +8,7 @@ translate --checkpoint` and `nmt evaluate --checkpoint` take it like any other c
 from __future__ import annotations
 
 import os
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -79,8 +80,8 @@ def _check_output(run_dir: Path, output: Path, named: str) -> None:
     """Before any checkpoint is read, refuse an output (`named`: how the message names it) that would replace
     a file of the run: a checkpoint training or resume reads, by its name in a run's checkpoints/ folder (this
     run's or another's; elsewhere the names are the user's) or the name of the file it links to there (a file
-    is written through its link), its config.yaml or tokenizer; or that is a folder, or in one that cannot be
-    written."""
+    is written through its link), its config.yaml or tokenizer; or that is a folder, a file other than a
+    checkpoint (a text file given by mistake), or in a folder that cannot be written."""
     real = Path(os.path.realpath(output))
     run = real.parent.parent
     if training_checkpoint_name(real.name) and real.parent.name == CHECKPOINT_DIR and (run / "config.yaml").is_file():
@@ -103,6 +104,10 @@ def _check_output(run_dir: Path, output: Path, named: str) -> None:
     refuse_run_file(output, named)
     if output.is_dir():
         raise NMTError(f"{named} is a folder.", f"Give a file's path, e.g. {output / AVERAGED_NAME}.")
+    if output.is_file() and not zipfile.is_zipfile(output):  # torch.save writes a zip archive: an earlier average is one
+        raise NMTError(f"{named} is a file that is no checkpoint: it would be replaced.",
+                       f"Give a new file, or an earlier average to replace, e.g. {run_dir / CHECKPOINT_DIR / AVERAGED_NAME}; "
+                       "nothing was written.")
     refuse_unwritable(output.parent, f"the folder of {named}", "Give -o a file in a folder you can write")
 
 

@@ -1,6 +1,6 @@
 """What a run folder and an experiment folder hold, telling them apart, and refusing to write over their own
-files: a run's (what training writes at its top level, RUN_MARKERS) and an experiment's (its config, timings and
-lock, its runs' logs)."""
+files: a run's (what training writes at its top level, RUN_MARKERS), an experiment's (its config, timings and
+lock, its runs' logs) and a prepared data folder's."""
 
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ def refuse_run_file(output: Path, named: str) -> None:
     """Refuse an output (`named`: how the message names it) that is, through its links, a file of a run's
     own: its config.yaml, summary.json, log, environment, lock, tokenizer, translation cache, TensorBoard
     log, or a checkpoint training and --resume read (best.pt, step_*.pt, interrupted_*.pt); or of an
-    experiment's own (its config.yaml, timings.json, lock, and its runs' logs); any run's or experiment's, so
+    experiment's own (its config.yaml, timings.json, lock, and its runs' logs); or anything in a prepared data
+    folder (its splits, sentencepiece models, cached alignments); any run's or experiment's, so
     that a command writing where it is told never replaces their work (a run's checkpoints/ holds the user's
     files too: averaged.pt; an experiment's report files are reports, written anew)."""
     real = Path(os.path.realpath(output))
@@ -42,6 +43,12 @@ def refuse_run_file(output: Path, named: str) -> None:
             kept = top in ("config.yaml", "timings.json", ExperimentLock.name) or (
                 top == "runs" and len(below) == 1 and below[0].endswith(".log"))
             what = "the experiment"
+        elif (folder / "prepared.json").is_file():
+            raise NMTError(
+                f"{named} is in the prepared data folder {folder}: its splits and models are what runs read, and "
+                "`nmt prepare` replaces the folder whole when it prepares it again.",
+                "Write it outside that folder (beside it, say); nothing was written.",
+            )
         else:
             continue
         if kept:
