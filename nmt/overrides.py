@@ -51,9 +51,10 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     if "=" not in text:
         raise NMTError(f"--set '{text}': expected section.key=value, e.g. --set model.hidden_size=256.")
     path, _, value_text = text.partition("=")
-    keys = [k for k in path.strip().split(".") if k]
-    if len(keys) < 2:
-        raise NMTError(f"--set '{text}': the key must name a section and a key, e.g. training.max_steps.")
+    keys = [k.strip() for k in path.strip().split(".")]
+    if len(keys) < 2 or not all(keys):  # 'training..max_steps', '.x': a part left out, whichever was meant
+        raise NMTError(f"--set '{text}': the key must name a section and a key, each part between dots named, "
+                       "e.g. training.max_steps.")
     try:
         value = load_yaml(value_text) if value_text.strip() else ""
     except yaml.YAMLError as exc:

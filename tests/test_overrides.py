@@ -19,8 +19,9 @@ def test_overrides_are_parsed_as_yaml() -> None:
     assert parse_override(" runs.r.model.size =8") == (["runs", "r", "model", "size"], 8)
     with pytest.raises(NMTError, match="expected section.key=value"):
         parse_override("a.b")
-    with pytest.raises(NMTError, match="the key must name a section and a key"):
-        parse_override("size=3")
+    for text in ("size=3", "training..max_steps=2", ".training.max_steps=2", "training.max_steps.=2", "a. .b=1"):
+        with pytest.raises(NMTError, match="the key must name a section and a key, each part between dots named"):
+            parse_override(text)
     with pytest.raises(NMTError, match=r"--set 'a.b=\[1,': the value is not valid YAML"):
         parse_override("a.b=[1,")
 
@@ -80,6 +81,7 @@ def test_a_run_override_must_name_a_run_of_the_config() -> None:
 
 def test_sets_key_reads_the_key_as_parse_override_does() -> None:
     assert sets_key(["decoding.beam_size=3", " decoding.nbest = 2"], "decoding.nbest")
-    assert sets_key(["decoding..nbest=2"], "decoding.nbest")  # the spelling parse_override accepts
+    with pytest.raises(NMTError, match="each part between dots named"):  # refused, as parse_override refuses it
+        sets_key(["decoding..nbest=2"], "decoding.nbest")
     assert not sets_key(["decoding.nbest_x=2", "evaluation.nbest=2"], "decoding.nbest")
     assert not sets_key([], "decoding.nbest")
