@@ -101,6 +101,22 @@ def test_bad_override_value(capsys: pytest.CaptureFixture[str]) -> None:
     assert "wrong type for 'training.max_steps'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", ["train", "prepare"])
+def test_runs_preparing_their_data_differently_into_one_data_dir_are_refused_by_every_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    # training run 'b' alone rebuilt the folder run 'a' was trained on (nmt experiment refused the config already)
+    config = tmp_path / "c.yaml"
+    config.write_text(f"data: {{dir: {tmp_path / 'prepared'}}}\nruns: {{a: {{}}, b: {{data: {{vocab_size: 100}}}}}}\n",
+                      encoding="utf-8")
+    argv = [command, str(config), *(["--run-name", "b", "--run-dir", str(tmp_path / "run")] if command == "train" else [])]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert (f"runs 'a' and 'b' prepare their data differently (data.vocab_size) into the one data.dir "
+            f"{tmp_path / 'prepared'}: each would rebuild it for itself") in err
+    assert "runs.b.data.dir" in err and sorted(p.name for p in tmp_path.iterdir()) == ["c.yaml"]
+
+
 def test_run_selector_has_a_torchrun_safe_name_and_keeps_the_old_one() -> None:
     for flag in ("--run-name", "--run"):
         assert build_parser().parse_args(["train", "c.yaml", flag, "rnnsearch-50"]).run == "rnnsearch-50"

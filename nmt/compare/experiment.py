@@ -27,7 +27,7 @@ from nmt.compare.evaluate import evaluate_runs
 from nmt.compare.experiment_report import experiment_report, training_outcomes
 from nmt.config import Config, save_config
 from nmt.data.prepare import prepare_summary
-from nmt.data.sources import content_settings, load_checked_config, prepared_dir
+from nmt.data.sources import load_checked_config, prepared_dir
 from nmt.environment import describe_environment
 from nmt.errors import NMTError
 from nmt.evaluation.report_folder import EXPERIMENT_TIMINGS
@@ -37,7 +37,6 @@ from nmt.rundir.folders import run_files
 from nmt.rundir.lock import ExperimentLock, RunLock
 from nmt.rundir.writing import read_summary
 from nmt.training.parallel import check_runs, train_runs
-from nmt.typed_yaml import config_diff
 
 
 class Timings:
@@ -181,27 +180,9 @@ def _check_config_kept(config_path: Path, out_dir: Path, force: bool) -> None:
         )
 
 
-def _check_data_dirs(config: Config) -> None:
-    """Refuse runs that prepare their data differently (a run's data.* keys) into one data.dir: each would
-    rebuild the folder for itself, and the other run would train or be evaluated on data not made for it."""
-    first: dict[str, tuple[str, dict[str, Any]]] = {}
-    for name in config.runs:
-        data = config.for_run(name).data
-        folder, settings = os.path.abspath(prepared_dir(data)), content_settings(data)
-        other, theirs = first.setdefault(folder, (name, settings))
-        differing = config_diff(theirs, settings, "data.")
-        if differing:
-            raise NMTError(
-                f"runs '{other}' and '{name}' prepare their data differently ({', '.join(differing)}) into the one "
-                f"data.dir {folder}: each would rebuild it for itself, under the other run. Nothing was written.",
-                f"Give run '{name}' a folder of its own (runs.{name}.data.dir), or leave data.dir out: each data "
-                "setting then gets its own folder under data/prepared/.",
-            )
-
-
 def _runs_to_compare(config_path: Path, overrides: list[str], runs: Sequence[str]) -> Config:
-    """The config's runs to train (only `runs` where given), refused where there are none or where they would
-    prepare their data differently into one folder."""
+    """The config's runs to train (only `runs` where given), refused where there are none (loading the config
+    refuses runs that would prepare their data differently into one folder)."""
     config = load_checked_config(config_path, overrides)
     if runs:
         config = config.only_runs(runs, str(config_path))
@@ -210,7 +191,6 @@ def _runs_to_compare(config_path: Path, overrides: list[str], runs: Sequence[str
             f"{config_path}: no runs to compare.",
             "Add a 'runs:' section, e.g. runs: {rnnencdec: {model: {attention: none}}, rnnsearch: {}}.",
         )
-    _check_data_dirs(config)
     return config
 
 

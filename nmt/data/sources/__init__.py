@@ -31,7 +31,7 @@ from nmt.data.sources.bible import Bible
 from nmt.data.sources.files import Files
 from nmt.data.sources.huggingface import HuggingFace
 from nmt.errors import NMTError
-from nmt.typed_yaml import build_section, did_you_mean
+from nmt.typed_yaml import build_section, config_diff, did_you_mean
 
 SOURCES: dict[str, type[Source]] = {"bible": Bible, "files": Files, "huggingface": HuggingFace}
 
@@ -83,13 +83,33 @@ def load_checked_config(path: str | Path, overrides: list[str] | None = None) ->
 
 def check_config(config: Config) -> None:
     """Check the data section of `config` and of each of its runs, as loading a command's config does,
-    before any work starts."""
+    before any work starts; and that no two runs prepare their data differently into one data.dir."""
     check_data(config.data)
     for name in config.runs:
         try:
             check_data(config.for_run(name).data)
         except NMTError as error:
             raise error_in_run(error, name, config.runs[name]) from None
+    _check_shared_data_dirs(config)
+
+
+def _check_shared_data_dirs(config: Config) -> None:
+    """Refuse runs that prepare their data differently (a run's data.* keys) into one data.dir, whichever of them a
+    command trains: each would rebuild the folder for itself, and the other would train or be evaluated on data not
+    made for it."""
+    first: dict[str, tuple[str, dict[str, Any]]] = {}
+    for name in config.runs:
+        data = config.for_run(name).data
+        folder, settings = os.path.abspath(prepared_dir(data)), content_settings(data)
+        other, theirs = first.setdefault(folder, (name, settings))
+        differing = config_diff(theirs, settings, "data.")
+        if differing:
+            raise NMTError(
+                f"runs '{other}' and '{name}' prepare their data differently ({', '.join(differing)}) into the one "
+                f"data.dir {folder}: each would rebuild it for itself, under the other run. Nothing was written.",
+                f"Give run '{name}' a folder of its own (runs.{name}.data.dir), or leave data.dir out: each data "
+                "setting then gets its own folder under data/prepared/.",
+            )
 
 
 def _with_absolute_paths(data: DataConfig) -> DataConfig:
