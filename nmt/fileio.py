@@ -1,18 +1,21 @@
 """Atomic file writes: a temporary file in the same folder, flushed, fsynced, then renamed.
 
-A kill at any instant leaves either the old file or the new one, never half of one.
+A kill at any instant leaves either the old file or the new one, never half of one; and a folder whose files are
+written together is written by one process at a time (`folder_locked`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import hashlib
 import io
 import json
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -144,6 +147,29 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     """Write `text` to `path` atomically."""
     with atomic_open(path) as handle:
         handle.write(text)
+
+
+@contextlib.contextmanager
+def folder_locked(folder: Path, waiting: str) -> Iterator[None]:
+    """An exclusive lock on `folder` (through its own descriptor: no file is left) for the block: another process
+    locking it waits for this one, printing `waiting` on stderr first. A folder that cannot be read, or a
+    filesystem without locks (some network ones), is not locked."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # a folder that can be entered but not read
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(waiting, file=sys.stderr, flush=True)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:  # no locks here
+            pass
+        yield
+    finally:
+        os.close(fd)  # and with it the lock
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:

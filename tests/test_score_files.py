@@ -13,6 +13,8 @@ import re
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,7 +28,7 @@ from nmt.evaluation.buckets import sentence_lengths
 from nmt.evaluation.leaders import Leader, format_leaders
 from nmt.evaluation.length_plot import plotted_buckets
 from nmt.evaluation.report import format_examples, pick_examples
-from nmt.evaluation.score_files import default_names, distinct_parts
+from nmt.evaluation.score_files import default_names, distinct_parts, score_files
 from nmt.evaluation.scoring import score_systems
 from tests.helpers import scoring_settings, unwritable
 
@@ -715,6 +717,33 @@ def test_an_out_folder_reused_holds_only_the_new_reports_systems(
         assert "which no nmt report wrote there" in capsys.readouterr().err
         assert {path.name: path.read_bytes() for path in out.iterdir()} == before
         assert outside.is_file() and (out / ".hidden.hyp.txt").is_file() and (out / "best.hyp.txt").is_file()
+
+
+def test_two_reports_written_into_one_folder_at_once_are_written_one_after_the_other(
+    files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two `nmt score --out OUT` at once: each wrote its files while the other wrote its own, and the folder kept
+    one's translations beside the other's results.json (which the next report then refused as the user's files).
+    The second waits for the first, then replaces its report whole."""
+    out = tmp_path / "out"
+    write, written = report_folder.write_report, []
+
+    def slow_write(*args: Any) -> dict[str, Any]:
+        written.append(args[1])
+        time.sleep(1.0)  # long enough for the other to arrive while this one writes
+        return write(*args)
+
+    monkeypatch.setattr(report_folder, "write_report", slow_write)
+    threads = [threading.Thread(target=score_files, args=(files["ref"], [files[key]], None, [key], out),
+                                kwargs={"overrides": ["evaluation.bootstrap_samples=40"]}) for key in ("poor", "good")]
+    for thread in threads:
+        thread.start()
+        time.sleep(0.2)
+    for thread in threads:
+        thread.join(timeout=120)
+    assert len(written) == 2 and "waiting for another report to be written into" in capsys.readouterr().err
+    listed = json.loads((out / "results.json").read_text(encoding="utf-8"))["settings"]["files"]
+    assert sorted(p.name for p in out.iterdir()) == sorted(listed) and "good.hyp.txt" in listed
 
 
 def test_a_report_file_edited_since_is_kept_when_a_new_report_drops_it(

@@ -7,39 +7,19 @@ together) build it once.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import shutil
-import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-from nmt.fileio import errors_naming, interrupts_deferred
+from nmt.fileio import errors_naming, folder_locked, interrupts_deferred
 
 
-@contextlib.contextmanager
-def one_build_at_a_time(folder: Path) -> Iterator[None]:
-    """An exclusive lock on `folder` (the built folder's parent, locked through its own descriptor: no file is
-    left) for the block: a second builder waits for the first, then finds the folder built, rather than build
-    it again under it. A folder that cannot be read, or a filesystem without locks (some network ones), is
-    built unlocked."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:  # a folder that can be entered but not read
-        yield
-        return
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print(f"waiting for another nmt prepare in {folder} to finish ...", file=sys.stderr, flush=True)
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        except OSError:  # no locks here
-            pass
-        yield
-    finally:
-        os.close(fd)  # and with it the lock
+def one_build_at_a_time(folder: Path) -> contextlib.AbstractContextManager[None]:
+    """A lock on `folder` (the built folder's parent) for the block: a second builder waits for the first, then finds
+    the folder built, rather than build it again under it (`folder_locked`)."""
+    return folder_locked(folder, f"waiting for another nmt prepare in {folder} to finish ...")
 
 
 def build_and_swap_in(directory: Path, build: Callable[[Path], None]) -> None:

@@ -31,7 +31,7 @@ from nmt.evaluation.report import (
 )
 from nmt.evaluation.scoring import Evaluation, score_systems, warn_if_tokenized
 from nmt.evaluation.testset import TestSet
-from nmt.fileio import atomic_open, interrupts_deferred, same_file, sha256_file
+from nmt.fileio import atomic_open, errors_naming, folder_locked, interrupts_deferred, same_file, sha256_file
 
 # The file `nmt experiment` writes first in its folder (nmt/compare/experiment.py), beside its report
 EXPERIMENT_TIMINGS = "timings.json"
@@ -107,18 +107,21 @@ def score_and_report(
         "files": files, "text_sha256": {name: hashlib.sha256(data).hexdigest() for name, data in texts.items()},
     }
     ranked = bucket_leaders(evaluation) if leaders else []
-    earlier = _earlier_report_files(out)  # before results.json is replaced
-    # the results.json that lists the files first, then the files and the removal of the earlier report's, all
-    # together: Ctrl-C in between would leave files that no report's list names, which no later report would
-    # remove; a crash (a full disk) leaves at worst a list naming files not written, which the next report writes
-    with interrupts_deferred():
-        results = write_report(
-            evaluation, out, extra, effect, scored, examples, comparisons.groups, test_set.describe(), bucketing, ranked
-        )
-        for name, data in texts.items():
-            with atomic_open(out / name, "wb") as handle:
-                handle.write(data)
-        _remove_stale(out, earlier, files, inputs)
+    with errors_naming(out):
+        out.mkdir(parents=True, exist_ok=True)
+    # one report at a time in `out`: two written together left one's translations beside the other's list
+    with folder_locked(out, f"waiting for another report to be written into {out} ..."):
+        earlier = _earlier_report_files(out)  # before results.json is replaced
+        # the results.json that lists the files first, then the files and the removal of the earlier report's, all
+        # together: Ctrl-C in between would leave files that no report's list names, which no later report would
+        # remove; a crash (a full disk) leaves at worst a list naming files not written, which the next report writes
+        with interrupts_deferred():
+            results = write_report(evaluation, out, extra, effect, scored, examples, comparisons.groups,
+                                   test_set.describe(), bucketing, ranked)
+            for name, data in texts.items():
+                with atomic_open(out / name, "wb") as handle:
+                    handle.write(data)
+            _remove_stale(out, earlier, files, inputs)
     _print_summary(evaluation, settings, bucketing, ranked, effect, comparisons.note)
     print(f"\nreport written to {out}/")
     return results
