@@ -441,6 +441,16 @@ def test_the_output_is_written_through_a_link_and_into_a_pipe_not_over_them(
     assert received == ["".join(line + "\n" for line in expected).encode("utf-8")]
 
 
+@pytest.mark.skipif(not Path("/dev/full").is_char_device(), reason="no /dev/full here")
+def test_a_device_that_cannot_be_written_is_named(
+    trained_reverse_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a full disk's write error names no file: the device written to is named, as a full disk's file is
+    source = _write(tmp_path / "in.txt", ["1 2 3"])
+    assert main(["translate", str(trained_reverse_run), "-i", str(source), "-o", "/dev/full", "--beam", "1"]) == 2
+    assert capsys.readouterr().err.startswith("nmt translate: error: /dev/full: No space left on device\n")
+
+
 def test_an_input_pipe_is_read_and_a_folder_for_a_file_is_named_before_any_work(
     trained_reverse_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

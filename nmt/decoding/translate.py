@@ -10,7 +10,7 @@ import os
 import select
 import sys
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import IO, Literal
 
@@ -193,8 +193,21 @@ def _open_output(path: Path) -> AbstractContextManager[IO[str]]:
     device or named pipe (/dev/stdout, a FIFO) is written to as it is: replacing it by a file would break
     it for every other program."""
     if path.exists() and not path.is_file():  # both follow links; a folder was refused before
-        return open(path, "w", encoding="utf-8")
+        return _device(path)
     return atomic_open(path, "w")
+
+
+@contextmanager
+def _device(path: Path) -> Iterator[IO[str]]:
+    """A device or named pipe opened for writing, whose write errors name it (a full disk's, /dev/full's, names
+    no file); an error that names its file (the input's) is left as it is."""
+    try:
+        with open(path, "w", encoding="utf-8") as handle:
+            yield handle
+    except OSError as error:
+        if error.filename is not None:
+            raise
+        raise OSError(error.errno, error.strerror or str(error), str(path)) from error
 
 
 def _decoding(run_dir: Path, overrides: list[str]) -> DecodingConfig:
