@@ -64,8 +64,10 @@ def parse_override(text: str) -> tuple[list[str], Any]:
 
 def sets_key(overrides: Sequence[str], dotted: str) -> bool:
     """Whether any of `overrides` (--set texts, shorthands included) sets the key `dotted`, e.g.
-    "decoding.nbest"; a text that is not an override raises NMTError as parse_override does."""
-    return any(parse_override(text)[0] == dotted.split(".") for text in overrides)
+    "decoding.nbest", or a key below it (decoding.nbest.x=1 makes its value a section); a text that is not an
+    override raises NMTError as parse_override does."""
+    keys = dotted.split(".")
+    return any(parse_override(text)[0][: len(keys)] == keys for text in overrides)
 
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:

@@ -101,6 +101,9 @@ def test_a_refused_value_names_its_line_unless_the_command_line_set_it(tmp_path:
         load_config(path, ["training.seed=2"])
     with pytest.raises(NMTError, match=rf"^{re.escape(str(path))} \(with --set training.max_steps=-1\): invalid"):
         load_config(path, ["training.max_steps=-1"])
+    # a --set below the key made its value a section: the file's line is not where that came from either
+    with pytest.raises(NMTError, match=rf"^{re.escape(str(path))} \(with --set training.max_steps.x=2\): wrong type"):
+        load_config(path, ["training.max_steps.x=2"])
 
 
 def test_a_runs_entrys_refused_key_names_its_line_in_the_run_or_in_the_top_level_section(tmp_path: Path) -> None:

@@ -83,5 +83,6 @@ def test_sets_key_reads_the_key_as_parse_override_does() -> None:
     assert sets_key(["decoding.beam_size=3", " decoding.nbest = 2"], "decoding.nbest")
     with pytest.raises(NMTError, match="each part between dots named"):  # refused, as parse_override refuses it
         sets_key(["decoding..nbest=2"], "decoding.nbest")
-    assert not sets_key(["decoding.nbest_x=2", "evaluation.nbest=2"], "decoding.nbest")
+    assert sets_key(["decoding.nbest.x=2"], "decoding.nbest")  # a key below it: its value made a section
+    assert not sets_key(["decoding.nbest_x=2", "evaluation.nbest=2", "decoding.beam_size=1"], "decoding.nbest")
     assert not sets_key([], "decoding.nbest")
