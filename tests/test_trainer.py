@@ -68,6 +68,23 @@ def snapshot(run_dir: Path) -> dict[str, bytes]:
     return {str(p.relative_to(run_dir)): p.read_bytes() for p in sorted(run_dir.rglob("*")) if p.is_file()}
 
 
+def test_a_runs_threads_are_its_own(data_root: Path, tmp_path: Path) -> None:
+    """training.threads sets torch's threads for the run alone: an experiment trains its runs one after another in
+    one process (--jobs 1), where the next run's default (0: as they are) had been this run's 1."""
+    outside, seen = torch.get_num_threads(), []
+    run = trainer_module.Trainer.run
+    try:
+        torch.set_num_threads(2)  # the process's own, other than the run's 1
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(trainer_module.Trainer, "run", lambda self: (seen.append(torch.get_num_threads()), run(self))[1])
+            train(tiny(data_root, max_steps=2, threads=1), tmp_path / "one")
+            assert (seen, torch.get_num_threads()) == ([1], 2)
+            train(tiny(data_root, max_steps=2, threads=0), tmp_path / "default")
+        assert seen == [1, 2] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(outside)
+
+
 def test_a_run_writes_the_documented_run_directory(data_root: Path, tmp_path: Path) -> None:
     config = tiny(data_root, max_steps=12, learning_rate=0.01, validate_every=6, checkpoint_every=4, log_every=4)
     run = tmp_path / "run"

@@ -129,7 +129,7 @@ def _uses_cuda(config: Config) -> bool:
 def training_jobs(config: Config, jobs: int) -> int:
     """How many runs train at once: `jobs`, or if 0, one per core on a CPU (each run then gets
     cores / jobs torch threads; see this module's docstring for why) and on CUDA GPU_JOBS per GPU
-    (`worker_gpus`), on several GPUs at most one per core; never more than the runs."""
+    (`worker_gpus`), on several GPUs at most one per core, but GPU_JOBS whatever the cores; never more than the runs."""
     if jobs:
         return jobs
     if not _uses_cuda(config):

@@ -45,9 +45,12 @@ from nmt.training.validation import ValidationResult, batch_loss_sum, safe_exp, 
 
 
 def train(config: Config, run_dir: Path, resume: bool = False) -> dict[str, Any]:
-    """Train the model `config` describes into `run_dir` (continue it with resume=True); return summary.json."""
+    """Train the model `config` describes into `run_dir` (continue it with resume=True); return summary.json.
+    The process's torch threads are as they were after it (`training.threads` sets them for the run alone: in an
+    experiment's one process, the next run's default is not this run's choice, CPU floats hanging on it)."""
     ctx = setup_distributed(config.training.device)
     lock = RunLock(run_dir)  # rank 0 takes it once the run directory's checks pass
+    threads = torch.get_num_threads()
     try:
         summary = Trainer(config, run_dir, resume, ctx, lock).run()
         ctx.barrier()  # no rank leaves the process group while another still uses it
@@ -55,6 +58,7 @@ def train(config: Config, run_dir: Path, resume: bool = False) -> dict[str, Any]
     finally:
         lock.release()
         ctx.close()
+        torch.set_num_threads(threads)
 
 
 def initial_model(config: Config, src_vocab_size: int, tgt_vocab_size: int) -> TranslationModel:
