@@ -68,6 +68,17 @@ def snapshot(run_dir: Path) -> dict[str, bytes]:
     return {str(p.relative_to(run_dir)): p.read_bytes() for p in sorted(run_dir.rglob("*")) if p.is_file()}
 
 
+def test_a_label_smoothed_loss_is_logged_as_such_without_a_perplexity(
+    data_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # exp of a label-smoothed loss is no perplexity, and was logged beside validation's real one as if it were
+    train(tiny(data_root, max_steps=4, label_smoothing=0.1), tmp_path / "run")
+    train_events = [e for e in events(tmp_path / "run") if e["event"] == "train"]
+    assert train_events and all("ppl" not in e and e["label_smoothing"] == 0.1 for e in train_events)
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("step ")]
+    assert lines and all(" (label-smoothed) " in line and " ppl " not in line for line in lines)
+
+
 def test_a_runs_threads_are_its_own(data_root: Path, tmp_path: Path) -> None:
     """training.threads sets torch's threads for the run alone: an experiment trains its runs one after another in
     one process (--jobs 1), where the next run's default (0: as they are) had been this run's 1."""

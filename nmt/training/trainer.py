@@ -318,8 +318,11 @@ class Trainer:
         self._read_steps()
         seconds = self.acc["seconds"] + (time.monotonic() - self._interval_started)
         loss = self.acc["loss"] / max(self.acc["tokens"], 1.0)
+        # a label-smoothed loss is no cross-entropy of the data: its exp is no perplexity (validation's is one)
+        smoothed = self.tc.label_smoothing > 0
         event = {
-            "event": "train", "step": self.step, "epoch": self.epoch, "loss": loss, "ppl": safe_exp(loss),
+            "event": "train", "step": self.step, "epoch": self.epoch, "loss": loss,
+            **({"label_smoothing": self.tc.label_smoothing} if smoothed else {"ppl": safe_exp(loss)}),
             "tgt_tokens_per_s": self.acc["tokens"] / max(seconds, 1e-9), "lr": self.lr,
             "elapsed_s": self._elapsed(),
         }
@@ -330,8 +333,9 @@ class Trainer:
         self.log.write(event)
         self._scalars({"train/loss": loss, "train/tgt_tokens_per_s": event["tgt_tokens_per_s"], "train/lr": self.lr})
         # a line of its own in a terminal too (above the bar): the loss history stays on screen
-        self.terminal.say(f"step {self.step}/{self.tc.max_steps} epoch {self.epoch} loss {loss:.4f} "
-                          f"ppl {event['ppl']:.2f} {event['tgt_tokens_per_s']:.0f} tgt tok/s lr {self.lr:.3g} "
+        loss_text = f"loss {loss:.4f} (label-smoothed)" if smoothed else f"loss {loss:.4f} ppl {event['ppl']:.2f}"
+        self.terminal.say(f"step {self.step}/{self.tc.max_steps} epoch {self.epoch} {loss_text} "
+                          f"{event['tgt_tokens_per_s']:.0f} tgt tok/s lr {self.lr:.3g} "
                           f"elapsed {format_duration(event['elapsed_s'])} eta {self._eta_text()}")
 
     def _elapsed(self) -> float:
