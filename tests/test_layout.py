@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "nmt"
 
 # Bottom to top: each layer names its modules and packages (a package holds its sub-packages).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("config", ("nmt", "nmt.errors", "nmt.fileio", "nmt.interrupts", "nmt.special", "nmt.lengths", "nmt.registry",
+    ("config", ("nmt", "nmt.errors", "nmt.fileio", "nmt.figures", "nmt.interrupts", "nmt.special", "nmt.lengths", "nmt.registry",
                 "nmt.text_encoding", "nmt.typed_yaml", "nmt.overrides", "nmt.config_sections", "nmt.config", "nmt.environment",
                 "nmt.torchrun", "nmt.transfer")),
     ("data", ("nmt.data",)),
