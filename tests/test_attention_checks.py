@@ -57,6 +57,12 @@ def test_perturbation_none_leaves_decoding_bitwise_unchanged(reverse_model, test
     assert not model.decoder.provider.softmax.observed  # the hook is gone
 
 
+def test_pairs_with_an_empty_side_are_skipped_even_when_no_pair_is_left(reverse_model) -> None:  # noqa: ANN001
+    # a test set of such pairs only: no batch ran, and the agreement's lookup of the model's view was a KeyError
+    views = teacher_forced_argmax(reverse_model.model, reverse_model.tokenizer, ["1 2", ""], ["", "3"], 16)
+    assert views == {"attention": [None, None]}
+
+
 def test_argmax_agrees_with_the_reversal_far_above_chance(reverse_model, test_pairs) -> None:  # noqa: ANN001
     sources, references = [s for s, _ in test_pairs], [t for _, t in test_pairs]
     argmaxes = teacher_forced_argmax(reverse_model.model, reverse_model.tokenizer, sources, references, 16)["attention"]

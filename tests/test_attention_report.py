@@ -44,6 +44,15 @@ def test_the_tables_show_the_non_empty_buckets_with_a_dash_for_no_score() -> Non
     assert not any(note in markdown for note in ABLATION_NOTES)
 
 
+def test_sentences_the_agreement_leaves_out_are_counted_under_its_table() -> None:
+    # the header's n is the test set's; the agreement covers only the pairs whose words it could read
+    skipped = {**POINT, "all": {**POINT["all"], "skipped_sentences": 1}}
+    markdown = format_checks_markdown({**_results({"alignment": [skipped]}), "batch_size": 16})
+    assert "1 sentence of 3 left out: a side empty, or its pieces do not make up its whitespace words" in markdown
+    assert "Permutation seed 1 at batch size 16;" in markdown
+    assert "left out" not in format_checks_markdown(_results({"alignment": [POINT]}))
+
+
 def test_only_the_notes_of_the_checks_that_ran() -> None:
     markdown = format_checks_markdown(_results({"alignment": [POINT]}))
     assert "BLEU with the attention weights replaced" not in markdown

@@ -88,6 +88,7 @@ def setting(context: CheckContext, per_bucket: int, symmetrisation: Symmetrisati
         "n": bucket_counts(test_set, settings.buckets, settings.by),
         "decoding": "greedy (beam 1), the run's length limits",
         "seed": context.seed,
+        "batch_size": context.batch_size,  # permute's draws follow the batches (nmt/analysis/hooks.py)
         "symmetrisation": symmetrisation,
         "significance": settings.significance,  # a Transformer's ablations: what p counts as chance
         "bootstrap_samples": settings.bootstrap_samples,
@@ -202,7 +203,8 @@ def teacher_forced_argmax(
 
     Each batch: src batch x S, tgt_in batch x T -> weights batch x T x S; row t is the step that predicts
     reference piece t (the last, EOS), column s source piece s (the last real one, EOS)."""
-    result: dict[str, list[list[int] | None]] = {}
+    # the model's own view even where no pair has two non-empty sides (then no batch runs): every pair skipped
+    result: dict[str, list[list[int] | None]] = {MAIN_VIEW: [None] * len(sources)}
     keep = [i for i in range(len(sources)) if sources[i].split() and references[i].split()]
     order = sorted(keep, key=lambda i: -len(sources[i]))
     device = next(model.parameters()).device

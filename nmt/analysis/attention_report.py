@@ -20,7 +20,8 @@ PERTURBATION_NOTES = (
     "says where to look. A fall shows the decoder uses where the weights point; no fall would mean its "
     "state (or annotations that each summarise the whole sentence) carries what it needs.",
     "- **permute** keeps each step's weights (their peak and entropy) but moves them to random real "
-    "positions (seeded, one permutation per sentence and step): it tests the places, not the shape.",
+    "positions (seeded, one permutation per sentence and step, drawn batch by batch: the same seed and batch size "
+    "give the same permutations): it tests the places, not the shape.",
     "- **argmax** keeps only the most-weighted position, all mass on it: close to `none` means the weights "
     "act as a hard alignment and the rest of the distribution adds little.",
 )
@@ -61,7 +62,8 @@ def format_checks_markdown(results: dict[str, Any]) -> str:
         "",
         f"Test set: {results['test_set']}; {counted(results['sentences'], 'sentence')} ({results['selection']}), "
         f"bucketed by {results['by']} length in words. Decoding: {results['decoding']}. Permutation seed "
-        f"{results['seed']}; links symmetrised by {results['symmetrisation']}.",
+        f"{results['seed']}" + (f" at batch size {results['batch_size']}" if "batch_size" in results else "")
+        + f"; links symmetrised by {results['symmetrisation']}.",
         # absent from the results of earlier versions
         *([f"BLEU: sacrebleu `{results['bleu_signature']}`; p: paired bootstrap, {results['bootstrap_samples']} "
            f"resamples, seed {results['bootstrap_seed']}."] if "bleu_signature" in results else []),
@@ -85,6 +87,10 @@ def format_checks_markdown(results: dict[str, Any]) -> str:
                      *(percent(point["all"][key]) for key in ("agreement", "chance", "diagonal", "argmax_on_eos")),
                      str(point["all"]["target_words"])] for point in entry["alignment"]]
             lines += markdown_table(["checkpoint", *head, "chance", "diagonal", "on EOS", "words"], rows)
+            skipped = max(point["all"].get("skipped_sentences", 0) for point in entry["alignment"])
+            if skipped:  # the n of the header is the test set's: say which of it the agreement leaves out
+                lines += ["", f"{counted(skipped, 'sentence')} of {results['sentences']} left out: a side empty, or its "
+                          "pieces do not make up its whitespace words (the words the aligner linked)."]
             for point in entry["alignment"]:
                 if "heads" in point:
                     lines += ["", *format_heads(point, labels, head)]
