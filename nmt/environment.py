@@ -37,8 +37,9 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 
 def source_commit(folder: Path = PACKAGE_DIR) -> str | None:
     """The git commit of the nmt source in `folder` (this package's), "COMMIT with uncommitted changes" where
-    its files differ from it; None where the package is no tracked folder of a git checkout (an installed
-    copy) or git cannot be run."""
+    its files differ from it; where the package is no tracked folder of a git checkout (an installed copy, a
+    copy carried to another machine without .git) or git cannot be run, "COMMIT as NMT_COMMIT gives it" where
+    that variable names the commit the copy was made from (scripts/gpu_*.sh pass it on), else None."""
     def git(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True, timeout=30)
 
@@ -47,9 +48,10 @@ def source_commit(folder: Path = PACKAGE_DIR) -> str | None:
         head = git("rev-parse", "HEAD")
         changes = git("status", "--porcelain", "--", ".")  # the package's own files, new ones included
     except (OSError, subprocess.SubprocessError):
-        return None
-    if tracked.returncode != 0 or head.returncode != 0:
-        return None
+        tracked = head = None
+    if tracked is None or head is None or tracked.returncode != 0 or head.returncode != 0:
+        given = os.environ.get("NMT_COMMIT", "").strip()
+        return f"{given} as NMT_COMMIT gives it" if given else None
     return head.stdout.strip() + (" with uncommitted changes" if changes.stdout.strip() else "")
 
 

@@ -57,7 +57,14 @@ train_minutes=${TRAIN_MINUTES:-$(awk -v limit="$limit" 'BEGIN { m = (limit - 300
 mkdir -p "$out" "$work"
 echo "${NMT_COMMIT:-unknown}" > "$out/commit.txt"
 nvidia-smi -L 2>/dev/null || echo "no nvidia-smi: $("$python" -c 'import torch; print("CUDA" if torch.cuda.is_available() else "no CUDA")')"
-ls data/prepared/bible-k-l/alignments 2>/dev/null || echo "no cached eflomal links: the alignment check will be skipped"
+"$python" -c "
+import sys
+from nmt.compare.attention_checks import experiment_links_cached
+from nmt.config import load_config
+path = experiment_links_cached(load_config('$config', sys.argv[1:]))
+print(f'eflomal links of the attention checks\' sample: {path}' if path else 'no cached eflomal links of the attention '
+      'checks\' sample: the alignment check will be skipped (run bash scripts/gpu_converged.sh --align where eflomal is)')
+" "${sets[@]}"
 run_seed() {  # train, evaluate and report one seed, then pack its report folder
     local seed=$1 dir=$work/seed$1 started status
     started=$(date +%s)

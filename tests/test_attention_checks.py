@@ -443,3 +443,24 @@ def test_the_ablation_switches_leave_the_model_as_it_was(trained_transformer_run
         silenced = greedy_hypotheses(loaded.model, src, lengths, lengths + 5)
     after = greedy_hypotheses(loaded.model, src, lengths, lengths + 5)
     assert [h.log_prob for h in plain] == [h.log_prob for h in after] != [h.log_prob for h in silenced]
+
+
+def test_an_experiments_sample_is_aligned_once_and_found_cached(tmp_path: Path) -> None:
+    """`gpu_converged.sh --align` caches the links of the sample an experiment's checks measure, where eflomal is;
+    the GPU machine, without it, finds them (`experiment_links_cached`) and the checks read them."""
+    pytest.importorskip("eflomal", reason="pip install eflomal (the align extra) to run the aligner")
+    from nmt.config import config_from_dict
+    from nmt.data.prepare import prepare
+    from tests.helpers import reverse_task_config
+
+    base = reverse_task_config(tmp_path, n_train=200).to_dict()
+    config = config_from_dict({**base, "evaluation": {**base["evaluation"], "curve_sentences_per_bucket": 5},
+                               "runs": {"encdec": {"model": {"attention": "none"}}, "search": {}}})
+    prepare(config.data)
+    assert checks_module.experiment_links_cached(config) is None
+    path = checks_module.cache_experiment_links(config)
+    assert checks_module.experiment_links_cached(config) == path and path.parent.name == "alignments"
+    sample = checks_module._experiment_sample(config)[1]
+    assert 0 < len(sample.references) < 40  # the curve sample of the test split, not all of it
+    links = analysis_checks.cached_links(config.data, sample, "grow-diag-final-and")
+    assert links is not None and len(links) == len(sample.references)

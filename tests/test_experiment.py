@@ -316,7 +316,12 @@ def test_the_environment_names_the_commit_of_the_source_that_ran(tmp_path: Path,
     package = tmp_path / "nmt"
     package.mkdir()
     (package / "__init__.py").write_text("", encoding="utf-8")
+    monkeypatch.delenv("NMT_COMMIT", raising=False)
     assert environment.source_commit(package) is None  # no checkout
+    # a copy carried without .git (the GPU scripts'): the commit its maker gave, said to be given
+    monkeypatch.setenv("NMT_COMMIT", "0123abc")
+    assert environment.source_commit(package) == "0123abc as NMT_COMMIT gives it"
+    monkeypatch.delenv("NMT_COMMIT")
     git("init", "-q")
     (tmp_path / "untracked").mkdir()
     (tmp_path / "untracked" / "__init__.py").write_text("", encoding="utf-8")

@@ -32,6 +32,7 @@ from nmt.compare.runs import (
     write_outputs,
 )
 from nmt.config import Config
+from nmt.config_sections import DataConfig
 from nmt.data.sources import prepared_dir
 from nmt.errors import NMTError
 from nmt.evaluation.curves import sample_test_set
@@ -137,14 +138,28 @@ def cache_experiment_links(config: Config, symmetrisation: Symmetrisation = "gro
     with its defaults: the first attention run's evaluation split and curve sample), so that the experiment
     can run the alignment check on a machine without eflomal once the prepared folder is carried there.
     Returns the cache file."""
+    data, test_set = _experiment_sample(config)
+    aligner_links(data, test_set, symmetrisation)
+    return alignment_cache(data, test_set, symmetrisation)[0]
+
+
+def experiment_links_cached(config: Config, symmetrisation: Symmetrisation = "grow-diag-final-and") -> Path | None:
+    """The cache file of `cache_experiment_links` where it is there, else None: the experiment's alignment check
+    would then need eflomal (and skips itself without it)."""
+    path = alignment_cache(*_experiment_sample(config), symmetrisation)[0]
+    return path if path.is_file() else None
+
+
+def _experiment_sample(config: Config) -> tuple[DataConfig, TestSet]:
+    """The data section and test sample an experiment's attention checks measure (`attention_checks`' defaults:
+    the first attention run's evaluation split and curve sample)."""
     attentive = [name for name in config.runs if not model_kind(config.for_run(name).model).without_attention]
     run = config.for_run(attentive[0]) if attentive else config
     settings = run.evaluation
     test_set = split_test_set(run, settings.split)
     if settings.curve_sentences_per_bucket:
         test_set = sample_test_set(test_set, settings.buckets, settings.by, settings.curve_sentences_per_bucket)
-    aligner_links(run.data, test_set, symmetrisation)
-    return alignment_cache(run.data, test_set, symmetrisation)[0]
+    return run.data, test_set
 
 
 def _agreements(
