@@ -34,6 +34,28 @@ MAX_LINE_BYTES = 1 << 16
 EOS_PIECE = "</s>"
 
 
+def _sentence_list(sentences: Any) -> list[str]:
+    """A copy of `sentences` as a list of str; TypeError for a str (iterating it would translate each of its
+    characters), a non-iterable, or an item that is no str (else sentencepiece's or len()'s error, or bytes taken
+    as text)."""
+    if isinstance(sentences, str):
+        raise TypeError(
+            "Translator.translate takes a list of sentences, not a str: "
+            f"wrap one sentence in a list, translate([{sentences[:30]!r}])."
+        )
+    try:
+        sentences = list(sentences)
+    except TypeError:
+        raise TypeError(f"Translator.translate takes a list of sentences (str), not {type(sentences).__name__}.") from None
+    for i, sentence in enumerate(sentences):
+        if not isinstance(sentence, str):
+            decode = " (decode bytes first: .decode('utf-8'))" if isinstance(sentence, bytes) else ""
+            raise TypeError(
+                f"Translator.translate: sentence {i} is {type(sentence).__name__} {sentence!r:.40}, not a str{decode}."
+            )
+    return sentences
+
+
 def _positive_int(value: object) -> bool:
     """Whether `value` is an int >= 1 (not a bool, a float or a str, which would fail later or mid-search)."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
@@ -121,45 +143,10 @@ class Translator:
     ) -> list[list[Translation]]:
         """Up to `nbest` Translations per sentence, best first. Warnings name sentence i as line
         `first_line + i`: a sentence longer than `decoding.max_input_tokens` pieces is cut to that."""
-        if not _positive_int(nbest):
-            raise NMTError(
-                f"nbest={nbest!r}: the number of translations per sentence must be at least 1.",
-                "Pass nbest=1 for the best translation only, or nbest=K (up to the beam size) for the K best.",
-            )
-        if nbest > self.beam_size:
-            raise NMTError(
-                f"nbest={nbest} needs 1 <= nbest <= the beam size ({self.beam_size}).",
-                f"Make the Translator with beam_size={nbest} or more (Translator.from_run(..., "
-                f"beam_size={nbest})), or pass a smaller nbest.",
-            )
-        if isinstance(sentences, str):
-            raise TypeError(
-                "Translator.translate takes a list of sentences, not a str: "
-                f"wrap one sentence in a list, translate([{sentences[:30]!r}])."
-            )
+        self._check_nbest(nbest)
+        sentences = _sentence_list(sentences)  # the caller's list stays as it was
         limit, tokenizer = self.decoding.max_input_tokens, self.tokenizer
-        try:
-            sentences = list(sentences)  # the caller's list stays as it was
-        except TypeError:
-            raise TypeError(f"Translator.translate takes a list of sentences (str), not {type(sentences).__name__}.") from None
-        encoded: list[list[int]] = []
-        for i, sentence in enumerate(sentences):
-            if not isinstance(sentence, str):  # else sentencepiece's or len()'s error, or bytes taken as text
-                decode = " (decode bytes first: .decode('utf-8'))" if isinstance(sentence, bytes) else ""
-                raise TypeError(
-                    f"Translator.translate: sentence {i} is {type(sentence).__name__} {sentence!r:.40}, "
-                    f"not a str{decode}."
-                )
-            if len(sentence) > MAX_LINE_BYTES:  # a huge line is cut before encoding: its pieces would be cut
-                warn(f"line {first_line + i}: {len(sentence):,} characters, cut to the first {MAX_LINE_BYTES:,}.")
-                sentence = sentences[i] = sentence[:MAX_LINE_BYTES]
-            # cleaned once, for the encoding and the attention's source labels (Translation.src_pieces) alike
-            sentence = sentences[i] = self.clean_input(sentence)
-            ids = tokenizer.encode_src(sentence)
-            if len(ids) > limit:
-                warn(f"line {first_line + i}: {len(ids)} source pieces, cut to the first {limit} (decoding.max_input_tokens).")
-                ids = ids[:limit]
-            encoded.append(ids)
+        encoded = self._encode(sentences, first_line)
         # an empty line gets `nbest` empty translations, so that every output line has as many fields
         results = [[Translation("", 0.0, [], []) for _ in range(nbest)] for _ in sentences]
         # Longest first, so that each batch holds similar lengths and little padding.
@@ -184,6 +171,37 @@ class Translator:
                     for h in hyps
                 ]
         return results
+
+    def _check_nbest(self, nbest: int) -> None:
+        """NMTError unless 1 <= nbest <= the beam size."""
+        if not _positive_int(nbest):
+            raise NMTError(
+                f"nbest={nbest!r}: the number of translations per sentence must be at least 1.",
+                "Pass nbest=1 for the best translation only, or nbest=K (up to the beam size) for the K best.",
+            )
+        if nbest > self.beam_size:
+            raise NMTError(
+                f"nbest={nbest} needs 1 <= nbest <= the beam size ({self.beam_size}).",
+                f"Make the Translator with beam_size={nbest} or more (Translator.from_run(..., "
+                f"beam_size={nbest})), or pass a smaller nbest.",
+            )
+
+    def _encode(self, sentences: list[str], first_line: int) -> list[list[int]]:
+        """Each sentence's source ids, after the source's cleaning and cut to `decoding.max_input_tokens` (with a
+        warning naming line `first_line + i`); `sentences` takes the cleaned text (the attention's source labels
+        are its pieces)."""
+        limit, encoded = self.decoding.max_input_tokens, []
+        for i, sentence in enumerate(sentences):
+            if len(sentence) > MAX_LINE_BYTES:  # a huge line is cut before encoding: its pieces would be cut
+                warn(f"line {first_line + i}: {len(sentence):,} characters, cut to the first {MAX_LINE_BYTES:,}.")
+                sentence = sentence[:MAX_LINE_BYTES]
+            sentence = sentences[i] = self.clean_input(sentence)
+            ids = self.tokenizer.encode_src(sentence)
+            if len(ids) > limit:
+                warn(f"line {first_line + i}: {len(ids)} source pieces, cut to the first {limit} (decoding.max_input_tokens).")
+                ids = ids[:limit]
+            encoded.append(ids)
+        return encoded
 
     def _search(self, src_ids: list[list[int]], nbest: int, return_attention: bool) -> list[list[Hypothesis]]:
         """Search one batch of encoded sentences -> up to `nbest` Hypotheses each."""
