@@ -829,15 +829,15 @@ def test_a_report_cut_short_by_a_full_disk_is_no_foreign_folder_to_the_next(
     out = tmp_path / "out"
     argv = ["score", str(files["good"]), "--ref", str(files["ref"]), "--out", str(out),
             "--set", "evaluation.bootstrap_samples=40"]
-    real_open = report_folder.atomic_open
+    real_write = report_folder.atomic_write_bytes
 
-    def filling(path: Path, mode: str = "w") -> Any:
+    def filling(path: Path, data: bytes) -> None:
         if Path(path).name == "ref.txt":
             raise OSError(28, "No space left on device", str(path))
-        return real_open(path, mode)
+        real_write(path, data)
 
     with monkeypatch.context() as patched:
-        patched.setattr(report_folder, "atomic_open", filling)
+        patched.setattr(report_folder, "atomic_write_bytes", filling)
         assert main(argv) == 2
     assert "No space left on device" in capsys.readouterr().err and (out / "results.json").is_file()
     assert main(argv) == 0

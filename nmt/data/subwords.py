@@ -18,7 +18,7 @@ import sentencepiece as spm
 
 from nmt.config_sections import DataConfig
 from nmt.errors import NMTError
-from nmt.fileio import atomic_open, atomic_write_json, sha256_file
+from nmt.fileio import atomic_write_bytes, atomic_write_json, sha256_file
 from nmt.special import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 MANIFEST = "tokenizer.json"
@@ -63,8 +63,7 @@ def _train_model(lines: Iterable[str], path: Path, config: DataConfig) -> None:
             f"sentencepiece could not train {path.name}: {exc}",
             "Check the training split and data.vocab_size and data.character_coverage against it.",
         ) from None
-    with atomic_open(path, "wb") as handle:
-        handle.write(model.getvalue())
+    atomic_write_bytes(path, model.getvalue())
 
 
 class Tokenizer:

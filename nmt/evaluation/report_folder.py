@@ -31,7 +31,14 @@ from nmt.evaluation.report import (
 )
 from nmt.evaluation.scoring import Evaluation, score_systems, warn_if_tokenized
 from nmt.evaluation.testset import TestSet
-from nmt.fileio import atomic_open, errors_naming, folder_locked, interrupts_deferred, same_file, sha256_file
+from nmt.fileio import (
+    atomic_write_bytes,
+    errors_naming,
+    folder_locked,
+    interrupts_deferred,
+    same_file,
+    sha256_file,
+)
 
 # The file `nmt experiment` writes first in its folder (nmt/compare/experiment.py), beside its report
 EXPERIMENT_TIMINGS = "timings.json"
@@ -119,8 +126,7 @@ def score_and_report(
             results = write_report(evaluation, out, extra, effect, scored, examples, comparisons.groups,
                                    test_set.describe(), bucketing, ranked)
             for name, data in texts.items():
-                with atomic_open(out / name, "wb") as handle:
-                    handle.write(data)
+                atomic_write_bytes(out / name, data)
             _remove_stale(out, earlier, files, inputs)
     _print_summary(evaluation, settings, bucketing, ranked, effect, comparisons.note)
     print(f"\nreport written to {out}/")
