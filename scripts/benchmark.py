@@ -106,6 +106,11 @@ def measure_peak_gflops(device: torch.device, seconds: float, scale: float = 1.0
     return best
 
 
+def _device_peak_mb(device: torch.device) -> float:
+    """The most GPU memory torch's allocator has held since its last reset (MiB); 0 on a CPU."""
+    return torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else 0.0
+
+
 def _peak_rss_mb() -> float:
     """This process's peak resident set size (ru_maxrss is in KiB on Linux, bytes on macOS)."""
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -218,7 +223,10 @@ def train_phase(
         warmup += 1
         if warmup >= plan["warmup_steps"] and (not compiled or traced_graphs() == before or warmup >= MAX_COMPILE_WARMUP):
             break
+    warmup_memory = _device_peak_mb(device)  # before the matmul probe's buffers (three of 8192^2 on a GPU)
     peaks = [measure_peak_gflops(device, plan["peak_seconds"], plan["peak_scale"])]
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)  # the probe's are no training's
     timed: list[list[int]] = []
     graphs_before_timing = traced_graphs()
     start = time.perf_counter()
@@ -231,6 +239,7 @@ def train_phase(
     seconds = time.perf_counter() - start
     queued.drain()  # the last timed step's values too, after the clock: a step that diverged is named
     graphs_while_timed = traced_graphs() - graphs_before_timing
+    device_memory = max(warmup_memory, _device_peak_mb(device))  # warm-up's and the timed steps', no probe's
     peaks.append(measure_peak_gflops(device, plan["peak_seconds"], plan["peak_scale"]))
     if profile:
         _profile(
@@ -264,11 +273,7 @@ def train_phase(
         "warmup_steps": warmup,
         "graphs_traced_while_timed": graphs_while_timed,
         "peak_rss_mb": _peak_rss_mb(),
-        **(
-            {"peak_device_mb": torch.cuda.max_memory_allocated(device) / 2**20}
-            if device.type == "cuda"
-            else {}
-        ),
+        **({"peak_device_mb": device_memory} if device.type == "cuda" else {}),
     }
 
 
@@ -361,6 +366,8 @@ def decode_phase(
         result[f"{name}_length_ratio"] = produced / ref_tokens
         if profile:
             _profile(lambda b=beam: search(b, batches[len(batches) // 2 :][:1]), device, f"{name} {run}")
+    # an empty output is no translation: rates over them say little, and two empty ones are alike whatever the batch
+    result["beam5_empty_outputs"] = sum(not output for output in batched)
     result |= batch1_check(search, src, batched, plan["batch1_sentences"])
     peaks.append(measure_peak_gflops(device, plan["peak_seconds"], plan["peak_scale"]))
     for name in ("greedy", "beam5"):
@@ -382,7 +389,7 @@ def batch1_check(search: Any, src: list[list[int]], batched: list[list[int]], co
     search(5, [make_source_batch([src[i]]) for i in chosen], alone)
     differ = [i for i, output in zip(chosen, alone, strict=True) if output != batched[i]]
     return {"beam5_batch1_checked": len(chosen), "beam5_batch1_identical": len(chosen) - len(differ),
-            "beam5_batch1_differ": differ}
+            "beam5_batch1_differ": differ, "beam5_batch1_empty": sum(not batched[i] for i in chosen)}
 
 
 # ---- the run --------------------------------------------------------------------------------------
@@ -425,12 +432,16 @@ def format_table(report: dict[str, Any]) -> str:
     ]
     for run, d in report["decode"].items():
         ratios = f"{d['greedy_length_ratio']:.2f}/{d['beam5_length_ratio']:.2f}"
-        alone = f"{d['beam5_batch1_identical']}/{d['beam5_batch1_checked']}"
+        alone = f"{d['beam5_batch1_identical']}/{d['beam5_batch1_checked']}" + (
+            f" ({d['beam5_batch1_empty']} empty)" if d.get("beam5_batch1_empty") else "")
         lines.append(
             f"{run:<{name}}{d['greedy_sent_per_s']:>14.1f}{d['greedy_tok_per_s']:>8.0f}{d['greedy_mfu']:>7.3f}"
             f"{d['beam5_sent_per_s']:>14.1f}{d['beam5_tok_per_s']:>8.0f}{d['beam5_mfu']:>7.3f}"
             f"{ratios:>10}{alone:>9}{d['peak_rss_mb']:>9.0f}"
         )
+    lines += [f"{run}: {d['beam5_empty_outputs']} of {d['sentences']} beam-5 outputs empty (weights trained too little): "
+              "its rates and its batch-1 check say little" for run, d in report["decode"].items()
+              if d.get("beam5_empty_outputs")]
     weights = {d["weights"] for d in report["decode"].values()}
     lines += [
         "",

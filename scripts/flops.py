@@ -203,20 +203,33 @@ class SearchFlopCounter(nn.Module):
         self.flops = 0.0
         self.steps = 0  # decode_step calls since init_state
 
+    @property
+    def flops(self) -> float:
+        """The FLOPs counted since it was last set (reading it waits for the device, once)."""
+        src_tokens = 0 if self._step_src_tokens is None else int(self._step_src_tokens)
+        return self._flops + self.step_per_src_token * src_tokens
+
+    @flops.setter
+    def flops(self, value: float) -> None:
+        # the steps' rows' source lengths add up on the device: a step's count waits for nothing (search's own
+        # waits are what is timed)
+        self._flops, self._step_src_tokens = value, None
+
     def encode(self, src: Tensor, src_lengths: Tensor) -> Any:
         """The model's `encode`, counted per sentence at its real length."""
-        self.flops += sum(search_encode_flops(self.cfg, int(n)) for n in src_lengths.tolist())
+        self._flops += sum(search_encode_flops(self.cfg, int(n)) for n in src_lengths.tolist())
         return self.model.encode(src, src_lengths)
 
     def init_state(self, enc: Any) -> Any:
         """The model's `init_state`, counted per row."""
-        self.flops += enc.lengths.numel() * decode_state_flops(self.cfg)
+        self._flops += enc.lengths.numel() * decode_state_flops(self.cfg)
         self.steps = 0
         return self.model.init_state(enc)
 
     def decode_step(self, prev_tokens: Tensor, state: Any, enc: Any) -> Any:
         """The model's `decode_step`, counted per row at the row's source length."""
         self.steps += 1
-        per_row = self.step_base + self.step_per_key * (self.steps - 1)
-        self.flops += prev_tokens.numel() * per_row + self.step_per_src_token * int(enc.lengths.sum())
+        self._flops += prev_tokens.numel() * (self.step_base + self.step_per_key * (self.steps - 1))
+        step_tokens = enc.lengths.sum()
+        self._step_src_tokens = step_tokens if self._step_src_tokens is None else self._step_src_tokens + step_tokens
         return self.model.decode_step(prev_tokens, state, enc)

@@ -178,10 +178,15 @@ def read_peer_log(path: Path) -> dict[str, Any]:
             stats = json.loads(line[len(PEER_STATS) :])
     result: dict[str, Any] = {"ran": bool(reports), "report_lines": len(reports)}
     if reports:
-        last = reports[-3:]
+        result["steps_reached"] = reports[-1][0]
+    # the first report's interval holds the peer's start-up (CUDA's, the first batches'), as our warm-up does:
+    # never averaged in, so at least two reports are needed, and the last three after the first are taken
+    if len(reports) >= 2:
+        last = reports[1:][-3:]
         result["tgt_tokens_per_s"] = sum(r[2] for r in last) / len(last)
         result["last_reports"] = [{"step": s, "src_tok_s": a, "tgt_tok_s": b} for s, a, b in last]
-        result["steps_reached"] = reports[-1][0]
+    elif reports:
+        result["error"] = "one report line only, whose interval holds the peer's start-up: give it more time (PEER_S)"
     result.update({k: v for k, v in stats.items() if k != "third_party_modules"})
     result["imported_modules"] = stats.get("third_party_modules")
     # gpu_peer.sh stops a run at its time limit with SIGINT: a KeyboardInterrupt there is no failure

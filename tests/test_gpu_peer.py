@@ -103,6 +103,13 @@ def test_peer_log_mean_of_last_three_reports(tmp_path: Path) -> None:
     assert peer["tgt_tokens_per_s"] == pytest.approx(1200.0)  # (1100 + 1200 + 1300) / 3, target side
     assert peer["peak_device_mb"] == 512.5 and peer["imported_modules"] == ["onmt", "pyonmttok", "torch"]
     assert peer["stopped_by_time_limit"] and "error" not in peer  # the time limit's SIGINT is no failure
+    # the first report's interval holds the start-up: never in the mean, however few reports there are
+    lines = PEER_LOG.splitlines()
+    (tmp_path / "short.log").write_text("\n".join([*lines[:3], *lines[4:]]))
+    assert read_peer_log(tmp_path / "short.log")["tgt_tokens_per_s"] == pytest.approx(1150.0)  # (1100 + 1200) / 2
+    (tmp_path / "one.log").write_text("\n".join([lines[0], *lines[4:]]))
+    one = read_peer_log(tmp_path / "one.log")
+    assert "tgt_tokens_per_s" not in one and "start-up" in one["error"]
     (tmp_path / "failed.log").write_text(
         "Traceback (most recent call last):\nRuntimeError: CUDA out of memory\n"
     )

@@ -98,7 +98,11 @@ def test_the_batch1_check_names_the_sentences_whose_translation_changed_alone() 
 
     result = benchmark.batch1_check(search, src, batched, 3)
     assert seen[0][0][0] == 1 and [s[0] for s in seen[0]] == [1, 3, 5]  # shortest, middle, longest
-    assert result == {"beam5_batch1_checked": 3, "beam5_batch1_identical": 2, "beam5_batch1_differ": [2]}
+    assert result == {"beam5_batch1_checked": 3, "beam5_batch1_identical": 2, "beam5_batch1_differ": [2],
+                      "beam5_batch1_empty": 0}
+    # an empty output alike alone and batched is counted alike, and said to be empty: it proves nothing
+    assert benchmark.batch1_check(lambda beam, batches, outputs: outputs.extend([] for _ in batches),
+                                  src, [[], [20], [], [40], []], 3)["beam5_batch1_empty"] == 3
     assert benchmark.batch1_check(search, src[:2], batched[:2], 48)["beam5_batch1_checked"] == 2
 
 
@@ -187,6 +191,10 @@ def test_the_table_keeps_its_columns_under_long_run_names() -> None:
     assert training[-4:-1] == ["24000", "bfloat16", "yes"]
     decoding = lines[next(k for k, line in enumerate(lines) if line.startswith("decoding")) + 1].split()
     assert decoding[-2] == "47/48"
+    empty = {**report, "decode": {"rnnsearch-50": {**decode, "beam5_empty_outputs": 5, "sentences": 48,
+                                                   "beam5_batch1_empty": 2}}}
+    table = benchmark.format_table(empty)
+    assert "47/48 (2 empty)" in table and "rnnsearch-50: 5 of 48 beam-5 outputs empty" in table
     decode_only = benchmark.format_table({**report, "train": {}}).splitlines()  # --decode-only: no training table
     assert not any(line.startswith("training") for line in decode_only)
     assert [line.split()[0] for line in decode_only if line.startswith(runs)] == list(runs)
