@@ -56,7 +56,8 @@ from flops import SearchFlopCounter, training_flops  # scripts/flops.py, beside 
 
 MFU_NOTE = (
     "each phase's mfu divides by that phase's own measured peak (mfu_peak_gflops: the best of the peaks "
-    "measured in its process around its timed work), not by peak_gflops, the highest over all phases"
+    "measured in its process around its timed work, in the dtype it computes in, mfu_peak_dtype: training's "
+    "precision, decoding's fp32), not by peak_gflops, the highest over all phases"
 )
 # Steady state: a few warm-up steps, then at least min_steps and min_seconds of timed steps.
 DEFAULT_PLAN: dict[str, Any] = {
@@ -85,10 +86,13 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def measure_peak_gflops(device: torch.device, seconds: float, scale: float = 1.0) -> float:
-    """Best matmul rate (GFLOP/s) of large square products: fp32 on CPU, bf16 on CUDA; `scale` shrinks
-    their size."""
-    size, dtype = (8192, torch.bfloat16) if device.type == "cuda" else (2048, torch.float32)
+def measure_peak_gflops(
+    device: torch.device, seconds: float, scale: float = 1.0, dtype: torch.dtype | None = None
+) -> float:
+    """Best matmul rate (GFLOP/s) of large square products in `dtype`, the one the measured phase computes in
+    (None: bf16 on CUDA, fp32 on a CPU; search computes in fp32, without TF32); `scale` shrinks their size."""
+    size = 8192 if device.type == "cuda" else 2048
+    dtype = dtype or (torch.bfloat16 if device.type == "cuda" else torch.float32)
     size = int(size * scale)
     a = torch.randn(size, size, device=device, dtype=dtype)
     b = torch.randn(size, size, device=device, dtype=dtype)
@@ -224,7 +228,8 @@ def train_phase(
         if warmup >= plan["warmup_steps"] and (not compiled or traced_graphs() == before or warmup >= MAX_COMPILE_WARMUP):
             break
     warmup_memory = _device_peak_mb(device)  # before the matmul probe's buffers (three of 8192^2 on a GPU)
-    peaks = [measure_peak_gflops(device, plan["peak_seconds"], plan["peak_scale"])]
+    peak_dtype = amp or torch.float32  # the products' dtype under the run's precision
+    peaks = [measure_peak_gflops(device, plan["peak_seconds"], plan["peak_scale"], peak_dtype)]
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)  # the probe's are no training's
     timed: list[list[int]] = []
@@ -240,7 +245,7 @@ def train_phase(
     queued.drain()  # the last timed step's values too, after the clock: a step that diverged is named
     graphs_while_timed = traced_graphs() - graphs_before_timing
     device_memory = max(warmup_memory, _device_peak_mb(device))  # warm-up's and the timed steps', no probe's
-    peaks.append(measure_peak_gflops(device, plan["peak_seconds"], plan["peak_scale"]))
+    peaks.append(measure_peak_gflops(device, plan["peak_seconds"], plan["peak_scale"], peak_dtype))
     if profile:
         _profile(
             lambda: [step(nth(warmup + len(timed) + k)) for k in range(3)],
@@ -258,6 +263,7 @@ def train_phase(
         "achieved_gflops": flops / seconds / 1e9,
         "mfu": flops / seconds / 1e9 / max(peaks),
         "mfu_peak_gflops": max(peaks),
+        "mfu_peak_dtype": str(peak_dtype).replace("torch.", ""),
         "peak_gflops_before_after": peaks,
         "steps": len(timed),
         "seconds": seconds,
@@ -354,7 +360,7 @@ def decode_phase(
     batched: list[list[int]] = []
     for name, beam in (("greedy", 1), ("beam5", 5)):
         search(beam, batches[:1])  # warm-up
-        peaks.append(measure_peak_gflops(device, plan["peak_seconds"], plan["peak_scale"]))
+        peaks.append(measure_peak_gflops(device, plan["peak_seconds"], plan["peak_scale"], torch.float32))
         counting.flops = 0.0
         start = time.perf_counter()
         produced = search(beam, batches, batched if beam == 5 else None)
@@ -369,10 +375,11 @@ def decode_phase(
     # an empty output is no translation: rates over them say little, and two empty ones are alike whatever the batch
     result["beam5_empty_outputs"] = sum(not output for output in batched)
     result |= batch1_check(search, src, batched, plan["batch1_sentences"])
-    peaks.append(measure_peak_gflops(device, plan["peak_seconds"], plan["peak_scale"]))
+    peaks.append(measure_peak_gflops(device, plan["peak_seconds"], plan["peak_scale"], torch.float32))
     for name in ("greedy", "beam5"):
         result[f"{name}_mfu"] = result[f"{name}_achieved_gflops"] / max(peaks)
     result["mfu_peak_gflops"] = max(peaks)
+    result["mfu_peak_dtype"] = "float32"  # search computes in fp32, TF32 off (nmt/decoding/search.py)
     result["peak_gflops_around"] = peaks
     result["peak_rss_mb"] = _peak_rss_mb()
     return result

@@ -55,6 +55,8 @@ def test_quick_benchmark_writes_the_schema_with_sane_values(tmp_path: Path) -> N
         assert (train["batch_tokens"], train["max_words"], train["precision"]) == (400, 0, "fp32")
         assert (train["optimizer"], train["optimizer_fused"]) == ("adam", False)
         decode = report["decode"][run]
+        assert train["mfu_peak_dtype"] == decode["mfu_peak_dtype"] == "float32"  # the dtype each phase computes in
+        assert 0 <= decode["beam5_empty_outputs"] <= decode["sentences"]
         for key in ("greedy_sent_per_s", "beam5_sent_per_s", "greedy_mfu", "beam5_mfu", "peak_rss_mb"):
             assert decode[key] > 0, key
     assert "rnnsearch" in done.stdout and "transformer" in done.stdout and "written to" in done.stdout
