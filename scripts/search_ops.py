@@ -25,6 +25,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 from nmt.config_sections import ModelConfig
 from nmt.decoding.search import beam_search, greedy_search
 from nmt.models import build_model
+from nmt.special import EOS_ID
 
 MODELS = {
     "transformer": {"architecture": "transformer", "embedding_size": 32, "hidden_size": 32, "feedforward_size": 64,
@@ -79,7 +80,7 @@ def count(name: str, search: str, device: str, sentences: int, beam: int) -> tup
     torch.manual_seed(0)
     model = build_model(ModelConfig(**MODELS[name]), 100, 100).to(device).eval()
     src = torch.randint(4, 100, (sentences, 20), device=device)
-    src[:, -1] = 2  # EOS
+    src[:, -1] = EOS_ID
     lengths, limits = torch.full((sentences,), 20), torch.full((sentences,), 40)
     calls = collections.Counter()
     decode_step, init_state, encode = model.decode_step, model.init_state, model.encode
