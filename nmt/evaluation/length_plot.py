@@ -62,14 +62,14 @@ def bleu_by_length_figure(
         buckets = [system.buckets[i] for i in kept]
         bleu = np.array([b.bleu for b in buckets])
         low, high = np.array([b.ci or (np.nan, np.nan) for b in buckets]).T
-        legend += [(axes.plot(x, bleu, color=colour, linestyle=style)[0], f"{system.name} (all: {system.bleu:.2f})")]
+        legend.append((axes.plot(x, bleu, color=colour, linestyle=style)[0], f"{system.name} (all: {system.bleu:.2f})"))
         resampled = ~np.isnan(low)  # a bucket too small to resample: a hollow marker, no band
         axes.plot(x[resampled], bleu[resampled], "o", color=colour)
         axes.plot(x[~resampled], bleu[~resampled], "o", color=colour, markerfacecolor="none")
         axes.fill_between(x, low, high, color=colour, alpha=0.12, linewidth=0)
         floor = [b.statistics["floor"].values[0] for b in buckets]
         axes.plot(x, floor, color=colour, linestyle=":", linewidth=0.8, alpha=0.7)
-    legend += [(axes.plot([], [], color="grey", linestyle=":", linewidth=0.8)[0], "source-blind floor (wrong source)")]
+    legend.append((axes.plot([], [], color="grey", linestyle=":", linewidth=0.8)[0], "source-blind floor (wrong source)"))
     axes.set_xticks(x, [f"{first.buckets[i].bucket.label}\nn={first.buckets[i].n}" for i in kept])
     axes.set_xlabel(f"{evaluation.settings.by} length (words)")
     axes.set_ylabel("BLEU (95% bootstrap band)")
