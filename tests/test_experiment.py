@@ -16,7 +16,7 @@ from nmt import environment
 from nmt.compare import experiment
 from nmt.compare.experiment import Timings, run_experiment
 from nmt.compare.experiment_report import _setup_lines, _tables, _time_lines, training_outcomes
-from nmt.config import config_from_dict, load_config, save_config
+from nmt.config import Config, config_from_dict, load_config, save_config
 from nmt.errors import NMTError
 from nmt.rundir.lock import ExperimentLock, RunLock
 from nmt.rundir.writing import write_config, write_summary
@@ -449,3 +449,49 @@ def test_a_tiny_experiment_reports_devices_precision_phases_early_stopping_and_a
     assert "](attention_checks.md)" in report and "![attention checks](attention_checks.png)" in report
     for phase in phases:
         assert f"| {phase} |" in report
+
+
+@pytest.mark.slow  # one tiny training, its evaluation and learning curve: ~10 s
+def test_a_run_that_fails_to_train_leaves_the_others_reported_and_the_experiment_failing(tmp_path: Path) -> None:
+    """A run refused where it trains (no training pair fits its max_words) fails alone: the other trains, the
+    report covers it and names the failed run, and the experiment ends with an error saying so; the same
+    command, once the run is mended with --force --runs, trains only that run and reports both."""
+    config_path, out = tmp_path / "two.yaml", tmp_path / "out"
+    config_path.write_text("model: {embedding_size: 16, hidden_size: 16, attention_size: 16, maxout_size: 8}\n"
+                           "evaluation: {bootstrap_samples: 40, curve_sentences_per_bucket: 3}\n"
+                           "runs: {fixed: {model: {attention: none}}, short: {training: {max_words: 1}}}\n",
+                           encoding="utf-8")
+    overrides = [*shortened(tmp_path / "data"), "training.threads=1"]
+    with pytest.raises(NMTError) as caught:
+        run_experiment(config_path, overrides, out, jobs=1)
+    assert caught.value.message.startswith(f"1 run failed to train; the report ({out / 'report.md'}) covers the "
+                                           "other 1 run. run short: ")
+    assert "no pairs of at most 1 word" in caught.value.message
+    assert caught.value.message.endswith("(its output: above, after '== run short')")
+    assert caught.value.hint == experiment.RETRY_FAILED
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert set(results["runs"]) == {"fixed"} and list(results["training"]) == ["fixed"]
+    assert list(results["failed_runs"]) == ["short"] and "no pairs of at most 1 word" in results["failed_runs"]["short"]
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "**Not in this report: run short, which failed to train.** run short: " in report
+    assert "| fixed | its cap (max_steps 2) | CPU " in report and "| short |" not in report
+    fixed_summary = (out / "runs" / "fixed" / "summary.json").stat().st_mtime_ns
+    results = run_experiment(config_path, [*overrides, "runs.short.training.max_words=12"], out, force=True,
+                             jobs=1, runs=["short"])
+    assert set(results["runs"]) == {"short"} and results["failed_runs"] == {}
+    assert (out / "runs" / "fixed" / "summary.json").stat().st_mtime_ns == fixed_summary
+    assert "Not in this report" not in (out / "report.md").read_text(encoding="utf-8")
+
+
+def test_no_run_trained_no_report_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def nothing_trained(config: Config, run_dirs: dict[str, Path], *args: object) -> dict[str, NMTError]:
+        return {name: NMTError(f"run {name}: refused.") for name in run_dirs}
+
+    monkeypatch.setattr(experiment, "train_runs", nothing_trained)
+    config_path, out = tmp_path / "a.yaml", tmp_path / "out"
+    config_path.write_text("model: {hidden_size: 16}\nruns: {a: {}, b: {}}\n", encoding="utf-8")
+    with pytest.raises(NMTError) as caught:
+        run_experiment(config_path, shortened(tmp_path / "data"), out)
+    assert caught.value.message == ("2 runs failed to train; no run trained, so no report was written. "
+                                    "run a: refused. run b: refused.")
+    assert not (out / "report.md").exists() and not (out / "results.json").exists()

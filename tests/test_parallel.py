@@ -134,11 +134,55 @@ def test_a_run_failing_in_a_worker_reaches_the_parent_with_its_hint_and_log(tmp_
     run_dir.mkdir(parents=True)
     (run_dir / "config.yaml").write_text("model: {hiden_size: 8}", encoding="utf-8")  # refused, nothing trained
     timings: dict[str, float] = {}
-    with pytest.raises(NMTError) as caught:
-        parallel._train_in_parallel({"a": config.for_run("a")}, {"a": run_dir}, 1, timings.__setitem__, [])
+    failed = parallel._train_in_parallel({"a": config.for_run("a")}, {"a": run_dir}, 1, timings.__setitem__, [])
     assert timings == {}  # it trained nothing
-    assert caught.value.message.startswith(f"run a: {run_dir / 'config.yaml'}: unknown key 'model.hiden_size'")
-    assert caught.value.hint.startswith("Valid keys of model: ") and caught.value.hint.endswith(f"(its output: {run_dir}.log)")
+    assert list(failed) == ["a"]
+    assert failed["a"].message.startswith(f"run a: {run_dir / 'config.yaml'}: unknown key 'model.hiden_size'")
+    assert failed["a"].hint.startswith("Valid keys of model: ") and failed["a"].hint.endswith(f"(its output: {run_dir}.log)")
+
+
+def test_a_run_s_bug_is_told_with_its_traceback_and_the_next_run_trains(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One run after another: a run raising another exception than NMTError (a bug, a device's fault) prints its
+    traceback and is returned as failed; the next run trains and its time is recorded."""
+    def train_run(config: Config, run_dir: Path) -> str:
+        if run_dir.name == "a":
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        return "trained"
+
+    monkeypatch.setattr(parallel, "_train_run", train_run)
+    config = config_from_dict({"runs": {"a": {}, "b": {}}})
+    timings: dict[str, float] = {}
+    failed = parallel.train_runs(config, {name: tmp_path / name for name in "ab"}, 1, timings.__setitem__)
+    assert list(timings) == ["train b", "train (all runs, 1 at once)"]
+    assert [str(error) for error in failed.values()] == [
+        "run a failed: RuntimeError: CUDA error: an illegal memory access was encountered Its traceback: above, "
+        "after '== run a'."]
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and 'raise RuntimeError("CUDA error' in err
+    assert err.endswith("Its traceback: above, after '== run a'.; the other runs go on\n")
+
+
+def test_a_worker_writes_a_failing_run_s_traceback_to_its_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a worker, a run's bug raises to the parent (which reports the run as failed) with its traceback
+    written to the run's log first; an NMTError, which the parent tells whole, writes none."""
+    def train_run(config: Config, run_dir: Path) -> str:
+        raise RuntimeError("boom") if run_dir.name == "bug" else NMTError("refused.")
+
+    monkeypatch.setattr(parallel, "_train_run", train_run)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with pytest.raises(RuntimeError, match="boom"):
+            parallel._train_in_child(config_from_dict({}), tmp_path / "bug", tmp_path / "bug.log")
+        with pytest.raises(NMTError, match="refused"):
+            parallel._train_in_child(config_from_dict({}), tmp_path / "refused", tmp_path / "refused.log")
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    log = (tmp_path / "bug.log").read_text(encoding="utf-8")
+    assert log.startswith("Traceback (most recent call last)") and log.endswith("RuntimeError: boom\n")
+    assert (tmp_path / "refused.log").read_text(encoding="utf-8") == ""
 
 
 def test_a_resumed_run_records_this_session_s_training_time_and_its_summary_the_whole(tmp_path: Path) -> None:

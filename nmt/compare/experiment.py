@@ -29,7 +29,7 @@ from nmt.config import Config, save_config
 from nmt.data.prepare import prepare_summary
 from nmt.data.sources import load_checked_config, prepared_dir
 from nmt.environment import describe_environment
-from nmt.errors import NMTError
+from nmt.errors import NMTError, counted
 from nmt.evaluation.report_folder import EXPERIMENT_TIMINGS
 from nmt.fileio import atomic_write_json, atomic_write_text, same_file
 from nmt.models.interface import model_kind
@@ -231,7 +231,9 @@ def run_experiment(
         save_config(config, out_dir / "config.yaml")
         with timings.noting_interruption(began):
             timings.record("prepare", _prepare_data(config) if prepare_seconds is None else prepare_seconds)
-            train_runs(config, run_dirs, jobs, timings.record)
+            failed = train_runs(config, run_dirs, jobs, timings.record)
+            if failed:  # the report of the runs that trained; the error follows it
+                config, run_dirs = _trained_only(config, run_dirs, failed, config_path)
             with timings.phase("evaluate"):
                 results = evaluate_runs(list(run_dirs.values()), out_dir=out_dir)  # each run's own decoding section
             with timings.phase("attention entropy and heatmap"):
@@ -245,14 +247,37 @@ def run_experiment(
 
         counts = {name: (read_summary(run_dir) or {}).get("parameters") for name, run_dir in run_dirs.items()}
         outcomes = training_outcomes(config, run_dirs)
-        results |= {"machine": machine, "training": outcomes, "timings": timings.sessions}
+        results |= {"machine": machine, "training": outcomes, "timings": timings.sessions,
+                    "failed_runs": {name: str(error) for name, error in failed.items()}}
         # written once, complete; until here results.json and report.md are the evaluation's (evaluate_runs)
         atomic_write_json(out_dir / "results.json", results)
         report = experiment_report(command, config, machine, timings.sessions, counts, results["attention"], attention_plot,
-                                   out_dir, outcomes, checks)
+                                   out_dir, outcomes, checks, results["failed_runs"])
         atomic_write_text(out_dir / "report.md", report)
         print(f"\nReport: {out_dir / 'report.md'}")
+        if failed:
+            raise NMTError(_failures(failed, f"the report ({out_dir / 'report.md'}) covers the other "
+                                             f"{counted(len(config.runs), 'run')}"), RETRY_FAILED)
         return results
+
+
+RETRY_FAILED = ("Mend what the failed runs' output says, then run the same command again: the runs that trained "
+                "are skipped, the failed ones train (resumed where they saved), and the report is written anew.")
+
+
+def _failures(failed: dict[str, NMTError], reported: str) -> str:
+    """The runs that failed to train, what the report holds (`reported`), then each failure's message and hint."""
+    return f"{counted(len(failed), 'run')} failed to train; {reported}. " + " ".join(map(str, failed.values()))
+
+
+def _trained_only(
+    config: Config, run_dirs: dict[str, Path], failed: dict[str, NMTError], config_path: Path
+) -> tuple[Config, dict[str, Path]]:
+    """The config and run folders without the runs that `failed`; NMTError where none is left to report."""
+    trained = [name for name in config.runs if name not in failed]
+    if not trained:
+        raise NMTError(_failures(failed, "no run trained, so no report was written"), RETRY_FAILED)
+    return config.only_runs(trained, str(config_path)), {name: run_dirs[name] for name in trained}
 
 
 def _prepare_data(config: Config) -> float:

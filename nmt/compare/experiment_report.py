@@ -181,11 +181,14 @@ def experiment_report(
     out_dir: Path,
     outcomes: dict[str, dict[str, Any]],
     checks: dict[str, Any] | None = None,
+    failed: dict[str, str] | None = None,
 ) -> str:
     """report.md of the experiment: setup and tables, then the evaluation's report (the out_dir's report.md
     until now), the attention checks (when run) and the learning curve. `sessions`: timings.json's, each
-    command's step times."""
+    command's step times; `failed`: the runs that failed to train (left out of the report), with why."""
     lines = ["# Experiment report", "", f"Command: `{command}`", "", *_setup_lines(config, out_dir, machine), ""]
+    for name, why in (failed or {}).items():
+        lines += [f"**Not in this report: run {name}, which failed to train.** {why}", ""]
     lines += _tables(config, sessions, counts, attention, outcomes)
     lines += ["", (out_dir / "report.md").read_text(encoding="utf-8").strip(), ""]
     if attention_plot:

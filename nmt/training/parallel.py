@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -207,7 +208,12 @@ def _train_in_child(config: Config, run_dir: Path, log_path: Path) -> tuple[str,
         if StopRequest.pending:
             raise KeyboardInterrupt
         with open(log_path, "a", encoding="utf-8") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-            done = _train_run(config, run_dir)
+            try:
+                done = _train_run(config, run_dir)
+            except Exception as error:  # its traceback beside the run's output; the parent says where
+                if not isinstance(error, NMTError):
+                    traceback.print_exc()
+                raise
     except KeyboardInterrupt:  # a stop (_stop): the run has saved
         _end_stopped_worker()
     finally:
@@ -216,11 +222,22 @@ def _train_in_child(config: Config, run_dir: Path, log_path: Path) -> tuple[str,
     return done, time.perf_counter() - start
 
 
-def train_runs(config: Config, run_dirs: dict[str, Path], jobs: int, record: Callable[[str, float], None]) -> None:
-    """Train every run that is not finished, `jobs` at once (see training_jobs). `record(step, seconds)`
-    receives the time each run trained in this call as soon as it ends (its earlier sessions are in its
-    summary.json; an interruption keeps those already recorded) and, when all have, the wall time of them
-    all; a finished run is skipped and recorded nowhere."""
+def run_failure(name: str, error: Exception, output: str) -> NMTError:
+    """Run `name`'s failure to train as the experiment reports it: an NMTError's message and hint, another
+    exception's type and message (a bug, or the device's fault) with where its traceback is (`output`)."""
+    if isinstance(error, NMTError):
+        return NMTError(f"run {name}: {error.message}", f"{error.hint} (its output: {output})".strip())
+    return NMTError(f"run {name} failed: {type(error).__name__}: {error}", f"Its traceback: {output}.")
+
+
+def train_runs(
+    config: Config, run_dirs: dict[str, Path], jobs: int, record: Callable[[str, float], None]
+) -> dict[str, NMTError]:
+    """Train every run that is not finished, `jobs` at once (see training_jobs); returns the runs that failed
+    (run_failure's errors, by name): one run's error does not stop the others, which train to their end.
+    `record(step, seconds)` receives the time each run trained in this call as soon as it ends (its earlier
+    sessions are in its summary.json; an interruption keeps those already recorded) and, when all have, the
+    wall time of them all; a finished run is skipped and recorded nowhere."""
     configs = {name: config.for_run(name) for name in run_dirs}
     # finished runs are skipped here, so that no worker starts for them
     left = {name: run_dir for name, run_dir in run_dirs.items() if not _finished(configs[name], run_dir)}
@@ -230,31 +247,41 @@ def train_runs(config: Config, run_dirs: dict[str, Path], jobs: int, record: Cal
             print(f"run {name} already finished: skipped")
     jobs = min(training_jobs(config, jobs), len(run_dirs))
     start = time.perf_counter()
+    failed: dict[str, NMTError] = {}
     if jobs == 1:
         for name, run_dir in left.items():
             print(f"\n== run {name} ({model_kind(configs[name].model).name}) ==")
             began = time.perf_counter()
-            _train_run(configs[name], run_dir)
+            try:
+                _train_run(configs[name], run_dir)
+            except Exception as error:
+                if not isinstance(error, NMTError):
+                    traceback.print_exc()
+                failed[name] = run_failure(name, error, f"above, after '== run {name}'")
+                print(f"run {name}: {failed[name]}; the other runs go on", file=sys.stderr)
+                continue
             record(f"train {name}", time.perf_counter() - began)
     elif left:  # in workers, as when no run was finished: the same threads each, the output in runs/NAME.log
         threads = max(1, available_cores() // jobs)
         for name in left:
             if not configs[name].training.threads:
                 configs[name] = replace(configs[name], training=replace(configs[name].training, threads=threads))
-        _train_in_parallel({name: configs[name] for name in left}, left, min(jobs, len(left)), record,
-                           worker_gpus(config))
+        failed = _train_in_parallel({name: configs[name] for name in left}, left, min(jobs, len(left)), record,
+                                    worker_gpus(config))
     if left:  # the runs' own times overlap when they train side by side
         record(f"train (all runs, {min(jobs, len(left))} at once)", time.perf_counter() - start)
+    return failed
 
 
 def _train_in_parallel(
     configs: dict[str, Config], run_dirs: dict[str, Path], jobs: int, record: Callable[[str, float], None],
     gpus: list[str],
-) -> None:
+) -> dict[str, NMTError]:
     """Train the runs in `jobs` worker processes, the costliest first (steps x 2 for attention runs),
     so that the last to finish starts early; each run's output goes to runs/NAME.log. `record` receives
-    each run's seconds of training in its worker as soon as it ends (as `train_runs` says). `gpus`: as
-    `worker_gpus` chose them."""
+    each run's seconds of training in its worker as soon as it ends (as `train_runs` says); returns the runs
+    that failed (the others train on). `gpus`: as `worker_gpus` chose them. A worker that dies (a signal,
+    the out-of-memory killer) breaks the pool: every run stops, its checkpoints kept."""
     order = sorted(run_dirs, key=lambda n: -configs[n].training.max_steps * (1 if model_kind(configs[n].model).without_attention else 2))
     logs = {name: run_dir.parent / f"{name}.log" for name, run_dir in run_dirs.items()}
     for log in logs.values():
@@ -266,6 +293,7 @@ def _train_in_parallel(
     if gpus:
         print(f"   spread over GPUs {', '.join(gpus)} (CUDA_VISIBLE_DEVICES), {jobs} workers in turn")
     started = spawn.Value("i", 0)
+    failed: dict[str, NMTError] = {}
     with ProcessPoolExecutor(max_workers=jobs, mp_context=spawn, initializer=_start_worker,
                              initargs=(started, gpus)) as pool:
         futures = {}
@@ -276,9 +304,6 @@ def _train_in_parallel(
                 name = futures[future]
                 try:
                     done, seconds = future.result()
-                except NMTError as error:
-                    hint = f"{error.hint} (its output: {logs[name]})".strip()
-                    raise NMTError(f"run {name}: {error.message}", hint) from None
                 except BrokenProcessPool:  # a worker was killed (the out-of-memory killer) or stopped alone
                     raise NMTError(
                         f"run {name}: a training worker ended without finishing (stopped or killed by a signal, or "
@@ -286,6 +311,10 @@ def _train_in_parallel(
                         "every run's saved checkpoints are kept.",
                         f"Run the same command again to resume (the run's output: {logs[name]}).",
                     ) from None
+                except Exception as error:  # raised in the worker, which goes on to the next run
+                    failed[name] = run_failure(name, error, str(logs[name]))
+                    print(f"run {name}: {failed[name]}; the other runs go on", file=sys.stderr)
+                    continue
                 record(f"train {name}", seconds)
                 print(f"run {name}: {done}, {_training_seconds(run_dirs[name]) / 60:.1f} min of training in all "
                       f"({seconds / 60:.1f} min now, done {time.perf_counter() - start:.0f} s after the trainings began)")
@@ -294,5 +323,6 @@ def _train_in_parallel(
                 future.cancel()
             _stop_workers()
             raise
+    return failed
 
 

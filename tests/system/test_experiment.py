@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -208,12 +209,16 @@ def test_runs_trained_in_parallel_learn_what_they_learn_one_after_the_other(tmp_
         assert len(losses[0]) == 2 and losses[0] == pytest.approx(losses[1], rel=1e-6)
     # each worker's output is kept beside its run; the ceiling shows there
     assert "(of at most 8 words)" in (tmp_path / "jobs2" / "runs" / "search.log").read_text()
-    # a run that fails in a worker fails the experiment with its message, naming the run and its output
+    # a run that fails in a worker is returned with its message, naming the run and its output; the other trains on
     bad = load_config(config_path, overrides + ["runs.search.training.max_words=1"])
     run_dirs = {run: tmp_path / "bad" / "runs" / run for run in bad.runs}
-    with pytest.raises(NMTError, match=r"run search: .*no pairs of at most 1 word ") as error:
-        train_runs(bad, run_dirs, 2, Timings(tmp_path / "bad" / "timings.json", "nmt experiment two.yaml", None).record)
-    assert "runs/search.log" in error.value.hint
+    timings = Timings(tmp_path / "bad" / "timings.json", "nmt experiment two.yaml", None)
+    failed = train_runs(bad, run_dirs, 2, timings.record)
+    assert list(failed) == ["search"]
+    assert re.match(r"run search: .*no pairs of at most 1 word ", failed["search"].message)
+    assert "runs/search.log" in failed["search"].hint
+    assert set(timings.seconds) == {"train fixed", "train (all runs, 2 at once)"}
+    assert (run_dirs["fixed"] / "summary.json").is_file()
 
 
 @pytest.mark.slow
