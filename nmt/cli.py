@@ -20,7 +20,7 @@ import sys
 from collections.abc import Sequence
 
 from nmt import __version__
-from nmt.errors import NMTError
+from nmt.errors import RUNS_MEMORY, TRAINING_MEMORY, NMTError, first_line, out_of_memory
 from nmt.interrupts import as_ctrl_c
 from nmt.torchrun import torchrun_place
 
@@ -125,10 +125,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"nmt {args.command}: interrupted.{AFTER_INTERRUPT.get(args.command, '')}", file=sys.stderr)
         return 130
     except (MemoryError, RuntimeError) as error:  # torch.OutOfMemoryError is a RuntimeError
-        if not _out_of_memory(error):
+        if not out_of_memory(error):
             raise
-        detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        print(f"nmt {args.command}: error: out of memory ({detail}).", file=sys.stderr)
+        print(f"nmt {args.command}: error: out of memory ({first_line(error)}).", file=sys.stderr)
         print(OUT_OF_MEMORY.get(args.command, DECODING_MEMORY), file=sys.stderr)
         return 2
     finally:
@@ -157,21 +156,9 @@ AFTER_INTERRUPT = {
 
 
 # What sizes the memory a command takes, where it runs out (on a CPU or on a GPU)
-_TRAINING_MEMORY = ("Lower training.batch_tokens (a new run: --resume keeps the batch size), or validate with a "
-                    "smaller decoding.batch_size; the run's checkpoints are kept.")
-OUT_OF_MEMORY = {
-    "train": _TRAINING_MEMORY,
-    "experiment": f"{_TRAINING_MEMORY} Side by side on one GPU, fewer runs at once take less: --jobs.",
-}
+OUT_OF_MEMORY = {"train": TRAINING_MEMORY, "experiment": RUNS_MEMORY}
 DECODING_MEMORY = ("Decode fewer sentences at once (--batch-size where the command has it, else --set "
                    "decoding.batch_size=N) or with a smaller --beam.")
-
-
-def _out_of_memory(error: BaseException) -> bool:
-    """Whether `error` says memory ran out: Python's MemoryError, torch's OutOfMemoryError (CUDA), or the
-    RuntimeError torch's CPU allocator raises."""
-    return (isinstance(error, MemoryError) or type(error).__name__ == "OutOfMemoryError"
-            or "can't allocate memory" in str(error))
 
 
 def _os_error_words(error: OSError) -> tuple[str, str]:

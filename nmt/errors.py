@@ -29,3 +29,22 @@ def require(condition: bool, key: str, what: str) -> None:
 def counted(count: int, noun: str) -> str:
     """`count` and `noun`, plural unless it is one: "1 line", "0 lines", "2 sentences"."""
     return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+# What sizes the memory training takes, where it runs out (on a CPU or on a GPU)
+TRAINING_MEMORY = ("Lower training.batch_tokens (a new run: --resume keeps the batch size), or validate with a "
+                   "smaller decoding.batch_size; the run's checkpoints are kept.")
+RUNS_MEMORY = f"{TRAINING_MEMORY} Side by side on one GPU, fewer runs at once take less: --jobs."
+
+
+def out_of_memory(error: BaseException) -> bool:
+    """Whether `error` says memory ran out: Python's MemoryError, torch's OutOfMemoryError (CUDA), or the
+    RuntimeError torch's CPU allocator raises."""
+    return (isinstance(error, MemoryError) or type(error).__name__ == "OutOfMemoryError"
+            or "can't allocate memory" in str(error))
+
+
+def first_line(error: BaseException) -> str:
+    """An exception's first line of text, or its type's name where it has none."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

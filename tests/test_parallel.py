@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 import nmt.training.parallel as parallel
 from nmt.config import Config, config_from_dict, load_saved_config
@@ -162,6 +163,19 @@ def test_a_run_s_bug_is_told_with_its_traceback_and_the_next_run_trains(
     err = capsys.readouterr().err
     assert "Traceback (most recent call last)" in err and 'raise RuntimeError("CUDA error' in err
     assert err.endswith("Its traceback: above, after '== run a'.; the other runs go on\n")
+
+
+def test_a_run_out_of_memory_is_told_with_what_to_lower_and_no_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def train_run(config: Config, run_dir: Path) -> str:
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB\nmore")
+
+    monkeypatch.setattr(parallel, "_train_run", train_run)
+    failed = parallel.train_runs(config_from_dict({"runs": {"a": {}}}), {"a": tmp_path / "a"}, 1, lambda *_: None)
+    assert failed["a"].message == "run a: out of memory (CUDA out of memory. Tried to allocate 2.00 GiB)."
+    assert failed["a"].hint.startswith("Lower training.batch_tokens") and "fewer runs at once take less: --jobs" in failed["a"].hint
+    assert "Traceback" not in capsys.readouterr().err
 
 
 def test_a_worker_writes_a_failing_run_s_traceback_to_its_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -29,7 +29,7 @@ import torch
 
 from nmt.config import Config, load_saved_config
 from nmt.environment import available_cores
-from nmt.errors import NMTError, counted
+from nmt.errors import RUNS_MEMORY, NMTError, counted, first_line, out_of_memory
 from nmt.interrupts import starting_children
 from nmt.models.interface import model_kind
 from nmt.rundir.writing import (
@@ -210,8 +210,8 @@ def _train_in_child(config: Config, run_dir: Path, log_path: Path) -> tuple[str,
         with open(log_path, "a", encoding="utf-8") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
             try:
                 done = _train_run(config, run_dir)
-            except Exception as error:  # its traceback beside the run's output; the parent says where
-                if not isinstance(error, NMTError):
+            except Exception as error:  # a bug's traceback beside the run's output; the parent says where
+                if not told_whole(error):
                     traceback.print_exc()
                 raise
     except KeyboardInterrupt:  # a stop (_stop): the run has saved
@@ -222,11 +222,19 @@ def _train_in_child(config: Config, run_dir: Path, log_path: Path) -> tuple[str,
     return done, time.perf_counter() - start
 
 
+def told_whole(error: Exception) -> bool:
+    """Whether a run's failure is told whole by its message, without a traceback: a user's mistake (NMTError)
+    or memory run out."""
+    return isinstance(error, NMTError) or out_of_memory(error)
+
+
 def run_failure(name: str, error: Exception, output: str) -> NMTError:
     """Run `name`'s failure to train as the experiment reports it: an NMTError's message and hint, another
     exception's type and message (a bug, or the device's fault) with where its traceback is (`output`)."""
     if isinstance(error, NMTError):
         return NMTError(f"run {name}: {error.message}", f"{error.hint} (its output: {output})".strip())
+    if out_of_memory(error):
+        return NMTError(f"run {name}: out of memory ({first_line(error)}).", f"{RUNS_MEMORY} (its output: {output})")
     return NMTError(f"run {name} failed: {type(error).__name__}: {error}", f"Its traceback: {output}.")
 
 
@@ -255,7 +263,7 @@ def train_runs(
             try:
                 _train_run(configs[name], run_dir)
             except Exception as error:
-                if not isinstance(error, NMTError):
+                if not told_whole(error):
                     traceback.print_exc()
                 failed[name] = run_failure(name, error, f"above, after '== run {name}'")
                 print(f"run {name}: {failed[name]}; the other runs go on", file=sys.stderr)
