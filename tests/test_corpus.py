@@ -7,6 +7,7 @@ import functools
 import hashlib
 import json
 import re
+import shutil
 import socket
 import sqlite3
 import zipfile
@@ -36,6 +37,19 @@ def data_config(**values: object) -> DataConfig:
     data = config_from_dict({"data": {**values, source: settings}}).data
     check_data(data)
     return data
+
+
+def split_copies(spec: str) -> dict[str, str]:
+    """data.files' train / valid / test: `spec` (a prefix of .en / .fr files, or a .tsv / .jsonl file) and two
+    copies of its files beside it, since a file may serve one split only."""
+    path = Path(spec)
+    suffix = path.suffix if path.suffix in (".tsv", ".jsonl") else ""
+    specs = {"train": spec}
+    for split in ("valid", "test"):
+        specs[split] = str(path.with_name(f"{path.name.removesuffix(suffix)}-{split}{suffix}"))
+        for side in [""] if suffix else [".en", ".fr"]:
+            shutil.copyfile(spec + side, specs[split] + side)
+    return specs
 
 
 def make_bible_db(path: Path, n_verses: int = 200) -> Path:
@@ -215,7 +229,7 @@ def test_files_prefix_tsv_and_jsonl_give_the_same_pairs(tmp_path: Path) -> None:
     results = []
     for spec, extra in ((str(prefix), {}), (str(tmp_path / "train.tsv"), {}), (str(tmp_path / "train.jsonl"), {}),
                         (str(tmp_path / "nested.jsonl"), {"src_field": "a.b", "tgt_field": "t"})):
-        corpus = corpus_source(data_config(source="files", train=spec, valid=spec, test=spec, **extra)).read()
+        corpus = corpus_source(data_config(source="files", **split_copies(spec), **extra)).read()
         assert corpus.splits["train"] == corpus.splits["test"] == pairs
         results.append(corpus.splits)
     assert all(r == results[0] for r in results)
@@ -228,7 +242,7 @@ def test_separate_source_and_target_files_beside_the_prefix_form(tmp_path: Path)
     (tmp_path / "tgt-train.txt").write_text("".join(t + "\n" for _, t in pairs), encoding="utf-8")
     separate = corpus_source(data_config(
         source="files", train_src=str(tmp_path / "src-train.txt"), train_tgt=str(tmp_path / "tgt-train.txt"),
-        test_src=str(tmp_path / "src-train.txt"), test_tgt=str(tmp_path / "tgt-train.txt"), valid=str(prefix),
+        test=split_copies(str(prefix))["test"], valid=str(prefix),
     )).read()
     assert separate.splits["train"] == separate.splits["test"] == separate.splits["valid"] == pairs
     with pytest.raises(NMTError, match=r"data.files.valid_src.*and data.files.valid_tgt go together"):
@@ -244,12 +258,11 @@ def test_separate_source_and_target_files_beside_the_prefix_form(tmp_path: Path)
 def test_blank_tsv_and_jsonl_lines_are_dropped_and_counted(tmp_path: Path) -> None:
     (tmp_path / "a.tsv").write_text("one\tun\n\ntwo\tdeux\n  \n", encoding="utf-8")
     (tmp_path / "a.jsonl").write_text('{"translation": {"en": "one", "fr": "un"}}\n\n', encoding="utf-8")
-    tsv = corpus_source(data_config(source="files", train=str(tmp_path / "a.tsv"), valid=str(tmp_path / "a.tsv"),
-                            test=str(tmp_path / "a.tsv"))).read()
+    tsv = corpus_source(data_config(source="files", **split_copies(str(tmp_path / "a.tsv")))).read()
     assert tsv.splits["train"] == [("one", "un"), ("two", "deux")]
     assert tsv.dropped_empty == {"train": 2, "valid": 2, "test": 2}
     jsonl = str(tmp_path / "a.jsonl")
-    assert corpus_source(data_config(source="files", train=jsonl, valid=jsonl, test=jsonl)).read().dropped_empty["test"] == 1
+    assert corpus_source(data_config(source="files", **split_copies(jsonl))).read().dropped_empty["test"] == 1
 
 
 def test_files_carve_valid_and_test_from_train_without_overlap(tmp_path: Path) -> None:
@@ -268,8 +281,7 @@ def test_files_carve_valid_and_test_from_train_without_overlap(tmp_path: Path) -
 def test_max_train_words_and_pairs_filter_training_only(tmp_path: Path) -> None:
     pairs = reverse_pairs(300, min_len=1, max_len=30, seed=3)
     prefix = write_parallel(tmp_path / "d", pairs, "en", "fr")
-    config = data_config(source="files", train=str(prefix), test=str(prefix), valid=str(prefix),
-                         max_train_words=10, max_train_pairs=50, drop_train_overlap=False)
+    config = data_config(source="files", **split_copies(str(prefix)), max_train_words=10, max_train_pairs=50, drop_train_overlap=False)
     corpus = load_corpus(config)
     assert corpus.splits["test"] == pairs  # evaluation data is never filtered
     assert len(corpus.splits["train"]) == 50
@@ -285,7 +297,8 @@ def test_memory_bounds_drop_huge_lines_and_over_long_training_pairs(tmp_path: Pa
     long = " ".join(["5"] * (TRAIN_WORDS_CEILING + 1))  # under it, but too many words to train on
     train = write_parallel(tmp_path / "train", [*pairs, (huge, "9"), (long, long)], "en", "fr")
     test = write_parallel(tmp_path / "test", [pairs[0], ("1", huge), (long, long)], "en", "fr")
-    config = data_config(source="files", train=str(train), valid=str(test), test=str(test), drop_train_overlap=False)
+    config = data_config(source="files", train=str(train), valid=split_copies(str(test))["valid"], test=str(test),
+                         drop_train_overlap=False)
     corpus = load_corpus(config)
     assert corpus.dropped_overlong == {"train": 1, "valid": 1, "test": 1}
     assert corpus.splits["train"] == pairs and corpus.filtered_long == 1  # max_train_words 0: the ceiling
@@ -298,7 +311,8 @@ def test_valid_and_test_pairs_seen_in_training_are_dropped(tmp_path: Path) -> No
     held_out = [("and the lord spake", "l'eternel dit"), ("a new verse", "un verset nouveau")]
     files = {name: write_parallel(tmp_path / name, pairs, "en", "fr")
              for name, pairs in (("train", train), ("held", held_out))}
-    config = data_config(source="files", train=str(files["train"]), valid=str(files["held"]), test=str(files["held"]))
+    config = data_config(source="files", train=str(files["train"]), valid=split_copies(str(files["held"]))["valid"],
+                         test=str(files["held"]))
     corpus = load_corpus(config)
     assert corpus.splits["test"] == corpus.splits["valid"] == [("a new verse", "un verset nouveau")]
     assert corpus.overlap_dropped == {"valid": 1, "test": 1}
@@ -317,10 +331,11 @@ def test_a_byte_order_mark_is_stripped_and_counted(tmp_path: Path) -> None:
     source = Path(f"{prefix}.en")
     source.write_bytes(b"\xef\xbb\xbf" + source.read_bytes())
     (tmp_path / "win.tsv").write_bytes(b"\xef\xbb\xbf" + "".join(f"{s}\t{t}\n" for s, t in pairs).encode())
-    for spec, files in ((str(prefix), [str(source)]), (str(tmp_path / "win.tsv"), [str(tmp_path / "win.tsv")])):
-        corpus = corpus_source(data_config(source="files", train=spec, valid=spec, test=spec)).read()
-        assert corpus.splits["train"] == pairs  # the first source sentence without the mark
-        assert corpus.bom_files == files  # once, though the file serves three splits
+    for spec, side in ((str(prefix), ".en"), (str(tmp_path / "win.tsv"), "")):
+        specs = split_copies(spec)
+        corpus = corpus_source(data_config(source="files", **specs)).read()
+        assert corpus.splits["train"] == corpus.splits["test"] == pairs  # the first source sentence without the mark
+        assert corpus.bom_files == [specs[split] + side for split in ("train", "valid", "test")]
 
 
 def test_bad_inputs_raise_errors_naming_file_and_line(tmp_path: Path) -> None:
@@ -368,7 +383,7 @@ def test_bad_inputs_raise_errors_naming_file_and_line(tmp_path: Path) -> None:
     (tmp_path / "e.en").write_text("\n \n", encoding="utf-8")
     (tmp_path / "e.fr").write_text("x\ny\n", encoding="utf-8")
     with pytest.raises(NMTError, match="the train split is empty.*2 empty pairs dropped"):
-        load_corpus(data_config(source="files", train=str(tmp_path / "e"), valid=str(tmp_path / "e")))
+        load_corpus(data_config(source="files", train=str(tmp_path / "e"), valid=str(tmp_path / "ok.jsonl")))
 
 
 def test_files_are_described_however_the_config_names_them() -> None:
@@ -758,6 +773,27 @@ def test_a_new_source_is_one_class_and_one_registry_line(tmp_path: Path, monkeyp
         check_data(config_from_dict({"data": {**raw, "counting": {"words": "x"}}}).data)
     with pytest.raises(NMTError, match=r"invalid value for 'data.counting.pairs': must be >= 30"):
         check_data(config_from_dict({"data": {**raw, "counting": {"pairs": 3}}}).data)
+
+
+def test_a_file_given_for_two_splits_is_refused(tmp_path: Path) -> None:
+    """valid = test would pick the checkpoints on the sentences the test then scores; train = test would score
+    what was trained on: refused, naming the file, both splits and the key, whatever the spelling of the path."""
+    write_parallel(tmp_path / "t", reverse_pairs(40, 3, 6, seed=0), "en", "fr")
+    (tmp_path / "s.tsv").write_text("a b\tb a\n", encoding="utf-8")
+    (tmp_path / "link.tsv").symlink_to(tmp_path / "s.tsv")
+    with pytest.raises(NMTError) as error:
+        corpus_source(data_config(source="files", train=str(tmp_path / "t"), valid=str(tmp_path / "s.tsv"),
+                                  test=str(tmp_path / "link.tsv"))).read()
+    assert error.value.message == (f"{tmp_path / 'link.tsv'} is given for both the valid and the test split: the same "
+                                   "sentences would be both validated and scored.")
+    assert error.value.key == "data.files.test"
+    with pytest.raises(NMTError, match=r"t\.en is given for both the train and the test split: the same sentences "
+                                       r"would be trained on and scored"):
+        corpus_source(data_config(source="files", train=str(tmp_path / "t"), test_src=str(tmp_path / "t.en"),
+                                  test_tgt=str(tmp_path / "s.tsv"))).read()
+    # each split its own files: read
+    corpus = corpus_source(data_config(source="files", train=str(tmp_path / "t"), test=str(tmp_path / "s.tsv"))).read()
+    assert corpus.splits["test"] == [("a b", "b a")]
 
 
 def test_a_source_read_as_its_own_target_is_refused(tmp_path: Path) -> None:

@@ -64,6 +64,7 @@ class Files(Source):
 
     def read(self) -> Corpus:
         config, own = self.config, self.settings
+        self._check_splits_apart()
         bom_files: list[str] = []
         read: dict[str, list[Pair] | None] = {}
         for split in SPLITS:
@@ -93,12 +94,32 @@ class Files(Source):
         return "files " + ", ".join(f"{split} {named_as}" for split, named_as in named.items())
 
     def inputs(self) -> list[Path]:
-        config, own = self.config, self.settings
-        specs = [spec for spec in (own.train, own.valid, own.test) if spec]
-        sides = [f".{config.src_lang}", f".{config.tgt_lang}"]
-        paths = [Path(spec + side) for spec in specs for side in ([""] if spec.endswith((".tsv", ".jsonl")) else sides)]
-        return paths + [Path(getattr(own, f"{split}_{side}")) for split in SPLITS for side in ("src", "tgt")
-                        if getattr(own, f"{split}_{side}")]
+        return [path for split in SPLITS for path in self._split_files(split)]
+
+    def _split_files(self, split: str) -> list[Path]:
+        """The files a split is read from (none where it is carved from train)."""
+        spec, own = getattr(self.settings, split), self.settings
+        if spec:
+            sides = [""] if spec.endswith((".tsv", ".jsonl")) else [f".{self.config.src_lang}", f".{self.config.tgt_lang}"]
+            return [Path(spec + side) for side in sides]
+        return [Path(getattr(own, f"{split}_{side}")) for side in ("src", "tgt") if getattr(own, f"{split}_{side}")]
+
+    def _check_splits_apart(self) -> None:
+        """Refuse a file given for two splits: the same sentences would be trained on and scored, or validate
+        the checkpoints that the test then scores."""
+        seen: list[tuple[str, Path]] = []
+        for split in SPLITS:
+            for path in self._split_files(split):
+                other = next((earlier for earlier, known in seen if same_file(known, path)), None)
+                if other is not None and other != split:
+                    raise NMTError(
+                        f"{path} is given for both the {other} and the {split} split: the same sentences would be "
+                        f"{'trained on and scored' if 'train' in (other, split) else 'both validated and scored'}.",
+                        f"Give the {split} split its own file, or leave data.files.{split} empty to carve it from "
+                        "train.",
+                        key=f"data.files.{split}",
+                    )
+                seen.append((split, path))
 
 
 def _line_pair(line: str, tsv: bool, config: DataConfig, where: str) -> Pair:
