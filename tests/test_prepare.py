@@ -120,6 +120,20 @@ def test_prepare_is_idempotent_and_rebuilds_on_change(tmp_path: Path) -> None:
     assert prepare(bigger)["pairs"]["train"] < before
 
 
+def test_a_data_dir_that_is_a_link_is_rebuilt_where_it_points(tmp_path: Path) -> None:
+    """data.dir a link to a folder on another disk: a rebuild replaces the folder it points to, and the link
+    stays (the swap renamed the link itself, leaving the new data on the link's disk and the target stale)."""
+    config, _ = setup(tmp_path, dir=str(tmp_path / "link"))
+    (tmp_path / "bigdisk").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "bigdisk")
+    prepare(config)
+    bigger = dataclasses.replace(config, vocab_size=45)
+    prepare(bigger)
+    assert (tmp_path / "link").is_symlink()
+    assert json.loads((tmp_path / "bigdisk" / "tokenizer.json").read_text())["config"]["vocab_size"] == 45
+    assert load_prepared(bigger).directory == tmp_path / "link"
+
+
 def test_replacing_data_prepared_with_other_settings_names_each_changed_key(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

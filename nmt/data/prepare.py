@@ -275,6 +275,8 @@ def prepare_summary(config: DataConfig) -> str:
 def _prepare(config: DataConfig) -> tuple[dict[str, Any], bool]:
     """-> (`prepare`'s stats, whether this call built the folder)."""
     directory = Path(prepared_dir(config))
+    if directory.is_symlink():  # a link to a folder elsewhere (another disk): rebuilt there, the link kept
+        directory = Path(os.path.realpath(directory))
     if _why_stale(directory, config) is None:  # current: no lock, no wait behind another folder's build
         return _read_stats(directory), False
     made = [folder for folder in directory.parents if not folder.exists()]  # innermost first
