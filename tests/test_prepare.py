@@ -120,6 +120,28 @@ def test_prepare_is_idempotent_and_rebuilds_on_change(tmp_path: Path) -> None:
     assert prepare(bigger)["pairs"]["train"] < before
 
 
+def test_a_folder_whose_corpus_files_were_removed_stays_prepared(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The raw corpus deleted once prepared (or not copied to another machine): the folder is used as it is,
+    not rebuilt from files that are not there; a file put back changed rebuilds it."""
+    config, _ = setup(tmp_path)
+    prepare(config)
+    stamp = (tmp_path / "prepared" / "spm.model").stat().st_mtime_ns
+    source, target = tmp_path / "corpus" / "all.en", tmp_path / "corpus" / "all.fr"
+    lines = source.read_text(encoding="utf-8"), target.read_text(encoding="utf-8")
+    source.unlink()
+    target.unlink()
+    capsys.readouterr()
+    prepare(config)
+    assert load_prepared(config).pairs("test")
+    assert (tmp_path / "prepared" / "spm.model").stat().st_mtime_ns == stamp and capsys.readouterr().err == ""
+    source.write_text(lines[0][: len(lines[0]) // 2].rsplit("\n", 1)[0] + "\n", encoding="utf-8")
+    target.write_text("\n".join(lines[1].splitlines()[: source.read_text().count("\n")]) + "\n", encoding="utf-8")
+    prepare(config)
+    assert f"was prepared from input files that changed since ({source} " in capsys.readouterr().err
+
+
 def test_a_data_dir_that_is_a_link_is_rebuilt_where_it_points(tmp_path: Path) -> None:
     """data.dir a link to a folder on another disk: a rebuild replaces the folder it points to, and the link
     stays (the swap renamed the link itself, leaving the new data on the link's disk and the target stale)."""

@@ -79,6 +79,7 @@ def _why_stale(directory: Path, config: DataConfig) -> str | None:
         version = _shown(recorded.get("format_version", ABSENT))
         return f"was prepared by another version of nmt (format {version} in prepared.json, {FORMAT_VERSION} now): {again}"
     current = json.loads(json.dumps(_fingerprint(config)))  # as prepared.json holds it: tuples are lists
+    _keep_removed_inputs(recorded, current)
     if changes := _changed_settings(recorded, current):
         return (
             f"was prepared with other data settings ({', '.join(changes)}): it is prepared again for these, replacing "
@@ -240,18 +241,27 @@ def _shown(value: Any) -> str:
     return "(absent)" if value is ABSENT else json.dumps(value, ensure_ascii=False)
 
 
+def _keep_removed_inputs(recorded: dict[str, Any], current: dict[str, Any]) -> None:
+    """Count an input file that is gone since the folder was built (the raw corpus deleted once prepared, or
+    not copied to this machine) as unchanged in the fingerprint `current`: the prepared data does not need
+    it. Only a file that is there and changed, or a new one, makes the folder stale."""
+    if isinstance(recorded.get("inputs"), dict):
+        for file, stamp in recorded["inputs"].items():
+            current["inputs"].setdefault(file, stamp)
+
+
 def _changed_inputs(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
     """The input files whose size or modification time in the fingerprint `current` differs from what the
     prepared.json content `recorded` holds of them (it keeps no more: not their content), each as 'FILE OLD -> NEW
-    bytes', 'FILE modified (same size)', 'FILE (new)' or 'FILE (gone)'; [] where it records none."""
+    bytes', 'FILE modified (same size)' or 'FILE (new)'; [] where it records none."""
     if not isinstance(recorded.get("inputs"), dict):
         return []
     recorded, current = recorded["inputs"], current["inputs"]
     changes = []
     for file in sorted(set(recorded) | set(current)):
         old, new = recorded.get(file), current.get(file)
-        if old is None or new is None:
-            changes.append(f"{file} ({'new' if old is None else 'gone'})")
+        if old is None:
+            changes.append(f"{file} (new)")
         elif old != new:
             changes.append(f"{file} {old[0]} -> {new[0]} bytes" if old[0] != new[0] else f"{file} modified (same size)")
     return changes
