@@ -49,6 +49,22 @@ def test_reading_a_utf16_corpus_without_a_mark_names_its_iconv_command(tmp_path:
     assert f"`iconv -f UTF-16LE -t UTF-8 {path} > {path}.utf8`" in error.value.hint
 
 
+def test_utf16_text_that_is_not_mostly_ascii_is_refused_by_its_nul_characters(tmp_path: Path) -> None:
+    """Russian saved as UTF-16LE without a mark has too few zero bytes for their pattern (only its spaces and line
+    ends are ASCII), and its bytes decode as UTF-8 control characters: the NUL of its first space names it."""
+    path = tmp_path / "train.ru"
+    path.write_bytes("В начале сотворил Бог небо и землю.\nЗемля же была безвидна и пуста.\n".encode("utf-16-le"))
+    assert foreign_encoding(path.read_bytes()) is None
+    with pytest.raises(NMTError) as error:
+        read_lines(path)
+    assert error.value.message == (f"corpus file {path}, line 1: a NUL character (a zero byte), which no text of "
+                                   "sentences holds: the file is likely UTF-16 without a byte-order mark, or not text.")
+    assert f"`iconv -f UTF-16LE -t UTF-8 {path} > {path}.utf8`" in error.value.hint
+    path.write_bytes(b"one\ntwo\x00three\n")
+    with pytest.raises(NMTError, match=r", line 2: a NUL character"):
+        read_lines(path)
+
+
 @pytest.mark.parametrize(
     ("pack", "name", "command", "suffix"),
     [(gzip.compress, "gzip", "gzip -dc", ".gz"), (bz2.compress, "bzip2", "bzip2 -dc", ".bz2"),

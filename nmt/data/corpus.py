@@ -132,6 +132,14 @@ def read_lines(
             f"{label} {path}, line {number}: not valid UTF-8 (byte {exc.start - line_start + 1} of the line).",
             "Convert the file to UTF-8, e.g. `iconv -f latin1 -t utf-8`.",
         ) from None
+    if "\x00" in text:  # no sentence holds one: UTF-16 without a mark whose text is not mostly ASCII, or no text
+        number = text.count("\n", 0, text.index("\x00")) + 1
+        raise NMTError(
+            f"{label} {path}, line {number}: a NUL character (a zero byte), which no text of sentences holds: the "
+            "file is likely UTF-16 without a byte-order mark, or not text.",
+            f"Convert it to UTF-8, e.g. `iconv -f UTF-16LE -t UTF-8 {path} > {path}.utf8` (UTF-16BE if it was saved "
+            "big-endian), and give that file.",
+        )
     lines = text.split("\n")
     if lines[-1] == "":
         lines.pop()
