@@ -78,6 +78,17 @@ def test_a_run_config_holds_absolute_paths_for_source_and_target_files_too(
     assert prepared_dir(config_from_dict({"data": {"source": "files", "files": spelled}}).data) == prepared_dir(data)
 
 
+def test_a_builder_s_data_file_on_the_web_stays_a_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """datasets' builders read data files from URLs: a run's config.yaml keeps the URL (made "absolute" it named a
+    local folder https:/..., and the run could not prepare its data again); a local file next to it is made absolute."""
+    monkeypatch.chdir(tmp_path)
+    url = "https://example.org/corpus/train.jsonl"
+    data = config_from_dict({"data": {"source": "huggingface", "huggingface": {
+        "name": "json", "train": url, "valid_split": "", "test": "local/test.jsonl"}}}).data
+    recorded = absolute(data).sources["huggingface"]
+    assert recorded["train"] == url and recorded["test"] == str(tmp_path / "local/test.jsonl")
+
+
 def test_the_default_data_dir_is_derived_from_the_corpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
 

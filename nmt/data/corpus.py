@@ -40,8 +40,10 @@ class SourceSettings:
         """Raise NMTError naming the first of its keys (data.NAME.KEY) whose value it cannot read."""
 
     def absolute(self) -> Self:
-        """A copy with every path of PATHS made absolute (against the working directory)."""
-        paths = {key: os.path.abspath(getattr(self, key)) for key in self.PATHS if getattr(self, key)}
+        """A copy with every path of PATHS made absolute (against the working directory); a URL (a builder's
+        data file on the web, https://...) is no path and stays as it is."""
+        paths = {key: os.path.abspath(getattr(self, key)) for key in self.PATHS
+                 if getattr(self, key) and "://" not in getattr(self, key)}
         return dataclasses.replace(self, **paths)
 
 
