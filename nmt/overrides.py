@@ -5,7 +5,6 @@ shorthand flag wrote (`--beam 3`) told against that flag.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -80,7 +79,7 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
     its order, the last one winning). NAME must be a run of `raw`: a misspelt one would otherwise add a run
     and leave the one meant unchanged.
     """
-    raw = copy.deepcopy(raw) if raw else {}
+    raw = _unshared(raw) if raw else {}
     parsed = [(text, *parse_override(text)) for text in overrides]
     for text, keys, value in sorted(parsed, key=lambda override: override[1][0] == "runs"):  # stable: order kept
         if keys[0] == "runs":
@@ -96,6 +95,16 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
             for entry in runs.values():
                 _replace_if_set(entry, keys, value)
     return raw
+
+
+def _unshared(value: Any) -> Any:
+    """A copy of a YAML document in which no mapping or list appears twice: an anchor and its aliases load as one
+    object (deepcopy keeps them one), and setting a key of one run would set it in every place that aliases it."""
+    if isinstance(value, dict):
+        return {key: _unshared(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_unshared(item) for item in value]
+    return value
 
 
 def _replace_if_set(entry: Any, keys: list[str], value: Any) -> None:

@@ -3,8 +3,12 @@ run's own override winning), and a run override that names no run of the config 
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
+import pytest
+import yaml
+
+from nmt.config import load_config
 from nmt.errors import NMTError
 from nmt.overrides import apply_overrides, parse_override, sets_key
 
@@ -86,3 +90,18 @@ def test_sets_key_reads_the_key_as_parse_override_does() -> None:
     assert sets_key(["decoding.nbest.x=2"], "decoding.nbest")  # a key below it: its value made a section
     assert not sets_key(["decoding.nbest_x=2", "evaluation.nbest=2", "decoding.beam_size=1"], "decoding.nbest")
     assert not sets_key([], "decoding.nbest")
+
+
+def test_a_run_override_leaves_the_places_that_alias_its_section_unchanged(tmp_path: Path) -> None:
+    """YAML anchors load as one object shared by every alias (configs/converged.yaml's Transformer runs share
+    `*transformer_training`): --set runs.a.training.max_steps changes run a only, not b nor the top level."""
+    path = tmp_path / "anchored.yaml"
+    path.write_text("training: &tr {max_steps: 2}\nruns:\n  a: {training: *tr}\n  b: {training: *tr}\n",
+                    encoding="utf-8")
+    config = load_config(path, ["runs.a.training.max_steps=7"])
+    assert [config.for_run(name).training.max_steps for name in "ab"] == [7, 2]
+    assert config.training.max_steps == 2
+    shared = yaml.safe_load(path.read_text(encoding="utf-8"))
+    changed = apply_overrides(shared, ["runs.b.training.max_steps=5", "training.max_steps=3"])
+    assert changed["runs"]["b"]["training"] == {"max_steps": 5} and changed["runs"]["a"]["training"] == {"max_steps": 3}
+    assert shared["runs"]["a"]["training"] == {"max_steps": 2}  # the document given is left as it was
