@@ -197,6 +197,7 @@ class ModelConfig:
 # numpy's legacy seeding (np.random.seed, which training seeds) takes no other
 SEED_LIMIT = 2**32
 SEED_RANGE = f"must be an integer from 0 to {SEED_LIMIT - 1:,}"
+MAX_THREADS = 1024  # beyond any machine's cores; torch's own limit is lower than an int's (a crash there)
 
 
 @dataclass
@@ -250,6 +251,7 @@ class TrainingConfig:
             require(getattr(self, key) >= 1, f"training.{key}", "must be >= 1")
         for key in ("max_words", "threads", "warmup_steps", "lr_patience", "patience", "keep_last"):
             require(getattr(self, key) >= 0, f"training.{key}", "must be >= 0")
+        require(self.threads <= MAX_THREADS, "training.threads", f"must be <= {MAX_THREADS}")
         require(self.max_minutes >= 0, "training.max_minutes", "must be >= 0 (0 = no time limit)")
         require(0 <= self.seed < SEED_LIMIT, "training.seed", SEED_RANGE)
         require(0 <= self.learning_rate < math.inf, "training.learning_rate", "must be >= 0 and finite (0 = the optimiser's default)")
@@ -282,7 +284,10 @@ class DecodingConfig:
                 f"{self.beam_size}, and a beam keeps that many translations: raise the beam (--beam) or lower nbest")
         require(0 < self.max_length_ratio < math.inf, "decoding.max_length_ratio", "must be > 0 and finite")
         require(self.max_length_offset >= 0, "decoding.max_length_offset", "must be >= 0")
-        require(self.alpha >= 0, "decoding.alpha", "must be >= 0")
+        require(0 <= self.alpha < math.inf, "decoding.alpha", "must be >= 0 and finite")
+
+
+MIN_SIGNIFICANCE = 1e-6  # its fewest_resamples: 1,999,999
 
 
 def fewest_resamples(significance: float) -> int:
@@ -344,7 +349,8 @@ class EvaluationConfig:
             require(getattr(self, key) >= 1, f"evaluation.{key}", "must be >= 1 (words)")
         for key in ("fixed_vector_max_ratio", "attention_min_ratio"):
             require(0.0 < getattr(self, key) <= 1.0, f"evaluation.{key}", "must be in (0, 1]")
-        require(0.0 < self.significance < 1.0, "evaluation.significance", "must be in (0, 1)")
+        require(MIN_SIGNIFICANCE <= self.significance < 1.0, "evaluation.significance",
+                f"must be in [{MIN_SIGNIFICANCE:g}, 1): a smaller one needs millions of bootstrap resamples to reach")
         fewest = fewest_resamples(self.significance)
         require(self.bootstrap_samples >= fewest, "evaluation.bootstrap_samples",
                 f"must be at least {fewest} with evaluation.significance {self.significance:g}: the smallest p of "

@@ -58,6 +58,8 @@ def parse_override(text: str) -> tuple[list[str], Any]:
         value = load_yaml(value_text) if value_text.strip() else ""
     except yaml.YAMLError as exc:
         raise NMTError(f"--set '{text}': the value is not valid YAML ({exc}).") from None
+    except ValueError as exc:  # Python's limit on an int's digits, which PyYAML meets converting one
+        raise NMTError(f"--set {path}=...: a number too long to read ({str(exc).split(';')[0]}).") from None
     return keys, value
 
 

@@ -9,6 +9,7 @@ import copy
 import dataclasses
 import difflib
 import re
+import sys
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -19,6 +20,8 @@ import yaml
 
 from nmt.errors import FIX_IN_CONFIG, NMTError
 from nmt.text_encoding import refuse_foreign_encoding
+
+INT64_MAX = 2**63 - 1  # the largest int a config key takes
 
 
 def type_name(tp: Any) -> str:
@@ -39,11 +42,15 @@ def check_type(value: Any, tp: Any, key: str) -> Any:
         ok = value in args
     elif origin in (typing.Union, types.UnionType):
         ok = any(fits(value, a) for a in args)
-    elif tp is float:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    elif tp is float:  # an int beyond a float's range (1 and 400 zeros) is none
+        ok = isinstance(value, float) or (isinstance(value, int) and not isinstance(value, bool)
+                                          and abs(value) <= sys.float_info.max)
         value = float(value) if ok else value
     else:  # bool, int, str, a list that is not one, None in an optional: a bool is no int
         ok = isinstance(value, origin or tp) and (tp is bool or not isinstance(value, bool))
+        if ok and tp is int and abs(value) > INT64_MAX:  # torch's integers, and every count here, fit in 64 bits
+            raise NMTError(f"invalid value for '{key}': {value} is too large (at most {INT64_MAX:,}).", FIX_IN_CONFIG,
+                           key.split("[")[0])
     if not ok:
         # a choice of values ('gru', 'lstm') is no type: 'rnn' is a str, as asked, but not one of them
         what = "invalid value" if origin is Literal else "wrong type"
@@ -273,6 +280,8 @@ def read_yaml(path: str | Path) -> Any:
         hint = hint or ("Correct it there: YAML is `key: value`, a section's keys indented under it with spaces "
                         "(configs/quick.yaml comments every key).")
         raise NMTError(f"{path}:{where} is not valid YAML: {problem}{started}.", hint) from None
+    except ValueError as exc:  # Python's limit on an int's digits (4,300), which PyYAML meets converting one
+        raise NMTError(f"{path}: a number too long to read ({str(exc).split(';')[0]}).", FIX_IN_CONFIG) from None
 
 
 def key_line(path: str | Path, dotted: str) -> int | None:

@@ -207,7 +207,8 @@ def test_invalid_values_name_the_key() -> None:
     [
         ("fixed_vector_max_ratio", 1.5, r"must be in \(0, 1\]"),
         ("attention_min_ratio", 0.0, r"must be in \(0, 1\]"),
-        ("significance", 1.0, r"must be in \(0, 1\)"),
+        ("significance", 1.0, r"must be in \[1e-06, 1\)"),
+        ("significance", 1e-309, r"must be in \[1e-06, 1\): a smaller one needs millions of bootstrap resamples"),
     ],
 )
 def test_ratios_and_significance_are_checked_against_the_interval_their_message_names(
@@ -547,3 +548,32 @@ def test_a_run_name_that_cannot_name_its_folder_is_refused_before_any_work(
             else "Use letters, digits, '-' and '_', not starting with '.'.\n"
         )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["exp.yaml"]
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    (["training.threads=99999999999"], r"'training.threads': must be <= 1024"),
+    (["decoding.alpha=.inf"], r"'decoding.alpha': must be >= 0 and finite"),
+    (["decoding.beam_size=100000000000000000000"],
+     r"'decoding.beam_size': 100000000000000000000 is too large \(at most 9,223,372,036,854,775,807\)"),
+    ([f"training.learning_rate=1{'0' * 400}"], r"wrong type for 'training.learning_rate': expected float"),
+    ([f"training.max_steps=1{'0' * 5000}"], r"--set training.max_steps=\.\.\.: a number too long to read \(Exceeds "
+                                            r"the limit \(4300 digits\)"),
+])
+def test_values_beyond_what_torch_or_python_can_hold_are_refused_with_their_key(
+    overrides: list[str], message: str
+) -> None:
+    """Each crashed with a traceback (or torch's segmentation fault, for threads) once a command used it."""
+    with pytest.raises(NMTError, match=message):
+        load_config(CONFIGS / "quick.yaml", overrides)
+
+
+def test_a_config_with_a_number_too_long_to_read_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "long.yaml"
+    path.write_text(f"training:\n  max_steps: 1{'0' * 5000}\n", encoding="utf-8")
+    with pytest.raises(NMTError, match=rf"^{re.escape(str(path))}: a number too long to read"):
+        read_yaml(path)
+
+
+def test_threads_beyond_any_machine_are_refused_as_the_flag() -> None:
+    with pytest.raises(NMTError, match=r"^--threads 5000: give 0 \(torch's default, one per core\) or a count up to 1024"):
+        use_threads(5000, Path("no-run"))

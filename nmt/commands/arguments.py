@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 from nmt.config import load_saved_config
-from nmt.config_sections import BucketBy
+from nmt.config_sections import MAX_THREADS, BucketBy
 from nmt.errors import NMTError
 from nmt.overrides import FlagOverride
 
@@ -182,8 +182,8 @@ def use_threads(threads: int | None, run_dir: Path) -> None:
 
 def set_threads(threads: int) -> None:
     """torch's CPU threads for this process; 0 leaves torch's default, one per core."""
-    if threads < 0:
-        raise NMTError(f"--threads {threads}: give 0 (torch's default, one per core) or a positive count.")
+    if not 0 <= threads <= MAX_THREADS:
+        raise NMTError(f"--threads {threads}: give 0 (torch's default, one per core) or a count up to {MAX_THREADS}.")
     if threads > 0:
         import torch
 
