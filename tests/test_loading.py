@@ -70,11 +70,20 @@ def test_load_run_errors(trained_reverse_run: Path, tmp_path: Path) -> None:
         load_run(copy)
     shutil.copy(trained_reverse_run / "checkpoints" / "best.pt", copy / "checkpoints" / "step_00000001.pt")
     assert load_run(copy, device="cpu").checkpoint.name == "step_00000001.pt"
-    (copy / "config.yaml").write_text((copy / "config.yaml").read_text().replace("hidden_size: 64", "hidden_size: 48"))
+    saved = (copy / "config.yaml").read_text()
+    (copy / "config.yaml").write_text(saved.replace("dropout: 0.0", "dropout: 0.3"))  # training's alone: loads
+    assert load_run(copy, device="cpu").config.model.dropout == 0.3
+    (copy / "config.yaml").write_text(saved.replace("hidden_size: 64", "hidden_size: 48"))
+    with pytest.raises(NMTError, match=r"step_00000001.pt was trained as another model than \S+config.yaml describes "
+                                       r"\(model.hidden_size 64 in the checkpoint, 48 in the config\)") as error:
+        load_run(copy, device="cpu")
+    # a checkpoint that records no config (an earlier nmt's): which sizes differ, not torch's message cut off at
+    # "Error(s) in loading state_dict for Seq2Seq:"
+    checkpoint = load_checkpoint(copy / "checkpoints" / "step_00000001.pt")
+    checkpoint.config = None
+    save_checkpoint(copy / "checkpoints" / "step_00000001.pt", checkpoint)
     with pytest.raises(NMTError, match="does not fit the model") as error:
         load_run(copy, device="cpu")
-    # which sizes differ, not torch's message cut off at "Error(s) in loading state_dict for Seq2Seq:"
-    assert "model.hidden_size 64 in the checkpoint, 48 in the config" in error.value.message
     assert "more weights of other sizes" in error.value.message and "Error(s)" not in error.value.message
     (copy / "config.yaml").unlink()
     with pytest.raises(NMTError, match=r"copy is not a training run \(no config.yaml\)"):

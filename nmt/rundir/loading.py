@@ -105,13 +105,19 @@ def load_run(
             "weights would read every piece as another.",
             f"Use it with the run it was trained in, or give a checkpoint of {run_dir}.",
         )
+    if differing := model_differences(checkpoint, config):  # e.g. other heads: the same shapes, another function
+        raise NMTError(
+            f"{path} was trained as another model than {run_dir / 'config.yaml'} describes ({'; '.join(differing)}): "
+            "its weights would load, and translate as the other model would not.",
+            f"Use it with the run it was trained in, or give a checkpoint of {run_dir}.",
+        )
     model = build_model(config.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
     try:
         model.load_state_dict(checkpoint.model)
     except RuntimeError:
         raise NMTError(
             f"{path} does not fit the model described by {run_dir / 'config.yaml'}: "
-            f"{'; '.join(mismatch(checkpoint, model.state_dict(), config, tokenizer))}.",
+            f"{'; '.join(mismatch(checkpoint, model.state_dict(), tokenizer))}.",
             "Use a checkpoint of this run, or the config it was trained with.",
         ) from None
     not_finite = [name for name, weights in model.state_dict().items() if not torch.isfinite(weights).all()]
@@ -126,17 +132,27 @@ def load_run(
     return LoadedRun(run_dir, config, model, tokenizer, path, checkpoint.step)
 
 
-def mismatch(checkpoint: Checkpoint, expected: dict[str, Any], config: Config, tokenizer: Tokenizer) -> list[str]:
-    """Why `checkpoint` does not load into a model whose state dict is `expected`: the model keys
-    and vocabulary sizes that differ (when the checkpoint records its config), then the first weights
-    whose shapes differ, and the weights one side lacks."""
-    reasons = []
+# Model keys that shape training only: a checkpoint's weights translate the same whatever they were.
+TRAINING_ONLY_MODEL_KEYS = frozenset({"dropout", "init"})
+
+
+def model_differences(checkpoint: Checkpoint, config: Config) -> list[str]:
+    """The model keys whose values differ between the config `checkpoint` records and `config`, in words, those that
+    shape training only left out, and keys the checkpoint does not record (an earlier nmt's) too."""
     saved_model = (checkpoint.config or {}).get("model")
-    if isinstance(saved_model, dict):
-        reasons += [
-            f"model.{key} {saved_model.get(key)!r} in the checkpoint, {getattr(config.model, key)!r} in the config"
-            for key in config_diff(saved_model, dataclasses.asdict(config.model))
-        ]
+    if not isinstance(saved_model, dict):
+        return []
+    ours = dataclasses.asdict(config.model)
+    return [f"model.{key} {saved_model[key]!r} in the checkpoint, {ours[key]!r} in the config"
+            for key in config_diff(saved_model, ours)
+            if key in saved_model and key in ours and key not in TRAINING_ONLY_MODEL_KEYS]
+
+
+def mismatch(checkpoint: Checkpoint, expected: dict[str, Any], tokenizer: Tokenizer) -> list[str]:
+    """Why `checkpoint`, whose model keys are the run's (load_run refuses others first), does not load into a model
+    whose state dict is `expected`: the vocabulary sizes that differ, then the first weights whose shapes differ,
+    and the weights one side lacks."""
+    reasons = []
     for side in ("src", "tgt"):
         saved, now = getattr(checkpoint, f"{side}_vocab_size"), getattr(tokenizer, f"{side}_vocab_size")
         if saved is not None and saved != now:
@@ -148,7 +164,7 @@ def mismatch(checkpoint: Checkpoint, expected: dict[str, Any], config: Config, t
         for name, tensor in expected.items()
         if name in weights and weights[name].shape != tensor.shape
     ]
-    shown = 1 if reasons else 3  # once the config keys say why, one weight is example enough
+    shown = 1 if reasons else 3  # once the vocabulary sizes say why, one weight is example enough
     reasons += shapes[:shown] + ([f"{len(shapes) - shown} more weights of other sizes"] if len(shapes) > shown else [])
     missing = [name for name in expected if name not in weights]
     unexpected = [name for name in weights if name not in expected]
