@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import sys
 import tempfile
 import threading
@@ -108,9 +109,9 @@ def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO]:
     path.parent.mkdir(parents=True, exist_ok=True)
     with errors_naming(path):  # a folder that cannot be written: the file asked for, not the temporary one
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    umask = os.umask(0)
-    os.umask(umask)
-    os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes owner-only files; give the usual permissions
+    # mkstemp makes owner-only files: a file replaced keeps its permissions (a private one stays private), a new
+    # one gets the usual
+    os.fchmod(fd, stat.S_IMODE(path.stat().st_mode) if path.is_file() else 0o666 & ~_umask())
     try:
         buffered = _WriterNaming(os.fdopen(fd, "wb", buffering=0), path)
         with buffered if "b" in mode else io.TextIOWrapper(buffered, encoding="utf-8") as handle:
@@ -131,6 +132,13 @@ def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO]:
         if _disk_full(error) and not isinstance(error, NMTError):  # a nested write's DiskFullError names its file
             raise DiskFullError.writing(path, written) from error
         raise
+
+
+def _umask() -> int:
+    """This process's umask (reading it means setting it: set back at once)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
 
 
 def _fsync_directory(directory: Path) -> None:

@@ -87,6 +87,21 @@ def test_a_symbolic_link_is_written_through_and_kept(tmp_path: Path) -> None:
     assert sorted(p.name for p in target.parent.iterdir()) == ["out.txt"]  # no temporary file left
 
 
+def test_a_replaced_file_keeps_its_permissions_and_a_new_one_gets_the_usual(tmp_path: Path) -> None:
+    """`nmt translate -o private.txt` over a file of mode 600 left it readable by all (the temporary file's mode)."""
+    private = tmp_path / "private.txt"
+    private.write_text("old\n", encoding="utf-8")
+    private.chmod(0o600)
+    atomic_write_text(private, "new\n")
+    assert private.read_text(encoding="utf-8") == "new\n" and private.stat().st_mode & 0o777 == 0o600
+    umask = os.umask(0o022)
+    try:
+        atomic_write_text(tmp_path / "fresh.txt", "x\n")
+    finally:
+        os.umask(umask)
+    assert (tmp_path / "fresh.txt").stat().st_mode & 0o777 == 0o644
+
+
 def test_a_folder_a_device_or_a_pipe_is_refused_not_replaced(tmp_path: Path) -> None:
     # renaming a finished file over /dev/null (nmt average -o /dev/null, as root) or a FIFO would replace it
     os.mkfifo(tmp_path / "pipe")
