@@ -271,6 +271,21 @@ def test_an_experiments_folder_is_refused_as_a_run_dir_with_or_without_resume(tm
     assert [entry for entry in _listing(out) if not entry[0].startswith("runs")] == before
 
 
+def test_a_run_dir_inside_another_run_is_refused(tmp_path: Path) -> None:
+    """--run-dir RUN/tokenizer wrote a run's files among RUN's sentencepiece models, and RUN could not be resumed
+    (its tokenizer copy "differed"); any folder below a run is refused, through links too, and nothing is written."""
+    config, run = _config(tmp_path), tmp_path / "run"
+    write_config(config, run)
+    (run / "tokenizer").mkdir()
+    (tmp_path / "link").symlink_to(run / "tokenizer")
+    for inside in (run / "tokenizer", run / "checkpoints" / "new", tmp_path / "link" / "x"):
+        with pytest.raises(NMTError) as error:
+            check_run_dir(inside, config, resume=False)
+        assert error.value.message == f"--run-dir {inside} lies in the run {run}, which it would damage. Nothing was written."
+    assert sorted(path.name for path in run.rglob("*")) == ["config.yaml", "tokenizer"]
+    assert check_run_dir(tmp_path / "beside", config, resume=False) is None
+
+
 def test_validation_bleu_is_kept_as_the_log_records_it_tokenizers_with_versions_included(tmp_path: Path) -> None:
     """sacrebleu names ja-mecab with its dictionary's version: evaluation.tokenize ja-mecab continues such a run,
     and another tokenizer is refused naming the one to give; a log without a signature, or an older one, passes."""

@@ -19,6 +19,11 @@ RUN_MARKERS = (
 )
 
 
+def is_run(folder: Path) -> bool:
+    """Whether `folder` holds a run: its config.yaml and its copy of the tokenizer (an experiment's has no tokenizer)."""
+    return (folder / "config.yaml").is_file() and (folder / "tokenizer").is_dir()
+
+
 def run_files(run_dir: Path) -> list[str]:
     """What of a run (RUN_MARKERS) `run_dir` holds."""
     return [name for name in RUN_MARKERS if (run_dir / name).exists()]
@@ -35,7 +40,7 @@ def refuse_run_file(output: Path, named: str) -> None:
     real = Path(os.path.realpath(output))
     for folder in real.parents:
         top, *below = real.relative_to(folder).parts
-        if (folder / "config.yaml").is_file() and (folder / "tokenizer").is_dir():  # a run
+        if is_run(folder):
             kept = top in (*RUN_MARKERS, LOCK_NAME) and (
                 top != CHECKPOINT_DIR or (len(below) == 1 and training_checkpoint_name(below[0])))
             what = "the run"

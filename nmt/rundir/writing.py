@@ -28,7 +28,7 @@ from nmt.rundir.checkpoints import (
     checkpoint_step,
     latest_step_checkpoint,
 )
-from nmt.rundir.folders import SUMMARY, experiment_runs, run_files
+from nmt.rundir.folders import SUMMARY, experiment_runs, is_run, run_files
 from nmt.rundir.lock import RunLock
 from nmt.typed_yaml import config_diff
 
@@ -78,6 +78,11 @@ def check_run_dir(run_dir: Path, config: Config, resume: bool) -> Path | None:
             f"--run-dir {run_dir} lies in data.dir {data_dir}, which nmt prepare replaces whole when it "
             "rebuilds the data: the run would be deleted.",
             "Choose a --run-dir outside the prepared data folder.",
+        )
+    if run := next((folder for folder in Path(os.path.realpath(run_dir)).parents if is_run(folder)), None):
+        raise NMTError(  # its files would mix with the run's (tokenizer/ holds its models: resuming it then fails)
+            f"--run-dir {run_dir} lies in the run {run}, which it would damage. Nothing was written.",
+            "Give the run a folder of its own, beside the other run rather than inside it.",
         )
     runs = experiment_runs(run_dir)
     if runs is not None:  # its config.yaml would pass for this run's, and be replaced by it
