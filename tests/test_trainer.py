@@ -364,8 +364,10 @@ def test_corrupt_checkpoint_and_changed_tokenizer_refuse_resume(data_root: Path,
     latest = run / "checkpoints" / "step_00000002.pt"
     intact = latest.read_bytes()
     latest.write_bytes(intact[:100])
-    with pytest.raises(NMTError, match="step_00000002.pt is unreadable or corrupt"):
+    with pytest.raises(NMTError, match="step_00000002.pt is unreadable or corrupt") as error:
         train(config, run, resume=True)
+    assert error.value.hint.startswith("The training state is in that file only (the run's older step_*.pt hold its "
+                                       "weights): the run cannot be resumed.")
     assert_previous_run_intact()
     weights_only = run / "checkpoints" / "step_00000003.pt"
     weights_only.write_bytes((run / "checkpoints" / "best.pt").read_bytes())

@@ -72,7 +72,11 @@ def restore(
     """Load step checkpoint `path` into the model, optimiser, schedule and grad scaler (onto the model's
     device), refusing one this run cannot continue: another vocabulary, model or number of processes.
     Writes nothing. Returns the checkpoint's step and training state."""
-    checkpoint = load_checkpoint(path, map_location=next(model.parameters()).device)
+    try:
+        checkpoint = load_checkpoint(path, map_location=next(model.parameters()).device)
+    except NMTError as error:  # load_checkpoint's advice (use another of the run's) cannot resume: they hold weights only
+        raise NMTError(error.message, "The training state is in that file only (the run's older step_*.pt hold its "
+                       "weights): the run cannot be resumed. Start a new run, or evaluate this one from best.pt.") from None
     sizes = (checkpoint.src_vocab_size, checkpoint.tgt_vocab_size)
     ours = (tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
     if sizes != ours:
