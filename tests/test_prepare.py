@@ -82,6 +82,23 @@ def test_prepare_writes_splits_tokenizer_and_correct_stats(tmp_path: Path) -> No
     assert "pairs dropped with a side over 65,536 characters: train 2, valid 0, test 1" in dropped
 
 
+def test_a_given_test_file_that_loses_pairs_to_the_overlap_drop_is_noted(tmp_path: Path) -> None:
+    """A test set of one's own scores comparably with others' only whole: the summary says where the default
+    overlap drop shrank a split given as a file (never for a carved one: it is drawn from training's pairs)."""
+    config, pairs = setup(tmp_path)
+    stats = prepare(config)
+    assert stats["carved_splits"] == ["valid", "test"] and "note:" not in format_stats(stats)
+    given = write_parallel(tmp_path / "corpus" / "given", [pairs[0], ("a new verse", "un verset nouveau")], "en", "fr")
+    own = config_from_dict({"data": {**section_dict(config), "dir": str(tmp_path / "own"),
+                                     "files": {"train": str(tmp_path / "corpus" / "all"), "test": str(given)}}}).data
+    stats = prepare(own)
+    assert stats["carved_splits"] == ["valid"] and stats["overlap_dropped"]["test"] == 1
+    assert ("note: the test split given as files lost pairs whose source is also in training (data.drop_train_overlap:"
+            " true): scores on it are not comparable with others' on the whole file; data.drop_train_overlap: false "
+            "keeps given splits whole.") in format_stats(stats).splitlines()
+    assert "note:" not in format_stats({key: value for key, value in stats.items() if key != "carved_splits"})
+
+
 def test_prepare_summary_counts_stripped_byte_order_marks(tmp_path: Path) -> None:
     config, pairs = setup(tmp_path)
     source = tmp_path / "corpus/all.en"

@@ -211,8 +211,8 @@ def _place(where: str | Callable[[], str]) -> str:
 
 def assemble(read: dict[str, list[Pair] | None], config: DataConfig) -> Corpus:
     """Clean whitespace, drop empty pairs, carve missing (None) valid/test from train by a hash of the pair."""
-    corpus = Corpus()
     carve = [s for s in ("valid", "test") if read[s] is None]
+    corpus = Corpus(carved=carve)
     for split, pairs in read.items():
         for src, tgt in pairs or []:
             if len(src) > MAX_LINE_CHARS or len(tgt) > MAX_LINE_CHARS:

@@ -33,6 +33,7 @@ class Corpus:
     extra_train_pairs: int = 0
     bom_files: list[str] = field(default_factory=list)  # input files whose byte-order mark was stripped
     dropped_overlong: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SPLITS, 0))
+    carved: list[str] = field(default_factory=list)  # the valid / test splits carved from train (not given)
 
 
 def split_of(key: str, valid_fraction: float, test_fraction: float) -> str:

@@ -138,6 +138,7 @@ def _stats(corpus: Corpus, tokenizer: Tokenizer, config: DataConfig) -> dict[str
         "extra_train_pairs": corpus.extra_train_pairs,
         "bom_stripped": corpus.bom_files,
         "dropped_overlong": corpus.dropped_overlong,
+        "carved_splits": corpus.carved,
         "src_vocab_size": tokenizer.src_vocab_size,
         "tgt_vocab_size": tokenizer.tgt_vocab_size,
         "source_words_histogram": {s: length_histogram(corpus.splits[s]) for s in SPLITS},
@@ -345,6 +346,13 @@ def format_stats(stats: dict[str, Any], config: DataConfig | None = None, built:
     overlong = stats.get("dropped_overlong") or {}  # absent from stats.json written before it was counted
     if any(overlong.values()):
         lines.append(f"pairs dropped with a side over {MAX_LINE_CHARS:,} characters: {_by_split(overlong)}")
+    given = [split for split, count in stats["overlap_dropped"].items()
+             if count and "carved_splits" in stats and split not in stats["carved_splits"]]
+    if given:  # a test set of one's own (WMT's newstest) scores comparably with others' only whole
+        lines.append(f"note: the {' and '.join(given)} split{'s' if len(given) > 1 else ''} given as files lost "
+                     "pairs whose source is also in training (data.drop_train_overlap: true): scores on "
+                     f"{'them' if len(given) > 1 else 'it'} are not comparable with others' on the whole file; "
+                     "data.drop_train_overlap: false keeps given splits whole.")
     boms = stats.get("bom_stripped") or []
     if boms:
         lines.append(f"byte-order marks stripped from the start of {len(boms)} file(s): {', '.join(boms)}")
