@@ -480,6 +480,28 @@ def test_json_lines_datasets_cannot_read_are_named_by_file_and_line(tmp_path: Pa
             assert (error.value.message, error.value.hint) == (f"{folder / 'train.jsonl'}, {message}", hint)
 
 
+def test_a_dataset_saved_with_save_to_disk_is_read_as_its_hint_says(tmp_path: Path, offline: None) -> None:
+    """The hints name save_to_disk folders, which load_dataset refuses ("saved using save_to_disk"): a DatasetDict's
+    splits are read by name, a Dataset saved alone is the training data (valid and test carved from it)."""
+    import datasets
+
+    pairs = reverse_pairs(60, seed=5)
+    records = datasets.Dataset.from_dict({"translation": [{"en": s, "fr": t} for s, t in pairs]})
+    records.save_to_disk(str(tmp_path / "alone"))
+    datasets.DatasetDict({"train": records, "test": records.select(range(3))}).save_to_disk(str(tmp_path / "dict"))
+    alone = corpus_source(data_config(source="huggingface", name=str(tmp_path / "alone"), valid_split="",
+                                      test_split="")).read()
+    assert sorted(pair for split in alone.splits.values() for pair in split) == sorted(pairs)
+    with pytest.raises(NMTError, match=r"data.huggingface.test_split 'test': \S+alone holds one dataset saved alone"):
+        corpus_source(data_config(source="huggingface", name=str(tmp_path / "alone"), valid_split="")).read()
+    saved = corpus_source(data_config(source="huggingface", name=str(tmp_path / "dict"), valid_split="")).read()
+    assert saved.splits["test"] == pairs[:3] and sorted(saved.splits["train"] + saved.splits["valid"]) == sorted(pairs)
+    with pytest.raises(NMTError, match=r"test_split 'heldout': the dataset saved in \S+dict has no such split \(its "
+                                       r"splits: train, test\)"):
+        corpus_source(data_config(source="huggingface", name=str(tmp_path / "dict"), valid_split="",
+                                  test_split="heldout")).read()
+
+
 def test_local_folder_record_errors_name_the_file_and_line(tmp_path: Path, offline: None) -> None:
     """A record error of a local dataset folder names the file datasets read it from (and its line, for JSON
     Lines), as the json builder's do, not only the row of the split."""

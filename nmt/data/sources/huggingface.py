@@ -15,6 +15,7 @@ import socket
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from nmt.config_sections import DataConfig
 from nmt.data.corpus import Source, SourceSettings, assemble, record_pair
@@ -77,6 +78,10 @@ class HuggingFace(Source):
     reads_folders = True
 
     def read(self) -> Corpus:
+        # Short timeouts so an offline machine fails in seconds rather than retrying for minutes; before datasets
+        # is imported (_is_builder imports it), since huggingface_hub reads them when it is
+        os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "5")
+        os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", "5")
         own = self.settings
         names = {split: getattr(own, f"{split}_split") for split in SPLITS}
         # A packaged builder reads only the files it is given: every split it is asked for needs its files.
@@ -95,9 +100,6 @@ class HuggingFace(Source):
             if name and _is_builder(own.name):  # a dataset folder's files are found from that folder, by datasets
                 _check_data_files(f"data.huggingface.{split}", getattr(own, split))
         _check_hub_reachable(own.name)
-        # Short timeouts so an offline machine fails in seconds rather than retrying for minutes.
-        os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "5")
-        os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", "5")
         data_files = {name: getattr(own, split) for split, name in names.items() if name and getattr(own, split)}
         read = {
             split: _hf_split(self.config, own, split, name, data_files) if name else None for split, name in names.items()
@@ -189,7 +191,10 @@ def _hf_split(
     import datasets
 
     try:
-        dataset = datasets.load_dataset(own.name, own.config or None, split=name, data_files=data_files or None)
+        dataset = (_saved_split(own.name, split, name) if _saved_to_disk(own.name) else
+                   datasets.load_dataset(own.name, own.config or None, split=name, data_files=data_files or None))
+    except NMTError:
+        raise
     except Exception as exc:  # datasets raises many types (connection, not found, offline, bad split)
         # datasets says only "Expected object or value" or a pyarrow error for a JSON Lines line it cannot read,
         # and "An error occurred while generating the dataset" for a later file with a field the first lacks
@@ -214,6 +219,32 @@ def _hf_split(
         return record_place(files, key, row, len(dataset))
 
     return [record_pair(record, config, functools.partial(where, i)) for i, record in enumerate(dataset)]
+
+
+def _saved_to_disk(name: str) -> bool:
+    """Whether `name` is a folder that datasets' save_to_disk wrote (a Dataset's state.json, a DatasetDict's
+    dataset_dict.json), which load_dataset refuses: load_from_disk reads it."""
+    return os.path.isfile(os.path.join(name, "state.json")) or os.path.isfile(os.path.join(name, "dataset_dict.json"))
+
+
+def _saved_split(folder: str, split: str, name: str) -> Any:
+    """Split `name` (the `split` role's) of a save_to_disk folder: a DatasetDict's split of that name, or a Dataset
+    saved alone, which has no splits: the training data, valid and test then carved from it."""
+    import datasets
+
+    saved = datasets.load_from_disk(folder)
+    if isinstance(saved, datasets.DatasetDict):
+        if name not in saved:
+            raise NMTError(f"data.huggingface.{split}_split '{name}': the dataset saved in {folder} has no such split "
+                           f"(its splits: {', '.join(saved)}).", f"Name one of them, or \"\" to carve {split} from train.",
+                           key=f"data.huggingface.{split}_split")
+        return saved[name]
+    if split != "train":
+        raise NMTError(f"data.huggingface.{split}_split '{name}': {folder} holds one dataset saved alone "
+                       "(save_to_disk of a Dataset), which has no splits: it is the training data.",
+                       f'Set data.huggingface.{split}_split: "" to carve {split} from it (data.{split}_fraction).',
+                       key=f"data.huggingface.{split}_split")
+    return saved
 
 
 def _split_files(own: HuggingFaceSettings, name: str, data_files: dict[str, str]) -> list[str]:
