@@ -6,10 +6,13 @@ import dataclasses
 import functools
 import hashlib
 import json
+import os
 import re
 import shutil
 import socket
 import sqlite3
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -500,6 +503,20 @@ def test_a_dataset_saved_with_save_to_disk_is_read_as_its_hint_says(tmp_path: Pa
                                        r"splits: train, test\)"):
         corpus_source(data_config(source="huggingface", name=str(tmp_path / "dict"), valid_split="",
                                   test_split="heldout")).read()
+
+
+def test_the_hub_s_short_timeouts_are_set_before_datasets_reads_them(tmp_path: Path, offline: None) -> None:
+    """huggingface_hub reads HF_HUB_ETAG_TIMEOUT when imported: set after the first import of datasets (which
+    reading a builder's files makes), they were never used. A fresh process, as a command starts."""
+    (tmp_path / "train.jsonl").write_text(json.dumps({"translation": {"en": "a", "fr": "b"}}) + "\n", encoding="utf-8")
+    read = (f"from tests.test_corpus import data_config; from nmt.data.sources import corpus_source; "
+            f"corpus_source(data_config(source='huggingface', name='json', train={str(tmp_path / 'train.jsonl')!r}, "
+            "valid_split='', test_split='')).read(); from huggingface_hub import constants; "
+            "print(constants.HF_HUB_ETAG_TIMEOUT, constants.HF_HUB_DOWNLOAD_TIMEOUT)")
+    env = {key: value for key, value in os.environ.items() if not key.startswith("HF_HUB_") or "OFFLINE" in key}
+    done = subprocess.run([sys.executable, "-c", read], capture_output=True, text=True, env=env, check=True,
+                          cwd=Path(__file__).parent.parent)
+    assert done.stdout.split()[-2:] == ["5", "5"]
 
 
 def test_local_folder_record_errors_name_the_file_and_line(tmp_path: Path, offline: None) -> None:
