@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from nmt.config_sections import (
     OTHER_TOOLKIT_KEYS,
     DataConfig,
@@ -33,6 +31,7 @@ from nmt.overrides import apply_overrides, as_given, blame_flag, parse_override,
 from nmt.typed_yaml import (
     build_section,
     did_you_mean,
+    dump_yaml,
     key_line,
     missing_space,
     read_yaml,
@@ -297,4 +296,4 @@ def load_saved_config(path: str | Path) -> Config:
 
 def save_config(config: Config, path: str | Path) -> None:
     """Write the resolved config as YAML; `load_config` reads it back unchanged."""
-    atomic_write_text(path, yaml.safe_dump(config.to_dict(), sort_keys=False, allow_unicode=True))
+    atomic_write_text(path, dump_yaml(config.to_dict()))

@@ -217,14 +217,26 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 # YAML 1.1 (PyYAML) reads 1e-3 and 5E4 as text, having no dot; YAML 1.2 and every other reader (and the user
 # who writes learning_rate: 1e-3) take them as numbers. Only dotless exponents: the rest PyYAML already reads.
-_UniqueKeyLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+$"), list("-+0123456789")
-)
+_DOTLESS_EXPONENT = re.compile(r"^[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+$")
+_UniqueKeyLoader.add_implicit_resolver("tag:yaml.org,2002:float", _DOTLESS_EXPONENT, list("-+0123456789"))
+
+
+class _Dumper(yaml.SafeDumper):
+    """yaml.safe_dump's, knowing the loader's dotless exponents: the text 1e3 is written quoted, so that it
+    reads back as text, not as the number 1000.0."""
+
+
+_Dumper.add_implicit_resolver("tag:yaml.org,2002:float", _DOTLESS_EXPONENT, list("-+0123456789"))
 
 
 def load_yaml(text: str) -> Any:
     """yaml.safe_load, refusing a key given twice in one mapping (`_UniqueKeyLoader`)."""
     return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: no arbitrary objects
+
+
+def dump_yaml(data: Any) -> str:
+    """`data` as YAML that load_yaml reads back as it is (keys in their order, Unicode as written)."""
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True)
 
 
 def read_yaml(path: str | Path) -> Any:

@@ -296,6 +296,11 @@ def test_save_and_load_round_trip(tmp_path: Path) -> None:
     again = load_config(tmp_path / "config.yaml")
     assert again == config
     assert config_diff(again.to_dict(), config.to_dict()) == []
+    # text that the loader would read as a number (its dotless exponents: 1e3) is written quoted
+    texts = load_config(CONFIGS / "quick.yaml", ['data.src_field="1e3"', "training.learning_rate=2e-4"])
+    save_config(texts, tmp_path / "texts.yaml")
+    assert load_saved_config(tmp_path / "texts.yaml") == texts
+    assert texts.data.src_field == "1e3" and texts.training.learning_rate == 2e-4
 
 
 def test_for_run_applies_run_overrides() -> None:
