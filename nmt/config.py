@@ -87,8 +87,8 @@ class Config:
                            f"The config defines: {', '.join(self.runs) or 'no runs'}.")
         raw = self.to_dict()
         raw["runs"] = {}
-        overrides = self.runs[name] or {}
-        if not isinstance(overrides, dict):
+        overrides = {} if self.runs[name] is None else self.runs[name]  # `name:` alone: the top level's settings
+        if not isinstance(overrides, dict):  # [], 0, "" or false: no run's settings
             raise NMTError(f"runs.{name} must be a mapping of sections, e.g. {{model: {{attention: none}}}}.")
         for section, values in overrides.items():
             if section not in SECTIONS or not isinstance(values, dict):
@@ -192,6 +192,9 @@ def _check_run_name(name: Any) -> None:
             f"runs: '{name}' cannot name a run: it is also the name of the run's folder (runs/{name}) and files.",
             "Use letters, digits, '-' and '_', not starting with '.'.",
         )
+    if "." in name:  # --set runs.NAME.section.key=value splits the key at its dots
+        raise NMTError(f"runs: '{name}' cannot name a run: --set runs.{name}.training.max_steps=... would read "
+                       f"the run's name as '{name.split('.')[0]}'.", "Use letters, digits, '-' and '_'.")
 
 
 def override_sections(config: Config, overrides: list[str], sections: tuple[str, ...], command: str) -> Config:

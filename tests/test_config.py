@@ -535,6 +535,8 @@ def test_only_runs_keeps_the_runs_named_in_their_order_and_names_an_unknown_one(
         ('"x/y"', "runs: 'x/y' cannot name a run: it is also the name of the run's folder (runs/x/y) and files."),
         ("50", "runs: a run's name must be text, not 50 (int)."),
         ("null", "runs: a run's name must be text, not None (NoneType)."),
+        ("v1.5", "runs: 'v1.5' cannot name a run: --set runs.v1.5.training.max_steps=... would read the run's name "
+                 "as 'v1'."),
     ],
 )
 def test_a_run_name_that_cannot_name_its_folder_is_refused_before_any_work(
@@ -550,6 +552,7 @@ def test_a_run_name_that_cannot_name_its_folder_is_refused_before_any_work(
         assert main(command) == 2
         assert capsys.readouterr().err == f"nmt {command[0]}: error: exp.yaml: {said}\n" + (
             "Name each run with letters, digits, '-' and '_' (quote a number: '50': {...}).\n" if "text" in said
+            else "Use letters, digits, '-' and '_'.\n" if "--set" in said
             else "Use letters, digits, '-' and '_', not starting with '.'.\n"
         )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["exp.yaml"]
@@ -582,3 +585,12 @@ def test_a_config_with_a_number_too_long_to_read_names_the_file(tmp_path: Path) 
 def test_threads_beyond_any_machine_are_refused_as_the_flag() -> None:
     with pytest.raises(NMTError, match=r"^--threads 5000: give 0 \(torch's default, one per core\) or a count up to 1024"):
         use_threads(5000, Path("no-run"))
+
+
+@pytest.mark.parametrize("value", ["[]", "0", '""', "false"])
+def test_a_run_that_is_no_mapping_is_refused_not_taken_as_empty(value: str) -> None:
+    """`a: []` trained the top level's settings as run a; only `a:` alone (null) means that."""
+    with pytest.raises(NMTError, match=r"^runs\.a must be a mapping of sections"):
+        config_from_dict({"runs": {"a": yaml.safe_load(value), "b": None}})
+    config = config_from_dict({"runs": {"b": None}})
+    assert config.for_run("b").model == config.model
