@@ -111,12 +111,17 @@ _SECTION_KEY = re.compile(r"'((?:" + "|".join(SECTIONS) + r")\.[^']+)'")
 
 def error_in_run(error: NMTError, name: str, overrides: dict[str, Any]) -> NMTError:
     """`error` about the config of run `name` (its section `overrides` applied): each key it quotes is named
-    runs.NAME.section.key, and the key refused is where the file gives it: under runs.NAME where the run
-    sets it, else in its top-level section."""
-    message = _SECTION_KEY.sub(lambda m: f"'runs.{name}.{m.group(1)}'", error.message)
+    runs.NAME.section.key but the refused key where the run only inherits it from its top-level section (a message
+    naming no key of the run starts with runs.NAME), and the key refused is placed where the file gives it."""
+    inherited = error.key if error.key and not _gives(overrides, error.key.split(".")) else ""
+
+    def named(match: re.Match[str]) -> str:  # the refused key of the top level's, which the run does not set: as it is
+        return match.group(0) if match.group(1) == inherited else f"'runs.{name}.{match.group(1)}'"
+
+    message = _SECTION_KEY.sub(named, error.message)
     if message == error.message:
         message = f"runs.{name}: {message}"
-    key = f"runs.{name}.{error.key}" if error.key and _gives(overrides, error.key.split(".")) else error.key
+    key = f"runs.{name}.{error.key}" if error.key and not inherited else error.key
     return NMTError(message, f"{error.hint} (runs.{name} applies its keys over the top-level sections.)".strip(), key)
 
 

@@ -115,8 +115,8 @@ def test_a_runs_entrys_refused_key_names_its_line_in_the_run_or_in_the_top_level
         ("  a:\n    model:\n      hidden_size: x\n", 8, "wrong type for 'runs.a.model.hidden_size'"),
         ("  a:\n    data: {source: bibel}\n", 7, "invalid value for 'runs.a.data.source'"),
         ("  a:\n    data:\n      files:\n        trian: x\n", 9, "unknown key 'runs.a.data.files.trian'"),
-        # the run makes the top-level cell (line 4) wrong for its architecture
-        ("  a:\n    model: {architecture: transformer}\n", 4, "invalid value for 'runs.a.model.cell'"),
+        # the run makes the top-level cell (line 4) wrong for its architecture: the key named as the file gives it
+        ("  a:\n    model: {architecture: transformer}\n", 4, "runs.a: invalid value for 'model.cell'"),
     ]
     for run, line, said in cases:
         path.write_text("data:\n  source: bible\nmodel:\n  cell: lstm\nruns:\n" + run, encoding="utf-8")
