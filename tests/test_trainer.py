@@ -79,6 +79,17 @@ def test_a_label_smoothed_loss_is_logged_as_such_without_a_perplexity(
     assert lines and all(" (label-smoothed) " in line and " ppl " not in line for line in lines)
 
 
+def test_a_model_too_big_for_memory_says_to_make_it_smaller(data_root: Path, tmp_path: Path) -> None:
+    """A GRU of 10^6 units asks for terabytes: the message names the model's sizes, not the batch size (the
+    out-of-memory advice of a training step), and nothing of the run is trained."""
+    huge = with_changes(tiny(data_root), model={"hidden_size": 10**6})
+    with pytest.raises(NMTError) as error:
+        train(huge, tmp_path / "run")
+    assert error.value.message.startswith("the model does not fit in memory on cpu (")
+    assert error.value.hint.startswith("Make it smaller: model.hidden_size, model.embedding_size, model.layers")
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
 def test_a_runs_threads_are_its_own(data_root: Path, tmp_path: Path) -> None:
     """training.threads sets torch's threads for the run alone: an experiment trains its runs one after another in
     one process (--jobs 1), where the next run's default (0: as they are) had been this run's 1."""

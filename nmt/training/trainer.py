@@ -19,7 +19,7 @@ import torch
 
 from nmt.config import Config
 from nmt.data.batching import Batch, make_batch
-from nmt.errors import counted
+from nmt.errors import NMTError, counted, first_line, out_of_memory
 from nmt.fileio import DiskFullError
 from nmt.models.interface import TranslationModel, build_model, count_parameters
 from nmt.rundir import writing as rundir
@@ -127,9 +127,16 @@ class Trainer:
     def _build_model(self) -> None:
         """The model on this process's device, and its dropout seed; `wrapped`, what the training step calls:
         the model, or the model through torch.compile (training.compile), in DDP under torchrun."""
-        self.model = initial_model(self.config, self.tokenizer.src_vocab_size, self.tokenizer.tgt_vocab_size)
-        self.recomputes = self.model.recompute_attention(self.tc.recompute_attention)
-        self.model.to(self.device)
+        try:
+            self.model = initial_model(self.config, self.tokenizer.src_vocab_size, self.tokenizer.tgt_vocab_size)
+            self.recomputes = self.model.recompute_attention(self.tc.recompute_attention)
+            self.model.to(self.device)
+        except (MemoryError, RuntimeError) as error:  # the batch size is not what to lower here
+            if not out_of_memory(error):
+                raise
+            raise NMTError(f"the model does not fit in memory on {self.device} ({first_line(error)}).",
+                           "Make it smaller: model.hidden_size, model.embedding_size, model.layers or data.vocab_size; "
+                           "nothing of the run was trained.") from None
         self.parameters = count_parameters(self.model)
         if self.ctx.rank > 0:
             torch.manual_seed(self.tc.seed + 1000 * self.ctx.rank)  # own dropout masks per rank; init came from rank 0
