@@ -247,12 +247,13 @@ def run_experiment(
 
         counts = {name: (read_summary(run_dir) or {}).get("parameters") for name, run_dir in run_dirs.items()}
         outcomes = training_outcomes(config, run_dirs)
-        results |= {"machine": machine, "training": outcomes, "timings": timings.sessions,
-                    "failed_runs": {name: str(error) for name, error in failed.items()}}
+        results |= {"machine": machine, "training": outcomes, "timings": timings.sessions}
+        if failed:
+            results["failed_runs"] = {name: str(error) for name, error in failed.items()}
         # written once, complete; until here results.json and report.md are the evaluation's (evaluate_runs)
         atomic_write_json(out_dir / "results.json", results)
         report = experiment_report(command, config, machine, timings.sessions, counts, results["attention"], attention_plot,
-                                   out_dir, outcomes, checks, results["failed_runs"])
+                                   out_dir, outcomes, checks, results.get("failed_runs"))
         atomic_write_text(out_dir / "report.md", report)
         print(f"\nReport: {out_dir / 'report.md'}")
         if failed:
