@@ -11,7 +11,13 @@ import sacrebleu
 
 from nmt.errors import NMTError
 from nmt.evaluation.metrics import N_STATS, Bleu, Chrf, bleu_from_stats
-from nmt.evaluation.scoring import bootstrap_bleu, paired_p_value, score_systems
+from nmt.evaluation.scoring import (
+    bootstrap_bleu,
+    bootstrap_sums,
+    paired_p_value,
+    percentile_interval,
+    score_systems,
+)
 from tests.helpers import scoring_settings
 
 VOCAB = [f"w{i}" for i in range(200)]
@@ -186,6 +192,30 @@ def test_intervals_contain_the_estimate_and_are_deterministic(corpus: tuple[list
         assert bucket_score.ci[0] <= bucket_score.bleu <= bucket_score.ci[1]
     assert first == again
     assert other.systems[0].ci != system.ci
+
+
+def test_the_interval_is_the_middle_95_percent_of_the_resamples() -> None:
+    """Worked out by hand: of 0..1000, numpy's percentiles 2.5 and 97.5 are 25 and 975."""
+    assert percentile_interval(np.arange(1001.0)) == pytest.approx((25.0, 975.0))
+
+
+def test_every_sentence_is_drawn_alike_in_the_resamples() -> None:
+    """Each resample draws n sentences with replacement, each sentence once on average: summing a one-hot column
+    per sentence counts its draws; over 2,000 resamples each sentence's mean is 1 (the last included)."""
+    n = 50
+    counts = bootstrap_sums([np.eye(n)], 2000, seed=3)[:, 0, :]  # n_samples x n: draws of each sentence
+    assert (counts.sum(axis=1) == n).all()
+    assert counts.mean(axis=0) == pytest.approx(np.ones(n), abs=0.1)
+
+
+def test_each_system_gets_its_own_interval(corpus: tuple[list[str], list[str]]) -> None:
+    """The second system's interval is its own resamples' (every system got the first's), and lies around its BLEU."""
+    sources, references = corpus
+    evaluation = score_systems({"good": corrupt(references, 0.9), "poor": corrupt(references, 0.4)}, sources,
+                               references, scoring_settings(bootstrap_samples=200))
+    good, poor = evaluation.systems
+    assert poor.ci[0] < poor.bleu < poor.ci[1] and good.ci[0] < good.bleu < good.ci[1]
+    assert poor.ci[1] < good.ci[0]  # 0.4 of the words kept against 0.9: far apart
 
 
 def test_paired_bootstrap_system_against_itself(corpus: tuple[list[str], list[str]]) -> None:
