@@ -62,6 +62,17 @@ def test_deterministic_per_seed_and_epoch() -> None:
     assert unshuffled.epoch(0) == unshuffled.epoch(1)
 
 
+def test_an_epoch_s_batches_come_in_a_mixed_order_of_lengths() -> None:
+    """Within a pool the batches are cut shortest first; the epoch then shuffles them, so that training does
+    not see each pool's short sentences, then its long ones: a batch's longest length rises and falls."""
+    src, tgt = lengths(4000, seed=4)
+    sampler = TokenBatchSampler(src, tgt, 1000, seed=0)
+    longest = [max(max(src[i], tgt[i]) for i in batch) for batch in sampler.epoch(0)]
+    rises = sum(later > earlier for earlier, later in zip(longest, longest[1:]))
+    assert 0.3 < rises / (len(longest) - 1) < 0.7  # sorted runs within pools would rise nearly every time
+    assert len(longest) > 20  # enough batches for the share to mean something
+
+
 def test_length_grouping_beats_random_batches() -> None:
     src, tgt = lengths(4000, seed=2)
     grouped = TokenBatchSampler(src, tgt, 1000, seed=0).epoch(0)
