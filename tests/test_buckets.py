@@ -78,7 +78,9 @@ def test_length_matched_pairing_pairs_other_sentences_of_equal_length() -> None:
     for i, j in enumerate(pairing):
         if lengths.count(lengths[i]) > 1:
             assert j != i and lengths[j] == lengths[i]
-    assert lengths[pairing[4]] == 5 and lengths[pairing[6]] == 3  # alone in its length: the nearest length
+    assert lengths[pairing[4]] == 5 and lengths[pairing[6]] == 3  # alone in its length, at an end: its neighbour
+    # alone in a middle length: the next longer in length order (6 -> 9), though 5 is nearer
+    assert length_matched_pairing([3, 5, 6, 9], seed=1)[2] == 3
     assert pairing == length_matched_pairing(lengths, seed=1)
     assert any(length_matched_pairing(lengths, seed=s) != pairing for s in range(2, 6))
     assert length_matched_pairing([7], seed=1) == [0] and length_matched_pairing([], seed=1) == []
