@@ -68,7 +68,7 @@ def test_an_epoch_s_batches_come_in_a_mixed_order_of_lengths() -> None:
     src, tgt = lengths(4000, seed=4)
     sampler = TokenBatchSampler(src, tgt, 1000, seed=0)
     longest = [max(max(src[i], tgt[i]) for i in batch) for batch in sampler.epoch(0)]
-    rises = sum(later > earlier for earlier, later in zip(longest, longest[1:]))
+    rises = sum(later > earlier for earlier, later in zip(longest, longest[1:], strict=False))
     assert 0.3 < rises / (len(longest) - 1) < 0.7  # sorted runs within pools would rise nearly every time
     assert len(longest) > 20  # enough batches for the share to mean something
 

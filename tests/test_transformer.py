@@ -64,6 +64,75 @@ def test_attention_values_by_hand(scaled: bool, need_weights: bool) -> None:
     torch.testing.assert_close(out[0], expected)
 
 
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_relative_attention_values_by_hand(need_weights: bool) -> None:
+    """Shaw et al.'s scores, (q_i . k_j + q_i . a_clip(j - i)) / sqrt(d_k), with a_d the relative table's row
+    d + clip; queries at positions 2..4 (offset 2, as a cached decoder step sees them) over 5 keys."""
+    torch.manual_seed(3)
+    attention = MultiHeadAttention(size=4, heads=2, relative_clip=2)
+    states, memory = torch.randn(1, 3, 4), torch.randn(1, 5, 4)
+    out, weights = attention(states, attention.keys_values(memory), None, offset=2, need_weights=need_weights)
+
+    q = states[0] @ attention.query.weight.t() + attention.query.bias  # 3 x 4
+    kv = memory[0] @ attention.key_value.weight.t() + attention.key_value.bias  # 5 x 8: keys, then values
+    table = attention.relative.weight  # 5 x 2: distances -2..2
+    heads = []
+    for h in range(2):
+        qh, kh, vh = q[:, 2 * h : 2 * h + 2], kv[:, 2 * h : 2 * h + 2], kv[:, 4 + 2 * h : 4 + 2 * h + 2]
+        scores = torch.empty(3, 5)
+        for t in range(3):
+            for j in range(5):
+                relative = table[max(-2, min(2, j - (t + 2))) + 2]
+                scores[t, j] = (qh[t] @ kh[j] + qh[t] @ relative) / math.sqrt(2)
+        alpha = torch.softmax(scores, dim=-1)
+        if weights is not None:
+            torch.testing.assert_close(weights[0, h], alpha)
+        heads.append(alpha @ vh)
+    expected = torch.cat(heads, dim=-1) @ attention.out.weight.t() + attention.out.bias
+    torch.testing.assert_close(out[0], expected)
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_a_layer_adds_each_sublayer_to_its_input_and_normalises_as_its_norm_says(norm: str) -> None:
+    """post (the paper's): x <- LN(x + sublayer(x)), so each position leaves the layer with mean 0 and variance 1
+    (LayerNorm's initial gain 1, bias 0); pre: x <- x + sublayer(LN(x)), its output the residual sum, by hand."""
+    torch.manual_seed(4)
+    layer = tiny(norm=norm).encoder_layers[0].eval()
+    x = torch.randn(2, 5, 16) * 3 + 1
+    out, _ = layer(x, None)
+    if norm == "post":
+        torch.testing.assert_close(out.mean(-1), torch.zeros(2, 5), atol=1e-5, rtol=0)
+        torch.testing.assert_close(out.var(-1, unbiased=False), torch.ones(2, 5), atol=1e-3, rtol=0)
+        return
+    h = layer.norms[0](x)
+    x = x + layer.self_attention(h, layer.self_attention.keys_values(h), None)[0]
+    torch.testing.assert_close(out, x + layer.feedforward(layer.norms[-1](x)))
+
+
+def test_embeddings_are_scaled_by_the_root_of_d_model_before_the_positions() -> None:
+    """The paper's √d_model E y + PE(p): offset 0 and, as a cached step sees it, offset 3."""
+    model = tiny()
+    tokens = torch.tensor([[5, 6, 7]])
+    for offset in (0, 3):
+        expected = model.tgt_embedding(tokens) * 4.0 + sinusoids(torch.arange(offset, offset + 3), 16)  # √16
+        torch.testing.assert_close(model._embed(tokens, model.tgt_embedding, offset), expected)
+
+
+def test_a_search_step_s_attention_is_the_last_layer_s_cross_attention_averaged_over_its_heads() -> None:
+    model = tiny()
+    src, lengths = padded([[4, 5, 6, 7], [8, 9]])
+    enc = model.encode(src, lengths)
+    seen: list[torch.Tensor] = []
+    hook = model.decoder_layers[-1].cross_attention.register_forward_hook(lambda m, i, out: seen.append(out[1]))
+    try:
+        _, _, weights = model.decode_step(torch.full((2,), BOS_ID), model.init_state(enc), enc)
+    finally:
+        hook.remove()
+    (heads,) = seen  # batch x heads x 1 x s: the four heads' own weights
+    assert heads.shape == (2, 4, 1, 5) and not torch.allclose(heads[:, 0], heads[:, 1])
+    torch.testing.assert_close(weights, heads.mean(dim=1)[:, 0])
+
+
 def test_head_softmax_is_float32_at_least_and_keeps_float64() -> None:
     scores = torch.tensor([[[[1e-9, 0.0, -1.0]]]], dtype=torch.float64)
     weights = HeadSoftmax()(scores, None, torch.float64)
