@@ -168,11 +168,13 @@ def test_per_bucket_bleu_equals_sacrebleu_on_the_subset(corpus: tuple[list[str],
 def test_bucketing_by_reference_uses_reference_lengths() -> None:
     sources = ["a b c", "a b c d e f g h i j k l"]
     references = ["a b c d e f g h i j k l", "a b c"]
-    evaluation = score_systems({"s": references}, sources, references,
+    hyps = [references[0], "x y z"]  # the long reference translated, the short one not
+    evaluation = score_systems({"s": hyps}, sources, references,
                                scoring_settings(buckets=[10], by="reference", bootstrap_samples=20))
     first, second = evaluation.systems[0].buckets
     assert (first.bucket.label, first.n, second.bucket.label, second.n) == ("<10", 1, ">=10", 1)
-    assert evaluation.settings.by == "reference"
+    # by reference, <10 holds the second sentence (a 3-word reference); by source it would hold the first
+    assert (first.bleu, second.bleu) == (0.0, 100.0)
 
 
 def test_intervals_contain_the_estimate_and_are_deterministic(corpus: tuple[list[str], list[str]]) -> None:
