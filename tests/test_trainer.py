@@ -4,6 +4,7 @@ validation pass and its subset: test_validation.py.)"""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import errno
 import json
@@ -19,6 +20,7 @@ from typing import Any
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from nmt.cli import main
 from nmt.config import Config, config_from_dict, load_config, save_config
@@ -28,6 +30,7 @@ from nmt.errors import NMTError
 from nmt.models import build_model, count_parameters
 from nmt.rundir.checkpoints import load_checkpoint, save_checkpoint
 from nmt.rundir.writing import with_absolute_paths
+from nmt.special import PAD_ID
 from nmt.training import trainer as trainer_module
 from nmt.training.distributed import DistContext
 from nmt.training.terminal import Terminal
@@ -151,6 +154,26 @@ def test_a_trainer_starts_from_initial_model_whatever_was_drawn_before(data_root
     built = trainer.model.state_dict()
     assert initial.state_dict().keys() == built.keys()
     assert all(torch.equal(value, built[name]) for name, value in initial.state_dict().items())
+
+
+def test_a_step_s_gradient_is_that_of_the_label_smoothed_cross_entropy_per_target_token(
+    data_root: Path, tmp_path: Path
+) -> None:
+    """One update's gradient, by hand: the mean over the step's real target tokens of cross-entropy with label
+    smoothing 0.1 (the logits of every position, padding left out), from the weights before the update."""
+    config = with_changes(tiny(data_root), training={"label_smoothing": 0.1, "clip_grad_norm": 0.0})
+    trainer = Trainer(config, tmp_path / "run", resume=False, ctx=DistContext(0, 1, torch.device("cpu")))
+    trainer.lock.release()
+    before = copy.deepcopy(trainer.model)
+    batch, step_tokens = trainer._next_batch()
+    trainer._train_step(batch, step_tokens)
+    logits = before(batch.src, batch.src_lengths, batch.tgt_in)  # batch x tgt_len x vocab
+    real = batch.tgt_out != PAD_ID
+    assert step_tokens == int(real.sum())
+    loss = F.cross_entropy(logits[real], batch.tgt_out[real], label_smoothing=0.1, reduction="sum") / step_tokens
+    loss.backward()
+    for (name, expected), got in zip(before.named_parameters(), trainer.model.parameters(), strict=True):
+        torch.testing.assert_close(got.grad, expected.grad, msg=name)
 
 
 def test_progress_lines_are_rounded_and_carry_elapsed_time_and_eta(
