@@ -71,6 +71,29 @@ def test_first_step_follows_appendix_a_by_hand() -> None:
         torch.testing.assert_close(new_state.hidden[b], s1(torch.cat([ey, c])[None], s0[None])[0])
 
 
+def test_the_fixed_vector_s_first_step_by_hand() -> None:
+    """Cho et al.'s RNNencdec: c = tanh(V h_T) of the forward encoder, s_0 = tanh(W_s c), the deep output
+    t = U_o s_0 + V_o E y_0 + C_o c (maxout), and s_1 = GRU([E y_0 ; c], s_0): c at every step, no attention."""
+    decoder = _decoder("none")
+    provider = decoder.provider
+    assert isinstance(provider, FixedContext)
+    states = _states()
+    enc = decoder.precompute(provider.prepare(states))
+    y0 = torch.tensor([2, 7])
+    log_probs, new_state, weights = decoder.decode_step(y0, decoder.init_state(enc), enc)
+    assert weights is None
+    for b in range(2):
+        c = torch.tanh(provider.summary.weight @ states.fwd_last[b] + provider.summary.bias)
+        s0 = torch.tanh(decoder.init_proj.weight @ c + decoder.init_proj.bias)
+        ey = decoder.embedding.weight[y0[b]]
+        t = decoder.readout_state(s0) + decoder.readout_embedding.weight @ ey + decoder.readout_context.weight @ c
+        t = torch.maximum(t[0::2], t[1::2])  # maxout over adjacent pairs
+        torch.testing.assert_close(log_probs[b], torch.log_softmax(decoder.output(t), 0))
+        s1 = nn.GRUCell(M + c.numel(), N)
+        s1.load_state_dict({k.removesuffix("_l0"): v for k, v in decoder.rnn.state_dict().items()})
+        torch.testing.assert_close(new_state.hidden[b], s1(torch.cat([ey, c])[None], s0[None])[0])
+
+
 @pytest.mark.parametrize("kind", list(ATTENTIONS))
 @pytest.mark.parametrize("cell", ["gru", "lstm"])
 def test_teacher_forcing_equals_step_by_step(kind: str, cell: str) -> None:
