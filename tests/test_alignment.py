@@ -29,6 +29,9 @@ def test_grow_diag_final_and_grows_from_the_intersection() -> None:
     # (2, 1) neighbours (1, 1) and its source word 2 is unaligned: grown; (3, 3) joins at final-and
     assert grow_diag_final_and(forward, reverse) == {(0, 0), (1, 1), (2, 1), (3, 3)}
     assert symmetrise(forward, reverse, "intersection") == {(0, 0), (1, 1)}
+    # "diag": (1, 1) touches (0, 0) only diagonally, and its target word 1 is aligned by (3, 1), so that
+    # final-and would not add it; grown, since its source word 1 is unaligned
+    assert grow_diag_final_and({(0, 0), (3, 1), (1, 1)}, {(0, 0), (3, 1)}) == {(0, 0), (3, 1), (1, 1)}
 
 
 def test_final_and_needs_both_words_unaligned() -> None:
