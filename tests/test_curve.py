@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -48,6 +49,9 @@ def test_sample_is_fixed_stratified_and_order_free() -> None:
     assert rows == sorted(rows)
     members = assign_buckets(sentence_lengths(sources, references, "source"), make_buckets([10, 20]))
     assert [sum(members[i] == b for i in rows) for b in range(3)] == [5, 10, 2]  # small buckets kept whole
+    # of the 30 in [10,20), the 10 whose sha256 of "source TAB reference" is smallest, computed here
+    digest = {i: hashlib.sha256(f"{sources[i]}\t{references[i]}".encode()).digest() for i in range(5, 35)}
+    assert [i for i in rows if members[i] == 1] == sorted(sorted(digest, key=digest.__getitem__)[:10])
     # the same sentences are chosen whatever the order of the file
     order = list(reversed(range(len(sources))))
     again = curve_sample([sources[i] for i in order], [references[i] for i in order], [10, 20], "source", 10)
