@@ -3,6 +3,7 @@ outputs, streaming, n-best, bad input, attention plots."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import pty
@@ -22,11 +23,13 @@ import nmt.decoding.translate as translate_module
 import nmt.decoding.translator as translator_module
 from nmt.cli import main
 from nmt.config import ModelConfig, load_config, save_config
+from nmt.data.batching import make_source_batch
 from nmt.decoding.search import Hypothesis
 from nmt.decoding.translate import translate_file
 from nmt.decoding.translator import Translation, Translator
 from nmt.errors import NMTError
 from nmt.models import build_model
+from nmt.special import BOS_ID, EOS_ID
 from tests.helpers import fake_run, unwritable
 from tests.synthetic import reverse_pairs
 
@@ -605,6 +608,24 @@ def test_python_api_two_lines_and_translation_details(trained_reverse_run: Path)
     for alternative in t.translate(["1 2 3 4 5 6"], nbest=2, return_attention=True)[0]:
         assert alternative.attention is not None and alternative.tgt_pieces[-1] == "</s>"
         assert alternative.attention.shape == (len(alternative.tgt_pieces), len(alternative.src_pieces))
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_a_translation_s_score_is_its_log_probability_over_the_length_penalty_it_was_asked_for(
+    trained_reverse_run: Path, beam: int
+) -> None:
+    """By teacher forcing: log p(pieces + EOS | source) / ((5 + length) / 6)^alpha (GNMT's) with decoding.alpha
+    1.0, not the default 0.6, whether greedy (beam 1) or beam search scored it."""
+    decoding = dataclasses.replace(load_config(trained_reverse_run / "config.yaml").decoding, alpha=1.0,
+                                   length_penalty="gnmt")
+    t = Translator.from_run(trained_reverse_run, device="cpu", beam_size=beam, decoding=decoding)
+    (detail,) = t.translate(["1 2 3 4 5 6"], return_attention=True)
+    src, lengths = make_source_batch([t.tokenizer.encode_src("1 2 3 4 5 6")])
+    target = [*t.tokenizer.encode_tgt(detail.text), EOS_ID]
+    with torch.no_grad():
+        logits = t.model(src, lengths, torch.tensor([[BOS_ID, *target[:-1]]]))
+    log_prob = float(torch.log_softmax(logits[0].double(), -1)[torch.arange(len(target)), target].sum())
+    assert detail.score == pytest.approx(log_prob / ((5 + len(target)) / 6), rel=1e-5)
 
 
 def test_a_hypothesis_cut_after_a_word_boundary_piece_has_no_trailing_space(
