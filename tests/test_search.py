@@ -297,3 +297,42 @@ def test_on_cuda_a_batch_of_256_mixed_lengths_translates_as_each_sentence_alone(
         together, alone = best(beam, len(sentences)), best(beam, 1)
         assert [t.text for t in together] == [t.text for t in alone], f"beam {beam}"
         assert [t.score for t in together] == pytest.approx([t.score for t in alone], abs=1e-4), f"beam {beam}"
+
+
+class _Rows:
+    """An encoder output or decoder state with nothing in it: what search reorders, beams copied."""
+
+    def index_select(self, rows: torch.Tensor) -> _Rows:
+        return self
+
+
+class _ScriptedModel(torch.nn.Module):
+    """log p(next | previous token), written out: from BOS, EOS (-1.0) or 5 (-0.9); then 5 -> 6 -> 7 -> EOS
+    (-0.2, -0.2, -0.1); every other continuation -50. Hypotheses: "EOS" at -1.0, "5 6 7 EOS" at -1.4."""
+
+    NEXT = {BOS_ID: {EOS_ID: -1.0, 5: -0.9}, 5: {6: -0.2}, 6: {7: -0.2}, 7: {EOS_ID: -0.1}}
+
+    def encode(self, src: torch.Tensor, lengths: torch.Tensor) -> _Rows:
+        return _Rows()
+
+    def init_state(self, enc: _Rows) -> _Rows:
+        return _Rows()
+
+    def decode_step(self, prev: torch.Tensor, state: _Rows, enc: _Rows) -> tuple[torch.Tensor, _Rows, None]:
+        log_probs = torch.full((prev.numel(), 9), -50.0)
+        for row, token in enumerate(prev.tolist()):
+            for choice, value in self.NEXT.get(token, {}).items():
+                log_probs[row, choice] = value
+        return log_probs, state, None
+
+
+def test_a_live_beam_that_would_win_under_the_length_penalty_is_searched_to_its_end() -> None:
+    """Under GNMT's penalty (alpha 1) "5 6 7 EOS" scores -1.4 / (9/6) = -0.93 and beats "EOS"'s -1.0 / 1, though
+    its log-probability (-1.1 at step 2) is already below -1.0: only the bound over the largest divisor the
+    length limit allows keeps it searched; a bound on the raw log-probability stops at step 2 with "EOS"."""
+    src, lengths = make_source_batch([[4, 4]])
+    (found,) = beam_search(_ScriptedModel(), src, lengths, 2, torch.tensor([10]), length_penalty="gnmt", alpha=1.0)
+    assert [h.tokens for h in found] == [[5, 6, 7]]
+    assert found[0].score == pytest.approx(-1.4 / 1.5)
+    (plain,) = beam_search(_ScriptedModel(), src, lengths, 2, torch.tensor([10]), length_penalty="none")
+    assert [h.tokens for h in plain] == [[]]  # by log-probability alone, "EOS" (-1.0) is best
