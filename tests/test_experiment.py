@@ -495,3 +495,12 @@ def test_no_run_trained_no_report_is_written(tmp_path: Path, monkeypatch: pytest
     assert caught.value.message == ("2 runs failed to train; no run trained, so no report was written. "
                                     "run a: refused. run b: refused.")
     assert not (out / "report.md").exists() and not (out / "results.json").exists()
+
+
+def test_the_report_names_the_command_that_reproduces_it() -> None:
+    """Its overrides as --set each, --runs only where some runs were chosen, paths quoted for a shell."""
+    command = experiment._reproducing_command(Path("my configs/c.yaml"), ["training.seed=2", "runs.a.model.heads=8"],
+                                              ["a"], Path("out"))
+    assert command == ("nmt experiment 'my configs/c.yaml' --set training.seed=2 --set runs.a.model.heads=8 --runs a "
+                       "--out out")
+    assert experiment._reproducing_command(Path("c.yaml"), [], [], Path("o")) == "nmt experiment c.yaml --out o"

@@ -219,10 +219,7 @@ def run_experiment(
             _delete_for_force(out_dir, deleted)
         run_dirs = {name: out_dir / "runs" / name for name in config.runs}
         check_runs(config, run_dirs)  # a refused experiment leaves the folder as it was
-        # the command that reproduces the report
-        sets = [part for override in overrides for part in ("--set", override)]
-        chosen = ["--runs", *config.runs] if runs else []
-        command = shlex.join(["nmt", "experiment", str(config_path), *sets, *chosen, "--out", str(out_dir)])
+        command = _reproducing_command(config_path, overrides, list(config.runs) if runs else [], out_dir)
         machine = describe_environment(torch.device("cuda") if torch.cuda.is_available() else None)
         timings = Timings(out_dir / EXPERIMENT_TIMINGS, command, machine)
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -260,6 +257,14 @@ def run_experiment(
             raise NMTError(_failures(failed, f"the report ({out_dir / 'report.md'}) covers the other "
                                              f"{counted(len(config.runs), 'run')}"), RETRY_FAILED)
         return results
+
+
+def _reproducing_command(config_path: Path, overrides: list[str], runs: list[str], out_dir: Path) -> str:
+    """The command line that reproduces the report: `nmt experiment` with its --set overrides and --runs (`runs`,
+    none where every run of the config is)."""
+    sets = [part for override in overrides for part in ("--set", override)]
+    chosen = ["--runs", *runs] if runs else []
+    return shlex.join(["nmt", "experiment", str(config_path), *sets, *chosen, "--out", str(out_dir)])
 
 
 RETRY_FAILED = ("Mend what the failed runs' output says, then run the same command again: the runs that trained "
