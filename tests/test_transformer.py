@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -39,6 +40,26 @@ def padded(rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
     return make_source_batch(rows)
 
 
+def assert_attention_by_hand(
+    attention: MultiHeadAttention, states: torch.Tensor, memory: torch.Tensor, out: torch.Tensor,
+    weights: torch.Tensor | None, scores_of: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+) -> None:
+    """Two heads of size 2 over one sentence, written out: head h reads columns 2h, 2h+1 of the queries, keys and
+    values; `scores_of(q_h, k_h)` its scores (3 x 5), their softmax its weights, and the heads side by side go
+    through the output projection."""
+    q = states[0] @ attention.query.weight.t() + attention.query.bias  # 3 x 4
+    kv = memory[0] @ attention.key_value.weight.t() + attention.key_value.bias  # 5 x 8: keys, then values
+    heads = []
+    for h in range(2):
+        qh, kh, vh = q[:, 2 * h : 2 * h + 2], kv[:, 2 * h : 2 * h + 2], kv[:, 4 + 2 * h : 4 + 2 * h + 2]
+        alpha = torch.softmax(scores_of(qh, kh), dim=-1)
+        if weights is not None:
+            torch.testing.assert_close(weights[0, h], alpha)
+        heads.append(alpha @ vh)
+    expected = torch.cat(heads, dim=-1) @ attention.out.weight.t() + attention.out.bias
+    torch.testing.assert_close(out[0], expected)
+
+
 @pytest.mark.parametrize("scaled", [True, False])
 @pytest.mark.parametrize("need_weights", [True, False])
 def test_attention_values_by_hand(scaled: bool, need_weights: bool) -> None:
@@ -49,19 +70,12 @@ def test_attention_values_by_hand(scaled: bool, need_weights: bool) -> None:
     mask = torch.tensor([True, True, True, False, True]).view(1, 1, 1, 5)
     out, weights = attention(states, attention.keys_values(memory), mask, need_weights=need_weights)
 
-    q = states[0] @ attention.query.weight.t() + attention.query.bias  # 3 x 4
-    kv = memory[0] @ attention.key_value.weight.t() + attention.key_value.bias  # 5 x 8: keys, then values
-    heads = []
-    for h in range(2):  # head h reads columns 2h, 2h+1 of q, k and v
-        qh, kh, vh = q[:, 2 * h : 2 * h + 2], kv[:, 2 * h : 2 * h + 2], kv[:, 4 + 2 * h : 4 + 2 * h + 2]
+    def scores_of(qh: torch.Tensor, kh: torch.Tensor) -> torch.Tensor:
         scores = (qh @ kh.t()) / (math.sqrt(2) if scaled else 1.0)
         scores[:, 3] = -math.inf  # the masked key
-        alpha = torch.softmax(scores, dim=-1)
-        if weights is not None:
-            torch.testing.assert_close(weights[0, h], alpha)
-        heads.append(alpha @ vh)
-    expected = torch.cat(heads, dim=-1) @ attention.out.weight.t() + attention.out.bias
-    torch.testing.assert_close(out[0], expected)
+        return scores
+
+    assert_attention_by_hand(attention, states, memory, out, weights, scores_of)
 
 
 @pytest.mark.parametrize("need_weights", [True, False])
@@ -72,24 +86,17 @@ def test_relative_attention_values_by_hand(need_weights: bool) -> None:
     attention = MultiHeadAttention(size=4, heads=2, relative_clip=2)
     states, memory = torch.randn(1, 3, 4), torch.randn(1, 5, 4)
     out, weights = attention(states, attention.keys_values(memory), None, offset=2, need_weights=need_weights)
-
-    q = states[0] @ attention.query.weight.t() + attention.query.bias  # 3 x 4
-    kv = memory[0] @ attention.key_value.weight.t() + attention.key_value.bias  # 5 x 8: keys, then values
     table = attention.relative.weight  # 5 x 2: distances -2..2
-    heads = []
-    for h in range(2):
-        qh, kh, vh = q[:, 2 * h : 2 * h + 2], kv[:, 2 * h : 2 * h + 2], kv[:, 4 + 2 * h : 4 + 2 * h + 2]
+
+    def scores_of(qh: torch.Tensor, kh: torch.Tensor) -> torch.Tensor:
         scores = torch.empty(3, 5)
         for t in range(3):
             for j in range(5):
                 relative = table[max(-2, min(2, j - (t + 2))) + 2]
                 scores[t, j] = (qh[t] @ kh[j] + qh[t] @ relative) / math.sqrt(2)
-        alpha = torch.softmax(scores, dim=-1)
-        if weights is not None:
-            torch.testing.assert_close(weights[0, h], alpha)
-        heads.append(alpha @ vh)
-    expected = torch.cat(heads, dim=-1) @ attention.out.weight.t() + attention.out.bias
-    torch.testing.assert_close(out[0], expected)
+        return scores
+
+    assert_attention_by_hand(attention, states, memory, out, weights, scores_of)
 
 
 @pytest.mark.parametrize("norm", ["post", "pre"])
