@@ -177,6 +177,34 @@ def test_masking_a_head_removes_exactly_its_share_of_the_output() -> None:
     assert not attention.softmax.observed
 
 
+def test_the_switches_silence_the_head_they_name_and_keep_the_best_aligning_head_alone() -> None:
+    """attention_switches' masks, through the switches `nmt attention-checks` runs: "head 2 silenced" removes head 2's
+    share of the output (W_o's columns of its context); "only head 3", head 3 agreeing most with the aligner in
+    the agreement given, leaves its share alone (plus W_o's bias)."""
+    model = _transformer()
+    attention = model.decoder_layers[0].cross_attention
+    states, memory = torch.randn(2, 3, 32), torch.randn(2, 5, 32)
+    keys_values = attention.keys_values(memory)
+    with torch.no_grad(), recorded(model) as records:
+        full, _ = attention(states, keys_values, None)
+    (call,) = records["layer 1"]
+
+    def share(head: int) -> torch.Tensor:  # head (1-based)'s context through its 8 columns of W_o
+        context = call.weights[:, head - 1] @ keys_values[:, 1, head - 1]
+        return context @ attention.out.weight[:, 8 * (head - 1) : 8 * head].t()
+
+    agreement = {f"{layer} head {h}": {"all": {"agreement": a}} for layer in ("layer 1", "layer 2")
+                 for h, a in zip(range(1, 5), [0.1, 0.2, 0.9, 0.3], strict=True)}
+    switches = attention_switches(model, seed=1, heads=agreement).switches
+    assert [name for name in switches if "only" in name] == ["layer 1 only head 3", "layer 2 only head 3"]
+    with torch.no_grad(), switches["layer 1 head 2 silenced"]:
+        silenced, _ = attention(states, keys_values, None)
+    torch.testing.assert_close(full - silenced, share(2))
+    with torch.no_grad(), switches["layer 1 only head 3"]:
+        alone, _ = attention(states, keys_values, None)
+    torch.testing.assert_close(alone - attention.out.bias, share(3))
+
+
 def test_transformer_training_is_bitwise_the_same_after_the_hooks_and_silencing_no_head_changes_nothing() -> None:
     model = _transformer()
     plain = _loss_and_grads(model)
