@@ -145,6 +145,11 @@ def test_a_transformer_is_measured_per_layer_and_head_with_and_without_sqrt_dk(s
     largest = weights[:, 0].max(dim=-1).values[real].double().mean().item()
     assert stats["layer 2 head 1"].max_weight == pytest.approx(largest, rel=1e-5)
     assert all(p.grad is None for p in model.parameters())
+    # the loss per target token: the teacher-forced cross-entropy over every real target token (EOS included)
+    with torch.no_grad():
+        logits = model(batch.src, batch.src_lengths, batch.tgt_in)
+    per_token = torch.nn.functional.cross_entropy(logits[real], batch.tgt_out[real]).item()
+    assert [s.loss_per_token for s in stats.values()] == pytest.approx([per_token] * len(stats), rel=1e-5)
 
 
 def test_dropping_sqrt_dk_multiplies_a_transformer_s_score_variance_by_dk() -> None:
