@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import sentencepiece as spm
 import torch
 
 from nmt.config import Config, config_from_dict
@@ -55,7 +56,12 @@ def test_separate_bpe_models_and_copied_files_load(tmp_path: Path) -> None:
     tokenizer = train(tmp_path / "t", joint_vocab=False, subword_type="bpe", vocab_size=80)
     assert sorted(tokenizer.contents()) == ["spm.src.model", "spm.tgt.model", "tokenizer.json"]
     assert "é" in "".join(tokenizer.tgt_id_to_piece(list(range(tokenizer.tgt_vocab_size))))
-    assert "é" not in "".join(tokenizer.src_pieces(SRC[0]))
+    source = spm.SentencePieceProcessor(model_proto=tokenizer.contents()["spm.src.model"])
+    assert "é" not in "".join(source.id_to_piece(i) for i in range(source.get_piece_size()))  # English's own model
+    # BPE's pieces are scored by merge rank, 0, -1, -2, ... (a unigram model's by log-probability)
+    ranks = [source.get_score(i) for i in range(source.get_piece_size()) if not source.is_control(i)
+             and not source.is_unknown(i)][:20]
+    assert ranks == [-float(rank) for rank in range(20)], ranks
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     for name, content in tokenizer.contents().items():
