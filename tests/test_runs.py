@@ -120,7 +120,9 @@ def test_a_test_set_is_described_by_what_it_is_not_by_the_machine_s_folders(
     config = config_from_dict({"data": {"dir": str(tmp_path / "prepared" / "bible-k-l")}})
     described = split_test_set(config, "test").describe()
     assert re.fullmatch(r"test split of bible-k-l \(bible, k -> l\), 2 sentences, sha256 [0-9a-f]{12}", described)
-    pairs[1] = ("c", "y")  # the hash follows the content
+    pairs[1] = ("c", "y")  # the hash follows the content, the references'
+    assert split_test_set(config, "test").describe()[-12:] != described[-12:]
+    pairs[1] = ("d", "y z")  # and the sources'
     assert split_test_set(config, "test").describe()[-12:] != described[-12:]
     monkeypatch.chdir(tmp_path)  # under the working directory: the path relative to it
     assert split_test_set(config, "test").describe().startswith("test split of prepared/bible-k-l (bible, k -> l)")
