@@ -43,6 +43,7 @@ def test_chinese_and_japanese_count_a_word_per_character() -> None:
     """Written without spaces, a Chinese sentence would be one word, and every one of them in the first
     bucket: each ideograph or kana counts as one, as sacrebleu's zh and ja tokenizers split them."""
     assert word_count("我爱你") == 3 and word_count("カタカナです") == 6
+    assert word_count("㐀㐁") == 2  # CJK Extension A: one word a character too
     assert word_count(unicodedata.normalize("NFD", "がぎ")) == word_count("がぎ") == 2  # a voicing mark is no word
     assert word_count("我 love 你们") == 4 and word_count("l’eau, déjà\u00a0là") == 3
     references = ["我" * n for n in (5, 15, 45)]

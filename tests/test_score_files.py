@@ -500,7 +500,7 @@ def test_tokenized_output_is_warned_about_once(tmp_path: Path, capsys: pytest.Ca
 def test_examples_are_reproducible_and_cover_each_non_empty_bucket() -> None:
     rng = random.Random(0)
     sources = [" ".join(rng.choices(VOCAB, k=rng.randint(1, 25))) for _ in range(60)]
-    references = [s.replace("w1", "w|1") for s in sources]
+    references = [s.replace("w1", "w|1").replace("w2", "<b>w2</b>") for s in sources]
     evaluation = score_systems({"a": references, "b": sources}, sources, references, scoring_settings(bootstrap_samples=10))
     picked = pick_examples(evaluation, sentence_lengths(sources, references, "source"), 2)
     assert [label for label, _ in picked] == ["<10", "[10,20)", "[20,30)"]  # no empty bucket
@@ -512,7 +512,9 @@ def test_examples_are_reproducible_and_cover_each_non_empty_bucket() -> None:
     text = format_examples(evaluation, {"a": references, "b": sources}, sources, references)
     first = picked[0][1][0]
     assert f"### <10: sentence {first + 1} ({len(sources[first].split())} source words)" in text
-    assert "w|1" not in text  # a pipe would split the table cell
+    assert "w|1" not in text and "w\\|1" in text  # a pipe would split the table cell
+    # a tag would be drawn as HTML (bold here), or hide the words between < and >
+    assert "<b>" not in text and "&lt;b&gt;w2&lt;/b&gt;" in text
     assert plotted_buckets(evaluation) == [0, 1, 2]
 
 
