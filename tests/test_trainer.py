@@ -83,9 +83,10 @@ def test_a_label_smoothed_loss_is_logged_as_such_without_a_perplexity(
 
 
 def test_a_model_too_big_for_memory_says_to_make_it_smaller(data_root: Path, tmp_path: Path) -> None:
-    """A GRU of 10^6 units asks for terabytes: the message names the model's sizes, not the batch size (the
-    out-of-memory advice of a training step), and nothing of the run is trained."""
-    huge = with_changes(tiny(data_root), model={"hidden_size": 10**6})
+    """A GRU of 4 x 10^6 units asks for 192 TB, past any machine's address space (so refused whatever the kernel's
+    overcommit): the message names the model's sizes, not the batch size (the out-of-memory advice of a training
+    step), and nothing of the run is trained."""
+    huge = with_changes(tiny(data_root), model={"hidden_size": 4 * 10**6})
     with pytest.raises(NMTError) as error:
         train(huge, tmp_path / "run")
     assert error.value.message.startswith("the model does not fit in memory on cpu (")
