@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import errno
+import hashlib
 import json
 import math
 import os
@@ -378,6 +379,30 @@ def test_unwritable_run_dir_is_refused(data_root: Path, tmp_path: Path) -> None:
         train(tiny(data_root, max_steps=1), blocker / "run")
     with pytest.raises(NMTError, match="not a directory"):
         train(tiny(data_root, max_steps=1), blocker)
+
+
+def test_resume_refuses_training_data_that_changed_under_the_same_tokenizer(data_root: Path, tmp_path: Path) -> None:
+    """The same sentences in another order train the same sentencepiece models, which the tokenizer's check
+    compares: the run would go on with other batches than one trained straight through. environment.json
+    records the splits' sha256; a run whose record lacks them (an earlier nmt's) resumes as before."""
+    config = tiny(data_root, max_steps=2)
+    run = tmp_path / "run"
+    train(config, run)
+    prepared = Path(load_config(run / "config.yaml").data.dir)
+    recorded = json.loads((run / "environment.json").read_text())["training_data"]
+    assert recorded == {name: hashlib.sha256((prepared / name).read_bytes()).hexdigest()
+                        for name in ("train.src", "train.tgt", "valid.src", "valid.tgt")}
+    originals = {name: (prepared / name).read_text(encoding="utf-8") for name in ("train.src", "train.tgt")}
+    for name, text in originals.items():  # the lines reversed, both sides alike
+        (prepared / name).write_text("\n".join(reversed(text.splitlines())) + "\n", encoding="utf-8")
+    longer = with_changes(config, training={"max_steps": 4})
+    with pytest.raises(NMTError, match=r"--resume: the prepared data in \S+ differs from what the run in \S+ has "
+                                       r"trained on \(train.src, train.tgt\)"):
+        train(longer, run, resume=True)
+    environment = json.loads((run / "environment.json").read_text())
+    del environment["training_data"]  # as an earlier nmt wrote it
+    (run / "environment.json").write_text(json.dumps(environment), encoding="utf-8")
+    assert train(longer, run, resume=True)["final_step"] == 4
 
 
 def test_corrupt_checkpoint_and_changed_tokenizer_refuse_resume(data_root: Path, tmp_path: Path) -> None:

@@ -246,6 +246,33 @@ def check_tokenizer(tokenizer: Any, run_dir: Path) -> None:
         )
 
 
+# The prepared splits a run trains and validates on, whose sha256 environment.json records and --resume checks
+TRAINING_SPLITS = ("train.src", "train.tgt", "valid.src", "valid.tgt")
+
+
+def training_data(directory: Path) -> dict[str, str]:
+    """The sha256 of each of TRAINING_SPLITS in the prepared data folder `directory`."""
+    return {name: sha256_file(directory / name) for name in TRAINING_SPLITS}
+
+
+def check_training_data(directory: Path, run_dir: Path) -> None:
+    """On resume: the prepared splits must be those the run has trained on (environment.json's training_data; a run
+    whose environment.json records none, an earlier nmt's, is not checked). The tokenizer's check misses data that
+    changed but trains the same sentencepiece models: the same sentences in another order, say."""
+    try:
+        recorded = json.loads((run_dir / "environment.json").read_text(encoding="utf-8")).get("training_data")
+    except (OSError, ValueError, AttributeError):
+        return
+    if not isinstance(recorded, dict):
+        return
+    if changed := [name for name, digest in training_data(directory).items() if recorded.get(name, digest) != digest]:
+        raise NMTError(
+            f"--resume: the prepared data in {directory} differs from what the run in {run_dir} has trained on "
+            f"({', '.join(changed)}): it would go on with other sentences than a run trained straight through.",
+            "Prepare the data the run started with again (the same input files and data settings), or start a new run.",
+        )
+
+
 def check_subword_settings(tokenizer: Any, config: Config) -> None:
     """The prepared tokenizer must have been trained with this config's data.* subword settings."""
     from nmt.data.subwords import MANIFEST, SUBWORD_KEYS
@@ -277,6 +304,7 @@ def claim(run_dir: Path, config: Config, tokenizer: Any, resume: bool, lock: Run
     check_run_dir(run_dir, config, resume)
     if resume:
         check_tokenizer(tokenizer, run_dir)
+        check_training_data(tokenizer.directory, run_dir)
     if config.training.tensorboard:
         summary_writer_class()
     try:  # create the run directory and prove a file can be written in it
@@ -308,7 +336,8 @@ def set_up(
         if re.fullmatch(r"\.(step_\d+|interrupted_\d+|best)\.pt\..+\.tmp", stale.name):
             stale.unlink(missing_ok=True)
     write_config(config, run_dir)
-    environment = {**describe_environment(device), "device": str(device), "world_size": world_size, "from_step": step}
+    environment = {**describe_environment(device), "device": str(device), "world_size": world_size, "from_step": step,
+                   "training_data": training_data(tokenizer.directory)}
     earlier = _earlier_sessions(run_dir / "environment.json") if step > 0 else []
     atomic_write_json(run_dir / "environment.json", environment | ({"earlier_sessions": earlier} if earlier else {}))
     (run_dir / "tokenizer").mkdir(exist_ok=True)  # claim made run_dir
