@@ -24,7 +24,7 @@ from nmt.rundir.checkpoints import (
     step_checkpoint_name,
     step_checkpoints,
 )
-from nmt.rundir.writing import RESUMABLE_KEYS
+from nmt.rundir.checks import RESUMABLE_KEYS
 from nmt.training.checkpointing import (
     disk_error,
     diverged_error,

@@ -180,7 +180,7 @@ def test_cli_curve_and_its_errors(
 
 def test_sample_size_key_is_validated_and_free_to_change_on_resume(tmp_path: Path) -> None:
     from nmt.config import load_config
-    from nmt.rundir.writing import learning_differences
+    from nmt.rundir.checks import learning_differences
 
     quick = Path(__file__).resolve().parent.parent / "configs" / "quick.yaml"
     with pytest.raises(NMTError, match="evaluation.curve_sentences_per_bucket"):

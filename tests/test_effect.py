@@ -300,7 +300,7 @@ def test_min_bucket_sentences_is_a_validated_key() -> None:
     with pytest.raises(NMTError, match="evaluation.min_bucket_sentences"):
         config_from_dict({"evaluation": {"min_bucket_sentences": 0}})
     # it only changes how runs are scored: a finished run is re-scored, never refused or retrained
-    from nmt.rundir.writing import learning_differences
+    from nmt.rundir.checks import learning_differences
 
     changed = config_from_dict({"evaluation": {"min_bucket_sentences": 20}})
     assert learning_differences(config_from_dict({}), changed) == []

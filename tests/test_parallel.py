@@ -18,7 +18,8 @@ import nmt.training.parallel as parallel
 from nmt.config import Config, config_from_dict, load_saved_config
 from nmt.errors import NMTError
 from nmt.rundir.checkpoints import load_checkpoint, save_checkpoint
-from nmt.rundir.writing import read_summary, write_config, write_summary
+from nmt.rundir.folders import read_summary
+from nmt.rundir.writing import write_config, write_summary
 from nmt.training.terminal import StopRequest
 from nmt.training.trainer import Trainer, train
 from tests.helpers import needs_cuda, reverse_task_config

@@ -157,8 +157,8 @@ def test_evaluate_never_writes_over_its_src_or_ref(trained_reverse_run: Path, tm
 
 
 def test_a_new_run_refuses_a_folder_holding_any_file_a_run_writes(tmp_path: Path) -> None:
+    from nmt.rundir.checks import check_run_dir
     from nmt.rundir.folders import RUN_MARKERS
-    from nmt.rundir.writing import check_run_dir
 
     config = config_from_dict({})
     for name in RUN_MARKERS:
@@ -190,7 +190,7 @@ def test_an_experiment_never_replaces_its_own_config_file(tmp_path: Path) -> Non
 
 
 def test_a_run_inside_the_prepared_data_folder_is_refused(tmp_path: Path) -> None:
-    from nmt.rundir.writing import check_run_dir
+    from nmt.rundir.checks import check_run_dir
 
     config = config_from_dict({"data": {"dir": str(tmp_path / "prepared")}})
     for run_dir in (tmp_path / "prepared", tmp_path / "prepared" / "run"):

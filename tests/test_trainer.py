@@ -30,7 +30,7 @@ from nmt.environment import source_commit
 from nmt.errors import NMTError
 from nmt.models import build_model, count_parameters
 from nmt.rundir.checkpoints import load_checkpoint, save_checkpoint
-from nmt.rundir.writing import with_absolute_paths
+from nmt.rundir.checks import with_absolute_paths
 from nmt.special import PAD_ID
 from nmt.training import trainer as trainer_module
 from nmt.training.distributed import DistContext

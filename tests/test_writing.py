@@ -1,4 +1,4 @@
-"""nmt/rundir/writing.py: what a run folder must (not) hold for a new run or a resume, config.yaml with
+"""nmt/rundir/checks.py and writing.py: what a run folder must (not) hold for a new run or a resume, config.yaml with
 absolute data paths, which config changes a resume accepts, log.jsonl cut back for a resume, summary.json."""
 
 from __future__ import annotations
@@ -13,19 +13,16 @@ import pytest
 from nmt.config import Config, config_from_dict, load_config
 from nmt.errors import NMTError
 from nmt.rundir.checkpoints import CHECKPOINT_DIR, interrupted_checkpoint_name, step_checkpoint_name
-from nmt.rundir.folders import RUN_MARKERS
-from nmt.rundir.writing import (
+from nmt.rundir.checks import (
     RESUMABLE_KEYS,
-    RunLog,
     check_run_dir,
     check_schedule_kept,
     check_validation_bleu_kept,
     config_differences,
     learning_differences,
-    read_summary,
-    write_config,
-    write_summary,
 )
+from nmt.rundir.folders import RUN_MARKERS, read_summary
+from nmt.rundir.writing import RunLog, write_config, write_summary
 
 
 def _config(tmp_path: Path, **training: object) -> Config:

@@ -33,9 +33,8 @@ from nmt.errors import NMTError, counted
 from nmt.evaluation.report_folder import EXPERIMENT_TIMINGS
 from nmt.fileio import atomic_write_json, atomic_write_text, same_file
 from nmt.models.interface import model_kind
-from nmt.rundir.folders import run_files
+from nmt.rundir.folders import read_summary, run_files
 from nmt.rundir.lock import ExperimentLock, RunLock
-from nmt.rundir.writing import read_summary
 from nmt.training.parallel import check_runs, train_runs
 
 

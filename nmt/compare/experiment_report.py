@@ -16,7 +16,7 @@ from nmt.errors import counted
 from nmt.evaluation.curves import CURVE
 from nmt.evaluation.tables import markdown_table
 from nmt.models.interface import model_kind
-from nmt.rundir.writing import read_summary
+from nmt.rundir.folders import read_summary
 
 # Beside every heatmap: what the weights are, and the command that measures what they do not tell.
 ATTENTION_CAVEAT = (

@@ -4,8 +4,10 @@ lock, its runs' logs) and a prepared data folder's."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 from nmt.errors import NMTError
 from nmt.rundir.checkpoints import CHECKPOINT_DIR, training_checkpoint_name
@@ -73,3 +75,18 @@ def experiment_runs(folder: Path) -> list[str] | None:
         return None
     runs = sorted(path.name for path in (folder / "runs").glob("*") if (path / "config.yaml").is_file())
     return runs if runs or (folder / "timings.json").is_file() else None
+
+
+def read_summary(run_dir: Path) -> dict[str, Any] | None:
+    """RUN_DIR/summary.json, or None while the run has not finished (training writes it last)."""
+    path = run_dir / SUMMARY
+    if not path.exists():
+        return None
+    rewrite = "Delete it and run the same `nmt train` with --resume: it writes the summary again."
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise NMTError(f"{path} is unreadable ({error}).", rewrite) from None
+    if not isinstance(summary, dict):
+        raise NMTError(f"{path} is not a run summary (it holds no JSON object).", rewrite)
+    return summary

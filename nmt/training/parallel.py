@@ -32,15 +32,15 @@ from nmt.environment import available_cores
 from nmt.errors import RUNS_MEMORY, NMTError, counted, first_line, out_of_memory
 from nmt.interrupts import starting_children
 from nmt.models.interface import model_kind
-from nmt.rundir.writing import (
+from nmt.rundir.checks import (
     check_not_past,
     check_schedule_kept,
     check_validation_bleu_kept,
     config_differences,
     learning_differences,
-    read_summary,
-    write_config,
 )
+from nmt.rundir.folders import read_summary
+from nmt.rundir.writing import write_config
 from nmt.training.terminal import StopRequest
 from nmt.training.trainer import train
 

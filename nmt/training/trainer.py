@@ -24,6 +24,7 @@ from nmt.fileio import DiskFullError
 from nmt.models.interface import TranslationModel, build_model, count_parameters
 from nmt.rundir import writing as rundir
 from nmt.rundir.checkpoints import TrainingState, interrupted_checkpoint_name
+from nmt.rundir.checks import check_run_dir
 from nmt.rundir.lock import RunLock
 from nmt.training.checkpointing import (
     best_checkpoint_step,
@@ -90,7 +91,7 @@ class Trainer:
             torch.set_num_threads(tc.threads)
         # a run directory that is refused is refused before the data is loaded (or prepared) and anything is
         # printed; `_claim` checks it again, with the lock held
-        ctx.agreed(lambda: rundir.check_run_dir(run_dir, config, resume))
+        ctx.agreed(lambda: check_run_dir(run_dir, config, resume))
         # the RNGs are seeded by initial_model, just before the build: loading the data draws from none of
         # them (the sampler has its own seeded Random; sentencepiece trains in a child process)
         self.data = load_training_data(config, ctx)
