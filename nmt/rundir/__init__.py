@@ -7,6 +7,6 @@
     RUN_DIR/hyps/              cached translations of test sets, for evaluate and curve (translations.py)
     RUN_DIR/train.lock         held by the training that writes the run, with its PID (lock.py)
 
-checks.py refuses to overwrite another run, or to resume one trained otherwise; averaging.py is `nmt average`; loading.py loads a run
-onto a device for translation.
+checks.py refuses to overwrite another run, or to resume one trained otherwise; averaging.py is `nmt average`;
+loading.py loads a run onto a device for translation.
 """
