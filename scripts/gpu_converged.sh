@@ -11,7 +11,7 @@
 # (TIMEOUT_S, default 600: 10 minutes a seed; Ctrl-C first, so that the runs save a checkpoint and the same
 # command resumes them), its output in OUT/seedN.log, then OUT/seedN.tar.gz: the report folder (report.md,
 # results.json, timings.json, the plots, learning_curve.*, attention_checks.*, the test translations) and each
-# run's summary.json, config.yaml, environment.json, log.jsonl and worker log, never a checkpoint (a run that fails, a
+# run's summary.json, config.yaml, environment.json, log.jsonl and output (runs/NAME.log), never a checkpoint (a run that fails, a
 # CUDA error say, fails alone: the others are reported and packed, the seed's exit status then 2). Two files
 # a seed in OUT, and OUT/gpu.log (nvidia-smi every 15 s: utilisation and memory while the seeds train).
 # The seeds run one after the other (SIDE_BY_SIDE=0, the default: each seed's timings.json is its own time);

@@ -54,7 +54,7 @@ def test_on_several_gpus_four_runs_train_on_each(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(parallel.torch.cuda, "device_count", lambda: 2)
     monkeypatch.setattr(parallel, "available_cores", lambda: 16)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    assert parallel.training_jobs(seven, 0) == 7 and parallel.worker_gpus(seven) == ["0", "1"]
+    assert parallel.training_jobs(seven, 0) == 7 and parallel.run_gpus(seven) == ["0", "1"]
     monkeypatch.setattr(parallel, "available_cores", lambda: 6)
     assert parallel.training_jobs(seven, 0) == 6  # a worker queues its kernels from one core
     monkeypatch.setattr(parallel, "available_cores", lambda: 2)
@@ -62,27 +62,66 @@ def test_on_several_gpus_four_runs_train_on_each(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3, 5,6")  # torch counts the ones that exist
     assert parallel.visible_gpus() == ["3", "5"]
     on_cpu = config_from_dict({"training": {"device": "cpu"}, "runs": {"a": {}, "b": {}}})
-    assert parallel.worker_gpus(on_cpu) == []
+    assert parallel.run_gpus(on_cpu) == []
     monkeypatch.setattr(parallel.torch.cuda, "device_count", lambda: 1)
-    assert parallel.training_jobs(seven, 0) == 4 and parallel.worker_gpus(seven) == []  # one GPU: nothing to spread
+    assert parallel.training_jobs(seven, 0) == 4 and parallel.run_gpus(seven) == []  # one GPU: nothing to spread
 
 
-def _start_and_report(started: Any, gpus: list[str], seen: Any) -> None:
-    parallel._start_worker(started, gpus)
-    seen.put(os.environ["CUDA_VISIBLE_DEVICES"])
+def test_each_run_starts_on_the_gpu_with_the_fewest_runs_training() -> None:
+    assert parallel.least_busy(["3", "5"], []) == "3"
+    assert parallel.least_busy(["3", "5"], ["3"]) == "5"
+    assert parallel.least_busy(["3", "5"], ["3", "5"]) == "3"  # a tie: the first
+    assert parallel.least_busy(["3", "5"], ["5", "3", "3"]) == "5"  # a run on 5 ended first: 5 takes the next
+    assert parallel.least_busy(["0", "1", "2"], ["0", "2"]) == "1"
+    assert parallel.least_busy([], [None, None]) is None  # one device: nothing to choose
 
 
-def test_each_training_worker_sees_its_own_gpu_in_turn() -> None:
-    """Four workers started with the pool's initializer, as train_runs gives it two GPUs to spread over
-    (forked here, for speed: the pool spawns them)."""
+def _run_in_fork(name: str, gpu: str | None, log: Path) -> tuple[Any, int | None]:
+    """_run_process for run `name` in a forked process (the experiment spawns them; a fork keeps this test's
+    patches): what it sent (None if nothing) and its exit status."""
     fork = multiprocessing.get_context("fork")
-    started, seen = fork.Value("i", 0), fork.Queue()
-    workers = [fork.Process(target=_start_and_report, args=(started, ["3", "5"], seen)) for _ in range(4)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join(timeout=30)
-    assert sorted(seen.get(timeout=5) for _ in workers) == ["3", "3", "5", "5"] and started.value == 4
+    results, sent = fork.Pipe(duplex=False)
+    process = fork.Process(target=parallel._run_process, args=(name, config_from_dict({}), log.parent / name, log, gpu, sent))
+    process.start()
+    sent.close()
+    try:
+        outcome = results.recv() if results.poll(60) else None
+    except EOFError:  # it ended without sending
+        outcome = None
+    process.join(timeout=60)
+    return outcome, process.exitcode
+
+
+def test_a_run_s_process_trains_on_its_gpu_and_sends_its_outcome_or_its_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def train_run(config: Config, run_dir: Path) -> str:
+        if run_dir.name == "bug":
+            raise RuntimeError("boom")
+        if run_dir.name == "stopped":
+            raise KeyboardInterrupt  # as _stop makes it
+        return os.environ.get("CUDA_VISIBLE_DEVICES", "unset")
+
+    monkeypatch.setattr(parallel, "_train_run", train_run)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    (done, seconds), status = _run_in_fork("a", "1", tmp_path / "a.log")
+    assert (done, status) == ("1", 0) and seconds >= 0
+    assert _run_in_fork("a", None, tmp_path / "a.log")[0][0] == "0,1"  # one GPU: left as it is
+    failure, status = _run_in_fork("bug", None, tmp_path / "bug.log")
+    assert status == 0 and isinstance(failure, NMTError)
+    assert str(failure) == f"run bug failed: RuntimeError: boom Its traceback: {tmp_path / 'bug.log'}."
+    assert (tmp_path / "bug.log").read_text(encoding="utf-8").endswith("RuntimeError: boom\n")
+    assert _run_in_fork("stopped", None, tmp_path / "stopped.log") == (None, 130)  # it saved; nothing to say
+
+
+def test_a_run_whose_process_ends_without_a_word_is_told_why_and_how_to_resume(tmp_path: Path) -> None:
+    log = tmp_path / "a.log"
+    killed = parallel._ended_without_outcome("a", -signal.SIGKILL, log)
+    assert killed.message == ("run a: its training process was killed by signal SIGKILL (the out-of-memory killer "
+                              "sends SIGKILL) before the run finished; its saved checkpoints are kept.")
+    assert killed.hint == f"Run the same command again to resume it (its output: {log})."
+    assert "was stopped by a signal to it alone" in parallel._ended_without_outcome("a", 130, log).message
+    assert "its training process ended with status 1 before" in parallel._ended_without_outcome("a", 1, log).message
 
 
 def test_the_experiment_help_states_the_default_jobs_on_cuda() -> None:

@@ -1,11 +1,13 @@
-"""Training the runs of an experiment config (`runs:`), one after another or in parallel worker processes.
+"""Training the runs of an experiment config (`runs:`), one after another or side by side, each in a process
+of its own.
 
 On a 2-core CPU two 1-thread trainings do 1.5x the steps per second of one 2-thread training: the
 recurrences' small matrix products keep two threads of one process waiting on each other
-(docs/usage.md). Each run's output then goes to OUT/runs/NAME.log. An interrupted experiment (Ctrl-C,
-SIGTERM) asks each worker once to stop, which it does as `nmt train` does on Ctrl-C (nmt/interrupts.py).
-A SIGTERM that reaches a training worker itself (`timeout` and Slurm signal the whole process group) asks the
-same, once: the run saves at the end of its step; an idle worker ends at once, as the pool expects.
+(docs/usage.md). Each run's output then goes to OUT/runs/NAME.log. A run's process ends with its run, so
+that a run that fails, is killed (the out-of-memory killer) or leaves the device in error fails alone. An
+interrupted experiment (Ctrl-C, SIGTERM) asks each run's process once to stop, which it does as `nmt train`
+does on Ctrl-C (nmt/interrupts.py). A SIGTERM that reaches a run's process itself (`timeout` and Slurm signal
+the whole process group) asks the same, once: the run saves at the end of its step.
 """
 
 from __future__ import annotations
@@ -18,12 +20,11 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from types import FrameType
-from typing import Any, NoReturn
 
 import torch
 
@@ -130,12 +131,12 @@ def _uses_cuda(config: Config) -> bool:
 def training_jobs(config: Config, jobs: int) -> int:
     """How many runs train at once: `jobs`, or if 0, one per core on a CPU (each run then gets
     cores / jobs torch threads; see this module's docstring for why) and on CUDA GPU_JOBS per GPU
-    (`worker_gpus`), on several GPUs at most one per core, but GPU_JOBS whatever the cores; never more than the runs."""
+    (`run_gpus`), on several GPUs at most one per core, but GPU_JOBS whatever the cores; never more than the runs."""
     if jobs:
         return jobs
     if not _uses_cuda(config):
         return min(len(config.runs), available_cores())
-    # each worker queues its kernels from one core: beyond the cores, workers would wait for one
+    # each run's process queues its kernels from one core: beyond the cores, they would wait for one
     return min(len(config.runs), GPU_JOBS * max(1, len(visible_gpus())), max(GPU_JOBS, available_cores()))
 
 
@@ -146,33 +147,24 @@ def visible_gpus() -> list[str]:
     return [d.strip() for d in visible.split(",")][:count] if visible else [str(i) for i in range(count)]
 
 
-def worker_gpus(config: Config) -> list[str]:
-    """The GPUs the training workers are spread over, one each in turn (the k-th worker on GPU k mod n, all its
-    runs there), where the runs use CUDA and more than one GPU is visible; [] otherwise: every worker on the
-    current GPU."""
+def run_gpus(config: Config) -> list[str]:
+    """The GPUs the runs are spread over (`least_busy`), where the runs use CUDA and more than one GPU is
+    visible; [] otherwise: every run on the current GPU."""
     gpus = visible_gpus() if _uses_cuda(config) else []
     return gpus if len(gpus) > 1 else []
 
 
-def _start_worker(started: Any, gpus: list[str]) -> None:
-    """A worker's GPU (the next of `gpus` in turn, counted by the shared `started`; none to choose if empty),
-    and its signals (it starts with them blocked, nmt/interrupts.py): Ctrl-C stays blocked, for the
-    parent passes it on once, as SIGUSR1 (_stop); SIGTERM ends an idle worker at once, as the pool expects,
-    and stops a run in training as SIGUSR1 does (_train_in_child)."""
-    if gpus:
-        with started.get_lock():
-            index, started.value = started.value, started.value + 1
-        os.environ["CUDA_VISIBLE_DEVICES"] = gpus[index % len(gpus)]  # before CUDA starts here: its cuda:0
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # until a run starts (_train_in_child)
-    signal.signal(signal.SIGUSR1, _stop)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGUSR1})
+def least_busy(gpus: list[str], busy: list[str | None]) -> str | None:
+    """The GPU of `gpus` with the fewest of the runs training now (`busy`, each run's GPU), the first of them on a
+    tie; None where there is none to choose."""
+    return min(gpus, key=busy.count) if gpus else None
 
 
 def _stop(signum: int, frame: FrameType | None) -> None:
-    """SIGUSR1 (or, in a run, SIGTERM) in a worker: a run in training stops as on Ctrl-C (the trainer saves a
-    checkpoint at the end of its step), a run still setting up stops at once or, should that KeyboardInterrupt
-    be lost, before its first step (with a checkpoint), and no later run starts. Only the first stop counts:
-    a group's SIGTERM and the parent's SIGUSR1 both come, and a second request would stop without a checkpoint."""
+    """SIGUSR1 (or, in a run, SIGTERM) in a run's process: a run in training stops as on Ctrl-C (the trainer
+    saves a checkpoint at the end of its step), a run still setting up stops at once or, should that
+    KeyboardInterrupt be lost, before its first step (with a checkpoint). Only the first stop counts: a group's
+    SIGTERM and the parent's SIGUSR1 both come, and a second request would stop without a checkpoint."""
     if StopRequest.pending:
         return
     StopRequest.pending = True
@@ -181,45 +173,68 @@ def _stop(signum: int, frame: FrameType | None) -> None:
         handler(signal.SIGTERM if signum == signal.SIGTERM else signal.SIGINT, frame)
 
 
-def _end_stopped_worker() -> NoReturn:
-    """End a worker whose run stopped on request, instead of returning to the pool's queue: a sibling that
-    SIGTERM or the out-of-memory killer ended while it waited on that queue may hold its lock for ever. The
-    pool then counts the worker as broken: a parent that is stopping too no longer reads it; one that is not
-    (SIGTERM to this worker alone) stops the experiment, the checkpoints kept."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(130)
-
-
-def _stop_workers() -> None:
-    """Ask every worker once to stop (_stop)."""
-    for worker in multiprocessing.active_children():
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(worker.pid, signal.SIGUSR1)
-
-
 def _train_in_child(config: Config, run_dir: Path, log_path: Path) -> tuple[str, float]:
-    """One run's training in a worker process, its output in `log_path`; returns (what was done, seconds).
-    An NMTError reaches the parent whole, hint included (exceptions cross pickled)."""
+    """One run's training in its own process, its output in `log_path`; returns (what was done, seconds).
+    A bug's traceback is written to the log (the parent says where); KeyboardInterrupt where it was stopped."""
     start = time.perf_counter()
     signal.signal(signal.SIGINT, signal.default_int_handler)  # set before `pending` is read: no stop is lost
-    signal.signal(signal.SIGTERM, _stop)
     try:
         if StopRequest.pending:
             raise KeyboardInterrupt
         with open(log_path, "a", encoding="utf-8") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
             try:
                 done = _train_run(config, run_dir)
-            except Exception as error:  # a bug's traceback beside the run's output; the parent says where
+            except Exception as error:
                 if not told_whole(error):
                     traceback.print_exc()
                 raise
-    except KeyboardInterrupt:  # a stop (_stop): the run has saved
-        _end_stopped_worker()
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    finally:  # a stop that comes once the run is over, as the process ends, has nothing to stop
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     return done, time.perf_counter() - start
+
+
+def _run_process(name: str, config: Config, run_dir: Path, log_path: Path, gpu: str | None, results: Connection) -> None:
+    """A run's process (spawned, with HELD signals blocked: nmt/interrupts.py): on `gpu` where one is given (set
+    before CUDA starts here: its cuda:0), it trains the run and sends the parent (what was done, seconds) or the
+    run's failure (run_failure); a run stopped on request (_stop) sends nothing and ends with status 130. Ctrl-C
+    stays ignored until the run starts, for the parent passes it on once, as SIGUSR1; SIGTERM stops the run as
+    SIGUSR1 does."""
+    if gpu is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpu
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGUSR1, _stop)
+    signal.signal(signal.SIGTERM, _stop)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGUSR1})
+    try:
+        outcome: tuple[str, float] | NMTError = _train_in_child(config, run_dir, log_path)
+    except KeyboardInterrupt:  # the run has saved
+        sys.exit(130)
+    except Exception as error:  # told as the experiment tells it: only an NMTError crosses, whatever the error holds
+        outcome = run_failure(name, error, str(log_path))
+    results.send(outcome)
+
+
+def _ended_without_outcome(name: str, exitcode: int | None, log_path: Path) -> NMTError:
+    """The failure of run `name` whose process ended without sending its outcome: killed by a signal (the
+    out-of-memory killer's SIGKILL), stopped alone (status 130: a signal to it, not to the experiment), or
+    another exit status."""
+    if exitcode is not None and exitcode < 0:
+        why = f"was killed by signal {signal.Signals(-exitcode).name} (the out-of-memory killer sends SIGKILL)"
+    elif exitcode == 130:
+        why = "was stopped by a signal to it alone"
+    else:
+        why = f"ended with status {exitcode}"
+    return NMTError(f"run {name}: its training process {why} before the run finished; its saved checkpoints are kept.",
+                    f"Run the same command again to resume it (its output: {log_path}).")
+
+
+def _stop_runs(processes: list[BaseProcess]) -> None:
+    """Ask each run's process once to stop (_stop), and wait for them to save and end."""
+    for process in processes:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGUSR1)
+    for process in processes:
+        process.join()
 
 
 def told_whole(error: Exception) -> bool:
@@ -247,7 +262,7 @@ def train_runs(
     sessions are in its summary.json; an interruption keeps those already recorded) and, when all have, the
     wall time of them all; a finished run is skipped and recorded nowhere."""
     configs = {name: config.for_run(name) for name in run_dirs}
-    # finished runs are skipped here, so that no worker starts for them
+    # finished runs are skipped here, so that no process starts for them
     left = {name: run_dir for name, run_dir in run_dirs.items() if not _finished(configs[name], run_dir)}
     for name, run_dir in run_dirs.items():
         if name not in left:
@@ -269,13 +284,13 @@ def train_runs(
                 print(f"run {name}: {failed[name]}; the other runs go on", file=sys.stderr)
                 continue
             record(f"train {name}", time.perf_counter() - began)
-    elif left:  # in workers, as when no run was finished: the same threads each, the output in runs/NAME.log
+    elif left:  # in processes of their own, as when no run was finished: the same threads each, the output in runs/NAME.log
         threads = max(1, available_cores() // jobs)
         for name in left:
             if not configs[name].training.threads:
                 configs[name] = replace(configs[name], training=replace(configs[name].training, threads=threads))
         failed = _train_in_parallel({name: configs[name] for name in left}, left, min(jobs, len(left)), record,
-                                    worker_gpus(config))
+                                    run_gpus(config))
     if left:  # the runs' own times overlap when they train side by side
         record(f"train (all runs, {min(jobs, len(left))} at once)", time.perf_counter() - start)
     return failed
@@ -285,52 +300,67 @@ def _train_in_parallel(
     configs: dict[str, Config], run_dirs: dict[str, Path], jobs: int, record: Callable[[str, float], None],
     gpus: list[str],
 ) -> dict[str, NMTError]:
-    """Train the runs in `jobs` worker processes, the costliest first (steps x 2 for attention runs),
-    so that the last to finish starts early; each run's output goes to runs/NAME.log. `record` receives
-    each run's seconds of training in its worker as soon as it ends (as `train_runs` says); returns the runs
-    that failed (the others train on). `gpus`: as `worker_gpus` chose them. A worker that dies (a signal,
-    the out-of-memory killer) breaks the pool: every run stops, its checkpoints kept."""
+    """Train each run in a process of its own, `jobs` at once, the costliest first (steps x 2 for attention
+    runs), so that the last to finish starts early; each run's output goes to runs/NAME.log, each starts on the
+    least busy of `gpus` (as `run_gpus` chose them; none: the current device). `record` receives each run's
+    seconds of training in its process as soon as it ends (as `train_runs` says); returns the runs that failed:
+    an error, or a process that ended without finishing (a signal, the out-of-memory killer). The others train
+    on, each in a fresh process: a device's sticky error dies with the run that met it."""
     order = sorted(run_dirs, key=lambda n: -configs[n].training.max_steps * (1 if model_kind(configs[n].model).without_attention else 2))
     logs = {name: run_dir.parent / f"{name}.log" for name, run_dir in run_dirs.items()}
     for log in logs.values():
         log.parent.mkdir(parents=True, exist_ok=True)
     print(f"\n== training {counted(len(order), 'run')}, {jobs} at once ({configs[order[0]].training.threads} torch threads each); "
           f"each run's output: {logs[order[0]].parent}/NAME.log ==")
+    if gpus:
+        print(f"   spread over GPUs {', '.join(gpus)} (CUDA_VISIBLE_DEVICES): each run on the one with the fewest runs")
     start = time.perf_counter()
     spawn = multiprocessing.get_context("spawn")
-    if gpus:
-        print(f"   spread over GPUs {', '.join(gpus)} (CUDA_VISIBLE_DEVICES), {jobs} workers in turn")
-    started = spawn.Value("i", 0)
+    training: dict[Connection, tuple[str, BaseProcess, str | None]] = {}  # a run's end of the pipe: name, process, GPU
     failed: dict[str, NMTError] = {}
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=spawn, initializer=_start_worker,
-                             initargs=(started, gpus)) as pool:
-        futures = {}
-        try:
-            with starting_children():  # submit starts the workers
-                futures = {pool.submit(_train_in_child, configs[n], run_dirs[n], logs[n]): n for n in order}
-            for future in as_completed(futures):
-                name = futures[future]
-                try:
-                    done, seconds = future.result()
-                except BrokenProcessPool:  # a worker was killed (the out-of-memory killer) or stopped alone
-                    raise NMTError(
-                        f"run {name}: a training worker ended without finishing (stopped or killed by a signal, or "
-                        "out of memory); "
-                        "every run's saved checkpoints are kept.",
-                        f"Run the same command again to resume (the run's output: {logs[name]}).",
-                    ) from None
-                except Exception as error:  # raised in the worker, which goes on to the next run
-                    failed[name] = run_failure(name, error, str(logs[name]))
-                    print(f"run {name}: {failed[name]}; the other runs go on", file=sys.stderr)
-                    continue
-                record(f"train {name}", seconds)
-                print(f"run {name}: {done}, {_training_seconds(run_dirs[name]) / 60:.1f} min of training in all "
-                      f"({seconds / 60:.1f} min now, done {time.perf_counter() - start:.0f} s after the trainings began)")
-        except BaseException:
-            for future in futures:
-                future.cancel()
-            _stop_workers()
-            raise
+    try:
+        for name in order:
+            while len(training) == jobs:
+                failed.update(_collect(training, record, logs, start, run_dirs))
+            gpu = least_busy(gpus, [run_gpu for _, _, run_gpu in training.values()])
+            results, sent = spawn.Pipe(duplex=False)
+            process = spawn.Process(target=_run_process, args=(name, configs[name], run_dirs[name], logs[name], gpu, sent),
+                                    name=f"nmt run {name}")
+            with starting_children():
+                process.start()
+            sent.close()  # the parent reads; once the process ends, its end is closed and `results` reads EOF
+            training[results] = (name, process, gpu)
+        while training:
+            failed.update(_collect(training, record, logs, start, run_dirs))
+    except BaseException:
+        _stop_runs([process for _, process, _ in training.values()])
+        raise
     return failed
 
 
+def _collect(
+    training: dict[Connection, tuple[str, BaseProcess, str | None]], record: Callable[[str, float], None],
+    logs: dict[str, Path], start: float, run_dirs: dict[str, Path],
+) -> dict[str, NMTError]:
+    """Wait until a run of `training` ends, take it out, record its time and say so; returns its failure, if
+    it failed (by name; several where several ended at once)."""
+    failed: dict[str, NMTError] = {}
+    for results in wait(list(training)):
+        name, process, _ = training.pop(results)
+        try:
+            outcome = results.recv()
+        except EOFError:  # the process ended without a word
+            outcome = None
+        results.close()
+        process.join()
+        if outcome is None:
+            outcome = _ended_without_outcome(name, process.exitcode, logs[name])
+        if isinstance(outcome, NMTError):
+            failed[name] = outcome
+            print(f"run {name}: {outcome}; the other runs go on", file=sys.stderr)
+            continue
+        done, seconds = outcome
+        record(f"train {name}", seconds)
+        print(f"run {name}: {done}, {_training_seconds(run_dirs[name]) / 60:.1f} min of training in all "
+              f"({seconds / 60:.1f} min now, done {time.perf_counter() - start:.0f} s after the trainings began)")
+    return failed

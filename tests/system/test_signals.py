@@ -5,6 +5,7 @@ and the same command resumes."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -16,7 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from nmt.config import config_from_dict, save_config
+from nmt.config import config_from_dict, load_config, save_config
+from nmt.rundir.folders import read_summary
 from tests.helpers import reverse_task_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -196,24 +198,41 @@ def test_sigterm_stops_nmt_train_as_ctrl_c_does_as_it_starts_and_in_training(tmp
     assert len(steps) == 1 and steps[0] > 0
 
 
+def run_process(parent: int, log: Path) -> int:
+    """The process among `parent`'s children that trains the run whose output is `log` (its stdout there)."""
+    for pid in children(parent):
+        with contextlib.suppress(OSError):
+            if any(os.readlink(fd) == str(log) for fd in Path(f"/proc/{pid}/fd").iterdir()):
+                return int(pid)
+    pytest.fail(f"no process writes {log}")
+
+
 @pytest.mark.slow
-def test_a_killed_worker_ends_the_experiment_with_a_message_and_it_resumes(tmp_path: Path) -> None:
+def test_a_killed_run_fails_alone_and_the_same_command_resumes_it(tmp_path: Path) -> None:
+    """The out-of-memory killer ends one run's process: that run is told failed, with how to resume it; the other
+    trains to its end (its time limit, 30 s), is reported, and the experiment exits 2."""
+    raw = load_config(experiment_config(tmp_path)).to_dict()
+    raw["runs"]["short"]["training"] = {"max_steps": 100_000, "max_minutes": 0.5}
+    save_config(config_from_dict(raw), tmp_path / "config.yaml")
     out = tmp_path / "out"
-    command = ["experiment", str(experiment_config(tmp_path)), "--out", str(out), "--jobs", "2"]
+    command = ["experiment", str(tmp_path / "config.yaml"), "--out", str(out), "--jobs", "2"]
     process = start(*command)
     # a periodic checkpoint of `long` to resume from (SIGKILL leaves no interruption checkpoint)
     wait_until(lambda: any((out / "runs/long/checkpoints").glob("step_*.pt")), process)
-    tracker = next(pid for pid in children(process.pid) if b"resource_tracker" in Path(f"/proc/{pid}/cmdline").read_bytes())
-    for worker in set(children(process.pid)) - {tracker}:  # as the out-of-memory killer would
-        os.kill(int(worker), signal.SIGKILL)
+    assert not (out / "runs/short/summary.json").exists()  # still training
+    os.kill(run_process(process.pid, out / "runs/long.log"), signal.SIGKILL)
     try:
-        output = process.communicate(timeout=90)[0]
+        output = process.communicate(timeout=120)[0]
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
-        pytest.fail(f"still running 90 s after its workers were killed: {living(process.pid)}")
+        pytest.fail(f"still running 120 s after a run's process was killed: {living(process.pid)}")
     assert process.returncode == 2, output
-    assert "a training worker ended without finishing" in output and "Run the same command again" in output
+    assert ("run long: its training process was killed by signal SIGKILL (the out-of-memory killer sends SIGKILL) "
+            "before the run finished; its saved checkpoints are kept.") in output
+    assert f"Run the same command again to resume it (its output: {out / 'runs/long.log'})" in output
     assert "Traceback" not in output, output
+    assert read_summary(out / "runs/short")["stopped_by"] == "max_minutes"
+    assert "short" in (out / "report.md").read_text() and "Not in this report" in (out / "report.md").read_text()
     checkpoints_load(out)
     again = start(*command)
     wait_until(lambda: "resumed from" in (out / "runs/long.log").read_text(), again)
