@@ -98,13 +98,15 @@ def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO]:
     (reading an input, a nested write's NMTError) is raised as it is. A symbolic link is written through, as
     a shell's `>` does: the file it names is replaced, the link kept. Anything but a file there (a folder, a
     device such as /dev/null, a named pipe) is refused: renaming over it would replace it for every other
-    program."""
+    program; so is a read-only file, which the shell's `>` would not replace either."""
     path = Path(os.path.realpath(path)) if Path(path).is_symlink() else Path(path)
     if path.is_dir():
         raise NMTError(f"{path} is a folder, and a file is needed there.", "Give a file's path.")
     if path.exists() and not path.is_file():
         raise NMTError(f"{path} is not a regular file (a device or a named pipe): a file written there would "
                        "replace it.", "Give the path of a file.")
+    if path.is_file() and not os.access(path, os.W_OK):  # the rename would need the folder's permission only
+        raise NMTError(f"{path} is read-only: it is left as it is.", "Make it writable (chmod u+w) or give another path.")
     made = [folder for folder in path.parents if not folder.exists()]  # innermost first
     path.parent.mkdir(parents=True, exist_ok=True)
     with errors_naming(path):  # a folder that cannot be written: the file asked for, not the temporary one

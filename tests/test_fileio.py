@@ -117,6 +117,23 @@ def test_a_folder_a_device_or_a_pipe_is_refused_not_replaced(tmp_path: Path) -> 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["folder", "pipe"]
 
 
+def test_a_read_only_file_is_refused_not_replaced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rename needs only the folder's permission: a read-only file (`nmt translate -o` over a finished
+    translation kept read-only) would be replaced, where the shell's `>` refuses. Root may write any file, as
+    root's `>` does; here the check of a non-root user is played by os.access."""
+    kept = tmp_path / "kept.txt"
+    kept.write_text("the finished translation\n", encoding="utf-8")
+    kept.chmod(0o444)
+    atomic_write_text(tmp_path / "other.txt", "x")  # a writable one is written
+    writable = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: False if Path(path) == kept else writable(path, mode))
+    with pytest.raises(NMTError, match=r"kept\.txt is read-only: it is left as it is\.") as error:
+        atomic_write_text(kept, "x")
+    assert error.value.hint == "Make it writable (chmod u+w) or give another path."
+    assert kept.read_text(encoding="utf-8") == "the finished translation\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.txt", "other.txt"]
+
+
 def test_a_full_disk_names_the_file_and_the_space_it_needs_and_keeps_the_previous_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

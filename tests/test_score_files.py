@@ -23,9 +23,10 @@ import pytest
 import sacrebleu
 
 from nmt.cli import main
+from nmt.config import config_from_dict
 from nmt.evaluation import report_folder
 from nmt.evaluation.buckets import sentence_lengths
-from nmt.evaluation.leaders import Leader, format_leaders
+from nmt.evaluation.leaders import TOO_FEW, Leader, _longest_answer, format_leaders
 from nmt.evaluation.length_plot import plotted_buckets
 from nmt.evaluation.report import format_examples, pick_examples
 from nmt.evaluation.score_files import default_names, distinct_parts, score_files
@@ -844,3 +845,19 @@ def test_a_report_cut_short_by_a_full_disk_is_no_foreign_folder_to_the_next(
     assert "No space left on device" in capsys.readouterr().err and (out / "results.json").is_file()
     assert main(argv) == 0
     assert (out / "ref.txt").read_bytes() == files["ref"].read_bytes()
+
+
+def test_the_longest_answer_says_a_pair_is_too_weak_even_where_its_bucket_is_too_small_to_test() -> None:
+    """Too weak and too few at once: the weakness is the answer (the sentences would not help)."""
+    settings = config_from_dict({}).evaluation
+    weak = "cannot tell: a (under 1: too weak for its buckets to show anything)"
+    tested = Leader("[10,20)", 100, "b", "a", 0.8, 0.01, None, weak)
+    for p in (0.01, None):  # the longest bucket tested, or too small to resample
+        answer = _longest_answer([tested, Leader(">=20", 5, "b", "a", 0.5, p, None, weak)], settings)
+        assert answer == ("On the longest sentences (>=20, 5 sentences) this cannot tell: a (under 1: too weak for its "
+                          "buckets to show anything); a BLEU this low chooses by noise, whatever its p.")
+    few = _longest_answer([Leader("[10,20)", 100, "b", "a", 2.0, 0.001, True), Leader(">=20", 5, "b", "a", 0.5, None,
+                                                                                      None, TOO_FEW)], settings)
+    assert few.startswith("The longest sentences (>=20, 5 sentences) are too few to test")
+    assert few.endswith("On the longest bucket that can be tested ([10,20), 100 sentences), b is better: +2.00 BLEU "
+                        "over a (p=0.001).")

@@ -13,6 +13,8 @@ from nmt.evaluation.low_bleu import CHOOSES_BY_NOISE, too_weak
 from nmt.evaluation.scoring import Evaluation
 from nmt.evaluation.tables import diff_cell, markdown_table, p_text
 
+TOO_FEW = "too few sentences to test"
+
 
 @dataclass(frozen=True)
 class Leader:
@@ -46,7 +48,7 @@ def bucket_leaders(evaluation: Evaluation) -> list[Leader]:
         (comparison,) = [c for c in evaluation.comparisons if {c.a, c.b} == {best, runner_up}]
         p = [*comparison.buckets, comparison][k].p
         weak = too_weak({name: overall[name] for name in (best, runner_up)})
-        untold = f"cannot tell: {weak}" if weak else "too few sentences to test" if p is None else ""
+        untold = f"cannot tell: {weak}" if weak else TOO_FEW if p is None else ""
         ahead = None if untold else p is not None and p < evaluation.settings.significance
         leaders.append(Leader(label, score.n, best, runner_up, (score.bleu or 0.0) - (second.bleu or 0.0), p, ahead,
                               untold))
@@ -80,7 +82,7 @@ def _longest_answer(leaders: Sequence[Leader], settings: EvaluationConfig) -> st
     longest = leaders[-1]
     if longest.ahead is not None:
         return _answer(longest, "the longest sentences")
-    if longest.p is not None:  # tested, but the pair is too weak to tell
+    if longest.untold != TOO_FEW:  # the pair is too weak to tell, whatever its sentences
         return (f"On the longest sentences ({longest.bucket}, {counted(longest.n, 'sentence')}) this {longest.untold}; "
                 f"{CHOOSES_BY_NOISE}, whatever its p.")
     answer = (f"The longest sentences ({longest.bucket}, {counted(longest.n, 'sentence')}) are too few to test (evaluation."
