@@ -6,7 +6,7 @@ SIGTERM (`timeout`, Slurm at a job's time limit, a container's stop) is handled 
 traceback, and a parent still writing the child's start-up data then waits forever (multiprocessing keeps
 the pipe's read end open in the parent until it is written). Children are started inside
 `starting_children()`, so they inherit SIGINT, SIGTERM and SIGUSR1 blocked and their parent stops them:
-prepare kills sentencepiece's process, an experiment asks each training worker once, by SIGUSR1, to stop
+prepare kills sentencepiece's process, an experiment asks each run's process once, by SIGUSR1, to stop
 as on Ctrl-C (nmt/training/parallel.py).
 """
 

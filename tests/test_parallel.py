@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import multiprocessing
 import os
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +116,62 @@ def test_a_run_s_process_trains_on_its_gpu_and_sends_its_outcome_or_its_failure(
     assert _run_in_fork("stopped", None, tmp_path / "stopped.log") == (None, 130)  # it saved; nothing to say
 
 
+def _forked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runs' processes forked (the experiment spawns them; a fork keeps the test's patches)."""
+    get_context = multiprocessing.get_context
+    monkeypatch.setattr(parallel.multiprocessing, "get_context", lambda method: get_context("fork"))
+
+
+def test_runs_queue_for_their_jobs_and_each_starts_on_the_least_busy_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three runs, two at once, two GPUs: a and b start on GPUs 3 and 5; c waits for a, which ends first, and
+    takes its GPU."""
+    def train_run(config: Config, run_dir: Path) -> str:
+        began = time.time()
+        time.sleep({"a": 0.5, "b": 2.0, "c": 0.1}[run_dir.name])
+        (tmp_path / f"{run_dir.name}.json").write_text(json.dumps([os.environ["CUDA_VISIBLE_DEVICES"], began, time.time()]))
+        return "trained"
+
+    monkeypatch.setattr(parallel, "_train_run", train_run)
+    monkeypatch.setattr(parallel, "_training_seconds", lambda run_dir: 1.0)
+    _forked(monkeypatch)
+    configs = {name: config_from_dict({"training": {"max_steps": steps}}) for name, steps in zip("abc", (30, 20, 10), strict=True)}
+    timings: dict[str, float] = {}
+    failed = parallel._train_in_parallel(configs, {name: tmp_path / "runs" / name for name in "abc"}, 2,
+                                         timings.__setitem__, ["3", "5"])
+    assert failed == {} and set(timings) == {"train a", "train b", "train c"}
+    runs = {name: json.loads((tmp_path / f"{name}.json").read_text()) for name in "abc"}
+    assert {name: gpu for name, (gpu, _, _) in runs.items()} == {"a": "3", "b": "5", "c": "3"}
+    assert runs["c"][1] >= runs["a"][2]  # c started once a had ended
+
+
+def test_a_ctrl_c_as_a_run_s_process_starts_stops_that_run_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The interrupt comes while the second run's process starts (held until it has): both runs are asked to
+    stop and waited for; none is left training."""
+    def train_run(config: Config, run_dir: Path) -> str:
+        time.sleep(60)  # stopped long before
+        return "trained"
+
+    monkeypatch.setattr(parallel, "_train_run", train_run)
+    _forked(monkeypatch)
+    start = multiprocessing.context.ForkProcess.start
+
+    def start_then_interrupt(process: Any) -> None:
+        start(process)
+        if process.name == "nmt run b":
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(multiprocessing.context.ForkProcess, "start", start_then_interrupt)
+    configs = {name: config_from_dict({"training": {"max_steps": steps}}) for name, steps in zip("ab", (20, 10), strict=True)}
+    began = time.perf_counter()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            parallel._train_in_parallel(configs, {name: tmp_path / "runs" / name for name in "ab"}, 2, lambda *_: None, [])
+        assert multiprocessing.active_children() == [] and time.perf_counter() - began < 30
+    finally:
+        for left in multiprocessing.active_children():
+            left.kill()
+
+
 def test_a_run_whose_process_ends_without_a_word_is_told_why_and_how_to_resume(tmp_path: Path) -> None:
     log = tmp_path / "a.log"
     killed = parallel._ended_without_outcome("a", -signal.SIGKILL, log)
@@ -122,6 +180,7 @@ def test_a_run_whose_process_ends_without_a_word_is_told_why_and_how_to_resume(t
     assert killed.hint == f"Run the same command again to resume it (its output: {log})."
     assert "was stopped by a signal to it alone" in parallel._ended_without_outcome("a", 130, log).message
     assert "its training process ended with status 1 before" in parallel._ended_without_outcome("a", 1, log).message
+    assert "killed by signal 35 (the" in parallel._ended_without_outcome("a", -35, log).message  # a real-time one: no name
 
 
 def test_the_experiment_help_states_the_default_jobs_on_cuda() -> None:

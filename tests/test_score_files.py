@@ -448,7 +448,7 @@ def test_the_reports_counts_of_one_sentence_or_word_are_singular() -> None:
     """report.md's who-is-better section and its examples say "1 sentence" and "1 source word", as for any
     other count the plural."""
     settings = scoring_settings()
-    ahead, too_few = Leader("<10", 1, "a", "b", 5.0, 0.01, True), Leader(">=40", 1, "a", "b", 1.0, None, None, "few")
+    ahead, too_few = Leader("<10", 1, "a", "b", 5.0, 0.01, True), Leader(">=40", 1, "a", "b", 1.0, None, None, TOO_FEW)
     text = format_leaders([ahead], settings)
     assert "evaluation.min_bucket_sentences = 1 sentence is too small to test." in text
     assert "On the longest sentences (<10, 1 sentence), a is better" in text

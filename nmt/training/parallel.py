@@ -219,13 +219,21 @@ def _ended_without_outcome(name: str, exitcode: int | None, log_path: Path) -> N
     out-of-memory killer's SIGKILL), stopped alone (status 130: a signal to it, not to the experiment), or
     another exit status."""
     if exitcode is not None and exitcode < 0:
-        why = f"was killed by signal {signal.Signals(-exitcode).name} (the out-of-memory killer sends SIGKILL)"
+        why = f"was killed by signal {_signal_name(-exitcode)} (the out-of-memory killer sends SIGKILL)"
     elif exitcode == 130:
         why = "was stopped by a signal to it alone"
     else:
         why = f"ended with status {exitcode}"
     return NMTError(f"run {name}: its training process {why} before the run finished; its saved checkpoints are kept.",
                     f"Run the same command again to resume it (its output: {log_path}).")
+
+
+def _signal_name(number: int) -> str:
+    """SIGKILL for 9; a real-time signal, which has no name in Python, by its number."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)
 
 
 def _stop_runs(processes: list[BaseProcess]) -> None:
@@ -326,10 +334,10 @@ def _train_in_parallel(
             results, sent = spawn.Pipe(duplex=False)
             process = spawn.Process(target=_run_process, args=(name, configs[name], run_dirs[name], logs[name], gpu, sent),
                                     name=f"nmt run {name}")
-            with starting_children():
+            with starting_children():  # a Ctrl-C here is raised at its end: the process is then among those to stop
                 process.start()
-            sent.close()  # the parent reads; once the process ends, its end is closed and `results` reads EOF
-            training[results] = (name, process, gpu)
+                sent.close()  # the parent reads; once the process ends, its end is closed and `results` reads EOF
+                training[results] = (name, process, gpu)
         while training:
             failed.update(_collect(training, record, logs, start, run_dirs))
     except BaseException:
@@ -345,22 +353,29 @@ def _collect(
     """Wait until a run of `training` ends, take it out, record its time and say so; returns its failure, if
     it failed (by name; several where several ended at once)."""
     failed: dict[str, NMTError] = {}
-    for results in wait(list(training)):
-        name, process, _ = training.pop(results)
+    # a process's end too, not only its pipe's: a child it left behind may hold the pipe open
+    ends = {process.sentinel: results for results, (_, process, _) in training.items()}
+    for ready in wait([*training, *ends]):
+        results = ends.get(ready, ready)
+        if results not in training:  # its outcome and its end came at once
+            continue
+        name, process, _ = training[results]
         try:
-            outcome = results.recv()
+            outcome = results.recv() if results.poll() else None
         except EOFError:  # the process ended without a word
             outcome = None
-        results.close()
-        process.join()
         if outcome is None:
+            process.join()
             outcome = _ended_without_outcome(name, process.exitcode, logs[name])
+        del training[results]
+        results.close()
         if isinstance(outcome, NMTError):
             failed[name] = outcome
             print(f"run {name}: {outcome}; the other runs go on", file=sys.stderr)
-            continue
-        done, seconds = outcome
-        record(f"train {name}", seconds)
-        print(f"run {name}: {done}, {_training_seconds(run_dirs[name]) / 60:.1f} min of training in all "
-              f"({seconds / 60:.1f} min now, done {time.perf_counter() - start:.0f} s after the trainings began)")
+        else:
+            done, seconds = outcome
+            record(f"train {name}", seconds)  # before the join: a Ctrl-C there keeps it
+            print(f"run {name}: {done}, {_training_seconds(run_dirs[name]) / 60:.1f} min of training in all "
+                  f"({seconds / 60:.1f} min now, done {time.perf_counter() - start:.0f} s after the trainings began)")
+        process.join()  # it ends once it has sent
     return failed

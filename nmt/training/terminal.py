@@ -101,12 +101,12 @@ class Terminal:
 
 class StopRequest:
     """While active, the first SIGINT only sets `requested` (and is announced); a second one interrupts at
-    once. SIGTERM comes here through `nmt`'s own handler (nmt/interrupts.py), in an experiment's training
-    worker through the worker's (nmt/training/parallel.py)."""
+    once. SIGTERM comes here through `nmt`'s own handler (nmt/interrupts.py), in an experiment's run
+    process through that process's (nmt/training/parallel.py)."""
 
-    # A stop asked for while none was active (an experiment's worker still setting its run up,
+    # A stop asked for while none was active (an experiment's run process still setting its run up,
     # nmt/training/parallel.py): the next one starts requested, so the stop holds even if the KeyboardInterrupt
-    # that also asks is lost (seen: a worker trained on 30 s after Ctrl-C, nothing in its log; an exception a
+    # that also asks is lost (seen: a run trained on 30 s after Ctrl-C, nothing in its log; an exception a
     # signal handler raises can be dropped where C code clears errors).
     pending = False
 

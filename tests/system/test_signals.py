@@ -82,7 +82,7 @@ def stopped(
     else:
         assert process.returncode == 130, output
         assert output.rstrip().splitlines()[-1].startswith(f"nmt {command}: interrupted.")
-    assert "Traceback" not in output and "Process SpawnProcess" not in output, output
+    assert "Traceback" not in output and "Process nmt run" not in output, output
     deadline = time.monotonic() + 10
     while living(process.pid):
         assert time.monotonic() < deadline, f"left running: {living(process.pid)}"
