@@ -336,3 +336,17 @@ def test_a_live_beam_that_would_win_under_the_length_penalty_is_searched_to_its_
     assert found[0].score == pytest.approx(-1.4 / 1.5)
     (plain,) = beam_search(_ScriptedModel(), src, lengths, 2, torch.tensor([10]), length_penalty="none")
     assert [h.tokens for h in plain] == [[]]  # by log-probability alone, "EOS" (-1.0) is best
+
+
+class _EndingAtTheLimit(_ScriptedModel):
+    """"5 6 7 EOS" at -1.48, whose last steps cost little: with a limit of 3 tokens it ends exactly there."""
+
+    NEXT = {BOS_ID: {EOS_ID: -1.0, 5: -0.9}, 5: {6: -0.5}, 6: {7: -0.05}, 7: {EOS_ID: -0.03}}
+
+
+def test_the_bound_of_a_live_beam_counts_the_eos_that_the_limit_still_allows() -> None:
+    """At the limit of 3 tokens "5 6 7 EOS" has 4 (EOS counted): (5 + 4) / 6 = 1.5, so -1.48 / 1.5 = -0.987 beats
+    "EOS"'s -1.0. A bound over a divisor of 3 tokens ((5 + 3) / 6) gives up on it at step 2 (-1.4 / 1.33 < -1.0)."""
+    src, lengths = make_source_batch([[4, 4]])
+    (found,) = beam_search(_EndingAtTheLimit(), src, lengths, 2, torch.tensor([3]), length_penalty="gnmt", alpha=1.0)
+    assert [h.tokens for h in found] == [[5, 6, 7]] and found[0].score == pytest.approx(-1.48 / 1.5)

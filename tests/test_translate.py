@@ -61,6 +61,10 @@ def test_cli_keeps_line_order_and_count_and_reverses_digits(trained_reverse_run:
     assert main(["translate", str(trained_reverse_run), "-i", str(source), "-o", str(tmp_path / "b1.txt"),
                  "--batch-size", "1"]) == 0
     assert _read(tmp_path / "b1.txt") == out
+    crlf = tmp_path / "crlf.txt"  # a file written on Windows
+    crlf.write_bytes("".join(line + "\r\n" for line in LINES).encode())
+    assert main(["translate", str(trained_reverse_run), "-i", str(crlf), "-o", str(tmp_path / "crlf.out.txt")]) == 0
+    assert _read(tmp_path / "crlf.out.txt") == out
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(translate_module, "CHUNK_LINES", 5)
         translate_file(trained_reverse_run, source, tmp_path / "chunks.txt", overrides=["decoding.batch_size=3"])
@@ -177,7 +181,7 @@ def test_nbest_writes_k_tab_separated_translations(trained_reverse_run: Path, tm
 def test_nbest_with_scores_and_decode_time_settings(
     trained_reverse_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    source = _write(tmp_path / "in.txt", LINES[:6])
+    source = _write(tmp_path / "in.txt", [*LINES[:6], "\u200b", "   "])
     out = tmp_path / "out.txt"
     assert main(["translate", str(trained_reverse_run), "-i", str(source), "-o", str(out), "--nbest", "2",
                  "--scores", "--set", "decoding.beam_size=3", "--set", "decoding.length_penalty=none",
@@ -186,8 +190,9 @@ def test_nbest_with_scores_and_decode_time_settings(
     translator.decoding.length_penalty = "none"
     expected = translator.translate(LINES[:6], nbest=2)
     rows = _read(out)
-    assert rows[0] == "\t\t\t"  # an empty line: 2 empty translations, 2 empty scores
-    for row, hyps in zip(rows[1:], expected[1:], strict=True):
+    # an empty line, a zero-width space, spaces: nothing to translate, 2 empty translations and 2 empty scores
+    assert rows[0] == rows[6] == rows[7] == "\t\t\t" and len(rows) == 8
+    for row, hyps in zip(rows[1:6], expected[1:], strict=True):
         text_a, score_a, text_b, score_b = row.split("\t")
         assert (text_a, text_b) == (hyps[0].text, hyps[1].text)
         assert (float(score_a), float(score_b)) == (pytest.approx(hyps[0].score, abs=1e-4),
@@ -536,7 +541,8 @@ def test_a_utf16_input_is_named_with_its_iconv_command_and_nothing_is_written(
 def test_an_over_long_line_is_cut_with_a_warning(
     trained_reverse_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    source = _write(tmp_path / "in.txt", ["1 2 3 4 5", " ".join(["7"] * 450), "3 4 5 6 7"])
+    long_line = " ".join(["7"] * 400 + ["3"] * 50)
+    source = _write(tmp_path / "in.txt", ["1 2 3 4 5", long_line, "3 4 5 6 7"])
     out = tmp_path / "out.txt"
     assert main(["translate", str(trained_reverse_run), "-i", str(source), "-o", str(out), "--beam", "1"]) == 0
     err = capsys.readouterr().err
@@ -544,6 +550,10 @@ def test_an_over_long_line_is_cut_with_a_warning(
     assert "line 1" not in err and "line 3" not in err
     rows = _read(out)
     assert len(rows) == 3 and rows[0] and rows[2]
+    translator = Translator.from_run(trained_reverse_run, beam_size=1)
+    assert rows[1] == translator.translate([" ".join(["7"] * 400)])[0]  # the first 400 pieces, not the last
+    (cut,) = translator.translate([long_line], return_attention=True)
+    assert len(cut.src_pieces) == 401 == cut.attention.shape[1]  # the pieces read, EOS included
 
 
 def test_attention_plots_one_png_per_sentence(trained_reverse_run: Path, tmp_path: Path) -> None:

@@ -170,7 +170,7 @@ def translate_file(
         source_lines, most = _read_lines(stream, name, MAX_LINE_BYTES), max(CHUNK_LINES, translator.decoding.batch_size)
         while lines := _next_chunk(source_lines, stream, most):
             results = translator.translate_nbest(lines, nbest, plots_dir is not None, first_line=first)
-            _write_chunk(sink, lines, results, scores, nbest_layout)
+            _write_chunk(sink, results, scores, nbest_layout)
             if plots_dir is not None:
                 _plot_chunk(results, lines, first, plots_dir, translator.model.attention_shown)
             sink.flush()
@@ -263,13 +263,12 @@ def _check_paths(
     refuse_run_file(Path(output_path), f"-o {output_path}")
 
 
-def _write_chunk(
-    sink: IO[str], lines: list[str], results: list[list[Translation]], scores: bool, layout: str
-) -> None:
+def _write_chunk(sink: IO[str], results: list[list[Translation]], scores: bool, layout: str) -> None:
     """Each line's translations (with their scores if asked), on one line separated by tabs or on K lines."""
-    for line, translations in zip(lines, results, strict=True):
-        # an empty line gets K empty translations (and K empty scores): the layout stays regular
-        empty = not line.strip()
+    for translations in results:
+        # a line with nothing to translate (empty, spaces, a zero-width space: no source pieces) gets K empty
+        # translations and K empty scores, the layout regular
+        empty = not translations[0].src_pieces
         fields = [t.text + ("\t" + ("" if empty else f"{t.score:.4f}") if scores else "") for t in translations]
         sink.write("\t".join(fields) + "\n" if layout == "tabs" else "".join(f + "\n" for f in fields))
 
