@@ -563,6 +563,14 @@ def test_attention_plots_one_png_per_sentence(trained_reverse_run: Path, tmp_pat
                  "--attention-plots", str(plots)]) == 0
     assert sorted(p.name for p in plots.iterdir()) == ["line-000001.png", "line-000003.png"]
     assert (plots / "line-000001.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # read in chunks of 2 lines (as of max(1,000, the batch size) lines): the third chunk's line is still line 5
+    _write(tmp_path / "in.txt", ["1 2", "", "3 4", "", "5 6"])
+    shutil.rmtree(plots)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(translate_module, "CHUNK_LINES", 2)
+        assert main(["translate", str(trained_reverse_run), "-i", str(source), "-o", str(tmp_path / "out.txt"),
+                     "--attention-plots", str(plots), "--batch-size", "1"]) == 0
+    assert sorted(p.name for p in plots.iterdir()) == ["line-000001.png", "line-000003.png", "line-000005.png"]
 
 
 def test_a_model_without_attention_warns_that_there_is_nothing_to_plot(
