@@ -350,3 +350,13 @@ def test_the_bound_of_a_live_beam_counts_the_eos_that_the_limit_still_allows() -
     src, lengths = make_source_batch([[4, 4]])
     (found,) = beam_search(_EndingAtTheLimit(), src, lengths, 2, torch.tensor([3]), length_penalty="gnmt", alpha=1.0)
     assert [h.tokens for h in found] == [[5, 6, 7]] and found[0].score == pytest.approx(-1.48 / 1.5)
+
+
+def test_greedy_cut_at_its_limit_scores_the_eos_it_is_given() -> None:
+    """Limit 2: "5 6", then EOS forced, whose log-probability after 6 is -50: the score is -0.9 - 0.2 - 50, not
+    that of the 7 the model would have chosen (-0.2)."""
+    src, lengths = make_source_batch([[4, 4]])
+    (cut,) = greedy_hypotheses(_ScriptedModel(), src, lengths, torch.tensor([2]))
+    assert cut.tokens == [5, 6] and cut.score == pytest.approx(-51.1)
+    (whole,) = greedy_hypotheses(_ScriptedModel(), src, lengths, torch.tensor([10]))
+    assert whole.tokens == [5, 6, 7] and whole.score == pytest.approx(-1.4)
