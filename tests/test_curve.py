@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from nmt.cli import main
 from nmt.compare import curve
@@ -246,3 +247,17 @@ def test_runs_on_different_data_name_their_samples() -> None:
     assert text.index("## b") < text.index("Sample: sample of split test, 8 sentences, sha256 bbb.")
     results["runs"]["b"] = curve("sample of split test, 8 sentences, sha256 aaa")
     assert "Sample:" not in format_curve_markdown(results)
+
+
+def test_the_panels_titles_do_not_overlap() -> None:
+    """A Transformer's kind names its positions: on one line, its panel's title ran into the next one's."""
+    def curve(attention: str) -> dict:
+        return {"attention": attention, "n": {"<7": 8}, "n_sample": 8, "checkpoints": [{"step": 100, "bleu": {"<7": 5.0}}]}
+
+    kind = "multi-head (Transformer, sinusoidal positions)"
+    results = {"by": "source", "runs": {"transformer-30": curve(kind), "transformer-30-relative": curve(kind)}}
+    figure = learning_curve_figure(results)
+    renderer = FigureCanvasAgg(figure).get_renderer()  # as the PNG is drawn
+    left, right = (axes.title.get_window_extent(renderer) for axes in figure.axes)
+    assert left.x1 < right.x0 and left.x0 >= 0
+    assert figure.axes[0].get_title() == f"transformer-30\nattention: {kind}"

@@ -127,7 +127,7 @@ def learning_curve_figure(results: dict[str, Any]) -> Figure:
             # viridis from yellow (shortest) to dark blue (longest), skipping its palest end
             colour = colormaps["viridis_r"](0.1 + 0.9 * buckets.index(label) / max(len(buckets) - 1, 1))
             axes.plot(steps, bleu, marker="o", color=colour, label=f"{label} (n={curve['n'][label]})")
-        axes.set_title(f"{name} (attention: {curve['attention']})")
+        axes.set_title(f"{name}\nattention: {curve['attention']}", fontsize=10)  # a Transformer's kind is long
         axes.set_xlabel("training step")
         axes.grid(alpha=0.3)
     panels[0].set_ylabel(f"greedy BLEU, by {results['by']} length")
