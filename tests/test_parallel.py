@@ -9,6 +9,7 @@ import json
 import multiprocessing
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -170,6 +171,36 @@ def test_a_ctrl_c_as_a_run_s_process_starts_stops_that_run_too(tmp_path: Path, m
     finally:
         for left in multiprocessing.active_children():
             left.kill()
+
+
+def _send_when_stopped(sent: Any, size: int) -> None:
+    """A run's process that, asked to stop, sends an outcome of `size` bytes (a run that ended as it was asked)."""
+    signal.signal(signal.SIGUSR1, lambda *_: (sent.send("x" * size), os._exit(0)))
+    time.sleep(60)
+
+
+def test_stopping_runs_reads_what_they_send_meanwhile_however_long(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An outcome larger than the pipe's buffer (64 KiB on Linux) would keep its process from ending, and the
+    stop waiting for it, were it not read."""
+    fork = multiprocessing.get_context("fork")
+    training: dict[Any, Any] = {}
+    for name, size in (("a", 1 << 20), ("b", 10)):
+        results, sent = fork.Pipe(duplex=False)
+        process = fork.Process(target=_send_when_stopped, args=(sent, size))
+        process.start()
+        sent.close()
+        training[results] = (name, process, None)
+    time.sleep(0.5)  # their handlers set
+    stopping = threading.Thread(target=parallel._stop_runs, args=(training,), daemon=True)
+    try:
+        stopping.start()
+        stopping.join(timeout=20)
+        assert not stopping.is_alive()
+        assert [process.exitcode for _, process, _ in training.values()] == [0, 0]
+        assert all(results.closed for results in training)
+    finally:
+        for _, process, _ in training.values():
+            process.kill()
 
 
 def test_a_run_whose_process_ends_without_a_word_is_told_why_and_how_to_resume(tmp_path: Path) -> None:

@@ -236,13 +236,22 @@ def _signal_name(number: int) -> str:
         return str(number)
 
 
-def _stop_runs(processes: list[BaseProcess]) -> None:
-    """Ask each run's process once to stop (_stop), and wait for them to save and end."""
-    for process in processes:
+def _stop_runs(training: dict[Connection, tuple[str, BaseProcess, str | None]]) -> None:
+    """Ask each run's process of `training` once to stop (_stop), and wait for them to save and end. What one
+    sends meanwhile (a run that ended as it was asked) is read and dropped: a pipe holds only its buffer, and a
+    process whose message does not fit would never end."""
+    for _, process, _ in training.values():
         with contextlib.suppress(ProcessLookupError):
             os.kill(process.pid, signal.SIGUSR1)
-    for process in processes:
-        process.join()
+    for results, (_, process, _) in training.items():
+        reading = True
+        while process.exitcode is None:
+            if results in wait([results, process.sentinel] if reading else [process.sentinel]):
+                try:
+                    results.recv()
+                except EOFError:
+                    reading = False
+        results.close()
 
 
 def told_whole(error: Exception) -> bool:
@@ -341,7 +350,7 @@ def _train_in_parallel(
         while training:
             failed.update(_collect(training, record, logs, start, run_dirs))
     except BaseException:
-        _stop_runs([process for _, process, _ in training.values()])
+        _stop_runs(training)
         raise
     return failed
 
