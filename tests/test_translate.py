@@ -308,12 +308,14 @@ def test_an_endless_line_is_read_in_bounded_pieces_and_cut(capsys: pytest.Captur
 
     long = " ".join(["7"] * 100)  # 199 bytes
     # the cut falls inside "é" (2 bytes): it moves back to the character boundary, no UTF-8 error
-    source = Recording(f"1 2 3\n{long}\n1 2 3 4 5 6 7 8é 9\n4 5 6\n".encode())
+    # a CRLF line end split between two pieces (17 bytes, 16 ending in CR, then LF), and the last line without a line end
+    source = Recording(f"1 2 3\n{long}\n1 2 3 4 5 6 7 8é 9\n{'8' * 32}\r\n4 5 6\n{'9' * 40}".encode())
     lines = list(translate_module._read_lines(source, "in.txt", 16))
-    assert lines == ["1 2 3", long[:16], "1 2 3 4 5 6 7 8", "4 5 6"]
+    assert lines == ["1 2 3", long[:16], "1 2 3 4 5 6 7 8", "8" * 16, "4 5 6", "9" * 16]
     err = capsys.readouterr().err
-    assert "in.txt: line 2 has 200 bytes: only its first 16 are translated" in err
-    assert "line 3 has 20 bytes: only its first 15 are translated" in err
+    assert "in.txt: line 2 has 199 bytes: only its first 16 are translated" in err  # its line end not counted
+    assert "line 3 has 19 bytes: only its first 15 are translated" in err
+    assert "line 4 has 32 bytes: only its first 16" in err and "line 6 has 40 bytes: only its first 16" in err
     assert max(reads) <= 17  # never more than the limit (+ the newline) of a line at once
 
 

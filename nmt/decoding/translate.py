@@ -106,7 +106,8 @@ def _read_lines(handle: IO[bytes] | _ArrivingLines, name: str, limit: int) -> It
 
 
 def _read_line(handle: IO[bytes] | _ArrivingLines, limit: int) -> tuple[bytes, int]:
-    """(the next line of `handle`, b"" at the end; its length in bytes if it was cut, else 0).
+    """(the next line of `handle`, b"" at the end; its length in bytes, its line end not counted, if it was
+    cut, else 0).
 
     At most `limit` bytes of a line are kept, cut back to a character boundary; the rest of a longer
     line is read in pieces and dropped, so memory stays bounded however long the line.
@@ -114,10 +115,12 @@ def _read_line(handle: IO[bytes] | _ArrivingLines, limit: int) -> tuple[bytes, i
     line = handle.readline(limit + 1)
     if len(line) <= limit or line.endswith(b"\n"):
         return line, 0
-    length, rest = len(line), line
+    length, rest, last_two = len(line), line, line[-2:]
     while rest and not rest.endswith(b"\n"):
         rest = handle.readline(limit)
         length += len(rest)
+        last_two = (last_two + rest)[-2:]  # a CRLF may come in two pieces
+    length -= 2 if last_two == b"\r\n" else 1 if last_two.endswith(b"\n") else 0
     kept = line[:limit]
     try:
         kept.decode("utf-8")
