@@ -171,4 +171,6 @@ def _os_error_words(error: OSError) -> tuple[str, str]:
         return "a part of this path is a file, and a folder is needed there.", "Give a path through folders."
     if isinstance(error, IsADirectoryError):
         return "this is a folder, and a file is needed there.", "Give a file's path."
+    if isinstance(error, PermissionError):
+        return "permission denied.", "Check who may read and write it, and its folder (ls -ld PATH), or give another path."
     return error.strerror or str(error), "Check that the path exists, is writable and that the disk has space."

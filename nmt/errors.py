@@ -3,6 +3,8 @@ wording its messages share."""
 
 # the hint of a refused value where it may come from a config or a --set (typed_yaml.check_type, `require`)
 FIX_IN_CONFIG = "Fix it in the config or with --set."
+# the hint of an input file the user may not read
+UNREADABLE = "Make it readable for you (ls -l shows who may read it; chmod u+r FILE if it is yours), or give another file."
 
 
 class NMTError(Exception):

@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from nmt.errors import NMTError
-from nmt.typed_yaml import did_you_mean, load_yaml
+from nmt.typed_yaml import NestingError, did_you_mean, load_yaml
 
 
 class FlagOverride(str):
@@ -56,6 +56,8 @@ def parse_override(text: str) -> tuple[list[str], Any]:
                        "e.g. training.max_steps.")
     try:
         value = load_yaml(value_text) if value_text.strip() else ""
+    except NestingError as exc:  # the value (hundreds of brackets) is not worth repeating
+        raise NMTError(f"--set {path}=...: {exc}.") from None
     except yaml.YAMLError as exc:
         raise NMTError(f"--set '{text}': the value is not valid YAML ({exc}).") from None
     except ValueError as exc:  # Python's limit on an int's digits, which PyYAML meets converting one

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import yaml
 
-from nmt.errors import FIX_IN_CONFIG, NMTError
+from nmt.errors import FIX_IN_CONFIG, UNREADABLE, NMTError
 from nmt.text_encoding import refuse_foreign_encoding
 
 INT64_MAX = 2**63 - 1  # the largest int a config key takes
@@ -229,9 +229,41 @@ class _Dumper(yaml.SafeDumper):
 _Dumper.add_implicit_resolver("tag:yaml.org,2002:float", _DOTLESS_EXPONENT, list("-+0123456789"))
 
 
+MAX_NESTING = 32  # levels of mappings and lists: a config has 3 or 4, and PyYAML's recursion gives out near 500
+
+
+class NestingError(yaml.YAMLError):
+    """A YAML document nesting deeper than MAX_NESTING, or holding itself (an alias inside its own anchor)."""
+
+
 def load_yaml(text: str) -> Any:
-    """yaml.safe_load, refusing a key given twice in one mapping (`_UniqueKeyLoader`)."""
-    return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: no arbitrary objects
+    """yaml.safe_load, refusing a key given twice in one mapping (`_UniqueKeyLoader`) and a document that
+    nests too deeply or holds itself (NestingError): each would end in a RecursionError in whatever walks it."""
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: no arbitrary objects
+    except RecursionError:
+        raise NestingError(f"it nests too deeply to read (a config nests no more than {MAX_NESTING} levels)") from None
+    if _levels(data, {}, set()) > MAX_NESTING:
+        raise NestingError(f"it nests more than {MAX_NESTING} levels of mappings and lists (a config needs 3 or 4)")
+    return data
+
+
+def _levels(value: Any, known: dict[int, int], enclosing: set[int]) -> int:
+    """How many levels of mappings and lists `value` nests, each shared one (an anchor's aliases) measured once
+    (`known`, by id); NestingError where one holds itself (`enclosing`: the ids of those around `value`).
+    Stops counting past MAX_NESTING, so that its own recursion stays shallow."""
+    if not isinstance(value, dict | list):
+        return 0
+    if id(value) in enclosing:
+        raise NestingError("an alias (*name) stands inside its own anchor (&name): the value would hold itself")
+    if id(value) not in known:
+        if len(enclosing) >= MAX_NESTING:
+            return MAX_NESTING + 1
+        enclosing.add(id(value))
+        items = value.values() if isinstance(value, dict) else value
+        known[id(value)] = 1 + max((_levels(item, known, enclosing) for item in items), default=0)
+        enclosing.discard(id(value))
+    return known[id(value)]
 
 
 def dump_yaml(data: Any) -> str:
@@ -253,6 +285,8 @@ def read_yaml(path: str | Path) -> Any:
         ) from None
     except IsADirectoryError:
         raise NMTError(f"{path} is a folder, not a config file.", "Give a YAML file, e.g. configs/quick.yaml.") from None
+    except PermissionError:
+        raise NMTError(f"config file {path} cannot be read: permission denied.", UNREADABLE) from None
     except UnicodeDecodeError as exc:
         line = exc.object[: exc.start].count(b"\n") + 1
         column = exc.start - exc.object.rfind(b"\n", 0, exc.start)
@@ -269,6 +303,8 @@ def read_yaml(path: str | Path) -> Any:
             "(not printable) is not allowed in YAML.",
             "Remove it: a config is plain text (a file full of NUL bytes was damaged, by a crash say: restore it).",
         ) from None
+    except NestingError as exc:
+        raise NMTError(f"{path}: {exc}.", "Correct it there (configs/quick.yaml shows a config's few levels).") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -13,6 +13,7 @@ import nmt.commands.score
 import nmt.commands.train
 import nmt.commands.translate
 from nmt.cli import main
+from nmt.typed_yaml import load_yaml
 
 DISK_HINT = "Check that the path exists, is writable and that the disk has space.\n"
 
@@ -29,6 +30,10 @@ DISK_HINT = "Check that the path exists, is writable and that the disk has space
          "Give a path through folders.\n"),
         (IsADirectoryError(errno.EISDIR, "Is a directory", "out"),
          "nmt prepare: error: out: this is a folder, and a file is needed there.\nGive a file's path.\n"),
+        # no disk space to check where only the permissions stand in the way
+        (PermissionError(errno.EACCES, "Permission denied", "out/x.txt"),
+         "nmt prepare: error: out/x.txt: permission denied.\n"
+         "Check who may read and write it, and its folder (ls -ld PATH), or give another path.\n"),
     ],
 )
 def test_an_os_error_is_one_line_naming_its_file_if_it_has_one_and_what_to_do(
@@ -144,3 +149,56 @@ def test_a_bad_torchrun_variable_is_named_with_what_to_do_before_any_work(
         "WORLD_SIZE RANK LOCAL_RANK) to run in one process, or train in N processes with torchrun "
         "--nproc_per_node=N -m nmt train CONFIG.\n"
     )
+
+
+def test_an_input_file_that_cannot_be_read_is_named_as_the_input_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Root reads any file whatever its mode: the refusal is the system's, imitated."""
+    config, ref = tmp_path / "c.yaml", tmp_path / "ref.txt"
+    config.write_text("training: {max_steps: 5}\n", encoding="utf-8")
+    ref.write_text("a\n", encoding="utf-8")
+    read_bytes = Path.read_bytes
+
+    def refuse(path: Path) -> bytes:
+        if path.name in ("c.yaml", "ref.txt"):
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return read_bytes(path)
+
+    monkeypatch.setattr(Path, "read_bytes", refuse)
+    unreadable = "Make it readable for you (ls -l shows who may read it; chmod u+r FILE if it is yours), or give another file.\n"
+    assert main(["prepare", str(config)]) == 2
+    assert capsys.readouterr().err == f"nmt prepare: error: config file {config} cannot be read: permission denied.\n{unreadable}"
+    assert main(["score", str(ref), "--ref", str(ref), "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == f"nmt score: error: --ref {ref} cannot be read: permission denied.\n{unreadable}"
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("training: &t\n  max_steps: *t\n",
+         "an alias (*name) stands inside its own anchor (&name): the value would hold itself"),
+        ("training:\n  max_steps: " + "[" * 3000 + "]" * 3000 + "\n",
+         "it nests too deeply to read (a config nests no more than 32 levels)"),
+        ("training:\n  max_steps: " + "[" * 31 + "]" * 31 + "\n",  # 33 with training's and the file's
+         "it nests more than 32 levels of mappings and lists (a config needs 3 or 4)"),
+    ],
+)
+def test_a_config_that_holds_itself_or_nests_too_deeply_is_refused_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, said: str
+) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(text, encoding="utf-8")
+    assert main(["prepare", str(config)]) == 2
+    assert capsys.readouterr().err == f"nmt prepare: error: {config}: {said}.\nCorrect it there (configs/quick.yaml shows a config's few levels).\n"
+    assert main(["score", "x", "--ref", "x", "--out", str(tmp_path / "o"), "--set", "evaluation.lowercase=" + "[" * 600]) == 2
+    assert capsys.readouterr().err == ("nmt score: error: --set evaluation.lowercase=...: it nests too deeply to read "
+                                       "(a config nests no more than 32 levels).\n")
+
+
+def test_a_config_sharing_an_anchor_nests_as_deep_as_it_is_written() -> None:
+    """Aliases of one anchor, measured once each: 32 levels pass however often each is used."""
+    nested = "[" * 29 + "1" + "]" * 29
+    data = load_yaml(f"a: &a {nested}\nb: &b [*a, *a, *a]\nc: [*b, *b, *b]\n")  # c: 1 + 1 + 29 + the file's 1
+    assert data["c"][2][1] is data["a"]

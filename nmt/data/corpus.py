@@ -24,7 +24,7 @@ from nmt.data.pairs import (
     split_of,
     within_words,
 )
-from nmt.errors import NMTError, counted
+from nmt.errors import UNREADABLE, NMTError, counted
 from nmt.text_encoding import refuse_foreign_encoding
 
 
@@ -121,6 +121,8 @@ def read_lines(
         raise NMTError(f"{label} not found: {path}{where}", hint) from None
     except IsADirectoryError:
         raise NMTError(f"{label} {path} is a folder, expected a text file.", hint) from None
+    except PermissionError:
+        raise NMTError(f"{label} {path} cannot be read: permission denied.", UNREADABLE) from None
     refuse_foreign_encoding(data, f"{label} {path}", str(path))
     if data.startswith(codecs.BOM_UTF8):  # as Windows editors save it: not part of the first sentence
         data = data[len(codecs.BOM_UTF8) :]
