@@ -151,10 +151,11 @@ def config_from_dict(raw: Any, source: str = "config") -> Config:
             )
         if key not in valid:
             raise unknown_key(str(key), valid, "", OTHER_TOOLKIT_KEYS)
-    runs = raw.get("runs") or {}
+    runs = {} if raw.get("runs") is None else raw["runs"]  # `runs:` alone is none; `runs: []` a mistake
     if not isinstance(runs, dict):
         raise NMTError(
-            "'runs' must map run names to section overrides, e.g. rnnsearch: {model: {attention: additive}}."
+            f"'runs' must map run names to section overrides, e.g. rnnsearch: {{model: {{attention: additive}}}}; "
+            f"got {runs!r} ({type(runs).__name__}).", FIX_IN_CONFIG, "runs",
         )
     for run_name in runs:
         _check_run_name(run_name)
@@ -298,8 +299,12 @@ def load_saved_config(path: str | Path) -> Config:
         raw = {**raw, "data": migrate_data_keys(raw["data"])}
     try:
         return config_from_dict(raw, str(path))
-    except NMTError as error:
-        raise NMTError(f"{path}: {error.message}", error.hint) from None
+    except NMTError as error:  # no --set mends it: the commands that read a run refuse its training's keys
+        line = key_line(path, error.key) if error.key else None
+        message = error.message.removeprefix(f"{path}: ")
+        raise NMTError(f"{path}{f', line {line}' if line else ''}: {message}",
+                       "A run's config.yaml is written by its training and read as it is: undo the edit that broke "
+                       "it, or train the run again.") from None
 
 
 def save_config(config: Config, path: str | Path) -> None:

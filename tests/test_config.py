@@ -594,3 +594,33 @@ def test_a_run_that_is_no_mapping_is_refused_not_taken_as_empty(value: str) -> N
         config_from_dict({"runs": {"a": yaml.safe_load(value), "b": None}})
     config = config_from_dict({"runs": {"b": None}})
     assert config.for_run("b").model == config.model
+
+
+@pytest.mark.parametrize("value", ["[]", "0", '""', "false"])
+def test_runs_that_are_no_mapping_are_refused_at_their_line_not_taken_as_none(value: str, tmp_path: Path) -> None:
+    """`runs: []` made an experiment say the config had no runs section, and `nmt train` train the top level."""
+    path = tmp_path / "c.yaml"
+    path.write_text(f"training: {{max_steps: 5}}\nruns: {value}\n", encoding="utf-8")
+    with pytest.raises(NMTError) as error:
+        load_config(path)
+    assert error.value.message == (f"{path}, line 2: 'runs' must map run names to section overrides, e.g. rnnsearch: "
+                                   f"{{model: {{attention: additive}}}}; got {yaml.safe_load(value)!r} "
+                                   f"({type(yaml.safe_load(value)).__name__}).")
+    path.write_text("training: {max_steps: 5}\nruns:\n", encoding="utf-8")
+    assert load_config(path).runs == {}
+
+
+def test_a_damaged_run_config_is_named_by_its_line_and_not_to_be_mended_with_set(tmp_path: Path) -> None:
+    """translate, evaluate and the rest refuse a --set of a run's training keys: the hint says what does mend it."""
+    path = tmp_path / "config.yaml"
+    mend = "A run's config.yaml is written by its training and read as it is: undo the edit that broke it, or train the run again."
+    path.write_text("model:\n  hidden_size: 32\ntraining:\n  max_steps: -1\n", encoding="utf-8")
+    with pytest.raises(NMTError) as error:
+        load_saved_config(path)
+    assert (error.value.message, error.value.hint) == (
+        f"{path}, line 4: invalid value for 'training.max_steps': must be >= 1.", mend)
+    assert not error.value.key  # no command's shorthand offered for it
+    path.write_text("- 1\n", encoding="utf-8")
+    with pytest.raises(NMTError) as error:
+        load_saved_config(path)
+    assert error.value.message == f"{path}: the top level must be a mapping of sections, got list."  # named once
