@@ -58,8 +58,11 @@ def parse_override(text: str) -> tuple[list[str], Any]:
         value = load_yaml(value_text) if value_text.strip() else ""
     except NestingError as exc:  # the value (hundreds of brackets) is not worth repeating
         raise NMTError(f"--set {path}=...: {exc}.") from None
-    except yaml.YAMLError as exc:
-        raise NMTError(f"--set '{text}': the value is not valid YAML ({exc}).") from None
+    except yaml.YAMLError as exc:  # in one line: PyYAML's own text quotes the value in several, '<unicode string>' and all
+        mark = getattr(exc, "problem_mark", None)
+        where = "" if mark is None else f" at character {mark.column + 1}" + (f" of its line {mark.line + 1}" if mark.line else "")
+        problem = str(getattr(exc, "problem", None) or exc).replace("'<stream end>'", "the end of the value")
+        raise NMTError(f"--set '{text}': the value is not valid YAML{where}: {problem}.") from None
     except ValueError as exc:  # Python's limit on an int's digits, which PyYAML meets converting one
         raise NMTError(f"--set {path}=...: a number too long to read ({str(exc).split(';')[0]}).") from None
     return keys, value

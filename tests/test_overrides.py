@@ -26,8 +26,13 @@ def test_overrides_are_parsed_as_yaml() -> None:
     for text in ("size=3", "training..max_steps=2", ".training.max_steps=2", "training.max_steps.=2", "a. .b=1"):
         with pytest.raises(NMTError, match="the key must name a section and a key, each part between dots named"):
             parse_override(text)
-    with pytest.raises(NMTError, match=r"--set 'a.b=\[1,': the value is not valid YAML"):
-        parse_override("a.b=[1,")
+    with pytest.raises(NMTError) as error:  # one line, where in the value, PyYAML's words for the end its own
+        parse_override("a.b=[1")
+    assert error.value.message == ("--set 'a.b=[1': the value is not valid YAML at character 3: expected ',' or ']', "
+                                   "but got the end of the value.")
+    with pytest.raises(NMTError, match=r"^--set 'a.b=x\n y: 1': the value is not valid YAML at character 3 of its line 2: "
+                                       r"mapping values are not allowed here\.$"):
+        parse_override("a.b=x\n y: 1")
 
 
 def test_a_sub_section_override_reaches_every_run_that_sets_that_sub_key() -> None:

@@ -234,7 +234,7 @@ def test_a_key_given_twice_is_refused_naming_both_lines(tmp_path: Path, capsys: 
     twice.write_text("training: {max_steps: 3, max_steps: 4}\n", encoding="utf-8")
     with pytest.raises(NMTError, match=r"line 1, column 26 .*'max_steps' is given twice"):
         read_yaml(twice)
-    with pytest.raises(NMTError, match=r"--set 'a.b=\{c: 1, c: 2\}': the value is not valid YAML \('c' is given twice"):
+    with pytest.raises(NMTError, match=r"--set 'a.b=\{c: 1, c: 2\}': the value is not valid YAML at character 8: 'c' is given twice"):
         parse_override("a.b={c: 1, c: 2}")
     # a merge key's values may still be overridden, as configs/transformer.yaml does
     merged = tmp_path / "merged.yaml"
