@@ -20,6 +20,7 @@ from nmt.data.sources import SOURCES, check_data, load_checked_config
 from nmt.errors import NMTError
 from nmt.evaluation.scoring import paired_p_value
 from nmt.overrides import apply_overrides
+from nmt.registry import ATTENTIONS
 from nmt.typed_yaml import config_diff, read_yaml
 from tests.helpers import CONFIGS
 
@@ -197,8 +198,9 @@ def test_invalid_values_name_the_key() -> None:
     with pytest.raises(NMTError, match="data.files.train"):  # a source's keys: checked by the data layer
         check_data(config_from_dict({"data": {"source": "files"}}).data)
     # the attention types are nmt/registry.py's ATTENTIONS, the one place a new one is named
+    assert list(ATTENTIONS)[:5] == ["none", "additive", "dot", "scaled_dot", "general"]
     with pytest.raises(NMTError, match=r"'model.attention': 'bahdanau' is not an attention type: expected one of "
-                       r"none, additive, dot, scaled_dot, general\."):
+                       rf"{', '.join(ATTENTIONS)}\."):
         config_from_dict({"model": {"attention": "bahdanau"}})
 
 
