@@ -159,6 +159,53 @@ def test_a_folder_whose_corpus_files_were_removed_stays_prepared(
     assert f"was prepared from input files that changed since ({source} " in capsys.readouterr().err
 
 
+def _jsonl(path: Path, pairs: list[tuple[str, str]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps({"translation": {"en": s, "fr": t}}) + "\n" for s, t in pairs), encoding="utf-8")
+
+
+def test_a_glob_s_files_at_any_depth_are_its_inputs_and_one_removed_of_several_rebuilds(
+    tmp_path: Path, offline: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`**` reaches every depth, as datasets reads it: a file two folders down is read and fingerprinted (it was
+    read, not fingerprinted, and editing it changed nothing). A file gone from a glob that matches others changes
+    the data (its pairs were kept); the glob's files all gone, the folder stays prepared as it was."""
+    shallow, deep = tmp_path / "hf" / "a" / "part1.jsonl", tmp_path / "hf" / "a" / "b" / "part2.jsonl"
+    _jsonl(shallow, reverse_pairs(120, seed=21))
+    _jsonl(deep, reverse_pairs(60, seed=22))
+    config = config_from_dict({"data": {
+        "source": "huggingface", "huggingface": {"name": "json", "train": str(tmp_path / "hf" / "**" / "*.jsonl"),
+                                                 "valid_split": "", "test_split": ""},
+        "dir": str(tmp_path / "prepared"), "vocab_size": 40, "valid_fraction": 0.1, "test_fraction": 0.1}}).data
+    before = sum(prepare(config)["pairs"].values())
+    recorded = json.loads((tmp_path / "prepared" / "prepared.json").read_text(encoding="utf-8"))["inputs"]
+    assert set(recorded) == {str(shallow), str(deep)}
+    deep.unlink()
+    capsys.readouterr()
+    assert sum(prepare(config)["pairs"].values()) < before
+    assert f"was prepared from input files that changed since ({deep} (removed))" in capsys.readouterr().err
+    stamp = (tmp_path / "prepared" / "spm.model").stat().st_mtime_ns
+    shallow.unlink()
+    prepare(config)
+    assert (tmp_path / "prepared" / "spm.model").stat().st_mtime_ns == stamp and capsys.readouterr().err == ""
+
+
+def test_a_relative_dataset_folder_removed_once_prepared_stays_the_setting_it_was(
+    tmp_path: Path, offline: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """data.huggingface.name ./hfdir, gone: still the absolute path it was prepared as (it became the relative
+    text, a setting changed, and the rebuild failed on the missing folder)."""
+    monkeypatch.chdir(tmp_path)
+    _jsonl(tmp_path / "hfdir" / "train.jsonl", reverse_pairs(150, seed=23))
+    config = config_from_dict({"data": {
+        "source": "huggingface", "huggingface": {"name": "./hfdir", "valid_split": "", "test_split": ""},
+        "dir": str(tmp_path / "prepared"), "vocab_size": 40, "valid_fraction": 0.1, "test_fraction": 0.1}}).data
+    stats = prepare(config)
+    (tmp_path / "hfdir").rename(tmp_path / "elsewhere")
+    capsys.readouterr()
+    assert prepare(config) == stats and capsys.readouterr().err == ""
+
+
 def test_a_data_dir_that_is_a_link_is_rebuilt_where_it_points(tmp_path: Path) -> None:
     """data.dir a link to a folder on another disk: a rebuild replaces the folder it points to, and the link
     stays (the swap renamed the link itself, leaving the new data on the link's disk and the target stale)."""

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import codecs
 import dataclasses
+import fnmatch
+import glob
 import hashlib
 import os
 from collections.abc import Callable, Sequence
@@ -86,12 +88,37 @@ class Source:
         return f"{self.config.src_lang} -> {self.config.tgt_lang}"
 
     def inputs(self) -> list[Path]:
-        """The files and folders it reads, which the prepared data's fingerprint covers."""
+        """The files and folders it reads, and the glob patterns that name its files, which the prepared data's
+        fingerprint covers (`input_files`)."""
         return []
 
     def kept_apart(self) -> list[Path]:
-        """What data.dir may neither be nor hold, since preparing replaces data.dir whole."""
-        return self.inputs()
+        """What data.dir may neither be nor hold, since preparing replaces data.dir whole: its inputs, and the
+        files a glob of them matches."""
+        return [file for path in self.inputs() for file in [path, *(input_files(path) if _is_glob(path) else [])]]
+
+
+def input_files(path: Path) -> list[Path]:
+    """The files an input of `Source.inputs` stands for now, sorted: itself, a folder's files at any depth, a
+    glob's matches (`**` at any depth, as datasets reads it); none where nothing is there."""
+    if _is_glob(path):
+        return [Path(p) for p in sorted(glob.glob(str(path), recursive=True)) if os.path.isfile(p)]
+    if path.is_dir():
+        return [file for file in sorted(path.rglob("*")) if file.is_file()]
+    return [path] if path.is_file() else []
+
+
+def covers(path: Path, file: str) -> bool:
+    """Whether the input `path` (as `input_files` reads it) would stand for the absolute path `file` were it there."""
+    pattern = os.path.abspath(path)
+    if _is_glob(path):
+        return fnmatch.fnmatchcase(file, pattern)  # its * crosses folders: a shade wider than the glob
+    return file == pattern or file.startswith(pattern.rstrip(os.sep) + os.sep)
+
+
+def _is_glob(path: Path) -> bool:
+    """Whether `path` is a glob pattern: a wildcard in it, and no file or folder of that very name."""
+    return any(c in str(path) for c in "*?[") and not path.exists()
 
 
 def blank_surplus(a: Sequence[str], b: Sequence[str]) -> str:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from nmt.config_sections import DataConfig
-from nmt.data.corpus import drop_train_overlap, filter_train
+from nmt.data.corpus import covers, drop_train_overlap, filter_train, input_files
 from nmt.data.pairs import MAX_LINE_CHARS, SPLITS, Corpus, Pair
 from nmt.data.replacing import build_and_swap_in, one_build_at_a_time
 from nmt.data.sources import content_settings, corpus_source, prepared_dir
@@ -54,10 +54,9 @@ def _fingerprint(config: DataConfig) -> dict[str, Any]:
     every input file, each file inside an input folder included."""
     inputs = {}
     for path in corpus_source(config).inputs():
-        for file in sorted(path.rglob("*")) if path.is_dir() else [path]:
-            if file.is_file():  # an input that does not exist (yet) has no entry
-                stat = file.stat()
-                inputs[os.path.abspath(file)] = [stat.st_size, stat.st_mtime_ns]
+        for file in input_files(path):  # an input that does not exist (yet) has no entry
+            stat = file.stat()
+            inputs[os.path.abspath(file)] = [stat.st_size, stat.st_mtime_ns]
     # absolute paths, so that a config spelling them from another folder (a run's config.yaml) matches
     return {"format_version": FORMAT_VERSION, "data": content_settings(config), "inputs": inputs}
 
@@ -79,7 +78,7 @@ def _why_stale(directory: Path, config: DataConfig) -> str | None:
         version = _shown(recorded.get("format_version", ABSENT))
         return f"was prepared by another version of nmt (format {version} in prepared.json, {FORMAT_VERSION} now): {again}"
     current = json.loads(json.dumps(_fingerprint(config)))  # as prepared.json holds it: tuples are lists
-    _keep_removed_inputs(recorded, current)
+    _keep_removed_inputs(recorded, current, corpus_source(config).inputs())
     if changes := _changed_settings(recorded, current):
         return (
             f"was prepared with other data settings ({', '.join(changes)}): it is prepared again for these, replacing "
@@ -242,19 +241,22 @@ def _shown(value: Any) -> str:
     return "(absent)" if value is ABSENT else json.dumps(value, ensure_ascii=False)
 
 
-def _keep_removed_inputs(recorded: dict[str, Any], current: dict[str, Any]) -> None:
+def _keep_removed_inputs(recorded: dict[str, Any], current: dict[str, Any], inputs: list[Path]) -> None:
     """Count an input file that is gone since the folder was built (the raw corpus deleted once prepared, or
     not copied to this machine) as unchanged in the fingerprint `current`: the prepared data does not need
-    it. Only a file that is there and changed, or a new one, makes the folder stale."""
+    it. Only a file that is there and changed, a new one, or one gone from a folder or glob of `inputs` that
+    still gives others (read now, they would give other data) makes the folder stale."""
     if isinstance(recorded.get("inputs"), dict):
+        giving = [path for path in inputs if input_files(path)]
         for file, stamp in recorded["inputs"].items():
-            current["inputs"].setdefault(file, stamp)
+            if file not in current["inputs"] and not any(covers(path, file) for path in giving):
+                current["inputs"][file] = stamp
 
 
 def _changed_inputs(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
     """The input files whose size or modification time in the fingerprint `current` differs from what the
     prepared.json content `recorded` holds of them (it keeps no more: not their content), each as 'FILE OLD -> NEW
-    bytes', 'FILE modified (same size)' or 'FILE (new)'; [] where it records none."""
+    bytes', 'FILE modified (same size)', 'FILE (new)' or 'FILE (removed)'; [] where it records none."""
     if not isinstance(recorded.get("inputs"), dict):
         return []
     recorded, current = recorded["inputs"], current["inputs"]
@@ -263,6 +265,8 @@ def _changed_inputs(recorded: dict[str, Any], current: dict[str, Any]) -> list[s
         old, new = recorded.get(file), current.get(file)
         if old is None:
             changes.append(f"{file} (new)")
+        elif new is None:
+            changes.append(f"{file} (removed)")
         elif old != new:
             changes.append(f"{file} {old[0]} -> {new[0]} bytes" if old[0] != new[0] else f"{file} modified (same size)")
     return changes

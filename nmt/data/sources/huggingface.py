@@ -67,7 +67,9 @@ class HuggingFaceSettings(SourceSettings):
     def absolute(self) -> HuggingFaceSettings:
         """Its data files, and its name if it is a local path, absolute."""
         made = super().absolute()
-        return dataclasses.replace(made, name=os.path.abspath(self.name)) if os.path.exists(self.name) else made
+        # a path gone since the data was prepared stays the path it was, not a setting changed
+        is_path = _is_path(self.name) or os.path.exists(self.name)
+        return dataclasses.replace(made, name=os.path.abspath(self.name)) if is_path else made
 
 
 class HuggingFace(Source):
@@ -121,10 +123,9 @@ class HuggingFace(Source):
         return f"Hugging Face dataset {own.name}" + (f" ({own.config})" if own.config else "") + files + carved
 
     def inputs(self) -> list[Path]:
-        """Its dataset folder and data files (globs expanded; a hub name, which is no path, gives nothing that exists)."""
+        """Its dataset folder and data files, paths or globs (a hub name, which is no path, stands for no file)."""
         own = self.settings
-        specs = [spec for spec in (own.train, own.valid, own.test) if spec]
-        return [Path(p) for spec in [own.name, *specs] for p in (sorted(glob.glob(spec)) or [spec])]
+        return [Path(spec) for spec in (own.name, own.train, own.valid, own.test) if spec]
 
 
 _LOCAL_DATA_HINT = (
@@ -149,7 +150,7 @@ def _is_path(name: str) -> bool:
 def _check_data_files(key: str, spec: str) -> None:
     """Refuse a builder's data files (`key`'s value, a path or a glob) that match nothing: datasets says
     only StopIteration for a glob that matches nothing. A URL (hf://, https://) is left to datasets."""
-    if not spec or "://" in spec or glob.glob(spec):
+    if not spec or "://" in spec or glob.glob(spec, recursive=True):
         return
     what = "matches no file" if any(c in spec for c in "*?[") else "does not exist"
     where = "" if os.path.isabs(spec) else f" (looked for from the current folder, {os.getcwd()})"
@@ -251,7 +252,7 @@ def _split_files(own: HuggingFaceSettings, name: str, data_files: dict[str, str]
     """The local files datasets reads split `name` from: a builder's data files, or those it finds in a local
     dataset folder; none for a hub dataset, or where datasets cannot say."""
     if _is_builder(own.name):
-        return sorted(glob.glob(data_files[name])) if name in data_files else []
+        return sorted(glob.glob(data_files[name], recursive=True)) if name in data_files else []
     if not os.path.isdir(own.name):
         return []
     import datasets
