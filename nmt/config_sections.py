@@ -287,7 +287,7 @@ class DecodingConfig:
         require(0 <= self.alpha < math.inf, "decoding.alpha", "must be >= 0 and finite")
 
 
-MIN_SIGNIFICANCE = 1e-6  # its fewest_resamples: 1,999,999
+MIN_SIGNIFICANCE = 1e-6  # its fewest_resamples: 2,000,000
 
 
 def fewest_resamples(significance: float) -> int:
