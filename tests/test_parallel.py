@@ -268,8 +268,9 @@ def test_a_run_failing_in_a_worker_reaches_the_parent_with_its_hint_and_log(tmp_
     failed = parallel._train_in_parallel({"a": config.for_run("a")}, {"a": run_dir}, 1, timings.__setitem__, [])
     assert timings == {}  # it trained nothing
     assert list(failed) == ["a"]
-    assert failed["a"].message.startswith(f"run a: {run_dir / 'config.yaml'}: unknown key 'model.hiden_size'")
-    assert failed["a"].hint.startswith("Valid keys of model: ") and failed["a"].hint.endswith(f"(its output: {run_dir}.log)")
+    assert failed["a"].message.startswith(f"run a: {run_dir / 'config.yaml'}, line 1: unknown key 'model.hiden_size'")
+    assert failed["a"].hint.startswith("A run's config.yaml is written by its training and read as it is: ")
+    assert failed["a"].hint.endswith(f"(its output: {run_dir}.log)")
 
 
 def test_a_run_s_bug_is_told_with_its_traceback_and_the_next_run_trains(
