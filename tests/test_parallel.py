@@ -79,12 +79,15 @@ def test_each_run_starts_on_the_gpu_with_the_fewest_runs_training() -> None:
     assert parallel.least_busy([], [None, None]) is None  # one device: nothing to choose
 
 
-def _run_in_fork(name: str, gpu: str | None, log: Path) -> tuple[Any, int | None]:
+def _run_in_fork(
+    name: str, gpu: str | None, log: Path, config: Config | None = None, then: parallel.AfterTraining | None = None
+) -> tuple[Any, int | None]:
     """_run_process for run `name` in a forked process (the experiment spawns them; a fork keeps this test's
     patches): what it sent (None if nothing) and its exit status."""
     fork = multiprocessing.get_context("fork")
     results, sent = fork.Pipe(duplex=False)
-    process = fork.Process(target=parallel._run_process, args=(name, config_from_dict({}), log.parent / name, log, gpu, sent))
+    config = config or config_from_dict({})
+    process = fork.Process(target=parallel._run_process, args=(name, config, log.parent / name, log, gpu, then, sent))
     process.start()
     sent.close()
     try:
@@ -107,14 +110,43 @@ def test_a_run_s_process_trains_on_its_gpu_and_sends_its_outcome_or_its_failure(
 
     monkeypatch.setattr(parallel, "_train_run", train_run)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
-    (done, seconds), status = _run_in_fork("a", "1", tmp_path / "a.log")
-    assert (done, status) == ("1", 0) and seconds >= 0
+    (done, seconds, after), status = _run_in_fork("a", "1", tmp_path / "a.log")
+    assert (done, status, after) == ("1", 0, None) and seconds >= 0
     assert _run_in_fork("a", None, tmp_path / "a.log")[0][0] == "0,1"  # one GPU: left as it is
     failure, status = _run_in_fork("bug", None, tmp_path / "bug.log")
     assert status == 0 and isinstance(failure, NMTError)
     assert str(failure) == f"run bug failed: RuntimeError: boom Its traceback: {tmp_path / 'bug.log'}."
     assert (tmp_path / "bug.log").read_text(encoding="utf-8").endswith("RuntimeError: boom\n")
     assert _run_in_fork("stopped", None, tmp_path / "stopped.log") == (None, 130)  # it saved; nothing to say
+
+
+def _after(run_dir: Path) -> None:
+    """What a run's process does after its training in these tests: notes its torch threads, or fails, or is stopped."""
+    if run_dir.name == "fails":
+        raise RuntimeError("no test split")
+    if run_dir.name == "stopped":
+        raise KeyboardInterrupt  # as _stop makes it
+    (run_dir.parent / f"{run_dir.name}.threads").write_text(str(torch.get_num_threads()), encoding="utf-8")
+
+
+def test_a_run_s_process_then_does_what_follows_with_the_run_s_threads_and_the_run_has_trained_whatever_befalls_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(parallel, "_train_run", lambda config, run_dir: "trained")
+    then = parallel.AfterTraining("translate", _after)
+    one_thread = config_from_dict({"training": {"threads": 1}})
+    torch_threads = torch.get_num_threads()
+    for threads, config in ((1, one_thread), (torch_threads, config_from_dict({}))):
+        (done, seconds, after), status = _run_in_fork("a", None, tmp_path / "a.log", config, then)
+        assert (done, status) == ("trained", 0) and 0 <= after <= seconds + 60
+        assert (tmp_path / "a.threads").read_text(encoding="utf-8") == str(threads)
+    # its failure or a stop leaves the run trained: the outcome is sent, with no time for what follows
+    assert _run_in_fork("fails", None, tmp_path / "fails.log", one_thread, then)[0][::2] == ("trained", None)
+    log = (tmp_path / "fails.log").read_text(encoding="utf-8")
+    assert log.startswith(f"{tmp_path / 'fails'}: 'translate' failed here (RuntimeError: no test split); the run has "
+                          "trained, and what was to be done here is done later\nTraceback")
+    (done, _, after), status = _run_in_fork("stopped", None, tmp_path / "stopped.log", one_thread, then)
+    assert (done, after, status) == ("trained", None, 0)
 
 
 def _forked(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -138,8 +170,8 @@ def test_runs_queue_for_their_jobs_and_each_starts_on_the_least_busy_gpu(tmp_pat
     configs = {name: config_from_dict({"training": {"max_steps": steps}}) for name, steps in zip("abc", (30, 20, 10), strict=True)}
     timings: dict[str, float] = {}
     failed = parallel._train_in_parallel(configs, {name: tmp_path / "runs" / name for name in "abc"}, 2,
-                                         timings.__setitem__, ["3", "5"])
-    assert failed == {} and set(timings) == {"train a", "train b", "train c"}
+                                         timings.__setitem__, ["3", "5"], parallel.AfterTraining("translate", _after))
+    assert failed == {} and set(timings) == {f"{step} {name}" for step in ("train", "translate") for name in "abc"}
     runs = {name: json.loads((tmp_path / f"{name}.json").read_text()) for name in "abc"}
     assert {name: gpu for name, (gpu, _, _) in runs.items()} == {"a": "3", "b": "5", "c": "3"}
     assert runs["c"][1] >= runs["a"][2]  # c started once a had ended
@@ -166,7 +198,8 @@ def test_a_ctrl_c_as_a_run_s_process_starts_stops_that_run_too(tmp_path: Path, m
     began = time.perf_counter()
     try:
         with pytest.raises(KeyboardInterrupt):
-            parallel._train_in_parallel(configs, {name: tmp_path / "runs" / name for name in "ab"}, 2, lambda *_: None, [])
+            parallel._train_in_parallel(configs, {name: tmp_path / "runs" / name for name in "ab"}, 2, lambda *_: None, [],
+                                        None)
         assert multiprocessing.active_children() == [] and time.perf_counter() - began < 30
     finally:
         for left in multiprocessing.active_children():
@@ -265,7 +298,7 @@ def test_a_run_failing_in_a_worker_reaches_the_parent_with_its_hint_and_log(tmp_
     run_dir.mkdir(parents=True)
     (run_dir / "config.yaml").write_text("model: {hiden_size: 8}", encoding="utf-8")  # refused, nothing trained
     timings: dict[str, float] = {}
-    failed = parallel._train_in_parallel({"a": config.for_run("a")}, {"a": run_dir}, 1, timings.__setitem__, [])
+    failed = parallel._train_in_parallel({"a": config.for_run("a")}, {"a": run_dir}, 1, timings.__setitem__, [], None)
     assert timings == {}  # it trained nothing
     assert list(failed) == ["a"]
     assert failed["a"].message.startswith(f"run a: {run_dir / 'config.yaml'}, line 1: unknown key 'model.hiden_size'")
@@ -286,7 +319,8 @@ def test_a_run_s_bug_is_told_with_its_traceback_and_the_next_run_trains(
     monkeypatch.setattr(parallel, "_train_run", train_run)
     config = config_from_dict({"runs": {"a": {}, "b": {}}})
     timings: dict[str, float] = {}
-    failed = parallel.train_runs(config, {name: tmp_path / name for name in "ab"}, 1, timings.__setitem__)
+    then = parallel.AfterTraining("translate", lambda run_dir: pytest.fail("one run after another: the caller follows"))
+    failed = parallel.train_runs(config, {name: tmp_path / name for name in "ab"}, 1, timings.__setitem__, then)
     assert list(timings) == ["train b", "train (all runs, 1 at once)"]
     assert [str(error) for error in failed.values()] == [
         "run a failed: RuntimeError: CUDA error: an illegal memory access was encountered Its traceback: above, "
@@ -319,9 +353,9 @@ def test_a_worker_writes_a_failing_run_s_traceback_to_its_log(tmp_path: Path, mo
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         with pytest.raises(RuntimeError, match="boom"):
-            parallel._train_in_child(config_from_dict({}), tmp_path / "bug", tmp_path / "bug.log")
+            parallel._train_in_child(config_from_dict({}), tmp_path / "bug", tmp_path / "bug.log", None)
         with pytest.raises(NMTError, match="refused"):
-            parallel._train_in_child(config_from_dict({}), tmp_path / "refused", tmp_path / "refused.log")
+            parallel._train_in_child(config_from_dict({}), tmp_path / "refused", tmp_path / "refused.log", None)
     finally:
         for sig, handler in handlers.items():
             signal.signal(sig, handler)

@@ -32,6 +32,9 @@ from nmt.evaluation.testset import TestSet, shown_path
 from nmt.models.interface import model_kind
 from nmt.rundir.checkpoints import checkpoint_step, refuse_interrupted_only, step_checkpoints
 
+# each checkpoint translates greedily, whatever the run's decoding section
+GREEDY = ("decoding.beam_size=1", "decoding.nbest=1")
+
 
 def learning_curves(
     run_dirs: Sequence[Path],
@@ -49,7 +52,7 @@ def learning_curves(
     Returns the content of learning_curve.json.
     """
     check_sentences_per_bucket(per_bucket)
-    runs = describe_runs(run_dirs, ["decoding.beam_size=1", "decoding.nbest=1"], option="")  # greedy; no --checkpoint
+    runs = describe_runs(run_dirs, GREEDY, option="")  # no --checkpoint
     settings = runs[0].config.evaluation
     split = split or settings.split
     per_bucket = settings.curve_sentences_per_bucket if per_bucket is None else per_bucket

@@ -29,6 +29,9 @@ from nmt.models.interface import model_kind
 from nmt.overrides import sets_key
 from nmt.rundir.checkpoints import describe_checkpoint
 
+# each run's best translation is scored, whatever its decoding.nbest
+ONE_BEST = "decoding.nbest=1"
+
 
 def _kind(config: Config) -> str:
     """How a run's decoder sees the source: "fixed vector" (RNNencdec), "rnn attention", or a Transformer
@@ -132,7 +135,7 @@ def evaluate_runs(
                        "Leave --set decoding.nbest out; nmt translate --nbest K writes the K best of each line.",
                        "decoding.nbest")
     # the 1-best is scored: a run's decoding.nbest does not apply, nor bound --beam from below
-    runs = describe_runs(run_dirs, ["decoding.nbest=1", *overrides], checkpoint, option, names)
+    runs = describe_runs(run_dirs, [ONE_BEST, *overrides], checkpoint, option, names)
     out = default_out_dir(run_dirs, out_dir)
     _refuse_overwriting_inputs(out, runs, src_path, ref_path)
     refuse_foreign_files(out, report_files((run.name for run in runs), sources=True), "nmt evaluate")

@@ -8,7 +8,9 @@ part-way is resumed, so re-running after an interruption finishes the job; `forc
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
+import functools
 import json
 import os
 import shlex
@@ -22,20 +24,24 @@ import torch
 
 from nmt.analysis.attention_stats import attention_diagnostics
 from nmt.compare.attention_checks import CHECKS, attention_checks
-from nmt.compare.curve import learning_curves
-from nmt.compare.evaluate import evaluate_runs
+from nmt.compare.curve import GREEDY, learning_curves
+from nmt.compare.evaluate import ONE_BEST, evaluate_runs
 from nmt.compare.experiment_report import experiment_report, training_outcomes
+from nmt.compare.runs import describe_runs, split_test_set, translate_cached
 from nmt.config import Config, save_config
+from nmt.config_sections import EvaluationConfig
 from nmt.data.prepare import prepare_summary
 from nmt.data.sources import load_checked_config, prepared_dir
 from nmt.environment import describe_environment
 from nmt.errors import NMTError, counted
+from nmt.evaluation import curves
 from nmt.evaluation.report_folder import EXPERIMENT_TIMINGS
 from nmt.fileio import atomic_write_json, atomic_write_text, same_file
 from nmt.models.interface import model_kind
+from nmt.rundir.checkpoints import step_checkpoints
 from nmt.rundir.folders import read_summary, run_files
 from nmt.rundir.lock import ExperimentLock, RunLock
-from nmt.training.parallel import check_runs, train_runs
+from nmt.training.parallel import AfterTraining, check_runs, train_runs
 
 
 class Timings:
@@ -227,7 +233,9 @@ def run_experiment(
         save_config(config, out_dir / "config.yaml")
         with timings.noting_interruption(began):
             timings.record("prepare", _prepare_data(config) if prepare_seconds is None else prepare_seconds)
-            failed = train_runs(config, run_dirs, jobs, timings.record)
+            settings = config.for_run(next(iter(config.runs))).evaluation  # the report's
+            then = AfterTraining("translate", functools.partial(translate_ahead, settings=settings))
+            failed = train_runs(config, run_dirs, jobs, timings.record, then)
             if failed:  # the report of the runs that trained; the error follows it
                 config, run_dirs = _trained_only(config, run_dirs, failed, config_path)
             with timings.phase("evaluate"):
@@ -256,6 +264,21 @@ def run_experiment(
             raise NMTError(_failures(failed, f"the report ({out_dir / 'report.md'}) covers the other "
                                              f"{counted(len(config.runs), 'run')}"), RETRY_FAILED)
         return results
+
+
+def translate_ahead(run_dir: Path, settings: EvaluationConfig) -> None:
+    """The translations the experiment's evaluation and learning curve will ask of the run in `run_dir`, made into
+    its translation cache (where they find them, by the same key): the `settings.split` with its checkpoint and
+    decoding, and the curve's sample greedily with each kept step checkpoint. `settings`: the evaluation section
+    they follow (the first run's). Called in a run's process once it has trained, while others still train: on 2
+    cores, the core a run leaves free translates, rather than waiting for the last run."""
+    run, = describe_runs([run_dir], [ONE_BEST])
+    test_set = split_test_set(run.config, settings.split)
+    translate_cached(run, test_set, "auto")
+    greedy, = describe_runs([run_dir], GREEDY, option="")
+    sample = curves.sample_test_set(test_set, list(settings.buckets), settings.by, settings.curve_sentences_per_bucket)
+    for checkpoint in step_checkpoints(run_dir):
+        translate_cached(dataclasses.replace(greedy, checkpoint=checkpoint), sample, "auto")
 
 
 def _reproducing_command(config_path: Path, overrides: list[str], runs: list[str], out_dir: Path) -> str:

@@ -25,6 +25,7 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from types import FrameType
+from typing import NamedTuple
 
 import torch
 
@@ -173,9 +174,20 @@ def _stop(signum: int, frame: FrameType | None) -> None:
         handler(signal.SIGTERM if signum == signal.SIGTERM else signal.SIGINT, frame)
 
 
-def _train_in_child(config: Config, run_dir: Path, log_path: Path) -> tuple[str, float]:
-    """One run's training in its own process, its output in `log_path`; returns (what was done, seconds).
-    A bug's traceback is written to the log (the parent says where); KeyboardInterrupt where it was stopped."""
+class AfterTraining(NamedTuple):
+    """What a run's process does once its run has trained (`train_runs`' `then`): `work(run_dir)`, picklable (a
+    module's function, or a partial of one), its time recorded as "`step` NAME" (e.g. "translate rnnsearch-50")."""
+
+    step: str
+    work: Callable[[Path], None]
+
+
+def _train_in_child(
+    config: Config, run_dir: Path, log_path: Path, then: AfterTraining | None
+) -> tuple[str, float, float | None]:
+    """One run's training in its own process, then `then` (`_after_training`), the output of both in `log_path`;
+    returns (what was done, seconds of training, seconds of `then` or None where it did not finish). A bug's
+    traceback is written to the log (the parent says where); KeyboardInterrupt where the training was stopped."""
     start = time.perf_counter()
     signal.signal(signal.SIGINT, signal.default_int_handler)  # set before `pending` is read: no stop is lost
     try:
@@ -188,15 +200,43 @@ def _train_in_child(config: Config, run_dir: Path, log_path: Path) -> tuple[str,
                 if not told_whole(error):
                     traceback.print_exc()
                 raise
+            trained = time.perf_counter() - start
+            after = None if then is None else _after_training(then, config, run_dir)
     finally:  # a stop that comes once the run is over, as the process ends, has nothing to stop
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-    return done, time.perf_counter() - start
+    return done, trained, after
 
 
-def _run_process(name: str, config: Config, run_dir: Path, log_path: Path, gpu: str | None, results: Connection) -> None:
+def _after_training(then: AfterTraining, config: Config, run_dir: Path) -> float | None:
+    """Do `then`'s work in a run's process once the run has trained, with the run's torch threads; its
+    seconds, or None where it did not finish: stopped (Ctrl-C, SIGTERM), or failed (told in the log). Either
+    way the run has trained: that work is left to whoever needs it next."""
+    if StopRequest.pending:
+        return None
+    start = time.perf_counter()
+    if config.training.threads > 0:  # the process ends after this: nothing else needs the threads back
+        torch.set_num_threads(config.training.threads)
+    try:
+        then.work(run_dir)
+        return time.perf_counter() - start
+    except KeyboardInterrupt:
+        return None
+    except Exception as error:
+        print(f"{run_dir}: '{then.step}' failed here ({type(error).__name__}: {error}); the run has trained, and "
+              "what was to be done here is done later", file=sys.stderr)
+        if not told_whole(error):
+            traceback.print_exc()
+        return None
+
+
+def _run_process(
+    name: str, config: Config, run_dir: Path, log_path: Path, gpu: str | None, then: AfterTraining | None,
+    results: Connection,
+) -> None:
     """A run's process (spawned, with HELD signals blocked: nmt/interrupts.py): on `gpu` where one is given (set
-    before CUDA starts here: its cuda:0), it trains the run and sends the parent (what was done, seconds) or the
-    run's failure (run_failure); a run stopped on request (_stop) sends nothing and ends with status 130. Ctrl-C
+    before CUDA starts here: its cuda:0), it trains the run, calls `then`, and sends the parent `_train_in_child`'s
+    outcome or the run's failure (run_failure); a run stopped on request (_stop) in its training sends nothing and
+    ends with status 130 (stopped in `then`, it has trained: it sends its outcome). Ctrl-C
     stays ignored until the run starts, for the parent passes it on once, as SIGUSR1; SIGTERM stops the run as
     SIGUSR1 does."""
     if gpu is not None:
@@ -206,7 +246,7 @@ def _run_process(name: str, config: Config, run_dir: Path, log_path: Path, gpu: 
     signal.signal(signal.SIGTERM, _stop)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGUSR1})
     try:
-        outcome: tuple[str, float] | NMTError = _train_in_child(config, run_dir, log_path)
+        outcome: tuple[str, float, float | None] | NMTError = _train_in_child(config, run_dir, log_path, then)
     except KeyboardInterrupt:  # the run has saved
         sys.exit(130)
     except Exception as error:  # told as the experiment tells it: only an NMTError crosses, whatever the error holds
@@ -271,13 +311,17 @@ def run_failure(name: str, error: Exception, output: str) -> NMTError:
 
 
 def train_runs(
-    config: Config, run_dirs: dict[str, Path], jobs: int, record: Callable[[str, float], None]
+    config: Config, run_dirs: dict[str, Path], jobs: int, record: Callable[[str, float], None],
+    then: AfterTraining | None = None,
 ) -> dict[str, NMTError]:
     """Train every run that is not finished, `jobs` at once (see training_jobs); returns the runs that failed
     (run_failure's errors, by name): one run's error does not stop the others, which train to their end.
     `record(step, seconds)` receives the time each run trained in this call as soon as it ends (its earlier
     sessions are in its summary.json; an interruption keeps those already recorded) and, when all have, the
-    wall time of them all; a finished run is skipped and recorded nowhere."""
+    wall time of them all; a finished run is skipped and recorded nowhere. Where runs train side by side, each
+    run's process then does `then`'s work, recorded as "STEP NAME" and counted in the wall time: work that needs
+    the trained run, done with its threads while the others still train. One after another, or where it fails
+    or is stopped, it is not done here: the caller does it (its result is not awaited from here)."""
     configs = {name: config.for_run(name) for name in run_dirs}
     # finished runs are skipped here, so that no process starts for them
     left = {name: run_dir for name, run_dir in run_dirs.items() if not _finished(configs[name], run_dir)}
@@ -307,7 +351,7 @@ def train_runs(
             if not configs[name].training.threads:
                 configs[name] = replace(configs[name], training=replace(configs[name].training, threads=threads))
         failed = _train_in_parallel({name: configs[name] for name in left}, left, min(jobs, len(left)), record,
-                                    run_gpus(config))
+                                    run_gpus(config), then)
     if left:  # the runs' own times overlap when they train side by side
         record(f"train (all runs, {min(jobs, len(left))} at once)", time.perf_counter() - start)
     return failed
@@ -315,11 +359,12 @@ def train_runs(
 
 def _train_in_parallel(
     configs: dict[str, Config], run_dirs: dict[str, Path], jobs: int, record: Callable[[str, float], None],
-    gpus: list[str],
+    gpus: list[str], then: AfterTraining | None,
 ) -> dict[str, NMTError]:
     """Train each run in a process of its own, `jobs` at once, the costliest first (steps x 2 for attention
     runs), so that the last to finish starts early; each run's output goes to runs/NAME.log, each starts on the
-    least busy of `gpus` (as `run_gpus` chose them; none: the current device). `record` receives each run's
+    least busy of `gpus` (as `run_gpus` chose them; none: the current device), and calls `then` once it has
+    trained (`train_runs`). `record` receives each run's
     seconds of training in its process as soon as it ends (as `train_runs` says); returns the runs that failed:
     an error, or a process that ended without finishing (a signal, the out-of-memory killer). The others train
     on, each in a fresh process: a device's sticky error dies with the run that met it."""
@@ -338,17 +383,17 @@ def _train_in_parallel(
     try:
         for name in order:
             while len(training) == jobs:
-                failed.update(_collect(training, record, logs, start, run_dirs))
+                failed.update(_collect(training, record, logs, start, run_dirs, then))
             gpu = least_busy(gpus, [run_gpu for _, _, run_gpu in training.values()])
             results, sent = spawn.Pipe(duplex=False)
-            process = spawn.Process(target=_run_process, args=(name, configs[name], run_dirs[name], logs[name], gpu, sent),
+            process = spawn.Process(target=_run_process, args=(name, configs[name], run_dirs[name], logs[name], gpu, then, sent),
                                     name=f"nmt run {name}")
             with starting_children():  # a Ctrl-C here is raised at its end: the process is then among those to stop
                 process.start()
                 sent.close()  # the parent reads; once the process ends, its end is closed and `results` reads EOF
                 training[results] = (name, process, gpu)
         while training:
-            failed.update(_collect(training, record, logs, start, run_dirs))
+            failed.update(_collect(training, record, logs, start, run_dirs, then))
     except BaseException:
         _stop_runs(training)
         raise
@@ -357,10 +402,10 @@ def _train_in_parallel(
 
 def _collect(
     training: dict[Connection, tuple[str, BaseProcess, str | None]], record: Callable[[str, float], None],
-    logs: dict[str, Path], start: float, run_dirs: dict[str, Path],
+    logs: dict[str, Path], start: float, run_dirs: dict[str, Path], then: AfterTraining | None,
 ) -> dict[str, NMTError]:
-    """Wait until a run of `training` ends, take it out, record its time and say so; returns its failure, if
-    it failed (by name; several where several ended at once)."""
+    """Wait until a run of `training` ends, take it out, record its time (and its `then`'s) and say so; returns
+    its failure, if it failed (by name; several where several ended at once)."""
     failed: dict[str, NMTError] = {}
     # a process's end too, not only its pipe's: a child it left behind may hold the pipe open
     ends = {process.sentinel: results for results, (_, process, _) in training.items()}
@@ -382,9 +427,12 @@ def _collect(
             failed[name] = outcome
             print(f"run {name}: {outcome}; the other runs go on", file=sys.stderr)
         else:
-            done, seconds = outcome
+            done, seconds, after = outcome
             record(f"train {name}", seconds)  # before the join: a Ctrl-C there keeps it
+            if then is not None and after is not None:
+                record(f"{then.step} {name}", after)
+            followed = "" if after is None or then is None else f", then {after:.0f} s to {then.step}"
             print(f"run {name}: {done}, {_training_seconds(run_dirs[name]) / 60:.1f} min of training in all "
-                  f"({seconds / 60:.1f} min now, done {time.perf_counter() - start:.0f} s after the trainings began)")
+                  f"({seconds / 60:.1f} min now{followed}, done {time.perf_counter() - start:.0f} s after the trainings began)")
         process.join()  # it ends once it has sent
     return failed

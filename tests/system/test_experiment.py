@@ -6,11 +6,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
 
-from nmt.compare.evaluate import effect_pairs
+from nmt.compare.curve import learning_curves
+from nmt.compare.evaluate import effect_pairs, evaluate_runs
 from nmt.compare.experiment import Timings, run_experiment
 from nmt.config import Config, load_config
 from nmt.data.sources import absolute
@@ -20,10 +22,10 @@ from tests.helpers import CONFIGS, shortened
 
 
 @pytest.mark.slow
-def test_quick_config_runs_the_whole_pipeline_shortened(tmp_path: Path) -> None:
+def test_quick_config_runs_the_whole_pipeline_shortened(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config_path = CONFIGS / "quick.yaml"
     out = tmp_path / "out"
-    results = run_experiment(config_path, shortened(tmp_path / "data"), out)
+    results = run_experiment(config_path, shortened(tmp_path / "data"), out, jobs=2)
     config = load_config(config_path)
     assert set(results["runs"]) == set(config.runs)
     for run in config.runs:
@@ -55,6 +57,22 @@ def test_quick_config_runs_the_whole_pipeline_shortened(tmp_path: Path) -> None:
     assert (out / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     (session,) = json.loads((out / "timings.json").read_text())["sessions"]
     assert "learning curve" in session["seconds"] and session["command"].startswith("nmt experiment ")
+    # each run's process translated for the report once trained (translate_ahead); the report found every one
+    # of them, and they are what its own translating gives: the cache emptied, the same hypotheses and curve
+    assert {f"translate {run}" for run in config.runs} <= set(session["seconds"])
+    reused = capsys.readouterr().err.count("re-using cached translations")
+    assert reused == 2 * len(config.runs)  # the test split's, and the curve's checkpoint's
+    for run in config.runs:
+        shutil.rmtree(out / "runs" / run / "hyps")
+    again = evaluate_runs([out / "runs" / run for run in config.runs], out_dir=tmp_path / "again")
+    assert "re-using cached translations" not in capsys.readouterr().err
+    for run in config.runs:
+        assert (tmp_path / "again" / f"{run}.hyp.txt").read_text() == (out / f"{run}.hyp.txt").read_text()
+        assert again["runs"][run]["bleu"] == results["runs"][run]["bleu"]
+    curve_again = learning_curves([out / "runs" / run for run in config.runs], out_dir=tmp_path / "again")
+    assert [c["checkpoints"][0]["bleu"] for c in curve_again["runs"].values()] == [
+        c["checkpoints"][0]["bleu"] for c in curves["runs"].values()
+    ]
     # the fixed-vector runs are checked against the attention runs, pairwise in config order
     # (and, across training ceilings, each lower ceiling's attention run against the higher fixed-vector runs)
     baselines = [run for run in config.runs if run not in attentive]
