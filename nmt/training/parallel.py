@@ -319,7 +319,8 @@ def train_runs(
     `record(step, seconds)` receives the time each run trained in this call as soon as it ends (its earlier
     sessions are in its summary.json; an interruption keeps those already recorded) and, when all have, the
     wall time of them all; a finished run is skipped and recorded nowhere. Where runs train side by side, each
-    run's process then does `then`'s work, recorded as "STEP NAME" and counted in the wall time: work that needs
+    run's process then does `then`'s work, recorded as "STEP NAME" and counted in the wall time ("train and STEP
+    (all runs, N at once)"): work that needs
     the trained run, done with its threads while the others still train. One after another, or where it fails
     or is stopped, it is not done here: the caller does it (its result is not awaited from here)."""
     configs = {name: config.for_run(name) for name in run_dirs}
@@ -353,7 +354,8 @@ def train_runs(
         failed = _train_in_parallel({name: configs[name] for name in left}, left, min(jobs, len(left)), record,
                                     run_gpus(config), then)
     if left:  # the runs' own times overlap when they train side by side
-        record(f"train (all runs, {min(jobs, len(left))} at once)", time.perf_counter() - start)
+        steps = f"train and {then.step}" if then is not None and jobs > 1 else "train"
+        record(f"{steps} (all runs, {min(jobs, len(left))} at once)", time.perf_counter() - start)
     return failed
 
 
