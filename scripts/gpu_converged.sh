@@ -20,8 +20,9 @@
 # time limit). So that the report is written within the limit whatever the GPU's speed, each run's training
 # stops at TRAIN_MINUTES (training.max_minutes, 0 = none; default: the limit less 5 minutes, 5 at 600 s) if
 # early stopping has not ended it, and the report says which runs it stopped; the 5 minutes are for start-up,
-# evaluation (beam 5, seven runs), the attention checks and the learning curves (an estimate from the H200's
-# decoding rates, not yet measured). The limit sends Ctrl-C (each run saves) and kills 15 s later, so that a
+# the translations of the evaluation (beam 5) and the learning curves (greedy), which each run's process makes
+# once its run stops, the scoring, and the attention checks (an estimate from the H200's decoding rates, not yet
+# measured). The limit sends Ctrl-C (each run saves) and kills 15 s later, so that a
 # 540-s limit ends within a 600-s call. NMT_COMMIT (the commit given to the copy, which has no .git) is
 # written to OUT/commit.txt. JOBS (default 7: every run at once, so that the time limit bounds the whole training
 # phase; 0 = min(runs, 4) on a GPU) is each experiment's --jobs. WORK

@@ -20,7 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", nargs="+", metavar="RUN", default=[],
                         help="only these runs of the config (default: all of them)")
     parser.add_argument("--jobs", type=int, default=0, metavar="N",
-                        help="runs trained at once, each in its own process (default 0: one per CPU core, at most one "
+                        help="runs trained at once, each in its own process, which then translates what the report "
+                        "scores (default 0: one per CPU core, at most one "
                         "per run, each with cores/jobs torch threads unless training.threads is set; on CUDA, "
                         "min(runs, 4) sharing the one GPU, where four runs side by side trained together in 261 s on "
                         "one H200; with several GPUs visible, 4 per GPU and at most one per core, each run on the one with the fewest runs)")
@@ -33,6 +34,6 @@ def run(args: argparse.Namespace) -> None:
     out_dir = args.out or Path("experiments") / args.config.stem
     if args.jobs < 0:
         raise NMTError(f"--jobs {args.jobs}: give 0 (one per core) or a positive count.")
-    # the evaluations after training run in this process
+    # what follows the training runs in this process: the scoring, and any translation no run's process made
     arguments.set_threads(load_config(args.config, args.overrides).training.threads)
     run_experiment(args.config, args.overrides, out_dir, force=args.force, jobs=args.jobs, runs=args.runs)
