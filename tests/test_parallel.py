@@ -83,19 +83,22 @@ def _run_in_fork(
     name: str, gpu: str | None, log: Path, config: Config | None = None, then: parallel.AfterTraining | None = None
 ) -> tuple[Any, int | None]:
     """_run_process for run `name` in a forked process (the experiment spawns them; a fork keeps this test's
-    patches): what it sent (None if nothing) and its exit status."""
+    patches): what it sent (its first message, and with `then` the second, each None if none came) and its exit
+    status."""
     fork = multiprocessing.get_context("fork")
     results, sent = fork.Pipe(duplex=False)
     config = config or config_from_dict({})
     process = fork.Process(target=parallel._run_process, args=(name, config, log.parent / name, log, gpu, then, sent))
     process.start()
     sent.close()
-    try:
-        outcome = results.recv() if results.poll(60) else None
-    except EOFError:  # it ended without sending
-        outcome = None
+    messages: list[Any] = []
+    for _ in range(1 if then is None else 2):
+        try:
+            messages.append(results.recv() if results.poll(60) else None)
+        except EOFError:  # it ended without sending
+            messages.append(None)
     process.join(timeout=60)
-    return outcome, process.exitcode
+    return messages[0] if then is None else tuple(messages), process.exitcode
 
 
 def test_a_run_s_process_trains_on_its_gpu_and_sends_its_outcome_or_its_failure(
@@ -110,8 +113,8 @@ def test_a_run_s_process_trains_on_its_gpu_and_sends_its_outcome_or_its_failure(
 
     monkeypatch.setattr(parallel, "_train_run", train_run)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
-    (done, seconds, after), status = _run_in_fork("a", "1", tmp_path / "a.log")
-    assert (done, status, after) == ("1", 0, None) and seconds >= 0
+    (done, seconds), status = _run_in_fork("a", "1", tmp_path / "a.log")
+    assert (done, status) == ("1", 0) and seconds >= 0
     assert _run_in_fork("a", None, tmp_path / "a.log")[0][0] == "0,1"  # one GPU: left as it is
     failure, status = _run_in_fork("bug", None, tmp_path / "bug.log")
     assert status == 0 and isinstance(failure, NMTError)
@@ -137,16 +140,63 @@ def test_a_run_s_process_then_does_what_follows_with_the_run_s_threads_and_the_r
     one_thread = config_from_dict({"training": {"threads": 1}})
     torch_threads = torch.get_num_threads()
     for threads, config in ((1, one_thread), (torch_threads, config_from_dict({}))):
-        (done, seconds, after), status = _run_in_fork("a", None, tmp_path / "a.log", config, then)
-        assert (done, status) == ("trained", 0) and 0 <= after <= seconds + 60
+        ((done, _), after), status = _run_in_fork("a", None, tmp_path / "a.log", config, then)
+        assert (done, status) == ("trained", 0) and isinstance(after, float)
         assert (tmp_path / "a.threads").read_text(encoding="utf-8") == str(threads)
-    # its failure or a stop leaves the run trained: the outcome is sent, with no time for what follows
-    assert _run_in_fork("fails", None, tmp_path / "fails.log", one_thread, then)[0][::2] == ("trained", None)
+    # its failure or a stop leaves the run trained: its outcome is sent first, then no time for what follows
+    ((done, _), after), status = _run_in_fork("fails", None, tmp_path / "fails.log", one_thread, then)
+    assert (done, after, status) == ("trained", None, 0)
     log = (tmp_path / "fails.log").read_text(encoding="utf-8")
     assert log.startswith(f"{tmp_path / 'fails'}: 'translate' failed here (RuntimeError: no test split); the run has "
                           "trained, and what was to be done here is done later\nTraceback")
-    (done, _, after), status = _run_in_fork("stopped", None, tmp_path / "stopped.log", one_thread, then)
+    ((done, _), after), status = _run_in_fork("stopped", None, tmp_path / "stopped.log", one_thread, then)
     assert (done, after, status) == ("trained", None, 0)
+    # a failed training does not go on to it
+    monkeypatch.setattr(parallel, "_train_run", lambda config, run_dir: (_ for _ in ()).throw(NMTError("refused.")))
+    (failure, after), status = _run_in_fork("a", None, tmp_path / "b.log", one_thread, then)
+    assert isinstance(failure, NMTError) and (after, status) == (None, 0)
+
+
+def _killed_or_slow(run_dir: Path) -> None:
+    """What follows a training here: killed as the out-of-memory killer would (run a of "killed"), or slow."""
+    if run_dir.parent.name == "killed":
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(30)
+
+
+def test_a_run_whose_process_dies_or_is_stopped_after_its_training_has_trained_and_keeps_its_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run's outcome reaches the parent before what follows its training: a process killed there fails no run,
+    and an experiment interrupted there keeps the time of the run that trained (a re-run skips it as finished)."""
+    def train_run(config: Config, run_dir: Path) -> str:
+        if run_dir.name == "b" and run_dir.parent.name == "stopped":
+            time.sleep(60)  # stopped long before
+        return "trained"
+
+    monkeypatch.setattr(parallel, "_train_run", train_run)
+    monkeypatch.setattr(parallel, "_training_seconds", lambda run_dir: 1.0)
+    _forked(monkeypatch)
+    then = parallel.AfterTraining("translate", _killed_or_slow)
+    configs = {name: config_from_dict({"training": {"max_steps": steps}}) for name, steps in zip("ab", (20, 10), strict=True)}
+    timings: dict[str, float] = {}
+    killed = {name: tmp_path / "killed" / name for name in "ab"}
+    assert parallel._train_in_parallel(configs, killed, 2, timings.__setitem__, [], then) == {}
+    assert set(timings) == {"train a", "train b"}
+    timings.clear()
+    interrupt = threading.Timer(3.0, os.kill, (os.getpid(), signal.SIGINT))
+    began = time.perf_counter()
+    try:
+        interrupt.start()
+        with pytest.raises(KeyboardInterrupt):
+            parallel._train_in_parallel(configs, {name: tmp_path / "stopped" / name for name in "ab"}, 2,
+                                        timings.__setitem__, [], then)
+        assert set(timings) == {"train a"} and time.perf_counter() - began < 25  # a's translating stopped too
+        assert multiprocessing.active_children() == []
+    finally:
+        interrupt.cancel()
+        for left in multiprocessing.active_children():
+            left.kill()
 
 
 def _forked(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -353,9 +403,9 @@ def test_a_worker_writes_a_failing_run_s_traceback_to_its_log(tmp_path: Path, mo
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         with pytest.raises(RuntimeError, match="boom"):
-            parallel._train_in_child(config_from_dict({}), tmp_path / "bug", tmp_path / "bug.log", None)
+            parallel._train_in_child(config_from_dict({}), tmp_path / "bug", tmp_path / "bug.log")
         with pytest.raises(NMTError, match="refused"):
-            parallel._train_in_child(config_from_dict({}), tmp_path / "refused", tmp_path / "refused.log", None)
+            parallel._train_in_child(config_from_dict({}), tmp_path / "refused", tmp_path / "refused.log")
     finally:
         for sig, handler in handlers.items():
             signal.signal(sig, handler)

@@ -182,12 +182,9 @@ class AfterTraining(NamedTuple):
     work: Callable[[Path], None]
 
 
-def _train_in_child(
-    config: Config, run_dir: Path, log_path: Path, then: AfterTraining | None
-) -> tuple[str, float, float | None]:
-    """One run's training in its own process, then `then` (`_after_training`), the output of both in `log_path`;
-    returns (what was done, seconds of training, seconds of `then` or None where it did not finish). A bug's
-    traceback is written to the log (the parent says where); KeyboardInterrupt where the training was stopped."""
+def _train_in_child(config: Config, run_dir: Path, log_path: Path) -> tuple[str, float]:
+    """One run's training in its own process, its output in `log_path`; returns (what was done, seconds).
+    A bug's traceback is written to the log (the parent says where); KeyboardInterrupt where it was stopped."""
     start = time.perf_counter()
     signal.signal(signal.SIGINT, signal.default_int_handler)  # set before `pending` is read: no stop is lost
     try:
@@ -200,33 +197,36 @@ def _train_in_child(
                 if not told_whole(error):
                     traceback.print_exc()
                 raise
-            trained = time.perf_counter() - start
-            after = None if then is None else _after_training(then, config, run_dir)
     finally:  # a stop that comes once the run is over, as the process ends, has nothing to stop
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-    return done, trained, after
+    return done, time.perf_counter() - start
 
 
-def _after_training(then: AfterTraining, config: Config, run_dir: Path) -> float | None:
-    """Do `then`'s work in a run's process once the run has trained, with the run's torch threads; its
-    seconds, or None where it did not finish: stopped (Ctrl-C, SIGTERM), or failed (told in the log). Either
-    way the run has trained: that work is left to whoever needs it next."""
-    if StopRequest.pending:
-        return None
-    start = time.perf_counter()
-    if config.training.threads > 0:  # the process ends after this: nothing else needs the threads back
-        torch.set_num_threads(config.training.threads)
+def _after_training(then: AfterTraining, config: Config, run_dir: Path, log_path: Path) -> float | None:
+    """Do `then`'s work in a run's process once the run has trained, with the run's torch threads, its output in
+    `log_path`; its seconds, or None where it did not finish: stopped (Ctrl-C, SIGTERM), or failed (told in the
+    log). Either way the run has trained: that work is left to whoever needs it next."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # set before `pending` is read: no stop is lost
     try:
-        then.work(run_dir)
+        if StopRequest.pending:
+            return None
+        start = time.perf_counter()
+        if config.training.threads > 0:  # the process ends after this: nothing else needs the threads back
+            torch.set_num_threads(config.training.threads)
+        with open(log_path, "a", encoding="utf-8") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+            try:
+                then.work(run_dir)
+            except Exception as error:
+                print(f"{run_dir}: '{then.step}' failed here ({type(error).__name__}: {error}); the run has trained, "
+                      "and what was to be done here is done later", file=sys.stderr)
+                if not told_whole(error):
+                    traceback.print_exc()
+                return None
         return time.perf_counter() - start
     except KeyboardInterrupt:
         return None
-    except Exception as error:
-        print(f"{run_dir}: '{then.step}' failed here ({type(error).__name__}: {error}); the run has trained, and "
-              "what was to be done here is done later", file=sys.stderr)
-        if not told_whole(error):
-            traceback.print_exc()
-        return None
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _run_process(
@@ -234,9 +234,10 @@ def _run_process(
     results: Connection,
 ) -> None:
     """A run's process (spawned, with HELD signals blocked: nmt/interrupts.py): on `gpu` where one is given (set
-    before CUDA starts here: its cuda:0), it trains the run, calls `then`, and sends the parent `_train_in_child`'s
-    outcome or the run's failure (run_failure); a run stopped on request (_stop) in its training sends nothing and
-    ends with status 130 (stopped in `then`, it has trained: it sends its outcome). Ctrl-C
+    before CUDA starts here: its cuda:0), it trains the run and sends the parent (what was done, seconds) or the
+    run's failure (run_failure); a run stopped on request (_stop) sends nothing and ends with status 130. Once it
+    has trained and sent so, it does `then`'s work and sends its seconds (None where it did not finish): whatever
+    befalls that work, the parent already knows the run has trained. Ctrl-C
     stays ignored until the run starts, for the parent passes it on once, as SIGUSR1; SIGTERM stops the run as
     SIGUSR1 does."""
     if gpu is not None:
@@ -246,12 +247,14 @@ def _run_process(
     signal.signal(signal.SIGTERM, _stop)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGUSR1})
     try:
-        outcome: tuple[str, float, float | None] | NMTError = _train_in_child(config, run_dir, log_path, then)
+        outcome: tuple[str, float] | NMTError = _train_in_child(config, run_dir, log_path)
     except KeyboardInterrupt:  # the run has saved
         sys.exit(130)
     except Exception as error:  # told as the experiment tells it: only an NMTError crosses, whatever the error holds
         outcome = run_failure(name, error, str(log_path))
     results.send(outcome)
+    if then is not None and not isinstance(outcome, NMTError):
+        results.send(_after_training(then, config, run_dir, log_path))
 
 
 def _ended_without_outcome(name: str, exitcode: int | None, log_path: Path) -> NMTError:
@@ -365,8 +368,8 @@ def _train_in_parallel(
 ) -> dict[str, NMTError]:
     """Train each run in a process of its own, `jobs` at once, the costliest first (steps x 2 for attention
     runs), so that the last to finish starts early; each run's output goes to runs/NAME.log, each starts on the
-    least busy of `gpus` (as `run_gpus` chose them; none: the current device), and calls `then` once it has
-    trained (`train_runs`). `record` receives each run's
+    least busy of `gpus` (as `run_gpus` chose them; none: the current device), and does `then`'s work once it has
+    trained (`train_runs`), holding its place among the `jobs` meanwhile. `record` receives each run's
     seconds of training in its process as soon as it ends (as `train_runs` says); returns the runs that failed:
     an error, or a process that ended without finishing (a signal, the out-of-memory killer). The others train
     on, each in a fresh process: a device's sticky error dies with the run that met it."""
@@ -381,11 +384,12 @@ def _train_in_parallel(
     start = time.perf_counter()
     spawn = multiprocessing.get_context("spawn")
     training: dict[Connection, tuple[str, BaseProcess, str | None]] = {}  # a run's end of the pipe: name, process, GPU
+    told: set[Connection] = set()  # the runs of `training` that have said how their training ended (`_collect`)
     failed: dict[str, NMTError] = {}
     try:
         for name in order:
             while len(training) == jobs:
-                failed.update(_collect(training, record, logs, start, run_dirs, then))
+                failed.update(_collect(training, record, logs, start, run_dirs, then, told))
             gpu = least_busy(gpus, [run_gpu for _, _, run_gpu in training.values()])
             results, sent = spawn.Pipe(duplex=False)
             process = spawn.Process(target=_run_process, args=(name, configs[name], run_dirs[name], logs[name], gpu, then, sent),
@@ -395,7 +399,7 @@ def _train_in_parallel(
                 sent.close()  # the parent reads; once the process ends, its end is closed and `results` reads EOF
                 training[results] = (name, process, gpu)
         while training:
-            failed.update(_collect(training, record, logs, start, run_dirs, then))
+            failed.update(_collect(training, record, logs, start, run_dirs, then, told))
     except BaseException:
         _stop_runs(training)
         raise
@@ -404,37 +408,56 @@ def _train_in_parallel(
 
 def _collect(
     training: dict[Connection, tuple[str, BaseProcess, str | None]], record: Callable[[str, float], None],
-    logs: dict[str, Path], start: float, run_dirs: dict[str, Path], then: AfterTraining | None,
+    logs: dict[str, Path], start: float, run_dirs: dict[str, Path], then: AfterTraining | None, told: set[Connection],
 ) -> dict[str, NMTError]:
-    """Wait until a run of `training` ends, take it out, record its time (and its `then`'s) and say so; returns
-    its failure, if it failed (by name; several where several ended at once)."""
+    """Wait until a run of `training` sends or ends. Its first message says how its training ended: its time is
+    recorded and said, or its failure returned, at once (`told` holds the runs that have sent it); the second, the
+    seconds of `then`'s work. A run whose process has ended is taken out, a failure if it ended before its first
+    message (`_ended_without_outcome`). Returns the failures (by name; several where several ended at once)."""
     failed: dict[str, NMTError] = {}
     # a process's end too, not only its pipe's: a child it left behind may hold the pipe open
     ends = {process.sentinel: results for results, (_, process, _) in training.items()}
     for ready in wait([*training, *ends]):
         results = ends.get(ready, ready)
-        if results not in training:  # its outcome and its end came at once
+        if results not in training:  # its message and its end came at once: taken out already
             continue
         name, process, _ = training[results]
+        ended, after = ready is process.sentinel, None
         try:
-            outcome = results.recv() if results.poll() else None
-        except EOFError:  # the process ended without a word
-            outcome = None
-        if outcome is None:
-            process.join()
-            outcome = _ended_without_outcome(name, process.exitcode, logs[name])
-        del training[results]
-        results.close()
-        if isinstance(outcome, NMTError):
-            failed[name] = outcome
-            print(f"run {name}: {outcome}; the other runs go on", file=sys.stderr)
-        else:
-            done, seconds, after = outcome
-            record(f"train {name}", seconds)  # before the join: a Ctrl-C there keeps it
-            if then is not None and after is not None:
-                record(f"{then.step} {name}", after)
-            followed = "" if after is None or then is None else f", then {after:.0f} s to {then.step}"
-            print(f"run {name}: {done}, {_training_seconds(run_dirs[name]) / 60:.1f} min of training in all "
-                  f"({seconds / 60:.1f} min now{followed}, done {time.perf_counter() - start:.0f} s after the trainings began)")
+            while results.poll():
+                message = results.recv()
+                if results not in told:
+                    told.add(results)
+                    failed.update(_training_told(name, message, record, run_dirs[name], start))
+                elif then is not None and message is not None:
+                    after = message
+                    record(f"{then.step} {name}", after)
+        except EOFError:  # the process ended (and, before its first message, without a word)
+            ended = True
+        if after is not None and then is not None:
+            print(f"run {name}: {then.step} took {after:.0f} s, done {time.perf_counter() - start:.0f} s after the "
+                  "trainings began")
+        if not ended:
+            continue
         process.join()  # it ends once it has sent
+        if results not in told:
+            failed[name] = _ended_without_outcome(name, process.exitcode, logs[name])
+            print(f"run {name}: {failed[name]}; the other runs go on", file=sys.stderr)
+        del training[results]
+        told.discard(results)
+        results.close()
     return failed
+
+
+def _training_told(
+    name: str, outcome: tuple[str, float] | NMTError, record: Callable[[str, float], None], run_dir: Path, start: float
+) -> dict[str, NMTError]:
+    """Record and say how run `name`'s training ended, as its process sent it; its failure, if it failed."""
+    if isinstance(outcome, NMTError):
+        print(f"run {name}: {outcome}; the other runs go on", file=sys.stderr)
+        return {name: outcome}
+    done, seconds = outcome
+    record(f"train {name}", seconds)
+    print(f"run {name}: {done}, {_training_seconds(run_dir) / 60:.1f} min of training in all "
+          f"({seconds / 60:.1f} min now, done {time.perf_counter() - start:.0f} s after the trainings began)")
+    return {}
