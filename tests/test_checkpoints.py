@@ -263,6 +263,8 @@ def test_another_runs_checkpoint_with_other_sentencepiece_models_is_refused(
     info = other / "tokenizer" / "tokenizer.json"
     info.write_text(info.read_text() + "\n")  # as another prepared corpus' models would, they differ
     assert load_run(trained_reverse_run, twin / "checkpoints" / "best.pt", device="cpu").step > 0  # same models
+    (twin / "tokenizer" / ".DS_Store").write_bytes(b"\x00\x00\x00\x01Bud1")  # from a Mac: no part of the tokenizer
+    assert load_run(trained_reverse_run, twin / "checkpoints" / "best.pt", device="cpu").step > 0
     with pytest.raises(NMTError) as error:
         load_run(trained_reverse_run, other / "checkpoints" / "best.pt", device="cpu")
     assert error.value.message == (

@@ -405,6 +405,16 @@ def test_resume_refuses_training_data_that_changed_under_the_same_tokenizer(data
     assert train(longer, run, resume=True)["final_step"] == 4
 
 
+def test_a_file_beside_the_tokenizer_s_own_changes_nothing_on_resume(data_root: Path, tmp_path: Path) -> None:
+    """A run copied from a Mac brings .DS_Store into its tokenizer/: no part of the tokenizer, no refusal."""
+    config = tiny(data_root, max_steps=2, validate_every=1)
+    run = tmp_path / "run"
+    train(config, run)
+    (run / "tokenizer" / ".DS_Store").write_bytes(b"\x00\x00\x00\x01Bud1")
+    longer = dataclasses.replace(config, training=dataclasses.replace(config.training, max_steps=3))
+    assert train(longer, run, resume=True)["final_step"] == 3
+
+
 def test_corrupt_checkpoint_and_changed_tokenizer_refuse_resume(data_root: Path, tmp_path: Path) -> None:
     config = tiny(data_root, max_steps=2, validate_every=1)
     run = tmp_path / "run"

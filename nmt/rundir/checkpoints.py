@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from nmt.data.subwords import Tokenizer
 from nmt.errors import NMTError
 from nmt.evaluation.low_bleu import CHOOSES_BY_NOISE, MIN_BLEU
 from nmt.fileio import atomic_open
@@ -236,10 +237,16 @@ def check_same_tokenizer(checkpoint: Path, run_dir: Path) -> None:
     if folder.name != CHECKPOINT_DIR or other == run_dir.resolve() or not (other / "tokenizer").is_dir():
         return  # the run's own, or a file outside any run (nmt average -o FILE): nothing to compare with
 
-    def files(tokenizer: Path) -> dict[str, bytes]:
-        return {path.name: path.read_bytes() for path in sorted(tokenizer.iterdir()) if path.is_file()}
+    def models(tokenizer: Path) -> dict[str, bytes] | None:
+        """The tokenizer's own files (tokenizer.json and the models it names), not what else lies in the folder (a
+        copy from a Mac brings .DS_Store); None where they cannot be read."""
+        try:
+            return Tokenizer.load(tokenizer).contents()
+        except NMTError:
+            return None
 
-    if files(other / "tokenizer") != files(run_dir / "tokenizer"):
+    ours = models(run_dir / "tokenizer")
+    if ours is not None and models(other / "tokenizer") != ours:  # a run without its own: the loading tells
         raise NMTError(
             f"{checkpoint} is a checkpoint of the run {other}, whose sentencepiece models ({other / 'tokenizer'}) "
             f"differ from those of {run_dir}: its weights would read every piece as another.",

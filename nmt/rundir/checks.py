@@ -231,9 +231,11 @@ def check_tokenizer(tokenizer: Any, run_dir: Path) -> None:
     copy = run_dir / "tokenizer"
     if not copy.is_dir():
         return
-    saved = {p.name: sha256_file(p) for p in copy.iterdir() if p.is_file()}
     now = {name: hashlib.sha256(content).hexdigest() for name, content in tokenizer.contents().items()}
-    changed = sorted({name for name, _ in saved.items() ^ now.items()})  # differing, added or missing
+    # the copy's files of those names (tokenizer.json names the models: another set of models differs in it too);
+    # other files there (.DS_Store, say) are no part of the tokenizer
+    saved = {name: sha256_file(copy / name) for name in now if (copy / name).is_file()}
+    changed = sorted(name for name in now if saved.get(name) != now[name])  # differing or missing
     if changed:
         raise NMTError(
             f"--resume: the tokenizer in {tokenizer.directory} differs from the copy in {copy} "
