@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,7 @@ from nmt.decoding.translator import Translator
 from nmt.errors import NMTError
 from nmt.rundir import averaging
 from nmt.rundir.averaging import average_checkpoints
-from nmt.rundir.checkpoints import describe_checkpoint
+from nmt.rundir.checkpoints import describe_checkpoint, load_checkpoint, save_checkpoint
 from nmt.training.trainer import train
 from tests.helpers import reverse_task_config, unwritable
 
@@ -205,12 +207,49 @@ def test_an_output_that_is_a_file_but_no_checkpoint_is_refused(
     assert capsys.readouterr().err.startswith(
         f"nmt average: error: -o {text} is a file that is no checkpoint: it would be replaced.\n")
     assert text.read_text(encoding="utf-8") == "a sentence\n"
-    # an earlier average is a checkpoint: replaced, as averaging again does
+    # an earlier average of this run: replaced, as averaging again does
     output = tmp_path / "avg.pt"
     assert main(["average", str(run), "--last", "2", "-o", str(output)]) == 0
     first = output.read_bytes()
     assert main(["average", str(run), "--last", "3", "-o", str(output)]) == 0
     assert output.read_bytes() != first
+    # a zip archive that is no checkpoint (a document), a checkpoint no average wrote (another toolkit's .pt, a copy
+    # of a training checkpoint), an average of a run with other models: each kept
+    document = tmp_path / "thesis.docx"
+    with zipfile.ZipFile(document, "w") as archive:
+        archive.writestr("word/document.xml", "<w:document/>")
+    tensor = tmp_path / "embeddings.pt"
+    torch.save({"weight": torch.ones(2)}, tensor)
+    copied = tmp_path / "best-copy.pt"
+    shutil.copy(run / "checkpoints" / "best.pt", copied)
+    other_models = tmp_path / "other-models.pt"
+    averaged = load_checkpoint(output)
+    save_checkpoint(other_models, dataclasses.replace(averaged, tokenizer_sha256={"spm.model": "0" * 64}))
+    for kept, what in ((document, "no checkpoint"), (tensor, "no checkpoint"),
+                       (copied, "a checkpoint that no `nmt average` wrote"), (other_models, "an average of another run's")):
+        before = kept.read_bytes()
+        assert main(["average", str(run), "--last", "2", "-o", str(kept)]) == 2
+        assert capsys.readouterr().err.startswith(f"nmt average: error: -o {kept} is a file that is {what}: it would "
+                                                  "be replaced.\n")
+        assert kept.read_bytes() == before
+
+
+def test_an_output_in_another_run_s_checkpoints_folder_is_refused(
+    run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """There an average of this run would pass for one of that run's (whose translate refuses it, or not where
+    their models and settings agree: two runs of one experiment)."""
+    other = tmp_path / "other"
+    shutil.copytree(run, other)
+    target = other / "checkpoints" / "averaged.pt"
+    assert main(["average", str(other), "--last", "2"]) == 0
+    before = target.read_bytes()
+    assert main(["average", str(run), "--last", "2", "-o", str(target)]) == 2
+    assert capsys.readouterr().err == (
+        f"nmt average: error: -o {target} is in the checkpoints/ folder of another run, {other}: an average of {run} "
+        f"there would pass for one of that run's.\nWrite it in {run / 'checkpoints'} or outside any run; nothing was "
+        "written.\n")
+    assert target.read_bytes() == before
 
 
 def test_an_output_in_a_prepared_data_folder_is_refused(

@@ -8,12 +8,13 @@ translate --checkpoint` and `nmt evaluate --checkpoint` take it like any other c
 from __future__ import annotations
 
 import os
-import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 
+from nmt.config import load_saved_config
+from nmt.data.subwords import read_manifest
 from nmt.errors import NMTError
 from nmt.fileio import refuse_unwritable, same_file
 from nmt.rundir.checkpoints import (
@@ -28,8 +29,8 @@ from nmt.rundir.checkpoints import (
     step_checkpoints,
     training_checkpoint_name,
 )
-from nmt.rundir.folders import refuse_run_file
-from nmt.rundir.loading import check_run_dir
+from nmt.rundir.folders import is_run, refuse_run_file
+from nmt.rundir.loading import check_run_dir, model_differences
 
 AVERAGED_NAME = "averaged.pt"
 
@@ -104,11 +105,37 @@ def _check_output(run_dir: Path, output: Path, named: str) -> None:
     refuse_run_file(output, named)
     if output.is_dir():
         raise NMTError(f"{named} is a folder.", f"Give a file's path, e.g. {output / AVERAGED_NAME}.")
-    if output.is_file() and not zipfile.is_zipfile(output):  # torch.save writes a zip archive: an earlier average is one
-        raise NMTError(f"{named} is a file that is no checkpoint: it would be replaced.",
-                       f"Give a new file, or an earlier average to replace, e.g. {run_dir / CHECKPOINT_DIR / AVERAGED_NAME}; "
-                       "nothing was written.")
+    if real.parent.name == CHECKPOINT_DIR and is_run(run) and run != Path(os.path.realpath(run_dir)):
+        raise NMTError(f"{named} is in the checkpoints/ folder of another run, {run}: an average of {run_dir} there would "
+                       "pass for one of that run's.",
+                       f"Write it in {run_dir / CHECKPOINT_DIR} or outside any run; nothing was written.")
+    if output.is_file():
+        _check_replaces_average(run_dir, output, named)
     refuse_unwritable(output.parent, f"the folder of {named}", "Give -o a file in a folder you can write")
+
+
+def _check_replaces_average(run_dir: Path, output: Path, named: str) -> None:
+    """Refuse to replace an existing file unless it is an earlier average of this run: a checkpoint `nmt average`
+    wrote with the run's sentencepiece models and model settings. Any other file would be lost (a zip archive
+    too: a document, another toolkit's model)."""
+    try:
+        earlier = load_checkpoint(output, mmap=True)
+    except NMTError:
+        earlier = None
+    if earlier is not None and earlier.averaged_steps:
+        config = load_saved_config(run_dir / "config.yaml")
+        models = read_manifest(run_dir / "tokenizer")["sha256"]
+        if earlier.tokenizer_sha256 in (None, models) and not model_differences(earlier, config):
+            return
+    if earlier is None:
+        what = "no checkpoint"
+    elif not earlier.averaged_steps:
+        what = "a checkpoint that no `nmt average` wrote"
+    else:
+        what = "an average of another run's"
+    raise NMTError(f"{named} is a file that is {what}: it would be replaced.",
+                   f"Give a new file, or an earlier average of this run to replace, e.g. "
+                   f"{run_dir / CHECKPOINT_DIR / AVERAGED_NAME}; nothing was written.")
 
 
 def average_checkpoints(
