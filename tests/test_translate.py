@@ -13,6 +13,7 @@ import stat
 import subprocess
 import sys
 import threading
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -367,6 +368,21 @@ def test_the_output_may_not_be_the_input_file(
         assert main(["translate", str(run), "-i", "in.txt", "-o", str(other / name)]) == 2
         assert (other / name).read_bytes() == kept
     assert main(["translate", str(run), "-i", "in.txt", "-o", str(other / "checkpoints" / "mine.txt")]) == 0
+    # nor a checkpoint under a name of the user's (an average), nor any other zip archive (a document)
+    shutil.copy(other / "checkpoints" / "best.pt", other / "checkpoints" / "averaged.pt")
+    document = tmp_path / "notes.docx"
+    with zipfile.ZipFile(document, "w") as archive:
+        archive.writestr("word/document.xml", "<w:document/>")
+    for kept_path in (other / "checkpoints" / "averaged.pt", document):
+        kept = kept_path.read_bytes()
+        assert main(["translate", str(run), "-i", "in.txt", "-o", str(kept_path)]) == 2
+        assert kept_path.read_bytes() == kept
+    # nor the file a shell gives as stdin (`-o in.txt < in.txt`)
+    with open(source, encoding="utf-8") as stdin:
+        monkeypatch.setattr(sys, "stdin", stdin)
+        for argv in ([], ["-i", "-"]):
+            assert main(["translate", str(run), *argv, "-o", "link.txt"]) == 2
+            assert source.read_bytes() == before
     # nor an experiment's own files (its config, timings, lock, its runs' logs); its other files are the user's
     experiment = tmp_path / "experiment"
     (experiment / "runs").mkdir(parents=True)

@@ -9,6 +9,7 @@ import itertools
 import os
 import select
 import sys
+import zipfile
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
@@ -258,12 +259,26 @@ def _check_paths(
 
     read = [input_path, used, run / "config.yaml", *run.glob("checkpoints/*.pt"), *run.glob("tokenizer/*")]
     clash = next((path for path in read if path is not None and same_file(path, output_path)), None)
+    if clash is None and input_path is None and _stdin_is(Path(output_path)):  # `-o f.en < f.en`
+        clash = "the file on stdin"
     if clash is not None:
         raise NMTError(
             f"-o {output_path} is {clash}, which nmt translate reads: the translation would replace it.",
             "Write the translation to another file; nothing was written.",
         )
     refuse_run_file(Path(output_path), f"-o {output_path}")
+    if Path(output_path).is_file() and zipfile.is_zipfile(output_path):  # a checkpoint (torch.save writes zip archives), a document: never a translation
+        raise NMTError(f"-o {output_path} is a zip archive (a checkpoint, say), no earlier translation: the translation "
+                       "would replace it.", "Write the translation to another file; nothing was written.")
+
+
+def _stdin_is(path: Path) -> bool:
+    """Whether stdin reads the file at `path` (a shell's `< FILE`), which writing `path` would replace as it is read."""
+    try:
+        ours, theirs = os.fstat(sys.stdin.fileno()), os.stat(path)
+    except (OSError, ValueError, AttributeError):  # no file there, or a stdin with no descriptor (a test's, closed)
+        return False
+    return (ours.st_dev, ours.st_ino) == (theirs.st_dev, theirs.st_ino)
 
 
 def _write_chunk(sink: IO[str], results: list[list[Translation]], scores: bool, layout: str) -> None:
