@@ -261,6 +261,8 @@ def test_command_line_arguments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert (args.steps, args.only, args.symmetrise, args.seed) == ([300, 600], "alignment", None, None)
     with pytest.raises(NMTError, match="--src and --ref go together"):
         command.run(args)
+    with pytest.raises(NMTError, match=r"^give either --split or --src/--ref, not both\.$"):  # as nmt evaluate
+        command.run(parser.parse_args([run, "--src", "a.txt", "--ref", "b.txt", "--split", "valid"]))
     with pytest.raises(NMTError, match="it must be >= 0") as error:  # nmt curve's words
         command.run(parser.parse_args([run, "--sentences-per-bucket", "-1"]))
     assert error.value.hint == "Give a count, or 0 for every sentence."

@@ -48,6 +48,8 @@ def run(args: argparse.Namespace) -> None:
         if args.only not in (None, check) and given:
             raise NMTError(f"{given[0]} is a setting of the {check} check, which --only {args.only} leaves out.",
                            f"Drop {given[0]}, or --only.")
+    if args.src is not None and args.split is not None:  # as nmt evaluate: --src would win, --split go unread
+        raise NMTError("give either --split or --src/--ref, not both.")
     if args.out is not None:
         refuse_experiment_folder(args.out, "nmt attention-checks", "attention_checks.json, .md and .png")
     chosen = {"seed": args.seed, "symmetrisation": args.symmetrise}  # None: not given, the library's default
