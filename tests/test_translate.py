@@ -743,3 +743,37 @@ def test_a_batch_larger_than_a_chunk_is_read_whole(trained_reverse_run: Path, tm
     assert sizes[:batches] == [5] * (batches - 1) + [len(LINES) - 5 * (batches - 1)]
     assert set(sizes[batches:]) <= {1, 2} and sum(sizes[batches:]) == len(LINES)
     assert _read(tmp_path / "big.txt") == _read(tmp_path / "small.txt")
+
+
+def test_no_output_folder_lies_inside_a_run_s_own_folders(
+    trained_reverse_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Plots or a report written into a run's tokenizer/, checkpoints/ or hyps/ would pass for the run's own files;
+    a report in the run's folder itself (RUN/evaluation, evaluate's default) is the user's. Refused before any work."""
+    run = tmp_path / "run"
+    shutil.copytree(trained_reverse_run, run)
+    source = _write(tmp_path / "in.txt", LINES[:3])
+    before = {path: path.read_bytes() for path in run.rglob("*") if path.is_file()}
+    for inside in ("tokenizer", "checkpoints", "hyps/plots"):
+        folder = run / inside
+        top = inside.split("/")[0]
+        for argv, named in (
+            (["translate", str(run), "-i", str(source), "-o", str(tmp_path / "out.txt"), "--attention-plots", str(folder)],
+             "--attention-plots"),
+            (["curve", str(run), "--out", str(folder)], "--out"),
+            (["score", str(source), "--ref", str(source), "--out", str(folder)], "--out"),
+        ):
+            assert main(argv) == 2
+            assert capsys.readouterr().err.endswith(
+                f"error: {named} {folder} is inside {top}/ of the run {run}, which nmt writes and reads.\n"
+                f"Write it beside the run's own folders (e.g. {run / 'evaluation'}); nothing was written.\n")
+    assert {path: path.read_bytes() for path in run.rglob("*") if path.is_file()} == before
+    assert not (tmp_path / "out.txt").exists()
+    # the translation and the plots in one path: refused before the translating, nothing made
+    both = tmp_path / "both"
+    assert main(["translate", str(run), "-i", str(source), "-o", str(both), "--attention-plots", str(both)]) == 2
+    assert capsys.readouterr().err.endswith(f"error: -o {both} is the --attention-plots folder too.\n"
+                                            "Give the translation and the plots each a path of its own; nothing was "
+                                            "written.\n")
+    assert not both.exists()
+    assert main(["score", str(source), "--ref", str(source), "--out", str(run / "evaluation")]) == 0

@@ -24,6 +24,7 @@ from nmt.fileio import atomic_write_bytes, atomic_write_json, atomic_write_text,
 from nmt.models.interface import model_kind
 from nmt.rundir import translations
 from nmt.rundir.checkpoints import CHECKPOINT_DIR, names_a_file, resolve_checkpoint
+from nmt.rundir.folders import refuse_folder_of_run
 from nmt.rundir.loading import check_run_dir, resolve_device
 
 # Decoding keys that cannot change a 1-best translation: left out of the cache key.
@@ -141,6 +142,7 @@ def default_out_dir(run_dirs: Sequence[Path], out_dir: Path | None = None) -> Pa
     run and `evaluation/` in the runs' common parent for several; refused, before any work, where it cannot
     be written."""
     if out_dir is not None:
+        refuse_folder_of_run(out_dir, f"--out {out_dir}")
         refuse_unwritable(out_dir, f"--out {out_dir}")
         return out_dir
     if len(run_dirs) == 1:

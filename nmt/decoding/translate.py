@@ -22,7 +22,7 @@ from nmt.errors import NMTError
 from nmt.fileio import atomic_open, errors_naming, refuse_unwritable, same_file
 from nmt.overrides import sets_key
 from nmt.rundir.checkpoints import resolve_checkpoint
-from nmt.rundir.folders import refuse_run_file
+from nmt.rundir.folders import refuse_folder_of_run, refuse_run_file
 from nmt.rundir.loading import check_run_dir
 from nmt.text_encoding import refuse_foreign_encoding
 
@@ -236,7 +236,11 @@ def _check_paths(
     be written: before the model is loaded, so that nothing was done. Errors name `checkpoint` as `option`."""
     check_run_dir(run, option)
     if plots_dir is not None:
+        refuse_folder_of_run(plots_dir, f"--attention-plots {plots_dir}")
         refuse_unwritable(plots_dir, f"--attention-plots {plots_dir}", "Give --attention-plots a folder you can write")
+        if output_path is not None and os.path.realpath(plots_dir) == os.path.realpath(output_path):
+            raise NMTError(f"-o {output_path} is the --attention-plots folder too.",
+                           "Give the translation and the plots each a path of its own; nothing was written.")
     # a job started with the stream closed (`<&-`, `>&-`, some daemons): Python's sys.stdin / stdout is None
     if input_path is None and sys.stdin is None:
         raise NMTError("stdin is closed, and without -i the input is read from it.", "Give the input file with -i FILE.")

@@ -67,6 +67,23 @@ def refuse_run_file(output: Path, named: str) -> None:
         return
 
 
+def refuse_folder_of_run(folder: Path, named: str) -> None:
+    """Refuse an output folder (`named`: how the message names it) inside a run's own folders (its tokenizer/,
+    checkpoints/, hyps/, tensorboard/), where what is written would pass for the run's, or inside a prepared data
+    folder; a report in the run's folder itself (RUN/evaluation, the default) is the user's."""
+    real = Path(os.path.realpath(folder))
+    for parent in real.parents:
+        if (parent / "prepared.json").is_file():
+            raise NMTError(f"{named} is inside the prepared data folder {parent}, which `nmt prepare` replaces whole.",
+                           "Write it outside that folder; nothing was written.")
+        if is_run(parent):
+            top = real.relative_to(parent).parts[0]
+            if top in RUN_MARKERS:
+                raise NMTError(f"{named} is inside {top}/ of the run {parent}, which nmt writes and reads.",
+                               f"Write it beside the run's own folders (e.g. {parent / 'evaluation'}); nothing was written.")
+            return
+
+
 def experiment_runs(folder: Path) -> list[str] | None:
     """The names of the runs in `folder` (OUT/runs/NAME) where it is an `nmt experiment` --out, else None. Such a
     folder holds a config.yaml too, the experiment's, but no checkpoints/ of its own; it is told by its runs or
