@@ -19,7 +19,7 @@ import stat
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -188,9 +188,25 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
         handle.write(data)
 
 
+def json_text(value: Any) -> str:
+    """`value` as the JSON files here are written: indented, non-ASCII text as itself, ending in a newline."""
+    return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+
+
 def atomic_write_json(path: str | Path, value: Any) -> None:
-    """Write `value` to `path` atomically as indented JSON, non-ASCII text as itself, ending in a newline."""
-    atomic_write_text(path, json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+    """Write `value` to `path` atomically as `json_text`."""
+    atomic_write_text(path, json_text(value))
+
+
+def atomic_write_files(folder: Path, files: Mapping[str, bytes]) -> None:
+    """Write the `files` (name -> content) into `folder`, all or none: each is written whole beside its place first
+    (`atomic_open`), and only once every one is written are they renamed over their places, with Ctrl-C held back
+    meanwhile. An error writing any (a full disk) leaves every file there as it was: no report of two halves."""
+    with interrupts_deferred(), contextlib.ExitStack() as written:
+        for name, data in files.items():
+            handle = written.enter_context(atomic_open(folder / name, "wb"))
+            handle.write(data)
+            handle.flush()  # a full disk is met here, before any file is renamed
 
 
 def refuse_unwritable(folder: str | Path, named: str, hint: str = "Give --out a folder you can write") -> None:
@@ -224,8 +240,10 @@ def same_file(a: str | Path, b: str | Path) -> bool:
 @contextlib.contextmanager
 def interrupts_deferred() -> Iterator[None]:
     """Hold back Ctrl-C (SIGINT) until the block is done, so that a few renames meant to happen together
-    do; the interrupt is raised as KeyboardInterrupt right after. Only the main thread can do this; in
-    other threads the block runs as it is."""
+    do; the interrupt then goes to the handler before (Python's raises KeyboardInterrupt; an outer block's holds it
+    back in turn, so that blocks nest), or is raised as KeyboardInterrupt where that is no function (SIGINT
+    ignored: a SIGTERM passed on as Ctrl-C). Only the main thread can do this; in other threads the block runs as
+    it is."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -236,4 +254,6 @@ def interrupts_deferred() -> Iterator[None]:
     finally:
         signal.signal(signal.SIGINT, previous)
     if received:
-        raise KeyboardInterrupt
+        if not callable(previous):
+            raise KeyboardInterrupt
+        previous(received[0], None)

@@ -7,6 +7,7 @@ import io
 import os
 import re
 import shutil
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -169,3 +170,15 @@ def test_a_folder_that_cannot_be_written_names_the_file_asked_for(
         atomic_write_text(tmp_path / "out.fr", "x")
     assert (denied.value.filename, denied.value.errno) == (str(tmp_path / "out.fr"), errno.EACCES)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_blocks_that_hold_back_ctrl_c_nest() -> None:
+    """A Ctrl-C in an inner block waits for the outer one to end too (atomic_write_files inside a report's block):
+    what the outer block does after the inner one is done, and then KeyboardInterrupt is raised."""
+    done = []
+    with pytest.raises(KeyboardInterrupt), fileio.interrupts_deferred():
+        with fileio.interrupts_deferred():
+            signal.raise_signal(signal.SIGINT)
+            done.append("inner")
+        done.append("outer")
+    assert done == ["inner", "outer"]

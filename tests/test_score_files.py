@@ -4,6 +4,7 @@ report left); the scoring library itself: tests/test_scoring.py."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -15,13 +16,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO
 
 import pytest
 import sacrebleu
 
+from nmt import fileio
 from nmt.cli import main
 from nmt.config import config_from_dict
 from nmt.evaluation import report_folder
@@ -729,14 +731,14 @@ def test_two_reports_written_into_one_folder_at_once_are_written_one_after_the_o
     one's translations beside the other's results.json (which the next report then refused as the user's files).
     The second waits for the first, then replaces its report whole."""
     out = tmp_path / "out"
-    write, written = report_folder.write_report, []
+    write, written = report_folder.atomic_write_files, []
 
-    def slow_write(*args: Any) -> dict[str, Any]:
-        written.append(args[1])
+    def slow_write(folder: Path, contents: dict[str, bytes]) -> None:
+        written.append(folder)
         time.sleep(1.0)  # long enough for the other to arrive while this one writes
-        return write(*args)
+        write(folder, contents)
 
-    monkeypatch.setattr(report_folder, "write_report", slow_write)
+    monkeypatch.setattr(report_folder, "atomic_write_files", slow_write)
     threads = [threading.Thread(target=score_files, args=(files["ref"], [files[key]], None, [key], out),
                                 kwargs={"overrides": ["evaluation.bootstrap_samples=40"]}) for key in ("poor", "good")]
     for thread in threads:
@@ -778,18 +780,18 @@ def test_a_report_file_edited_since_is_kept_when_a_new_report_drops_it(
 def test_a_ctrl_c_while_the_report_is_written_leaves_the_new_report_whole(
     files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Ctrl-C as results.json is written (first, listing the files) waits for the files and for the removal of
-    # the earlier report's: no file is left that no report names, and none named is missing
+    # Ctrl-C as the report's files are written waits for all of them and for the removal of the earlier report's:
+    # no file is left that no report names, and none named is missing
     out = tmp_path / "out"
     argv = ["--ref", str(files["ref"]), "--out", str(out), "--set", "evaluation.bootstrap_samples=40"]
     assert main(["score", str(files["poor"]), "--names", "encdec", *argv]) == 0
-    write_report = report_folder.write_report
+    write_files = report_folder.atomic_write_files
 
-    def interrupted(*args: object, **kwargs: object) -> dict:
+    def interrupted(folder: Path, contents: dict[str, bytes]) -> None:
         signal.raise_signal(signal.SIGINT)
-        return write_report(*args, **kwargs)
+        write_files(folder, contents)
 
-    monkeypatch.setattr(report_folder, "write_report", interrupted)
+    monkeypatch.setattr(report_folder, "atomic_write_files", interrupted)
     assert main(["score", str(files["good"]), "--names", "search", *argv]) == 130
     listed = json.loads((out / "results.json").read_text(encoding="utf-8"))["settings"]["files"]
     assert sorted(p.name for p in out.iterdir()) == sorted(listed)
@@ -827,24 +829,33 @@ def test_a_folder_of_the_user_s_own_files_is_refused(
 def test_a_report_cut_short_by_a_full_disk_is_no_foreign_folder_to_the_next(
     files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # results.json, which lists the report's files, is written before them: a disk that fills up at ref.txt
-    # leaves a folder that the same command, run again, takes as its own report's
+    # the report's files are written all or none: a disk that fills up at the plot or at ref.txt leaves the
+    # earlier report whole (no list naming files not written, no files of two reports), and the same command, run
+    # again, writes its own
     out = tmp_path / "out"
-    argv = ["score", str(files["good"]), "--ref", str(files["ref"]), "--out", str(out),
-            "--set", "evaluation.bootstrap_samples=40"]
-    real_write = report_folder.atomic_write_bytes
+    common = ["--ref", str(files["ref"]), "--out", str(out), "--set", "evaluation.bootstrap_samples=40"]
+    assert main(["score", str(files["poor"]), "--names", "encdec", *common]) == 0
+    earlier = {path.name: path.read_bytes() for path in out.iterdir()}
+    argv = ["score", str(files["good"]), "--names", "search", *common]
+    real_open = fileio.atomic_open
 
-    def filling(path: Path, data: bytes) -> None:
-        if Path(path).name == "ref.txt":
-            raise OSError(28, "No space left on device", str(path))
-        real_write(path, data)
+    for full in ("bleu_by_length.png", "ref.txt"):
+        @contextlib.contextmanager
+        def filling(path: str | Path, mode: str = "w", full: str = full) -> Iterator[IO]:
+            with real_open(path, mode) as handle:
+                if Path(path).name == full:
+                    raise OSError(28, "No space left on device", str(path))
+                yield handle
 
-    with monkeypatch.context() as patched:
-        patched.setattr(report_folder, "atomic_write_bytes", filling)
-        assert main(argv) == 2
-    assert "No space left on device" in capsys.readouterr().err and (out / "results.json").is_file()
+        with monkeypatch.context() as patched:
+            patched.setattr(fileio, "atomic_open", filling)
+            assert main(argv) == 2
+        assert f"could not write {out / full}" in capsys.readouterr().err
+        assert {path.name: path.read_bytes() for path in out.iterdir()} == earlier
     assert main(argv) == 0
     assert (out / "ref.txt").read_bytes() == files["ref"].read_bytes()
+    assert sorted(path.name for path in out.iterdir()) == sorted(
+        json.loads((out / "results.json").read_text(encoding="utf-8"))["settings"]["files"])
 
 
 def test_the_longest_answer_says_a_pair_is_too_weak_even_where_its_bucket_is_too_small_to_test() -> None:

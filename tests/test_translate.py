@@ -761,7 +761,6 @@ def test_no_output_folder_lies_inside_a_run_s_own_folders(
             (["translate", str(run), "-i", str(source), "-o", str(tmp_path / "out.txt"), "--attention-plots", str(folder)],
              "--attention-plots"),
             (["curve", str(run), "--out", str(folder)], "--out"),
-            (["score", str(source), "--ref", str(source), "--out", str(folder)], "--out"),
         ):
             assert main(argv) == 2
             assert capsys.readouterr().err.endswith(

@@ -52,9 +52,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     from nmt.evaluation.score_files import score_files  # the library: only now
-    from nmt.rundir.folders import refuse_folder_of_run
-
-    refuse_folder_of_run(args.out, f"--out {args.out}")
     comparisons = None
     if args.config:  # what a run is comes from its model's class: torch is loaded for --config only
         from nmt.compare.evaluate import config_comparisons

@@ -30,7 +30,7 @@ from nmt.evaluation.scoring import (
 )
 from nmt.evaluation.tables import diff_cell, markdown_table
 from nmt.figures import png_bytes
-from nmt.fileio import atomic_write_bytes, atomic_write_json, atomic_write_text
+from nmt.fileio import atomic_write_files, json_text
 from nmt.lengths import make_buckets
 
 RESULTS_JSON = "results.json"
@@ -347,7 +347,26 @@ def write_report(
     bucketing: str = "",
     leaders: Sequence[Leader] = (),
 ) -> dict[str, Any]:
-    """Write results.json, report.md and bleu_by_length.png into `out_dir`; return results.json's content.
+    """Write results.json, report.md and bleu_by_length.png into `out_dir`, all or none (`report_contents`
+    says what goes into them); return results.json's content."""
+    results, contents = report_contents(evaluation, extra_settings, effect, scored, examples, groups, title, bucketing,
+                                        leaders)
+    atomic_write_files(Path(out_dir), contents)
+    return results
+
+
+def report_contents(
+    evaluation: Evaluation,
+    extra_settings: dict[str, Any] | None = None,
+    effect: Mapping[tuple[str, str], Sequence[Check]] | None = None,
+    scored: Sequence[str] = (),
+    examples: str = "",
+    groups: Mapping[str, tuple[str, str]] | None = None,
+    title: str = "",
+    bucketing: str = "",
+    leaders: Sequence[Leader] = (),
+) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """results.json's content, and the bytes of results.json, report.md and bleu_by_length.png by file name.
 
     `effect` maps (fixed-vector run, attention run) to the checks of nmt/evaluation/effect.py; `scored`
     says what each system is (one line each), `examples` is a `format_examples` section and `groups`
@@ -356,7 +375,6 @@ def write_report(
     (leaders.py's `bucket_leaders`) adds who is better per bucket (report.md's section, results.json's
     "leaders").
     """
-    out_dir = Path(out_dir)
     results = results_dict(evaluation, extra_settings)
     if leaders:
         results["leaders"] = [asdict(leader) for leader in leaders]
@@ -369,8 +387,5 @@ def write_report(
         markdown += "".join("\n" + format_checks(checks, *pair) for pair, checks in effect.items())
     if examples:
         markdown += "\n" + examples
-    png = png_bytes(bleu_by_length_figure(evaluation, groups, title), dpi=120)  # before any file: none half written
-    atomic_write_json(out_dir / RESULTS_JSON, results)
-    atomic_write_text(out_dir / REPORT_MD, markdown)
-    atomic_write_bytes(out_dir / PLOT_PNG, png)
-    return results
+    png = png_bytes(bleu_by_length_figure(evaluation, groups, title), dpi=120)
+    return results, {RESULTS_JSON: json_text(results).encode("utf-8"), REPORT_MD: markdown.encode("utf-8"), PLOT_PNG: png}

@@ -27,12 +27,12 @@ from nmt.evaluation.report import (
     format_checks,
     format_examples,
     format_table,
-    write_report,
+    report_contents,
 )
 from nmt.evaluation.scoring import Evaluation, score_systems, warn_if_tokenized
 from nmt.evaluation.testset import TestSet
 from nmt.fileio import (
-    atomic_write_bytes,
+    atomic_write_files,
     errors_naming,
     folder_locked,
     interrupts_deferred,
@@ -119,14 +119,13 @@ def score_and_report(
     # one report at a time in `out`: two written together left one's translations beside the other's list
     with folder_locked(out, f"waiting for another report to be written into {out} ..."):
         earlier = _earlier_report_files(out)  # before results.json is replaced
-        # the results.json that lists the files first, then the files and the removal of the earlier report's, all
-        # together: Ctrl-C in between would leave files that no report's list names, which no later report would
-        # remove; a crash (a full disk) leaves at worst a list naming files not written, which the next report writes
+        # every file of the report, all or none (a full disk leaves the earlier report whole), then the removal of
+        # the earlier report's others, together: Ctrl-C in between would leave files that no report's list names,
+        # which no later report would remove
+        results, contents = report_contents(evaluation, extra, effect, scored, examples, comparisons.groups,
+                                            test_set.describe(), bucketing, ranked)
         with interrupts_deferred():
-            results = write_report(evaluation, out, extra, effect, scored, examples, comparisons.groups,
-                                   test_set.describe(), bucketing, ranked)
-            for name, data in texts.items():
-                atomic_write_bytes(out / name, data)
+            atomic_write_files(out, {**contents, **texts})
             _remove_stale(out, earlier, files, inputs)
     _print_summary(evaluation, settings, bucketing, ranked, effect, comparisons.note)
     print(f"\nreport written to {out}/")
