@@ -186,6 +186,7 @@ def test_a_run_whose_process_dies_or_is_stopped_after_its_training_has_trained_a
     timings.clear()
     interrupt = threading.Timer(3.0, os.kill, (os.getpid(), signal.SIGINT))
     began = time.perf_counter()
+    handler = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in `nmt experiment` (an xdist worker ignores it)
     try:
         interrupt.start()
         with pytest.raises(KeyboardInterrupt):
@@ -195,6 +196,7 @@ def test_a_run_whose_process_dies_or_is_stopped_after_its_training_has_trained_a
         assert multiprocessing.active_children() == []
     finally:
         interrupt.cancel()
+        signal.signal(signal.SIGINT, handler)
         for left in multiprocessing.active_children():
             left.kill()
 
