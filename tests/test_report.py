@@ -6,16 +6,26 @@ import json
 import random
 import re
 from pathlib import Path
+from typing import Any
 
 import matplotlib.image
 import pytest
 
 from nmt.evaluation.length_plot import bleu_by_length_figure, line_styles
-from nmt.evaluation.report import format_markdown, format_table, results_dict, write_report
+from nmt.evaluation.report import format_markdown, format_table, report_contents, results_dict
 from nmt.evaluation.scoring import Evaluation, score_systems
+from nmt.fileio import atomic_write_files
 from tests.helpers import scoring_settings
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def write_report(evaluation: Evaluation, out_dir: Path, **parts: Any) -> dict[str, Any]:
+    """The report's files (`report_contents`) written into `out_dir` as score and evaluate write them; results.json's
+    content."""
+    results, contents = report_contents(evaluation, **parts)
+    atomic_write_files(out_dir, contents)
+    return results
 
 
 def evaluation_inputs() -> tuple[dict[str, list[str]], list[str], list[str]]:

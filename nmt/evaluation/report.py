@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,7 +29,7 @@ from nmt.evaluation.scoring import (
 )
 from nmt.evaluation.tables import diff_cell, markdown_table
 from nmt.figures import png_bytes
-from nmt.fileio import atomic_write_files, json_text
+from nmt.fileio import json_text
 from nmt.lengths import make_buckets
 
 RESULTS_JSON = "results.json"
@@ -333,26 +332,6 @@ def format_examples(
             lines.append(f"| reference | {_cell_text(references[i])} |")
             lines += [f"| {_cell_text(name)} | {_cell_text(outputs[i])} |" for name, outputs in hypotheses.items()]
     return "\n".join(lines) + "\n"
-
-
-def write_report(
-    evaluation: Evaluation,
-    out_dir: str | Path,
-    extra_settings: dict[str, Any] | None = None,
-    effect: Mapping[tuple[str, str], Sequence[Check]] | None = None,
-    scored: Sequence[str] = (),
-    examples: str = "",
-    groups: Mapping[str, tuple[str, str]] | None = None,
-    title: str = "",
-    bucketing: str = "",
-    leaders: Sequence[Leader] = (),
-) -> dict[str, Any]:
-    """Write results.json, report.md and bleu_by_length.png into `out_dir`, all or none (`report_contents`
-    says what goes into them); return results.json's content."""
-    results, contents = report_contents(evaluation, extra_settings, effect, scored, examples, groups, title, bucketing,
-                                        leaders)
-    atomic_write_files(Path(out_dir), contents)
-    return results
 
 
 def report_contents(
