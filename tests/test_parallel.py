@@ -1,9 +1,8 @@
-"""nmt/training/parallel.py: how many runs train at once, a worker's error in the parent (runs trained in
+"""nmt/training/parallel.py: how many runs train at once, a run's error in the parent (a run's own process: tests/test_run_process.py; runs trained in
 parallel, end to end: tests/system/test_experiment.py)."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import multiprocessing
@@ -18,12 +17,12 @@ import pytest
 import torch
 
 import nmt.training.parallel as parallel
+import nmt.training.run_process as run_process
 from nmt.config import Config, config_from_dict, load_saved_config
 from nmt.errors import NMTError
 from nmt.rundir.checkpoints import load_checkpoint, save_checkpoint
 from nmt.rundir.folders import read_summary
 from nmt.rundir.writing import write_config, write_summary
-from nmt.training.terminal import StopRequest
 from nmt.training.trainer import Trainer, train
 from tests.helpers import needs_cuda, reverse_task_config
 
@@ -79,84 +78,6 @@ def test_each_run_starts_on_the_gpu_with_the_fewest_runs_training() -> None:
     assert parallel.least_busy([], [None, None]) is None  # one device: nothing to choose
 
 
-def _run_in_fork(
-    name: str, gpu: str | None, log: Path, config: Config | None = None, then: parallel.AfterTraining | None = None
-) -> tuple[Any, int | None]:
-    """_run_process for run `name` in a forked process (the experiment spawns them; a fork keeps this test's
-    patches): what it sent (its first message, and with `then` the second, each None if none came) and its exit
-    status."""
-    fork = multiprocessing.get_context("fork")
-    results, sent = fork.Pipe(duplex=False)
-    config = config or config_from_dict({})
-    process = fork.Process(target=parallel._run_process, args=(name, config, log.parent / name, log, gpu, then, sent))
-    process.start()
-    sent.close()
-    messages: list[Any] = []
-    for _ in range(1 if then is None else 2):
-        try:
-            messages.append(results.recv() if results.poll(60) else None)
-        except EOFError:  # it ended without sending
-            messages.append(None)
-    process.join(timeout=60)
-    return messages[0] if then is None else tuple(messages), process.exitcode
-
-
-def test_a_run_s_process_trains_on_its_gpu_and_sends_its_outcome_or_its_failure(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    def train_run(config: Config, run_dir: Path) -> str:
-        if run_dir.name == "bug":
-            raise RuntimeError("boom")
-        if run_dir.name == "stopped":
-            raise KeyboardInterrupt  # as _stop makes it
-        return os.environ.get("CUDA_VISIBLE_DEVICES", "unset")
-
-    monkeypatch.setattr(parallel, "_train_run", train_run)
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
-    (done, seconds), status = _run_in_fork("a", "1", tmp_path / "a.log")
-    assert (done, status) == ("1", 0) and seconds >= 0
-    assert _run_in_fork("a", None, tmp_path / "a.log")[0][0] == "0,1"  # one GPU: left as it is
-    failure, status = _run_in_fork("bug", None, tmp_path / "bug.log")
-    assert status == 0 and isinstance(failure, NMTError)
-    assert str(failure) == f"run bug failed: RuntimeError: boom Its traceback: {tmp_path / 'bug.log'}."
-    assert (tmp_path / "bug.log").read_text(encoding="utf-8").endswith("RuntimeError: boom\n")
-    assert _run_in_fork("stopped", None, tmp_path / "stopped.log") == (None, 130)  # it saved; nothing to say
-
-
-def _after(run_dir: Path) -> None:
-    """What a run's process does after its training in these tests: notes its torch threads, or fails, or is stopped."""
-    if run_dir.name == "fails":
-        raise RuntimeError("no test split")
-    if run_dir.name == "stopped":
-        raise KeyboardInterrupt  # as _stop makes it
-    (run_dir.parent / f"{run_dir.name}.threads").write_text(str(torch.get_num_threads()), encoding="utf-8")
-
-
-def test_a_run_s_process_then_does_what_follows_with_the_run_s_threads_and_the_run_has_trained_whatever_befalls_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(parallel, "_train_run", lambda config, run_dir: "trained")
-    then = parallel.AfterTraining("translate", _after)
-    one_thread = config_from_dict({"training": {"threads": 1}})
-    torch_threads = torch.get_num_threads()
-    for threads, config in ((1, one_thread), (torch_threads, config_from_dict({}))):
-        ((done, _), after), status = _run_in_fork("a", None, tmp_path / "a.log", config, then)
-        assert (done, status) == ("trained", 0) and isinstance(after, float)
-        assert (tmp_path / "a.threads").read_text(encoding="utf-8") == str(threads)
-    # its failure or a stop leaves the run trained: its outcome is sent first, then no time for what follows
-    ((done, _), after), status = _run_in_fork("fails", None, tmp_path / "fails.log", one_thread, then)
-    assert (done, after, status) == ("trained", None, 0)
-    log = (tmp_path / "fails.log").read_text(encoding="utf-8")
-    assert log.startswith(f"{tmp_path / 'fails'}: 'translate' failed here (RuntimeError: no test split); the run has "
-                          "trained, and what was to be done here is done later\nTraceback")
-    ((done, _), after), status = _run_in_fork("stopped", None, tmp_path / "stopped.log", one_thread, then)
-    assert (done, after, status) == ("trained", None, 0)
-    # a failed training does not go on to it
-    monkeypatch.setattr(parallel, "_train_run", lambda config, run_dir: (_ for _ in ()).throw(NMTError("refused.")))
-    (failure, after), status = _run_in_fork("a", None, tmp_path / "b.log", one_thread, then)
-    assert isinstance(failure, NMTError) and (after, status) == (None, 0)
-
-
 def _killed_or_slow(run_dir: Path) -> None:
     """What follows a training here: killed as the out-of-memory killer would (run a of "killed"), or slow."""
     if run_dir.parent.name == "killed":
@@ -174,10 +95,10 @@ def test_a_run_whose_process_dies_or_is_stopped_after_its_training_has_trained_a
             time.sleep(60)  # stopped long before
         return "trained"
 
-    monkeypatch.setattr(parallel, "_train_run", train_run)
+    monkeypatch.setattr(run_process, "train_run", train_run)
     monkeypatch.setattr(parallel, "_training_seconds", lambda run_dir: 1.0)
     _forked(monkeypatch)
-    then = parallel.AfterTraining("translate", _killed_or_slow)
+    then = run_process.AfterTraining("translate", _killed_or_slow)
     configs = {name: config_from_dict({"training": {"max_steps": steps}}) for name, steps in zip("ab", (20, 10), strict=True)}
     timings: dict[str, float] = {}
     killed = {name: tmp_path / "killed" / name for name in "ab"}
@@ -216,13 +137,13 @@ def test_runs_queue_for_their_jobs_and_each_starts_on_the_least_busy_gpu(tmp_pat
         (tmp_path / f"{run_dir.name}.json").write_text(json.dumps([os.environ["CUDA_VISIBLE_DEVICES"], began, time.time()]))
         return "trained"
 
-    monkeypatch.setattr(parallel, "_train_run", train_run)
+    monkeypatch.setattr(run_process, "train_run", train_run)
     monkeypatch.setattr(parallel, "_training_seconds", lambda run_dir: 1.0)
     _forked(monkeypatch)
     configs = {name: config_from_dict({"training": {"max_steps": steps}}) for name, steps in zip("abc", (30, 20, 10), strict=True)}
     timings: dict[str, float] = {}
     failed = parallel._train_in_parallel(configs, {name: tmp_path / "runs" / name for name in "abc"}, 2,
-                                         timings.__setitem__, ["3", "5"], parallel.AfterTraining("translate", _after))
+                                         timings.__setitem__, ["3", "5"], run_process.AfterTraining("translate", lambda run_dir: None))
     assert failed == {} and set(timings) == {f"{step} {name}" for step in ("train", "translate") for name in "abc"}
     runs = {name: json.loads((tmp_path / f"{name}.json").read_text()) for name in "abc"}
     assert {name: gpu for name, (gpu, _, _) in runs.items()} == {"a": "3", "b": "5", "c": "3"}
@@ -236,7 +157,7 @@ def test_a_ctrl_c_as_a_run_s_process_starts_stops_that_run_too(tmp_path: Path, m
         time.sleep(60)  # stopped long before
         return "trained"
 
-    monkeypatch.setattr(parallel, "_train_run", train_run)
+    monkeypatch.setattr(run_process, "train_run", train_run)
     _forked(monkeypatch)
     start = multiprocessing.context.ForkProcess.start
 
@@ -327,22 +248,6 @@ def test_only_a_cosine_run_that_reached_its_cap_is_refused_a_higher_one(schedule
         parallel.check_runs(longer, {"a": run_dir})
 
 
-def test_a_workers_stop_holds_when_the_interrupt_that_asks_for_it_is_lost(monkeypatch: pytest.MonkeyPatch) -> None:
-    """SIGUSR1 reaching a worker whose run is still setting up raises KeyboardInterrupt there; should that be
-    lost, the run's StopRequest still starts requested."""
-    monkeypatch.setattr(StopRequest, "pending", False)
-    with StopRequest(print) as untouched:
-        assert not untouched.requested
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as _train_in_child sets it
-    try:
-        with contextlib.suppress(KeyboardInterrupt):  # the interrupt, lost
-            parallel._stop(signal.SIGUSR1, None)
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    with StopRequest(print) as request:
-        assert request.requested
-
-
 @pytest.mark.slow  # a spawned worker process imports torch and the package: 2.6-3.7 s on 2 cores
 def test_a_run_failing_in_a_worker_reaches_the_parent_with_its_hint_and_log(tmp_path: Path) -> None:
     config = config_from_dict({"training": {"device": "cpu"}, "runs": {"a": {}}})
@@ -368,10 +273,10 @@ def test_a_run_s_bug_is_told_with_its_traceback_and_the_next_run_trains(
             raise RuntimeError("CUDA error: an illegal memory access was encountered")
         return "trained"
 
-    monkeypatch.setattr(parallel, "_train_run", train_run)
+    monkeypatch.setattr(run_process, "train_run", train_run)
     config = config_from_dict({"runs": {"a": {}, "b": {}}})
     timings: dict[str, float] = {}
-    then = parallel.AfterTraining("translate", lambda run_dir: pytest.fail("one run after another: the caller follows"))
+    then = run_process.AfterTraining("translate", lambda run_dir: pytest.fail("one run after another: the caller follows"))
     failed = parallel.train_runs(config, {name: tmp_path / name for name in "ab"}, 1, timings.__setitem__, then)
     assert list(timings) == ["train b", "train (all runs, 1 at once)"]
     assert [str(error) for error in failed.values()] == [
@@ -388,32 +293,11 @@ def test_a_run_out_of_memory_is_told_with_what_to_lower_and_no_traceback(
     def train_run(config: Config, run_dir: Path) -> str:
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB\nmore")
 
-    monkeypatch.setattr(parallel, "_train_run", train_run)
+    monkeypatch.setattr(run_process, "train_run", train_run)
     failed = parallel.train_runs(config_from_dict({"runs": {"a": {}}}), {"a": tmp_path / "a"}, 1, lambda *_: None)
     assert failed["a"].message == "run a: out of memory (CUDA out of memory. Tried to allocate 2.00 GiB)."
     assert failed["a"].hint.startswith("Lower training.batch_tokens") and "fewer runs at once take less: --jobs" in failed["a"].hint
     assert "Traceback" not in capsys.readouterr().err
-
-
-def test_a_worker_writes_a_failing_run_s_traceback_to_its_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """In a worker, a run's bug raises to the parent (which reports the run as failed) with its traceback
-    written to the run's log first; an NMTError, which the parent tells whole, writes none."""
-    def train_run(config: Config, run_dir: Path) -> str:
-        raise RuntimeError("boom") if run_dir.name == "bug" else NMTError("refused.")
-
-    monkeypatch.setattr(parallel, "_train_run", train_run)
-    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        with pytest.raises(RuntimeError, match="boom"):
-            parallel._train_in_child(config_from_dict({}), tmp_path / "bug", tmp_path / "bug.log")
-        with pytest.raises(NMTError, match="refused"):
-            parallel._train_in_child(config_from_dict({}), tmp_path / "refused", tmp_path / "refused.log")
-    finally:
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
-    log = (tmp_path / "bug.log").read_text(encoding="utf-8")
-    assert log.startswith("Traceback (most recent call last)") and log.endswith("RuntimeError: boom\n")
-    assert (tmp_path / "refused.log").read_text(encoding="utf-8") == ""
 
 
 def test_a_resumed_run_records_this_session_s_training_time_and_its_summary_the_whole(tmp_path: Path) -> None:
@@ -444,7 +328,7 @@ def test_an_interruption_keeps_the_times_of_the_runs_that_ended(tmp_path: Path, 
             raise KeyboardInterrupt
         return "trained"
 
-    monkeypatch.setattr(parallel, "_train_run", train_run)
+    monkeypatch.setattr(run_process, "train_run", train_run)
     config = config_from_dict({"runs": {"a": {}, "b": {}}})
     timings: dict[str, float] = {}
     with pytest.raises(KeyboardInterrupt):

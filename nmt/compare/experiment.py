@@ -41,7 +41,8 @@ from nmt.models.interface import model_kind
 from nmt.rundir.checkpoints import step_checkpoints
 from nmt.rundir.folders import read_summary, run_files
 from nmt.rundir.lock import ExperimentLock, RunLock
-from nmt.training.parallel import AfterTraining, check_runs, train_runs
+from nmt.training.parallel import check_runs, train_runs
+from nmt.training.run_process import AfterTraining
 
 
 class Timings:
