@@ -641,6 +641,25 @@ def test_a_file_given_twice_or_a_copy_is_warned_about(
     assert "warning" not in capsys.readouterr().err
 
 
+def test_the_reference_given_as_a_system_is_warned_about(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy = tmp_path / "ref-copy.txt"
+    copy.write_bytes(files["ref"].read_bytes())
+    ref, good = str(files["ref"]), str(files["good"])
+    argv = ["--ref", ref, "--out", str(tmp_path / "o"), "--set", "evaluation.bootstrap_samples=40"]
+    assert main(["score", good, ref, str(copy), "--names", "good,ref,copy", *argv]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert warnings[-2:] == [
+        f"warning: HYP {ref} (ref) is --ref itself: it scores as the reference would (BLEU 100). Check that each "
+        "file is the system you meant.",
+        f"warning: HYP {copy} (copy) holds the lines of --ref {ref}: it scores as the reference would (BLEU 100). "
+        "Check that each file is the system you meant.",
+    ]
+    results = json.loads((tmp_path / "o" / "results.json").read_text(encoding="utf-8"))["runs"]
+    assert results["ref"]["bleu"] == pytest.approx(100) and results["good"]["bleu"] < 100
+
+
 @pytest.mark.parametrize(
     ("names", "said"),
     [

@@ -58,8 +58,9 @@ def score_files(
     are run against every other system; or `comparisons`, given the systems' names, says what to compare
     (`nmt score --config`: as the runs of a config, nmt/compare/evaluate.py). `overrides` are `--set
     evaluation.*` keys (buckets, by, ...); without `src_path` sentences are bucketed by reference length,
-    whatever evaluation.by says unless an override asks for source. Blank reference lines, and a file given twice or two files of the same
-    lines, are warned about on stderr. Returns the content of results.json.
+    whatever evaluation.by says unless an override asks for source. Blank reference lines, a file given twice
+    or two files of the same lines, and the reference given as a system are warned about on stderr. Returns
+    the content of results.json.
     """
     if not hyp_paths:
         raise NMTError("no translation file given.", "Pass one or more HYP files, one translation per line.")
@@ -87,6 +88,7 @@ def score_files(
     hypotheses = {name: _read_hypotheses(path, ref_path, test_set.references) for name, path in paths.items()}
     warn_blank_references(test_set.references, ref_path)  # once every input is known to be usable
     warn_duplicates(paths, hypotheses)
+    warn_references_scored(paths, hypotheses, ref_path, test_set.references)
     scored = [f"test set: {test_set.describe()}"]
     scored += [f"{name}: `{shown_path(path, out)}`" for name, path in paths.items()]
     systems: dict[str, dict[str, Any]] = {name: {"hypotheses": shown_path(path, out)} for name, path in paths.items()}
@@ -204,6 +206,22 @@ def warn_duplicates(paths: Mapping[str, Path], hypotheses: Mapping[str, Sequence
             print(f"warning: {what}: they score alike, +0.00 between them. Check that each file is the "
                   "system you meant.", file=sys.stderr)
             break  # one warning per file, naming the first it repeats
+
+
+def warn_references_scored(
+    paths: Mapping[str, Path], hypotheses: Mapping[str, Sequence[str]], ref_path: Path, references: Sequence[str]
+) -> None:
+    """A warning on stderr for each system whose file is --ref (the same path, or a link to it) or holds its
+    lines: it scores 100 BLEU, as a translation that is the reference would, which says nothing of a system."""
+    for name, path in paths.items():
+        if same_file(path, ref_path):
+            what = f"HYP {path} ({name}) is --ref itself"
+        elif list(hypotheses[name]) == list(references):
+            what = f"HYP {path} ({name}) holds the lines of --ref {ref_path}"
+        else:
+            continue
+        print(f"warning: {what}: it scores as the reference would (BLEU 100). Check that each file is the system "
+              "you meant.", file=sys.stderr)
 
 
 def _system_names(hyp_paths: Sequence[Path], names: Sequence[str] | None) -> list[str]:
