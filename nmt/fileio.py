@@ -209,6 +209,28 @@ def atomic_write_files(folder: Path, files: Mapping[str, bytes]) -> None:
             handle.flush()  # a full disk is met here, before any file is renamed
 
 
+@contextlib.contextmanager
+def staged_files(folder: Path) -> Iterator[Path]:
+    """A hidden folder inside `folder` (made if need be) for the block to write files into: once the block ends
+    without error they are moved into `folder`, replacing files of the same names, Ctrl-C held back meanwhile; on
+    an error (or Ctrl-C) they go, and `folder` is as it was (removed again where the block made it)."""
+    made = not folder.exists()
+    folder.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".partial-", dir=folder))
+    try:
+        yield staging
+        with interrupts_deferred():
+            for path in sorted(staging.iterdir()):
+                os.replace(path, folder / path.name)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        if made:
+            with contextlib.suppress(OSError):  # where nothing else was put there meanwhile
+                folder.rmdir()
+        raise
+    staging.rmdir()
+
+
 def refuse_unwritable(folder: str | Path, named: str, hint: str = "Give --out a folder you can write") -> None:
     """NMTError, before a command's work, where the output folder `folder` (`named`: "--out X", say) cannot be
     written: it, or the nearest folder above it where it does not exist yet, is read-only to this user; `hint`

@@ -182,3 +182,28 @@ def test_blocks_that_hold_back_ctrl_c_nest() -> None:
             done.append("inner")
         done.append("outer")
     assert done == ["inner", "outer"]
+
+
+def test_staged_files_arrive_all_at_the_end_or_none(tmp_path: Path) -> None:
+    """What the block writes shows in the folder only once it ends without error, replacing files of the same
+    names; an error leaves the folder as it was, and a folder it made is gone again."""
+    plots = tmp_path / "plots"
+    plots.mkdir()
+    (plots / "line-000001.png").write_text("earlier", encoding="utf-8")
+    (plots / "notes.txt").write_text("mine", encoding="utf-8")
+    with pytest.raises(RuntimeError, match="line 3"), fileio.staged_files(plots) as staging:
+        (staging / "line-000001.png").write_text("new", encoding="utf-8")
+        assert (plots / "line-000001.png").read_text(encoding="utf-8") == "earlier"  # not yet
+        raise RuntimeError("line 3 is not UTF-8")
+    assert sorted(path.name for path in plots.iterdir()) == ["line-000001.png", "notes.txt"]
+    assert (plots / "line-000001.png").read_text(encoding="utf-8") == "earlier"
+    with fileio.staged_files(plots) as staging:
+        for number in (1, 2):
+            (staging / f"line-00000{number}.png").write_text(f"new {number}", encoding="utf-8")
+    assert sorted(path.name for path in plots.iterdir()) == ["line-000001.png", "line-000002.png", "notes.txt"]
+    assert (plots / "line-000001.png").read_text(encoding="utf-8") == "new 1"
+    fresh = tmp_path / "new" / "plots"
+    with pytest.raises(KeyboardInterrupt), fileio.staged_files(fresh) as staging:
+        (staging / "line-000001.png").write_text("new", encoding="utf-8")
+        raise KeyboardInterrupt
+    assert not fresh.exists()

@@ -591,6 +591,28 @@ def test_attention_plots_one_png_per_sentence(trained_reverse_run: Path, tmp_pat
     assert sorted(p.name for p in plots.iterdir()) == ["line-000001.png", "line-000003.png", "line-000005.png"]
 
 
+def test_attention_plots_come_with_the_output_file_or_not_at_all(
+    trained_reverse_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bad line after plots were drawn (read a line at a time here): no output file, and no plots of the lines
+    before it, in a new folder or beside a user's files; on stdout each plot comes with its line."""
+    source = tmp_path / "in.txt"
+    source.write_bytes(b"1 2 3\n4 5 6\n7 \xff 8\n")
+    plots, out = tmp_path / "plots", tmp_path / "out.txt"
+    argv = ["translate", str(trained_reverse_run), "-i", str(source), "--attention-plots", str(plots)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(translate_module, "CHUNK_LINES", 1)
+        assert main([*argv, "-o", str(out), "--batch-size", "1"]) == 2
+        assert "line 3 is not valid UTF-8" in capsys.readouterr().err
+        assert not out.exists() and not plots.exists()
+        plots.mkdir()
+        (plots / "mine.png").write_bytes(b"a user's")
+        assert main([*argv, "-o", str(out), "--batch-size", "1"]) == 2
+        assert [path.name for path in plots.iterdir()] == ["mine.png"]
+        assert main([*argv, "--batch-size", "1"]) == 2
+        assert sorted(path.name for path in plots.iterdir()) == ["line-000001.png", "line-000002.png", "mine.png"]
+
+
 def test_a_model_without_attention_warns_that_there_is_nothing_to_plot(
     trained_reverse_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -19,7 +19,7 @@ from nmt.config import DecodingConfig, load_saved_config, override_sections
 from nmt.decoding.plots import plot_attention
 from nmt.decoding.translator import MAX_LINE_BYTES, Translation, Translator, warn
 from nmt.errors import NMTError
-from nmt.fileio import atomic_open, errors_naming, refuse_unwritable, same_file
+from nmt.fileio import atomic_open, errors_naming, refuse_unwritable, same_file, staged_files
 from nmt.overrides import sets_key
 from nmt.rundir.checkpoints import resolve_checkpoint
 from nmt.rundir.folders import refuse_folder_of_run, refuse_run_file
@@ -148,7 +148,8 @@ def translate_file(
     j-th best of input line i) or on one line, separated by tabs ("tabs"). With `scores`, each
     translation is followed by a tab and its model score (the log-probability search ranked by, divided
     by the length penalty). An output file is written atomically: after an error there is no (partial)
-    file. `attention_plots` DIR receives one heatmap per non-empty line, named line-NNNNNN.png. An input or
+    file. `attention_plots` DIR receives one heatmap per non-empty line, named line-NNNNNN.png: with an output
+    file, once it is written (after an error, none); on stdout, each as its line is translated. An input or
     output path "-" is stdin or stdout. Errors name `checkpoint` as `option` ("--checkpoint " for the
     command's flag).
     """
@@ -160,25 +161,35 @@ def translate_file(
     if plots_dir is not None and not translator.has_attention:
         warn(f"{run_dir} is a model without attention (attention: none): there is nothing to plot.")
         plots_dir = None
-    if plots_dir is not None:
-        plots_dir.mkdir(parents=True, exist_ok=True)
     name = str(input_path) if input_path is not None else "<stdin>"
     if input_path is None and sys.stdin.isatty():  # else a terminal would seem to hang on a forgotten -i
         print("nmt translate: reading sentences from the terminal, one a line; Ctrl-D ends (-i FILE reads a file).",
               file=sys.stderr)
     with (
+        _plots_folder(plots_dir, staged=output_path is not None) as plots_into,
         open(input_path, "rb") if input_path is not None else nullcontext(sys.stdin.buffer) as source,
         _open_output(Path(output_path)) if output_path is not None else _utf8_stdout() as sink,
     ):
         stream, first, nbest = _ArrivingLines(source), 1, translator.decoding.nbest
         source_lines, most = _read_lines(stream, name, MAX_LINE_BYTES), max(CHUNK_LINES, translator.decoding.batch_size)
         while lines := _next_chunk(source_lines, stream, most):
-            results = translator.translate_nbest(lines, nbest, plots_dir is not None, first_line=first)
+            results = translator.translate_nbest(lines, nbest, plots_into is not None, first_line=first)
             _write_chunk(sink, results, scores, nbest_layout)
-            if plots_dir is not None:
-                _plot_chunk(results, lines, first, plots_dir, translator.model.attention_shown)
+            if plots_into is not None:
+                _plot_chunk(results, lines, first, plots_into, translator.model.attention_shown)
             sink.flush()
             first += len(lines)
+
+
+def _plots_folder(plots_dir: Path | None, staged: bool) -> AbstractContextManager[Path | None]:
+    """The folder the attention plots are written into (None: no plots): `plots_dir` itself, or where `staged`,
+    a folder whose plots move into `plots_dir` only once the block has ended without error (`staged_files`)."""
+    if plots_dir is None:
+        return nullcontext(None)
+    if staged:
+        return staged_files(plots_dir)
+    plots_dir.mkdir(parents=True, exist_ok=True)
+    return nullcontext(plots_dir)
 
 
 def _utf8_stdout() -> AbstractContextManager[IO[str]]:
