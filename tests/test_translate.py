@@ -556,6 +556,22 @@ def test_a_utf16_input_is_named_with_its_iconv_command_and_nothing_is_written(
     assert "Traceback" not in err and list(tmp_path.iterdir()) == [source]
 
 
+def test_a_nul_character_in_a_line_is_refused_naming_the_line(
+    trained_reverse_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A zero byte in a later line (the first's zero bytes would name UTF-16): refused as a corpus file's is, by
+    its line; no output file."""
+    source = tmp_path / "in.txt"
+    source.write_bytes(b"1 2 3\n4 \x00 5\n")
+    out = tmp_path / "out.txt"
+    assert main(["translate", str(trained_reverse_run), "-i", str(source), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"nmt translate: error: {source}: line 2 holds a NUL character (a zero byte), which no sentence "
+                   "holds: the input is likely UTF-16 without a byte-order mark, or not text.\nConvert the input to "
+                   "UTF-8 (e.g. iconv -f UTF-16LE -t UTF-8), or fix that line.\n")
+    assert list(tmp_path.iterdir()) == [source]
+
+
 def test_an_over_long_line_is_cut_with_a_warning(
     trained_reverse_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -103,6 +103,12 @@ def _read_lines(handle: IO[bytes] | _ArrivingLines, name: str, limit: int) -> It
                 f"{raw[exc.start:exc.start + 1]!r}).",
                 "Convert the input to UTF-8 (e.g. iconv -f latin1 -t utf-8), or fix that line.",
             ) from None
+        if "\x00" in text:  # as a corpus file's (nmt.data.corpus.read_lines): sentencepiece would read it as a letter
+            raise NMTError(
+                f"{name}: line {number} holds a NUL character (a zero byte), which no sentence holds: the input is "
+                "likely UTF-16 without a byte-order mark, or not text.",
+                "Convert the input to UTF-8 (e.g. iconv -f UTF-16LE -t UTF-8), or fix that line.",
+            )
         yield text.rstrip("\r\n")
 
 
