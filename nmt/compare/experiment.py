@@ -35,8 +35,9 @@ from nmt.data.sources import load_checked_config, prepared_dir
 from nmt.environment import describe_environment
 from nmt.errors import NMTError, counted
 from nmt.evaluation import curves
+from nmt.evaluation.report import REPORT_MD, RESULTS_JSON
 from nmt.evaluation.report_folder import EXPERIMENT_TIMINGS
-from nmt.fileio import atomic_write_json, atomic_write_text, same_file
+from nmt.fileio import atomic_write_files, atomic_write_json, json_text, same_file
 from nmt.models.interface import model_kind
 from nmt.rundir.checkpoints import step_checkpoints
 from nmt.rundir.folders import read_summary, run_files
@@ -255,11 +256,10 @@ def run_experiment(
         results |= {"machine": machine, "training": outcomes, "timings": timings.sessions}
         if failed:
             results["failed_runs"] = {name: str(error) for name, error in failed.items()}
-        # written once, complete; until here results.json and report.md are the evaluation's (evaluate_runs)
-        atomic_write_json(out_dir / "results.json", results)
         report = experiment_report(command, config, machine, timings.sessions, counts, results["attention"], attention_plot,
                                    out_dir, outcomes, checks, results.get("failed_runs"))
-        atomic_write_text(out_dir / "report.md", report)
+        # until here results.json and report.md are the evaluation's (evaluate_runs): both replaced, or neither
+        atomic_write_files(out_dir, {RESULTS_JSON: json_text(results).encode("utf-8"), REPORT_MD: report.encode("utf-8")})
         print(f"\nReport: {out_dir / 'report.md'}")
         if failed:
             raise NMTError(_failures(failed, f"the report ({out_dir / 'report.md'}) covers the other "
