@@ -506,13 +506,14 @@ def test_a_reader_that_leaves_stdout_ends_the_command_quietly_with_sigpipes_stat
 ) -> None:
     # `nmt score ... | head` once head has exited: no "Broken pipe" error, the status of a filter that SIGPIPE
     # ended; a broken pipe of a file the command writes (-o a named pipe) is still an error naming it
-    ref = tmp_path / "ref.txt"
+    ref, hyp = tmp_path / "ref.txt", tmp_path / "hyp.txt"
     ref.write_text("a b c\nd e f\n", encoding="utf-8")
+    hyp.write_text("a b c\nd e\n", encoding="utf-8")
     read_end, write_end = os.pipe()
     os.close(read_end)
     with open(write_end, "w", encoding="utf-8") as stdout:
         monkeypatch.setattr(sys, "stdout", stdout)
-        assert main(["score", str(ref), "--ref", str(ref), "--out", str(tmp_path / "out")]) == 141
+        assert main(["score", str(hyp), "--ref", str(ref), "--out", str(tmp_path / "out")]) == 141
         monkeypatch.undo()
     assert capsys.readouterr().err == ""
     assert (tmp_path / "out" / "report.md").is_file()  # written before the table was printed

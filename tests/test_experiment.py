@@ -1,4 +1,4 @@
-"""nmt/compare/experiment.py and experiment_report.py: the step timings, what --force may delete, the report's tables; and
+"""nmt/compare/experiment.py and experiment_report.py: the step timings, what --force may delete (and experiment_folder.py: tests/test_experiment_folder.py), the report's tables; and
 one tiny experiment end to end with early stopping and the attention checks (whole shipped experiments:
 tests/system/test_experiment.py)."""
 

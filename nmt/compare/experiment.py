@@ -12,11 +12,9 @@ import dataclasses
 import datetime
 import functools
 import json
-import os
 import shlex
-import shutil
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +24,7 @@ from nmt.analysis.attention_stats import attention_diagnostics
 from nmt.compare.attention_checks import CHECKS, attention_checks
 from nmt.compare.curve import GREEDY, learning_curves
 from nmt.compare.evaluate import ONE_BEST, evaluate_runs
+from nmt.compare.experiment_folder import check_out_folder, delete_for_force
 from nmt.compare.experiment_report import experiment_report, training_outcomes
 from nmt.compare.runs import describe_runs, split_test_set, translate_cached
 from nmt.config import Config, save_config
@@ -35,13 +34,14 @@ from nmt.data.sources import load_checked_config, prepared_dir
 from nmt.environment import describe_environment
 from nmt.errors import NMTError, counted
 from nmt.evaluation import curves
+from nmt.evaluation.metrics import sacrebleu_bleu
 from nmt.evaluation.report import REPORT_MD, RESULTS_JSON
 from nmt.evaluation.report_folder import EXPERIMENT_TIMINGS
-from nmt.fileio import atomic_write_files, atomic_write_json, json_text, same_file
+from nmt.fileio import atomic_write_files, atomic_write_json, json_text
 from nmt.models.interface import model_kind
 from nmt.rundir.checkpoints import step_checkpoints
-from nmt.rundir.folders import read_summary, run_files
-from nmt.rundir.lock import ExperimentLock, RunLock
+from nmt.rundir.folders import read_summary
+from nmt.rundir.lock import ExperimentLock
 from nmt.training.parallel import check_runs, train_runs
 from nmt.training.run_process import AfterTraining
 
@@ -70,6 +70,10 @@ class Timings:
 
     def record(self, step: str, seconds: float) -> None:
         self.seconds[step] = round(seconds, 1)
+        self.write()
+
+    def write(self) -> None:
+        """Write timings.json: every session, this one with the steps it has recorded."""
         atomic_write_json(self.path, {"sessions": self.sessions})
 
     @contextlib.contextmanager
@@ -121,75 +125,10 @@ def _read_sessions(path: Path) -> list[dict[str, Any]]:
         ) from None
 
 
-def _check_is_experiment_folder(out_dir: Path) -> None:
-    """--force deletes the folder: only ever one that `nmt experiment` wrote (it starts with timings.json)."""
-    if not out_dir.is_dir() or (any(out_dir.iterdir()) and not (out_dir / EXPERIMENT_TIMINGS).is_file()):
-        raise NMTError(
-            f"--force would delete {out_dir}, which is not an experiment folder (no timings.json); "
-            "nothing was deleted.",
-            "Give --out a new folder or one an earlier `nmt experiment` wrote.",
-        )
-
-
-def _check_none_training(out_dir: Path, runs: Iterable[str] | None) -> None:
-    """--force: refuse, deleting nothing, while a process trains one of the run folders it would delete
-    (all of OUT/runs, or with --runs only `runs`): it holds the run's train.lock (nmt/rundir/lock.py)."""
-    folders = [out_dir / "runs" / name for name in runs] if runs is not None else (
-        sorted(path for path in (out_dir / "runs").iterdir() if path.is_dir()) if (out_dir / "runs").is_dir() else [])
-    for folder in folders:
-        lock = RunLock(folder)
-        if (holder := lock.holder()) is not None:
-            raise NMTError(
-                f"--force would delete {folder}, which a process ({holder}) is training now (it holds {lock.path}); "
-                "nothing was deleted.",
-                f"Wait for that training to end, or stop it ({holder.stop_command}) first.",
-            )
-
-
-def _delete_for_force(out_dir: Path, runs: Iterable[str] | None) -> None:
-    """--force: delete the experiment folder, or with --runs (`runs`) only those runs' folders and logs, so that
-    they train afresh and the runs it leaves out stay trained (the report is written anew in any case)."""
-    if runs is None:  # all but the lock this experiment holds (a new file would be a new lock: nobody's held)
-        for path in out_dir.iterdir():
-            if path.name == ExperimentLock.name:
-                continue
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path)
-            else:
-                path.unlink()
-        return
-    for name in runs:
-        shutil.rmtree(out_dir / "runs" / name, ignore_errors=True)
-        (out_dir / "runs" / f"{name}.log").unlink(missing_ok=True)
-
-
-def _check_not_a_run(out_dir: Path) -> None:
-    """Refuse an --out that holds a trained run (its own config.yaml and files; an experiment's run folders
-    among them): the experiment's config.yaml would replace the run's record of what it was trained with."""
-    present = [name for name in run_files(out_dir) if name != "config.yaml"]  # an experiment folder has one too
-    if present:
-        raise NMTError(
-            f"--out {out_dir} holds a trained run ({', '.join(present)}): the experiment would write its own "
-            "config.yaml over the run's, and its report beside it. Nothing was written.",
-            "Give --out a folder of its own (an experiment keeps each run in OUT/runs/NAME).",
-        )
-
-
-def _check_config_kept(config_path: Path, out_dir: Path, force: bool) -> None:
-    """Refuse an --out that would replace the config file given (OUT/config.yaml is written; --force
-    deletes OUT first)."""
-    inside = Path(os.path.abspath(out_dir)) in Path(os.path.abspath(config_path)).parents
-    if same_file(config_path, out_dir / "config.yaml") or (force and inside):
-        raise NMTError(
-            f"{config_path} lies in the --out folder {out_dir}, where the experiment writes its own config.yaml"
-            f"{' after --force deletes the folder' if force else ''}: your config would be replaced.",
-            "Give another --out, or copy the config out of that folder first; nothing was written.",
-        )
-
-
 def _runs_to_compare(config_path: Path, overrides: list[str], runs: Sequence[str]) -> Config:
     """The config's runs to train (only `runs` where given), refused where there are none (loading the config
-    refuses runs that would prepare their data differently into one folder)."""
+    refuses runs that would prepare their data differently into one folder), or where a run's BLEU tokenizer
+    cannot run here (ja-mecab without its packages): each run would fail on it, after the folder is written."""
     config = load_checked_config(config_path, overrides)
     if runs:
         config = config.only_runs(runs, str(config_path))
@@ -198,6 +137,9 @@ def _runs_to_compare(config_path: Path, overrides: list[str], runs: Sequence[str
             f"{config_path}: no runs to compare.",
             "Add a 'runs:' section, e.g. runs: {rnnencdec: {model: {attention: none}}, rnnsearch: {}}.",
         )
+    for tokenize, lowercase in {(config.for_run(name).evaluation.tokenize, config.for_run(name).evaluation.lowercase)
+                                for name in config.runs}:
+        sacrebleu_bleu(tokenize, lowercase)
     return config
 
 
@@ -211,19 +153,16 @@ def run_experiment(
     config = _runs_to_compare(config_path, overrides, runs)
     lock = ExperimentLock(out_dir)
     lock.refuse_if_held()  # before any other check: theirs would meet the other's runs
-    _check_not_a_run(out_dir)
-    _check_config_kept(config_path, out_dir, force)
     deleted = config.runs if runs else None
+    check_out_folder(config, config_path, out_dir, force, deleted)
     with contextlib.ExitStack() as stack:
         if force and out_dir.exists():
-            _check_is_experiment_folder(out_dir)
-            _check_none_training(out_dir, deleted)
             # held through the preparing and the deletion (which keeps its file): no second experiment starts meanwhile
             stack.enter_context(lock)
         # with --force, before anything is deleted: a corpus or data setting at fault then leaves the folder whole
         prepare_seconds = _prepare_data(config) if force else None
         if force and out_dir.exists():
-            _delete_for_force(out_dir, deleted)
+            delete_for_force(out_dir, deleted)
         run_dirs = {name: out_dir / "runs" / name for name in config.runs}
         check_runs(config, run_dirs)  # a refused experiment leaves the folder as it was
         command = _reproducing_command(config_path, overrides, list(config.runs) if runs else [], out_dir)
@@ -232,6 +171,7 @@ def run_experiment(
         out_dir.mkdir(parents=True, exist_ok=True)
         if not lock.held:  # taken once the folder exists; the runs hold their own
             stack.enter_context(lock)
+        timings.write()  # first: the folder is an experiment's from here on (check_out_folder)
         save_config(config, out_dir / "config.yaml")
         with timings.noting_interruption(began):
             timings.record("prepare", _prepare_data(config) if prepare_seconds is None else prepare_seconds)

@@ -85,7 +85,7 @@ class RunLock:
         """The process training the run now, None if none is."""
         try:
             fd = os.open(self.path, os.O_RDONLY)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # no lock, or no folder to hold one: refused for that later
             return None
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # shared: no other prober is kept out
