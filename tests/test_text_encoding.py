@@ -82,3 +82,20 @@ def test_a_compressed_file_is_named_so_with_the_command_that_unpacks_it(
     assert error.value.message == f"corpus file {path} is {name}-compressed, not text."
     assert error.value.hint == f"Unpack it first, e.g. `{command} {path} > {tmp_path / 'test.de'}`, and give that file."
     assert compression(b"BZh9 is no bzip2 file\n") is None and compression(TEXT.encode("utf-8")) is None
+
+
+def test_cr_line_ends_are_refused_rather_than_read_as_one_line(tmp_path: Path) -> None:
+    """A file saved with classic Mac OS line ends (CR alone) would be one sentence; CRLF and a last CR are line ends."""
+    path = tmp_path / "valid.en"
+    path.write_bytes(b"one\rtwo\rthree\r")
+    with pytest.raises(NMTError) as error:
+        read_lines(path)
+    assert error.value.message == (f"corpus file {path}, line 1: a carriage return (CR) that ends no line (2 such CRs "
+                                   "in the file, which is read a line per LF): a file saved with CR line ends would be "
+                                   "read as one line.")
+    assert error.value.hint.startswith(f"Convert its line ends: `tr '\\r' '\\n' < {path} > {path}.unix`")
+    path.write_bytes(b"one\r\ntwo\nthree\rfour\n")
+    with pytest.raises(NMTError, match=r", line 3: a carriage return \(CR\) that ends no line \(1 such CR in"):
+        read_lines(path)
+    path.write_bytes(b"one\r\ntwo\r\nthree\r")
+    assert read_lines(path) == ["one", "two", "three"]

@@ -11,6 +11,7 @@ import fnmatch
 import glob
 import hashlib
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,9 @@ from nmt.data.pairs import (
 )
 from nmt.errors import UNREADABLE, NMTError, counted
 from nmt.text_encoding import refuse_foreign_encoding
+
+# a carriage return that is not the CR of a CRLF line end, nor the file's last character
+_LONE_CR = re.compile(r"\r(?!\n|\Z)")
 
 
 @dataclass
@@ -170,6 +174,15 @@ def read_lines(
             "file is likely UTF-16 without a byte-order mark, or not text.",
             f"Convert it to UTF-8, e.g. `iconv -f UTF-16LE -t UTF-8 {path} > {path}.utf8` (UTF-16BE if it was saved "
             "big-endian), and give that file.",
+        )
+    lone = _LONE_CR.search(text)
+    if lone:  # classic Mac OS line ends: the whole file one line, which no later check would name
+        number, count = text.count("\n", 0, lone.start()) + 1, len(_LONE_CR.findall(text))
+        raise NMTError(
+            f"{label} {path}, line {number}: a carriage return (CR) that ends no line ({counted(count, 'such CR')} in "
+            "the file, which is read a line per LF): a file saved with CR line ends would be read as one line.",
+            f"Convert its line ends: `tr '\\r' '\\n' < {path} > {path}.unix`, or, where the CRs lie inside sentences, "
+            "remove them (`tr -d '\\r'`); then give that file.",
         )
     lines = text.split("\n")
     if lines[-1] == "":
