@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 from pathlib import Path
@@ -50,6 +51,28 @@ def test_training_is_deterministic_and_load_matches(tmp_path: Path) -> None:
     assert manifest["src_vocab_size"] == first.src_vocab_size
     assert sorted(first.contents()) == ["spm.model", "tokenizer.json"]
     assert first.contents() == {name: (tmp_path / "a" / name).read_bytes() for name in ("spm.model", "tokenizer.json")}
+
+
+def test_sentences_longer_than_sentencepiece_s_default_limit_count_and_shorter_ones_train_as_before(
+    tmp_path: Path,
+) -> None:
+    """sentencepiece would drop lines over 4,192 bytes without a word (all of them here: it refused to train);
+    shorter lines give the model bytes they gave before (prepared data and its runs' tokenizers unchanged)."""
+    long_src = [" ".join(f"{word}{i % 7}" * 3 for word in line.split()) * 30 for i, line in enumerate(SRC)]
+    assert min(len(line.encode("utf-8")) for line in long_src) > 4192
+    config = config_from_dict({"data": {"vocab_size": 120, "joint_vocab": False}}).data
+    tokenizer = Tokenizer.train(long_src, TGT, tmp_path / "long", config)
+    assert UNK_ID not in tokenizer.encode_src(long_src[0])
+    train(tmp_path / "short")
+    config = config_from_dict({"data": {"vocab_size": 120}}).data
+    by_default = io.BytesIO()  # sentencepiece's max_sentence_length not given, as before it could be raised
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter([*SRC, *TGT]), model_writer=by_default, model_type=config.subword_type,
+        vocab_size=120, character_coverage=config.character_coverage, pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID,
+        eos_id=EOS_ID, hard_vocab_limit=False, input_sentence_size=0, shuffle_input_sentence=False, num_threads=1,
+        minloglevel=2,
+    )
+    assert (tmp_path / "short" / "spm.model").read_bytes() == by_default.getvalue()
 
 
 def test_separate_bpe_models_and_copied_files_load(tmp_path: Path) -> None:

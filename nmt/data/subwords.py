@@ -10,7 +10,6 @@ import hashlib
 import io
 import json
 import re
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -24,17 +23,24 @@ from nmt.special import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 MANIFEST = "tokenizer.json"
 SUBWORD_KEYS = ("subword_type", "vocab_size", "character_coverage", "joint_vocab")
 _SPECIAL = {PAD_ID, BOS_ID, EOS_ID}
+SENTENCEPIECE_MAX_SENTENCE_BYTES = 4192  # sentencepiece's default max_sentence_length
 # sentencepiece's refusal of a vocab_size under the characters it must keep: "... required_chars. 17 vs 79."
 _REQUIRED_CHARS = re.compile(r"smaller than required_chars\. \d+ vs (\d+)")
 
 
-def _train_model(lines: Iterable[str], path: Path, config: DataConfig) -> None:
+def _train_model(lines: list[str], path: Path, config: DataConfig) -> None:
     # Fed from memory, not a file: the model then records no input path or prefix, so two
     # trainings on the same lines give byte-identical files wherever they run.
     model = io.BytesIO()
+    # sentencepiece leaves out, without a word, each sentence longer than max_sentence_length bytes: raised to the
+    # longest line, so that every training sentence counts; not given where its default suffices, for a value given
+    # is written into the model even where it is the default (other bytes)
+    longest = max((len(line.encode("utf-8")) for line in lines), default=0)
+    limit = {"max_sentence_length": longest} if longest > SENTENCEPIECE_MAX_SENTENCE_BYTES else {}
     try:
         spm.SentencePieceTrainer.train(
             sentence_iterator=iter(lines),
+            **limit,
             model_writer=model,
             model_type=config.subword_type,
             vocab_size=config.vocab_size,
