@@ -413,6 +413,16 @@ def test_huggingface_json_builder_on_local_files(tmp_path: Path, offline: None) 
     assert corpus.splits["valid"] == splits["validation"] and corpus.splits["test"] == splits["test"]
 
 
+def test_the_json_builder_given_a_file_that_is_no_json_names_its_line(tmp_path: Path, offline: None) -> None:
+    """Whatever its suffix: datasets says only "An error occurred while generating the dataset"."""
+    text = tmp_path / "train.en"
+    text.write_text("In the beginning\nAnd the earth\n", encoding="utf-8")
+    with pytest.raises(NMTError) as error:
+        corpus_source(data_config(source="huggingface", name="json", train=str(text), valid_split="",
+                                  test_split="")).read()
+    assert error.value.message.startswith(f"{text}, line 1: invalid JSON (Expecting value, character 1 of the line).")
+
+
 def test_a_split_in_two_roles_or_a_file_without_its_split_is_refused() -> None:
     """The same split name for two roles would give the same sentences twice (test = valid, or test = train; a
     builder's files keyed by that name kept only the later role's), and a file whose split name is "" would be

@@ -27,13 +27,16 @@ def record_place(files: list[str], key: str, row: int, rows: int) -> str:
     return f"{files[0]}, line {line}" if line else f"record {row + 1} of {files[0]}"
 
 
-def data_file_fault(files: list[str]) -> tuple[str, str] | None:
+def data_file_fault(files: list[str], builder: str = "") -> tuple[str, str] | None:
     """The message and hint for the first line of a split's `files` (in the order datasets reads them) that
-    datasets cannot read, in its JSON Lines or CSV files; None if none is found."""
+    datasets cannot read, in its JSON Lines or CSV files (by their suffix, or every file where `builder`, the
+    dataset's name, is datasets' json or csv builder); None if none is found."""
+    json_lines = [path for path in files if builder == "json" or _is_json_lines(path)]
+    csv = [path for path in files if builder == "csv" or path.lower().endswith(".csv")]
     try:
-        _check_json_lines([path for path in files if _is_json_lines(path)])
-        _check_csv_headers([path for path in files if path.lower().endswith(".csv")])
-        _check_csv_types([path for path in files if path.lower().endswith(".csv")])
+        _check_json_lines(json_lines)
+        _check_csv_headers(csv)
+        _check_csv_types(csv)
     except _Fault as fault:
         message, hint = fault.args
         return message, hint

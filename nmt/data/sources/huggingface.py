@@ -200,7 +200,7 @@ def _hf_split(
         # datasets says only "Expected object or value" or a pyarrow error for a JSON Lines line it cannot read,
         # and "An error occurred while generating the dataset" for a later file with a field the first lacks
         files = _split_files(own, name, data_files)
-        fault = data_file_fault(files)
+        fault = data_file_fault(files, own.name)
         if fault:
             raise NMTError(*fault) from None
         text = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
