@@ -65,9 +65,12 @@ def test_a_new_run_refuses_another_runs_config_naming_the_keys_that_differ(tmp_p
     other = config_from_dict({"data": {"dir": str(tmp_path / "prepared")}, "model": {"hidden_size": 32}})
     with pytest.raises(NMTError, match=r"holds another run \(its config.yaml differs in: model.hidden_size, training.seed\)"):
         check_run_dir(run_dir, other, resume=False)
-    (run_dir / "config.yaml").write_text("model: [\n")
-    with pytest.raises(NMTError, match=r"differs in: \(unreadable config.yaml\)"):
-        check_run_dir(run_dir, other, resume=False)
+    for mine in ("model: [\n", "my notes\n"):  # a YAML error; no mapping of sections
+        (run_dir / "config.yaml").write_text(mine)
+        with pytest.raises(NMTError, match=r"run holds a config.yaml that is no run's \(\S+config.yaml.*\): a run trained "
+                                           "there would write its own over it"):
+            check_run_dir(run_dir, other, resume=False)
+        assert (run_dir / "config.yaml").read_text() == mine
 
 
 def test_resume_accepts_the_resumable_keys_only_and_never_goes_back(tmp_path: Path) -> None:

@@ -101,8 +101,12 @@ def _refuse_run_there(run_dir: Path, config: Config) -> None:
     if config_path.is_file():
         try:
             differing = config_differences(load_saved_config(config_path), config)
-        except NMTError:
-            differing = ["(unreadable config.yaml)"]
+        except NMTError as error:  # no run's config.yaml: a file of the user's, which a run would replace
+            raise NMTError(
+                f"{run_dir} holds a config.yaml that is no run's ({error.message.rstrip('.')}): a run trained there would "
+                "write its own over it.",
+                "Give the run a folder of its own (a new or an empty one); nothing was overwritten.",
+            ) from None
         if differing:
             raise NMTError(
                 f"{run_dir} holds another run (its config.yaml differs in: {', '.join(differing[:10])}).",
