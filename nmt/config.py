@@ -89,7 +89,9 @@ class Config:
         raw["runs"] = {}
         overrides = {} if self.runs[name] is None else self.runs[name]  # `name:` alone: the top level's settings
         if not isinstance(overrides, dict):  # [], 0, "" or false: no run's settings
-            raise NMTError(f"runs.{name} must be a mapping of sections, e.g. {{model: {{attention: none}}}}.")
+            raise NMTError(f"runs.{name} must be a mapping of sections, got {overrides!r} ({type(overrides).__name__}).",
+                           "Give the run's settings by section, e.g. runs: {" + name + ": {model: {attention: none}}}, "
+                           f"or `{name}:` alone for the top level's settings.", key=f"runs.{name}")
         for section, values in overrides.items():
             if section not in SECTIONS or not isinstance(values, dict):
                 raise NMTError(

@@ -598,6 +598,15 @@ def test_a_run_that_is_no_mapping_is_refused_not_taken_as_empty(value: str) -> N
     assert config.for_run("b").model == config.model
 
 
+def test_a_run_that_is_no_mapping_is_named_by_its_line_with_what_to_give(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("training: {seed: 1}\nruns:\n  a: 3\n", encoding="utf-8")
+    with pytest.raises(NMTError) as error:
+        load_config(path)
+    assert error.value.message == f"{path}, line 3: runs.a must be a mapping of sections, got 3 (int)."
+    assert error.value.hint.startswith("Give the run's settings by section, e.g. runs: {a: {model: {attention: none}}}")
+
+
 @pytest.mark.parametrize("value", ["[]", "0", '""', "false"])
 def test_runs_that_are_no_mapping_are_refused_at_their_line_not_taken_as_none(value: str, tmp_path: Path) -> None:
     """`runs: []` made an experiment say the config had no runs section, and `nmt train` train the top level."""
