@@ -101,6 +101,23 @@ def test_resume_accepts_the_resumable_keys_only_and_never_goes_back(tmp_path: Pa
         check_run_dir(run_dir, _config(tmp_path, max_steps=500, lr_schedule="constant"), resume=True)
 
 
+def test_resume_of_a_trained_run_without_its_step_checkpoints_is_refused_not_started_over(tmp_path: Path) -> None:
+    """Its best.pt or summary.json say it trained: from step 0 it would replace its log and best.pt. A run killed
+    before its first checkpoint has neither, and starts over."""
+    run_dir = tmp_path / "run"
+    (run_dir / CHECKPOINT_DIR).mkdir(parents=True)
+    config = _config(tmp_path, max_steps=600, lr_schedule="constant")
+    write_config(config, run_dir)
+    (run_dir / "log.jsonl").write_text('{"event": "train", "step": 50}\n', encoding="utf-8")
+    assert check_run_dir(run_dir, config, resume=True) is None
+    for trained in (run_dir / CHECKPOINT_DIR / "best.pt", run_dir / "summary.json"):
+        trained.write_bytes(b"")
+        with pytest.raises(NMTError, match=r"--resume: the run in \S+ has trained \(checkpoints/best.pt|summary.json"):
+            check_run_dir(run_dir, config, resume=True)
+    (run_dir / CHECKPOINT_DIR / step_checkpoint_name(300)).write_bytes(b"")
+    assert check_run_dir(run_dir, config, resume=True) == run_dir / CHECKPOINT_DIR / step_checkpoint_name(300)
+
+
 def test_a_changed_max_steps_is_refused_for_a_cosine_run_that_has_trained(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     saved = _config(tmp_path, max_steps=600).training

@@ -17,7 +17,7 @@ from nmt.config_sections import Tokenize
 from nmt.data.sources import absolute, prepared_dir
 from nmt.errors import NMTError, counted
 from nmt.fileio import sha256_file
-from nmt.rundir.checkpoints import checkpoint_step, latest_step_checkpoint
+from nmt.rundir.checkpoints import BEST_NAME, CHECKPOINT_DIR, checkpoint_step, latest_step_checkpoint
 from nmt.rundir.folders import SUMMARY, experiment_runs, is_run, read_summary, run_files
 from nmt.rundir.lock import RunLock
 from nmt.typed_yaml import config_diff
@@ -151,8 +151,17 @@ def _resumable(run_dir: Path, config: Config) -> Path | None:
     check_schedule_kept(run_dir, previous.training, config.training, str(run_dir),
                         f"Resume it with training.max_steps {previous.training.max_steps}, or train a new run for "
                         f"{counted(config.training.max_steps, 'step')} in another --run-dir.")
-    return check_not_past(run_dir, config.training.max_steps, f"--resume: {run_dir}",
-                          "Give training.max_steps at least that step, or train a new run in another --run-dir.")
+    latest = check_not_past(run_dir, config.training.max_steps, f"--resume: {run_dir}",
+                            "Give training.max_steps at least that step, or train a new run in another --run-dir.")
+    trained = [str(name) for name in (Path(CHECKPOINT_DIR) / BEST_NAME, Path(SUMMARY)) if (run_dir / name).exists()]
+    if latest is None and trained:  # a run killed before its first checkpoint has none of them: it starts over
+        raise NMTError(
+            f"--resume: the run in {run_dir} has trained ({' and '.join(trained)}), but no checkpoint to resume from "
+            "is left (checkpoints/step_*.pt, interrupted_*.pt): it would start again from step 0 and replace its "
+            "log and best.pt. Nothing was changed.",
+            "Put its step checkpoints back, or train a new run in another --run-dir.",
+        )
+    return latest
 
 
 def check_validation_bleu_kept(run_dir: Path, config: Config, run: str) -> None:
