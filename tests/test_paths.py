@@ -165,7 +165,7 @@ def test_a_new_run_refuses_a_folder_holding_any_file_a_run_writes(tmp_path: Path
         folder = tmp_path / name.replace(".", "_")
         folder.mkdir()
         (folder / name).write_text("mine\n")  # a file or folder of the user's with that name
-        with pytest.raises(NMTError, match=rf"(already holds a (partial|finished) run \({name}\)|holds another run)"):
+        with pytest.raises(NMTError, match=rf"(already holds a (partial|finished) run \({name}\)|holds a config.yaml that is no run's)"):
             check_run_dir(folder, config, resume=False)
         assert (folder / name).read_text() == "mine\n"
 

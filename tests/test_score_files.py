@@ -427,7 +427,7 @@ def test_user_errors(files: dict[str, Path], tmp_path: Path, capsys: pytest.Capt
 def test_a_count_of_one_is_singular_and_an_empty_src_or_ref_is_called_empty(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Counts agree with their nouns ("1 line", "1 word", "1 sentence"; a file of CR line ends is one line),
+    """Counts agree with their nouns ("1 line", "1 word", "1 sentence"; a file of CR line ends is refused by its line),
     and an empty --src or --ref is said to be empty, as an empty HYP is, not to have 0 lines, with nothing to score
     (not evaluate: the message is evaluate's too)."""
     two, one, empty = _write(tmp_path / "two.txt", ["x", "y"]), _write(tmp_path / "one.txt", ["x"]), tmp_path / "empty.txt"
@@ -435,7 +435,9 @@ def test_a_count_of_one_is_singular_and_an_empty_src_or_ref_is_called_empty(
     cr = tmp_path / "cr.txt"
     cr.write_bytes(b"a b\rc d\r")
     assert main(["score", "--ref", str(two), str(cr)]) == 2
-    assert f"{cr} has 1 line but --ref {two} has 2." in capsys.readouterr().err
+    assert f"HYP {cr}, line 1: a carriage return (CR) that ends no line (1 such CR in the file" in capsys.readouterr().err
+    assert main(["score", "--ref", str(two), str(one)]) == 2
+    assert f"{one} has 1 line but --ref {two} has 2." in capsys.readouterr().err
     assert main(["score", "--ref", str(two), "--src", str(empty), str(two)]) == 2
     assert f"error: --src {empty} is empty: nothing to score." in capsys.readouterr().err
     assert main(["score", "--ref", str(empty), "--src", str(two), str(two)]) == 2
