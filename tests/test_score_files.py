@@ -624,13 +624,14 @@ def test_blank_reference_lines_are_warned_about(
     assert "blank" not in capsys.readouterr().err  # a reference without blank lines: no warning
 
 
-def test_a_file_given_twice_or_a_copy_is_warned_about(
+def test_a_file_given_twice_a_copy_or_the_reference_is_warned_about(
     files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    copy = tmp_path / "copy.txt"
+    copy, ref_copy = tmp_path / "copy.txt", tmp_path / "ref-copy.txt"
     copy.write_bytes(files["good"].read_bytes())
-    good, poor = str(files["good"]), str(files["poor"])
-    argv = ["--ref", str(files["ref"]), "--out", str(tmp_path / "o"), "--set", "evaluation.bootstrap_samples=40"]
+    ref_copy.write_bytes(files["ref"].read_bytes())
+    good, poor, ref = str(files["good"]), str(files["poor"]), str(files["ref"])
+    argv = ["--ref", ref, "--out", str(tmp_path / "o"), "--set", "evaluation.bootstrap_samples=40"]
     assert main(["score", poor, good, good, str(copy), *argv]) == 0
     warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
     assert warnings == [
@@ -641,22 +642,13 @@ def test_a_file_given_twice_or_a_copy_is_warned_about(
     ]
     assert main(["score", poor, good, *argv]) == 0
     assert "warning" not in capsys.readouterr().err
-
-
-def test_the_reference_given_as_a_system_is_warned_about(
-    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    copy = tmp_path / "ref-copy.txt"
-    copy.write_bytes(files["ref"].read_bytes())
-    ref, good = str(files["ref"]), str(files["good"])
-    argv = ["--ref", ref, "--out", str(tmp_path / "o"), "--set", "evaluation.bootstrap_samples=40"]
-    assert main(["score", good, ref, str(copy), "--names", "good,ref,copy", *argv]) == 0
+    assert main(["score", good, ref, str(ref_copy), "--names", "good,ref,copy", *argv]) == 0
     warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
     assert warnings[-2:] == [
         f"warning: HYP {ref} (ref) is --ref itself: it scores as the reference would (BLEU 100). Check that each "
         "file is the system you meant.",
-        f"warning: HYP {copy} (copy) holds the lines of --ref {ref}: it scores as the reference would (BLEU 100). "
-        "Check that each file is the system you meant.",
+        f"warning: HYP {ref_copy} (copy) holds the lines of --ref {ref}: it scores as the reference would (BLEU "
+        "100). Check that each file is the system you meant.",
     ]
     results = json.loads((tmp_path / "o" / "results.json").read_text(encoding="utf-8"))["runs"]
     assert results["ref"]["bleu"] == pytest.approx(100) and results["good"]["bleu"] < 100
