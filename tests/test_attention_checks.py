@@ -131,6 +131,28 @@ def test_runs_with_other_buckets_are_scored_on_the_first_runs_buckets(trained_re
     assert "| uniform |" in (tmp_path / "out/attention_checks.md").read_text()
 
 
+def test_a_src_file_is_cleaned_as_nmt_evaluate_cleans_it(
+    trained_reverse_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's corpus source cleans a user's sentence before the model reads it (the Bible's ’ and spaces before
+    punctuation; here a stand-in that drops a "~"): the checks score what `nmt evaluate` translates."""
+    from nmt.data.sources.files import Files
+
+    pairs = reverse_pairs(24, 5, 12, seed=7)
+    ref = tmp_path / "ref.txt"
+    ref.write_text("".join(t + "\n" for _, t in pairs), encoding="utf-8")
+    sources = {name: tmp_path / f"{name}.txt" for name in ("clean", "marked")}
+    sources["clean"].write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
+    sources["marked"].write_text("".join(s.replace(" ", " ~ ", 2) + "\n" for s, _ in pairs), encoding="utf-8")
+    monkeypatch.setattr(Files, "clean_input", lambda self, text: " ".join(text.replace("~", "").split()))
+    none = {name: attention_checks([trained_reverse_run], out_dir=tmp_path / name, src_path=path, ref_path=ref,
+                                   checks=("perturbation",), per_bucket=0, device="cpu", batch_size=16)
+            ["runs"]["run"]["perturbation"]["none"] for name, path in sources.items()}
+    for scores in none.values():
+        scores.pop("seconds")  # the time it took
+    assert none["marked"] == none["clean"] and none["clean"]["all"] > 50
+
+
 def test_perturbation_bleu_follows_the_runs_scoring_settings(
     trained_reverse_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
