@@ -103,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         if sys.stdout is not None:
             sys.stdout.flush()  # here, where a reader that left (below) is told from a failed write
     except NMTError as error:
+        if error.on_every_rank and torchrun_place().rank > 0:  # rank 0 says it, once
+            return 2
         print(f"nmt {args.command}: error: {error.message}", file=sys.stderr)
         # a key refused where this command has a shorthand for it: named, unless the mistake came through it
         flag = getattr(args, "shorthands", {}).get(error.key, "")

@@ -17,6 +17,7 @@ class NMTError(Exception):
         self.message = message
         self.hint = hint
         self.key = key
+        self.on_every_rank = False  # raised on every process of a torchrun job alike (DistContext.agreed): told once
 
     def __str__(self) -> str:
         return f"{self.message} {self.hint}".strip()

@@ -118,6 +118,28 @@ def test_train_under_torchrun_is_run(monkeypatch: pytest.MonkeyPatch) -> None:
     assert main(["train", "any.yaml", "--run-name", "a"]) == 0 and len(trained) == 1
 
 
+def test_an_error_every_rank_raises_alike_is_said_by_rank_0_alone(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An error DistContext.agreed raises on every process (a refused config, a run folder in use) is one
+    paragraph, not one per process interleaved; an error of one process alone is said by it."""
+    from nmt.errors import NMTError
+
+    def refused(args: object, on_every_rank: bool) -> None:
+        error = NMTError("an epoch has no batches for 2 process(es) (200 training pairs).", "Use more data.")
+        error.on_every_rank = on_every_rank
+        raise error
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    for rank, on_every_rank, said in (("0", True, True), ("1", True, False), ("1", False, True)):
+        monkeypatch.setenv("RANK", rank)
+        monkeypatch.setattr(nmt.commands.train, "run", lambda args, every=on_every_rank: refused(args, every))
+        assert main(["train", "any.yaml", "--run-name", "a"]) == 2
+        err = capsys.readouterr().err
+        assert err == ("nmt train: error: an epoch has no batches for 2 process(es) (200 training pairs).\nUse more "
+                       "data.\n" if said else "")
+
+
 @pytest.mark.parametrize(
     ("env", "said"),
     [

@@ -89,6 +89,7 @@ class DistContext:
         if own is not None:
             raise own
         if failure is not None:
+            failure.on_every_rank = self.enabled
             raise failure
         return result
 

@@ -95,6 +95,9 @@ class Trainer:
         # the RNGs are seeded by initial_model, just before the build: loading the data draws from none of
         # them (the sampler has its own seeded Random; sentencepiece trains in a child process)
         self.data = load_training_data(config, ctx)
+        # a training set too small for the batch size and the processes is refused before the run dir is written
+        # (an epoch's batch count hardly varies with its shuffle; each epoch checks its own)
+        ctx.agreed(lambda: self.data.epoch_batches(1, ctx), on_all_ranks=True)
         self.started = time.monotonic()  # training time (max_minutes, elapsed_s) counts from here: not `prepare`'s
         self.tokenizer = self.data.tokenizer
         # Everything is built, and a resumed checkpoint loaded, before the run dir is written (only its lock is

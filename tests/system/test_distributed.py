@@ -223,6 +223,18 @@ def _ddp_scenario(rank: int, ctx: DistContext, config: Config, run_dir: Path, na
     return seen
 
 
+TOO_SMALL = "too-small"  # a training set of fewer batches than processes (one batch: batch_tokens over all of it)
+
+
+def _ddp_refusal(ctx: DistContext, config: Config, run_dir: Path) -> dict[str, Any]:
+    """What a run whose epoch cannot give each process a batch meets on this rank."""
+    try:
+        Trainer(config, run_dir, False, ctx).lock.release()
+    except NMTError as error:
+        return {"error": error.message, "on_every_rank": error.on_every_rank, "written": run_dir.exists()}
+    return {"error": None}
+
+
 def _ddp_worker(rank: int, configs: dict[str, Config], tmp_path: Path, port: int) -> None:
     """Worker of a 2-process gloo job: every scenario in turn; writes what it saw to rank_R.json."""
     os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
@@ -231,7 +243,10 @@ def _ddp_worker(rank: int, configs: dict[str, Config], tmp_path: Path, port: int
     seen = {}
     try:
         for name, config in configs.items():
-            seen[name] = _ddp_scenario(rank, ctx, config, tmp_path / name, name)
+            if name == TOO_SMALL:
+                seen[name] = _ddp_refusal(ctx, config, tmp_path / name)
+            else:
+                seen[name] = _ddp_scenario(rank, ctx, config, tmp_path / name, name)
         ctx.barrier()
     finally:
         (tmp_path / f"rank_{rank}.json").write_text(json.dumps(seen))
@@ -249,11 +264,23 @@ def ddp_job(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[s
                                   training={**training, **(whole if name == "whole-run" else {})})
         for name in SCENARIOS
     }
+    configs[TOO_SMALL] = reverse_task_config(tmp_path / "data", n_train=200, min_len=4, max_len=8, model=RNN,
+                                             training={**training, "batch_tokens": 100_000})
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     mp.spawn(_ddp_worker, args=(configs, tmp_path, port), nprocs=2, join=True)
     return tmp_path, [json.loads((tmp_path / f"rank_{rank}.json").read_text()) for rank in range(2)]
+
+
+@pytest.mark.slow
+def test_a_training_set_too_small_for_the_processes_is_refused_on_every_rank_before_the_run_is_written(
+    ddp_job: tuple[Path, Any],
+) -> None:
+    for seen in ddp_job[1]:
+        refusal = seen[TOO_SMALL]
+        assert re.fullmatch(r"an epoch has no batches for 2 process\(es\) \(\d+ training pairs\)\.", refusal["error"])
+        assert refusal["on_every_rank"] and not refusal["written"]  # said once, by rank 0; no run to mend by hand
 
 
 @pytest.mark.slow
