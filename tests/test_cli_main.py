@@ -224,3 +224,25 @@ def test_a_config_sharing_an_anchor_nests_as_deep_as_it_is_written() -> None:
     nested = "[" * 29 + "1" + "]" * 29
     data = load_yaml(f"a: &a {nested}\nb: &b [*a, *a, *a]\nc: [*b, *b, *b]\n")  # c: 1 + 1 + 29 + the file's 1
     assert data["c"][2][1] is data["a"]
+
+
+def test_a_training_interrupted_before_its_run_is_written_is_not_sent_to_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C while the data loads: no run folder, so --resume would find nothing; once the run is written, it would."""
+    import nmt.training.trainer
+
+    def interrupted(config: object, run_dir: Path, resume: bool = False) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(nmt.training.trainer, "train", interrupted)
+    config = tmp_path / "c.yaml"
+    config.write_text("training: {max_steps: 2}\n", encoding="utf-8")
+    run_dir = tmp_path / "run"
+    assert main(["train", str(config), "--run-dir", str(run_dir)]) == 130
+    assert capsys.readouterr().err == (f"{run_dir}: stopped before the run was written; the same command starts it "
+                                       "again.\nnmt train: interrupted.\n")
+    run_dir.mkdir()
+    (run_dir / "config.yaml").write_text("training: {max_steps: 2}\n", encoding="utf-8")
+    assert main(["train", str(config), "--run-dir", str(run_dir), "--resume"]) == 130
+    assert capsys.readouterr().err.startswith(f"{run_dir}: the same command with --resume continues it from its last")

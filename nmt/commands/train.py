@@ -10,6 +10,7 @@ from nmt.commands.arguments import add_config, add_training_threads, folder
 from nmt.data.sources import load_checked_config
 from nmt.errors import NMTError
 from nmt.fileio import same_file
+from nmt.torchrun import torchrun_place
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,5 +56,8 @@ def run(args: argparse.Namespace) -> None:
     try:
         train(config, run_dir, resume=args.resume)
     except KeyboardInterrupt:
-        print(f"{run_dir}: the same command with --resume continues it from its last checkpoint.", file=sys.stderr)
+        if torchrun_place().rank == 0:  # said once under torchrun
+            claimed = (run_dir / "config.yaml").is_file()  # the run's folder is written: there is a run to resume
+            print(f"{run_dir}: the same command with --resume continues it from its last checkpoint." if claimed else
+                  f"{run_dir}: stopped before the run was written; the same command starts it again.", file=sys.stderr)
         raise
