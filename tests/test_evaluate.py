@@ -312,3 +312,22 @@ def test_empty_bucket_list_is_refused(capsys: pytest.CaptureFixture[str]) -> Non
         main(["evaluate", "some-run", "--buckets", ","])
     assert exit_info.value.code == 2
     assert "expected at least one length cutoff, e.g. 10,20,30,40,50,60" in capsys.readouterr().err
+
+
+def test_runs_that_prepared_other_data_into_one_folder_are_refused_whichever_comes_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The folder holds the data of whichever was prepared last: each order would score both runs on that one's
+    test split. Refused by their settings, before the split is read (or prepared again)."""
+    import yaml
+
+    runs = [fake_run(tmp_path / name) for name in ("a", "b")]
+    for run, size in zip(runs, (8000, 4000), strict=True):
+        config = yaml.safe_load((run / "config.yaml").read_text())
+        config["data"].update(dir=str(tmp_path / "prepared"), vocab_size=size)
+        (run / "config.yaml").write_text(yaml.safe_dump(config))
+    monkeypatch.setattr(evaluate, "split_test_set", lambda config, split: pytest.fail("the split was read"))
+    for order in (runs, runs[::-1]):
+        with pytest.raises(NMTError, match=r"trained on different data: (a and b|b and a) prepare theirs differently "
+                                           r"\(data.vocab_size\) into the one data.dir \S+prepared"):
+            evaluate.common_test_set(describe_runs(order), "test", None, None)

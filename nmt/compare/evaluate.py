@@ -18,7 +18,7 @@ from nmt.compare.runs import (
 )
 from nmt.config import Config, load_config
 from nmt.config_sections import ModelConfig
-from nmt.data.sources import prepared_dir
+from nmt.data.sources import prepared_dir, sharing_one_data_dir
 from nmt.errors import NMTError
 from nmt.evaluation.effect import Comparisons
 from nmt.evaluation.metrics import sacrebleu_bleu
@@ -189,6 +189,14 @@ def common_test_set(
     `takes_files`."""
     if src_path is not None and ref_path is not None:
         return file_test_set(src_path, ref_path)
+    shared = sharing_one_data_dir({run.name: run.config.data for run in runs})
+    if shared is not None:  # the folder holds the data of one of them, whichever was prepared last
+        other, name, folder, differing = shared
+        raise NMTError(
+            f"the runs were trained on different data: {other} and {name} prepare theirs differently "
+            f"({', '.join(differing)}) into the one data.dir {folder}, which holds one of them.",
+            "Runs are compared on one test set: evaluate them with the same --src/--ref files.",
+        )
     by_dir: dict[str, TestSet] = {}
     for run in runs:
         if prepared_dir(run.config.data) not in by_dir:

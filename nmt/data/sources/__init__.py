@@ -97,19 +97,28 @@ def _check_shared_data_dirs(config: Config) -> None:
     """Refuse runs that prepare their data differently (a run's data.* keys) into one data.dir, whichever of them a
     command trains: each would rebuild the folder for itself, and the other would train or be evaluated on data not
     made for it."""
+    shared = sharing_one_data_dir({name: config.for_run(name).data for name in config.runs})
+    if shared is not None:
+        other, name, folder, differing = shared
+        raise NMTError(
+            f"runs '{other}' and '{name}' prepare their data differently ({', '.join(differing)}) into the one "
+            f"data.dir {folder}: each would rebuild it for itself, under the other run. Nothing was written.",
+            f"Give run '{name}' a folder of its own (runs.{name}.data.dir), or leave data.dir out: each data "
+            "setting then gets its own folder under data/prepared/.",
+        )
+
+
+def sharing_one_data_dir(sections: dict[str, DataConfig]) -> tuple[str, str, str, list[str]] | None:
+    """The first two of the runs' data `sections` (by run name) that prepare their data differently into one
+    data.dir: (one run, the other, the folder, the keys that differ); None where there are none."""
     first: dict[str, tuple[str, dict[str, Any]]] = {}
-    for name in config.runs:
-        data = config.for_run(name).data
+    for name, data in sections.items():
         folder, settings = os.path.abspath(prepared_dir(data)), content_settings(data)
         other, theirs = first.setdefault(folder, (name, settings))
         differing = config_diff(theirs, settings, "data.")
         if differing:
-            raise NMTError(
-                f"runs '{other}' and '{name}' prepare their data differently ({', '.join(differing)}) into the one "
-                f"data.dir {folder}: each would rebuild it for itself, under the other run. Nothing was written.",
-                f"Give run '{name}' a folder of its own (runs.{name}.data.dir), or leave data.dir out: each data "
-                "setting then gets its own folder under data/prepared/.",
-            )
+            return other, name, folder, differing
+    return None
 
 
 def _with_absolute_paths(data: DataConfig) -> DataConfig:
