@@ -476,6 +476,10 @@ def test_train_names_its_default_run_dir_and_how_to_resume_after_ctrl_c(
     monkeypatch.setattr(nmt.training.trainer, "train", interrupted)
     monkeypatch.chdir(tmp_path)
     assert main(["train", str(CONFIGS / "quick.yaml"), "--run-name", "rnnsearch-50"]) == 130
+    assert "runs/rnnsearch-50: stopped before the run was written; the same command" in capsys.readouterr().err
+    (tmp_path / "runs" / "rnnsearch-50").mkdir(parents=True)
+    (tmp_path / "runs" / "rnnsearch-50" / "config.yaml").write_text("{}\n", encoding="utf-8")  # the run is written
+    assert main(["train", str(CONFIGS / "quick.yaml"), "--run-name", "rnnsearch-50", "--resume"]) == 130
     assert "runs/rnnsearch-50: the same command with --resume continues it" in capsys.readouterr().err
 
 
