@@ -137,8 +137,8 @@ def _runs_to_compare(config_path: Path, overrides: list[str], runs: Sequence[str
             f"{config_path}: no runs to compare.",
             "Add a 'runs:' section, e.g. runs: {rnnencdec: {model: {attention: none}}, rnnsearch: {}}.",
         )
-    for tokenize, lowercase in {(config.for_run(name).evaluation.tokenize, config.for_run(name).evaluation.lowercase)
-                                for name in config.runs}:
+    evaluations = [config.for_run(name).evaluation for name in config.runs]
+    for tokenize, lowercase in {(evaluation.tokenize, evaluation.lowercase) for evaluation in evaluations}:
         sacrebleu_bleu(tokenize, lowercase)
     return config
 

@@ -63,12 +63,13 @@ def _check_data_kept(config: Config, out_dir: Path) -> None:
     out = Path(os.path.abspath(out_dir))
     for name in config.runs:
         data = config.for_run(name).data
-        read = [("data.dir", prepared_dir(data)), ("data.cache_dir", data.cache_dir)]
-        read += [(f"data.{data.source}'s file", str(path)) for path in corpus_source(data).inputs()
-                 if _fixed_part(str(path)).exists()]  # a hub dataset's name is no file
-        for key, path in read:
+        read = [("data.dir", prepared_dir(data), True), ("data.cache_dir", data.cache_dir, True)]
+        read += [(f"data.{data.source}'s file", str(path), False) for path in corpus_source(data).inputs()]
+        for key, path, made_here in read:  # --force would prepare data.dir and the cache anew, then delete them
             fixed = _fixed_part(path) if path else None
-            if fixed is not None and (fixed == out or out in fixed.parents):
+            if fixed is None or not (made_here or fixed.exists()):  # a hub dataset's name is no file
+                continue
+            if fixed == out or out in fixed.parents:
                 raise NMTError(
                     f"--force would delete {out_dir}, and run '{name}' reads {key} {path} there. Nothing was deleted.",
                     f"Move it out of {out_dir} (and the config's path with it), or give another --out.",
