@@ -331,3 +331,26 @@ def test_runs_that_prepared_other_data_into_one_folder_are_refused_whichever_com
         with pytest.raises(NMTError, match=r"trained on different data: (a and b|b and a) prepare theirs differently "
                                            r"\(data.vocab_size\) into the one data.dir \S+prepared"):
             evaluate.common_test_set(describe_runs(order), "test", None, None)
+
+
+def test_a_src_file_is_bucketed_and_reported_as_the_model_reads_it(
+    trained_reverse_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A --src is cleaned as the run's corpus was (the Bible's spaces before punctuation; here a stand-in that
+    drops a "~"): its buckets count the words the model reads, as for the prepared split, and src.txt shows them."""
+    from nmt.data.sources.files import Files
+
+    pairs = reverse_pairs(24, 5, 12, seed=7)
+    prefix = write_parallel(tmp_path / "eval", pairs)
+    marked = tmp_path / "marked.src"
+    marked.write_text("".join(s.replace(" ", " ~ ", 3) + "\n" for s, _ in pairs), encoding="utf-8")
+    monkeypatch.setattr(Files, "clean_input", lambda self, text: " ".join(text.replace("~", "").split()))
+    results = {
+        name: evaluate.evaluate_runs([trained_reverse_run], src_path=src, ref_path=Path(f"{prefix}.tgt"),
+                                     out_dir=tmp_path / name, device="cpu", overrides=["evaluation.buckets=[8,10]"])
+        for name, src in (("clean", Path(f"{prefix}.src")), ("marked", marked))
+    }
+    counts = {name: [bucket["n"] for bucket in result["runs"]["run"]["buckets"]] for name, result in results.items()}
+    assert counts["marked"] == counts["clean"] and len(set(counts["clean"])) > 1
+    assert results["marked"]["runs"]["run"]["bleu"] == results["clean"]["runs"]["run"]["bleu"]
+    assert (tmp_path / "marked/src.txt").read_text(encoding="utf-8") == Path(f"{prefix}.src").read_text(encoding="utf-8")

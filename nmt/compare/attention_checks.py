@@ -5,7 +5,6 @@ checks themselves and their report are nmt/analysis/'s (attention_checks.py, att
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,7 +33,7 @@ from nmt.compare.runs import (
 )
 from nmt.config import Config
 from nmt.config_sections import DataConfig
-from nmt.data.sources import corpus_source, prepared_dir
+from nmt.data.sources import prepared_dir
 from nmt.errors import NMTError
 from nmt.evaluation.curves import sample_test_set
 from nmt.evaluation.metrics import Bleu
@@ -83,10 +82,8 @@ def attention_checks(
     aligned = {run.name: _checkpoints(run, steps) for run in runs} if "alignment" in checks else {}
     settings = runs[0].config.evaluation
     per_bucket = settings.curve_sentences_per_bucket if per_bucket is None else per_bucket
-    test_set = common_test_set(runs, split or settings.split, src_path, ref_path)  # nmt evaluate's rule
-    if src_path is not None:  # cleaned as nmt evaluate translates a --src file: the model, its weights, the aligner read one text
-        clean = corpus_source(runs[0].config.data).clean_input
-        test_set = dataclasses.replace(test_set, sources=[clean(source) for source in test_set.sources or []])
+    # nmt evaluate's rule, a --src cleaned as the corpus was: the model, its weights and the aligner read one text
+    test_set = common_test_set(runs, split or settings.split, src_path, ref_path)
     if per_bucket:
         test_set = sample_test_set(test_set, settings.buckets, settings.by, per_bucket)
     skipped = _without_aligner(runs, test_set, symmetrisation, skip_alignment_without_aligner) if "alignment" in checks else ""

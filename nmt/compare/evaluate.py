@@ -3,6 +3,7 @@ path `nmt score` takes too (nmt/evaluation/report_folder.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -18,7 +19,7 @@ from nmt.compare.runs import (
 )
 from nmt.config import Config, load_config
 from nmt.config_sections import ModelConfig
-from nmt.data.sources import prepared_dir, sharing_one_data_dir
+from nmt.data.sources import corpus_source, prepared_dir, sharing_one_data_dir
 from nmt.errors import NMTError
 from nmt.evaluation.effect import Comparisons
 from nmt.evaluation.metrics import sacrebleu_bleu
@@ -185,10 +186,13 @@ def common_test_set(
 ) -> TestSet:
     """The one test set the runs are scored on: --src/--ref when given (both: the caller has refused one
     alone, `check_src_and_ref`), else the `split` of their prepared data, which must be the same for every run.
-    Where the split cannot be prepared (its corpus gone), the error names --src/--ref, if the command
-    `takes_files`."""
+    A --src is cleaned as the first run's corpus was (`Source.clean_input`), as the split's sources were: the
+    model reads, the buckets count and the report shows one text. Where the split cannot be prepared (its
+    corpus gone), the error names --src/--ref, if the command `takes_files`."""
     if src_path is not None and ref_path is not None:
-        return file_test_set(src_path, ref_path)
+        given = file_test_set(src_path, ref_path)
+        clean = corpus_source(runs[0].config.data).clean_input
+        return dataclasses.replace(given, sources=[clean(source) for source in given.sources or []])
     shared = sharing_one_data_dir({run.name: run.config.data for run in runs})
     if shared is not None:  # the folder holds the data of one of them, whichever was prepared last
         other, name, folder, differing = shared
