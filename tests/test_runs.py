@@ -3,13 +3,21 @@ key of the translation cache (nmt.rundir.translations)."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
 
 from nmt.cli import main
-from nmt.compare.runs import check_sentences_per_bucket, decoding_settings, default_out_dir, describe_runs
+from nmt.compare.runs import (
+    check_sentences_per_bucket,
+    decoding_settings,
+    default_out_dir,
+    describe_runs,
+    refuse_foreign_outputs,
+    write_outputs,
+)
 from nmt.config import Config, save_config
 from nmt.errors import NMTError
 from nmt.evaluation.testset import file_test_set, shown_path
@@ -195,3 +203,45 @@ def test_a_run_given_twice_is_refused(tmp_path: Path, capsys: pytest.CaptureFixt
     assert main(["evaluate", str(run), str(run), "--out", str(tmp_path / "out")]) == 2
     assert f"nmt evaluate: error: the run {run} is given twice.\nGive each RUN_DIR once." in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_the_analyses_replace_their_own_files_never_a_user_s(tmp_path: Path) -> None:
+    """curve and the attention commands write STEM.json, .md and .png: over an earlier report of theirs (a STEM.json
+    with its runs), never over files of the user's own of those names, and the three together or none."""
+    from matplotlib.figure import Figure
+
+    out = tmp_path / "out"
+    refuse_foreign_outputs(out, "learning_curve", "nmt curve")  # nothing there yet
+    write_outputs(out, "learning_curve", {"runs": {"a": 1}}, "# one\n", Figure(figsize=(1, 1)), 20)
+    refuse_foreign_outputs(out, "learning_curve", "nmt curve")  # its own
+    assert json.loads((out / "learning_curve.json").read_text(encoding="utf-8")) == {"runs": {"a": 1}}
+    assert (out / "learning_curve.md").read_text(encoding="utf-8") == "# one\n"
+    assert (out / "learning_curve.png").read_bytes().startswith(b"\x89PNG")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "learning_curve.png").write_bytes(b"my plot")
+    (mine / "learning_curve.json").write_text('{"steps": [1, 2]}', encoding="utf-8")
+    with pytest.raises(NMTError, match=r"holds learning_curve.json, learning_curve.png, which no nmt curve wrote"):
+        refuse_foreign_outputs(mine, "learning_curve", "nmt curve")
+    assert (mine / "learning_curve.png").read_bytes() == b"my plot"
+    refuse_foreign_outputs(mine, "attention_checks", "nmt attention-checks")  # other names: free
+
+
+def test_a_failed_write_leaves_the_earlier_outputs_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from matplotlib.figure import Figure
+
+    import nmt.fileio
+
+    write_outputs(tmp_path, "attention_checks", {"runs": {"a": 1}}, "# one\n", Figure(figsize=(1, 1)), 20)
+    before = {path.name: path.read_bytes() for path in tmp_path.iterdir()}
+    real_open = nmt.fileio.atomic_open
+
+    def full_at_the_png(path: Path, mode: str = "w"):  # noqa: ANN202
+        if str(path).endswith(".png"):
+            raise OSError(28, "No space left on device")
+        return real_open(path, mode)
+
+    monkeypatch.setattr(nmt.fileio, "atomic_open", full_at_the_png)
+    with pytest.raises(NMTError, match="no space left on device"):
+        write_outputs(tmp_path, "attention_checks", {"runs": {"b": 2}}, "# two\n", Figure(figsize=(1, 1)), 20)
+    assert {path.name: path.read_bytes() for path in tmp_path.iterdir()} == before

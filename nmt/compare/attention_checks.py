@@ -27,6 +27,7 @@ from nmt.compare.runs import (
     check_sentences_per_bucket,
     default_out_dir,
     describe_runs,
+    refuse_foreign_outputs,
     refuse_runs_without_attention,
     split_test_set,
     write_outputs,
@@ -78,6 +79,7 @@ def attention_checks(
     runs = describe_runs(run_dirs, checkpoint=checkpoint, option=option)
     refuse_runs_without_attention(runs, "there are no weights to check")
     out = default_out_dir(run_dirs, out_dir)  # before the data is read (or prepared) and the aligner asked for
+    refuse_foreign_outputs(out, CHECKS, "nmt attention-checks")
     # every run's --steps refused before any run is checked
     aligned = {run.name: _checkpoints(run, steps) for run in runs} if "alignment" in checks else {}
     settings = runs[0].config.evaluation

@@ -18,6 +18,7 @@ from nmt.compare.runs import (
     check_sentences_per_bucket,
     default_out_dir,
     describe_runs,
+    refuse_foreign_outputs,
     refuse_runs_without_attention,
     write_outputs,
 )
@@ -45,6 +46,7 @@ def scaling_statistics(
     runs = describe_runs(run_dirs, checkpoint=checkpoint, option=option)
     refuse_runs_without_attention(runs, "there are no attention scores to measure")
     out = default_out_dir(run_dirs, out_dir)  # before the data is read (or prepared): refused, nothing was done
+    refuse_foreign_outputs(out, SCALING, "nmt attention-scaling")
     settings = runs[0].config.evaluation
     per_bucket = settings.curve_sentences_per_bucket if per_bucket is None else per_bucket
     test_set = common_test_set(runs, split or settings.split, None, None, takes_files=False)

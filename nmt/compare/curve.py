@@ -19,6 +19,7 @@ from nmt.compare.runs import (
     check_sentences_per_bucket,
     default_out_dir,
     describe_runs,
+    refuse_foreign_outputs,
     split_test_set,
     translate_cached,
     write_outputs,
@@ -58,6 +59,7 @@ def learning_curves(
     per_bucket = settings.curve_sentences_per_bucket if per_bucket is None else per_bucket
     cutoffs, by = list(settings.buckets), settings.by
     out = default_out_dir(run_dirs, out_dir)
+    refuse_foreign_outputs(out, curves.CURVE, "nmt curve")
     kept = {run.name: _periodic_checkpoints(run) for run in runs}  # a run without any refused before any work
     # data dir -> the sample of its split, and a scorer of its references for every checkpoint of its runs
     samples: dict[str, tuple[TestSet, Bleu]] = {}

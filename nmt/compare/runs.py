@@ -4,6 +4,7 @@ where and how the comparison commands write their reports."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Sequence
@@ -20,7 +21,7 @@ from nmt.decoding.translator import Translator
 from nmt.errors import NMTError, counted
 from nmt.evaluation.testset import TestSet, given_names, shown_path, unique_name
 from nmt.figures import png_bytes
-from nmt.fileio import atomic_write_bytes, atomic_write_json, atomic_write_text, refuse_unwritable
+from nmt.fileio import atomic_write_files, errors_naming, folder_locked, json_text, refuse_unwritable
 from nmt.models.interface import model_kind
 from nmt.rundir import translations
 from nmt.rundir.checkpoints import CHECKPOINT_DIR, names_a_file, resolve_checkpoint
@@ -153,14 +154,40 @@ def default_out_dir(run_dirs: Sequence[Path], out_dir: Path | None = None) -> Pa
     return out
 
 
+def _output_names(stem: str) -> list[str]:
+    """The files `write_outputs` writes for `stem`."""
+    return [f"{stem}.json", f"{stem}.md", f"{stem}.png"]
+
+
+def refuse_foreign_outputs(out: Path, stem: str, command: str) -> None:
+    """NMTError before any work where `out` holds STEM.json, .md or .png that no nmt command wrote (beside no
+    STEM.json of nmt's, a JSON object with its runs): files of the user's own, which `write_outputs` would
+    replace. The files of an earlier `command` there are its to replace."""
+    present = [name for name in _output_names(stem) if (out / name).exists()]
+    try:
+        earlier = json.loads((out / f"{stem}.json").read_text(encoding="utf-8"))
+        ours = isinstance(earlier, dict) and isinstance(earlier.get("runs"), dict)
+    except (OSError, ValueError):  # none there, or not JSON
+        ours = False
+    if present and not ours:
+        them = "it" if len(present) == 1 else "them"
+        raise NMTError(
+            f"--out {out} holds {', '.join(present)}, which no {command} wrote there: its report would replace "
+            f"{them}. Nothing was written.",
+            f"Give --out a folder of its own (a new or an empty one), or move {them} out of {out}.",
+        )
+
+
 def write_outputs(
     out: Path, stem: str, results: dict[str, Any], markdown: str, figure: Figure, dpi: int,
 ) -> None:
-    """STEM.json (`results`), STEM.md and STEM.png in `out` for curve and the attention commands; the
+    """STEM.json (`results`), STEM.md and STEM.png in `out` for curve and the attention commands, all or none
+    (a full disk leaves the earlier three whole; two commands writing into one folder take turns); the
     Markdown on stdout."""
-    png = png_bytes(figure, dpi)  # before any file: a figure that fails to render leaves none half written
-    atomic_write_json(out / f"{stem}.json", results)
-    atomic_write_text(out / f"{stem}.md", markdown)
-    atomic_write_bytes(out / f"{stem}.png", png)
+    contents = [json_text(results).encode("utf-8"), markdown.encode("utf-8"), png_bytes(figure, dpi)]
+    with errors_naming(out):
+        out.mkdir(parents=True, exist_ok=True)
+    with folder_locked(out, f"waiting for another report to be written into {out} ..."):
+        atomic_write_files(out, dict(zip(_output_names(stem), contents, strict=True)))
     print(markdown)
     print(f"{stem.replace('_', ' ')} written to {out}/")
