@@ -303,6 +303,29 @@ def test_a_run_dir_inside_another_run_is_refused(tmp_path: Path) -> None:
     assert check_run_dir(tmp_path / "beside", config, resume=False) is None
 
 
+def test_a_run_dir_around_other_runs_is_refused(tmp_path: Path) -> None:
+    """A run trained in a folder that holds runs (`--run-dir runs` beside runs/a) would hold them inside its own,
+    where resuming them is refused: refused, naming them, before anything is written; a run's own folders and the
+    runs below one of them, a link or a hidden folder are not looked into."""
+    config = _config(tmp_path)
+    for inner in ("runs/a", "runs/group/b", "runs/.hidden/c", "runs/a/tokenizer/d", "elsewhere/e"):
+        write_config(config, tmp_path / inner)
+        (tmp_path / inner / "tokenizer").mkdir()
+    (tmp_path / "runs" / "link").symlink_to(tmp_path / "elsewhere")
+    before = sorted(tmp_path.rglob("*"))
+    with pytest.raises(NMTError) as error:
+        check_run_dir(tmp_path / "runs", config, resume=False)
+    assert error.value.message == (
+        f"--run-dir {tmp_path / 'runs'} holds 2 runs ({tmp_path / 'runs/a'}, {tmp_path / 'runs/group/b'}): a run "
+        "trained there would hold them inside its own folder, where they could no longer be resumed. Nothing was "
+        "written.")
+    with pytest.raises(NMTError, match=r"holds 1 run \(.*/group/b\): .* would hold it inside"):
+        check_run_dir(tmp_path / "runs" / "group", config, resume=False)
+    assert sorted(tmp_path.rglob("*")) == before
+    assert check_run_dir(tmp_path / "runs" / "new", config, resume=False) is None
+    assert check_run_dir(tmp_path / "runs" / "a", config, resume=True) is None  # the run itself, resumed
+
+
 def test_validation_bleu_is_kept_as_the_log_records_it_tokenizers_with_versions_included(tmp_path: Path) -> None:
     """sacrebleu names ja-mecab with its dictionary's version: evaluation.tokenize ja-mecab continues such a run,
     and another tokenizer is refused naming the one to give; a log without a signature, or an older one, passes."""

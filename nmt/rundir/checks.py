@@ -18,7 +18,7 @@ from nmt.data.sources import absolute, prepared_dir
 from nmt.errors import NMTError, counted
 from nmt.fileio import sha256_file
 from nmt.rundir.checkpoints import BEST_NAME, CHECKPOINT_DIR, checkpoint_step, latest_step_checkpoint
-from nmt.rundir.folders import SUMMARY, experiment_runs, is_run, read_summary, run_files
+from nmt.rundir.folders import SUMMARY, experiment_runs, is_run, read_summary, run_files, runs_below
 from nmt.rundir.lock import RunLock
 from nmt.typed_yaml import config_diff
 
@@ -81,6 +81,15 @@ def check_run_dir(run_dir: Path, config: Config, resume: bool) -> Path | None:
             "Give the run a folder of its own, beside the other run rather than inside it.",
         )
     runs = experiment_runs(run_dir)
+    if runs is None and not is_run(run_dir) and (inner := runs_below(run_dir)):
+        them, they = ("it", "it") if len(inner) == 1 else ("them", "they")
+        raise NMTError(  # inside this run, each would be refused by the check above: never resumed again
+            f"--run-dir {run_dir} holds {counted(len(inner), 'run')} ({', '.join(str(path) for path in inner[:3])}"
+            f"{', ...' if len(inner) > 3 else ''}): a run trained there would hold {them} inside its own folder, "
+            f"where {they} could no longer be resumed. Nothing was written.",
+            f"Give the run a folder of its own, beside the other {'run' if len(inner) == 1 else 'runs'} "
+            f"(e.g. {run_dir / 'NEW'}).",
+        )
     if runs is not None:  # its config.yaml would pass for this run's, and be replaced by it
         listed = f" ({', '.join(runs)})" if runs else ""
         raise NMTError(

@@ -26,6 +26,26 @@ def is_run(folder: Path) -> bool:
     return (folder / "config.yaml").is_file() and (folder / "tokenizer").is_dir()
 
 
+def runs_below(folder: Path, depth: int = 3) -> list[Path]:
+    """The runs (`is_run`) in the folders below `folder`, down to `depth` levels (not below a run, nor through
+    links or hidden folders), in name order."""
+    found: list[Path] = []
+    level = [folder]
+    for _ in range(depth):
+        children = []
+        for parent in level:
+            try:
+                entries = sorted(parent.iterdir())
+            except OSError:  # not a folder, or one that cannot be read
+                continue
+            for entry in entries:
+                if entry.name.startswith(".") or entry.is_symlink() or not entry.is_dir():
+                    continue
+                (found if is_run(entry) else children).append(entry)
+        level = children
+    return sorted(found)
+
+
 def run_files(run_dir: Path) -> list[str]:
     """What of a run (RUN_MARKERS) `run_dir` holds."""
     return [name for name in RUN_MARKERS if (run_dir / name).exists()]
