@@ -198,6 +198,8 @@ class ModelConfig:
 SEED_LIMIT = 2**32
 SEED_RANGE = f"must be an integer from 0 to {SEED_LIMIT - 1:,}"
 MAX_THREADS = 1024  # beyond any machine's cores; torch's own limit is lower than an int's (a crash there)
+# the least training.learning_rate taken with Adadelta (1.0 in Bahdanau et al.; 0.002, Adam's, barely trains)
+ADADELTA_MIN_RATE = 0.05
 
 
 @dataclass
@@ -218,7 +220,7 @@ class TrainingConfig:
     device: Literal["auto", "cpu", "cuda"] = "auto"
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
     optimizer: Literal["adam", "adadelta"] = "adam"
-    # the recipe's Adam rate; 0 = the optimiser's default (Adam 0.001, Adadelta 1.0): give 0 or 1.0 with adadelta
+    # the recipe's Adam rate; 0 = the optimiser's default (Adam 0.001, Adadelta 1.0); with adadelta 0 or >= 0.05
     learning_rate: float = 0.002
     clip_grad_norm: float = 1.0  # 0 = no clipping
     label_smoothing: float = 0.0
@@ -255,6 +257,11 @@ class TrainingConfig:
         require(self.max_minutes >= 0, "training.max_minutes", "must be >= 0 (0 = no time limit)")
         require(0 <= self.seed < SEED_LIMIT, "training.seed", SEED_RANGE)
         require(0 <= self.learning_rate < math.inf, "training.learning_rate", "must be >= 0 and finite (0 = the optimiser's default)")
+        # Adadelta's rate scales its own adaptive steps (1.0 in Bahdanau et al.): at an Adam rate it barely moves
+        require(self.optimizer != "adadelta" or self.learning_rate == 0 or self.learning_rate >= ADADELTA_MIN_RATE,
+                "training.learning_rate", f"must be 0 (Adadelta's default, 1.0) or >= {ADADELTA_MIN_RATE} with optimizer "
+                f"adadelta, whose rate scales its own adaptive steps: at {self.learning_rate:g}, a rate for Adam, it "
+                "would barely train")
         require(self.clip_grad_norm >= 0, "training.clip_grad_norm", "must be >= 0 (0 = no clipping)")
         require(0.0 <= self.label_smoothing < 1.0, "training.label_smoothing", "must be in [0, 1)")
         require(0.0 < self.lr_decay_factor <= 1.0, "training.lr_decay_factor", "must be in (0, 1]")

@@ -215,18 +215,18 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
-# YAML 1.1 (PyYAML) reads 1e-3 and 5E4 as text, having no dot; YAML 1.2 and every other reader (and the user
-# who writes learning_rate: 1e-3) take them as numbers. Only dotless exponents: the rest PyYAML already reads.
-_DOTLESS_EXPONENT = re.compile(r"^[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+$")
-_UniqueKeyLoader.add_implicit_resolver("tag:yaml.org,2002:float", _DOTLESS_EXPONENT, list("-+0123456789"))
+# YAML 1.1 (PyYAML) reads 1e-3, 5E4 and 1.5e2 as text: its floats need a dot, and their exponents a sign. YAML 1.2
+# and every other reader (and the user who writes learning_rate: 1e-3) take them as numbers.
+_EXPONENT_NUMBER = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$")
+_UniqueKeyLoader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_NUMBER, list("-+0123456789."))
 
 
 class _Dumper(yaml.SafeDumper):
-    """yaml.safe_dump's, knowing the loader's dotless exponents: the text 1e3 is written quoted, so that it
-    reads back as text, not as the number 1000.0."""
+    """yaml.safe_dump's, knowing the loader's exponents: the text 1e3 is written quoted, so that it reads back
+    as text, not as the number 1000.0."""
 
 
-_Dumper.add_implicit_resolver("tag:yaml.org,2002:float", _DOTLESS_EXPONENT, list("-+0123456789"))
+_Dumper.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_NUMBER, list("-+0123456789."))
 
 
 MAX_NESTING = 32  # levels of mappings and lists: a config has 3 or 4, and PyYAML's recursion gives out near 500

@@ -23,6 +23,7 @@ from nmt.training.optim import (
     base_learning_rate,
     build_optimizer,
     is_better,
+    warmup_warning,
 )
 from nmt.training.trainer import train
 from nmt.training.validation import ValidationResult
@@ -328,3 +329,28 @@ def test_the_rate_decays_on_the_plateaus_of_the_score_asked_for(
     train(config, tmp_path / "run")
     valid = [e for e in log_without_timing(tmp_path / "run") if e["event"] == "valid"]
     assert [e["step"] for e in valid if e["lr_decayed"]] == decayed_at
+
+
+def test_adadelta_refuses_an_adam_rate_which_would_barely_train() -> None:
+    """Adadelta's rate scales its own adaptive steps (1.0 in Bahdanau et al.): the recipe's Adam rate, 0.002, the
+    default that `optimizer: adadelta` alone would keep, is refused naming the rates that train."""
+    with pytest.raises(NMTError, match=r"'training.learning_rate': must be 0 \(Adadelta's default, 1.0\) or >= 0.05 "
+                                       r"with optimizer adadelta, .* at 0.002, a rate for Adam, it would barely train"):
+        TrainingConfig(optimizer="adadelta").validate()
+    for rate in (0.0, 0.05, 1.0):
+        TrainingConfig(optimizer="adadelta", learning_rate=rate).validate()
+    TrainingConfig(optimizer="adam", learning_rate=0.002).validate()
+
+
+def test_a_warm_up_that_outlasts_the_run_is_warned_about() -> None:
+    """A short run of a recipe (quick.yaml's 100 warm-up steps, --set training.max_steps=30) never reaches its rate,
+    and its cosine never decays: said, not refused (a smoke run is still one)."""
+    short = TrainingConfig(max_steps=30, warmup_steps=100)
+    warning = warmup_warning(short)
+    assert warning == ("warning: training.warmup_steps (100) >= training.max_steps (30): the warm-up takes the whole "
+                       "run, the rate climbing towards training.learning_rate, and cosine never decays. For a run this "
+                       "short, lower training.warmup_steps.")
+    assert max(LRSchedule(short).lr(step) for step in range(1, 31)) < short.learning_rate  # what it warns of
+    assert "cosine" not in (warmup_warning(TrainingConfig(max_steps=30, warmup_steps=30, lr_schedule="constant")) or "")
+    assert warmup_warning(TrainingConfig(max_steps=101, warmup_steps=100)) is None
+    assert warmup_warning(TrainingConfig(max_steps=30, warmup_steps=0)) is None

@@ -87,12 +87,13 @@ def test_a_model_too_big_for_memory_says_to_make_it_smaller(data_root: Path, tmp
     """A GRU of 4 x 10^6 units asks for 192 TB, past any machine's address space (so refused whatever the kernel's
     overcommit): the message names the model's sizes, not the batch size (the out-of-memory advice of a training
     step), and nothing of the run is trained."""
-    huge = with_changes(tiny(data_root), model={"hidden_size": 4 * 10**6})
-    with pytest.raises(NMTError) as error:
-        train(huge, tmp_path / "run")
-    assert error.value.message.startswith("the model does not fit in memory on cpu (")
-    assert error.value.hint.startswith("Make it smaller: model.hidden_size, model.embedding_size, model.layers")
-    assert not (tmp_path / "run" / "checkpoints").exists()
+    # and one whose bytes torch cannot even count (past 2^63: "Storage size calculation overflowed")
+    for size in ({"hidden_size": 4 * 10**6}, {"embedding_size": 2**63 - 1}):
+        with pytest.raises(NMTError) as error:
+            train(with_changes(tiny(data_root), model=size), tmp_path / "run")
+        assert error.value.message.startswith("the model does not fit in memory on cpu (")
+        assert error.value.hint.startswith("Make it smaller: model.hidden_size, model.embedding_size, model.layers")
+        assert not (tmp_path / "run" / "checkpoints").exists()
 
 
 def test_a_runs_threads_are_its_own(data_root: Path, tmp_path: Path) -> None:

@@ -19,7 +19,9 @@ from nmt.typed_yaml import (
     check_type,
     config_changes,
     config_diff,
+    dump_yaml,
     key_line,
+    load_yaml,
     read_yaml,
     unknown_key,
 )
@@ -265,11 +267,14 @@ def test_config_changes_gives_each_differing_key_with_its_two_values() -> None:
     assert [key for key, _, _ in config_changes(a, b, "x.")] == config_diff(a, b, "x.")
 
 
-def test_an_exponent_without_a_dot_is_a_number_as_in_yaml_1_2(tmp_path: Path) -> None:
-    # PyYAML read learning_rate: 1e-3 as the text '1e-3': "wrong type ... expected float, got '1e-3' (str)"
+def test_an_exponent_without_a_dot_or_a_sign_is_a_number_as_in_yaml_1_2(tmp_path: Path) -> None:
+    # PyYAML read learning_rate: 1e-3 and max_minutes: 1.5e2 as text: "wrong type ... expected float, got '1e-3' (str)"
     assert parse_override("training.learning_rate=1e-3") == (["training", "learning_rate"], 0.001)
     assert parse_override("a.b=[1E5, -2e+4, 1.5e-3]") == (["a", "b"], [100000.0, -20000.0, 0.0015])
+    assert parse_override("a.b=[1.5e2, 2.E3, .5e1, -1_0.5e1]") == (["a", "b"], [150.0, 2000.0, 5.0, -105.0])
     assert parse_override("a.b=1e") == (["a", "b"], "1e") and parse_override("a.b=e5") == (["a", "b"], "e5")
+    assert parse_override("a.b=1.5e") == (["a", "b"], "1.5e") and parse_override("a.b=.e5") == (["a", "b"], ".e5")
+    assert load_yaml(dump_yaml({"a": "1.5e2"})) == {"a": "1.5e2"}  # the text, written quoted
     path = tmp_path / "rates.yaml"
     path.write_text("training:\n  learning_rate: 5e-4\n  max_steps: 1e3\n", encoding="utf-8")
     assert read_yaml(path) == {"training": {"learning_rate": 0.0005, "max_steps": 1000.0}}

@@ -26,6 +26,18 @@ def base_learning_rate(config: TrainingConfig) -> float:
     return config.learning_rate if config.learning_rate > 0 else DEFAULT_LEARNING_RATES[config.optimizer]
 
 
+def warmup_warning(config: TrainingConfig) -> str | None:
+    """A warning where the warm-up takes the whole run (training.warmup_steps >= max_steps, as in a short smoke run
+    of a recipe): the rate reaches training.learning_rate at the last step at best, and cosine never decays; else
+    None."""
+    if config.warmup_steps < config.max_steps:
+        return None
+    never = ", and cosine never decays" if config.lr_schedule == "cosine" else ""
+    return (f"warning: training.warmup_steps ({config.warmup_steps:,}) >= training.max_steps ({config.max_steps:,}): the "
+            f"warm-up takes the whole run, the rate climbing towards training.learning_rate{never}. For a run this "
+            "short, lower training.warmup_steps.")
+
+
 def build_optimizer(parameters: Iterable[torch.nn.Parameter], config: TrainingConfig) -> torch.optim.Optimizer:
     """Adam, or Adadelta with Bahdanau et al.'s rho 0.95 and eps 1e-6; the parameters must already be on
     their device.
