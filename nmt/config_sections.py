@@ -176,6 +176,9 @@ class ModelConfig:
         if "attention" in own:
             require(self.attention in ATTENTIONS, "model.attention",
                     f"{self.attention!r} is not an attention type: expected one of {', '.join(ATTENTIONS)}")
+            require(self.attention == "none" or self.fixed_context == defaults.fixed_context, "model.fixed_context",
+                    f"is a setting of the fixed vector (model.attention none), not of attention {self.attention}: "
+                    "leave it out")
         sizes = ("embedding_size", "hidden_size", "attention_size", "encoder_layers", "layers", "heads",
                  "feedforward_size", "relative_clip")
         for key in sizes:

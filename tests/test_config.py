@@ -268,6 +268,19 @@ def test_shared_embeddings_need_one_vocabulary_and_a_transformer() -> None:
         config_from_dict({"model": {"share_embeddings": True}})
 
 
+def test_the_fixed_vector_s_setting_is_refused_with_attention() -> None:
+    """model.fixed_context chooses RNNencdec's c: with attention the decoder reads no fixed vector, and the setting
+    would be ignored without a word."""
+    fixed = config_from_dict({"model": {"attention": "none", "fixed_context": "both_ends"}})
+    assert fixed.model.fixed_context == "both_ends" and fixed.model.bidirectional_encoder
+    with pytest.raises(NMTError, match=r"'model.fixed_context': is a setting of the fixed vector \(model.attention "
+                                       r"none\), not of attention additive: leave it out"):
+        config_from_dict({"model": {"fixed_context": "both_ends"}})
+    with pytest.raises(NMTError, match=r"runs.s: invalid value for 'model.fixed_context': is a setting of the fixed"):
+        config_from_dict({"model": {"attention": "none", "fixed_context": "both_ends"},
+                          "runs": {"e": {}, "s": {"model": {"attention": "additive"}}}})
+
+
 def test_overrides_are_typed_like_yaml() -> None:
     raw = apply_overrides(
         {"model": {"hidden_size": 512}},

@@ -23,7 +23,7 @@ from nmt.training.optim import (
     base_learning_rate,
     build_optimizer,
     is_better,
-    warmup_warning,
+    schedule_warnings,
 )
 from nmt.training.trainer import train
 from nmt.training.validation import ValidationResult
@@ -342,15 +342,33 @@ def test_adadelta_refuses_an_adam_rate_which_would_barely_train() -> None:
     TrainingConfig(optimizer="adam", learning_rate=0.002).validate()
 
 
-def test_a_warm_up_that_outlasts_the_run_is_warned_about() -> None:
+def test_a_schedule_that_cannot_do_what_it_says_is_warned_about() -> None:
     """A short run of a recipe (quick.yaml's 100 warm-up steps, --set training.max_steps=30) never reaches its rate,
-    and its cosine never decays: said, not refused (a smoke run is still one)."""
+    and its cosine never decays; a decay on plateaus that early stopping always ends the run at never decays: said,
+    not refused (a smoke run is still one)."""
     short = TrainingConfig(max_steps=30, warmup_steps=100)
-    warning = warmup_warning(short)
-    assert warning == ("warning: training.warmup_steps (100) >= training.max_steps (30): the warm-up takes the whole "
-                       "run, the rate climbing towards training.learning_rate, and cosine never decays. For a run this "
-                       "short, lower training.warmup_steps.")
+    assert schedule_warnings(short) == [
+        "warning: training.warmup_steps (100) >= training.max_steps (30): the warm-up takes the whole run, the rate "
+        "climbing towards training.learning_rate, and cosine never decays. For a run this short, lower "
+        "training.warmup_steps."]
     assert max(LRSchedule(short).lr(step) for step in range(1, 31)) < short.learning_rate  # what it warns of
-    assert "cosine" not in (warmup_warning(TrainingConfig(max_steps=30, warmup_steps=30, lr_schedule="constant")) or "")
-    assert warmup_warning(TrainingConfig(max_steps=101, warmup_steps=100)) is None
-    assert warmup_warning(TrainingConfig(max_steps=30, warmup_steps=0)) is None
+    (constant,) = schedule_warnings(TrainingConfig(max_steps=30, warmup_steps=30, lr_schedule="constant"))
+    assert "cosine" not in constant
+    late = TrainingConfig(patience=3, lr_patience=3)
+    assert schedule_warnings(late) == [
+        "warning: training.lr_patience (3) >= training.patience (3): early stopping ends the run by the validation "
+        "that first decays the rate, so no step trains at a decayed rate. Give training.lr_patience a count under "
+        "training.patience."]
+    for lr_patience, stops_first in ((3, True), (2, False)):  # what it warns of, and where it does not
+        config = TrainingConfig(patience=3, lr_patience=lr_patience)
+        stopping, schedule = Patience("bleu", config.patience), LRSchedule(config)
+        for step, score in enumerate((5.0, 4.0, 4.0, 4.0), 1):
+            schedule.observe(score)
+            stopping.observe(score, step)
+            if stopping.exhausted or schedule.scale < 1:
+                break
+        assert stopping.exhausted is stops_first and schedule.scale == 0.5  # decayed, and trained on or not
+    for fine in (TrainingConfig(max_steps=101, warmup_steps=100), TrainingConfig(max_steps=30, warmup_steps=0),
+                 TrainingConfig(patience=3, lr_patience=2), TrainingConfig(patience=0, lr_patience=2),
+                 TrainingConfig(patience=2, lr_patience=2, early_stopping_metric="bleu", lr_decay_metric="loss")):
+        assert schedule_warnings(fine) == []

@@ -26,16 +26,24 @@ def base_learning_rate(config: TrainingConfig) -> float:
     return config.learning_rate if config.learning_rate > 0 else DEFAULT_LEARNING_RATES[config.optimizer]
 
 
-def warmup_warning(config: TrainingConfig) -> str | None:
-    """A warning where the warm-up takes the whole run (training.warmup_steps >= max_steps, as in a short smoke run
-    of a recipe): the rate reaches training.learning_rate at the last step at best, and cosine never decays; else
-    None."""
-    if config.warmup_steps < config.max_steps:
-        return None
-    never = ", and cosine never decays" if config.lr_schedule == "cosine" else ""
-    return (f"warning: training.warmup_steps ({config.warmup_steps:,}) >= training.max_steps ({config.max_steps:,}): the "
-            f"warm-up takes the whole run, the rate climbing towards training.learning_rate{never}. For a run this "
-            "short, lower training.warmup_steps.")
+def schedule_warnings(config: TrainingConfig) -> list[str]:
+    """Warnings about a schedule that cannot do what its settings say: a warm-up that takes the whole run
+    (training.warmup_steps >= max_steps, as in a short smoke run of a recipe: the rate reaches
+    training.learning_rate at the last step at best, and cosine never decays), or a decay on plateaus that early
+    stopping ends the run by (lr_patience >= patience, on the same score)."""
+    warnings = []
+    if config.warmup_steps >= config.max_steps:
+        never = ", and cosine never decays" if config.lr_schedule == "cosine" else ""
+        warnings.append(f"warning: training.warmup_steps ({config.warmup_steps:,}) >= training.max_steps "
+                        f"({config.max_steps:,}): the warm-up takes the whole run, the rate climbing towards "
+                        f"training.learning_rate{never}. For a run this short, lower training.warmup_steps.")
+    same_score = config.lr_decay_metric in ("", config.early_stopping_metric)
+    if 0 < config.patience <= config.lr_patience and same_score:
+        warnings.append(f"warning: training.lr_patience ({config.lr_patience}) >= training.patience "
+                        f"({config.patience}): early stopping ends the run by the validation that first decays the "
+                        "rate, so no step trains at a decayed rate. Give training.lr_patience a count under "
+                        "training.patience.")
+    return warnings
 
 
 def build_optimizer(parameters: Iterable[torch.nn.Parameter], config: TrainingConfig) -> torch.optim.Optimizer:

@@ -37,7 +37,7 @@ from nmt.training.checkpointing import (
 from nmt.training.compiling import compile_fallback, compiles, training_module
 from nmt.training.data import StepBatch, load_training_data
 from nmt.training.distributed import DistContext, setup_distributed
-from nmt.training.optim import LRSchedule, Patience, build_optimizer, warmup_warning
+from nmt.training.optim import LRSchedule, Patience, build_optimizer, schedule_warnings
 from nmt.training.precision import autocast, precision_fallback, precision_name, resolve_precision
 from nmt.training.queued_steps import QueuedSteps
 from nmt.training.rng import capture_rng, restore_rng, seed_everything
@@ -199,13 +199,13 @@ class Trainer:
         self.terminal.say(f"{len(self.data.src):,} training pairs{ceiling}, "
                           f"{len(self.data.valid.references):,} validation sentences, "
                           f"device {self.device}, {self.ctx.world_size} process(es)")
-        # an explicit setting that cannot apply, or a warm-up that outlasts the run, says so (summary.json records the
-        # precision and compile that ran)
+        # an explicit setting that cannot apply, or a schedule that cannot do what it says, says so (summary.json
+        # records the precision and compile that ran)
         unused_recompute = None if self.recomputes or not self.tc.recompute_attention else (
             f"warning: training.recompute_attention applies to additive attention (RNNsearch's); {self.model.name} has "
             "no additive attention, so the setting has no effect.")
         for fallback in (precision_fallback(self.tc.precision, self.device), compile_fallback(self.tc.compile, self.model),
-                         unused_recompute, warmup_warning(self.tc)):
+                         unused_recompute, *schedule_warnings(self.tc)):
             if fallback is not None:
                 self.terminal.say(fallback)
         if self.ctx.enabled:
