@@ -13,6 +13,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import stat
@@ -90,6 +91,25 @@ class _WriterNaming(io.BufferedWriter):
             super().flush()
 
 
+_DESCRIPTOR = re.compile(r"/proc/(?:self|(\d+))/fd/(\d+)")
+
+
+def own_descriptor(path: str | Path) -> int | None:
+    """The number of this process's open descriptor that `path` names (/dev/stdout, /dev/stderr, /dev/fd/N,
+    /proc/self/fd/N: links into /proc/PID/fd), else None. Such a path is a stream the caller was handed (the
+    shell's `> file` or `>> file` behind stdout): written through, never replaced or truncated."""
+    text = os.path.abspath(path)
+    for _ in range(40):  # /dev/stdout -> /proc/self/fd/1, a link into /proc, and from there to the file behind it
+        text = os.path.join(os.path.realpath(os.path.dirname(text)), os.path.basename(text))  # /dev/fd/1: /proc/PID/fd/1
+        named = _DESCRIPTOR.fullmatch(text)
+        if named is not None:
+            return int(named[2]) if named[1] in (None, str(os.getpid())) else None
+        if not os.path.islink(text):
+            return None
+        text = os.path.join(os.path.dirname(text), os.readlink(text))  # an absolute target replaces the whole
+    return None
+
+
 @contextlib.contextmanager
 def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO]:
     """Open a temporary file beside `path` ("w": text, UTF-8; "wb": binary); on success it replaces `path`, on
@@ -98,7 +118,12 @@ def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO]:
     (reading an input, a nested write's NMTError) is raised as it is. A symbolic link is written through, as
     a shell's `>` does: the file it names is replaced, the link kept. Anything but a file there (a folder, a
     device such as /dev/null, a named pipe) is refused: renaming over it would replace it for every other
-    program; so is a read-only file, which the shell's `>` would not replace either."""
+    program; so is a read-only file, which the shell's `>` would not replace either, and a path naming one of this
+    process's descriptors (/dev/stdout), whose file is the shell's to write (`>>` appends to it)."""
+    descriptor = own_descriptor(path)
+    if descriptor is not None:
+        raise NMTError(f"{path} names this process's open descriptor {descriptor} (a stream its caller gave it): a "
+                       "file written there would replace the file behind it.", "Give the path of a file.")
     path = Path(os.path.realpath(path)) if Path(path).is_symlink() else Path(path)
     if path.is_dir():
         raise NMTError(f"{path} is a folder, and a file is needed there.", "Give a file's path.")

@@ -16,7 +16,7 @@ import torch
 
 from nmt import fileio
 from nmt.errors import NMTError
-from nmt.fileio import DiskFullError, atomic_open, atomic_write_text
+from nmt.fileio import DiskFullError, atomic_open, atomic_write_text, own_descriptor
 from nmt.rundir.checkpoints import Checkpoint, load_checkpoint, save_checkpoint
 from tests.helpers import FillingDisk, unwritable
 
@@ -207,3 +207,22 @@ def test_staged_files_arrive_all_at_the_end_or_none(tmp_path: Path) -> None:
         (staging / "line-000001.png").write_text("new", encoding="utf-8")
         raise KeyboardInterrupt
     assert not fresh.exists()
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc (Linux)")
+def test_a_path_naming_one_of_this_process_s_descriptors_is_told_and_never_replaced(tmp_path: Path) -> None:
+    """/dev/stdout behind a shell's `> file` resolves to that file: replacing it (atomic_open's rename) lost what the
+    shell's `>>` had appended to, and left the shell's descriptor on a deleted file. Such paths are told apart."""
+    behind = tmp_path / "behind.txt"
+    behind.write_text("EARLIER\n", encoding="utf-8")
+    with open(behind, "ab") as handle:
+        fd = handle.fileno()
+        (tmp_path / "link").symlink_to(f"/dev/fd/{fd}")
+        for path in (f"/dev/fd/{fd}", f"/proc/self/fd/{fd}", f"/proc/{os.getpid()}/fd/{fd}", tmp_path / "link"):
+            assert own_descriptor(path) == fd
+            with pytest.raises(NMTError, match=f"names this process's open descriptor {fd} "), atomic_open(path) as out:
+                out.write("lost")
+        assert own_descriptor("/dev/stdout") == 1 and own_descriptor("/dev/stderr") == 2
+    assert behind.read_text(encoding="utf-8") == "EARLIER\n"
+    for other in (behind, tmp_path / "new.txt", "/proc/1/fd/1", "/dev/null", tmp_path):
+        assert own_descriptor(other) is None

@@ -467,6 +467,24 @@ def test_the_output_is_written_through_a_link_and_into_a_pipe_not_over_them(
     assert received == ["".join(line + "\n" for line in expected).encode("utf-8")]
 
 
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc (Linux)")
+def test_a_descriptor_named_as_output_is_written_through_not_replaced(trained_reverse_run: Path, tmp_path: Path) -> None:
+    """-o /dev/stdout (or /dev/fd/N) behind a shell's `>> all.fr`: appended through the descriptor as `-o -` is,
+    where replacing the file behind it lost what it held and left the shell writing to a deleted file."""
+    source = _write(tmp_path / "in.txt", ["1 2 3 4 5", "6 7 8"])
+    expected = Translator.from_run(trained_reverse_run, beam_size=1).translate(["1 2 3 4 5", "6 7 8"])
+    all_out = _write(tmp_path / "all.fr", ["EARLIER"])
+    with open(all_out, "ab") as handle:
+        assert main(["translate", str(trained_reverse_run), "-i", str(source), "-o", f"/dev/fd/{handle.fileno()}",
+                     "--beam", "1"]) == 0
+        handle.write(b"LATER\n")  # the caller's descriptor still writes into the file it sees
+    assert _read(all_out) == ["EARLIER", *expected, "LATER"]
+    script = f"echo HEADER; {sys.executable} -m nmt translate {trained_reverse_run} -i {source} -o /dev/stdout --beam 1; echo FOOTER"
+    block = tmp_path / "block.txt"
+    subprocess.run(["bash", "-c", f"{{ {script}; }} > {block}"], check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert _read(block) == ["HEADER", *expected, "FOOTER"]
+
+
 @pytest.mark.skipif(not Path("/dev/full").is_char_device(), reason="no /dev/full here")
 def test_a_device_that_cannot_be_written_is_named(
     trained_reverse_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -10,7 +10,7 @@ import os
 import select
 import sys
 import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import IO, Literal
@@ -19,7 +19,7 @@ from nmt.config import DecodingConfig, load_saved_config, override_sections
 from nmt.decoding.plots import plot_attention
 from nmt.decoding.translator import MAX_LINE_BYTES, Translation, Translator, warn
 from nmt.errors import NMTError
-from nmt.fileio import atomic_open, errors_naming, refuse_unwritable, same_file, staged_files
+from nmt.fileio import atomic_open, errors_naming, own_descriptor, refuse_unwritable, same_file, staged_files
 from nmt.overrides import sets_key
 from nmt.rundir.checkpoints import resolve_checkpoint
 from nmt.rundir.folders import refuse_folder_of_run, refuse_run_file
@@ -211,19 +211,25 @@ def _utf8_stdout() -> AbstractContextManager[IO[str]]:
 
 def _open_output(path: Path) -> AbstractContextManager[IO[str]]:
     """-o's file, written atomically (after an error there is no half file; through a symbolic link). A
-    device or named pipe (/dev/stdout, a FIFO) is written to as it is: replacing it by a file would break
-    it for every other program."""
+    device or named pipe (/dev/null, a FIFO) is written to as it is: replacing it by a file would break
+    it for every other program; and one of this process's descriptors (/dev/stdout, /dev/fd/3) as `-o -`
+    writes stdout, through the descriptor: the file the shell opened behind it is neither replaced nor
+    truncated (`>> all.fr` appends)."""
+    descriptor = own_descriptor(path)
+    if descriptor is not None:
+        sys.stdout.flush()  # what was printed before comes first
+        return _device(path, lambda: open(os.dup(descriptor), "w", encoding="utf-8"))
     if path.exists() and not path.is_file():  # both follow links; a folder was refused before
-        return _device(path)
+        return _device(path, lambda: open(path, "w", encoding="utf-8"))
     return atomic_open(path, "w")
 
 
 @contextmanager
-def _device(path: Path) -> Iterator[IO[str]]:
-    """A device or named pipe opened for writing, whose write errors name it (a full disk's, /dev/full's, names
-    no file); an error that names its file (the input's) is left as it is."""
+def _device(path: Path, opened: Callable[[], IO[str]]) -> Iterator[IO[str]]:
+    """A device, named pipe or descriptor (`path`), `opened` for writing, whose write errors name it (a full
+    disk's, /dev/full's, names no file); an error that names its file (the input's) is left as it is."""
     try:
-        with open(path, "w", encoding="utf-8") as handle:
+        with opened() as handle:
             yield handle
     except OSError as error:
         if error.filename is not None:
