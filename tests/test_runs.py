@@ -49,6 +49,20 @@ def test_file_test_set_user_errors(tmp_path: Path) -> None:
     assert error.value.message == f"--ref {tmp_path / 'empty.txt'} is empty: nothing to evaluate."
 
 
+def test_an_out_folder_in_or_of_prepared_data_is_refused(tmp_path: Path) -> None:
+    """`nmt prepare` replaces a prepared data folder whole: a report there, in the folder itself as in one below it,
+    would be lost with the next preparation."""
+    prepared = tmp_path / "prepared"
+    prepared.mkdir()
+    (prepared / "prepared.json").write_text("{}", encoding="utf-8")
+    for out, where in ((prepared, "is"), (prepared / "sub", "is inside")):
+        with pytest.raises(NMTError) as error:
+            default_out_dir([tmp_path / "run"], out)
+        assert error.value.message == (f"--out {out} {where} the prepared data folder {prepared}, which `nmt prepare` "
+                                       "replaces whole.")
+    assert default_out_dir([tmp_path / "run"], tmp_path / "beside") == tmp_path / "beside"
+
+
 def test_the_out_folder_given_wins_over_the_default(tmp_path: Path) -> None:
     runs = [tmp_path / "a", tmp_path / "b"]
     assert default_out_dir(runs, tmp_path / "mine") == tmp_path / "mine"

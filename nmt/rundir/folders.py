@@ -92,11 +92,12 @@ def refuse_folder_of_run(folder: Path, named: str) -> None:
     checkpoints/, hyps/, tensorboard/), where what is written would pass for the run's, or inside a prepared data
     folder; a report in the run's folder itself (RUN/evaluation, the default) is the user's."""
     real = Path(os.path.realpath(folder))
-    for parent in real.parents:
+    for parent in (real, *real.parents):
         if (parent / "prepared.json").is_file():
-            raise NMTError(f"{named} is inside the prepared data folder {parent}, which `nmt prepare` replaces whole.",
+            where = "is" if parent == real else "is inside"
+            raise NMTError(f"{named} {where} the prepared data folder {parent}, which `nmt prepare` replaces whole.",
                            "Write it outside that folder; nothing was written.")
-        if is_run(parent):
+        if parent != real and is_run(parent):
             top = real.relative_to(parent).parts[0]
             if top in RUN_MARKERS:
                 raise NMTError(f"{named} is inside {top}/ of the run {parent}, which nmt writes and reads.",
