@@ -310,13 +310,15 @@ def test_an_endless_line_is_read_in_bounded_pieces_and_cut(capsys: pytest.Captur
     long = " ".join(["7"] * 100)  # 199 bytes
     # the cut falls inside "é" (2 bytes): it moves back to the character boundary, no UTF-8 error
     # a CRLF line end split between two pieces (17 bytes, 16 ending in CR, then LF), and the last line without a line end
-    source = Recording(f"1 2 3\n{long}\n1 2 3 4 5 6 7 8é 9\n{'8' * 32}\r\n4 5 6\n{'9' * 40}".encode())
+    # and a line of the limit exactly, whose CRLF comes in two pieces too: whole, and not said to be cut
+    source = Recording(f"1 2 3\n{long}\n1 2 3 4 5 6 7 8é 9\n{'8' * 32}\r\n4 5 6\n{'6' * 16}\r\n{'9' * 40}".encode())
     lines = list(translate_module._read_lines(source, "in.txt", 16))
-    assert lines == ["1 2 3", long[:16], "1 2 3 4 5 6 7 8", "8" * 16, "4 5 6", "9" * 16]
+    assert lines == ["1 2 3", long[:16], "1 2 3 4 5 6 7 8", "8" * 16, "4 5 6", "6" * 16, "9" * 16]
     err = capsys.readouterr().err
+    assert "line 6" not in err and err.count("only its first") == 4
     assert "in.txt: line 2 has 199 bytes: only its first 16 are translated" in err  # its line end not counted
     assert "line 3 has 19 bytes: only its first 15 are translated" in err
-    assert "line 4 has 32 bytes: only its first 16" in err and "line 6 has 40 bytes: only its first 16" in err
+    assert "line 4 has 32 bytes: only its first 16" in err and "line 7 has 40 bytes: only its first 16" in err
     assert max(reads) <= 17  # never more than the limit (+ the newline) of a line at once
 
 
@@ -493,6 +495,11 @@ def test_a_device_that_cannot_be_written_is_named(
     source = _write(tmp_path / "in.txt", ["1 2 3"])
     assert main(["translate", str(trained_reverse_run), "-i", str(source), "-o", "/dev/full", "--beam", "1"]) == 2
     assert capsys.readouterr().err.startswith("nmt translate: error: /dev/full: No space left on device\n")
+    with open("/dev/full", "wb") as full:  # stdout there: named as stdin is
+        done = subprocess.run([sys.executable, "-m", "nmt", "translate", str(trained_reverse_run), "-i", str(source),
+                               "--beam", "1"], stdout=full, stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert (done.returncode, done.stderr.splitlines()[0]) == (2, "nmt translate: error: <stdout>: No space left on device")
 
 
 def test_an_input_pipe_is_read_and_a_folder_for_a_file_is_named_before_any_work(

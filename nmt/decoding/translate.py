@@ -128,6 +128,8 @@ def _read_line(handle: IO[bytes] | _ArrivingLines, limit: int) -> tuple[bytes, i
         length += len(rest)
         last_two = (last_two + rest)[-2:]  # a CRLF may come in two pieces
     length -= 2 if last_two == b"\r\n" else 1 if last_two.endswith(b"\n") else 0
+    if length <= limit:  # a line of `limit` bytes whose CRLF came in two pieces: whole
+        return line[:length] + b"\n", 0
     kept = line[:limit]
     try:
         kept.decode("utf-8")
@@ -200,13 +202,14 @@ def _plots_folder(plots_dir: Path | None, staged: bool) -> AbstractContextManage
 
 def _utf8_stdout() -> AbstractContextManager[IO[str]]:
     """stdout as UTF-8 whatever the locale (as -o's file and the input are): a C or latin-1 locale would
-    fail on, or change, the characters of a translation. Left as it is where it has no byte stream under it
-    (a test's capture)."""
+    fail on, or change, the characters of a translation; its write errors name it (`_device`). Left as it is
+    where it has no byte stream under it (a test's capture)."""
     buffer = getattr(sys.stdout, "buffer", None)
     if buffer is None:
         return nullcontext(sys.stdout)
     sys.stdout.flush()  # what was printed before comes first
-    return nullcontext(codecs.getwriter("utf-8")(buffer))  # a writer that owns nothing: sys.stdout stays open
+    # a writer that owns nothing: sys.stdout stays open
+    return _device(Path("<stdout>"), lambda: nullcontext(codecs.getwriter("utf-8")(buffer)))
 
 
 def _open_output(path: Path) -> AbstractContextManager[IO[str]]:
@@ -225,7 +228,7 @@ def _open_output(path: Path) -> AbstractContextManager[IO[str]]:
 
 
 @contextmanager
-def _device(path: Path, opened: Callable[[], IO[str]]) -> Iterator[IO[str]]:
+def _device(path: Path, opened: Callable[[], AbstractContextManager[IO[str]]]) -> Iterator[IO[str]]:
     """A device, named pipe or descriptor (`path`), `opened` for writing, whose write errors name it (a full
     disk's, /dev/full's, names no file); an error that names its file (the input's) is left as it is."""
     try:
