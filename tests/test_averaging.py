@@ -111,6 +111,16 @@ def test_user_errors(run: Path, capsys: pytest.CaptureFixture[str], argv: list[s
     assert not (run / "other.pt").exists()
 
 
+def test_an_output_of_a_dash_is_refused_as_stdout_is_meant(
+    run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["average", str(run), "--last", "2", "-o", "-"]) == 2
+    assert capsys.readouterr().err == ("nmt average: error: -o -: a checkpoint is not written to stdout.\n"
+                                       "Give a file's path (e.g. -o averaged.pt).\n")
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize(
     ("steps", "message"),
     [

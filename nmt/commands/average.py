@@ -7,6 +7,7 @@ import shlex
 from pathlib import Path
 
 from nmt.commands import arguments
+from nmt.errors import NMTError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,6 +27,8 @@ def run(args: argparse.Namespace) -> None:
     from nmt.rundir.averaging import average_checkpoints  # the library: only now
     from nmt.rundir.checkpoints import describe_checkpoint
 
+    if str(args.output) == "-":  # stdout in every other command's -o; a file named "-" here would be a surprise
+        raise NMTError("-o -: a checkpoint is not written to stdout.", "Give a file's path (e.g. -o averaged.pt).")
     path = average_checkpoints(args.run_dir, last=args.last, steps=args.steps, output=args.output)
     print(f"wrote {path}: {describe_checkpoint(path)}")
     # --checkpoint looks a bare name up in RUN_DIR/checkpoints/: a file of the current folder is ./NAME there
