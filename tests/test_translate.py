@@ -632,6 +632,21 @@ def test_attention_plots_one_png_per_sentence(trained_reverse_run: Path, tmp_pat
     assert sorted(p.name for p in plots.iterdir()) == ["line-000001.png", "line-000003.png", "line-000005.png"]
 
 
+def test_plots_of_an_earlier_input_left_in_the_folder_are_named(
+    trained_reverse_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A shorter input, or one whose line is empty now, draws fewer plots: those an earlier input left would pass for
+    this one's, so they are named on stderr (and left there)."""
+    plots = tmp_path / "plots"
+    argv = ["translate", str(trained_reverse_run), "--attention-plots", str(plots), "-o", str(tmp_path / "out.txt")]
+    assert main([*argv, "-i", str(_write(tmp_path / "in.txt", ["1 2 3", "4 5 6", "7 8"]))]) == 0
+    assert "also holds" not in capsys.readouterr().err
+    assert main([*argv, "-i", str(_write(tmp_path / "in.txt", ["", "4 5 6"]))]) == 0
+    assert (f"warning: {plots} also holds 2 plots that this translation did not draw (line-000001.png, line-000003.png): "
+            "an earlier input's. Remove them, or give --attention-plots a folder of its own.") in capsys.readouterr().err
+    assert sorted(p.name for p in plots.iterdir()) == ["line-000001.png", "line-000002.png", "line-000003.png"]
+
+
 def test_attention_plots_come_with_the_output_file_or_not_at_all(
     trained_reverse_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -18,7 +18,7 @@ from typing import IO, Literal
 from nmt.config import DecodingConfig, load_saved_config, override_sections
 from nmt.decoding.plots import plot_attention
 from nmt.decoding.translator import MAX_LINE_BYTES, Translation, Translator, warn
-from nmt.errors import NMTError
+from nmt.errors import NMTError, counted
 from nmt.fileio import atomic_open, errors_naming, own_descriptor, refuse_unwritable, same_file, staged_files
 from nmt.overrides import sets_key
 from nmt.rundir.checkpoints import resolve_checkpoint
@@ -178,15 +178,17 @@ def translate_file(
         open(input_path, "rb") if input_path is not None else nullcontext(sys.stdin.buffer) as source,
         _open_output(Path(output_path)) if output_path is not None else _utf8_stdout() as sink,
     ):
-        stream, first, nbest = _ArrivingLines(source), 1, translator.decoding.nbest
+        stream, first, nbest, plotted = _ArrivingLines(source), 1, translator.decoding.nbest, set()
         source_lines, most = _read_lines(stream, name, MAX_LINE_BYTES), max(CHUNK_LINES, translator.decoding.batch_size)
         while lines := _next_chunk(source_lines, stream, most):
             results = translator.translate_nbest(lines, nbest, plots_into is not None, first_line=first)
             _write_chunk(sink, results, scores, nbest_layout)
             if plots_into is not None:
-                _plot_chunk(results, lines, first, plots_into, translator.model.attention_shown)
+                plotted |= _plot_chunk(results, lines, first, plots_into, translator.model.attention_shown)
             sink.flush()
             first += len(lines)
+    if plots_dir is not None:
+        _note_earlier_plots(plots_dir, plotted)
 
 
 def _plots_folder(plots_dir: Path | None, staged: bool) -> AbstractContextManager[Path | None]:
@@ -323,10 +325,23 @@ def _write_chunk(sink: IO[str], results: list[list[Translation]], scores: bool, 
 
 def _plot_chunk(
     results: list[list[Translation]], lines: list[str], first: int, plots_dir: Path, shown: str
-) -> None:
+) -> set[str]:
     """One heatmap of the best translation per line (none for an empty line), named by line number, titled
-    with the line and what the weights are (`shown`)."""
+    with the line and what the weights are (`shown`); returns the names written."""
+    written = set()
     for offset, (best, *_) in enumerate(results):
         if best.attention is not None:
             path = plots_dir / f"line-{first + offset:06d}.png"
             plot_attention(best.attention, best.src_pieces, best.tgt_pieces, path, title=f"{lines[offset]} [{shown}]")
+            written.add(path.name)
+    return written
+
+
+def _note_earlier_plots(plots_dir: Path, plotted: set[str]) -> None:
+    """Say on stderr which line-*.png in `plots_dir` this translation did not draw (`plotted`): an earlier
+    input's (a longer one, or a line empty now), which would pass for this input's. They are left where they are."""
+    earlier = sorted(path.name for path in plots_dir.glob("line-*.png") if path.name not in plotted)
+    if earlier:
+        shown = ", ".join(earlier[:3]) + (", ..." if len(earlier) > 3 else "")
+        warn(f"{plots_dir} also holds {counted(len(earlier), 'plot')} that this translation did not draw ({shown}): "
+             "an earlier input's. Remove them, or give --attention-plots a folder of its own.")
