@@ -125,7 +125,7 @@ def format_ablation(scores: dict[str, Any], labels: list[str], head: list[str], 
              "`none`; long: the sentences of evaluation.long_words words or more):", ""]
     lines += markdown_table(["cross-attention", *head, "long", "p (all)", "p (long)"], [
         [kind, *(_num(score["bleu"][label]) for label in labels), _num(score["all"]), _num(score["long"]),
-         *(p_number(score[key]) if key in score else "-" for key in ("p_all", "p_long"))]
+         *(p_number(score[key], significance) if key in score else "-" for key in ("p_all", "p_long"))]
         for kind, score in scores.items()
     ])
     silenced = [kind for kind in scores if kind.endswith("silenced")]

@@ -52,7 +52,7 @@ from nmt.evaluation.scoring import (
     paired_p_value,
     percentile_interval,
 )
-from nmt.evaluation.tables import p_text
+from nmt.evaluation.tables import beside, p_text
 
 _TINY_BLEU = 1e-9
 
@@ -145,7 +145,7 @@ def _ahead_check(evaluation: Evaluation, baseline: str, att: SystemScore) -> Che
     return Check(
         claim,
         all(diff > 0 and p < limits.significance for _, diff, p in tested),
-        ", ".join(f"{label}: {diff:+.2f} ({p_text(p)})" for label, diff, p in tested) + left_out,
+        ", ".join(f"{label}: {diff:+.2f} ({p_text(p, limits.significance)})" for label, diff, p in tested) + left_out,
     )
 
 
@@ -200,12 +200,12 @@ def _ratio_check(system: SystemScore, long: LongSentences, limits: EvaluationCon
     assert best.bleu is not None and best.ci is not None
     evidence = (
         f"{long_bleu:.2f} on {words}+ ({long.n}) vs {best.bleu:.2f} [{best.ci[0]:.2f}, {best.ci[1]:.2f}] "
-        f"on {best.bucket.label} ({best.n}): {kept.ratio:.2f}"
+        f"on {best.bucket.label} ({best.n}): {beside(kept.ratio, limit, 2)}"
     )
     if not at_most:
         low, high = percentile_interval(kept.samples)
         holds = True if low >= limit else False if high < limit else None
-        return Check(claim, holds, evidence + f" [{low:.2f}, {high:.2f}]")
+        return Check(claim, holds, evidence + f" [{beside(low, limit, 2)}, {beside(high, limit, 2)}]")
     above = best.ci[0] > long_bleu
     if not above:
         evidence += f"; the interval reaches down to {best.ci[0]:.2f}, not above {long_bleu:.2f}"
@@ -224,7 +224,7 @@ def _keeps_more_check(
     p = paired_p_value(base_kept.samples, att_kept.samples)
     evidence = (
         f"{att_kept.ratio:.2f} of {att_kept.best.bucket.label} vs {base_kept.ratio:.2f} of "
-        f"{base_kept.best.bucket.label} ({p_text(p)})"
+        f"{base_kept.best.bucket.label} ({p_text(p, limits.significance)})"
     )
     return Check(claim, _significant(att_kept.ratio - base_kept.ratio, p, limits.significance), evidence)
 
@@ -266,7 +266,7 @@ def check_level(evaluation: Evaluation, long: LongSentences, baseline: str, atte
         p = paired_p_value(long.samples[baseline], long.samples[attention])
         evidence = (
             f"{long.bleu[attention]:.2f} vs {long.bleu[baseline]:.2f} on {long.words}+ ({long.n}): "
-            f"{diff:+.2f} ({p_text(p)})"
+            f"{diff:+.2f} ({p_text(p, evaluation.settings.significance)})"
         )
         check = Check(claim, _significant(diff, p, evaluation.settings.significance), evidence)
     return _unless_weak([check], systems[baseline], systems[attention])

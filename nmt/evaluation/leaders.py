@@ -61,7 +61,8 @@ def format_leaders(leaders: Sequence[Leader], settings: EvaluationConfig) -> str
     def verdict(leader: Leader) -> str:
         return leader.untold or ("**ahead**" if leader.ahead else "cannot tell apart")
 
-    rows = [[x.bucket, str(x.n), x.best, x.runner_up, diff_cell(x.bleu_diff, x.p), verdict(x)] for x in leaders]
+    rows = [[x.bucket, str(x.n), x.best, x.runner_up, diff_cell(x.bleu_diff, x.p, settings.significance), verdict(x)]
+            for x in leaders]
     lines = [
         "## Who is better, by length",
         "",
@@ -81,7 +82,7 @@ def _longest_answer(leaders: Sequence[Leader], settings: EvaluationConfig) -> st
     small to test, the longest bucket's that can be tested."""
     longest = leaders[-1]
     if longest.ahead is not None:
-        return _answer(longest, "the longest sentences")
+        return _answer(longest, "the longest sentences", settings.significance)
     if longest.untold != TOO_FEW:  # the pair is too weak to tell, whatever its sentences
         return (f"On the longest sentences ({longest.bucket}, {counted(longest.n, 'sentence')}) this {longest.untold}; "
                 f"{CHOOSES_BY_NOISE}, whatever its p.")
@@ -89,13 +90,14 @@ def _longest_answer(leaders: Sequence[Leader], settings: EvaluationConfig) -> st
               f"min_bucket_sentences = {settings.min_bucket_sentences}; --buckets auto merges small buckets with "
               f"their neighbours until each can be tested, where the sentences are enough).")
     tested = [x for x in leaders if x.ahead is not None]
-    return answer + (f" {_answer(tested[-1], 'the longest bucket that can be tested')}" if tested else "")
+    return answer + (f" {_answer(tested[-1], 'the longest bucket that can be tested', settings.significance)}"
+                     if tested else "")
 
 
-def _answer(leader: Leader, which: str) -> str:
+def _answer(leader: Leader, which: str, significance: float) -> str:
     where = f"On {which} ({leader.bucket}, {counted(leader.n, 'sentence')})"
     if leader.ahead:
         return (f"{where}, {leader.best} is better: {leader.bleu_diff:+.2f} BLEU over {leader.runner_up} "
-                f"({p_text(leader.p)}).")
+                f"({p_text(leader.p, significance)}).")
     return (f"{where}, {leader.best} and {leader.runner_up} cannot be told apart: {leader.bleu_diff:+.2f} BLEU "
-            f"({p_text(leader.p)}).")
+            f"({p_text(leader.p, significance)}).")

@@ -140,7 +140,8 @@ def table_rows(evaluation: Evaluation, metric: str = "bleu") -> tuple[list[str],
     columns = [_labels(first), [str(x.n) for x in [*first.buckets, first]]]
     columns += [[_score_cell(x.metrics[metric].value, x.metrics[metric].ci) for x in [*s.buckets, s]]
                 for s in evaluation.systems]
-    columns += [[diff_cell(x.metrics[metric].diff, x.metrics[metric].p) for x in [*c.buckets, c]]
+    columns += [[diff_cell(x.metrics[metric].diff, x.metrics[metric].p, evaluation.settings.significance)
+                 for x in [*c.buckets, c]]
                 for c in evaluation.comparisons]
     return header, [list(row) for row in zip(*columns, strict=True)]
 
