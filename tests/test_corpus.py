@@ -134,6 +134,8 @@ def test_bible_pairs_cleaned_split_and_placeholders_dropped(tmp_path: Path) -> N
             if words[0] == "k":
                 assert split_of(f"{words[2]}.{words[3]}.{words[4]}", 0.2, 0.3) == split
     assert 40 < len(corpus.splits["test"]) < 80 and 20 < len(corpus.splits["valid"]) < 60
+    # carved by verse id, none given as a file: a pair dropped for its source in training is no published test's
+    assert corpus.carved == ["valid", "test"]
     # The same db and config give the same splits.
     assert corpus_source(config).read(db).splits == corpus.splits
     # `3` has a placeholder at 1.1.3 and *** at 1.1.1: with 3 -> l those pairs are dropped and counted.
