@@ -4,6 +4,7 @@ a model."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -14,11 +15,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from nmt.compare.attention_checks import attention_checks
 from nmt.config import config_from_dict
 from nmt.config_sections import ModelConfig
 from nmt.decoding.translator import Translator
 from nmt.errors import NMTError
-from nmt.models.interface import TranslationModel, build_model, model_kind, pick_positions
+from nmt.models.interface import ModelKind, TranslationModel, build_model, model_kind, pick_positions
 from nmt.registry import ARCHITECTURES, ATTENTIONS, Architecture, architecture, resolve
 from nmt.rundir.loading import load_run
 from nmt.special import PAD_ID
@@ -59,9 +61,9 @@ class ToyModel(TranslationModel):
         self.cell = nn.GRUCell(size, size)
         self.output = nn.Linear(size, tgt_vocab_size)
 
-    @property
-    def has_attention(self) -> bool:
-        return False
+    @classmethod
+    def kind(cls, config: ModelConfig) -> ModelKind:  # no attention weights: said once, for every command
+        return dataclasses.replace(super().kind(config), without_attention="the toy model has none")
 
     def encode(self, src: Tensor, src_lengths: Tensor) -> ToyMemory:
         summed = (self.src_embedding(src) * (src != PAD_ID).unsqueeze(-1)).sum(dim=1)
@@ -119,6 +121,11 @@ def test_a_registered_architecture_trains_and_greedy_decodes_with_no_other_file_
     assert len(beam.translate(["1 2 3"])) == 1  # beam search reorders its state through index_select
     kind = model_kind(loaded.config.model)  # what the reports say of it, by default its name
     assert (kind.name, kind.attention, kind.length_kind) == ("toy", "toy", "other")
+    # without attention, by its kind: the model says so, and the analyses refuse it by name, before any work
+    assert not loaded.model.has_attention and not translator.has_attention
+    with pytest.raises(NMTError, match=r"run has no attention \(the toy model has none\): there are no weights"):
+        attention_checks([tmp_path / "run"], out_dir=tmp_path / "checks", device="cpu")
+    assert not (tmp_path / "checks").exists()
 
 
 @pytest.mark.usefixtures("toy_registered")

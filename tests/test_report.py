@@ -12,6 +12,7 @@ import matplotlib.image
 import pytest
 
 from nmt.evaluation.length_plot import bleu_by_length_figure, line_styles
+from nmt.evaluation.metrics import METRICS
 from nmt.evaluation.report import format_markdown, format_table, report_contents, results_dict
 from nmt.evaluation.scoring import Evaluation, score_systems
 from nmt.fileio import atomic_write_files
@@ -51,8 +52,11 @@ def test_results_json_schema(evaluation: Evaluation, tmp_path: Path) -> None:
     assert list(results["runs"]) == ["rnnsearch", "rnnencdec"]
     run = results["runs"]["rnnsearch"]
     statistics = {"length_ratio", "precisions", "floor"}  # Bleu.statistics()
-    chrf = {"chrf", "chrf_ci", "chrf_floor"}  # chrF by bucket, as every metric other than BLEU: prefixed keys
-    assert set(run) == {"bleu", "signature", "chrf_signature", "n", "ci", "buckets"} | statistics | chrf
+    # chrF by bucket, as every metric of METRICS other than BLEU: prefixed keys (a new metric adds its own)
+    chrf = {f"{name}{suffix}" for name in METRICS if name != "bleu" for suffix in ("", "_ci", "_floor")}
+    assert "chrf_floor" in chrf
+    signatures = {f"{name}_signature" for name in METRICS if name != "bleu"}
+    assert set(run) == {"bleu", "signature", "n", "ci", "buckets"} | signatures | statistics | chrf
     assert run["n"] == 120 and run["ci"][0] < run["bleu"] < run["ci"][1]
     assert run["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp")
     labels = [b["label"] for b in run["buckets"]]
@@ -63,17 +67,16 @@ def test_results_json_schema(evaluation: Evaluation, tmp_path: Path) -> None:
     assert (run["buckets"][1]["low"], run["buckets"][1]["high"]) == (10, 20)
     assert (run["buckets"][-1]["low"], run["buckets"][-1]["high"]) == (60, None)
     assert run["buckets"][-1] == {"label": ">=60", "low": 60, "high": None, "n": 0, "bleu": None, "ci": None,
-                                  "length_ratio": None, "precisions": None, "floor": None,
-                                  "chrf": None, "chrf_ci": None, "chrf_floor": None}
+                                  "length_ratio": None, "precisions": None, "floor": None, **dict.fromkeys(chrf)}
     assert sum(b["n"] for b in run["buckets"]) == 120
     (comparison,) = results["comparisons"]
-    assert set(comparison) == {"a", "b", "bleu_diff", "p", "chrf_diff", "chrf_p", "buckets"}
+    differences = {f"{name}{suffix}" for name in METRICS if name != "bleu" for suffix in ("_diff", "_p")}
+    assert set(comparison) == {"a", "b", "bleu_diff", "p", "buckets"} | differences and "chrf_p" in differences
     assert (comparison["a"], comparison["b"]) == ("rnnsearch", "rnnencdec")
     assert comparison["bleu_diff"] == pytest.approx(results["runs"]["rnnencdec"]["bleu"] - run["bleu"])
     assert comparison["bleu_diff"] < 0 and comparison["p"] < 0.05
-    assert [set(b) for b in comparison["buckets"]] == [{"label", "bleu_diff", "p", "chrf_diff", "chrf_p"}] * 7
-    assert comparison["buckets"][-1] == {"label": ">=60", "bleu_diff": None, "p": None, "chrf_diff": None,
-                                         "chrf_p": None}
+    assert [set(b) for b in comparison["buckets"]] == [{"label", "bleu_diff", "p"} | differences] * 7
+    assert comparison["buckets"][-1] == {"label": ">=60", "bleu_diff": None, "p": None, **dict.fromkeys(differences)}
     settings = results["settings"]
     assert settings["buckets"] == [10, 20, 30, 40, 50, 60] and settings["by"] == "source"
     assert (settings["bootstrap_samples"], settings["bootstrap_seed"]) == (100, 12345)
@@ -226,7 +229,7 @@ def test_small_buckets_show_a_dash_for_interval_and_p_in_table_json_and_plot(tmp
 def test_chrf_by_bucket_follows_the_bleu_material_in_report_table_and_json(evaluation: Evaluation) -> None:
     markdown = format_markdown(evaluation)
     assert markdown.index("## What each score is made of") < markdown.index("## chrF by sentence length")
-    section = markdown.split("## chrF by sentence length\n", 1)[1]
+    section = markdown.split("## chrF by sentence length\n", 1)[1].split("\n## ", 1)[0]  # to the next metric's
     search = evaluation.systems[0]
     chrf = search.metrics["chrf"]
     assert chrf.value == search.chrf and chrf.ci is not None
@@ -256,7 +259,7 @@ def test_a_new_metric_by_bucket_is_one_class_and_one_registry_line(
     paired p-values, in results.json, report.md and the terminal, and BLEU's numbers untouched by it."""
     import numpy as np
 
-    from nmt.evaluation.metrics import METRICS, Metric
+    from nmt.evaluation.metrics import Metric
 
     class ExactMatch(Metric):
         name, label, width = "exact", "exact match", 2

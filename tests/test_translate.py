@@ -687,7 +687,8 @@ def test_a_model_without_attention_warns_that_there_is_nothing_to_plot(
     plots = tmp_path / "plots"
     out = tmp_path / "out.txt"
     assert main(["translate", str(run), "-i", str(source), "-o", str(out), "--attention-plots", str(plots)]) == 0
-    assert "nothing to plot" in capsys.readouterr().err
+    assert f"warning: {run} is a model without attention (attention: none, RNNencdec): there is nothing to plot." in (
+        capsys.readouterr().err)
     assert len(_read(out)) == 2 and not plots.exists()
 
 

@@ -167,7 +167,8 @@ def translate_file(
     decoding = _decoding(Path(run_dir), list(overrides)) if overrides else None
     translator = Translator.from_run(run_dir, checkpoint, device, decoding=decoding)
     if plots_dir is not None and not translator.has_attention:
-        warn(f"{run_dir} is a model without attention (attention: none): there is nothing to plot.")
+        why = translator.model.kind(translator.model.config).without_attention
+        warn(f"{run_dir} is a model without attention ({why}): there is nothing to plot.")
         plots_dir = None
     name = str(input_path) if input_path is not None else "<stdin>"
     if input_path is None and sys.stdin.isatty():  # else a terminal would seem to hang on a forgotten -i

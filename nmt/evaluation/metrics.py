@@ -56,6 +56,7 @@ class Metric(ABC):
     label: ClassVar[str]  # its name in report.md and on the terminal
     width: ClassVar[int]  # columns of a stats row
     extra_statistics: ClassVar[tuple[BucketStatistic, ...]] = ()
+    computed_as: ClassVar[str] = ""  # what its score is, for report.md: "sacrebleu corpus chrF"; "" : its corpus score
 
     def __init__(self, references: Sequence[str], tokenize: Tokenize, lowercase: bool) -> None:
         if not references:
@@ -185,6 +186,7 @@ class Chrf(_FromSacrebleu):
 
     CHAR_ORDER, BETA = CHRF.CHAR_ORDER, CHRF.BETA
     name, label, width = "chrf", "chrF", 3 * CHAR_ORDER
+    computed_as = "sacrebleu corpus chrF"
 
     def __init__(self, references: Sequence[str], tokenize: Tokenize, lowercase: bool) -> None:
         super().__init__(references, tokenize, lowercase)

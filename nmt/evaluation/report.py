@@ -228,7 +228,8 @@ def format_metric(evaluation: Evaluation, name: str) -> str:
     lines = [
         f"## {label} by sentence length",
         "",
-        f"{label} is sacrebleu corpus {label} on each bucket (signature `{evaluation.signatures[name]}`), with a "
+        f"{label} is {metric.computed_as or f'the corpus {label}'} on each bucket (signature "
+        f"`{evaluation.signatures[name]}`), with a "
         f"{CONFIDENCE:.0%} bootstrap interval from the same resamples as BLEU's ({settings.bootstrap_samples}, seed "
         f"{settings.bootstrap_seed}); differences are b - a with two-sided paired bootstrap p-values, and a dash "
         "where BLEU has one.",

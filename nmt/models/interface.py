@@ -134,8 +134,9 @@ class TranslationModel(nn.Module):
 
     @property
     def has_attention(self) -> bool:
-        """Whether `decode_step` and `forward` give attention weights (to plot, to check)."""
-        return True
+        """Whether `decode_step` and `forward` give attention weights (to plot, to check): unless its kind says why
+        not (`ModelKind.without_attention`), which the commands that compare runs read from the config alone."""
+        return not self.kind(self.config).without_attention
 
     @property
     def attention_shown(self) -> str:

@@ -65,11 +65,6 @@ class Seq2Seq(TranslationModel):
         self.decoder.compile_steps(compiler)
 
     @property
-    def has_attention(self) -> bool:
-        """False for RNNencdec (attention: none)."""
-        return self.decoder.provider.has_attention
-
-    @property
     def attention_shown(self) -> str:
         """What the attention weights are, for plot titles: the one attention there is."""
         return f"{self.config.attention} attention"
