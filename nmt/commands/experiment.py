@@ -21,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="only these runs of the config (default: all of them)")
     parser.add_argument("--jobs", type=int, default=0, metavar="N",
                         help="runs trained at once, each in its own process, which then translates what the report "
-                        "scores (default 0: one per CPU core, at most one "
+                        "scores; 1: one after another in this process (default 0: one per CPU core, at most one "
                         "per run, each with cores/jobs torch threads unless training.threads is set; on CUDA, "
                         "min(runs, 4) sharing the one GPU, where four runs side by side trained together in 261 s on "
                         "one H200; with several GPUs visible, 4 per GPU and at most one per core, each run on the one with the fewest runs)")
