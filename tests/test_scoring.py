@@ -370,6 +370,22 @@ def test_a_bucket_under_min_bucket_sentences_has_bleu_but_no_interval_or_p(corpu
     assert evaluation.systems[0].ci is not None and comparison.p is not None  # 300 sentences: resampled
 
 
+def test_one_sentence_is_never_resampled_whatever_min_bucket_sentences() -> None:
+    """Every resample of a bucket of one sentence is that sentence: its interval has no width, and a difference of
+    one word came out "p=0.002, ahead" with min_bucket_sentences 1. Two sentences are resampled."""
+    references = ["a b c d e", "f g h i j k l m n o p", "q r s t u v w x y z a b"]
+    sources = ["1 2 3 4 5", "1 2 3 4 5 6 7 8 9 10 11", "1 2 3 4 5 6 7 8 9 10 11 12"]
+    hyps = {"a": ["a b c d x", "f g h i j k l m n o x", "q r s t u v w x y z a x"],
+            "b": ["a b c d e", "f g h i j k l m n o x", "q r s t u v w x y z a b"]}
+    evaluation = score_systems(hyps, sources, references,
+                               scoring_settings(bootstrap_samples=50, min_bucket_sentences=1, buckets=[10]))
+    (comparison,) = evaluation.comparisons
+    one, two = evaluation.systems[1].buckets
+    assert (one.n, one.ci, comparison.buckets[0].p) == (1, None, None) and one.bleu == pytest.approx(100.0)
+    assert comparison.buckets[0].bleu_diff is not None and comparison.buckets[0].bleu_diff > 0
+    assert two.n == 2 and two.ci is not None and comparison.buckets[1].p is not None
+
+
 def test_the_all_row_follows_the_buckets_rule(corpus: tuple[list[str], list[str]]) -> None:
     sources, references = corpus[0][:10], corpus[1][:10]
     hyps = {"a": corrupt(references, 0.6), "b": references}

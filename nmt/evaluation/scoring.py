@@ -287,12 +287,13 @@ def _score_subset(
     seed: Sequence[int], settings: EvaluationConfig, pairs: Sequence[tuple[int, int]],
 ) -> tuple[list[BucketScore], list[BucketComparison]]:
     """Every system and every pair on the sentences `rows` of `bucket`, resampled from `seed` where they
-    are at least min_bucket_sentences; None for every score of an empty bucket."""
+    are at least min_bucket_sentences, and more than one; None for every score of an empty bucket."""
     if not rows:
         return ([BucketScore(bucket, 0, {name: MetricScore(None, None) for name in metrics}) for _ in stats],
                 [BucketComparison(bucket, {name: MetricDiff(None, None) for name in metrics}) for _ in pairs])
     sub = [s[rows] for s in stats]
-    resampled = len(rows) >= settings.min_bucket_sentences
+    # every resample of one sentence is that sentence: an interval of no width, and any difference "significant"
+    resampled = len(rows) >= max(settings.min_bucket_sentences, 2)
     resamples = bootstrap_sums(sub, settings.bootstrap_samples, seed) if resampled else None
     sums = [s.sum(axis=0) for s in sub]
     starts = _column_starts(metrics)
