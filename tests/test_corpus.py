@@ -314,16 +314,18 @@ def test_memory_bounds_drop_huge_lines_and_over_long_training_pairs(tmp_path: Pa
 def test_valid_and_test_pairs_seen_in_training_are_dropped(tmp_path: Path) -> None:
     train = [("and the lord spake", "et l'eternel parla"), ("in the beginning", "au commencement")]
     held_out = [("and the lord spake", "l'eternel dit"), ("a new verse", "un verset nouveau")]
+    valid = [*held_out, ("another verse", "un autre verset")]
     files = {name: write_parallel(tmp_path / name, pairs, "en", "fr")
-             for name, pairs in (("train", train), ("held", held_out))}
-    config = data_config(source="files", train=str(files["train"]), valid=split_copies(str(files["held"]))["valid"],
-                         test=str(files["held"]))
+             for name, pairs in (("train", train), ("held", held_out), ("valid", valid))}
+    config = data_config(source="files", train=str(files["train"]), valid=str(files["valid"]), test=str(files["held"]))
     corpus = load_corpus(config)
-    assert corpus.splits["test"] == corpus.splits["valid"] == [("a new verse", "un verset nouveau")]
-    assert corpus.overlap_dropped == {"valid": 1, "test": 1}
+    assert corpus.splits["test"] == [("a new verse", "un verset nouveau")]
+    assert corpus.splits["valid"] == [("another verse", "un autre verset")]  # nor a test sentence
+    assert corpus.overlap_dropped == {"valid": 1, "test": 1} and corpus.valid_in_test == 1
     assert corpus.splits["train"] == train
     kept = load_corpus(dataclasses.replace(config, drop_train_overlap=False))
-    assert kept.splits["test"] == held_out and kept.overlap_dropped == {"valid": 0, "test": 0}
+    assert kept.splits["test"] == held_out and kept.splits["valid"] == valid
+    assert kept.overlap_dropped == {"valid": 0, "test": 0} and kept.valid_in_test == 0
     only_seen = write_parallel(tmp_path / "seen", train[:1], "en", "fr")
     with pytest.raises(NMTError, match=r"the valid split is empty .*1 also in training") as error:
         load_corpus(dataclasses.replace(config, sources={"files": {**config.sources["files"], "valid": str(only_seen)}}))

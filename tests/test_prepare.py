@@ -99,6 +99,24 @@ def test_a_given_test_file_that_loses_pairs_to_the_overlap_drop_is_noted(tmp_pat
     assert "note:" not in format_stats({key: value for key, value in stats.items() if key != "carved_splits"})
 
 
+def test_a_given_valid_file_never_holds_test_sentences(tmp_path: Path) -> None:
+    """A valid file drawn from the training corpus, test carved from it: the train-overlap drop left only the valid
+    pairs the carve had moved to test, so the checkpoint was chosen on test sentences. Those are dropped from valid
+    (test stays whole), said in the summary; two carved splits stay as carved."""
+    config, pairs = setup(tmp_path)
+    carved = prepare(config)
+    assert carved["valid_in_test"] == 0
+    given = write_parallel(tmp_path / "corpus" / "valid", pairs[:100] + [("a new verse", "un verset nouveau")], "en", "fr")
+    own = config_from_dict({"data": {**section_dict(config), "dir": str(tmp_path / "own"),
+                                     "files": {"train": str(tmp_path / "corpus" / "all"), "valid": str(given)}}}).data
+    stats = prepare(own)
+    data = load_prepared(own)
+    valid, test = ({src for src, _ in data.pairs(split)} for split in ("valid", "test"))
+    assert not valid & test and "a new verse" in valid
+    assert stats["valid_in_test"] > 0 and stats["pairs"]["valid"] == 1  # the rest were in train, or in test
+    assert f"valid pairs dropped as their source is in the test split: {stats['valid_in_test']}" in format_stats(stats)
+
+
 def test_prepare_summary_counts_stripped_byte_order_marks(tmp_path: Path) -> None:
     config, pairs = setup(tmp_path)
     source = tmp_path / "corpus/all.en"

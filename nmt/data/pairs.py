@@ -30,6 +30,7 @@ class Corpus:
     filtered_long: int = 0
     capped: int = 0
     overlap_dropped: dict[str, int] = field(default_factory=lambda: {"valid": 0, "test": 0})
+    valid_in_test: int = 0  # valid pairs dropped as their source is a test pair's (a split given as a file)
     extra_train_pairs: int = 0
     bom_files: list[str] = field(default_factory=list)  # input files whose byte-order mark was stripped
     dropped_overlong: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SPLITS, 0))

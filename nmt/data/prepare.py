@@ -138,6 +138,7 @@ def _stats(corpus: Corpus, tokenizer: Tokenizer, config: DataConfig) -> dict[str
         "bom_stripped": corpus.bom_files,
         "dropped_overlong": corpus.dropped_overlong,
         "carved_splits": corpus.carved,
+        "valid_in_test": corpus.valid_in_test,
         "src_vocab_size": tokenizer.src_vocab_size,
         "tgt_vocab_size": tokenizer.tgt_vocab_size,
         "source_words_histogram": {s: length_histogram(corpus.splits[s]) for s in SPLITS},
@@ -347,6 +348,8 @@ def format_stats(stats: dict[str, Any], config: DataConfig | None = None, built:
         f"extra translation pairs: {stats['extra_train_pairs']}; "
         f"valid/test pairs dropped as their source is in training: {_by_split(stats['overlap_dropped'])}",
     ]
+    if stats.get("valid_in_test"):  # absent from stats.json written before it was counted
+        lines.append(f"valid pairs dropped as their source is in the test split: {stats['valid_in_test']}")
     overlong = stats.get("dropped_overlong") or {}  # absent from stats.json written before it was counted
     if any(overlong.values()):
         lines.append(f"pairs dropped with a side over {MAX_LINE_CHARS:,} characters: {_by_split(overlong)}")
@@ -383,7 +386,8 @@ def load_corpus(config: DataConfig) -> Corpus:
                 f"the {split} split is empty after reading and filtering data.source '{config.source}' "
                 f"({corpus.dropped_empty[split]} empty pairs dropped, "
                 + (f"{corpus.filtered_long} too long, " if split == "train" else "")  # the length filter is train's only
-                + f"{corpus.overlap_dropped.get(split, 0)} also in training).",
+                + f"{corpus.overlap_dropped.get(split, 0)} also in training"
+                + (f", {corpus.valid_in_test} also in test" if split == "valid" and corpus.valid_in_test else "") + ").",
                 "Check the input files, data.max_train_words, data.drop_train_overlap and "
                 "data.valid_fraction / data.test_fraction.",
             )
