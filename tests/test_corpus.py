@@ -417,6 +417,25 @@ def test_huggingface_json_builder_on_local_files(tmp_path: Path, offline: None) 
     assert corpus.splits["valid"] == splits["validation"] and corpus.splits["test"] == splits["test"]
 
 
+def test_a_builder_data_file_of_two_splits_is_refused_as_the_files_source_does(tmp_path: Path, offline: None) -> None:
+    """One file for valid and test (valid then equal to test), or a train glob that takes in the valid file: the
+    same sentences validated and scored, or trained on and scored. Refused before datasets reads anything."""
+    for name in ("train", "valid"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "a.jsonl").write_text('{"translation": {"en": "a b", "fr": "c d"}}\n', encoding="utf-8")
+    train, valid = tmp_path / "train" / "a.jsonl", tmp_path / "valid" / "a.jsonl"
+    with pytest.raises(NMTError) as error:
+        corpus_source(data_config(source="huggingface", name="json", train=str(train), valid=str(valid),
+                                  test=str(valid))).read()
+    assert error.value.message == (
+        f"{valid} is a data file of both the valid and the test split (data.huggingface.valid '{valid}', "
+        f"data.huggingface.test '{valid}'): the same sentences would be both validated and scored.")
+    assert error.value.key == "data.huggingface.test"
+    with pytest.raises(NMTError, match=r"of both the train and the valid split .* would be trained on and scored"):
+        corpus_source(data_config(source="huggingface", name="json", train=str(tmp_path / "*" / "*.jsonl"),
+                                  valid=str(valid), test_split="")).read()
+
+
 def test_the_json_builder_given_a_file_that_is_no_json_names_its_line(tmp_path: Path, offline: None) -> None:
     """Whatever its suffix: datasets says only "An error occurred while generating the dataset"."""
     text = tmp_path / "train.en"

@@ -22,6 +22,7 @@ from nmt.data.corpus import Source, SourceSettings, assemble, record_pair
 from nmt.data.file_faults import data_file_fault, record_place
 from nmt.data.pairs import SPLITS, Corpus, Pair
 from nmt.errors import NMTError, require
+from nmt.fileio import same_file
 
 # How long a connection to the Hugging Face hub may take before the machine counts as offline.
 HUB_PROBE_SECONDS = 3.0
@@ -101,6 +102,7 @@ class HuggingFace(Source):
         for split, name in names.items():
             if name and _is_builder(own.name):  # a dataset folder's files are found from that folder, by datasets
                 _check_data_files(f"data.huggingface.{split}", getattr(own, split))
+        _check_splits_apart({split: getattr(own, split) for split, name in names.items() if name})
         _check_hub_reachable(own.name)
         data_files = {name: getattr(own, split) for split, name in names.items() if name and getattr(own, split)}
         read = {
@@ -155,6 +157,28 @@ def _check_data_files(key: str, spec: str) -> None:
     what = "matches no file" if any(c in spec for c in "*?[") else "does not exist"
     where = "" if os.path.isabs(spec) else f" (looked for from the current folder, {os.getcwd()})"
     raise NMTError(f"{key} '{spec}' {what}{where}.", f"Set {key} to the split's data file(s): a path or a glob.")
+
+
+def _check_splits_apart(specs: dict[str, str]) -> None:
+    """Refuse a data file that two splits' paths or globs (`specs`, by split) both take in, as the files source
+    does: the same sentences would be trained on and scored, or validate the checkpoints that the test then scores.
+    A URL (hf://, https://) is left to datasets."""
+    seen: list[tuple[str, str]] = []
+    for split, spec in specs.items():
+        if not spec or "://" in spec:
+            continue
+        for path in sorted(glob.glob(spec, recursive=True)):
+            other = next((earlier for earlier, known in seen if same_file(known, path)), None)
+            if other is not None and other != split:
+                raise NMTError(
+                    f"{path} is a data file of both the {other} and the {split} split (data.huggingface.{other} "
+                    f"'{specs[other]}', data.huggingface.{split} '{spec}'): the same sentences would be "
+                    f"{'trained on and scored' if 'train' in (other, split) else 'both validated and scored'}.",
+                    f"Give the {split} split files of its own (a glob that leaves the other split's out), or set "
+                    f'data.huggingface.{split}_split: "" to carve it from train.',
+                    key=f"data.huggingface.{split}",
+                )
+            seen.append((split, path))
 
 
 def _check_hub_reachable(dataset: str) -> None:
