@@ -376,6 +376,11 @@ def test_bad_inputs_raise_errors_naming_file_and_line(tmp_path: Path) -> None:
     with pytest.raises(NMTError, match=r"s\.jsonl, line 2: field 'translation\.en' holds a lone surrogate '\\ud83d' \(at "
                                        r"character 2\), half of a character that UTF-8 cannot write\. Write the whole"):
         corpus_source(data_config(source="files", train=str(tmp_path / "s.jsonl"))).read()
+    # a NUL escaped in JSON (no zero byte in the file): refused here, not by training reading the prepared split
+    (tmp_path / "n.jsonl").write_text('{"translation": {"en": "a", "fr": "b"}}\n{"translation": {"en": "a", "fr": "b\\u0000"}}\n')
+    with pytest.raises(NMTError, match=r"n\.jsonl, line 2: field 'translation\.fr' holds a NUL character \(at character "
+                                       r"2\), which no sentence holds\. Remove it"):
+        corpus_source(data_config(source="files", train=str(tmp_path / "n.jsonl"))).read()
     (tmp_path / "f.jsonl").write_text('{"translation": {"en": "a", "fr": "b"}}\n{"translation": {"en" "c"}}\n')
     with pytest.raises(NMTError, match=r"f\.jsonl, line 2: invalid JSON \(Expecting ':' delimiter, character 23 of"):
         corpus_source(data_config(source="files", train=str(tmp_path / "f.jsonl"))).read()

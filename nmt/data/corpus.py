@@ -242,6 +242,10 @@ def record_pair(record: Any, config: DataConfig, where: str | Callable[[], str])
                 f"{error.start + 1}), half of a character that UTF-8 cannot write.",
                 "Write the whole character (both halves of its \\uXXXX pair, or the character itself), or remove it.",
             ) from None
+        if "\x00" in value:  # as a text file's line (read_lines): sentencepiece would read it as a letter
+            raise NMTError(
+                f"{_place(where)}: field '{dotted}' holds a NUL character (at character {value.index(chr(0)) + 1}), "
+                "which no sentence holds.", "Remove it from the record, or fix what wrote the file.")
         pair.append(value)
     return pair[0], pair[1]
 
