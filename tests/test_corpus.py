@@ -681,6 +681,14 @@ def test_a_record_without_a_value_for_the_field_says_so_not_that_it_is_nonetype(
         f"{builder}, line 3: the record has no value for field 'translation.fr' (missing or null)."
     )
     assert error.value.hint == "Give every record a text there, or remove the records without one."
+    # a CSV sentence that pandas reads as missing: said so
+    csv = tmp_path / "train.csv"
+    csv.write_text("en,fr\na b,c d\nNA,e f\n", encoding="utf-8")
+    with pytest.raises(NMTError) as error:
+        corpus_source(data_config(source="huggingface", name="csv", train=str(csv), valid_split="", test_split="",
+                                  src_field="en", tgt_field="fr")).read()
+    assert error.value.message == f"record 2 of {csv}: the record has no value for field 'en' (missing or null)."
+    assert error.value.hint.endswith(" A CSV cell of NA, N/A, null, None or nan is read as missing.")
     # a record without the enclosing field names that field, and the one the config asks for
     builder.write_text(good + json.dumps({"id": 2}) + "\n", encoding="utf-8")  # datasets fills translation None
     with pytest.raises(NMTError) as error:

@@ -223,11 +223,13 @@ def record_pair(record: Any, config: DataConfig, where: str | Callable[[], str])
                 )
             value = value[part]
             if value is None:  # a JSON null, or what Hugging Face datasets gives a record lacking the field
-                held = ".".join(parts[: depth + 1])
+                held, place = ".".join(parts[: depth + 1]), _place(where)
+                # pandas, under the csv builder, reads a cell of NA, null, None or nan as missing
+                csv = " A CSV cell of NA, N/A, null, None or nan is read as missing." if ".csv" in place.lower() else ""
                 raise NMTError(
-                    f"{_place(where)}: the record has no value for field '{held}' (missing or null)"
+                    f"{place}: the record has no value for field '{held}' (missing or null)"
                     f"{'' if held == dotted else f', so none for {dotted!r}'}.",
-                    "Give every record a text there, or remove the records without one.",
+                    f"Give every record a text there, or remove the records without one.{csv}",
                 )
         if not isinstance(value, str):
             raise NMTError(
