@@ -7,6 +7,9 @@ import contextlib
 import multiprocessing
 import os
 import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -132,3 +135,36 @@ def test_a_worker_writes_a_failing_run_s_traceback_to_its_log(tmp_path: Path, mo
     log = (tmp_path / "bug.log").read_text(encoding="utf-8")
     assert log.startswith("Traceback (most recent call last)") and log.endswith("RuntimeError: boom\n")
     assert (tmp_path / "refused.log").read_text(encoding="utf-8") == ""
+
+
+def test_a_run_s_process_stops_as_on_sigterm_once_the_experiment_is_killed(tmp_path: Path) -> None:
+    """The experiment killed with SIGKILL passes nothing on: its run processes trained on, orphans holding their
+    locks against the experiment run again. Each stops as on SIGTERM (the run saves) once its parent is gone."""
+    marker = tmp_path / "stopped"
+    child = ("import os, signal, sys, time\n"
+             "from nmt.training.run_process import _stop_when_orphaned\n"
+             f"signal.signal(signal.SIGTERM, lambda *_: (open({str(marker)!r}, 'w').close(), sys.exit(0)))\n"
+             "print('ready', flush=True)\n"
+             "_stop_when_orphaned(os.getppid(), every=0.05)\n"
+             "time.sleep(60)\n")
+    parent = ("import subprocess, sys, time\n"
+              f"child = subprocess.Popen([sys.executable, '-c', {child!r}], stdout=subprocess.PIPE, text=True)\n"
+              "child.stdout.readline()\n"
+              "print(child.pid, flush=True)\n"
+              "time.sleep(60)\n")
+    experiment = subprocess.Popen([sys.executable, "-c", parent], stdout=subprocess.PIPE, text=True,
+                                  env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert experiment.stdout is not None
+    child_pid = int(experiment.stdout.readline())
+    try:
+        time.sleep(0.3)
+        assert not marker.exists()  # its parent alive: it trains on
+        experiment.kill()
+        experiment.wait()
+        deadline = time.monotonic() + 30
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert marker.exists()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child_pid, signal.SIGKILL)

@@ -12,6 +12,7 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -121,15 +122,28 @@ def main(
     signal.signal(signal.SIGUSR1, _stop)
     signal.signal(signal.SIGTERM, _stop)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGUSR1})
+    threading.Thread(target=_stop_when_orphaned, args=(os.getppid(),), daemon=True).start()
     try:
         outcome: tuple[str, float] | NMTError = _train(config, run_dir, log_path)
     except KeyboardInterrupt:  # the run has saved
         sys.exit(130)
     except Exception as error:  # told as the experiment tells it: only an NMTError crosses, whatever the error holds
         outcome = run_failure(name, error, str(log_path))
-    results.send(outcome)
-    if then is not None and not isinstance(outcome, NMTError):
-        results.send(_after_training(then, config, run_dir, log_path))
+    try:
+        results.send(outcome)
+        if then is not None and not isinstance(outcome, NMTError):
+            results.send(_after_training(then, config, run_dir, log_path))
+    except (BrokenPipeError, ConnectionResetError):  # the experiment is gone: nobody to tell, the run has saved
+        sys.exit(130)
+
+
+def _stop_when_orphaned(parent: int, every: float = 1.0) -> None:
+    """Stop this run's process as on SIGTERM (the run saves at the end of its step) once `parent`, the experiment,
+    is gone (killed with SIGKILL, which it cannot pass on): a run training on with nobody to tell would hold its
+    lock against the experiment run again."""
+    while os.getppid() == parent:
+        time.sleep(every)
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def told_whole(error: Exception) -> bool:
