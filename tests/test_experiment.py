@@ -4,6 +4,7 @@ tests/system/test_experiment.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
@@ -397,6 +398,13 @@ def test_the_training_table_says_how_each_run_stopped_where_and_in_which_precisi
         "| old | its cap (max_steps 20,000) | cpu | ? | ? | 900 | ? | ? ? | ? |",
         "| timed | its time limit (max_minutes 6.5) | cpu | fp32 | ? | 2,345 | 2,300 | bleu 25.00 | 6.5 |",
     ]
+    # a finished run that a later command (--set training.patience=1) skipped: told with what it trained with
+    trained = config.for_run("a")
+    save_config(dataclasses.replace(trained, training=dataclasses.replace(trained.training, patience=3,
+                                                                          validate_every=250)), run_dirs["a"] / "config.yaml")
+    again = training_outcomes(config, run_dirs)["a"]
+    assert (again["patience"], again["validate_every"], again["max_steps"]) == (3, 250, 20000)
+    assert "early stopping (3 validations without improvement)" in "\n".join(_tables(config, [], {}, {}, {"a": again}))
 
 
 TINY_EXPERIMENT = """\

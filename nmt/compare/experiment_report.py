@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from nmt.compare.attention_checks import CHECKS
-from nmt.config import Config
+from nmt.config import Config, load_saved_config
 from nmt.data.sources import corpus_source, prepared_dir
-from nmt.errors import counted
+from nmt.errors import NMTError, counted
 from nmt.evaluation.curves import CURVE
 from nmt.evaluation.tables import markdown_table
 from nmt.models.interface import model_kind
@@ -86,10 +86,11 @@ def _commits(environment: dict[str, Any]) -> list[str]:
 def training_outcomes(config: Config, run_dirs: dict[str, Path]) -> dict[str, dict[str, Any]]:
     """results.json's "training": per run, how its training ended (summary.json): stopped by early stopping
     or by a cap (training.max_steps or training.max_minutes), at which step, its best validation and where, on which device and
-    in which precision, after how long, at which commit(s) of nmt."""
+    in which precision, after how long, at which commit(s) of nmt. Its training settings are those the run
+    trained with (RUN_DIR/config.yaml): a finished run that a later command skipped keeps its own."""
     outcomes = {}
     for name, run_dir in run_dirs.items():
-        summary, training = read_summary(run_dir) or {}, config.for_run(name).training
+        summary, training = read_summary(run_dir) or {}, _trained_with(config.for_run(name), run_dir).training
         environment = _environment(run_dir)
         outcomes[name] = {
             "stopped_by": summary.get("stopped_by"), "final_step": summary.get("final_step"),
@@ -100,6 +101,14 @@ def training_outcomes(config: Config, run_dirs: dict[str, Path]) -> dict[str, di
             "wall_time_s": summary.get("wall_time_s"), "commits": _commits(environment),
         }
     return outcomes
+
+
+def _trained_with(config: Config, run_dir: Path) -> Config:
+    """The config `run_dir` trained with (its config.yaml), or `config` where it cannot be read."""
+    try:
+        return load_saved_config(run_dir / "config.yaml")
+    except NMTError:
+        return config
 
 
 def _stopped(outcome: dict[str, Any]) -> str:
