@@ -18,6 +18,7 @@ from nmt.compare import experiment
 from nmt.compare.experiment import Timings, run_experiment
 from nmt.compare.experiment_report import _setup_lines, _tables, _time_lines, training_outcomes
 from nmt.config import Config, config_from_dict, load_config, save_config
+from nmt.data.sources import prepared_dir
 from nmt.errors import NMTError
 from nmt.rundir.lock import ExperimentLock, RunLock
 from nmt.rundir.writing import write_config, write_summary
@@ -303,6 +304,18 @@ def test_the_report_names_the_split_and_lengths_the_evaluation_scored_by(tmp_pat
                                "runs": {"a": {"evaluation": {"by": "reference", "split": "valid"}}, "b": {}}})
     data = _setup_lines(config, tmp_path, environment.describe_environment())[2]
     assert data.endswith("scored on the `valid` split, buckets by reference length in words.")
+    assert f"prepared in `{prepared_dir(config.data)}`;" in data  # one folder for every run
+
+
+def test_the_report_names_each_run_s_data_folder_where_runs_prepare_their_own(tmp_path: Path) -> None:
+    """Runs with data keys of their own prepare folders of their own (no data.dir): the report named the top
+    level's, which no run used."""
+    config = config_from_dict({"data": {"source": "files", "files": {"train": str(tmp_path / "train")}},
+                               "runs": {"a": {"data": {"max_train_words": 30}}, "b": {"data": {"max_train_words": 40}}}})
+    folders = {name: prepared_dir(config.for_run(name).data) for name in ("a", "b")}
+    assert len({*folders.values(), prepared_dir(config.data)}) == 3
+    data = _setup_lines(config, tmp_path, environment.describe_environment())[2]
+    assert f"prepared in `{folders['a']}` (a), `{folders['b']}` (b);" in data
 
 
 def test_the_environment_names_the_commit_of_the_source_that_ran(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

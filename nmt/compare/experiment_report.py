@@ -39,8 +39,13 @@ def _commit_words(commit: str | None) -> str:
 def _setup_lines(config: Config, out_dir: Path, machine: dict[str, Any]) -> list[str]:
     """The report's machine (`machine`: `describe_environment`'s, where the report is written) and data
     paragraphs; the torch threads each run trained with come from its environment.json."""
-    data = config.data
-    scored = config.for_run(next(iter(config.runs))).evaluation  # the first run's, as the evaluation reads it
+    first = config.for_run(next(iter(config.runs)))
+    data, scored = first.data, first.evaluation  # the first run's, as the evaluation reads them
+    folders = {name: prepared_dir(config.for_run(name).data) for name in config.runs}
+    if len(set(folders.values())) == 1:
+        prepared = f"`{prepared_dir(data)}`"
+    else:  # runs with data keys of their own prepare folders of their own: each named
+        prepared = ", ".join(f"`{folder}` ({name})" for name, folder in folders.items())
     threads = {_environment(out_dir / "runs" / name).get("torch_threads", "?") for name in config.runs}
     model = f" ({machine['cpu_model']})" if machine["cpu_model"] else ""
     made = "from no git checkout" if machine["nmt_commit"] is None else f"at {_commit_words(machine['nmt_commit'])}"
@@ -52,7 +57,7 @@ def _setup_lines(config: Config, out_dir: Path, machine: dict[str, Any]) -> list
         + f"; Python {machine['python']}, torch {machine['torch']}; nmt {made} "
         "(the report's; each run's in the training table).",
         "",
-        f"Data: `{data.source}` ({corpus_source(data).languages()}), prepared in `{prepared_dir(data)}`; "
+        f"Data: `{data.source}` ({corpus_source(data).languages()}), prepared in {prepared}; "
         f"scored on the `{scored.split}` split, buckets by {scored.by} length in words.",
     ]
 
