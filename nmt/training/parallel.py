@@ -61,17 +61,18 @@ def check_runs(config: Config, run_dirs: dict[str, Path]) -> None:
             raise NMTError(
                 f"run '{name}' in {run_dir} was trained with a different config ({', '.join(differing)}); "
                 "nothing was written.",
-                "Re-run with --force to redo it, or choose another --out folder.",
+                f"Re-run with --force --runs {name} to train it afresh (then without them, to report every run), or "
+                "choose another --out folder.",
             )
         steps = ours.training.max_steps
         if not _finished(ours, run_dir):  # to train on: with the validation BLEU its log used
             check_validation_bleu_kept(run_dir, ours, f"run '{name}' in {run_dir}")
         check_schedule_kept(run_dir, previous.training, ours.training, f"run '{name}' in {run_dir}",
-                            f"Re-run with --force to train every run afresh for {counted(steps, 'step')}, or choose another "
-                            "--out folder.")
+                            f"Re-run with --force --runs {name} to train it afresh for {counted(steps, 'step')} (then without "
+                            "them, to report every run), or choose another --out folder.")
         check_not_past(run_dir, steps, f"run '{name}' in {run_dir}",
-                       f"Give training.max_steps at least that step, re-run with --force to train every run afresh "
-                       f"for {counted(steps, 'step')}, or choose another --out folder.")
+                       f"Give training.max_steps at least that step, re-run with --force --runs {name} to train it "
+                       f"afresh for {counted(steps, 'step')}, or choose another --out folder.")
 
 
 def _skip_finished(config: Config, run_dir: Path) -> None:
