@@ -284,7 +284,8 @@ def test_a_run_s_bug_is_told_with_its_traceback_and_the_next_run_trains(
         "after '== run a'."]
     err = capsys.readouterr().err
     assert "Traceback (most recent call last)" in err and 'raise RuntimeError("CUDA error' in err
-    assert err.endswith("Its traceback: above, after '== run a'.; the other runs go on\n")
+    assert err.endswith("\nrun a failed: RuntimeError: CUDA error: an illegal memory access was encountered Its traceback: "
+                        "above, after '== run a'. The other runs go on.\n")  # the run named once
 
 
 def test_a_run_out_of_memory_is_told_with_what_to_lower_and_no_traceback(

@@ -225,7 +225,7 @@ def train_runs(
                 if not run_process.told_whole(error):
                     traceback.print_exc()
                 failed[name] = run_process.run_failure(name, error, f"above, after '== run {name}'")
-                print(f"run {name}: {failed[name]}; the other runs go on", file=sys.stderr)
+                print(f"{failed[name]} The other runs go on.", file=sys.stderr)
                 continue
             record(f"train {name}", time.perf_counter() - began)
     elif left:  # in processes of their own, as when no run was finished: the same threads each, the output in runs/NAME.log
@@ -321,7 +321,7 @@ def _collect(
         process.join()  # it ends once it has sent
         if results not in told:
             failed[name] = _ended_without_outcome(name, process.exitcode, logs[name])
-            print(f"run {name}: {failed[name]}; the other runs go on", file=sys.stderr)
+            print(f"{failed[name]} The other runs go on.", file=sys.stderr)
         del training[results]
         told.discard(results)
         results.close()
@@ -333,7 +333,7 @@ def _training_told(
 ) -> dict[str, NMTError]:
     """Record and say how run `name`'s training ended, as its process sent it; its failure, if it failed."""
     if isinstance(outcome, NMTError):
-        print(f"run {name}: {outcome}; the other runs go on", file=sys.stderr)
+        print(f"{outcome} The other runs go on.", file=sys.stderr)  # its message names the run
         return {name: outcome}
     done, seconds = outcome
     record(f"train {name}", seconds)
