@@ -294,6 +294,14 @@ def test_max_train_words_and_pairs_filter_training_only(tmp_path: Path) -> None:
     short = [p for p in pairs if len(p[0].split()) <= 10]
     assert corpus.filtered_long == 300 - len(short) and corpus.capped == len(short) - 50
     assert load_corpus(config).splits["train"] == corpus.splits["train"]
+    # a pair is kept by its own text, not its place: another length filter, or a line added at the top, keeps
+    # the capped pairs that pass both (the place in the filtered list had reshuffled them)
+    longer = load_corpus(dataclasses.replace(config, max_train_words=20)).splits["train"]
+    assert {p for p in longer if len(p[0].split()) <= 10 and len(p[1].split()) <= 10} <= set(corpus.splits["train"])
+    assert len(longer) == 50 and longer != corpus.splits["train"]
+    write_parallel(tmp_path / "d", [("0 0 0", "0 0 0"), *pairs], "en", "fr")
+    moved = load_corpus(config).splits["train"]
+    assert len(set(moved) ^ set(corpus.splits["train"])) <= 2  # at most the new pair in, one other out
 
 
 def test_memory_bounds_drop_huge_lines_and_over_long_training_pairs(tmp_path: Path) -> None:

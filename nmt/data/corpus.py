@@ -286,8 +286,9 @@ def filter_train(corpus: Corpus, config: DataConfig) -> None:
     train = within_words(corpus.splits["train"], config.max_train_words or TRAIN_WORDS_CEILING)
     corpus.filtered_long = len(corpus.splits["train"]) - len(train)
     if config.max_train_pairs and len(train) > config.max_train_pairs:
-        # The n pairs with the smallest hash: the same subset every run, and nested as n grows.
-        rank = sorted(range(len(train)), key=lambda i: hashlib.sha256(f"{i}\t{train[i][0]}".encode()).digest())
+        # The n pairs with the smallest hash of their text: the same subset every run, nested as n grows, and the
+        # same pairs kept where others come or go (a line added to the corpus, another max_train_words)
+        rank = sorted(range(len(train)), key=lambda i: (hashlib.sha256("\t".join(train[i]).encode()).digest(), i))
         chosen = sorted(rank[: config.max_train_pairs])
         corpus.capped = len(train) - len(chosen)
         train = [train[i] for i in chosen]
