@@ -519,9 +519,12 @@ def test_no_run_trained_no_report_is_written(tmp_path: Path, monkeypatch: pytest
 
 
 def test_the_report_names_the_command_that_reproduces_it() -> None:
-    """Its overrides as --set each, --runs only where some runs were chosen, paths quoted for a shell."""
+    """Its overrides as --set each, --runs only where some runs were chosen, --jobs where given, paths quoted for a
+    shell."""
     command = experiment._reproducing_command(Path("my configs/c.yaml"), ["training.seed=2", "runs.a.model.heads=8"],
                                               ["a"], Path("out"))
     assert command == ("nmt experiment 'my configs/c.yaml' --set training.seed=2 --set runs.a.model.heads=8 --runs a "
                        "--out out")
     assert experiment._reproducing_command(Path("c.yaml"), [], [], Path("o")) == "nmt experiment c.yaml --out o"
+    # --jobs where given: on a CPU a run's threads, and so its floats, follow it
+    assert experiment._reproducing_command(Path("c.yaml"), [], [], Path("o"), 1) == "nmt experiment c.yaml --jobs 1 --out o"

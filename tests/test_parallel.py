@@ -96,7 +96,7 @@ def test_a_run_whose_process_dies_or_is_stopped_after_its_training_has_trained_a
         return "trained"
 
     monkeypatch.setattr(run_process, "train_run", train_run)
-    monkeypatch.setattr(parallel, "_training_seconds", lambda run_dir: 1.0)
+    monkeypatch.setattr(parallel, "_training_seconds", lambda run_dir, seconds: 1.0)
     _forked(monkeypatch)
     then = run_process.AfterTraining("translate", _killed_or_slow)
     configs = {name: config_from_dict({"training": {"max_steps": steps}}) for name, steps in zip("ab", (20, 10), strict=True)}
@@ -138,7 +138,7 @@ def test_runs_queue_for_their_jobs_and_each_starts_on_the_least_busy_gpu(tmp_pat
         return "trained"
 
     monkeypatch.setattr(run_process, "train_run", train_run)
-    monkeypatch.setattr(parallel, "_training_seconds", lambda run_dir: 1.0)
+    monkeypatch.setattr(parallel, "_training_seconds", lambda run_dir, seconds: 1.0)
     _forked(monkeypatch)
     configs = {name: config_from_dict({"training": {"max_steps": steps}}) for name, steps in zip("abc", (30, 20, 10), strict=True)}
     timings: dict[str, float] = {}
@@ -455,3 +455,11 @@ def test_several_runs_share_the_one_gpu_by_default(tmp_path: Path) -> None:
     _, runs = _side_by_side(tmp_path, "cuda")
     assert {name: r["summary"]["device"] for name, r in runs.items()} == {name: "cuda" for name in "abc"}
     assert_trained_together(runs)
+
+
+def test_a_run_s_training_time_without_its_summary_is_this_session_s(tmp_path: Path) -> None:
+    """The parent reads a finished run's summary.json for its whole time; one taken up meanwhile by `nmt train
+    --resume` (which removes it) crashed the experiment with a TypeError."""
+    assert parallel._training_seconds(tmp_path, 12.5) == 12.5
+    (tmp_path / "summary.json").write_text('{"wall_time_s": 90.0}', encoding="utf-8")
+    assert parallel._training_seconds(tmp_path, 12.5) == 90.0

@@ -165,7 +165,7 @@ def run_experiment(
             delete_for_force(out_dir, deleted)
         run_dirs = {name: out_dir / "runs" / name for name in config.runs}
         check_runs(config, run_dirs)  # a refused experiment leaves the folder as it was
-        command = _reproducing_command(config_path, overrides, list(config.runs) if runs else [], out_dir)
+        command = _reproducing_command(config_path, overrides, list(config.runs) if runs else [], out_dir, jobs)
         machine = describe_environment(torch.device("cuda") if torch.cuda.is_available() else None)
         timings = Timings(out_dir / EXPERIMENT_TIMINGS, command, machine)
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -222,12 +222,14 @@ def translate_ahead(run_dir: Path, settings: EvaluationConfig) -> None:
         translate_cached(dataclasses.replace(greedy, checkpoint=checkpoint), sample, "auto")
 
 
-def _reproducing_command(config_path: Path, overrides: list[str], runs: list[str], out_dir: Path) -> str:
-    """The command line that reproduces the report: `nmt experiment` with its --set overrides and --runs (`runs`,
-    none where every run of the config is)."""
+def _reproducing_command(config_path: Path, overrides: list[str], runs: list[str], out_dir: Path, jobs: int = 0) -> str:
+    """The command line that reproduces the report: `nmt experiment` with its --set overrides, --runs (`runs`,
+    none where every run of the config is) and --jobs where given (on a CPU a run's threads, and so its floats,
+    follow it)."""
     sets = [part for override in overrides for part in ("--set", override)]
     chosen = ["--runs", *runs] if runs else []
-    return shlex.join(["nmt", "experiment", str(config_path), *sets, *chosen, "--out", str(out_dir)])
+    given = ["--jobs", str(jobs)] if jobs else []
+    return shlex.join(["nmt", "experiment", str(config_path), *sets, *chosen, *given, "--out", str(out_dir)])
 
 
 RETRY_FAILED = ("Mend what the failed runs' output says, then run the same command again: the runs that trained "

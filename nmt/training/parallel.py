@@ -103,9 +103,10 @@ def _finished(config: Config, run_dir: Path) -> bool:
     return not extended
 
 
-def _training_seconds(run_dir: Path) -> float:
-    """A finished run's whole training time, as its summary.json (and log) has it."""
-    return read_summary(run_dir)["wall_time_s"]
+def _training_seconds(run_dir: Path, seconds: float) -> float:
+    """A finished run's whole training time, as its summary.json (and log) has it; `seconds`, this session's,
+    where the summary is gone already (an `nmt train --resume` of the run taking it up meanwhile)."""
+    return (read_summary(run_dir) or {}).get("wall_time_s", seconds)
 
 
 # Runs trained side by side on one CUDA GPU by default. The models here are small (RNNs of 256 units, a
@@ -337,6 +338,6 @@ def _training_told(
         return {name: outcome}
     done, seconds = outcome
     record(f"train {name}", seconds)
-    print(f"run {name}: {done}, {_training_seconds(run_dir) / 60:.1f} min of training in all "
+    print(f"run {name}: {done}, {_training_seconds(run_dir, seconds) / 60:.1f} min of training in all "
           f"({seconds / 60:.1f} min now, done {time.perf_counter() - start:.0f} s after the trainings began)")
     return {}
