@@ -351,6 +351,12 @@ def test_a_byte_order_mark_is_stripped_and_counted(tmp_path: Path) -> None:
         corpus = corpus_source(data_config(source="files", **specs)).read()
         assert corpus.splits["train"] == corpus.splits["test"] == pairs  # the first source sentence without the mark
         assert corpus.bom_files == [specs[split] + side for split in ("train", "valid", "test")]
+    # files concatenated, each saved with its mark (`cat a.en b.en`): the one opening a line within goes too
+    joined = tmp_path / "joined.tsv"
+    joined.write_bytes(b"".join(b"\xef\xbb\xbf" + f"{s}\t{t}\n".encode() for s, t in pairs))
+    specs = split_copies(str(joined))
+    corpus = corpus_source(data_config(source="files", **specs)).read()
+    assert corpus.splits["train"] == pairs and corpus.bom_files == list(specs.values())
 
 
 def test_bad_inputs_raise_errors_naming_file_and_line(tmp_path: Path) -> None:

@@ -123,7 +123,8 @@ def test_prepare_summary_counts_stripped_byte_order_marks(tmp_path: Path) -> Non
     source.write_bytes(b"\xef\xbb\xbf" + source.read_bytes())
     stats = prepare(config)
     assert stats["bom_stripped"] == [str(source)]
-    assert f"byte-order marks stripped from the start of 1 file(s): {source}" in format_stats(stats)
+    assert f"byte-order marks stripped (opening a file, or a line where files were joined) in 1 file(s): {source}" in (
+        format_stats(stats))
     everything = [p for split in ("train", "valid", "test") for p in load_prepared(config).pairs(split)]
     assert pairs[0] in everything and not any(s.startswith("\ufeff") for s, _ in everything)
 

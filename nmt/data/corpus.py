@@ -141,8 +141,8 @@ def read_lines(
     hint: str = "Check the path in the config.",
     bom_files: list[str] | None = None,
 ) -> list[str]:
-    """Lines of a UTF-8 text file (without line ends, a leading byte-order mark stripped and its file
-    appended to `bom_files`); NMTError naming `label`, the file and line on bad input (naming the encoding
+    """Lines of a UTF-8 text file (without line ends; a byte-order mark that opens the file, or one of its lines
+    where files were concatenated, stripped and its file appended to `bom_files`); NMTError naming `label`, the file and line on bad input (naming the encoding
     and its iconv command for a UTF-16 or UTF-32 file, with a byte-order mark or without), with `hint`
     (what to check) when the file is missing or a folder."""
     try:
@@ -187,7 +187,10 @@ def read_lines(
     lines = text.split("\n")
     if lines[-1] == "":
         lines.pop()
-    return [line.removesuffix("\r") for line in lines]
+    # a mark that opens a line within the file: files concatenated (`cat a.en b.en`), each saved with its own
+    if bom_files is not None and str(path) not in bom_files and any(line.startswith("\ufeff") for line in lines):
+        bom_files.append(str(path))
+    return [line.removesuffix("\r").removeprefix("\ufeff") for line in lines]
 
 
 def _fields_held(value: Any, at: str) -> str:

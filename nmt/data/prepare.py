@@ -362,7 +362,8 @@ def format_stats(stats: dict[str, Any], config: DataConfig | None = None, built:
                      "data.drop_train_overlap: false keeps given splits whole.")
     boms = stats.get("bom_stripped") or []
     if boms:
-        lines.append(f"byte-order marks stripped from the start of {len(boms)} file(s): {', '.join(boms)}")
+        lines.append(f"byte-order marks stripped (opening a file, or a line where files were joined) in {len(boms)} "
+                     f"file(s): {', '.join(boms)}")
     lines.append("")
     histogram = stats["source_words_histogram"]
     width = max(9, *(len(str(n)) + 2 for n in stats["pairs"].values()))
