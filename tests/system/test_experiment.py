@@ -39,7 +39,7 @@ def test_quick_config_runs_the_whole_pipeline_shortened(tmp_path: Path, capsys: 
     report = (out / "report.md").read_text()
     assert "| bucket | n |" in report
     overrides = shortened(tmp_path / "data")
-    command = " ".join(["nmt experiment", str(config_path), *(f"--set {o}" for o in overrides), "--out", str(out)])
+    command = " ".join(["nmt experiment", str(config_path), *(f"--set {o}" for o in overrides), "--jobs 2", "--out", str(out)])
     assert f"Command: `{command}`" in report  # what reproduces the run, its output folder included
     assert "What was scored:" in report and "checkpoint best.pt (step " in report and "## Examples" in report
     for label in ("<10", "[10,20)", "[20,30)", "[30,40)", "[40,50)", "[50,60)", ">=60"):
