@@ -528,3 +528,13 @@ def test_the_report_names_the_command_that_reproduces_it() -> None:
     assert experiment._reproducing_command(Path("c.yaml"), [], [], Path("o")) == "nmt experiment c.yaml --out o"
     # --jobs where given: on a CPU a run's threads, and so its floats, follow it
     assert experiment._reproducing_command(Path("c.yaml"), [], [], Path("o"), 1) == "nmt experiment c.yaml --jobs 1 --out o"
+
+
+def test_a_heatmap_of_a_run_the_experiment_no_longer_has_is_removed(tmp_path: Path) -> None:
+    """Run again with no attention run left, the experiment's folder kept the earlier report's heatmap, linked
+    from nothing, as if it were this report's."""
+    (tmp_path / "attention_long_sentence.png").write_bytes(b"an earlier run's")
+    config = config_from_dict({"model": {"attention": "none"}, "runs": {"fixed": {}}})
+    results: dict[str, object] = {}
+    assert experiment._attention(config, {"fixed": tmp_path / "runs" / "fixed"}, results, tmp_path) is None
+    assert results == {"attention": {}} and not (tmp_path / "attention_long_sentence.png").exists()

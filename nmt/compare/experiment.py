@@ -262,9 +262,12 @@ def _prepare_data(config: Config) -> float:
 
 def _attention(config: Config, run_dirs: dict[str, Path], results: dict[str, Any], out_dir: Path) -> str | None:
     """results["attention"]: each attention run's mean entropy; the first one's heatmap of a long test
-    sentence, whose file name is returned (None without attention runs)."""
+    sentence, whose file name is returned (None without attention runs: an earlier report's heatmap, of a run
+    this one no longer has, is removed)."""
     attentive = [name for name in config.runs if not model_kind(config.for_run(name).model).without_attention]
     plot = "attention_long_sentence.png"
+    if not attentive:
+        (out_dir / plot).unlink(missing_ok=True)
     results["attention"] = {
         name: attention_diagnostics(run_dirs[name], config.for_run(name), None if index else out_dir / plot)
         for index, name in enumerate(attentive)
