@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, TypeVar
 
 import torch
@@ -22,6 +23,12 @@ from nmt.rundir.loading import resolve_device
 from nmt.torchrun import torchrun_place
 
 T = TypeVar("T")
+
+
+# How long the other ranks wait in the host group while rank 0 alone works (`agreed`: preparing the data, which a
+# corpus to download and a sentencepiece model to train can make last hours; a validation): torch's 30 minutes
+# ended such a job with the others' timeout. A rank that dies closes its connections: the others hear at once.
+HOST_WAIT = timedelta(hours=12)
 
 
 @dataclass
@@ -120,4 +127,4 @@ def setup_distributed(device_name: str) -> DistContext:
         device = torch.device("cuda", place.local_rank)
     if not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-    return DistContext(place.rank, place.world_size, device, dist.new_group(backend="gloo"))
+    return DistContext(place.rank, place.world_size, device, dist.new_group(backend="gloo", timeout=HOST_WAIT))

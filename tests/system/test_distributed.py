@@ -317,3 +317,42 @@ def test_ddp_losses_are_summed_when_read_and_a_divergence_stops_every_rank_at_it
     own = [r["own_losses"] for r in ranks]
     assert len(own[0]) == 4 and own[0] != own[1]  # each rank's own batches
     assert ranks[0]["drained"] == ranks[1]["drained"] == [a + b for a, b in zip(*own, strict=True)]
+
+
+def _slow_rank_0(rank: int, wait_s: float, tmp_path: Path, port: int) -> None:
+    """Worker of a 2-process gloo job: rank 0 works 3 s alone in `agreed` (as it prepares the data) while rank 1
+    waits in the host group, whose wait is set to `wait_s`; each writes what it met to rank_R.txt."""
+    import time as clock
+
+    from nmt.training import distributed
+
+    os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
+                       "LOCAL_RANK": str(rank), "WORLD_SIZE": "2"})
+    distributed.HOST_WAIT = distributed.timedelta(seconds=wait_s)
+    ctx = setup_distributed("cpu")
+    try:
+        got = ctx.agreed(lambda: (clock.sleep(3), "prepared")[1])
+    except Exception as error:  # noqa: BLE001 - what rank 1 met is the test's
+        got = type(error).__name__
+    (tmp_path / f"rank_{rank}.txt").write_text(str(got), encoding="utf-8")
+    if got == "prepared":
+        ctx.close()
+
+
+def test_the_other_ranks_wait_in_the_host_group_as_long_as_host_wait_says(tmp_path: Path) -> None:
+    """The host group's wait is HOST_WAIT (12 h), not torch's 30 minutes, past which a rank 0 that prepared a corpus
+    alone ended the job: shown here at a scale a test can wait, 1 s against 3 s of rank 0's work, and 30 s."""
+    for wait_s, expected in ((30.0, "prepared"), (1.0, "DistBackendError")):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        folder = tmp_path / str(wait_s)
+        folder.mkdir()
+        context = mp.spawn(_slow_rank_0, args=(wait_s, folder, port), nprocs=2, join=False)
+        try:
+            while not context.join(timeout=60):
+                pass
+        except mp.ProcessExitedException:  # a rank that timed out leaves gloo torn: it may abort on its way out
+            assert expected != "prepared"
+        assert (folder / "rank_1.txt").read_text(encoding="utf-8") in (
+            ("prepared",) if expected == "prepared" else ("DistBackendError", "RuntimeError"))
