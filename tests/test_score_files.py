@@ -26,6 +26,7 @@ import sacrebleu
 from nmt import fileio
 from nmt.cli import main
 from nmt.config import config_from_dict
+from nmt.errors import NMTError
 from nmt.evaluation import report_folder
 from nmt.evaluation.buckets import sentence_lengths
 from nmt.evaluation.leaders import TOO_FEW, Leader, _longest_answer, format_leaders
@@ -33,6 +34,7 @@ from nmt.evaluation.length_plot import plotted_buckets
 from nmt.evaluation.report import format_examples, pick_examples
 from nmt.evaluation.score_files import default_names, distinct_parts, score_files
 from nmt.evaluation.scoring import score_systems
+from nmt.evaluation.testset import given_names
 from tests.helpers import scoring_settings, unwritable
 
 VOCAB = [f"w{i}" for i in range(80)]
@@ -365,6 +367,8 @@ def test_systems_are_named_by_what_differs_between_their_files(
         (["OnlineB.en", "OnlineB.en"], ["OnlineB.en", "OnlineB.en"]),
         (["alone.en"], ["alone.en"]),
         (["abc", "abd"], ["abc", "abd"]),  # cut only at separators
+        (["-", "a"], ["-", "a"]),  # a name of separators alone (stdin's "-"): as it is, where the search never ended
+        (["_", "-"], ["_", "-"]),
     ],
 )
 def test_distinct_parts(texts: list[str], parts: list[str]) -> None:
@@ -378,6 +382,16 @@ def test_a_default_name_holds_no_character_a_shell_would_need_quoted(tmp_path: P
     pipe.write_text("x\n", encoding="utf-8")
     assert default_names([pipe]) == ["pipe-4242"]
     assert default_names([tmp_path / "my system (v2).txt", tmp_path / "système.v3.txt"]) == ["my-system-v2", "système.v3"]
+    # two names of one stem in one folder: told apart by their names, not by the machine's folders
+    assert default_names([tmp_path / "output.txt", tmp_path / "output.hyp.txt"]) == ["output", "output.hyp"]
+    assert default_names([tmp_path / "-", tmp_path / "sys.txt"]) == ["system", "sys"]
+
+
+@pytest.mark.parametrize("name", ["x\ny", "a b", "c*d", ".hidden", "x" * 101, "a/b", ""])
+def test_a_given_name_is_one_a_file_name_and_a_table_header_can_hold(name: str) -> None:
+    with pytest.raises(NMTError, match=r"^--names: .* cannot name a system \(it names its NAME.hyp.txt file too\)\."):
+        given_names([name, "b"], 2, "translation files", "file")
+    assert given_names(["système_v2.1", "b-2"], 2, "translation files", "file") == ["système_v2.1", "b-2"]
 
 
 @pytest.mark.parametrize(
@@ -526,7 +540,6 @@ def test_examples_are_reproducible_and_cover_each_non_empty_bucket() -> None:
 def test_the_python_api_needs_only_the_files(
     files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from nmt.errors import NMTError
     from nmt.evaluation.score_files import score_files
 
     monkeypatch.chdir(tmp_path)

@@ -241,8 +241,9 @@ def default_names(hyp_paths: Sequence[str | Path]) -> list[str]:
     resolved = [Path(path).resolve() for path in hyp_paths]
     stems = [_stem(path.name) for path in resolved]
     reports = all(path.name.endswith(".hyp.txt") for path in resolved) and len(set(stems)) == len(stems)
-    if len(set(stems)) < len(set(resolved)):
-        stems = [_stem(path.as_posix()) for path in resolved]
+    if len(set(stems)) < len(set(resolved)):  # one name in two folders, or two names of one stem: their paths
+        common = Path(os.path.commonpath([path.parent for path in resolved]))  # from where they part, never the machine's
+        stems = [path.relative_to(common).as_posix().removesuffix(".txt") for path in resolved]
     taken: set[str] = set()
     # a name is also a file name, NAME.hyp.txt: no folders in it, no hidden file, and none of the characters a
     # shell would need quoted (a process substitution's file, <(...), is a pipe named pipe:[N]: pipe-N)
@@ -272,8 +273,10 @@ def distinct_parts(texts: Sequence[str]) -> list[str]:
             text[len("".join(head[:prefix])) : len(text) - len("".join(tail[:suffix]))].strip("._-/")
             for text, head, tail in zip(texts, heads, tails, strict=True)
         ]
-        if all(parts):  # at the latest with nothing cut: a file's name is never empty
+        if all(parts):
             return parts
+        if prefix == suffix == 0:  # nothing cut: a name of separators alone ("-", "_") stays as it is
+            return [part or text for part, text in zip(parts, texts, strict=True)]
         if prefix > 0:
             prefix -= 1
         else:

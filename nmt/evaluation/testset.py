@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,10 +68,10 @@ def given_names(names: Sequence[str], count: int, items: str, item: str) -> list
     if len(names) != count:
         raise NMTError(f"--names gives {counted(len(names), 'name')} for {count} {items}.",
                        f"Give one name per {item}, comma-separated, e.g. --names encdec,search.")
-    for name in names:
-        if not name or "/" in name or "\\" in name or name.startswith("."):
-            raise NMTError(f"--names: '{name}' cannot name a system (it names its NAME.hyp.txt file too).",
-                           "Use letters, digits, '-' and '_'.")
+    for name in names:  # a report's file name, a table's header: no folder, no hidden file, no line break
+        if not re.fullmatch(r"[\w.-]{1,100}", name) or name.startswith("."):
+            raise NMTError(f"--names: {name!r} cannot name a system (it names its NAME.hyp.txt file too).",
+                           "Use letters, digits, '.', '-' and '_', at most 100 of them, not starting with '.'.")
     if len(set(names)) != len(names):
         raise NMTError(f"--names {','.join(names)}: the names must differ.", "Give each system its own name.")
     return names
