@@ -124,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         print(hint, file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"nmt {args.command}: interrupted.{AFTER_INTERRUPT.get(args.command, '')}", file=sys.stderr)
+        if torchrun_place().rank == 0:  # every process of a torchrun job was interrupted: said once
+            print(f"nmt {args.command}: interrupted.{AFTER_INTERRUPT.get(args.command, '')}", file=sys.stderr)
         return 130
     except (MemoryError, RuntimeError) as error:  # torch.OutOfMemoryError is a RuntimeError
         if not out_of_memory(error):

@@ -246,3 +246,30 @@ def test_a_training_interrupted_before_its_run_is_written_is_not_sent_to_resume(
     (run_dir / "config.yaml").write_text("training: {max_steps: 2}\n", encoding="utf-8")
     assert main(["train", str(config), "--run-dir", str(run_dir), "--resume"]) == 130
     assert capsys.readouterr().err.startswith(f"{run_dir}: the same command with --resume continues it from its last")
+
+
+def test_a_config_every_process_reads_alike_is_refused_once_and_an_interrupt_said_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A key misspelt, a run name unknown, a config file missing: every process of the job meets it, and each
+    said it, interleaved; so did Ctrl-C's "interrupted"."""
+    config = tmp_path / "c.yaml"
+    config.write_text("runs: {a: {}}\n", encoding="utf-8")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    for argv, said in ((["train", str(config), "--set", "training.bogus=1"], "unknown key 'training.bogus'"),
+                       (["train", str(config), "--run-name", "nope"], "nope"),
+                       (["train", str(tmp_path / "missing.yaml"), "--run-name", "a"], "config file not found")):
+        for rank in ("0", "1"):
+            monkeypatch.setenv("RANK", rank)
+            assert main(argv) == 2
+            err = capsys.readouterr().err
+            assert (said in err and err.startswith("nmt train: error:")) if rank == "0" else err == "", (argv, err)
+
+    def interrupted(args: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(nmt.commands.train, "run", interrupted)
+    for rank in ("0", "1"):
+        monkeypatch.setenv("RANK", rank)
+        assert main(["train", str(config), "--run-name", "a"]) == 130
+        assert (capsys.readouterr().err == "nmt train: interrupted.\n") == (rank == "0")

@@ -61,11 +61,13 @@ def load_training_data(config: Config, ctx: DistContext) -> TrainingData:
     tokenizer, tc = data.tokenizer, config.training
     pairs = within_words(data.pairs("train"), tc.max_words)
     if not pairs:
-        raise NMTError(
+        error = NMTError(
             f"the training split of {prepared_dir(config.data)} has no pairs"
             + (f" of at most {counted(tc.max_words, 'word')} (training.max_words)." if tc.max_words else "."),
             "Raise training.max_words, or check data.* and re-run nmt prepare.",
         )
+        error.on_every_rank = ctx.enabled  # every rank reads the same split: said once
+        raise error
     src = [tokenizer.encode_src(s) for s, _ in pairs]
     tgt = [tokenizer.encode_tgt(t) for _, t in pairs]
     sampler = TokenBatchSampler([len(s) for s in src], [len(t) for t in tgt], tc.batch_tokens, seed=tc.seed)
