@@ -128,6 +128,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"nmt {args.command}: interrupted.{AFTER_INTERRUPT.get(args.command, '')}", file=sys.stderr)
         return 130
     except (MemoryError, RuntimeError) as error:  # torch.OutOfMemoryError is a RuntimeError
+        if _peer_gone(error):  # another process of the torchrun job ended, and said why itself
+            place = torchrun_place()
+            print(f"nmt {args.command}: error: rank {place.rank}: another process of the job ended, which said why "
+                  f"above ({first_line(error)}).", file=sys.stderr)
+            return 1
         if not out_of_memory(error):
             raise
         print(f"nmt {args.command}: error: out of memory ({first_line(error)}).", file=sys.stderr)
@@ -136,6 +141,14 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+def _peer_gone(error: BaseException) -> bool:
+    """Whether `error` is a torchrun process's collective failing because another process of the job has gone
+    (gloo's "Connection reset by peer"): that process tells its own error; a traceback here would hide it."""
+    gone = ("Connection reset by peer", "Connection closed by peer", "Broken pipe")
+    return torchrun_place().world_size > 1 and isinstance(error, RuntimeError) and any(
+        text in str(error) for text in gone)
 
 
 def _reader_left_stdout() -> bool:

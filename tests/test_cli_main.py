@@ -273,3 +273,24 @@ def test_a_config_every_process_reads_alike_is_refused_once_and_an_interrupt_sai
         monkeypatch.setenv("RANK", rank)
         assert main(["train", str(config), "--run-name", "a"]) == 130
         assert (capsys.readouterr().err == "nmt train: interrupted.\n") == (rank == "0")
+
+
+def test_a_process_whose_peer_ended_says_so_without_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rank 0 failed to write its log (a full disk) and said so; rank 1, waiting in a gloo collective, printed a
+    traceback of "Connection reset by peer" that hid it. Outside torchrun such an error is not ours to word."""
+    def gone(args: object) -> None:
+        raise RuntimeError("[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection reset by peer")
+
+    monkeypatch.setattr(nmt.commands.train, "run", gone)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    assert main(["train", "any.yaml", "--run-name", "a"]) == 1
+    assert capsys.readouterr().err == (
+        "nmt train: error: rank 1: another process of the job ended, which said why above "
+        "([../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection reset by peer).\n")
+    for name in ("WORLD_SIZE", "RANK"):
+        monkeypatch.delenv(name)
+    with pytest.raises(RuntimeError, match="Connection reset by peer"):
+        main(["train", "any.yaml", "--run-name", "a"])
