@@ -323,7 +323,13 @@ def test_a_baseline_is_named_by_its_file_s_stem_too(
     copy = hyp.rename(tmp_path / "copy.fr")
     assert main(["score", str(copy), str(search.rename(tmp_path / "copy.de")), *options, "--baseline", "copy"]) == 2
     err = capsys.readouterr().err
-    assert "--baseline copy: it is the stem of copy.fr and copy.de." in err and "The systems are: fr, de." in err
+    assert "--baseline copy: it names fr (copy.fr) and de (copy.de)." in err and "The systems are: fr, de; give" in err
+    # one system's name and another's file stem: two systems, refused (the name was taken without a word)
+    (tmp_path / "nb").mkdir()
+    spaced, dashed = copy.rename(tmp_path / "nb" / "sys v2.txt"), tmp_path / "nb" / "sys-v2.txt"
+    dashed.write_text(spaced.read_text(encoding="utf-8"), encoding="utf-8")
+    assert main(["score", str(spaced), str(dashed), *options, "--baseline", "sys-v2"]) == 2
+    assert "--baseline sys-v2: it names sys-v2 (sys v2.txt) and sys-v2-2 (sys-v2.txt)." in capsys.readouterr().err
 
 
 def test_systems_are_named_by_what_differs_between_their_files(
@@ -385,6 +391,7 @@ def test_a_default_name_holds_no_character_a_shell_would_need_quoted(tmp_path: P
     # two names of one stem in one folder: told apart by their names, not by the machine's folders
     assert default_names([tmp_path / "output.txt", tmp_path / "output.hyp.txt"]) == ["output", "output.hyp"]
     assert default_names([tmp_path / "-", tmp_path / "sys.txt"]) == ["system", "sys"]
+    assert default_names([tmp_path / ("y" * 250 + ".txt")]) == ["y" * 100]  # its NAME.hyp.txt fits a file name
 
 
 @pytest.mark.parametrize("name", ["x\ny", "a b", "c*d", ".hidden", "x" * 101, "a/b", ""])

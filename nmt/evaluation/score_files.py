@@ -100,13 +100,13 @@ def score_files(
 def _against_baseline(baseline: str, paths: Mapping[str, Path]) -> Comparisons:
     """--baseline: the effect checks of the system `baseline` names (its name, its file's name or stem) against
     every other of `paths` (name -> file); NMTError if it names none, two, or the only system."""
-    named = [baseline] if baseline in paths else [
-        name for name, path in paths.items() if baseline in (Path(path).name, Path(path).stem, _stem(Path(path).name))
-    ]
-    if len(named) != 1:  # a file's name or stem names its system too: copy for copy.fr
-        files = " and ".join(Path(paths[name]).name for name in named)
-        found = f"it is the stem of {files}" if named else "no such system"
-        raise NMTError(f"--baseline {baseline}: {found}.", f"The systems are: {', '.join(paths)}.")
+    by_file = [name for name, path in paths.items() if baseline in (Path(path).name, Path(path).stem, _stem(Path(path).name))]
+    # a file's name or stem names its system too (copy for copy.fr): one system's name and another's stem name two
+    named = list(dict.fromkeys([*([baseline] if baseline in paths else []), *by_file]))
+    if len(named) != 1:
+        found = ("it names " + " and ".join(f"{name} ({Path(paths[name]).name})" for name in named)) if named else (
+            "no such system")
+        raise NMTError(f"--baseline {baseline}: {found}.", f"The systems are: {', '.join(paths)}; give one name.")
     if len(paths) < 2:
         raise NMTError(
             f"--baseline {named[0]}: there is no other system to check it against.",
@@ -248,7 +248,8 @@ def default_names(hyp_paths: Sequence[str | Path]) -> list[str]:
     # a name is also a file name, NAME.hyp.txt: no folders in it, no hidden file, and none of the characters a
     # shell would need quoted (a process substitution's file, <(...), is a pipe named pipe:[N]: pipe-N)
     parts = stems if reports else distinct_parts(stems)
-    return [unique_name(re.sub(r"[^\w.-]+", "-", part).strip("-").lstrip(".") or "system", taken) for part in parts]
+    # at most 100 characters, as --names: NAME.hyp.txt must fit a file name (255 bytes)
+    return [unique_name(re.sub(r"[^\w.-]+", "-", part).strip("-").lstrip(".")[:100] or "system", taken) for part in parts]
 
 
 def _stem(name: str) -> str:
