@@ -28,6 +28,7 @@ from nmt.data.pairs import (
     within_words,
 )
 from nmt.errors import UNREADABLE, NMTError, counted
+from nmt.fileio import same_file
 from nmt.text_encoding import refuse_foreign_encoding
 
 # a carriage return that is not the CR of a CRLF line end, nor the file's last character
@@ -258,6 +259,24 @@ def record_pair(record: Any, config: DataConfig, where: str | Callable[[], str])
 def _place(where: str | Callable[[], str]) -> str:
     """record_pair's `where`, asked if it is a callable."""
     return where() if callable(where) else where
+
+
+def file_of_two_splits(files: dict[str, list[Path]]) -> tuple[Path, str, str] | None:
+    """The first file that two splits' `files` (by split, in split order) both take in, through links and other
+    spellings too, with the earlier split and the later one; None where each split has files of its own."""
+    seen: list[tuple[str, Path]] = []
+    for split, paths in files.items():
+        for path in paths:
+            other = next((earlier for earlier, known in seen if same_file(known, path)), None)
+            if other is not None and other != split:
+                return path, other, split
+            seen.append((split, path))
+    return None
+
+
+def shared_sentences(first: str, second: str) -> str:
+    """What two splits reading one file would do with its sentences, for the refusal's message."""
+    return "trained on and scored" if "train" in (first, second) else "both validated and scored"
 
 
 def assemble(read: dict[str, list[Pair] | None], config: DataConfig) -> Corpus:

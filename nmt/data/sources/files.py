@@ -9,7 +9,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nmt.config_sections import DataConfig
-from nmt.data.corpus import Source, SourceSettings, assemble, blank_surplus, read_lines, record_pair
+from nmt.data.corpus import (
+    Source,
+    SourceSettings,
+    assemble,
+    blank_surplus,
+    file_of_two_splits,
+    read_lines,
+    record_pair,
+    shared_sentences,
+)
 from nmt.data.pairs import SPLITS, Corpus, Pair
 from nmt.errors import NMTError, counted, require
 from nmt.fileio import same_file
@@ -107,19 +116,15 @@ class Files(Source):
     def _check_splits_apart(self) -> None:
         """Refuse a file given for two splits: the same sentences would be trained on and scored, or validate
         the checkpoints that the test then scores."""
-        seen: list[tuple[str, Path]] = []
-        for split in SPLITS:
-            for path in self._split_files(split):
-                other = next((earlier for earlier, known in seen if same_file(known, path)), None)
-                if other is not None and other != split:
-                    raise NMTError(
-                        f"{path} is given for both the {other} and the {split} split: the same sentences would be "
-                        f"{'trained on and scored' if 'train' in (other, split) else 'both validated and scored'}.",
-                        f"Give the {split} split its own file, or leave data.files.{split} empty to carve it from "
-                        "train.",
-                        key=f"data.files.{split}",
-                    )
-                seen.append((split, path))
+        shared = file_of_two_splits({split: self._split_files(split) for split in SPLITS})
+        if shared is not None:
+            path, other, split = shared
+            raise NMTError(
+                f"{path} is given for both the {other} and the {split} split: the same sentences would be "
+                f"{shared_sentences(other, split)}.",
+                f"Give the {split} split its own file, or leave data.files.{split} empty to carve it from train.",
+                key=f"data.files.{split}",
+            )
 
 
 def _line_pair(line: str, tsv: bool, config: DataConfig, where: str) -> Pair:

@@ -18,11 +18,17 @@ from pathlib import Path
 from typing import Any
 
 from nmt.config_sections import DataConfig
-from nmt.data.corpus import Source, SourceSettings, assemble, record_pair
+from nmt.data.corpus import (
+    Source,
+    SourceSettings,
+    assemble,
+    file_of_two_splits,
+    record_pair,
+    shared_sentences,
+)
 from nmt.data.file_faults import data_file_fault, record_place
 from nmt.data.pairs import SPLITS, Corpus, Pair
 from nmt.errors import NMTError, require
-from nmt.fileio import same_file
 
 # How long a connection to the Hugging Face hub may take before the machine counts as offline.
 HUB_PROBE_SECONDS = 3.0
@@ -163,22 +169,18 @@ def _check_splits_apart(specs: dict[str, str]) -> None:
     """Refuse a data file that two splits' paths or globs (`specs`, by split) both take in, as the files source
     does: the same sentences would be trained on and scored, or validate the checkpoints that the test then scores.
     A URL (hf://, https://) is left to datasets."""
-    seen: list[tuple[str, str]] = []
-    for split, spec in specs.items():
-        if not spec or "://" in spec:
-            continue
-        for path in sorted(glob.glob(spec, recursive=True)):
-            other = next((earlier for earlier, known in seen if same_file(known, path)), None)
-            if other is not None and other != split:
-                raise NMTError(
-                    f"{path} is a data file of both the {other} and the {split} split (data.huggingface.{other} "
-                    f"'{specs[other]}', data.huggingface.{split} '{spec}'): the same sentences would be "
-                    f"{'trained on and scored' if 'train' in (other, split) else 'both validated and scored'}.",
-                    f"Give the {split} split files of its own (a glob that leaves the other split's out), or set "
-                    f'data.huggingface.{split}_split: "" to carve it from train.',
-                    key=f"data.huggingface.{split}",
-                )
-            seen.append((split, path))
+    shared = file_of_two_splits({split: [Path(path) for path in sorted(glob.glob(spec, recursive=True))]
+                                 for split, spec in specs.items() if spec and "://" not in spec})
+    if shared is not None:
+        path, other, split = shared
+        raise NMTError(
+            f"{path} is a data file of both the {other} and the {split} split (data.huggingface.{other} "
+            f"'{specs[other]}', data.huggingface.{split} '{specs[split]}'): the same sentences would be "
+            f"{shared_sentences(other, split)}.",
+            f"Give the {split} split files of its own (a glob that leaves the other split's out), or set "
+            f'data.huggingface.{split}_split: "" to carve it from train.',
+            key=f"data.huggingface.{split}",
+        )
 
 
 def _check_hub_reachable(dataset: str) -> None:
