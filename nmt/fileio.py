@@ -185,24 +185,25 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
 
 @contextlib.contextmanager
-def folder_locked(folder: Path, waiting: str) -> Iterator[None]:
-    """An exclusive lock on `folder` (through its own descriptor: no file is left) for the block: another process
-    locking it waits for this one, printing `waiting` on stderr first. A folder that cannot be read, or a
-    filesystem without locks (some network ones), is not locked."""
+def folder_locked(folder: Path, waiting: str) -> Iterator[bool]:
+    """An exclusive lock on `folder` (through its own descriptor: no file is left) for the block, which is given
+    whether the lock is held: another process locking it waits for this one, printing `waiting` on stderr first. A
+    folder that cannot be read, or a filesystem without locks (some network ones), is not locked (False)."""
     try:
         fd = os.open(folder, os.O_RDONLY)
     except OSError:  # a folder that can be entered but not read
-        yield
+        yield False
         return
     try:
+        held = True
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             print(waiting, file=sys.stderr, flush=True)
             fcntl.flock(fd, fcntl.LOCK_EX)
         except OSError:  # no locks here
-            pass
-        yield
+            held = False
+        yield held
     finally:
         os.close(fd)  # and with it the lock
 

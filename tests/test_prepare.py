@@ -680,3 +680,32 @@ def test_data_read_while_another_process_prepares_the_folder_again_is_refused(tm
         with pytest.raises(NMTError, match=r"prepared again by another process"):
             load_prepared(config)
     assert load_prepared(config).pairs("test")  # once left alone, this config's own again
+
+
+def test_what_a_killed_build_left_beside_the_folder_is_removed_by_the_next_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """kill -9 during a build leaves its hidden folders beside data.dir (no `finally` runs): the next build,
+    holding the lock no other build of that parent runs without, removes them, and only those of its folder."""
+    import nmt.fileio as fileio
+
+    config, _ = setup(tmp_path)
+    killed = [tmp_path / ".prepared.build-k1ll3d", tmp_path / ".prepared.old-k1ll3d" / "prev"]
+    others = [tmp_path / ".prepared2.build-x", tmp_path / "prepared.build-mine"]  # another folder's; the user's
+    for folder in killed + others:
+        folder.mkdir(parents=True)
+        (folder / "train.en").write_text("half written\n")
+
+    def no_locks(fd: int, operation: int) -> None:
+        raise OSError("no locks on this file system")
+
+    monkeypatch.setattr(fileio.fcntl, "flock", no_locks)  # unlocked, another build may be running: left
+    prepare(config)
+    assert all(folder.exists() for folder in killed) and "removing" not in capsys.readouterr().err
+    monkeypatch.undo()
+    prepare(dataclasses.replace(config, vocab_size=45))
+    assert not killed[0].exists() and not killed[1].parent.exists()
+    assert all(folder.exists() for folder in others)
+    err = capsys.readouterr().err
+    for folder in (killed[0], killed[1].parent):
+        assert f"removing {folder}: left by a build of {tmp_path / 'prepared'} that was killed" in err

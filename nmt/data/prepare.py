@@ -299,7 +299,7 @@ def _prepare(config: DataConfig) -> tuple[dict[str, Any], bool]:
     directory.parent.mkdir(parents=True, exist_ok=True)
     reason = None
     try:
-        with one_build_at_a_time(directory.parent):
+        with one_build_at_a_time(directory):
             reason = _why_stale(directory, config)  # again: another prepare may have built it meanwhile
             if reason is not None:
                 _check_replaceable(directory, config)

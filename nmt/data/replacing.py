@@ -7,19 +7,36 @@ together) build it once.
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import shutil
+import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from nmt.fileio import errors_naming, folder_locked, interrupts_deferred
 
 
-def one_build_at_a_time(folder: Path) -> contextlib.AbstractContextManager[None]:
-    """A lock on `folder` (the built folder's parent) for the block: a second builder waits for the first, then finds
-    the folder built, rather than build it again under it (`folder_locked`)."""
-    return folder_locked(folder, f"waiting for another nmt prepare in {folder} to finish ...")
+@contextlib.contextmanager
+def one_build_at_a_time(directory: Path) -> Iterator[None]:
+    """A lock on `directory`'s parent for the block: a second builder waits for the first, then finds the folder
+    built, rather than build it again under it (`folder_locked`). Once the lock is held no other build runs there,
+    so what a build of `directory` killed outright (kill -9, a power cut) left beside it is removed."""
+    parent = directory.parent
+    with folder_locked(parent, f"waiting for another nmt prepare in {parent} to finish ...") as held:
+        if held:
+            _remove_abandoned(directory)
+        yield
+
+
+def _remove_abandoned(directory: Path) -> None:
+    """Remove the hidden folders `build_and_swap_in` makes beside `directory`, naming each on stderr."""
+    name = glob.escape(directory.name)
+    for pattern in (f".{name}.build-*", f".{name}.old-*"):
+        for left in sorted(directory.parent.glob(pattern)):
+            print(f"removing {left}: left by a build of {directory} that was killed", file=sys.stderr)
+            shutil.rmtree(left, ignore_errors=True)
 
 
 def build_and_swap_in(directory: Path, build: Callable[[Path], None]) -> None:
