@@ -509,6 +509,7 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
                 str(Path(tmp) / f"{run}.pt"),
                 args.profile,
             )
+            print(f"  {run} training: {json.dumps(train[run])}", flush=True)  # kept should a time limit cut the rest
         for run in runs:
             print(f"[{time.perf_counter() - started:4.0f}s] decoding {run} ...", flush=True)
             label = "" if args.decode_only else (
@@ -525,6 +526,7 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
                 args.trained or "",
                 args.profile,
             )
+            print(f"  {run} decoding: {json.dumps(decode[run])}", flush=True)
     peaks = [p for t in train.values() for p in t["peak_gflops_before_after"]]
     peaks += [p for d in decode.values() for p in d["peak_gflops_around"]]
     return {

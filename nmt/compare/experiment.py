@@ -184,11 +184,11 @@ def run_experiment(
                 results = evaluate_runs(list(run_dirs.values()), out_dir=out_dir)  # each run's own decoding section
             with timings.phase("attention entropy and heatmap"):
                 attention_plot = _attention(config, run_dirs, results, out_dir)
+            with timings.phase("learning curve"):  # before the checks, the longest phase: a time limit spares it
+                learning_curves(list(run_dirs.values()), out_dir=out_dir)  # every checkpoint the runs kept
             checks = _attention_checks(config, run_dirs, out_dir, timings, "attention checks")
             if checks is not None:
                 results["attention_checks"] = checks
-            with timings.phase("learning curve"):
-                learning_curves(list(run_dirs.values()), out_dir=out_dir)  # every checkpoint the runs kept
         timings.record("end to end", time.perf_counter() - began)
 
         counts = {name: (read_summary(run_dir) or {}).get("parameters") for name, run_dir in run_dirs.items()}

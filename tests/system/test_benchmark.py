@@ -60,6 +60,12 @@ def test_quick_benchmark_writes_the_schema_with_sane_values(tmp_path: Path) -> N
         for key in ("greedy_sent_per_s", "beam5_sent_per_s", "greedy_mfu", "beam5_mfu", "peak_rss_mb"):
             assert decode[key] > 0, key
     assert "rnnsearch" in done.stdout and "transformer" in done.stdout and "written to" in done.stdout
+    # each phase's figures printed as it ends: what a time limit cutting the benchmark short leaves in its log
+    for run in report["train"]:
+        for phase in ("train", "decode"):
+            label = {"train": "training", "decode": "decoding"}[phase]
+            line = next(line for line in done.stdout.splitlines() if line.startswith(f"  {run} {label}: "))
+            assert json.loads(line.split(": ", 1)[1]) == report[phase][run]
 
 
 @pytest.mark.slow
