@@ -23,7 +23,8 @@
 # the translations of the evaluation (beam 5) and the learning curves (greedy), which each run's process makes
 # once its run stops, the scoring, and the attention checks (an estimate from the H200's decoding rates, not yet
 # measured). The limit sends Ctrl-C (each run saves) and kills 15 s later, so that a
-# 540-s limit ends within a 600-s call. NMT_COMMIT (the commit given to the copy, which has no .git) is
+# 540-s limit ends within a 600-s call; should the call be cut all the same, seedN.tar.gz is packed every PACK_EVERY
+# seconds (default 30) while the seed runs, so that what was written by then comes back. NMT_COMMIT (the commit given to the copy, which has no .git) is
 # written to OUT/commit.txt. JOBS (default 7: every run at once, so that the time limit bounds the whole training
 # phase; 0 = min(runs, 4) on a GPU) is each experiment's --jobs. WORK
 # (default /tmp/gpu-converged) keeps the checkpoints. NMT_SETS adds --set overrides to every seed
@@ -67,21 +68,34 @@ path = experiment_links_cached(load_config('$config', sys.argv[1:]))
 print(f'eflomal links of the attention checks\' sample: {path}' if path else 'no cached eflomal links of the attention '
       'checks\' sample: the alignment check will be skipped (run bash scripts/gpu_converged.sh --align where eflomal is)')
 " "${sets[@]}"
+pack() {  # OUT/seedN.tar.gz of the report folder as it is now, without checkpoints, tokenizer copies or caches
+    local seed=$1 dir=$work/seed$1
+    [ -d "$dir" ] || return 0
+    (cd "$dir" && find . -maxdepth 1 -type f \
+        \( -name '*.md' -o -name '*.json' -o -name '*.png' -o -name '*.txt' -o -name '*.yaml' -o -name '*.tsv' \) \
+        -print0; find ./runs -maxdepth 2 -type f \( -name summary.json -o -name config.yaml -o -name environment.json \
+        -o -name log.jsonl -o -name '*.log' \) -print0 2>/dev/null) \
+        | tar -czf "$out/.seed$seed.tar.gz" -C "$dir" --null -T - && mv "$out/.seed$seed.tar.gz" "$out/seed$seed.tar.gz"
+}
 run_seed() {  # train, evaluate and report one seed, then pack its report folder
-    local seed=$1 dir=$work/seed$1 started status
+    local seed=$1 dir=$work/seed$1 started status packer stop=$work/.seed$1.packed
     started=$(date +%s)
+    # packed every PACK_EVERY seconds meanwhile: should the device call be cut before the seed ends, what it
+    # had written comes back all the same (the logs, the runs' summaries, the reports written so far); stopped by
+    # a file, not a signal, so that no tar of it is left running beside the last one
+    rm -f "$stop"
+    (n=0; while [ ! -e "$stop" ]; do sleep 1; n=$((n + 1)); [ $((n % ${PACK_EVERY:-30})) = 0 ] && pack "$seed"; done) &
+    packer=$!
     timeout -s INT -k 15 "$limit" "$python" -m nmt experiment "$config" --set "training.seed=$seed" \
         --set "training.max_minutes=$train_minutes" "${overrides[@]}" --jobs "${JOBS:-7}" --out "$dir" \
         > "$out/seed$seed.log" 2>&1
     status=$?
+    touch "$stop"
+    wait "$packer"
     echo "seed $seed: exit $status after $(( $(date +%s) - started )) s (limit $limit s)" | tee -a "$out/seed$seed.log"
     tail -n 5 "$out/seed$seed.log"
     [ -d "$dir" ] || { echo "seed $seed: no experiment folder $dir"; return; }
-    # the report folder without checkpoints, tokenizer copies or translation caches
-    (cd "$dir" && find . -maxdepth 1 -type f \
-        \( -name '*.md' -o -name '*.json' -o -name '*.png' -o -name '*.txt' -o -name '*.yaml' -o -name '*.tsv' \) \
-        -print0; find ./runs -maxdepth 2 -type f \( -name summary.json -o -name config.yaml -o -name environment.json \
-        -o -name log.jsonl -o -name '*.log' \) -print0 2>/dev/null) | tar -czf "$out/seed$seed.tar.gz" -C "$dir" --null -T -
+    pack "$seed"
     ls -l "$out/seed$seed.tar.gz"
 }
 
