@@ -183,9 +183,9 @@ class ModelConfig:
                  "feedforward_size", "relative_clip")
         for key in sizes:
             require(getattr(self, key) >= 1, f"model.{key}", "must be >= 1")
-        if self.architecture == "transformer":
+        if "heads" in own:  # d_model split into heads, as every architecture with model.heads does
             require(self.embedding_size == self.hidden_size, "model.embedding_size", "must equal model.hidden_size "
-                    "(d_model) for a transformer")
+                    f"(d_model) for a {self.architecture}")
             require(self.hidden_size % self.heads == 0, "model.heads", "must divide model.hidden_size (d_model)")
         require(self.maxout_size >= 0, "model.maxout_size", "must be >= 0 (0 = tanh layer)")
         require(0.0 <= self.dropout < 1.0, "model.dropout", "must be in [0, 1)")

@@ -184,3 +184,17 @@ def test_the_scaling_width_is_that_of_the_vectors_the_score_compares(attention: 
     if attention == "general":  # the model built: its bilinear map W is hidden x annotation (2 x hidden)
         weights = [p.shape for n, p in build_model(config, 30, 30).named_parameters() if "provider" in n]
         assert weights and all(width in shape and 24 not in shape for shape in weights)
+
+
+def test_an_architecture_with_heads_gets_the_d_model_checks_whatever_its_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """model.heads splits d_model: a heads count that does not divide it, or embeddings of another width, are
+    refused naming the key, for the Transformer and for a new architecture that takes model.heads alike
+    (keyed on the name, a Transformer registered under another crashed in its first reshape)."""
+    monkeypatch.setitem(ARCHITECTURES, "tiny", dataclasses.replace(ARCHITECTURES["transformer"]))
+    for name in ("transformer", "tiny"):
+        with pytest.raises(NMTError, match=r"'model.heads': must divide model.hidden_size \(d_model\)"):
+            ModelConfig(architecture=name, hidden_size=256, embedding_size=256, heads=3).validate()
+        with pytest.raises(NMTError, match=rf"'model.embedding_size': must equal model.hidden_size \(d_model\) for a {name}"):
+            ModelConfig(architecture=name, hidden_size=256, embedding_size=128, heads=4).validate()
+        ModelConfig(architecture=name, hidden_size=96, embedding_size=96, heads=3).validate()
+    ModelConfig(architecture="rnn", hidden_size=256, embedding_size=128).validate()  # an RNN's widths are its own
