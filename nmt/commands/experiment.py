@@ -23,8 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="runs trained at once, each in its own process, which then translates what the report "
                         "scores; 1: one after another in this process (default 0: one per CPU core, at most one "
                         "per run, each with cores/jobs torch threads unless training.threads is set; on CUDA, "
-                        "min(runs, 4) sharing the one GPU, where four runs side by side trained together in 261 s on "
-                        "one H200; with several GPUs visible, 4 per GPU and at most one per core, each run on the one with the fewest runs)")
+                        "min(runs, 4) sharing the one GPU (four side by side worked on one H200); with several GPUs visible, 4 per GPU and at most one per core, each run on the one with the fewest runs)")
     arguments.add_training_threads(parser, " Where that is 0, parallel trainings (--jobs) share the cores.")
 
 

@@ -23,12 +23,12 @@ import functools
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from nmt.config_sections import LengthPenalty
+from nmt.models.interface import TranslationModel
 from nmt.special import BOS_ID, EOS_ID, PAD_ID
 
 
@@ -130,7 +130,7 @@ def _only_eos(log_probs: Tensor, at_limit: Tensor) -> Tensor:
 
 
 def greedy_hypotheses(
-    model: Any, src: Tensor, src_lengths: Tensor, max_lengths: Tensor, return_attention: bool = False
+    model: TranslationModel, src: Tensor, src_lengths: Tensor, max_lengths: Tensor, return_attention: bool = False
 ) -> list[Hypothesis]:
     """Greedy search: the most probable token at every step, for every sentence of the batch at once.
 
@@ -179,7 +179,7 @@ def greedy_hypotheses(
     return [h for h in results if h is not None]
 
 
-def greedy_search(model: Any, src: Tensor, src_lengths: Tensor, max_lengths: Tensor) -> list[list[int]]:
+def greedy_search(model: TranslationModel, src: Tensor, src_lengths: Tensor, max_lengths: Tensor) -> list[list[int]]:
     """Greedy search's token ids (no BOS/EOS) per sentence, in input order; shapes as `greedy_hypotheses`."""
     return [h.tokens for h in greedy_hypotheses(model, src, src_lengths, max_lengths)]
 
@@ -237,12 +237,12 @@ def _candidates(
     limit), attn: n*k x src_len or None, never: the ids never chosen (`_never_chosen`)."""
     n, k = beams.scores.shape
     vocab = log_probs.size(-1)
-    log_probs = _block(log_probs.float(), never).view(n, k, vocab)
+    log_probs = _block(log_probs.float(), never).view(n, k, vocab)  # n x k x vocab
     if at_limit is not None:
         log_probs = _only_eos(log_probs, at_limit)
-    flat = (beams.scores.unsqueeze(2) + log_probs).view(n, k * vocab)
+    flat = (beams.scores.unsqueeze(2) + log_probs).view(n, k * vocab)  # n x k*vocab: beam-major, then token
     top_scores, top_idx = flat.topk(min(2 * k, k * vocab), dim=1)
-    step_attn = None if attn is None else attn.float().view(n, k, 1, -1)
+    step_attn = None if attn is None else attn.float().view(n, k, 1, -1)  # n x k x 1 x src_len
     token = top_idx % vocab
     return _Candidates(top_scores, top_idx // vocab, token, token == EOS_ID, step_attn)
 
@@ -302,7 +302,7 @@ def _advance(beams: _Beams, cand: _Candidates) -> tuple[Tensor, Tensor]:
 
 
 def beam_search(
-    model: Any, src: Tensor, src_lengths: Tensor, beam_size: int, max_lengths: Tensor,
+    model: TranslationModel, src: Tensor, src_lengths: Tensor, beam_size: int, max_lengths: Tensor,
     length_penalty: LengthPenalty = "gnmt", alpha: float = 0.6, nbest: int = 1, return_attention: bool = False,
 ) -> list[list[Hypothesis]]:
     """Beam search over all sentences and beams at once; the `nbest` best hypotheses per sentence.

@@ -22,9 +22,11 @@ from torch import Tensor
 from nmt.config import DecodingConfig
 from nmt.data.batching import make_source_batch
 from nmt.data.sources import corpus_source
+from nmt.data.subwords import Tokenizer
 from nmt.decoding import search
 from nmt.decoding.search import Hypothesis
 from nmt.errors import NMTError
+from nmt.models.interface import TranslationModel
 from nmt.rundir.loading import load_run
 
 # Bytes of one input line kept (the rest is skipped, with a warning), so that one endless line cannot fill
@@ -88,7 +90,7 @@ class Translator:
     """A trained model, its tokenizer and search settings; translates lists of sentences."""
 
     def __init__(
-        self, model: Any, tokenizer: Any, decoding: DecodingConfig, beam_size: int | None = None,
+        self, model: TranslationModel, tokenizer: Tokenizer, decoding: DecodingConfig, beam_size: int | None = None,
         batch_size: int | None = None, clean_input: Callable[[str], str] | None = None,
     ) -> None:
         self.model = model

@@ -115,8 +115,8 @@ class RecurrentLayer(nn.Module):
         # time-major, the backward direction reversed: step t reads position t forwards, steps-1-t backwards
         per_direction = [projected[:, :, 0]] + ([projected[:, :, 1].flip(1)] if directions == 2 else [])
         per_step = torch.stack(per_direction)  # directions x batch x steps x gates
-        per_step = (per_step + self.bias_ih.unsqueeze(2)).permute(2, 0, 1, 3).contiguous()
-        step_mask = torch.stack([mask, mask.flip(1)][:directions]).permute(2, 0, 1).unsqueeze(-1)
+        per_step = (per_step + self.bias_ih.unsqueeze(2)).permute(2, 0, 1, 3).contiguous()  # steps x dirs x batch x gates
+        step_mask = torch.stack([mask, mask.flip(1)][:directions]).permute(2, 0, 1).unsqueeze(-1)  # steps x dirs x batch x 1
         h = inputs.new_zeros(directions, batch, self.hidden_size)
         c = torch.zeros_like(h) if self.is_lstm else None
         w_hh_t = self.weight_hh.transpose(1, 2)

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from nmt.config import Config, save_config
+from nmt.data.subwords import Tokenizer
 from nmt.environment import describe_environment
 from nmt.errors import NMTError
 from nmt.fileio import atomic_open, atomic_write_json, atomic_write_text, errors_naming
@@ -34,7 +35,7 @@ from nmt.rundir.folders import SUMMARY
 from nmt.rundir.lock import RunLock
 
 
-def claim(run_dir: Path, config: Config, tokenizer: Any, resume: bool, lock: RunLock) -> Path | None:
+def claim(run_dir: Path, config: Config, tokenizer: Tokenizer, resume: bool, lock: RunLock) -> Path | None:
     """Check everything, then create the run directory and take its lock, which the training holds to its
     end. Returns the checkpoint to resume from (None: start at step 0), as found with the lock held.
     Nothing but the folder and its lock file is written, and nothing unless every check passes."""
@@ -60,7 +61,7 @@ def claim(run_dir: Path, config: Config, tokenizer: Any, resume: bool, lock: Run
 
 
 def set_up(
-    run_dir: Path, config: Config, tokenizer: Any, device: torch.device, world_size: int, step: int = 0
+    run_dir: Path, config: Config, tokenizer: Tokenizer, device: torch.device, world_size: int, step: int = 0
 ) -> None:
     """Write config.yaml, environment.json and tokenizer/ (a copy of the tokenizer's files: models +
     tokenizer.json with their sha256) into a run directory `claim` has checked and locked, for a session that

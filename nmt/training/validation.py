@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from sacrebleu.metrics import BLEU
@@ -14,8 +13,10 @@ from sacrebleu.metrics import BLEU
 from nmt.config import Config
 from nmt.config_sections import EvaluationConfig
 from nmt.data.batching import Batch, TokenBatchSampler, make_batch
+from nmt.data.subwords import Tokenizer
 from nmt.decoding.search import greedy_search, max_output_lengths
 from nmt.evaluation.metrics import sacrebleu_bleu
+from nmt.models.interface import TranslationModel
 from nmt.training.precision import autocast
 
 
@@ -45,7 +46,7 @@ class ValidationResult:
         return self.bleu if metric == "bleu" else self.loss
 
 
-def batch_loss_sum(model: Any, batch: Batch, label_smoothing: float = 0.0) -> torch.Tensor:
+def batch_loss_sum(model: torch.nn.Module, batch: Batch, label_smoothing: float = 0.0) -> torch.Tensor:
     """Teacher-forced summed cross-entropy of `batch` over its real target tokens -> scalar.
 
     The deep output, vocabulary projection and softmax run on those positions only (padding is
@@ -64,7 +65,7 @@ def safe_exp(value: float) -> float:
 
 
 def build_valid_set(
-    pairs: list[tuple[str, str]], tokenizer: Any, max_sentences: int, evaluation: EvaluationConfig
+    pairs: list[tuple[str, str]], tokenizer: Tokenizer, max_sentences: int, evaluation: EvaluationConfig
 ) -> ValidSet:
     """Encode at most `max_sentences` validation pairs (0 = all), spread through the split; BLEU with
     `evaluation`'s tokenize and lowercase (built now: a tokenizer that cannot run here is refused before training).
@@ -84,7 +85,7 @@ def build_valid_set(
 
 
 def validate(
-    model: Any, valid: ValidSet, tokenizer: Any, config: Config, device: torch.device,
+    model: TranslationModel, valid: ValidSet, tokenizer: Tokenizer, config: Config, device: torch.device,
     amp_dtype: torch.dtype | None, stop: Callable[[], bool] = lambda: False,
     advance: Callable[[int], None] = lambda sentences: None,
 ) -> ValidationResult | None:
