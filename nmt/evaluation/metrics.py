@@ -47,7 +47,8 @@ class Metric(ABC):
     """A corpus metric against one set of references, read once for all systems.
 
     `sentence_stats` gives each sentence's sufficient statistics (n x `width`); `score` the corpus score
-    (0-100) of any subset from their column sums, over any leading axes (a stack of resamples).
+    (0-100, higher better: every difference and verdict reads it so) of any subset from their column sums, over
+    any leading axes (a stack of resamples).
     `statistics()` is what the report shows beside it per bucket: the source-blind floor, which every
     metric has, then its `extra_statistics`.
     """

@@ -171,7 +171,8 @@ class Decoder(nn.Module):
             readout = enc.context_readout.unsqueeze(1)  # batch x 1 x readout, the same C_o c at every step
             if target_positions is not None:
                 # expanded, not indexed by sentence: the gradient then sums over the steps as a reduction does,
-                # the sum every result so far was trained with (index_add_'s one position at a time rounds otherwise)
+                # the sum the committed results were trained with, which they reproduce by (index_add_'s one
+                # position at a time rounds otherwise)
                 readout = pick_positions(readout.expand(-1, tgt_in.size(1), -1), target_positions)
         if target_positions is not None:
             states, embedded = pick_positions(states, target_positions), pick_positions(embedded, target_positions)

@@ -72,7 +72,7 @@ def build_valid_set(
 
     Spread rather than the first N: a corpus in document order (the Bible: Genesis, Exodus, ...) would
     otherwise be validated on one book's style and vocabulary. From 2N pairs on, every (len // N)th pair
-    (the selection every result so far was validated on); below 2N, where that stride would be 1 and take
+    (kept: the committed results were validated on it and reproduce bit for bit); below 2N, where that stride would be 1 and take
     the first N, pair i * len // N.
     """
     n = len(pairs)
