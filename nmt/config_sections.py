@@ -282,6 +282,9 @@ class DecodingConfig:
     alpha: float = 0.6
     max_length_ratio: float = 2.0
     max_length_offset: int = 10
+    # the fewest pieces before EOS (fairseq's --min-len, JoeyNMT's min_output_length); 0, OpenNMT-py's default,
+    # lets a translation end at once: empty
+    min_length: int = 0
     batch_size: int = 64
     max_input_tokens: int = 400
     nbest: int = 1
@@ -294,6 +297,9 @@ class DecodingConfig:
                 f"{self.beam_size}, and a beam keeps that many translations: raise the beam (--beam) or lower nbest")
         require(0 < self.max_length_ratio < math.inf, "decoding.max_length_ratio", "must be > 0 and finite")
         require(self.max_length_offset >= 0, "decoding.max_length_offset", "must be >= 0")
+        require(0 <= self.min_length <= self.max_length_offset, "decoding.min_length",
+                f"must be from 0 to decoding.max_length_offset ({self.max_length_offset}), the least length limit "
+                "of a translation")
         require(0 <= self.alpha < math.inf, "decoding.alpha", "must be >= 0 and finite")
 
 

@@ -360,3 +360,58 @@ def test_greedy_cut_at_its_limit_scores_the_eos_it_is_given() -> None:
     assert cut.tokens == [5, 6] and cut.score == pytest.approx(-51.1)
     (whole,) = greedy_hypotheses(_ScriptedModel(), src, lengths, torch.tensor([10]))
     assert whole.tokens == [5, 6, 7] and whole.score == pytest.approx(-1.4)
+
+
+class _EndingAtOnce(_ScriptedModel):
+    """From BOS, EOS (-0.1) before 5 (-2.0); then 5 -> 6 -> EOS (-0.2, -0.1): "EOS" at -0.1 beats "5 6 EOS" (-2.3)."""
+
+    NEXT = {BOS_ID: {EOS_ID: -0.1, 5: -2.0}, 5: {6: -0.2}, 6: {EOS_ID: -0.1}}
+
+
+@pytest.mark.parametrize("beam", [1, 2])
+def test_min_length_keeps_eos_back_for_its_first_tokens(beam: int) -> None:
+    """An undertrained model's favourite, the empty translation, is what search finds at min_length 0 (OpenNMT-py's
+    default); at 1 (fairseq's, JoeyNMT's) EOS waits for a first token, and the search goes on as before after it."""
+    src, lengths = make_source_batch([[4, 4]])
+
+    def search(min_length: int) -> Hypothesis:
+        if beam == 1:
+            return greedy_hypotheses(_EndingAtOnce(), src, lengths, torch.tensor([10]), min_length=min_length)[0]
+        return beam_search(_EndingAtOnce(), src, lengths, beam, torch.tensor([10]), length_penalty="none",
+                           min_length=min_length)[0][0]
+
+    assert search(0).tokens == [] and search(0).log_prob == pytest.approx(-0.1)
+    assert search(1).tokens == [5, 6] and search(1).log_prob == pytest.approx(-2.3)
+    assert search(2).tokens == [5, 6]  # EOS after 6 is its third step: allowed
+    with pytest.raises(ValueError, match=r"min_length 11 is above a sentence's length limit \(10\)"):
+        search(11)
+
+
+def test_min_length_reaches_the_translator_from_the_config(loaded: Any) -> None:
+    """decoding.min_length, through `nmt translate`'s Translator (greedy and beam): a model that would end every
+    translation at once gives translations of at least that many pieces; the config refuses a minimum above the
+    least length limit (max_length_offset), where EOS would be both required and refused."""
+    import dataclasses
+
+    from nmt.config_sections import DecodingConfig
+
+    model = loaded.model
+
+    def ending(*args: Any) -> Any:  # a model that would rather say nothing at every step
+        log_probs, state, attn = type(model).decode_step(model, *args)
+        log_probs[:, EOS_ID] = 0.0
+        return log_probs, state, attn
+
+    model.decode_step = ending
+    try:
+        for beam in (1, 3):
+            plain = Translator(model, loaded.tokenizer, loaded.config.decoding, beam, 8)
+            assert [[t.tgt_pieces for t in ts] for ts in plain.translate_nbest(["1 2 3", "4 5"])] == [[["</s>"]]] * 2
+            at_least = dataclasses.replace(loaded.config.decoding, min_length=2)
+            found = Translator(model, loaded.tokenizer, at_least, beam, 8).translate_nbest(["1 2 3", "4 5"])
+            assert [len(ts[0].tgt_pieces) for ts in found] == [3, 3], found  # two pieces and EOS
+    finally:
+        del model.decode_step
+    with pytest.raises(NMTError, match=r"'decoding.min_length': must be from 0 to decoding.max_length_offset \(3\)"):
+        DecodingConfig(min_length=4, max_length_offset=3).validate()
+    DecodingConfig(min_length=3, max_length_offset=3).validate()

@@ -17,6 +17,7 @@ from nmt.config_sections import EvaluationConfig
 from nmt.data.batching import make_batch, make_source_batch
 from nmt.decoding.search import greedy_search, max_output_lengths
 from nmt.rundir.loading import LoadedRun, load_run
+from nmt.special import EOS_ID
 from nmt.training.validation import (
     ValidationResult,
     ValidSet,
@@ -129,3 +130,32 @@ def test_the_validation_subset_is_spread_over_the_whole_split() -> None:
     assert build_valid_set(pairs, tokenizer, 50, EvaluationConfig()).references[:3] == ["t0", "t2", "t4"]
     assert len(build_valid_set(pairs, tokenizer, 99, EvaluationConfig()).references) == 99
     assert len(build_valid_set(pairs, tokenizer, 0, EvaluationConfig()).references) == 100  # 0: every sentence
+
+
+def test_validation_decodes_with_the_runs_min_length(trained_reverse_run: Path) -> None:
+    """decoding.min_length holds in validation's greedy search as in `nmt translate`: a model that would end every
+    translation at once validates at BLEU 0 with no minimum, and at the BLEU of its translations of at least
+    that many pieces with one."""
+    run = load_run(trained_reverse_run, device="cpu")
+    pairs = reverse_pairs(12, 5, 10, seed=5)
+    valid = build_valid_set(pairs, run.tokenizer, 0, EvaluationConfig())
+    model = run.model
+
+    def ending(*args: object) -> object:
+        log_probs, state, attn = type(model).decode_step(model, *args)
+        log_probs[:, EOS_ID] = 0.0
+        return log_probs, state, attn
+
+    model.decode_step = ending
+    try:
+        assert validate(model, valid, run.tokenizer, run.config, CPU, None).bleu == 0.0
+        decoding = dataclasses.replace(run.config.decoding, min_length=8)
+        result = validate(model, valid, run.tokenizer, dataclasses.replace(run.config, decoding=decoding), CPU, None)
+        ids, lengths = make_source_batch(valid.src)
+        limits = max_output_lengths(lengths, decoding.max_length_ratio, decoding.max_length_offset)
+        found = greedy_search(model, ids, lengths, limits, min_length=8)
+    finally:
+        del model.decode_step
+    assert all(len(tokens) == 8 for tokens in found)  # EOS as soon as it is allowed
+    hypotheses = [run.tokenizer.decode_tgt(tokens) for tokens in found]
+    assert result.bleu > 0 and result.bleu == pytest.approx(sacrebleu.corpus_bleu(hypotheses, [[t for _, t in pairs]]).score)

@@ -8,7 +8,9 @@ batch it is decoded in (up to float noise in near-ties).
 Hypotheses always end with EOS: at a sentence's length limit only EOS may be chosen. `tokens` holds
 neither BOS nor EOS; the score counts EOS's log-probability, and a hypothesis' length is len(tokens) + 1.
 PAD and BOS are never chosen (as in fairseq): no target has them, so a trained model gives them next to no
-probability, but one stopped early might, and either would decode to nothing.
+probability, but one stopped early might, and either would decode to nothing. EOS is not chosen before
+`min_length` tokens (fairseq's --min-len, JoeyNMT's min_output_length; 0, OpenNMT-py's default, lets a
+hypothesis end at once, as an undertrained model's beam often does).
 
 On a GPU the host waits for the device twice a step: for which hypotheses ended (then one copy of their
 tokens and one of their scores) and for which sentences are done. Everything else it decides from what it
@@ -82,7 +84,7 @@ def _divisors(lengths: Tensor, kind: LengthPenalty, alpha: float) -> Tensor:
 
 @contextlib.contextmanager
 def _searching(
-    model: nn.Module, src: Tensor, src_lengths: Tensor, max_lengths: Tensor
+    model: nn.Module, src: Tensor, src_lengths: Tensor, max_lengths: Tensor, min_length: int
 ) -> Iterator[tuple[Tensor, list[int], set[int]]]:
     """-> (max_lengths on src's device, src_lengths as a list, the set of max_lengths: the steps at which
     some sentence reaches its limit, known on the host without asking the device), once the batch sizes
@@ -92,6 +94,8 @@ def _searching(
     if not (src.size(0) == src_lengths.size(0) == max_lengths.size(0)):
         raise ValueError("src, src_lengths and max_lengths must have the same batch size")
     max_len, lengths, limits = max_lengths.to(src.device), src_lengths.tolist(), set(max_lengths.tolist())
+    if limits and min_length > min(limits):  # EOS would be blocked at a limit that allows EOS alone
+        raise ValueError(f"min_length {min_length} is above a sentence's length limit ({min(limits)})")
     was_training = model.training
     tf32 = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
     model.eval()
@@ -104,9 +108,10 @@ def _searching(
         torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = tf32
 
 
-def _never_chosen(device: torch.device) -> Tensor:
-    """The ids search never chooses (`_block`), on `device`: 2 (long)."""
-    return torch.tensor([PAD_ID, BOS_ID], device=device)
+def _never_chosen(device: torch.device, eos: bool = False) -> Tensor:
+    """The ids search never chooses (`_block`), on `device`: PAD and BOS, and EOS where `eos` (the steps before
+    min_length). 2 or 3 (long)"""
+    return torch.tensor([PAD_ID, BOS_ID, *([EOS_ID] if eos else [])], device=device)
 
 
 def _block(log_probs: Tensor, never: Tensor) -> Tensor:
@@ -130,28 +135,29 @@ def _only_eos(log_probs: Tensor, at_limit: Tensor) -> Tensor:
 
 
 def greedy_hypotheses(
-    model: TranslationModel, src: Tensor, src_lengths: Tensor, max_lengths: Tensor, return_attention: bool = False
+    model: TranslationModel, src: Tensor, src_lengths: Tensor, max_lengths: Tensor, return_attention: bool = False,
+    min_length: int = 0,
 ) -> list[Hypothesis]:
     """Greedy search: the most probable token at every step, for every sentence of the batch at once.
 
-    src: batch x src_len (padded, incl. EOS), src_lengths: batch, max_lengths: batch (tokens before EOS)
-    -> one Hypothesis per sentence, in input order; score = log_prob.
+    src: batch x src_len (padded, incl. EOS), src_lengths: batch, max_lengths: batch (tokens before EOS), each
+    at least min_length (the fewest tokens before EOS) -> one Hypothesis per sentence, in input order; score = log_prob.
     """
     n, device = src.size(0), src.device
     results: list[Hypothesis | None] = [None] * n
-    with _searching(model, src, src_lengths, max_lengths) as (max_len, lengths, limits):
+    with _searching(model, src, src_lengths, max_lengths, min_length) as (max_len, lengths, limits):
         enc = model.encode(src, src_lengths)
         state = model.init_state(enc)
         active = torch.arange(n, device=device)  # input position of each row
         prev = torch.full((n,), BOS_ID, dtype=torch.long, device=device)
-        never = _never_chosen(device)
+        never, never_yet = _never_chosen(device), _never_chosen(device, eos=True)
         scores = torch.zeros(n, device=device)
         seqs = torch.empty(n, 0, dtype=torch.long, device=device)  # rows x t
         attn_hist: Tensor | None = None  # rows x t x src_len
         step = 0
         while active.numel() > 0:
             log_probs, state, attn = model.decode_step(prev, state, enc)  # rows x vocab
-            log_probs = _block(log_probs.float(), never)
+            log_probs = _block(log_probs.float(), never_yet if step < min_length else never)
             tokens = log_probs.argmax(dim=-1)  # rows
             if step in limits:  # a row at its limit ends: EOS, whatever its log-probabilities (NaN included)
                 tokens = torch.where(max_len <= step, EOS_ID, tokens)
@@ -179,9 +185,11 @@ def greedy_hypotheses(
     return [h for h in results if h is not None]
 
 
-def greedy_search(model: TranslationModel, src: Tensor, src_lengths: Tensor, max_lengths: Tensor) -> list[list[int]]:
+def greedy_search(
+    model: TranslationModel, src: Tensor, src_lengths: Tensor, max_lengths: Tensor, min_length: int = 0
+) -> list[list[int]]:
     """Greedy search's token ids (no BOS/EOS) per sentence, in input order; shapes as `greedy_hypotheses`."""
-    return [h.tokens for h in greedy_hypotheses(model, src, src_lengths, max_lengths)]
+    return [h.tokens for h in greedy_hypotheses(model, src, src_lengths, max_lengths, min_length=min_length)]
 
 
 @dataclass
@@ -304,10 +312,12 @@ def _advance(beams: _Beams, cand: _Candidates) -> tuple[Tensor, Tensor]:
 def beam_search(
     model: TranslationModel, src: Tensor, src_lengths: Tensor, beam_size: int, max_lengths: Tensor,
     length_penalty: LengthPenalty = "gnmt", alpha: float = 0.6, nbest: int = 1, return_attention: bool = False,
+    min_length: int = 0,
 ) -> list[list[Hypothesis]]:
     """Beam search over all sentences and beams at once; the `nbest` best hypotheses per sentence.
 
-    src: batch x src_len (padded, incl. EOS), src_lengths: batch, max_lengths: batch (tokens before EOS)
+    src: batch x src_len (padded, incl. EOS), src_lengths: batch, max_lengths: batch (tokens before EOS), each
+    at least min_length (the fewest tokens before EOS)
     -> per sentence, in input order, up to `nbest` hypotheses sorted by score (best first).
 
     Each step takes the 2k best continuations of the sentence's k beams (topk over beam x vocab);
@@ -325,21 +335,21 @@ def beam_search(
         raise ValueError(f"need beam_size >= 1 and 1 <= nbest <= beam_size, got {beam_size}, {nbest}")
     k, batch, device = beam_size, src.size(0), src.device
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
-    with _searching(model, src, src_lengths, max_lengths) as (max_len, lengths, limits):
+    with _searching(model, src, src_lengths, max_lengths, min_length) as (max_len, lengths, limits):
         # Encoder outputs (and precomputed attention keys) are computed once and copied to every beam.
         rows = torch.arange(batch, device=device).repeat_interleave(k)
         enc = model.encode(src, src_lengths).index_select(rows)
         state = model.init_state(enc)
         beams = _Beams.start(max_len, k, nbest, _divisors(max_len.float() + 1.0, length_penalty, alpha))
         prev = torch.full((batch * k,), BOS_ID, dtype=torch.long, device=device)
-        never = _never_chosen(device)
+        never, never_yet = _never_chosen(device), _never_chosen(device, eos=True)
         step = 0
         while beams.active.numel() > 0:
             log_probs, state, attn = model.decode_step(prev, state, enc)  # n*k x vocab
             # n; None at the steps no sentence's limit falls on (a sentence ends at its limit, so none is past it)
             at_limit = beams.max_len <= step if step in limits else None
             step_attn = attn if return_attention else None
-            cand = _candidates(beams, log_probs, at_limit, step_attn, never)
+            cand = _candidates(beams, log_probs, at_limit, step_attn, never_yet if step < min_length else never)
             ended = _finish(beams, cand, step + 1, (length_penalty, alpha), lengths, finished)  # ending now
             alive_tok, reorder = _advance(beams, cand)
             step += 1

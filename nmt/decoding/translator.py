@@ -213,11 +213,12 @@ class Translator:
         src = src.to(self.device)  # lengths stay on the CPU: the encoder and the search move what they need
         if self.beam_size == 1:
             # Greedy is what beam 1 computes, at less cost; its score gets the same normalisation.
-            found = search.greedy_hypotheses(self.model, src, lengths, max_lengths, return_attention)
+            found = search.greedy_hypotheses(self.model, src, lengths, max_lengths, return_attention, cfg.min_length)
             for h in found:
                 h.score = h.log_prob / search.length_penalty_divisor(len(h.tokens) + 1, cfg.length_penalty, cfg.alpha)
             return [[h] if math.isfinite(h.log_prob) else [] for h in found]  # none: as beam search's
         return search.beam_search(
             self.model, src, lengths, self.beam_size, max_lengths,
             length_penalty=cfg.length_penalty, alpha=cfg.alpha, nbest=nbest, return_attention=return_attention,
+            min_length=cfg.min_length,
         )

@@ -112,7 +112,7 @@ def validate(
             tokens += batch.n_tgt_tokens
             max_lengths = max_output_lengths(batch.src_lengths, decoding.max_length_ratio, decoding.max_length_offset)
             with autocast(amp_dtype):
-                outputs = greedy_search(model, batch.src, batch.src_lengths, max_lengths)
+                outputs = greedy_search(model, batch.src, batch.src_lengths, max_lengths, decoding.min_length)
             for index, ids in zip(indices, outputs, strict=True):
                 hypotheses[index] = tokenizer.decode_tgt(ids)
             advance(len(indices))
