@@ -10,11 +10,11 @@ read without importing nmt.models or torch.
   target vocabulary size)) and the model.* keys only it reads (another architecture refuses them unless
   left at their defaults). Training, search, checkpoints and the comparing commands (nmt/compare/) ask the
   model class, never the architecture's name.
-- `ATTENTIONS`: model.attention (the RNN's context provider) -> the function in nmt/models/attention.py
+- `ATTENTIONS`: model.attention (the RNN's context provider) -> the function in nmt/models/rnn/attention.py
   that builds it from (state_size, annotation_size, attention_size, fixed_context).
 
 A new architecture is its module under nmt/models/ and one line in ARCHITECTURES; a new attention type its
-class and builder in nmt/models/attention.py and one line in ATTENTIONS (docs/extending.md).
+class and builder in nmt/models/rnn/attention.py and one line in ATTENTIONS (docs/extending.md).
 """
 
 from __future__ import annotations
@@ -44,20 +44,20 @@ class Architecture:
 
 # model.architecture's values, in the order error messages list them
 ARCHITECTURES: dict[str, Architecture] = {
-    "rnn": Architecture("nmt.models.seq2seq:Seq2Seq", keys=(
+    "rnn": Architecture("nmt.models.rnn.model:Seq2Seq", keys=(
         "attention", "fixed_context", "cell", "attention_size", "maxout_size", "encoder_layers", "init")),
-    "transformer": Architecture("nmt.models.transformer:Transformer", keys=(
+    "transformer": Architecture("nmt.models.transformer.model:Transformer", keys=(
         "layers", "heads", "feedforward_size", "relative_clip", "positions", "norm", "scaled_attention",
         "share_embeddings")),
 }
 
-# model.attention's values (architecture rnn): each name's builder in nmt/models/attention.py
+# model.attention's values (architecture rnn): each name's builder in nmt/models/rnn/attention.py
 ATTENTIONS: dict[str, str] = {
-    "none": "nmt.models.attention:build_fixed_context",
-    "additive": "nmt.models.attention:build_additive",
-    "dot": "nmt.models.attention:build_dot",
-    "scaled_dot": "nmt.models.attention:build_scaled_dot",
-    "general": "nmt.models.attention:build_general",
+    "none": "nmt.models.rnn.attention:build_fixed_context",
+    "additive": "nmt.models.rnn.attention:build_additive",
+    "dot": "nmt.models.rnn.attention:build_dot",
+    "scaled_dot": "nmt.models.rnn.attention:build_scaled_dot",
+    "general": "nmt.models.rnn.attention:build_general",
 }
 
 

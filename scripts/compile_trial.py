@@ -23,12 +23,12 @@ from collections.abc import Iterator
 import torch
 from benchmark import training_batches  # scripts/ is on sys.path when this script runs
 
-import nmt.models.decoder as decoder_module
-import nmt.models.encoder as encoder_module
+import nmt.models.rnn.decoder as decoder_module
+import nmt.models.rnn.encoder as encoder_module
 from nmt.config import load_config
 from nmt.data.batching import Batch, make_batch
 from nmt.models import build_model
-from nmt.models.attention import Attention
+from nmt.models.rnn.attention import Attention
 from nmt.training.validation import batch_loss_sum
 
 WARMUP_STEPS = 2  # the compiled rounds compile (and recompile for new shapes) here

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from nmt.models.attention import (
+from nmt.models.rnn.attention import (
     ATTENTIONS,
     AdditiveAttention,
     Attention,
@@ -16,7 +16,7 @@ from nmt.models.attention import (
     GeneralAttention,
     build_context_provider,
 )
-from nmt.models.encoder import EncoderStates
+from nmt.models.rnn.encoder import EncoderStates
 
 N, ANN, ATT = 5, 10, 7  # decoder state, annotation (2n), attention sizes
 ATTENTION_TYPES = [name for name in ATTENTIONS if name != "none"]

@@ -13,7 +13,7 @@ from nmt.compare.attention_scaling import scaling_statistics
 from nmt.config import ModelConfig
 from nmt.errors import NMTError
 from nmt.models import build_model
-from nmt.models.attention import DotAttention
+from nmt.models.rnn.attention import DotAttention
 from nmt.training import trainer
 from nmt.training.trainer import train
 from tests.helpers import fake_run, reverse_task_config

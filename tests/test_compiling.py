@@ -30,7 +30,7 @@ from nmt.config_sections import ModelConfig
 from nmt.data.batching import Batch, make_batch
 from nmt.decoding.search import beam_search, greedy_search
 from nmt.models import build_model
-from nmt.models.seq2seq import Seq2Seq
+from nmt.models.rnn.model import Seq2Seq
 from nmt.training.compiling import compile_fallback, compiles, training_module
 from nmt.training.trainer import train
 from nmt.training.validation import batch_loss_sum

@@ -6,9 +6,9 @@ import pytest
 import torch
 from torch import nn
 
-from nmt.models.attention import ATTENTIONS, AdditiveAttention, FixedContext, build_context_provider
-from nmt.models.decoder import Decoder, DecoderState, rnn_cell
-from nmt.models.encoder import EncoderStates
+from nmt.models.rnn.attention import ATTENTIONS, AdditiveAttention, FixedContext, build_context_provider
+from nmt.models.rnn.decoder import Decoder, DecoderState, rnn_cell
+from nmt.models.rnn.encoder import EncoderStates
 from tests.helpers import needs_cuda
 
 M, N, ATT, L, VOCAB = 6, 5, 7, 4, 11  # embedding, hidden, attention, maxout, vocabulary

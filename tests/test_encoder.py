@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from nmt.models.encoder import Encoder, EncoderOutput, gated_update
+from nmt.models.rnn.encoder import Encoder, EncoderOutput, gated_update
 from nmt.special import PAD_ID
 from tests.helpers import needs_cuda
 

@@ -21,9 +21,9 @@ from nmt.config_sections import ModelConfig
 from nmt.data.batching import make_batch
 from nmt.models import build_model
 from nmt.models.interface import MAIN_VIEW
-from nmt.models.multihead import MultiHeadAttention
-from nmt.models.seq2seq import Seq2Seq
-from nmt.models.transformer import Transformer
+from nmt.models.rnn.model import Seq2Seq
+from nmt.models.transformer.model import Transformer
+from nmt.models.transformer.multihead import MultiHeadAttention
 from tests.helpers import positions_of
 
 TINY = {"embedding_size": 16, "hidden_size": 16, "maxout_size": 8, "attention_size": 8}

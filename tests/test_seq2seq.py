@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from nmt.config import ModelConfig
 from nmt.errors import NMTError
 from nmt.models import Seq2Seq, build_model, count_parameters
-from nmt.models.attention import ATTENTIONS
+from nmt.models.rnn.attention import ATTENTIONS
 from nmt.special import BOS_ID, EOS_ID, PAD_ID
 from nmt.training.precision import autocast, resolve_precision
 from tests.helpers import TINY_TRANSFORMER, needs_cuda, positions_of

@@ -16,8 +16,8 @@ from nmt.data.batching import make_source_batch
 from nmt.decoding.search import beam_search, greedy_search, max_output_lengths
 from nmt.errors import NMTError
 from nmt.models import build_model
-from nmt.models.multihead import HeadSoftmax, MultiHeadAttention
-from nmt.models.transformer import Transformer, sinusoids
+from nmt.models.transformer.model import Transformer, sinusoids
+from nmt.models.transformer.multihead import HeadSoftmax, MultiHeadAttention
 from nmt.special import BOS_ID, EOS_ID, PAD_ID
 from tests.helpers import positions_of
 

@@ -7,7 +7,7 @@ whose forward compiles (`TranslationModel.compilable`: the Transformer). Its out
 every new length, each trace unrolling it whole (a tiny RNNsearch on the CPU, torch 2.13: 12 graphs for one
 batch, new ones at each new length), so for an RNN it is the loop's body that is compiled instead
 (`TranslationModel.steps_compilable`, `compile_steps`): one function per target step, the products with
-s_{i-1}, the attention and the GRU/LSTM gate update (nmt/models/decoder.py), called from the eager loop in the
+s_{i-1}, the attention and the GRU/LSTM gate update (nmt/models/rnn/decoder.py), called from the eager loop in the
 training step only. RNNsearch's decoder steps so on every device; RNNencdec's only where its decoder is not one
 fused cuDNN call (the CPU). A model with neither (RNNencdec on CUDA) trains eagerly, with a warning, as an
 explicit precision that cannot apply does (precision.py), so that one setting can serve an experiment of all

@@ -1,7 +1,7 @@
 """The Transformer (Vaswani et al. 2017): self-attention encoder and decoder, cross-attention between them.
 
     each sublayer: self-attention, cross-attention (decoder) or feed-forward, its attention multi-head
-    (nmt/models/multihead.py: softmax(Q Kᵀ / √d_k + bias) V per head, d_k = d_model / heads)
+    (nmt/models/transformer/multihead.py: softmax(Q Kᵀ / √d_k + bias) V per head, d_k = d_model / heads)
     post-norm (the paper's): x = LN(x + Dropout(sublayer(x)))   pre-norm: x = x + Dropout(sublayer(LN(x)))
 
 Positions (`model.positions`): sinusoidal (the paper's) or learned vectors added to the scaled embeddings,
@@ -25,8 +25,8 @@ from torch import Tensor, nn
 from nmt.config_sections import ModelConfig
 from nmt.errors import NMTError
 from nmt.models.interface import AttentionPoint, ModelKind, TranslationModel, count_parameters, pick_positions
-from nmt.models.multihead import MultiHeadAttention
 from nmt.models.output_loss import linear_cross_entropy
+from nmt.models.transformer.multihead import MultiHeadAttention
 from nmt.special import PAD_ID
 from nmt.transfer import to_device
 

@@ -20,8 +20,8 @@ import torch
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from nmt.models.encoder import EncoderOutput, EncoderStates
 from nmt.models.interface import AttentionWeights
+from nmt.models.rnn.encoder import EncoderOutput, EncoderStates
 from nmt.registry import ATTENTIONS, resolve  # ATTENTIONS: model.attention's names, also read from here
 
 

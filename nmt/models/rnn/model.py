@@ -7,9 +7,6 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from nmt.config_sections import ModelConfig
-from nmt.models.attention import AdditiveAttention, Attention, build_context_provider
-from nmt.models.decoder import Decoder, DecoderState
-from nmt.models.encoder import Encoder, EncoderOutput
 from nmt.models.interface import (
     MAIN_VIEW,
     AttentionPoint,
@@ -18,6 +15,9 @@ from nmt.models.interface import (
     TranslationModel,
     count_parameters,
 )
+from nmt.models.rnn.attention import AdditiveAttention, Attention, build_context_provider
+from nmt.models.rnn.decoder import Decoder, DecoderState
+from nmt.models.rnn.encoder import Encoder, EncoderOutput
 from nmt.special import PAD_ID
 
 

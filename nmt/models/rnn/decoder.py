@@ -25,10 +25,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from nmt.models.attention import ContextProvider
-from nmt.models.encoder import EncoderOutput, gated_update
 from nmt.models.interface import StepCompiler, pick_positions
 from nmt.models.output_loss import linear_cross_entropy
+from nmt.models.rnn.attention import ContextProvider
+from nmt.models.rnn.encoder import EncoderOutput, gated_update
 from nmt.special import PAD_ID
 
 
