@@ -123,7 +123,7 @@ class Translator:
     @property
     def has_attention(self) -> bool:
         """False for RNNencdec (attention: none): there are no weights to return or plot."""
-        return bool(getattr(self.model, "has_attention", True))
+        return self.model.has_attention
 
     def translate(
         self, sentences: list[str], return_attention: bool = False, nbest: int = 1
