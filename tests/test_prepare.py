@@ -709,3 +709,15 @@ def test_what_a_killed_build_left_beside_the_folder_is_removed_by_the_next_build
     err = capsys.readouterr().err
     for folder in (killed[0], killed[1].parent):
         assert f"removing {folder}: left by a build of {tmp_path / 'prepared'} that was killed" in err
+
+
+def test_the_summary_names_extra_translation_pairs_only_where_the_source_added_some(tmp_path: Path) -> None:
+    """A files source has no extra translations (the Bible's data.bible.extra_translations): its summary does not
+    count them; a prepared folder with some names them and the key that added them."""
+    config, _ = setup(tmp_path)
+    summary = prepare_summary(config)
+    assert "extra translation" not in summary
+    assert "left out by max_train_pairs: 0; valid/test pairs dropped as their source is in training" in summary
+    stats = {**json.loads((tmp_path / "prepared" / "stats.json").read_text()), "extra_train_pairs": 7}
+    assert ("left out by max_train_pairs: 0, extra translation pairs (data.bible.extra_translations): 7; valid/test "
+            "pairs dropped") in format_stats(stats)

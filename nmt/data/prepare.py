@@ -344,9 +344,10 @@ def format_stats(stats: dict[str, Any], config: DataConfig | None = None, built:
         f"source: {stats['source']}   vocab: src {stats['src_vocab_size']}, tgt {stats['tgt_vocab_size']}",
         f"dropped empty pairs: {_by_split(stats['dropped_empty'])}; "
         f"training pairs filtered as too long: {stats['filtered_long_train']}, "
-        f"left out by max_train_pairs: {stats['capped_train']}, "
-        f"extra translation pairs: {stats['extra_train_pairs']}; "
-        f"valid/test pairs dropped as their source is in training: {_by_split(stats['overlap_dropped'])}",
+        f"left out by max_train_pairs: {stats['capped_train']}"
+        + (f", extra translation pairs (data.bible.extra_translations): {stats['extra_train_pairs']}"
+           if stats["extra_train_pairs"] else "")
+        + f"; valid/test pairs dropped as their source is in training: {_by_split(stats['overlap_dropped'])}",
     ]
     if stats.get("valid_in_test"):  # absent from stats.json written before it was counted
         lines.append(f"valid pairs dropped as their source is in the test split: {stats['valid_in_test']}")
