@@ -855,3 +855,24 @@ def test_no_output_folder_lies_inside_a_run_s_own_folders(
                                             "written.\n")
     assert not both.exists()
     assert main(["score", str(source), "--ref", str(source), "--out", str(run / "evaluation")]) == 0
+
+
+@pytest.mark.parametrize("scores", [False, True])
+def test_a_search_that_found_fewer_than_nbest_keeps_k_fields_or_k_lines_per_input(scores: bool) -> None:
+    """A beam wider than the vocabulary can finish fewer than K hypotheses: the rest are empty, so that line i's
+    translations stay at lines i*K .. i*K+K-1 (and K tab-separated fields)."""
+    from nmt.decoding.translator import Translation
+
+    found = [[Translation("a b", -0.5, ["x", "</s>"], ["a", "b", "</s>"])],
+             [Translation("c", -0.25, ["y", "</s>"], ["c", "</s>"]), Translation("d", -0.75, ["y", "</s>"], ["d", "</s>"])]]
+    for layout, expected in (("lines", ["a b", "", "", "c", "d", ""]), ("tabs", ["a b\t\t", "c\td\t"])):
+        sink = io.StringIO()
+        translate_module._write_chunk(sink, found, scores, layout, 3)
+        lines = sink.getvalue().split("\n")[:-1]
+        if not scores:
+            assert lines == expected
+        else:
+            assert len(lines) == len(expected)
+            fields = [line.split("\t") for line in lines]
+            assert all(len(f) == (2 if layout == "lines" else 6) for f in fields), fields
+            assert fields[0][:2] == ["a b", "-0.5000"] and (fields[1] == ["", ""] if layout == "lines" else fields[0][2:] == ["", "", "", ""])

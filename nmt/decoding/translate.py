@@ -183,7 +183,7 @@ def translate_file(
         source_lines, most = _read_lines(stream, name, MAX_LINE_BYTES), max(CHUNK_LINES, translator.decoding.batch_size)
         while lines := _next_chunk(source_lines, stream, most):
             results = translator.translate_nbest(lines, nbest, plots_into is not None, first_line=first)
-            _write_chunk(sink, results, scores, nbest_layout)
+            _write_chunk(sink, results, scores, nbest_layout, nbest)
             if plots_into is not None:
                 plotted |= _plot_chunk(results, lines, first, plots_into, translator.model.attention_shown)
             sink.flush()
@@ -314,13 +314,16 @@ def _stdin_is(path: Path) -> bool:
     return (ours.st_dev, ours.st_ino) == (theirs.st_dev, theirs.st_ino)
 
 
-def _write_chunk(sink: IO[str], results: list[list[Translation]], scores: bool, layout: str) -> None:
-    """Each line's translations (with their scores if asked), on one line separated by tabs or on K lines."""
+def _write_chunk(sink: IO[str], results: list[list[Translation]], scores: bool, layout: str, nbest: int) -> None:
+    """Each line's `nbest` translations (with their scores if asked), on one line separated by tabs or on K lines."""
     for translations in results:
         # a line with nothing to translate (empty, spaces, a zero-width space: no source pieces) gets K empty
         # translations and K empty scores, the layout regular
         empty = not translations[0].src_pieces
         fields = [t.text + ("\t" + ("" if empty else f"{t.score:.4f}") if scores else "") for t in translations]
+        # a search that found fewer than K (a vocabulary smaller than the beam) leaves the rest empty, so that
+        # every input line still has its K fields or K lines
+        fields += [("\t" if scores else "")] * (nbest - len(fields))
         sink.write("\t".join(fields) + "\n" if layout == "tabs" else "".join(f + "\n" for f in fields))
 
 
