@@ -40,18 +40,22 @@ def attention_entropy(weights: torch.Tensor) -> tuple[float, float]:
     return float(entropy.mean()), float(entropy.mean() / uniform_entropy(weights.size(-1)))
 
 
+ENTROPY_SENTENCES = 200  # the first test sentences whose greedy translations' attention entropy is averaged
+PLOTTED_WORDS = 50  # the heatmap's sentence: the first test sentence of at least this many words
+
+
 def attention_diagnostics(run_dir: Path, config: Config, plot_path: Path | None) -> dict[str, float]:
-    """Mean attention entropy over the first 200 test sentences (greedy), and, if `plot_path` is given,
-    the heatmap of the first test sentence of 50+ words (or the longest one)."""
+    """Mean attention entropy over the first ENTROPY_SENTENCES test sentences (greedy), and, if `plot_path` is
+    given, the heatmap of the first test sentence of PLOTTED_WORDS+ words (or the longest one)."""
     sources = [src for src, _ in load_prepared(config.data).pairs(config.evaluation.split)]
     translator = Translator.from_run(run_dir, beam_size=1)
     entropies = [
         attention_entropy(t.attention)
-        for t in translator.translate(sources[:200], return_attention=True)
+        for t in translator.translate(sources[:ENTROPY_SENTENCES], return_attention=True)
         if t.attention is not None
     ]
     if plot_path is not None and sources:
-        long_sources = [src for src in sources if len(src.split()) >= 50]
+        long_sources = [src for src in sources if len(src.split()) >= PLOTTED_WORDS]
         source = long_sources[0] if long_sources else max(sources, key=lambda s: len(s.split()))
         (translation,) = translator.translate([source], return_attention=True)
         plot_attention(translation.attention, translation.src_pieces, translation.tgt_pieces, plot_path, source)

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from nmt.analysis.attention_stats import ENTROPY_SENTENCES, PLOTTED_WORDS
 from nmt.compare.attention_checks import CHECKS
 from nmt.config import Config, load_saved_config
 from nmt.data.sources import corpus_source, prepared_dir
@@ -180,7 +181,8 @@ def _tables(
         header = ["run", "mean attention entropy (nats)", "relative to uniform weights"]
         rows = [[name, f"{a['mean_entropy_nats']:.3f}", f"{a['mean_entropy_vs_uniform']:.3f}"]
                 for name, a in attention.items()]
-        lines += ["", *markdown_table(header, rows, left=3)]
+        lines += ["", f"Attention entropy of each attention run's greedy translations of the first "
+                  f"{ENTROPY_SENTENCES} test sentences:", "", *markdown_table(header, rows, left=3)]
     return lines
 
 
@@ -206,7 +208,10 @@ def experiment_report(
     lines += _tables(config, sessions, counts, attention, outcomes)
     lines += ["", (out_dir / "report.md").read_text(encoding="utf-8").strip(), ""]
     if attention_plot:
-        lines += ["", f"![attention of one long test sentence]({attention_plot})", "", ATTENTION_CAVEAT, ""]
+        shown = next(iter(attention))  # the first attention run's (the experiment's `_attention`)
+        lines += ["", f"{shown}'s attention in its greedy translation of the first test sentence of {PLOTTED_WORDS}+ "
+                  "words (or the longest):", "", f"![{shown}'s attention over one long test sentence]({attention_plot})",
+                  "", ATTENTION_CAVEAT, ""]
     if checks is not None:
         ran = " and ".join(checks["checks"])
         lines += ["", f"Attention checks ({ran}, on {counted(checks['sentences'], 'test sentence')}): "

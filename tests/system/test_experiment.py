@@ -48,6 +48,11 @@ def test_quick_config_runs_the_whole_pipeline_shortened(tmp_path: Path, capsys: 
     if attentive:
         assert (out / "attention_long_sentence.png").is_file()
         assert "nmt attention-checks" in report  # the caveat stands beside the heatmap
+        # the heatmap and the entropy table say whose attention, decoded how, on which sentences
+        shown = next(run for run in config.runs if run in attentive)
+        assert (f"{shown}'s attention in its greedy translation of the first test sentence of 50+ words (or the "
+                f"longest):\n\n![{shown}'s attention over one long test sentence](attention_long_sentence.png)") in report
+        assert "Attention entropy of each attention run's greedy translations of the first 200 test sentences:" in report
     # the learning curve: every run's kept checkpoints (here the one at step 2), in the report with its plot
     curves = json.loads((out / "learning_curve.json").read_text())
     assert {name: [p["step"] for p in c["checkpoints"]] for name, c in curves["runs"].items()} == {
