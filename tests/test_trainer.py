@@ -656,3 +656,21 @@ def test_a_reader_leaving_stdout_is_no_disk_error(data_root: Path, tmp_path: Pat
     monkeypatch.setattr(Terminal, "say", reader_gone_by_the_validation)
     with pytest.raises(BrokenPipeError):
         train(config, tmp_path / "run")
+
+
+def test_the_logged_throughput_counts_training_time_not_checkpoint_writing(
+    data_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tgt_tokens_per_s is the interval's target tokens over the time spent training them: a checkpoint written
+    in the interval (here one a step, each taking a second to write) is left out, as a validation is."""
+    write_step = trainer_module.write_step
+
+    def slow_write(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(1.0)
+        return write_step(*args, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "write_step", slow_write)
+    trainer_module.train(tiny(data_root, max_steps=4, checkpoint_every=1, validate_every=100), tmp_path / "run")
+    rates = [e["tgt_tokens_per_s"] for e in events(tmp_path / "run") if e["event"] == "train"]
+    # two steps of at most 300 target tokens a log line: counting the two seconds of writing, under 300 tok/s
+    assert len(rates) == 2 and min(rates) > 1500, rates

@@ -418,12 +418,14 @@ class Trainer:
         checkpoint at or past best.pt's step, so that best.pt never holds weights of steps that --resume
         trains again (where it lacks them, `_complete_best` writes them)."""
         self._read_steps()
+        began = time.monotonic()
         rngs = self.ctx.gather(capture_rng(self.device))
         self.saved_step, self.resumable_step = -1 if resume_only else self.step, self.step
         self.ctx.agreed(lambda: self._write_step_checkpoint(rngs, resume_only))
         if self.best_unsaved:
             self.ctx.agreed(self._write_best)
             self.best_unsaved = False
+        self._interval_started += time.monotonic() - began  # throughput counts training time only, as for validation
 
     def _write_best(self) -> None:
         """best.pt: the weights of this step, whose validation is the best."""
