@@ -341,12 +341,12 @@ def decode_phase(
             limits = max_output_lengths(lengths, dc.max_length_ratio, dc.max_length_offset)
             ids, lengths_dev = ids.to(device), lengths.to(device)
             if beam == 1:
-                outputs = greedy_search(counting, ids, lengths_dev, limits)
+                outputs = greedy_search(counting, ids, lengths_dev, limits, dc.min_length)
             else:
                 outputs = [
                     h[0].tokens
                     for h in beam_search(
-                        counting, ids, lengths_dev, beam, limits, dc.length_penalty, dc.alpha
+                        counting, ids, lengths_dev, beam, limits, dc.length_penalty, dc.alpha, min_length=dc.min_length
                     )
                 ]
             produced += sum(len(o) + 1 for o in outputs)  # + EOS

@@ -69,13 +69,16 @@ print(f'eflomal links of the attention checks\' sample: {path}' if path else 'no
       'checks\' sample: the alignment check will be skipped (run bash scripts/gpu_converged.sh --align where eflomal is)')
 " "${sets[@]}"
 pack() {  # OUT/seedN.tar.gz of the report folder as it is now, without checkpoints, tokenizer copies or caches
-    local seed=$1 dir=$work/seed$1
+    local seed=$1 dir=$work/seed$1 status
     [ -d "$dir" ] || return 0
     (cd "$dir" && find . -maxdepth 1 -type f \
         \( -name '*.md' -o -name '*.json' -o -name '*.png' -o -name '*.txt' -o -name '*.yaml' -o -name '*.tsv' \) \
-        -print0; find ./runs -maxdepth 2 -type f \( -name summary.json -o -name config.yaml -o -name environment.json \
-        -o -name log.jsonl -o -name '*.log' \) -print0 2>/dev/null) \
-        | tar -czf "$out/.seed$seed.tar.gz" -C "$dir" --null -T - && mv "$out/.seed$seed.tar.gz" "$out/seed$seed.tar.gz"
+        -print0; [ ! -d runs ] || find ./runs -maxdepth 2 -type f \( -name summary.json -o -name config.yaml \
+        -o -name environment.json -o -name log.jsonl -o -name '*.log' \) -print0) \
+        | tar -czf "$out/.seed$seed.tar.gz" --warning=no-file-changed -C "$dir" --null -T -
+    status=${PIPESTATUS[1]}
+    # tar's 1 is "file changed as we read it": a log the runs still write, packed as far as it was read
+    if [ "$status" -le 1 ]; then mv "$out/.seed$seed.tar.gz" "$out/seed$seed.tar.gz"; fi
 }
 run_seed() {  # train, evaluate and report one seed, then pack its report folder
     local seed=$1 dir=$work/seed$1 started status packer stop=$work/.seed$1.packed

@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
             "/usr/bin/time", "-v", args.onmt_translate, "-model", str(args.peer_model), "-src", str(src),
             "-output", str(hyp), "-beam_size", "5", "-batch_size", str(dc.batch_size),
             "-batch_type", "sents", "-length_penalty", "wu", "-alpha", str(dc.alpha),
-            "-max_length", str(longest), "-report_time",
+            "-max_length", str(longest), "-min_length", str(dc.min_length), "-report_time",
         ]
         # OpenNMT-py 3.0.4 predates torch 2.6's weights-only torch.load, which refuses its checkpoints' argparse
         # options; the checkpoint is one the peer script just trained here, so the full load is safe

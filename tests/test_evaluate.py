@@ -354,3 +354,21 @@ def test_a_src_file_is_bucketed_and_reported_as_the_model_reads_it(
     assert counts["marked"] == counts["clean"] and len(set(counts["clean"])) > 1
     assert results["marked"]["runs"]["run"]["bleu"] == results["clean"]["runs"]["run"]["bleu"]
     assert (tmp_path / "marked/src.txt").read_text(encoding="utf-8") == Path(f"{prefix}.src").read_text(encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_a_least_output_length_is_recorded_where_the_report_says_how_it_decoded(
+    trained_reverse_run: Path, tmp_path: Path
+) -> None:
+    """--set decoding.min_length=N changes the translations: report.md's line on each run and results.json's
+    settings say so (at 0, the default, they read as before the key existed)."""
+    run = _copy_run(trained_reverse_run, tmp_path / "runs" / "greedy", 1)
+    prefix = write_parallel(tmp_path / "eval", reverse_pairs(10, 5, 12, seed=7))
+    argv = ["evaluate", str(run), "--src", f"{prefix}.src", "--ref", f"{prefix}.tgt", "--device", "cpu"]
+    assert main([*argv, "--out", str(tmp_path / "plain")]) == 0
+    assert main([*argv, "--set", "decoding.min_length=3", "--out", str(tmp_path / "least")]) == 0
+    plain, least = (json.loads((tmp_path / name / "results.json").read_text())["settings"]["runs"]["greedy"]
+                    for name in ("plain", "least"))
+    assert "min_length" not in plain and least["min_length"] == 3
+    assert ", beam 1, length penalty gnmt (alpha 0.6)\n" in (tmp_path / "plain" / "report.md").read_text()
+    assert ", beam 1, length penalty gnmt (alpha 0.6), at least 3 pieces\n" in (tmp_path / "least" / "report.md").read_text()

@@ -690,8 +690,10 @@ def test_what_a_killed_build_left_beside_the_folder_is_removed_by_the_next_build
     import nmt.fileio as fileio
 
     config, _ = setup(tmp_path)
-    killed = [tmp_path / ".prepared.build-k1ll3d", tmp_path / ".prepared.old-k1ll3d" / "prev"]
-    others = [tmp_path / ".prepared2.build-x", tmp_path / "prepared.build-mine"]  # another folder's; the user's
+    killed = [tmp_path / ".prepared.build-k1ll3d_0", tmp_path / ".prepared.old-k1ll3d_0" / "prev"]  # mkdtemp's names
+    others = [tmp_path / ".prepared2.build-k1ll3d_0",  # another folder's
+              tmp_path / "prepared.build-mine", tmp_path / ".prepared.build-mine",  # the user's, named otherwise
+              tmp_path / ".prepared.old-mybackup" / "f"]  # the user's: an old one holds nothing but prev
     for folder in killed + others:
         folder.mkdir(parents=True)
         (folder / "train.en").write_text("half written\n")

@@ -125,6 +125,10 @@ def test_cache_key_follows_checkpoint_source_and_decoding(tmp_path: Path) -> Non
     assert cache_key(run.checkpoint, ["a c"], decoding, "cpu") != key
     (beam_2,) = describe_runs([run.run_dir], ["decoding.beam_size=2"])
     assert cache_key(run.checkpoint, ["a b"], decoding_settings(beam_2.config), "cpu") != key
+    # decoding.min_length at 0 searches as before the key existed: out of the key, so earlier caches are found
+    assert "min_length" not in decoding
+    (at_least_2,) = describe_runs([run.run_dir], ["decoding.min_length=2"])
+    assert decoding_settings(at_least_2.config) == {**decoding, "min_length": 2}
     assert cache_key(run.checkpoint, ["a b"], decoding, "cuda") != key  # a GPU's floats: other translations
     run.checkpoint.write_bytes(b"retrained weights")
     assert cache_key(run.checkpoint, ["a b"], decoding, "cpu") != key

@@ -165,12 +165,13 @@ def _translate_runs(
         systems[run.name] = {
             "run_dir": shown_path(run.run_dir, out),
             "checkpoint": shown_path(run.checkpoint, out),
-            **{key: decoding[key] for key in ("beam_size", "length_penalty", "alpha")},
+            **{key: decoding[key] for key in ("beam_size", "length_penalty", "alpha", "min_length") if key in decoding},
             "hypotheses": None if path is None else shown_path(path, out),  # the run's cache file
         }
+        least = f", at least {decoding['min_length']} pieces" if "min_length" in decoding else ""
         scored.append(
             f"{run.name}: `{shown_path(run.run_dir, out)}`, checkpoint {checkpoint_text}, beam {decoding['beam_size']}, "
-            f"length penalty {decoding['length_penalty']} (alpha {decoding['alpha']:g})"
+            f"length penalty {decoding['length_penalty']} (alpha {decoding['alpha']:g}){least}"
         )
     return hypotheses, systems, scored
 

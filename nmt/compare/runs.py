@@ -30,6 +30,9 @@ from nmt.rundir.loading import check_run_dir, resolve_device
 
 # Decoding keys that cannot change a 1-best translation: left out of the cache key.
 _KEY_EXEMPT = ("batch_size", "nbest")
+# Decoding keys at the value that searches as search did before the key existed: left out of the cache key too, so
+# that translations cached before it are found.
+_NO_OP_VALUES = {"min_length": 0}
 # What `--set` may change in `nmt evaluate`: a trained run's learning settings are fixed.
 EVALUATE_SECTIONS = ("decoding", "evaluation")
 
@@ -101,8 +104,9 @@ def refuse_runs_without_attention(runs: Sequence[RunInfo], need: str) -> None:
 
 
 def decoding_settings(config: Config) -> dict[str, Any]:
-    """The run's decoding section minus keys that do not change output."""
-    return {k: v for k, v in asdict(config.decoding).items() if k not in _KEY_EXEMPT}
+    """The run's decoding section minus keys that do not change output, or not at the value they have."""
+    return {k: v for k, v in asdict(config.decoding).items()
+            if k not in _KEY_EXEMPT and not (k in _NO_OP_VALUES and v == _NO_OP_VALUES[k])}
 
 
 def translate_cached(run: RunInfo, test_set: TestSet, device: str) -> tuple[list[str], Path | None, bool]:

@@ -7,8 +7,8 @@ together) build it once.
 from __future__ import annotations
 
 import contextlib
-import glob
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -31,12 +31,18 @@ def one_build_at_a_time(directory: Path) -> Iterator[None]:
 
 
 def _remove_abandoned(directory: Path) -> None:
-    """Remove the hidden folders `build_and_swap_in` makes beside `directory`, naming each on stderr."""
-    name = glob.escape(directory.name)
-    for pattern in (f".{name}.build-*", f".{name}.old-*"):
-        for left in sorted(directory.parent.glob(pattern)):
-            print(f"removing {left}: left by a build of {directory} that was killed", file=sys.stderr)
-            shutil.rmtree(left, ignore_errors=True)
+    """Remove the hidden folders `build_and_swap_in` makes beside `directory`, naming each on stderr: a build folder
+    (mkdtemp's name: the prefix and 8 characters of its alphabet), and an old one holding nothing but `prev`. A
+    folder of the user's with a like name and other contents stays."""
+    made = re.compile(rf"\.{re.escape(directory.name)}\.(build|old)-[a-z0-9_]{{8}}")
+    for left in sorted(directory.parent.iterdir()):
+        kind = made.fullmatch(left.name)
+        if kind is None or not left.is_dir() or left.is_symlink():
+            continue
+        if kind.group(1) == "old" and {p.name for p in left.iterdir()} - {"prev"}:
+            continue
+        print(f"removing {left}: left by a build of {directory} that was killed", file=sys.stderr)
+        shutil.rmtree(left, ignore_errors=True)
 
 
 def build_and_swap_in(directory: Path, build: Callable[[Path], None]) -> None:
