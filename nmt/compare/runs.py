@@ -30,8 +30,8 @@ from nmt.rundir.loading import check_run_dir, resolve_device
 
 # Decoding keys that cannot change a 1-best translation: left out of the cache key.
 _KEY_EXEMPT = ("batch_size", "nbest")
-# Decoding keys at the value that searches as search did before the key existed: left out of the cache key too, so
-# that translations cached before it are found.
+# Decoding keys at the value under which search runs as it did before the key existed: left out of the cache key
+# too, so that translations cached before it are found.
 _NO_OP_VALUES = {"min_length": 0}
 # What `--set` may change in `nmt evaluate`: a trained run's learning settings are fixed.
 EVALUATE_SECTIONS = ("decoding", "evaluation")
