@@ -142,7 +142,7 @@ class ModelConfig:
     cell: Literal["gru", "lstm"] = "gru"
     embedding_size: int = 256
     hidden_size: int = 256  # per encoder direction and in the decoder (paper: 1000)
-    attention_size: int = 256  # hidden size of the additive alignment model (paper: 1000)
+    attention_size: int = 256  # the additive alignment model's hidden size (paper: 1000); dot and scaled_dot project to it
     maxout_size: int = 256
     encoder_layers: int = 1
     dropout: float = 0.0
@@ -179,6 +179,9 @@ class ModelConfig:
             require(self.attention == "none" or self.fixed_context == defaults.fixed_context, "model.fixed_context",
                     f"is a setting of the fixed vector (model.attention none), not of attention {self.attention}: "
                     "leave it out")
+        if "relative_clip" in own:
+            require(self.positions == "relative" or self.relative_clip == defaults.relative_clip, "model.relative_clip",
+                    f"is a setting of model.positions relative, not of positions {self.positions}: leave it out")
         sizes = ("embedding_size", "hidden_size", "attention_size", "encoder_layers", "layers", "heads",
                  "feedforward_size", "relative_clip")
         for key in sizes:

@@ -372,3 +372,14 @@ def test_a_model_cast_to_bf16_without_autocast_decodes_in_bf16() -> None:
         state = model.init_state(enc)
         log_probs, state, _ = model.decode_step(tgt[:, 0], state, enc)
     assert state.hidden.dtype == torch.bfloat16 and torch.isfinite(log_probs).all()
+
+
+def test_the_summary_names_the_attention_width_only_where_a_layer_has_it() -> None:
+    """model.attention_size is the additive alignment model's hidden size and dot attention's projection width;
+    general attention and the fixed vector have no layer of that width, and the training log's first line says
+    none (it said "attention 48" for a general model)."""
+    sizes = {"embedding_size": 16, "hidden_size": 32, "attention_size": 48, "maxout_size": 16}
+    for attention, shown in (("additive", True), ("dot", True), ("scaled_dot", True), ("general", False), ("none", False)):
+        line = build_model(ModelConfig(attention=attention, **sizes), 20, 20).describe()
+        assert (", hidden 32, attention 48, maxout 16," in line) == shown, line
+        assert shown or ", hidden 32, maxout 16," in line

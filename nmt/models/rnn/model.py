@@ -126,9 +126,13 @@ class Seq2Seq(TranslationModel):
         c = self.config
         encoder = "bidirectional" if c.bidirectional_encoder else "forward"
         summary = "" if self.has_attention else f", c from {c.fixed_context}"
+        # the width model.attention_size sets: additive and dot attention project the state to it; general and
+        # the fixed vector have no such layer
+        projected = self.decoder.provider.query_size
+        width = f", attention {projected}" if projected else ""
         return (
             f"{self.name} (attention {c.attention}{summary}, {c.cell.upper()}, {c.encoder_layers}-layer {encoder} encoder, "
-            f"embeddings {c.embedding_size}, hidden {c.hidden_size}, attention {c.attention_size}, "
+            f"embeddings {c.embedding_size}, hidden {c.hidden_size}{width}, "
             f"maxout {c.maxout_size}, vocab {self.src_vocab_size}/{self.tgt_vocab_size}): "
             f"{count_parameters(self):,} parameters"
         )
