@@ -179,9 +179,6 @@ class ModelConfig:
             require(self.attention == "none" or self.fixed_context == defaults.fixed_context, "model.fixed_context",
                     f"is a setting of the fixed vector (model.attention none), not of attention {self.attention}: "
                     "leave it out")
-        if "relative_clip" in own:
-            require(self.positions == "relative" or self.relative_clip == defaults.relative_clip, "model.relative_clip",
-                    f"is a setting of model.positions relative, not of positions {self.positions}: leave it out")
         sizes = ("embedding_size", "hidden_size", "attention_size", "encoder_layers", "layers", "heads",
                  "feedforward_size", "relative_clip")
         for key in sizes:

@@ -199,14 +199,3 @@ def test_an_architecture_with_heads_gets_the_d_model_checks_whatever_its_name(mo
         ModelConfig(architecture=name, hidden_size=96, embedding_size=96, heads=3).validate()
     ModelConfig(architecture="rnn", hidden_size=256, embedding_size=128).validate()  # an RNN's widths are its own
 
-
-def test_relative_clip_is_refused_where_the_positions_are_not_relative() -> None:
-    """model.relative_clip clips the distances of relative positions: with sinusoidal or learned ones nothing reads
-    it, and a value set away from its default is refused naming the key (as fixed_context beside attention)."""
-    sizes = {"architecture": "transformer", "hidden_size": 64, "embedding_size": 64, "heads": 4}
-    for positions in ("sinusoidal", "learned"):
-        with pytest.raises(NMTError, match=rf"'model.relative_clip': is a setting of model.positions relative, not of "
-                                           rf"positions {positions}: leave it out"):
-            ModelConfig(**sizes, positions=positions, relative_clip=1).validate()
-        ModelConfig(**sizes, positions=positions).validate()  # at its default: nothing to refuse
-    ModelConfig(**sizes, positions="relative", relative_clip=1).validate()
